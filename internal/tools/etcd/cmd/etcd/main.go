@@ -1,0 +1,13 @@
+// Command etcd is the upstream etcd server, built from pinned modules for
+// internal/testenv.
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() {
+	etcdmain.Main(os.Args)
+}
