@@ -1,0 +1,172 @@
+package locking
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+)
+
+// DenyListEntry is one entry of the lockOptions.denyList field of a cluster
+// spec.
+type DenyListEntry struct {
+	// ID is the lock ID of an operator instance.
+	ID string
+	// Allow set removes ID from the deny list; unset adds it.
+	Allow bool
+}
+
+// UpdateDenyList applies a spec's deny list to the store in one transaction,
+// exactly as the FoundationDB operator does: an entry with Allow clears the
+// key <prefix>/denyList/<ID>, an entry without sets it to the ID, and IDs
+// absent from entries are left as they are, so that instances with different
+// specs do not fight over the list. To re-admit an instance, list it with
+// Allow until the change has been applied, then drop the entry.
+//
+// An empty ID, or an ID listed twice with different Allow values, is
+// rejected before anything is written. An empty list does nothing and does
+// not touch the backend.
+func (l *Lock) UpdateDenyList(ctx context.Context, entries []DenyListEntry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	seen := make(map[string]bool, len(entries))
+	for i, e := range entries {
+		if e.ID == "" {
+			return fmt.Errorf("locking: deny list entries[%d].id is empty", i)
+		}
+		if allow, dup := seen[e.ID]; dup && allow != e.Allow {
+			return fmt.Errorf("locking: deny list entries[%d]: id %q is listed both with and without allow", i, e.ID)
+		}
+		seen[e.ID] = e.Allow
+	}
+	err := l.update(ctx, func(tx Txn) error {
+		for _, e := range entries {
+			key := l.denyKey(e.ID)
+			v, present, err := tx.Get(ctx, key)
+			if err != nil {
+				return err
+			}
+			switch {
+			case e.Allow && present:
+				if err := tx.Clear(key); err != nil {
+					return err
+				}
+			case !e.Allow && (!present || !bytes.Equal(v, []byte(e.ID))):
+				if err := tx.Set(key, []byte(e.ID)); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("locking: update deny list: %w", err)
+	}
+	return nil
+}
+
+// DenyList returns the lock IDs on the deny list, in key order. It reads the
+// IDs from the keys, which is what Take checks; the FoundationDB operator
+// reads the values, which it always writes equal to the key suffix.
+func (l *Lock) DenyList(ctx context.Context) ([]string, error) {
+	prefix := l.key("denyList", "")
+	var ids []string
+	err := l.update(ctx, func(tx Txn) error {
+		kvs, err := tx.GetPrefix(ctx, prefix)
+		if err != nil {
+			return err
+		}
+		ids = make([]string, 0, len(kvs))
+		for _, kv := range kvs {
+			ids = append(ids, string(kv.Key[len(prefix):]))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("locking: read deny list: %w", err)
+	}
+	return ids, nil
+}
+
+// AddPendingUpgrades records, in one transaction, that the given process
+// groups are ready for an upgrade to version: key
+// <prefix>/upgrades/<version>/<processGroupID>, value the process group ID,
+// as the FoundationDB operator writes them. version is written as given; the
+// FoundationDB operator uses major.minor.patch ("7.1.26"). An empty list does
+// nothing.
+func (l *Lock) AddPendingUpgrades(ctx context.Context, version string, processGroupIDs []string) error {
+	if err := validateVersion(version); err != nil {
+		return err
+	}
+	if len(processGroupIDs) == 0 {
+		return nil
+	}
+	for i, id := range processGroupIDs {
+		if id == "" {
+			return fmt.Errorf("locking: processGroupIDs[%d] is empty", i)
+		}
+	}
+	err := l.update(ctx, func(tx Txn) error {
+		for _, id := range processGroupIDs {
+			if err := tx.Set(l.key("upgrades", version, id), []byte(id)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("locking: add pending upgrades to %q: %w", version, err)
+	}
+	return nil
+}
+
+// PendingUpgrades returns the process groups recorded as ready for an
+// upgrade to version, read from the values as the FoundationDB operator
+// reads them.
+func (l *Lock) PendingUpgrades(ctx context.Context, version string) (map[string]bool, error) {
+	if err := validateVersion(version); err != nil {
+		return nil, err
+	}
+	prefix := l.key("upgrades", version, "")
+	var pending map[string]bool
+	err := l.update(ctx, func(tx Txn) error {
+		kvs, err := tx.GetPrefix(ctx, prefix)
+		if err != nil {
+			return err
+		}
+		pending = make(map[string]bool, len(kvs))
+		for _, kv := range kvs {
+			pending[string(kv.Value)] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("locking: read pending upgrades to %q: %w", version, err)
+	}
+	return pending, nil
+}
+
+// ClearPendingUpgrades removes the pending-upgrade records of every version.
+func (l *Lock) ClearPendingUpgrades(ctx context.Context) error {
+	err := l.update(ctx, func(tx Txn) error {
+		return tx.ClearPrefix(l.key("upgrades", ""))
+	})
+	if err != nil {
+		return fmt.Errorf("locking: clear pending upgrades: %w", err)
+	}
+	return nil
+}
+
+// validateVersion rejects versions that would make keys ambiguous: version
+// "7.1" with process group "x/y" and version "7.1/x" with "y" would share a
+// key.
+func validateVersion(version string) error {
+	if version == "" {
+		return fmt.Errorf("locking: version is empty")
+	}
+	if strings.Contains(version, "/") {
+		return fmt.Errorf("locking: version %q contains '/'", version)
+	}
+	return nil
+}

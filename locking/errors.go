@@ -1,0 +1,82 @@
+package locking
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sentinel errors. Test them with errors.Is; the errors this package returns
+// wrap them with context.
+var (
+	// ErrLocked means another live instance holds the lock. The error is a
+	// *HeldError that says who and until when.
+	ErrLocked = errors.New("lock is held by another instance")
+
+	// ErrDenied means this instance's lock ID is on the deny list: every
+	// attempt to take or extend the lock fails until the entry is removed
+	// with Allow set.
+	ErrDenied = errors.New("lock ID is on the deny list")
+
+	// ErrNotHeld means Release did not clear the lock because this instance
+	// does not hold it: another instance does, or this instance's lock has
+	// expired or starts in the future. The error is a *HeldError.
+	ErrNotHeld = errors.New("lock is not held by this instance")
+
+	// ErrConflict means a transaction conflicted with a concurrent one and
+	// committed nothing. Backends return it; the Lock retries it a bounded
+	// number of times before returning it. Retrying later is safe.
+	ErrConflict = errors.New("transaction conflict")
+
+	// ErrCorrupt means a stored lock record could not be decoded or has the
+	// wrong shape. It is never treated as a free lock; a person has to look
+	// at the stored value. Retrying does not help.
+	ErrCorrupt = errors.New("stored lock record is corrupt")
+)
+
+// HeldError describes the lock record that made Take or Release refuse. It
+// wraps ErrLocked (Take) or ErrNotHeld (Release).
+type HeldError struct {
+	// LockID is the ID of the instance that asked.
+	LockID string
+	// Holder is the lock ID stored in the record.
+	Holder string
+	// Start and End are the stored start and end, with one-second precision.
+	Start, End time.Time
+	// RetryAfter is, for ErrLocked, how long from the decision until this
+	// instance may take the lock over if the holder does not extend it
+	// (including the configured clock-skew tolerance). Zero for ErrNotHeld.
+	RetryAfter time.Duration
+	// Reason says, for ErrNotHeld, why the record does not count as ours.
+	Reason string
+
+	err error
+}
+
+func (e *HeldError) Error() string {
+	if e.err == ErrLocked {
+		return fmt.Sprintf("lock ID %q: %v: held by %q until %s, retry after %s",
+			e.LockID, e.err, e.Holder, e.End.UTC().Format(time.RFC3339), e.RetryAfter)
+	}
+	return fmt.Sprintf("lock ID %q: %v: %s (holder %q, start %s, end %s)",
+		e.LockID, e.err, e.Reason, e.Holder,
+		e.Start.UTC().Format(time.RFC3339), e.End.UTC().Format(time.RFC3339))
+}
+
+// Unwrap returns ErrLocked or ErrNotHeld.
+func (e *HeldError) Unwrap() error { return e.err }
+
+// CorruptError describes a stored value that is not a valid record. It wraps
+// ErrCorrupt.
+type CorruptError struct {
+	Key, Value []byte
+	// Reason says what is wrong with Value.
+	Reason string
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("key %q: %v: %s (value %q)", e.Key, ErrCorrupt, e.Reason, e.Value)
+}
+
+// Unwrap returns ErrCorrupt.
+func (e *CorruptError) Unwrap() error { return ErrCorrupt }

@@ -1,0 +1,989 @@
+// Package locktest is the conformance suite every locking.Backend must pass,
+// and helpers to measure backends.
+//
+// A backend's test calls Run with a constructor:
+//
+//	func TestConformance(t *testing.T) {
+//		locktest.Run(t, func(t *testing.T) locking.Backend { return memlock.New() })
+//	}
+//
+// The suite uses only the Backend interface, so it runs unchanged against
+// networked backends. Each subtest keeps its keys under its own prefix
+// (below locking.DefaultPrefix + "/locktest/"), so a constructor may hand
+// out the same server to every subtest as long as that prefix starts empty.
+// Corrupted records are written through Backend.Update itself.
+//
+// Time comes from fake clocks: expiry is tested by stepping them, never by
+// sleeping.
+package locktest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/groundskeeper-io/groundskeeper/internal/tuple"
+	"github.com/groundskeeper-io/groundskeeper/locking"
+)
+
+// epoch is the fake clocks' starting time: 2023-11-14T22:13:20Z.
+var epoch = time.Unix(1700000000, 0)
+
+// env is one subtest's world: a backend, a prefix and a shared fake clock.
+type env struct {
+	t       *testing.T
+	ctx     context.Context
+	backend locking.Backend
+	prefix  string
+	clock   *clocktesting.FakeClock
+}
+
+func newEnv(t *testing.T, newBackend func(t *testing.T) locking.Backend) *env {
+	t.Helper()
+	b := newBackend(t)
+	if b == nil {
+		t.Fatal("newBackend returned nil")
+	}
+	return &env{
+		t:       t,
+		ctx:     t.Context(),
+		backend: b,
+		prefix:  locking.DefaultPrefix + "/locktest/" + t.Name(),
+		clock:   clocktesting.NewFakeClock(epoch),
+	}
+}
+
+// lock returns the Lock of instance id, on the shared clock unless opts sets
+// one.
+func (e *env) lock(id string, opts *locking.Options) *locking.Lock {
+	e.t.Helper()
+	var o locking.Options
+	if opts != nil {
+		o = *opts
+	}
+	o.Prefix = e.prefix
+	if o.Clock == nil {
+		o.Clock = e.clock
+	}
+	l, err := locking.New(e.backend, id, &o)
+	if err != nil {
+		e.t.Fatalf("locking.New(%q): %v", id, err)
+	}
+	return l
+}
+
+func (e *env) key(suffix string) []byte { return []byte(e.prefix + "/" + suffix) }
+
+// raw reads a key through the backend.
+func (e *env) raw(key []byte) ([]byte, bool) {
+	e.t.Helper()
+	var v []byte
+	var ok bool
+	err := e.backend.Update(e.ctx, func(tx locking.Txn) error {
+		var err error
+		v, ok, err = tx.Get(e.ctx, key)
+		return err
+	})
+	if err != nil {
+		e.t.Fatalf("reading %q: %v", key, err)
+	}
+	return v, ok
+}
+
+// put writes a key through the backend.
+func (e *env) put(key, value []byte) {
+	e.t.Helper()
+	err := e.backend.Update(e.ctx, func(tx locking.Txn) error { return tx.Set(key, value) })
+	if err != nil {
+		e.t.Fatalf("writing %q: %v", key, err)
+	}
+}
+
+// recordBytes is the FoundationDB operator's lock value.
+func recordBytes(t *testing.T, id string, start, end int64) []byte {
+	t.Helper()
+	b, err := tuple.Tuple{id, start, end}.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// wantRecord checks the stored lock value byte for byte.
+func (e *env) wantRecord(id string, start, end time.Time) {
+	e.t.Helper()
+	got, ok := e.raw(e.key("global"))
+	want := recordBytes(e.t, id, start.Unix(), end.Unix())
+	if !ok || !bytes.Equal(got, want) {
+		e.t.Fatalf("stored lock value = %q (present %v), want %q (tuple{%q, %d, %d})",
+			got, ok, want, id, start.Unix(), end.Unix())
+	}
+}
+
+func (e *env) wantNoRecord() {
+	e.t.Helper()
+	if v, ok := e.raw(e.key("global")); ok {
+		e.t.Fatalf("lock key holds %q, want it absent", v)
+	}
+}
+
+func (e *env) take(l *locking.Lock) locking.Lease {
+	e.t.Helper()
+	lease, err := l.Take(e.ctx)
+	if err != nil {
+		e.t.Fatalf("Take by %q: %v", l.ID(), err)
+	}
+	return lease
+}
+
+// wantLocked checks that err is ErrLocked from holder with the given end and
+// returns the *HeldError.
+func wantLocked(t *testing.T, err error, holder string, end time.Time) *locking.HeldError {
+	t.Helper()
+	if !errors.Is(err, locking.ErrLocked) {
+		t.Fatalf("error = %v, want ErrLocked", err)
+	}
+	var held *locking.HeldError
+	if !errors.As(err, &held) {
+		t.Fatalf("error %v is not a *locking.HeldError", err)
+	}
+	if held.Holder != holder || !held.End.Equal(end) {
+		t.Fatalf("HeldError holder %q end %s, want %q %s", held.Holder, held.End, holder, end)
+	}
+	return held
+}
+
+// Run runs the conformance suite. newBackend is called once per subtest and
+// must return a backend in which the subtest's prefix is empty; it may
+// register cleanups on t.
+func Run(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
+	t.Run("Backend", func(t *testing.T) { runBackend(t, newBackend) })
+	t.Run("Take", func(t *testing.T) { runTake(t, newBackend) })
+	t.Run("Release", func(t *testing.T) { runRelease(t, newBackend) })
+	t.Run("DenyList", func(t *testing.T) { runDenyList(t, newBackend) })
+	t.Run("Corrupt", func(t *testing.T) { runCorrupt(t, newBackend) })
+	t.Run("Upgrades", func(t *testing.T) { runUpgrades(t, newBackend) })
+	t.Run("Disabled", func(t *testing.T) { runDisabled(t, newBackend) })
+	t.Run("Concurrency", func(t *testing.T) { runConcurrency(t, newBackend) })
+}
+
+func runBackend(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
+	t.Run("reads see own writes and commits are durable", func(t *testing.T) {
+		e := newEnv(t, newBackend)
+		k := e.key("k\x00\xff")
+		err := e.backend.Update(e.ctx, func(tx locking.Txn) error {
+			if _, ok, err := tx.Get(e.ctx, k); err != nil || ok {
+				return fmt.Errorf("Get of a fresh key = ok %v, %v; want absent", ok, err)
+			}
+			if err := tx.Set(k, []byte("v1")); err != nil {
+				return err
+			}
+			if v, ok, err := tx.Get(e.ctx, k); err != nil || !ok || string(v) != "v1" {
+				return fmt.Errorf("Get after Set = %q, %v, %v; want v1", v, ok, err)
+			}
+			if err := tx.Clear(k); err != nil {
+				return err
+			}
+			if _, ok, err := tx.Get(e.ctx, k); err != nil || ok {
+				return fmt.Errorf("Get after Clear = ok %v, %v; want absent", ok, err)
+			}
+			return tx.Set(k, []byte("v2"))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, ok := e.raw(k); !ok || string(v) != "v2" {
+			t.Fatalf("after commit: %q, %v; want v2", v, ok)
+		}
+	})
+
+	t.Run("Set copies its arguments", func(t *testing.T) {
+		e := newEnv(t, newBackend)
+		k, v := e.key("copy"), []byte("original")
+		e.put(k, v)
+		copy(v, "CHANGED!")
+		if got, _ := e.raw(k); string(got) != "original" {
+			t.Fatalf("stored value changed with the caller's slice: %q", got)
+		}
+	})
+
+	t.Run("empty value is present", func(t *testing.T) {
+		e := newEnv(t, newBackend)
+		k := e.key("empty")
+		e.put(k, []byte{})
+		if v, ok := e.raw(k); !ok || len(v) != 0 {
+			t.Fatalf("Get = %q, %v; want present and empty", v, ok)
+		}
+	})
+
+	t.Run("GetPrefix returns keys under the prefix in byte order", func(t *testing.T) {
+		e := newEnv(t, newBackend)
+		for _, k := range []string{"p/b", "p/\xff", "p/a", "p/\x00", "p", "p0", "o/z", "p/gone"} {
+			e.put(e.key(k), []byte("v-"+k))
+		}
+		var got []string
+		err := e.backend.Update(e.ctx, func(tx locking.Txn) error {
+			if err := tx.Set(e.key("p/new"), []byte("v-p/new")); err != nil {
+				return err
+			}
+			if err := tx.Clear(e.key("p/gone")); err != nil {
+				return err
+			}
+			kvs, err := tx.GetPrefix(e.ctx, e.key("p/"))
+			if err != nil {
+				return err
+			}
+			got = nil
+			for _, kv := range kvs {
+				k := string(kv.Key[len(e.prefix)+1:])
+				if string(kv.Value) != "v-"+k {
+					return fmt.Errorf("key %q has value %q", k, kv.Value)
+				}
+				got = append(got, k)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"p/\x00", "p/a", "p/b", "p/new", "p/\xff"}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("GetPrefix keys (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("ClearPrefix clears only under the prefix and later writes survive", func(t *testing.T) {
+		e := newEnv(t, newBackend)
+		for _, k := range []string{"c/a", "c/b", "c", "c0", "d/a"} {
+			e.put(e.key(k), []byte("x"))
+		}
+		err := e.backend.Update(e.ctx, func(tx locking.Txn) error {
+			if err := tx.Set(e.key("c/early"), []byte("x")); err != nil {
+				return err
+			}
+			if err := tx.ClearPrefix(e.key("c/")); err != nil {
+				return err
+			}
+			if _, ok, err := tx.Get(e.ctx, e.key("c/a")); err != nil || ok {
+				return fmt.Errorf("Get under a cleared prefix = ok %v, %v; want absent", ok, err)
+			}
+			return tx.Set(e.key("c/late"), []byte("x"))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, want := range map[string]bool{"c/a": false, "c/b": false, "c/early": false, "c/late": true, "c": true, "c0": true, "d/a": true} {
+			if _, ok := e.raw(e.key(k)); ok != want {
+				t.Errorf("key %q present = %v, want %v", k, ok, want)
+			}
+		}
+		err = e.backend.Update(e.ctx, func(tx locking.Txn) error { return tx.ClearPrefix(nil) })
+		if err == nil {
+			t.Errorf("ClearPrefix(nil) succeeded, want an error")
+		}
+	})
+
+	t.Run("an error from fn commits nothing and is returned unchanged", func(t *testing.T) {
+		e := newEnv(t, newBackend)
+		sentinel := errors.New("sentinel")
+		k := e.key("aborted")
+		err := e.backend.Update(e.ctx, func(tx locking.Txn) error {
+			if err := tx.Set(k, []byte("x")); err != nil {
+				return err
+			}
+			return fmt.Errorf("wrapped: %w", sentinel)
+		})
+		if !errors.Is(err, sentinel) {
+			t.Fatalf("Update error = %v, want the function's error", err)
+		}
+		if _, ok := e.raw(k); ok {
+			t.Fatalf("a failed transaction's write was committed")
+		}
+	})
+
+	t.Run("write after a concurrent commit to a read key conflicts", func(t *testing.T) {
+		e := newEnv(t, newBackend)
+		k := e.key("contended")
+		e.put(k, []byte("0"))
+		p := newPausing(e.backend)
+		done := make(chan error, 1)
+		go func() {
+			done <- p.Update(e.ctx, func(tx locking.Txn) error {
+				if _, _, err := tx.Get(e.ctx, k); err != nil {
+					return err
+				}
+				return tx.Set(k, []byte("first"))
+			})
+		}()
+		<-p.paused
+		e.put(k, []byte("second"))
+		close(p.release)
+		if err := <-done; !errors.Is(err, locking.ErrConflict) {
+			t.Fatalf("first transaction = %v, want ErrConflict", err)
+		}
+		if v, _ := e.raw(k); string(v) != "second" {
+			t.Fatalf("value = %q, want the second transaction's", v)
+		}
+	})
+
+	t.Run("write after a concurrent insert under a read prefix conflicts", func(t *testing.T) {
+		e := newEnv(t, newBackend)
+		p := newPausing(e.backend)
+		done := make(chan error, 1)
+		go func() {
+			done <- p.Update(e.ctx, func(tx locking.Txn) error {
+				kvs, err := tx.GetPrefix(e.ctx, e.key("set/"))
+				if err != nil {
+					return err
+				}
+				return tx.Set(e.key("count"), []byte{byte(len(kvs))})
+			})
+		}()
+		<-p.paused
+		e.put(e.key("set/member"), []byte("x"))
+		close(p.release)
+		if err := <-done; !errors.Is(err, locking.ErrConflict) {
+			t.Fatalf("first transaction = %v, want ErrConflict", err)
+		}
+		if _, ok := e.raw(e.key("count")); ok {
+			t.Fatalf("the conflicting transaction's write was committed")
+		}
+	})
+
+	t.Run("concurrent read-modify-write loses no update", func(t *testing.T) {
+		e := newEnv(t, newBackend)
+		k := e.key("counter")
+		const workers, each = 8, 25
+		var wg sync.WaitGroup
+		errs := make(chan error, workers)
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < each; {
+					err := e.backend.Update(e.ctx, func(tx locking.Txn) error {
+						v, _, err := tx.Get(e.ctx, k)
+						if err != nil {
+							return err
+						}
+						var n int
+						if len(v) > 0 {
+							if _, err := fmt.Sscan(string(v), &n); err != nil {
+								return err
+							}
+						}
+						return tx.Set(k, []byte(fmt.Sprint(n+1)))
+					})
+					switch {
+					case err == nil:
+						i++
+					case errors.Is(err, locking.ErrConflict):
+						runtime.Gosched()
+					default:
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		if v, _ := e.raw(k); string(v) != fmt.Sprint(workers*each) {
+			t.Fatalf("counter = %q after %d increments", v, workers*each)
+		}
+	})
+}
+
+func runTake(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
+	t.Run("free lock is taken for the default duration in the operator's format", func(t *testing.T) {
+		e := newEnv(t, newBackend)
+		lease := e.take(e.lock("dc1", nil))
+		want := locking.Lease{
+			Record:  locking.Record{Holder: "dc1", Start: epoch, End: epoch.Add(locking.DefaultDuration)},
+			Outcome: locking.Taken,
+		}
+		if diff := cmp.Diff(want, lease); diff != "" {
+			t.Fatalf("lease (-want +got):\n%s", diff)
+		}
+		e.wantRecord("dc1", epoch, epoch.Add(10*time.Minute))
+		rec, ok, err := e.lock("other", nil).Holder(e.ctx)
+		if err != nil || !ok || rec != want.Record {
+			t.Fatalf("Holder() = %+v, %v, %v; want %+v", rec, ok, err, want.Record)
+		}
+	})
+
+	t.Run("holder extends to now plus duration and keeps its start", func(t *testing.T) {
+		e := newEnv(t, newBackend)
+		l := e.lock("dc1", &locking.Options{Duration: 2 * time.Minute})
+		e.take(l)
+		e.clock.Step(90 * time.Second)
+		lease := e.take(l)
+		if lease.Outcome != locking.Extended || !lease.Start.Equal(epoch) || !lease.End.Equal(epoch.Add(90*time.Second+2*time.Minute)) {
+			t.Fatalf("lease = %+v, want Extended from %s to %s", lease, epoch, epoch.Add(210*time.Second))
+		}
+		e.wantRecord("dc1", epoch, epoch.Add(210*time.Second))
+	})
+
+	t.Run("live lock of another instance is refused with holder and retry time", func(t *testing.T) {
+		e := newEnv(t, newBackend)
+		e.take(e.lock("dc1", nil))
+		e.clock.Step(4 * time.Minute)
+		_, err := e.lock("dc2", nil).Take(e.ctx)
+		held := wantLocked(t, err, "dc1", epoch.Add(10*time.Minute))
+		// Expiry is "end < now" in whole seconds, so the lock is free one
+		// second after its end second began.
+		if want := 6*time.Minute + time.Second; held.RetryAfter != want {
+			t.Fatalf("RetryAfter = %s, want %s", held.RetryAfter, want)
+		}
+		e.wantRecord("dc1", epoch, epoch.Add(10*time.Minute))
+	})
+
+	t.Run("expired lock is taken over with a fresh start", func(t *testing.T) {
+		e := newEnv(t, newBackend)
+		e.take(e.lock("dc1", nil))
+		dc2 := e.lock("dc2", nil)
+		e.clock.Step(10 * time.Minute) // the end second itself: still live
+		_, err := dc2.Take(e.ctx)
+		held := wantLocked(t, err, "dc1", epoch.Add(10*time.Minute))
+		e.clock.Step(held.RetryAfter)
+		lease := e.take(dc2)
+		now := epoch.Add(10*time.Minute + time.Second)
+		if lease.Outcome != locking.TakenOver || lease.Previous != "dc1" || !lease.Start.Equal(now) {
+			t.Fatalf("lease = %+v, want TakenOver from dc1 starting %s", lease, now)
+		}
+		e.wantRecord("dc2", now, now.Add(10*time.Minute))
+		_, err = e.lock("dc1", nil).Take(e.ctx)
+		wantLocked(t, err, "dc2", now.Add(10*time.Minute))
+	})
+
+	t.Run("own expired lock is taken afresh", func(t *testing.T) {
+		e := newEnv(t, newBackend)
+		l := e.lock("dc1", nil)
+		e.take(l)
+		e.clock.Step(time.Hour)
+		lease := e.take(l)
+		now := epoch.Add(time.Hour)
+		if lease.Outcome != locking.Taken || !lease.Start.Equal(now) {
+			t.Fatalf("lease = %+v, want Taken starting %s", lease, now)
+		}
+		e.wantRecord("dc1", now, now.Add(10*time.Minute))
+	})
+
+	t.Run("clock-skew tolerance delays take-over", func(t *testing.T) {
+		e := newEnv(t, newBackend)
+		e.take(e.lock("dc1", nil))
+		dc2 := e.lock("dc2", &locking.Options{ClockSkewTolerance: 30 * time.Second})
+		e.clock.Step(10*time.Minute + time.Second) // expired without tolerance
+		_, err := dc2.Take(e.ctx)
+		held := wantLocked(t, err, "dc1", epoch.Add(10*time.Minute))
+		if held.RetryAfter != 30*time.Second {
+			t.Fatalf("RetryAfter = %s, want 30s", held.RetryAfter)
+		}
+		e.clock.Step(held.RetryAfter - time.Nanosecond)
+		_, err = dc2.Take(e.ctx)
+		wantLocked(t, err, "dc1", epoch.Add(10*time.Minute))
+		e.clock.Step(time.Nanosecond)
+		if lease := e.take(dc2); lease.Outcome != locking.TakenOver {
+			t.Fatalf("lease = %+v, want TakenOver", lease)
+		}
+	})
+
+	t.Run("instances with skewed clocks", func(t *testing.T) {
+		// dc2's clock runs 20s ahead. Without tolerance it takes over 20s
+		// early by dc1's clock; with 20s tolerance it waits for dc1's end.
+		e := newEnv(t, newBackend)
+		e.take(e.lock("dc1", nil))
+		ahead := clocktesting.NewFakeClock(epoch.Add(20 * time.Second))
+		e.clock.Step(9*time.Minute + 41*time.Second)
+		ahead.Step(9*time.Minute + 41*time.Second)
+		tolerant := e.lock("dc2", &locking.Options{Clock: ahead, ClockSkewTolerance: 20 * time.Second})
+		_, err := tolerant.Take(e.ctx)
+		wantLocked(t, err, "dc1", epoch.Add(10*time.Minute))
+		naive := e.lock("dc2", &locking.Options{Clock: ahead})
+		if lease := e.take(naive); lease.Outcome != locking.TakenOver {
+			t.Fatalf("lease = %+v, want TakenOver (the overlap the tolerance exists to prevent)", lease)
+		}
+	})
+
+	t.Run("options are validated", func(t *testing.T) {
+		e := newEnv(t, newBackend)
+		for name, c := range map[string]struct {
+			id   string
+			opts locking.Options
+		}{
+			"empty lockID":            {"", locking.Options{}},
+			"lockID not UTF-8":        {"\xff", locking.Options{}},
+			"sub-second duration":     {"a", locking.Options{Duration: time.Millisecond}},
+			"negative skew tolerance": {"a", locking.Options{ClockSkewTolerance: -time.Second}},
+			"negative max attempts":   {"a", locking.Options{MaxAttempts: -1}},
+			"negative duration":       {"a", locking.Options{Duration: -time.Minute}},
+		} {
+			if _, err := locking.New(e.backend, c.id, &c.opts); err == nil {
+				t.Errorf("%s: New succeeded, want an error", name)
+			}
+		}
+		if _, err := locking.New(nil, "a", nil); err == nil {
+			t.Errorf("New with a nil backend succeeded")
+		}
+	})
+}
+
+func runRelease(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
+	t.Run("holder releases", func(t *testing.T) {
+		e := newEnv(t, newBackend)
+		l := e.lock("dc1", nil)
+		e.take(l)
+		e.clock.Step(time.Minute)
+		if err := l.Release(e.ctx); err != nil {
+			t.Fatal(err)
+		}
+		e.wantNoRecord()
+		if lease := e.take(e.lock("dc2", nil)); lease.Outcome != locking.Taken {
+			t.Fatalf("after release: lease %+v, want Taken", lease)
+		}
+	})
+
+	t.Run("absent lock releases without error", func(t *testing.T) {
+		e := newEnv(t, newBackend)
+		if err := e.lock("dc1", nil).Release(e.ctx); err != nil {
+			t.Fatal(err)
+		}
+		e.wantNoRecord()
+	})
+
+	refused := func(t *testing.T, e *env, l *locking.Lock, holder string, start, end time.Time) {
+		t.Helper()
+		err := l.Release(e.ctx)
+		var held *locking.HeldError
+		if !errors.Is(err, locking.ErrNotHeld) || !errors.As(err, &held) || held.Holder != holder {
+			t.Fatalf("Release = %v, want ErrNotHeld naming %q", err, holder)
+		}
+		e.wantRecord(holder, start, end)
+	}
+
+	t.Run("non-holder is refused", func(t *testing.T) {
+		e := newEnv(t, newBackend)
+		e.take(e.lock("dc1", nil))
+		refused(t, e, e.lock("dc2", nil), "dc1", epoch, epoch.Add(10*time.Minute))
+	})
+
+	t.Run("expired lock is not released", func(t *testing.T) {
+		e := newEnv(t, newBackend)
+		l := e.lock("dc1", nil)
+		e.take(l)
+		e.clock.Step(10*time.Minute + time.Second)
+		refused(t, e, l, "dc1", epoch, epoch.Add(10*time.Minute))
+	})
+
+	t.Run("lock starting in the future is not released", func(t *testing.T) {
+		e := newEnv(t, newBackend)
+		ahead := clocktesting.NewFakeClock(epoch.Add(time.Minute))
+		e.take(e.lock("dc1", &locking.Options{Clock: ahead}))
+		refused(t, e, e.lock("dc1", nil), "dc1", epoch.Add(time.Minute), epoch.Add(11*time.Minute))
+	})
+}
+
+func runDenyList(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
+	deny := func(t *testing.T, e *env, entries ...locking.DenyListEntry) {
+		t.Helper()
+		if err := e.lock("admin", nil).UpdateDenyList(e.ctx, entries); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantDenied := func(t *testing.T, err error) {
+		t.Helper()
+		if !errors.Is(err, locking.ErrDenied) {
+			t.Fatalf("error = %v, want ErrDenied", err)
+		}
+	}
+
+	t.Run("entry is stored under the lock ID as raw bytes", func(t *testing.T) {
+		e := newEnv(t, newBackend)
+		deny(t, e, locking.DenyListEntry{ID: "dc1"}, locking.DenyListEntry{ID: "dc\x002"})
+		for _, id := range []string{"dc1", "dc\x002"} {
+			if v, ok := e.raw(e.key("denyList/" + id)); !ok || string(v) != id {
+				t.Fatalf("deny key for %q = %q, %v; want the ID", id, v, ok)
+			}
+		}
+		ids, err := e.lock("admin", nil).DenyList(e.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]string{"dc\x002", "dc1"}, ids); diff != "" {
+			t.Fatalf("DenyList (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("denied instance cannot take a free lock", func(t *testing.T) {
+		e := newEnv(t, newBackend)
+		deny(t, e, locking.DenyListEntry{ID: "dc1"})
+		_, err := e.lock("dc1", nil).Take(e.ctx)
+		wantDenied(t, err)
+		e.wantNoRecord()
+	})
+
+	t.Run("denied holder cannot extend", func(t *testing.T) {
+		e := newEnv(t, newBackend)
+		l := e.lock("dc1", nil)
+		e.take(l)
+		deny(t, e, locking.DenyListEntry{ID: "dc1"})
+		e.clock.Step(time.Minute)
+		_, err := l.Take(e.ctx)
+		wantDenied(t, err)
+		e.wantRecord("dc1", epoch, epoch.Add(10*time.Minute))
+	})
+
+	t.Run("another instance takes over a denied holder's live lock", func(t *testing.T) {
+		e := newEnv(t, newBackend)
+		e.take(e.lock("dc1", nil))
+		deny(t, e, locking.DenyListEntry{ID: "dc1"})
+		e.clock.Step(time.Minute)
+		lease := e.take(e.lock("dc2", nil))
+		if lease.Outcome != locking.TakenOver || lease.Previous != "dc1" {
+			t.Fatalf("lease = %+v, want TakenOver from dc1", lease)
+		}
+		e.wantRecord("dc2", epoch.Add(time.Minute), epoch.Add(11*time.Minute))
+	})
+
+	t.Run("allow re-admits and absent entries change nothing", func(t *testing.T) {
+		e := newEnv(t, newBackend)
+		deny(t, e, locking.DenyListEntry{ID: "dc1"}, locking.DenyListEntry{ID: "dc2"})
+		deny(t, e, locking.DenyListEntry{ID: "dc1", Allow: true}) // dc2 absent: stays denied
+		ids, err := e.lock("admin", nil).DenyList(e.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]string{"dc2"}, ids); diff != "" {
+			t.Fatalf("DenyList (-want +got):\n%s", diff)
+		}
+		e.take(e.lock("dc1", nil))
+		e.clock.Step(time.Hour)
+		_, err = e.lock("dc2", nil).Take(e.ctx)
+		wantDenied(t, err)
+		deny(t, e) // an empty spec changes nothing either
+		_, err = e.lock("dc2", nil).Take(e.ctx)
+		wantDenied(t, err)
+		deny(t, e, locking.DenyListEntry{ID: "never-denied", Allow: true})
+		if _, ok := e.raw(e.key("denyList/never-denied")); ok {
+			t.Fatalf("allow of an absent entry created a key")
+		}
+	})
+
+	t.Run("invalid entries are rejected before anything is written", func(t *testing.T) {
+		e := newEnv(t, newBackend)
+		admin := e.lock("admin", nil)
+		for name, entries := range map[string][]locking.DenyListEntry{
+			"empty id":            {{ID: "dc1"}, {ID: ""}},
+			"contradictory entry": {{ID: "dc1"}, {ID: "dc1", Allow: true}},
+		} {
+			if err := admin.UpdateDenyList(e.ctx, entries); err == nil {
+				t.Errorf("%s: UpdateDenyList succeeded, want an error", name)
+			}
+		}
+		if _, ok := e.raw(e.key("denyList/dc1")); ok {
+			t.Fatalf("a rejected update wrote a deny key")
+		}
+	})
+}
+
+func runCorrupt(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
+	pack := func(t *testing.T, tup tuple.Tuple) []byte {
+		b, err := tup.Pack()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	cases := []struct {
+		name  string
+		value func(t *testing.T) []byte
+	}{
+		{"not a tuple", func(*testing.T) []byte { return []byte("\x42garbage") }},
+		{"truncated tuple", func(t *testing.T) []byte { return recordBytes(t, "dc1", 1, 2)[:6] }},
+		{"empty value", func(*testing.T) []byte { return []byte{} }},
+		{"lockID as a byte string", func(t *testing.T) []byte {
+			return pack(t, tuple.Tuple{[]byte("dc1"), epoch.Unix(), epoch.Unix() + 600})
+		}},
+		{"start as a double", func(t *testing.T) []byte {
+			return pack(t, tuple.Tuple{"dc1", float64(epoch.Unix()), epoch.Unix() + 600})
+		}},
+		{"end beyond int64", func(t *testing.T) []byte {
+			return pack(t, tuple.Tuple{"dc1", epoch.Unix(), uint64(math.MaxUint64)})
+		}},
+		{"two elements", func(t *testing.T) []byte { return pack(t, tuple.Tuple{"dc1", epoch.Unix()}) }},
+		{"nested tuple", func(t *testing.T) []byte {
+			return pack(t, tuple.Tuple{tuple.Tuple{"dc1", epoch.Unix(), epoch.Unix() + 600}})
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, newBackend)
+			value := c.value(t)
+			e.put(e.key("global"), value)
+			l := e.lock("dc1", nil)
+			check := func(op string, err error) {
+				t.Helper()
+				var corrupt *locking.CorruptError
+				if !errors.Is(err, locking.ErrCorrupt) || !errors.As(err, &corrupt) {
+					t.Fatalf("%s = %v, want ErrCorrupt", op, err)
+				}
+				if !bytes.Equal(corrupt.Value, value) {
+					t.Fatalf("%s: CorruptError.Value = %q, want %q", op, corrupt.Value, value)
+				}
+			}
+			_, err := l.Take(e.ctx)
+			check("Take", err)
+			e.clock.Step(time.Hour) // not treated as expired either
+			_, err = e.lock("dc2", nil).Take(e.ctx)
+			check("Take by another instance", err)
+			check("Release", l.Release(e.ctx))
+			_, _, err = l.Holder(e.ctx)
+			check("Holder", err)
+			if got, ok := e.raw(e.key("global")); !ok || !bytes.Equal(got, value) {
+				t.Fatalf("corrupt value was changed to %q (present %v)", got, ok)
+			}
+		})
+	}
+
+	t.Run("record written by the FoundationDB operator is read", func(t *testing.T) {
+		e := newEnv(t, newBackend)
+		// The operator's bytes for tuple{"dc1", 1700000000, 1700000600},
+		// written by hand, with a fourth element the operator would ignore.
+		value := []byte("\x02dc1\x00\x18\x65\x53\xf1\x00\x18\x65\x53\xf3\x58\x02future\x00")
+		e.put(e.key("global"), value)
+		_, err := e.lock("dc2", nil).Take(e.ctx)
+		wantLocked(t, err, "dc1", epoch.Add(10*time.Minute))
+		lease := e.take(e.lock("dc1", nil))
+		if lease.Outcome != locking.Extended || !lease.Start.Equal(epoch) {
+			t.Fatalf("lease = %+v, want Extended keeping start %s", lease, epoch)
+		}
+	})
+}
+
+func runUpgrades(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
+	t.Run("add, get and clear use the operator's keys", func(t *testing.T) {
+		e := newEnv(t, newBackend)
+		a, b := e.lock("dc1", nil), e.lock("dc2", nil)
+		if err := a.AddPendingUpgrades(e.ctx, "7.1.26", []string{"storage-1", "log-1"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.AddPendingUpgrades(e.ctx, "7.1.26", []string{"storage-9"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.AddPendingUpgrades(e.ctx, "7.1.2", []string{"stale"}); err != nil {
+			t.Fatal(err)
+		}
+		if v, ok := e.raw(e.key("upgrades/7.1.26/storage-1")); !ok || string(v) != "storage-1" {
+			t.Fatalf("upgrade key = %q, %v; want the process group ID", v, ok)
+		}
+		got, err := a.PendingUpgrades(e.ctx, "7.1.26")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]bool{"storage-1": true, "log-1": true, "storage-9": true}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("PendingUpgrades (-want +got):\n%s", diff)
+		}
+		if err := a.ClearPendingUpgrades(e.ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range []string{"7.1.26", "7.1.2"} {
+			got, err := b.PendingUpgrades(e.ctx, v)
+			if err != nil || len(got) != 0 {
+				t.Fatalf("after clear, PendingUpgrades(%q) = %v, %v; want empty", v, got, err)
+			}
+		}
+	})
+
+	t.Run("invalid input is rejected", func(t *testing.T) {
+		e := newEnv(t, newBackend)
+		l := e.lock("dc1", nil)
+		if err := l.AddPendingUpgrades(e.ctx, "7.1/x", []string{"a"}); err == nil {
+			t.Errorf("version with '/' accepted")
+		}
+		if err := l.AddPendingUpgrades(e.ctx, "", []string{"a"}); err == nil {
+			t.Errorf("empty version accepted")
+		}
+		if err := l.AddPendingUpgrades(e.ctx, "7.1.26", []string{"a", ""}); err == nil {
+			t.Errorf("empty process group ID accepted")
+		}
+		if got, err := l.PendingUpgrades(e.ctx, "7.1.26"); err != nil || len(got) != 0 {
+			t.Fatalf("rejected input wrote records: %v, %v", got, err)
+		}
+	})
+}
+
+func runDisabled(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
+	t.Run("take and release succeed without touching the backend", func(t *testing.T) {
+		e := newEnv(t, newBackend)
+		e.take(e.lock("dc1", nil))
+		deny(e, "dc2")
+		counting := Counting(e.backend)
+		l, err := locking.New(counting, "dc2", &locking.Options{Prefix: e.prefix, Clock: e.clock, Disabled: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lease, err := l.Take(e.ctx)
+		if err != nil || lease.Outcome != locking.Bypassed {
+			t.Fatalf("Take = %+v, %v; want Bypassed", lease, err)
+		}
+		if err := l.Release(e.ctx); err != nil {
+			t.Fatalf("Release = %v", err)
+		}
+		if n := counting.Transactions(); n != 0 {
+			t.Fatalf("disabled lock ran %d transactions", n)
+		}
+		e.wantRecord("dc1", epoch, epoch.Add(10*time.Minute))
+	})
+}
+
+func deny(e *env, id string) {
+	e.t.Helper()
+	if err := e.lock("admin", nil).UpdateDenyList(e.ctx, []locking.DenyListEntry{{ID: id}}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func runConcurrency(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
+	// dc1's take reads a free lock and is held before commit while dc2 takes
+	// the lock. dc1's commit must conflict.
+	interleave := func(t *testing.T, maxAttempts int) (*env, error) {
+		e := newEnv(t, newBackend)
+		p := newPausing(e.backend)
+		dc1, err := locking.New(p, "dc1", &locking.Options{Prefix: e.prefix, Clock: e.clock, MaxAttempts: maxAttempts})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := dc1.Take(e.ctx)
+			done <- err
+		}()
+		<-p.paused
+		if lease := e.take(e.lock("dc2", nil)); lease.Outcome != locking.Taken {
+			t.Fatalf("dc2 lease = %+v, want Taken", lease)
+		}
+		close(p.release)
+		return e, <-done
+	}
+
+	t.Run("conflicting take without retry fails with ErrConflict", func(t *testing.T) {
+		e, err := interleave(t, 1)
+		if !errors.Is(err, locking.ErrConflict) {
+			t.Fatalf("dc1 Take = %v, want ErrConflict", err)
+		}
+		e.wantRecord("dc2", epoch, epoch.Add(10*time.Minute))
+	})
+
+	t.Run("conflicting take retries and sees the winner", func(t *testing.T) {
+		e, err := interleave(t, 0)
+		wantLocked(t, err, "dc2", epoch.Add(10*time.Minute))
+		e.wantRecord("dc2", epoch, epoch.Add(10*time.Minute))
+	})
+
+	t.Run("deny-list update conflicts with a concurrent take by the denied instance", func(t *testing.T) {
+		e := newEnv(t, newBackend)
+		p := newPausing(e.backend)
+		dc1, err := locking.New(p, "dc1", &locking.Options{Prefix: e.prefix, Clock: e.clock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := dc1.Take(e.ctx)
+			done <- err
+		}()
+		<-p.paused
+		deny(e, "dc1")
+		close(p.release)
+		if err := <-done; !errors.Is(err, locking.ErrDenied) {
+			t.Fatalf("dc1 Take = %v, want ErrDenied after the retry", err)
+		}
+		e.wantNoRecord()
+	})
+
+	t.Run("contenders never hold the lock together", func(t *testing.T) {
+		e := newEnv(t, newBackend)
+		ctx, cancel := context.WithTimeout(e.ctx, 2*time.Minute)
+		defer cancel()
+		if err := Exclusion(ctx, e.backend, e.prefix, 8, 20); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// Exclusion has contenders instances take and release the lock under prefix
+// until each has held it rounds times, on a clock that never moves (so no
+// lock expires). It returns an error if two instances ever held the lock at
+// once, or if a holder's release was refused, which means its record was
+// overwritten while it held the lock.
+func Exclusion(ctx context.Context, backend locking.Backend, prefix string, contenders, rounds int) error {
+	clk := clocktesting.NewFakeClock(epoch)
+	var inside atomic.Int32
+	var wg sync.WaitGroup
+	errs := make(chan error, contenders)
+	for i := range contenders {
+		l, err := locking.New(backend, fmt.Sprintf("contender-%d", i), &locking.Options{Prefix: prefix, Clock: clk})
+		if err != nil {
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for held := 0; held < rounds; {
+				if err := ctx.Err(); err != nil {
+					errs <- fmt.Errorf("%s after %d of %d rounds: %w", l.ID(), held, rounds, err)
+					return
+				}
+				lease, err := l.Take(ctx)
+				if errors.Is(err, locking.ErrLocked) || errors.Is(err, locking.ErrConflict) {
+					runtime.Gosched()
+					continue
+				}
+				if err != nil {
+					errs <- fmt.Errorf("%s: Take: %w", l.ID(), err)
+					return
+				}
+				if lease.Outcome != locking.Taken {
+					errs <- fmt.Errorf("%s: Take outcome %s on a clock that never moves, want Taken", l.ID(), lease.Outcome)
+					return
+				}
+				if n := inside.Add(1); n != 1 {
+					errs <- fmt.Errorf("%s: %d instances hold the lock at once", l.ID(), n)
+					return
+				}
+				runtime.Gosched()
+				inside.Add(-1)
+				if err := l.Release(ctx); err != nil {
+					errs <- fmt.Errorf("%s: Release of a lock it had taken: %w", l.ID(), err)
+					return
+				}
+				held++
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return errors.Join(collect(errs)...)
+}
+
+func collect(errs <-chan error) []error {
+	var out []error
+	for err := range errs {
+		out = append(out, err)
+	}
+	return out
+}
