@@ -272,8 +272,8 @@ type evaluation struct {
 	now   time.Time
 	items []Item
 
-	// ranked holds the present items (Time not zero, not after now), newest
-	// first; built on first use.
+	// ranked holds the present items (Time not zero, not after now, not
+	// forced), newest first; built on first use.
 	ranked    []rankKey
 	rankedOK  bool
 	firstSkew time.Time // earliest Time after now; zero when none
@@ -305,9 +305,13 @@ func (e *evaluation) rank() []rankKey {
 	}
 	e.rankedOK = true
 	for i := range e.items {
-		t := e.items[i].Time
+		it := &e.items[i]
+		t := it.Time
 		switch {
-		case t.IsZero():
+		case t.IsZero(), it.Force && !it.Hold:
+			// Unknown age, or deleted whatever the policy says: neither may
+			// take a place among the newest, or a forced deletion of the
+			// newest item would take the next one with it.
 		case t.After(e.now):
 			if e.firstSkew.IsZero() || t.Before(e.firstSkew) {
 				e.firstSkew = t
