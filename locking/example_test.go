@@ -1,0 +1,129 @@
+package locking_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/groundskeeper-io/groundskeeper/locking"
+	"github.com/groundskeeper-io/groundskeeper/locking/memlock"
+)
+
+// Two operator instances share one store. The fake clock stands in for
+// clock.RealClock{}, which is the default.
+func Example() {
+	ctx := context.Background()
+	store := memlock.New()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+
+	dc1, err := locking.New(store, "dc1", &locking.Options{Clock: clk})
+	if err != nil {
+		panic(err)
+	}
+	dc2, err := locking.New(store, "dc2", &locking.Options{Clock: clk})
+	if err != nil {
+		panic(err)
+	}
+
+	lease, err := dc1.Take(ctx)
+	fmt.Println(lease.Outcome, lease.Holder, lease.End.UTC().Format(time.TimeOnly), err)
+
+	clk.Step(time.Minute)
+	_, err = dc2.Take(ctx)
+	var held *locking.HeldError
+	if errors.As(err, &held) {
+		// Requeue for exactly this long.
+		fmt.Println("dc2:", errors.Is(err, locking.ErrLocked), held.Holder, held.RetryAfter)
+	}
+
+	lease, err = dc1.Take(ctx)
+	fmt.Println(lease.Outcome, lease.End.UTC().Format(time.TimeOnly), err)
+
+	fmt.Println("dc2 release:", errors.Is(dc2.Release(ctx), locking.ErrNotHeld))
+	fmt.Println("dc1 release:", dc1.Release(ctx))
+
+	lease, err = dc2.Take(ctx)
+	fmt.Println(lease.Outcome, lease.Holder, err)
+	// Output:
+	// Taken dc1 03:14:05 <nil>
+	// dc2: true dc1 9m1s
+	// Extended 03:15:05 <nil>
+	// dc2 release: true
+	// dc1 release: <nil>
+	// Taken dc2 <nil>
+}
+
+// An expired lock is taken over; the new record starts when the new holder
+// took it.
+func ExampleLock_Take_takeOver() {
+	ctx := context.Background()
+	store := memlock.New()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC))
+	opts := &locking.Options{Clock: clk, Duration: 5 * time.Minute}
+	dc1, _ := locking.New(store, "dc1", opts)
+	dc2, _ := locking.New(store, "dc2", opts)
+
+	if _, err := dc1.Take(ctx); err != nil {
+		panic(err)
+	}
+	clk.Step(6 * time.Minute) // dc1 never extended
+	lease, err := dc2.Take(ctx)
+	fmt.Println(lease.Outcome, "from", lease.Previous, "at", lease.Start.UTC().Format(time.TimeOnly), err)
+	// Output:
+	// TakenOver from dc1 at 03:06:00 <nil>
+}
+
+// The deny list follows the spec: Allow clears an entry, its absence changes
+// nothing.
+func ExampleLock_UpdateDenyList() {
+	ctx := context.Background()
+	store := memlock.New()
+	admin, _ := locking.New(store, "dc3", nil)
+	dc1, _ := locking.New(store, "dc1", nil)
+
+	_ = admin.UpdateDenyList(ctx, []locking.DenyListEntry{{ID: "dc1"}, {ID: "dc2"}})
+	_, err := dc1.Take(ctx)
+	fmt.Println(errors.Is(err, locking.ErrDenied))
+
+	_ = admin.UpdateDenyList(ctx, []locking.DenyListEntry{{ID: "dc1", Allow: true}})
+	ids, _ := admin.DenyList(ctx)
+	fmt.Println(ids)
+
+	lease, err := dc1.Take(ctx)
+	fmt.Println(lease.Outcome, err)
+	// Output:
+	// true
+	// [dc2]
+	// Taken <nil>
+}
+
+// Instances record which process groups are ready for an upgrade, so that
+// one of them can restart the whole cluster at once.
+func ExampleLock_AddPendingUpgrades() {
+	ctx := context.Background()
+	store := memlock.New()
+	dc1, _ := locking.New(store, "dc1", nil)
+	dc2, _ := locking.New(store, "dc2", nil)
+
+	_ = dc1.AddPendingUpgrades(ctx, "7.3.43", []string{"dc1-storage-1", "dc1-log-1"})
+	_ = dc2.AddPendingUpgrades(ctx, "7.3.43", []string{"dc2-storage-1"})
+
+	pending, _ := dc1.PendingUpgrades(ctx, "7.3.43")
+	ids := make([]string, 0, len(pending))
+	for id := range pending {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	fmt.Println(ids)
+
+	_ = dc1.ClearPendingUpgrades(ctx)
+	pending, _ = dc2.PendingUpgrades(ctx, "7.3.43")
+	fmt.Println(len(pending))
+	// Output:
+	// [dc1-log-1 dc1-storage-1 dc2-storage-1]
+	// 0
+}
