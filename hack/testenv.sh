@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Builds or installs the real components that internal/testenv starts, and the
+# pinned tools of `make lint`, into a cache outside the clone keyed by their
+# pinned versions, then links them into .cache/bin of this clone. A component
+# is built only when its pinned version changed, so a fresh clone on a machine
+# that built them before costs only the links.
+#
+# Usage: hack/testenv.sh [component ...]   (default: all)
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cache=${GROUNDSKEEPER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/groundskeeper}
+bin="$root/.cache/bin"
+mkdir -p "$cache" "$bin"
+
+# Pinned versions. Kubernetes and etcd are pinned by their tools modules
+# (internal/tools/*/go.mod and go.sum); the others here.
+kube_version=v1.36.3
+minio_version=v0.0.0-20260212201848-7aac2a2c5b7c
+fakegcs_version=v1.56.1
+azurite_version=3.37.0
+staticcheck_version=v0.8.2
+
+log() { printf 'testenv: %s\n' "$*" >&2; }
+
+# key prints a short hash of its arguments and of the named files' contents.
+key() {
+  { printf '%s\n' "$@"; for f in "$@"; do [ -f "$f" ] && cat "$f"; done; go env GOVERSION; } |
+    sha256sum | cut -c1-12
+}
+
+# link NAME TARGET links .cache/bin/NAME to TARGET.
+link() { ln -sfn "$2" "$bin/$1"; }
+
+build_kube() {
+  local mod="$root/internal/tools/kube" k dir
+  k=$(key "$mod/go.mod" "$mod/go.sum" "$kube_version")
+  dir="$cache/kube-$kube_version-$k"
+  if [ ! -x "$dir/kube-apiserver" ] || [ ! -x "$dir/kube-controller-manager" ]; then
+    log "building kube-apiserver and kube-controller-manager $kube_version (about 8 minutes cold)"
+    local v=k8s.io/component-base/version minor=${kube_version#v1.}
+    minor=${minor%%.*}
+    (cd "$mod" && go build -trimpath -o "$dir.tmp/" \
+      -ldflags "-s -w -X $v.gitVersion=$kube_version -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean" \
+      ./cmd/kube-apiserver ./cmd/kube-controller-manager)
+    rm -rf "$dir" && mv "$dir.tmp" "$dir"
+  fi
+  link kube-apiserver "$dir/kube-apiserver"
+  link kube-controller-manager "$dir/kube-controller-manager"
+}
+
+build_etcd() {
+  local mod="$root/internal/tools/etcd" k dir
+  k=$(key "$mod/go.mod" "$mod/go.sum")
+  dir="$cache/etcd-$k"
+  if [ ! -x "$dir/etcd" ]; then
+    log "building etcd"
+    (cd "$mod" && go build -trimpath -ldflags "-s -w" -o "$dir.tmp/" ./cmd/etcd)
+    rm -rf "$dir" && mv "$dir.tmp" "$dir"
+  fi
+  link etcd "$dir/etcd"
+}
+
+# goinstall NAME PACKAGE VERSION installs a pinned Go command.
+goinstall() {
+  local name=$1 pkg=$2 version=$3 dir
+  dir="$cache/$name-$version-$(key "$pkg@$version")"
+  if [ ! -x "$dir/$name" ]; then
+    log "installing $pkg@$version"
+    GOBIN="$dir.tmp" GOFLAGS=-trimpath go install -ldflags "-s -w" "$pkg@$version"
+    rm -rf "$dir" && mv "$dir.tmp" "$dir"
+  fi
+  link "$name" "$dir/$name"
+}
+
+build_minio() { goinstall minio github.com/minio/minio "$minio_version"; }
+build_fakegcs() { goinstall fake-gcs-server github.com/fsouza/fake-gcs-server "$fakegcs_version"; }
+build_staticcheck() { goinstall staticcheck honnef.co/go/tools/cmd/staticcheck "$staticcheck_version"; }
+
+build_azurite() {
+  command -v npm >/dev/null || { log "npm is missing"; install_debian nodejs npm; }
+  local dir="$cache/azurite-$azurite_version"
+  if [ ! -x "$dir/node_modules/.bin/azurite-blob" ]; then
+    log "installing azurite@$azurite_version from npm"
+    rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
+    npm install --prefix "$dir.tmp" --no-audit --no-fund --loglevel=error "azurite@$azurite_version" >&2
+    rm -rf "$dir" && mv "$dir.tmp" "$dir"
+  fi
+  link azurite-blob "$dir/node_modules/.bin/azurite-blob"
+}
+
+# install_debian PACKAGE... installs Debian packages that are missing.
+install_debian() {
+  local sudo=
+  [ "$(id -u)" -eq 0 ] || sudo=sudo
+  log "installing Debian packages: $*"
+  $sudo apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@" >&2
+}
+
+components=("$@")
+[ ${#components[@]} -gt 0 ] || components=(etcd kube minio fakegcs azurite staticcheck)
+for c in "${components[@]}"; do
+  "build_$c"
+done

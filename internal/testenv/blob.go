@@ -1,0 +1,279 @@
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"gocloud.dev/blob"
+	_ "gocloud.dev/blob/azureblob" // azblob:// URLs
+	_ "gocloud.dev/blob/fileblob"  // file:// URLs
+	_ "gocloud.dev/blob/gcsblob"   // gs:// URLs
+	_ "gocloud.dev/blob/memblob"   // mem:// URLs
+	_ "gocloud.dev/blob/s3blob"    // s3:// URLs
+)
+
+// Well-known credentials of the emulators. The Azurite account and key are
+// the documented development-storage defaults.
+const (
+	S3AccessKeyID     = "groundskeeper"
+	S3SecretAccessKey = "groundskeeper-secret"
+	S3Region          = "us-east-1"
+	AzureAccount      = "devstoreaccount1"
+	AzureAccountKey   = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFEsnBvL+p+hcDm8ZCnA=="
+)
+
+// BlobStore is a bucket (container) that belongs to one test, on one of the
+// object stores of the test environment.
+type BlobStore struct {
+	// Scheme is the gocloud URL scheme: s3, gs, azblob, file or mem.
+	Scheme string
+	// Bucket is the bucket or container name (a directory for file).
+	Bucket string
+	// URL opens the bucket with blob.OpenBucket. The environment variables
+	// it needs (AWS_*, STORAGE_EMULATOR_HOST, AZURE_STORAGE_*) are set in
+	// this process when the store starts.
+	URL string
+	// Endpoint is the store's HTTP endpoint, empty for file and mem.
+	Endpoint string
+}
+
+// Open opens the bucket and closes it when the test ends.
+func (s *BlobStore) Open(t testing.TB) *blob.Bucket {
+	t.Helper()
+	b, err := blob.OpenBucket(context.Background(), s.URL)
+	if err != nil {
+		t.Fatalf("testenv: open %s: %v", s.URL, err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// BlobStores returns a fresh bucket on each object store that can hold
+// backups: MinIO (S3), fake-gcs-server (GCS), Azurite (Azure Blob) and the
+// local file system.
+func BlobStores(t testing.TB) []*BlobStore {
+	t.Helper()
+	return []*BlobStore{S3(t), GCS(t), Azure(t), File(t)}
+}
+
+type blobServer struct {
+	endpoint string // host:port
+	proc     *process
+}
+
+var minioOnce, gcsOnce, azuriteOnce shared[*blobServer]
+
+// S3 returns a fresh bucket on a shared MinIO server.
+func S3(t testing.TB) *BlobStore {
+	t.Helper()
+	srv, err := minioOnce.get(startMinIO)
+	if err != nil {
+		unavailable(t, err)
+	}
+	name := uniqueName(t, 63)
+	client := s3.New(s3.Options{
+		Region:       S3Region,
+		BaseEndpoint: aws.String("http://" + srv.endpoint),
+		UsePathStyle: true,
+		Credentials:  credentials.NewStaticCredentialsProvider(S3AccessKeyID, S3SecretAccessKey, ""),
+	})
+	if _, err := client.CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
+		t.Fatalf("testenv: create S3 bucket %s: %v", name, err)
+	}
+	return &BlobStore{
+		Scheme:   "s3",
+		Bucket:   name,
+		Endpoint: "http://" + srv.endpoint,
+		URL:      fmt.Sprintf("s3://%s?endpoint=http://%s&use_path_style=true&region=%s", name, srv.endpoint, S3Region),
+	}
+}
+
+func startMinIO() (*blobServer, error) {
+	path, err := binary("minio")
+	if err != nil {
+		return nil, err
+	}
+	dir, err := tempDir("minio")
+	if err != nil {
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	consolePort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	endpoint := fmt.Sprintf("127.0.0.1:%d", port)
+	p, err := startProcess("minio", dir, []string{
+		"MINIO_ROOT_USER=" + S3AccessKeyID,
+		"MINIO_ROOT_PASSWORD=" + S3SecretAccessKey,
+		"MINIO_BROWSER=off",
+		"MINIO_UPDATE=off",
+	}, path, "server", "--quiet", "--address", endpoint, "--console-address", fmt.Sprintf("127.0.0.1:%d", consolePort), filepath.Join(dir, "data"))
+	if err != nil {
+		return nil, err
+	}
+	if err := p.waitReady(60*time.Second, func(ctx context.Context) error {
+		return httpOK(ctx, "http://"+endpoint+"/minio/health/ready")
+	}); err != nil {
+		return nil, err
+	}
+	setenv(map[string]string{
+		"AWS_ACCESS_KEY_ID":     S3AccessKeyID,
+		"AWS_SECRET_ACCESS_KEY": S3SecretAccessKey,
+		"AWS_REGION":            S3Region,
+	})
+	return &blobServer{endpoint: endpoint, proc: p}, nil
+}
+
+// GCS returns a fresh bucket on a shared fake-gcs-server.
+func GCS(t testing.TB) *BlobStore {
+	t.Helper()
+	srv, err := gcsOnce.get(startFakeGCS)
+	if err != nil {
+		unavailable(t, err)
+	}
+	name := uniqueName(t, 63)
+	body := fmt.Sprintf(`{"name":%q}`, name)
+	resp, err := http.Post("http://"+srv.endpoint+"/storage/v1/b?project=groundskeeper", "application/json", bytes.NewBufferString(body))
+	if err != nil {
+		t.Fatalf("testenv: create GCS bucket %s: %v", name, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("testenv: create GCS bucket %s: %s", name, resp.Status)
+	}
+	return &BlobStore{Scheme: "gs", Bucket: name, Endpoint: "http://" + srv.endpoint, URL: "gs://" + name}
+}
+
+func startFakeGCS() (*blobServer, error) {
+	path, err := binary("fake-gcs-server")
+	if err != nil {
+		return nil, err
+	}
+	dir, err := tempDir("gcs")
+	if err != nil {
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	endpoint := fmt.Sprintf("127.0.0.1:%d", port)
+	p, err := startProcess("fake-gcs-server", dir, nil, path,
+		"-scheme", "http", "-host", "127.0.0.1", "-port", strconv.Itoa(port),
+		"-public-host", endpoint, "-external-url", "http://"+endpoint,
+		"-backend", "memory", "-log-level", "warn")
+	if err != nil {
+		return nil, err
+	}
+	if err := p.waitReady(30*time.Second, func(ctx context.Context) error {
+		return httpOK(ctx, "http://"+endpoint+"/storage/v1/b")
+	}); err != nil {
+		return nil, err
+	}
+	setenv(map[string]string{"STORAGE_EMULATOR_HOST": endpoint})
+	return &blobServer{endpoint: endpoint, proc: p}, nil
+}
+
+// Azure returns a fresh container on a shared Azurite blob server.
+func Azure(t testing.TB) *BlobStore {
+	t.Helper()
+	srv, err := azuriteOnce.get(startAzurite)
+	if err != nil {
+		unavailable(t, err)
+	}
+	name := uniqueName(t, 63)
+	serviceURL := fmt.Sprintf("http://%s/%s", srv.endpoint, AzureAccount)
+	cred, err := azblob.NewSharedKeyCredential(AzureAccount, AzureAccountKey)
+	if err != nil {
+		t.Fatalf("testenv: azure credential: %v", err)
+	}
+	client, err := azblob.NewClientWithSharedKeyCredential(serviceURL, cred, nil)
+	if err != nil {
+		t.Fatalf("testenv: azure client: %v", err)
+	}
+	if _, err := client.CreateContainer(context.Background(), name, nil); err != nil {
+		t.Fatalf("testenv: create Azure container %s: %v", name, err)
+	}
+	return &BlobStore{
+		Scheme:   "azblob",
+		Bucket:   name,
+		Endpoint: serviceURL,
+		URL:      fmt.Sprintf("azblob://%s?localemu=true&domain=%s&protocol=http", name, srv.endpoint),
+	}
+}
+
+func startAzurite() (*blobServer, error) {
+	path, err := binary("azurite-blob")
+	if err != nil {
+		return nil, err
+	}
+	dir, err := tempDir("azurite")
+	if err != nil {
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	endpoint := fmt.Sprintf("127.0.0.1:%d", port)
+	p, err := startProcess("azurite", dir, nil, path,
+		"--blobHost", "127.0.0.1", "--blobPort", strconv.Itoa(port),
+		"--location", filepath.Join(dir, "data"), "--inMemoryPersistence",
+		"--skipApiVersionCheck", "--loose", "--disableProductStyleUrl")
+	if err != nil {
+		return nil, err
+	}
+	if err := p.waitReady(60*time.Second, func(ctx context.Context) error {
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp", endpoint)
+		if err != nil {
+			return err
+		}
+		return c.Close()
+	}); err != nil {
+		return nil, err
+	}
+	setenv(map[string]string{
+		"AZURE_STORAGE_ACCOUNT": AzureAccount,
+		"AZURE_STORAGE_KEY":     AzureAccountKey,
+	})
+	return &blobServer{endpoint: endpoint, proc: p}, nil
+}
+
+// File returns a fresh directory bucket on the local file system.
+func File(t testing.TB) *BlobStore {
+	t.Helper()
+	dir := t.TempDir()
+	return &BlobStore{Scheme: "file", Bucket: dir, URL: "file://" + filepath.ToSlash(dir)}
+}
+
+// Mem returns a fresh in-memory bucket.
+func Mem(t testing.TB) *BlobStore {
+	t.Helper()
+	return &BlobStore{Scheme: "mem", Bucket: uniqueName(t, 63), URL: "mem://"}
+}
+
+// setenv sets process environment variables that gocloud's URL openers read.
+// They are set once, when a store starts, and never changed afterwards, so
+// that concurrently running tests see the same values.
+func setenv(vars map[string]string) {
+	for k, v := range vars {
+		os.Setenv(k, v)
+	}
+}

@@ -1,0 +1,203 @@
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// Controllers are the kube-controller-manager controllers that run, so that
+// owner-reference cascades, the PVC protection finalizer, the StatefulSet PVC
+// retention policy and namespace deletion behave as in a cluster. There is no
+// kubelet and no scheduler: pods stay Pending, claims stay unbound.
+var Controllers = []string{"garbagecollector", "pvc-protection", "statefulset", "namespace"}
+
+// Kubernetes is a real control plane (etcd, kube-apiserver,
+// kube-controller-manager) on loopback, shared by the tests of one package.
+type Kubernetes struct {
+	// Config authenticates as a cluster administrator (group system:masters).
+	Config *rest.Config
+	// Client is a clientset built from Config.
+	Client kubernetes.Interface
+	// Namespace was created for this test and is deleted when it ends.
+	Namespace string
+	// Kubeconfig is the path of a kubeconfig file for Config, for programs
+	// run as separate processes.
+	Kubeconfig string
+}
+
+type controlPlane struct {
+	config     *rest.Config
+	kubeconfig string
+}
+
+var kubeOnce shared[*controlPlane]
+
+// StartKubernetes returns the shared control plane, starting it on first use,
+// and a fresh namespace for the test.
+func StartKubernetes(t testing.TB) *Kubernetes {
+	t.Helper()
+	cp, err := kubeOnce.get(startControlPlane)
+	if err != nil {
+		unavailable(t, err)
+	}
+	client, err := kubernetes.NewForConfig(cp.config)
+	if err != nil {
+		t.Fatalf("testenv: clientset: %v", err)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: uniqueName(t, 63)}}
+	ctx := context.Background()
+	if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("testenv: create namespace %s: %v", ns.Name, err)
+	}
+	t.Cleanup(func() {
+		// The namespace controller removes what is left in it.
+		_ = client.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
+	})
+	return &Kubernetes{Config: rest.CopyConfig(cp.config), Client: client, Namespace: ns.Name, Kubeconfig: cp.kubeconfig}
+}
+
+func startControlPlane() (*controlPlane, error) {
+	apiserverPath, err := binary("kube-apiserver")
+	if err != nil {
+		return nil, err
+	}
+	kcmPath, err := binary("kube-controller-manager")
+	if err != nil {
+		return nil, err
+	}
+	etcd, err := etcdOnce.get(startEtcd)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := tempDir("kube")
+	if err != nil {
+		return nil, err
+	}
+	token, err := randomToken()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tokens.csv"), []byte(token+`,admin,admin,"system:masters"`+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	if err := writeServiceAccountKey(filepath.Join(dir, "sa.key")); err != nil {
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	host := fmt.Sprintf("https://127.0.0.1:%d", port)
+	apiserver, err := startProcess("kube-apiserver", dir, nil, apiserverPath,
+		"--etcd-servers="+etcd.url,
+		"--cert-dir="+filepath.Join(dir, "certs"),
+		"--bind-address=127.0.0.1",
+		fmt.Sprintf("--secure-port=%d", port),
+		"--token-auth-file="+filepath.Join(dir, "tokens.csv"),
+		"--authorization-mode=AlwaysAllow",
+		"--service-account-issuer=https://kubernetes.default.svc",
+		"--service-account-key-file="+filepath.Join(dir, "sa.key"),
+		"--service-account-signing-key-file="+filepath.Join(dir, "sa.key"),
+		"--service-cluster-ip-range=10.0.0.0/24",
+		"--disable-admission-plugins=ServiceAccount",
+		"--allow-privileged=true",
+		"--profiling=false",
+	)
+	if err != nil {
+		return nil, err
+	}
+	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	err = apiserver.waitReady(90*time.Second, func(ctx context.Context) error {
+		return httpOKWith(ctx, insecure, host+"/readyz", token)
+	})
+	if err != nil {
+		return nil, err
+	}
+	config := &rest.Config{
+		Host:            host,
+		BearerToken:     token,
+		TLSClientConfig: rest.TLSClientConfig{Insecure: true},
+		QPS:             1000,
+		Burst:           2000,
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(kubeconfigFor(host, token)), 0o600); err != nil {
+		return nil, err
+	}
+	kcm, err := startProcess("kube-controller-manager", dir, nil, kcmPath,
+		"--kubeconfig="+kubeconfig,
+		"--controllers="+strings.Join(Controllers, ","),
+		"--leader-elect=false",
+		"--secure-port=0",
+		"--use-service-account-credentials=false",
+		"--concurrent-gc-syncs=10",
+	)
+	if err != nil {
+		return nil, err
+	}
+	// The controller manager serves nothing we can poll with --secure-port=0;
+	// a quick exit means it failed.
+	select {
+	case <-kcm.done:
+		return nil, fmt.Errorf("kube-controller-manager exited at start (%v); log %s ends with:\n%s", kcm.err, kcm.logPath, kcm.logTail())
+	case <-time.After(500 * time.Millisecond):
+	}
+	return &controlPlane{config: config, kubeconfig: kubeconfig}, nil
+}
+
+func kubeconfigFor(host, token string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: testenv
+  cluster:
+    server: %s
+    insecure-skip-tls-verify: true
+users:
+- name: admin
+  user:
+    token: %s
+contexts:
+- name: testenv
+  context:
+    cluster: testenv
+    user: admin
+current-context: testenv
+`, host, token)
+}
+
+func randomToken() (string, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// writeServiceAccountKey writes an RSA private key, which kube-apiserver uses
+// both to sign service account tokens and (its public half) to verify them.
+func writeServiceAccountKey(path string) error {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return err
+	}
+	block := &pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}
+	return os.WriteFile(path, pem.EncodeToMemory(block), 0o600)
+}

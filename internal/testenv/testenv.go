@@ -1,0 +1,290 @@
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// BinDirEnv names the environment variable that overrides where the
+// component binaries are looked up. By default they are in .cache/bin at the
+// root of the module, where `make testenv` links them.
+const BinDirEnv = "GROUNDSKEEPER_TESTENV_BIN"
+
+// Main runs the tests of a package and then stops every component they
+// started. Call it from TestMain:
+//
+//	func TestMain(m *testing.M) { testenv.Main(m) }
+//
+// Components are also killed if the test binary dies without reaching the end
+// of Main (they run with a parent-death signal), but only Main removes their
+// data directories.
+func Main(m *testing.M) {
+	code := m.Run()
+	stopAll()
+	os.Exit(code)
+}
+
+// registry of started components, stopped by Main in reverse start order.
+var (
+	startedMu sync.Mutex
+	started   []*process
+)
+
+func stopAll() {
+	startedMu.Lock()
+	procs := started
+	started = nil
+	startedMu.Unlock()
+	for i := len(procs) - 1; i >= 0; i-- {
+		procs[i].stop()
+	}
+	for _, dir := range tempDirs {
+		os.RemoveAll(dir)
+	}
+}
+
+// inCI reports whether a missing component must fail a test rather than skip
+// it.
+func inCI() bool {
+	v := strings.ToLower(os.Getenv("CI"))
+	return v == "true" || v == "1"
+}
+
+// unavailable fails the test under CI and skips it elsewhere, with a message
+// that says how to get the component.
+func unavailable(t testing.TB, err error) {
+	t.Helper()
+	if inCI() || !errors.Is(err, errNotBuilt) {
+		t.Fatalf("testenv: %v", err)
+	}
+	t.Skipf("testenv: %v (run `make testenv` to build the test environment)", err)
+}
+
+var errNotBuilt = errors.New("component binary not found")
+
+// binary returns the path of a component binary.
+func binary(name string) (string, error) {
+	dir := os.Getenv(BinDirEnv)
+	if dir == "" {
+		root, err := moduleRoot()
+		if err != nil {
+			return "", err
+		}
+		dir = filepath.Join(root, ".cache", "bin")
+	}
+	path := filepath.Join(dir, name)
+	if _, err := os.Stat(path); err != nil {
+		return "", fmt.Errorf("%s: %w at %s", name, errNotBuilt, path)
+	}
+	return path, nil
+}
+
+// moduleRoot walks up from the working directory (a package directory under
+// `go test`) to the directory holding this module's go.mod.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && bytes.HasPrefix(data, []byte("module github.com/groundskeeper-io/groundskeeper\n")) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("testenv: no groundskeeper go.mod above the working directory; set %s", BinDirEnv)
+		}
+		dir = parent
+	}
+}
+
+var (
+	tempMu   sync.Mutex
+	tempDirs []string
+)
+
+// tempDir makes a directory that lives as long as the test binary: shared
+// components outlive the test that started them, so t.TempDir will not do.
+func tempDir(name string) (string, error) {
+	dir, err := os.MkdirTemp("", "groundskeeper-"+name+"-")
+	if err != nil {
+		return "", err
+	}
+	tempMu.Lock()
+	tempDirs = append(tempDirs, dir)
+	tempMu.Unlock()
+	return dir, nil
+}
+
+// freePort returns a loopback port that was free a moment ago. Another
+// process may take it before the component binds it; start retries then.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// process is a running component.
+type process struct {
+	name    string
+	cmd     *exec.Cmd
+	logPath string
+	done    chan struct{} // closed when the process has exited
+	err     error         // exit status, valid after done
+}
+
+// startProcess starts a component with its output in dir/<name>.log.
+func startProcess(name, dir string, env []string, path string, args ...string) (*process, error) {
+	logPath := filepath.Join(dir, name+".log")
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(path, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout = logFile
+	cmd.Stderr = logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("%s: start: %w", name, err)
+	}
+	p := &process{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		logFile.Close()
+		close(p.done)
+	}()
+	startedMu.Lock()
+	started = append(started, p)
+	startedMu.Unlock()
+	return p, nil
+}
+
+// stop terminates the process group, politely first.
+func (p *process) stop() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(5 * time.Second):
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+	}
+}
+
+// logTail returns the last lines of the component's log.
+func (p *process) logTail() string {
+	data, _ := os.ReadFile(p.logPath)
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > 25 {
+		lines = lines[len(lines)-25:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// waitReady polls ready until it succeeds, the process exits or the timeout
+// passes. The error names the component and carries the tail of its log.
+func (p *process) waitReady(timeout time.Duration, ready func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var last error
+	for {
+		attempt, cancelAttempt := context.WithTimeout(ctx, 2*time.Second)
+		last = ready(attempt)
+		cancelAttempt()
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-p.done:
+			return fmt.Errorf("%s exited before it was ready (%v); log %s ends with:\n%s", p.name, p.err, p.logPath, p.logTail())
+		case <-ctx.Done():
+			p.stop()
+			return fmt.Errorf("%s not ready after %s: %v; log %s ends with:\n%s", p.name, timeout, last, p.logPath, p.logTail())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// startWithRetry starts a component on fresh ports up to three times: a port
+// found free may be taken by a concurrently running test binary before the
+// component binds it.
+func startWithRetry[T any](start func() (T, error)) (T, error) {
+	var (
+		v   T
+		err error
+	)
+	for range 3 {
+		if v, err = start(); err == nil || errors.Is(err, errNotBuilt) {
+			return v, err
+		}
+	}
+	return v, err
+}
+
+// shared is a component started at most once per test binary, on first use.
+type shared[T any] struct {
+	once sync.Once
+	v    T
+	err  error
+}
+
+func (s *shared[T]) get(start func() (T, error)) (T, error) {
+	s.once.Do(func() { s.v, s.err = startWithRetry(start) })
+	return s.v, s.err
+}
+
+// uniqueName derives a DNS-1123 label from the test's name, unique within the
+// test binary.
+func uniqueName(t testing.TB, maxLen int) string {
+	nameMu.Lock()
+	nameSeq++
+	seq := nameSeq
+	nameMu.Unlock()
+	var b strings.Builder
+	for _, r := range strings.ToLower(t.Name()) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			b.WriteRune(r)
+		default:
+			if s := b.String(); s != "" && !strings.HasSuffix(s, "-") {
+				b.WriteByte('-')
+			}
+		}
+	}
+	suffix := fmt.Sprintf("-%d", seq)
+	base := strings.Trim(b.String(), "-")
+	if len(base) > maxLen-len(suffix) {
+		base = strings.TrimRight(base[:maxLen-len(suffix)], "-")
+	}
+	if base == "" {
+		base = "t"
+	}
+	return base + suffix
+}
+
+var (
+	nameMu  sync.Mutex
+	nameSeq int
+)
