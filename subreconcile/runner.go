@@ -498,15 +498,23 @@ func (r *Runner[T, S]) Run(ctx context.Context, obj T) Outcome {
 	r.finish(&out, &p)
 
 	if out.Err == nil && out.Reconciled && (r.generations == nil || !before.IsReconciled(generation)) {
-		msg := "Reconciled generation " + strconv.FormatInt(generation, 10)
-		if g.PendingRemoval() {
-			msg += " (removals still pending)"
-		}
 		if r.recorder != nil {
+			msg := "Reconciled generation " + strconv.FormatInt(generation, 10)
+			if g.PendingRemoval() {
+				msg += " (removals still pending)"
+			}
 			r.recorder.Event(obj, EventTypeNormal, ReasonComplete, msg)
 		}
-		base.Info("Reconciliation complete", "chain", r.name, "traceID", trace, "generation", generation,
-			"pendingRemoval", g.PendingRemoval())
+		// Without generation tracking every clean loop counts as complete;
+		// keep those quiet below V(1).
+		log := base
+		if r.generations == nil {
+			log = base.V(1)
+		}
+		if log.Enabled() {
+			log.Info("Reconciliation complete", "chain", r.name, "traceID", trace, "generation", generation,
+				"pendingRemoval", g.PendingRemoval())
+		}
 	}
 	if l := base.V(1); l.Enabled() {
 		l.Info("Reconcile loop finished", "chain", r.name, "traceID", trace, "ran", out.Ran,
