@@ -33,6 +33,7 @@ func (p TTL) check(path string) error { return checkDuration(path, "TTL.After", 
 func (p TTL) eval(e *evaluation, out []Decision) {
 	items := e.items
 	now := e.now
+	out = out[:len(items)] // one bounds check instead of one per item
 	if p.After == 0 && p.ZeroMeansForever {
 		for i := range out {
 			out[i] = Decision{Keep: true, Reasons: ReasonTTL}
@@ -40,15 +41,44 @@ func (p TTL) eval(e *evaluation, out []Decision) {
 		return
 	}
 	after := p.After
-	out = out[:len(items)] // one bounds check instead of one per item
+	if !e.top {
+		for i := range items {
+			if at := items[i].Time.Add(after); now.Before(at) {
+				out[i] = Decision{Keep: true, Reasons: ReasonTTL, DeletableAt: at}
+			} else {
+				out[i] = Decision{}
+			}
+		}
+		return
+	}
+	// Evaluated on its own: decide, apply the item flags and count in one
+	// pass, which is what makes a million items cheap.
+	e.top, e.finished = false, true
+	kept := 0
+	var next time.Time
 	for i := range items {
-		at := items[i].Time.Add(after)
-		if now.Before(at) {
-			out[i] = Decision{Keep: true, Reasons: ReasonTTL, DeletableAt: at}
+		it := &items[i]
+		d := &out[i]
+		if at := it.Time.Add(after); now.Before(at) {
+			*d = Decision{Keep: true, Reasons: ReasonTTL, DeletableAt: at}
+			if it.Hold || it.Force || it.Time.IsZero() || it.Time.After(now) {
+				e.finish(it, d)
+				continue
+			}
+			kept++
+			if next.IsZero() || at.Before(next) {
+				next = at
+			}
 		} else {
-			out[i] = Decision{}
+			*d = Decision{}
+			// Expired: Time <= Time+After <= now, so not in the future.
+			if it.Hold || it.Force || it.Time.IsZero() {
+				e.finish(it, d)
+			}
 		}
 	}
+	e.kept += kept
+	e.next = earliest(e.next, next)
 }
 
 // Newest keeps the N newest items and lets the others go: etcd-druid's
@@ -88,6 +118,7 @@ type Any []Policy
 func (p Any) check(path string) error { return checkComposite(path, "Any", p) }
 
 func (p Any) eval(e *evaluation, out []Decision) {
+	e.top = false
 	p[0].eval(e, out)
 	if len(p) == 1 {
 		return
@@ -117,6 +148,7 @@ type All []Policy
 func (p All) check(path string) error { return checkComposite(path, "All", p) }
 
 func (p All) eval(e *evaluation, out []Decision) {
+	e.top = false
 	p[0].eval(e, out)
 	if len(p) == 1 {
 		return

@@ -192,41 +192,45 @@ func Evaluate(p Policy, now time.Time, items []Item, res *Result) error {
 	out := res.Decisions
 	e := &res.ev
 	e.reset(now, items)
+	e.top = true
 	p.eval(e, out)
-
-	for i := range out {
-		it := &items[i]
-		d := &out[i]
-		d.Skew = it.Time.After(now)
-		d.Forced = false
-		switch {
-		case it.Hold:
-			if it.Time.IsZero() {
-				d.Reasons = ReasonNoTime
-			}
-			d.Keep = true
-			d.Reasons |= ReasonHold
-			d.DeletableAt = time.Time{}
-		case it.Force:
-			*d = Decision{Skew: d.Skew, Forced: true}
-		case it.Time.IsZero():
-			d.Keep = true
-			d.Reasons = ReasonNoTime
-			d.DeletableAt = time.Time{}
-		}
-		if d.Skew {
-			res.Skewed++
-		}
-		if !d.Keep {
-			res.Deleted++
-			continue
-		}
-		res.Kept++
-		if !d.DeletableAt.IsZero() && (res.Next.IsZero() || d.DeletableAt.Before(res.Next)) {
-			res.Next = d.DeletableAt
+	if !e.finished {
+		for i := range out {
+			e.finish(&items[i], &out[i])
 		}
 	}
+	res.Next, res.Kept, res.Skewed = e.next, e.kept, e.skewed
+	res.Deleted = len(items) - e.kept
 	return nil
+}
+
+// finish applies Hold, Force and zero Times to the policy's decision d about
+// it, and adds it to the totals.
+func (e *evaluation) finish(it *Item, d *Decision) {
+	d.Skew = it.Time.After(e.now)
+	d.Forced = false
+	switch {
+	case it.Hold:
+		if it.Time.IsZero() {
+			d.Reasons = ReasonNoTime
+		}
+		d.Keep = true
+		d.Reasons |= ReasonHold
+		d.DeletableAt = time.Time{}
+	case it.Force:
+		*d = Decision{Skew: d.Skew, Forced: true}
+	case it.Time.IsZero():
+		d.Keep = true
+		d.Reasons = ReasonNoTime
+		d.DeletableAt = time.Time{}
+	}
+	if d.Skew {
+		e.skewed++
+	}
+	if d.Keep {
+		e.kept++
+		e.next = earliest(e.next, d.DeletableAt)
+	}
 }
 
 // keepUntil marks d kept for reason r until the instant until (zero: not by
@@ -280,6 +284,14 @@ type evaluation struct {
 
 	bufs  [][]Decision // scratch decisions for composites, one per depth
 	depth int
+
+	// top is true while the policy Evaluate called has not yet handed work
+	// to another: that policy may then apply finish itself, in the same
+	// pass, and set finished.
+	top, finished bool
+	// Totals gathered by finish.
+	kept, skewed int
+	next         time.Time
 }
 
 type rankKey struct {
@@ -295,6 +307,9 @@ func (e *evaluation) reset(now time.Time, items []Item) {
 	e.rankedOK = false
 	e.firstSkew = time.Time{}
 	e.depth = 0
+	e.top, e.finished = false, false
+	e.kept, e.skewed = 0, 0
+	e.next = time.Time{}
 }
 
 // rank returns the present items newest first: later Time first, equal Times
@@ -346,6 +361,7 @@ func (e *evaluation) rank() []rankKey {
 // reset to delete, and items whose Time is after now are kept with
 // ReasonFuture until their Time, when they are judged for the first time.
 func (e *evaluation) startRanked(out []Decision) []rankKey {
+	e.top = false
 	ranked := e.rank()
 	for i := range out {
 		out[i] = Decision{}
@@ -372,6 +388,7 @@ func (e *evaluation) finishRanked(out []Decision) {
 
 // scratch returns a decision buffer for the current composite depth.
 func (e *evaluation) scratch(n int) []Decision {
+	e.top = false
 	for len(e.bufs) <= e.depth {
 		e.bufs = append(e.bufs, nil)
 	}
