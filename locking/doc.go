@@ -1,9 +1,125 @@
-// Package locking is the FoundationDB operator's global operator lock: the
-// value tuple{lockID, start, end} stored under a configurable prefix, a
-// default duration of ten minutes, extension, take-over of expired locks, a
-// deny list with explicit allow, and a disable switch. The algorithm is
-// written once against a small transactional key-value backend; backends live
-// in sub-packages.
+// Package locking is the FoundationDB operator's global operator lock, in
+// the operator's exact storage format, on pluggable transactional backends.
 //
-// This package is not implemented yet.
+// When several operator instances act on one database (one per Kubernetes
+// cluster in a multi-region deployment), operations with global effect
+// (configuration changes, exclusions, coordinator changes, bounces) must be
+// done by one instance at a time. A Lock is one instance's handle on that
+// lock:
+//
+//	l, err := locking.New(backend, lockID, nil)
+//	lease, err := l.Take(ctx)   // take, extend or take over
+//	var held *locking.HeldError
+//	if errors.As(err, &held) {
+//		return reconcile.Result{RequeueAfter: held.RetryAfter}, nil
+//	}
+//	defer l.Release(ctx)
+//
+// # What it owns
+//
+// Keys are plain byte strings under a prefix, DefaultPrefix
+// ("\xff\x02/org.foundationdb.kubernetes-operator") unless configured:
+//
+//   - <prefix>/global holds the lock record, the tuple-layer encoding of
+//     tuple{lockID, start, end}: lockID a unicode string (type code 0x02),
+//     start and end integers of Unix seconds;
+//   - <prefix>/denyList/<lockID> marks a denied instance; its value is the
+//     lock ID;
+//   - <prefix>/upgrades/<version>/<processGroupID> records a process group
+//     ready for an upgrade; its value is the process group ID.
+//
+// An operator using this package therefore interoperates with FoundationDB
+// operator instances on the same database (through the FoundationDB backend).
+//
+// # Guarantees
+//
+//   - Take decides in one transaction, from the lock record, this instance's
+//     deny-list entry and the holder's: a free lock is taken; a live lock of
+//     this instance is extended to now + Duration (its start kept); a lock
+//     whose holder's end has passed, or whose holder is denied, is taken
+//     over; any other lock is refused with a *HeldError that names the
+//     holder and says when to retry.
+//   - A denied instance fails every Take, even on a free lock or one it
+//     holds. Any other instance may take over a denied holder's lock.
+//   - Release clears the record only if this instance holds it and it has
+//     neither expired nor starts in the future (by this instance's clock).
+//   - A stored value that is not a valid record is an error wrapping
+//     ErrCorrupt for every operation: never treated as a free lock, never
+//     overwritten.
+//   - A conflicting transaction is retried with fresh reads, at most
+//     Options.MaxAttempts times, so decisions never act on stale reads.
+//   - Uncontended, Take, Release and Holder cost exactly one transaction;
+//     with Options.Disabled, Take and Release cost none.
+//   - Time comes only from Options.Clock.
+//
+// # What it does not guarantee
+//
+//   - No fencing. The lock is a lease judged by wall clocks: an instance
+//     that stalls past its end (a long GC pause, a partition) can still be
+//     acting when another has taken over. Protect the actions themselves
+//     where that matters, and keep work under the lock much shorter than
+//     Duration.
+//   - Clock skew. Instances compare the stored end with their own clocks.
+//     If a contender's clock runs ahead of the holder's by d, it takes the
+//     lock over d early by the holder's clock. Options.ClockSkewTolerance
+//     makes a contender wait that much longer: mutual exclusion holds while
+//     every pair of clocks differs by at most the tolerance, and the holder
+//     acts only until its Lease's End. The default tolerance is zero, which
+//     is the FoundationDB operator's behaviour and assumes synchronised
+//     clocks; FoundationDB operator instances on the same database never
+//     add a tolerance, so set a holder-side margin (stop acting before End)
+//     when you share a database with them.
+//   - One-second precision: start and end are whole Unix seconds (the end
+//     second is still live), so a Duration is effectively rounded down to
+//     whole seconds, and a lock may last up to a second longer than
+//     Duration.
+//   - The deny list and upgrade records are data, not locks: their methods
+//     touch the backend even with Options.Disabled.
+//
+// Deliberate differences from the FoundationDB operator (fdbclient's
+// lock_client.go), where its behaviour looked accidental:
+//
+//   - On take-over the new record starts now; the operator keeps the
+//     previous holder's start, so the start of a record would not say when
+//     its holder took it. Taking back our own expired record also starts
+//     afresh. Only an extension keeps the start.
+//   - The deny list is checked before anything else; the operator checks it
+//     only when a record exists, so a denied instance can take a free lock.
+//   - Release by a non-holder, or of an expired or future record, returns
+//     ErrNotHeld; the operator returns nil.
+//   - An empty stored value is corrupt; the operator treats it as no lock.
+//     (No writer produces one.) Like the operator, elements after the third
+//     are ignored, for forward compatibility.
+//   - DenyList reads the lock IDs from the keys, which is what Take checks;
+//     the operator reads the values, which it always writes equal.
+//
+// # Errors
+//
+//   - ErrLocked, as a *HeldError: another live instance holds the lock;
+//     retry after HeldError.RetryAfter.
+//   - ErrDenied: this instance is on the deny list. Retrying does not help
+//     until an entry with Allow is applied.
+//   - ErrNotHeld, as a *HeldError: Release did not clear the record.
+//   - ErrConflict: every attempt conflicted with concurrent transactions;
+//     retrying later is safe.
+//   - ErrCorrupt, as a *CorruptError: the stored record is invalid; a person
+//     has to look at it. Terminal: do not retry.
+//
+// Other errors come from the backend or from invalid arguments, and say
+// which.
+//
+// # Backends
+//
+// The algorithm is written once against Backend, a small transactional
+// key-value interface whose contract is in its documentation: get, set,
+// clear, read and clear by prefix, inside a serializable, optimistic
+// transaction that commits atomically or fails with ErrConflict. Backends
+// live in sub-packages and pass the conformance suite in locking/locktest:
+//
+//   - locking/memlock: in memory, for tests and a single process.
+//
+// # As
+//
+// Lock.As calls the backend's As, to reach the underlying client; each
+// backend lists the types it supports.
 package locking

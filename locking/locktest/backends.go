@@ -2,6 +2,7 @@ package locktest
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -55,4 +56,27 @@ func (p *pausingBackend) Update(ctx context.Context, fn func(locking.Txn) error)
 		<-p.release
 		return err
 	})
+}
+
+// yieldingBackend yields the processor after every read inside a
+// transaction, so that concurrent transactions interleave between their
+// reads and their commit even on a fast in-process backend.
+type yieldingBackend struct{ locking.Backend }
+
+func (y yieldingBackend) Update(ctx context.Context, fn func(locking.Txn) error) error {
+	return y.Backend.Update(ctx, func(tx locking.Txn) error { return fn(yieldingTxn{tx}) })
+}
+
+type yieldingTxn struct{ locking.Txn }
+
+func (y yieldingTxn) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
+	v, ok, err := y.Txn.Get(ctx, key)
+	runtime.Gosched()
+	return v, ok, err
+}
+
+func (y yieldingTxn) GetPrefix(ctx context.Context, prefix []byte) ([]locking.KeyValue, error) {
+	kvs, err := y.Txn.GetPrefix(ctx, prefix)
+	runtime.Gosched()
+	return kvs, err
 }

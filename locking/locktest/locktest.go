@@ -363,6 +363,7 @@ func runBackend(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 	t.Run("concurrent read-modify-write loses no update", func(t *testing.T) {
 		e := newEnv(t, newBackend)
 		k := e.key("counter")
+		backend := yieldingBackend{e.backend}
 		const workers, each = 8, 25
 		var wg sync.WaitGroup
 		errs := make(chan error, workers)
@@ -371,7 +372,7 @@ func runBackend(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 			go func() {
 				defer wg.Done()
 				for i := 0; i < each; {
-					err := e.backend.Update(e.ctx, func(tx locking.Txn) error {
+					err := backend.Update(e.ctx, func(tx locking.Txn) error {
 						v, _, err := tx.Get(e.ctx, k)
 						if err != nil {
 							return err
@@ -929,12 +930,22 @@ func runConcurrency(t *testing.T, newBackend func(t *testing.T) locking.Backend)
 // until each has held it rounds times, on a clock that never moves (so no
 // lock expires). It returns an error if two instances ever held the lock at
 // once, or if a holder's release was refused, which means its record was
-// overwritten while it held the lock.
+// overwritten while it held the lock. Transactions yield the processor after
+// each read, to make interleavings likely on any backend.
 func Exclusion(ctx context.Context, backend locking.Backend, prefix string, contenders, rounds int) error {
+	backend = yieldingBackend{backend}
 	clk := clocktesting.NewFakeClock(epoch)
+	// The first failure stops every contender: a contender that failed while
+	// holding the lock would otherwise leave the others waiting forever.
+	stop, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var inside atomic.Int32
 	var wg sync.WaitGroup
 	errs := make(chan error, contenders)
+	fail := func(err error) {
+		errs <- err
+		cancel()
+	}
 	for i := range contenders {
 		l, err := locking.New(backend, fmt.Sprintf("contender-%d", i), &locking.Options{Prefix: prefix, Clock: clk})
 		if err != nil {
@@ -944,31 +955,35 @@ func Exclusion(ctx context.Context, backend locking.Backend, prefix string, cont
 		go func() {
 			defer wg.Done()
 			for held := 0; held < rounds; {
-				if err := ctx.Err(); err != nil {
-					errs <- fmt.Errorf("%s after %d of %d rounds: %w", l.ID(), held, rounds, err)
+				if stop.Err() != nil {
+					if err := ctx.Err(); err != nil {
+						fail(fmt.Errorf("%s after %d of %d rounds: %w", l.ID(), held, rounds, err))
+					}
 					return
 				}
-				lease, err := l.Take(ctx)
-				if errors.Is(err, locking.ErrLocked) || errors.Is(err, locking.ErrConflict) {
+				lease, err := l.Take(stop)
+				if errors.Is(err, locking.ErrLocked) || errors.Is(err, locking.ErrConflict) || (err != nil && stop.Err() != nil) {
 					runtime.Gosched()
 					continue
 				}
 				if err != nil {
-					errs <- fmt.Errorf("%s: Take: %w", l.ID(), err)
+					fail(fmt.Errorf("%s: Take: %w", l.ID(), err))
 					return
 				}
 				if lease.Outcome != locking.Taken {
-					errs <- fmt.Errorf("%s: Take outcome %s on a clock that never moves, want Taken", l.ID(), lease.Outcome)
+					fail(fmt.Errorf("%s: Take outcome %s on a clock that never moves, want Taken", l.ID(), lease.Outcome))
 					return
 				}
 				if n := inside.Add(1); n != 1 {
-					errs <- fmt.Errorf("%s: %d instances hold the lock at once", l.ID(), n)
+					fail(fmt.Errorf("%s: %d instances hold the lock at once", l.ID(), n))
 					return
 				}
 				runtime.Gosched()
 				inside.Add(-1)
-				if err := l.Release(ctx); err != nil {
-					errs <- fmt.Errorf("%s: Release of a lock it had taken: %w", l.ID(), err)
+				if err := l.Release(stop); err != nil {
+					if stop.Err() == nil || errors.Is(err, locking.ErrNotHeld) {
+						fail(fmt.Errorf("%s: Release of a lock it had taken: %w", l.ID(), err))
+					}
 					return
 				}
 				held++
