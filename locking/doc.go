@@ -28,8 +28,9 @@
 //   - <prefix>/upgrades/<version>/<processGroupID> records a process group
 //     ready for an upgrade; its value is the process group ID.
 //
-// An operator using this package therefore interoperates with FoundationDB
-// operator instances on the same database (through the FoundationDB backend).
+// The record is byte-for-byte what the FoundationDB operator writes, so that
+// with a FoundationDB backend an operator using this package interoperates
+// with FoundationDB operator instances on the same database.
 //
 // # Guarantees
 //
@@ -69,10 +70,9 @@
 //     clocks; FoundationDB operator instances on the same database never
 //     add a tolerance, so set a holder-side margin (stop acting before End)
 //     when you share a database with them.
-//   - One-second precision: start and end are whole Unix seconds (the end
-//     second is still live), so a Duration is effectively rounded down to
-//     whole seconds, and a lock may last up to a second longer than
-//     Duration.
+//   - One-second precision: start and end are whole Unix seconds, truncated,
+//     and the end second itself is still live, so a lock lasts Duration to
+//     within a second.
 //   - The deny list and upgrade records are data, not locks: their methods
 //     touch the backend even with Options.Disabled.
 //
@@ -117,6 +117,9 @@
 // live in sub-packages and pass the conformance suite in locking/locktest:
 //
 //   - locking/memlock: in memory, for tests and a single process.
+//
+// FoundationDB, etcd and Kubernetes API backends are planned and will run the
+// same suite.
 //
 // # As
 //

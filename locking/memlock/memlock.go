@@ -189,6 +189,9 @@ func (t *txn) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, false, err
 	}
+	if err := t.checkDone(); err != nil {
+		return nil, false, err
+	}
 	k := string(key)
 	if v, ok := t.overlay[k]; ok {
 		if v == nil {

@@ -11,3 +11,37 @@ import (
 func TestConformance(t *testing.T) {
 	locktest.Run(t, func(*testing.T) locking.Backend { return memlock.New() })
 }
+
+func TestTransactionUnusableAfterUpdate(t *testing.T) {
+	s := memlock.New()
+	var leaked locking.Txn
+	if err := s.Update(t.Context(), func(tx locking.Txn) error {
+		leaked = tx
+		return tx.Set([]byte("k"), []byte("v"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := leaked.Set([]byte("k"), []byte("late")); err == nil {
+		t.Errorf("Set after Update returned succeeded")
+	}
+	if _, _, err := leaked.Get(t.Context(), []byte("k")); err == nil {
+		t.Errorf("Get after Update returned succeeded")
+	}
+	if _, err := leaked.GetPrefix(t.Context(), []byte("k")); err == nil {
+		t.Errorf("GetPrefix after Update returned succeeded")
+	}
+}
+
+func TestZeroValueStore(t *testing.T) {
+	var s memlock.Store
+	l, err := locking.New(&s, "dc1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Take(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if rec, ok, err := l.Holder(t.Context()); err != nil || !ok || rec.Holder != "dc1" {
+		t.Fatalf("Holder = %+v, %v, %v", rec, ok, err)
+	}
+}
