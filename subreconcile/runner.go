@@ -112,7 +112,9 @@ type Config[T Object[T], S any] struct {
 	// runner then requeues a loop that ran to the end with the generation
 	// still not reconciled, and records ReasonComplete when a loop brings
 	// the generation to reconciled. When nil, a loop is reconciled when it
-	// ran to the end and no step asked for a requeue.
+	// ran to the end and no step asked for a requeue, and every such loop
+	// records ReasonComplete (as upstream does; the event recorder's
+	// correlator folds the repeats).
 	Generations func(obj T) *Generations
 
 	// Recorder, if set, receives the runner's events. Nil records none.
