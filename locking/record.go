@@ -81,7 +81,8 @@ const (
 	// record starts now.
 	Taken Outcome = iota + 1
 	// Extended: this instance held a live lock; its end moved to now plus
-	// the duration and its start stayed.
+	// the duration (earlier than before, if the duration was shortened) and
+	// its start stayed.
 	Extended
 	// TakenOver: another instance's lock had expired or its holder is on the
 	// deny list; the record now names this instance and starts now.

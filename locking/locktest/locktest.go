@@ -54,13 +54,24 @@ func newEnv(t *testing.T, newBackend func(t *testing.T) locking.Backend) *env {
 	if b == nil {
 		t.Fatal("newBackend returned nil")
 	}
-	return &env{
+	e := &env{
 		t:       t,
 		ctx:     t.Context(),
 		backend: b,
 		prefix:  locking.DefaultPrefix + "/locktest/" + t.Name(),
 		clock:   clocktesting.NewFakeClock(epoch),
 	}
+	// Leave a shared server as we found it, so that the suite can run again
+	// (-count) against the same one. t.Context is already canceled here.
+	t.Cleanup(func() {
+		err := b.Update(context.Background(), func(tx locking.Txn) error {
+			return tx.ClearPrefix([]byte(e.prefix + "/"))
+		})
+		if err != nil {
+			t.Errorf("cleaning up %q: %v", e.prefix, err)
+		}
+	})
+	return e
 }
 
 // lock returns the Lock of instance id, on the shared clock unless opts sets
@@ -165,7 +176,7 @@ func wantLocked(t *testing.T, err error, holder string, end time.Time) *locking.
 
 // Run runs the conformance suite. newBackend is called once per subtest and
 // must return a backend in which the subtest's prefix is empty; it may
-// register cleanups on t.
+// register cleanups on t. Each subtest clears its prefix when it ends.
 func Run(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 	t.Run("Backend", func(t *testing.T) { runBackend(t, newBackend) })
 	t.Run("Take", func(t *testing.T) { runTake(t, newBackend) })

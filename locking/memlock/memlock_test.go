@@ -45,3 +45,26 @@ func TestZeroValueStore(t *testing.T) {
 		t.Fatalf("Holder = %+v, %v, %v", rec, ok, err)
 	}
 }
+
+// TestConformanceSharedStore runs the suite twice on one store, as a
+// networked backend's test would on one server, and checks that the suite
+// leaves nothing behind.
+func TestConformanceSharedStore(t *testing.T) {
+	shared := memlock.New()
+	for range 2 {
+		locktest.Run(t, func(*testing.T) locking.Backend { return shared })
+	}
+	err := shared.Update(t.Context(), func(tx locking.Txn) error {
+		kvs, err := tx.GetPrefix(t.Context(), []byte(locking.DefaultPrefix))
+		if err != nil {
+			return err
+		}
+		for _, kv := range kvs {
+			t.Errorf("left behind: %q = %q", kv.Key, kv.Value)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
