@@ -437,6 +437,7 @@ func (r *Runner[T, S]) Run(ctx context.Context, obj T) Outcome {
 		if err := ctx.Err(); err != nil {
 			p.errs = append(p.errs, fmt.Errorf("subreconcile: loop stopped before subreconciler %q: %w", name, err))
 			r.finish(&out, &p)
+			_, out.Reconciled = r.reconciled(obj, generation)
 			return out
 		}
 		loop.step, loop.index = name, i
@@ -470,12 +471,12 @@ func (r *Runner[T, S]) Run(ctx context.Context, obj T) Outcome {
 		if req == nil && len(notes.actions) == 0 {
 			continue
 		}
-		if stop := r.record(loop, &out, &p, req, notes.actions, took); stop {
+		if stop, msg := r.record(loop, &out, &p, req, notes.actions, took); stop {
 			out.StoppedAt = name
 			r.finish(&out, &p)
-			msg := ""
-			if n := len(out.Messages); n > 0 {
-				msg = out.Messages[n-1]
+			_, out.Reconciled = r.reconciled(obj, generation)
+			if msg == "" {
+				msg = "requeue requested"
 			}
 			r.endEarly(obj, name+": "+msg, out.Err != nil)
 			return out
@@ -483,12 +484,9 @@ func (r *Runner[T, S]) Run(ctx context.Context, obj T) Outcome {
 	}
 
 	// The whole chain ran.
-	var g Generations
+	g, reconciled := r.reconciled(obj, generation)
 	if r.generations != nil {
-		if gp := r.generations(obj); gp != nil {
-			g = *gp
-		}
-		out.Reconciled = g.IsReconciled(generation)
+		out.Reconciled = reconciled
 		if !out.Reconciled && !p.requeue && len(p.errs) == 0 && r.notReconciledDelay > 0 {
 			p.add(r.notReconciledDelay)
 			out.Messages = append(out.Messages, fmt.Sprintf(
@@ -526,6 +524,19 @@ func (r *Runner[T, S]) Run(ctx context.Context, obj T) Outcome {
 	return out
 }
 
+// reconciled returns the resource's generation status and whether it says
+// generation is reconciled; false without Config.Generations.
+func (r *Runner[T, S]) reconciled(obj T, generation int64) (Generations, bool) {
+	if r.generations == nil {
+		return Generations{}, false
+	}
+	var g Generations
+	if gp := r.generations(obj); gp != nil {
+		g = *gp
+	}
+	return g, g.IsReconciled(generation)
+}
+
 func (r *Runner[T, S]) putNotes(n *loopNotes) {
 	clear(n.actions)
 	n.actions = n.actions[:0]
@@ -543,8 +554,9 @@ func (r *Runner[T, S]) call(ctx context.Context, i int, obj T, loop Loop[S]) (re
 }
 
 // record logs, counts and reports a step that acted or asked for a requeue,
-// adds its requeue to p, and reports whether the chain must stop.
-func (r *Runner[T, S]) record(loop Loop[S], out *Outcome, p *pending, req *Requeue, actions []string, took time.Duration) (stop bool) {
+// adds its requeue to p, and reports whether the chain must stop, with the
+// step's message.
+func (r *Runner[T, S]) record(loop Loop[S], out *Outcome, p *pending, req *Requeue, actions []string, took time.Duration) (stop bool, msg string) {
 	report := StepReport{Name: loop.step, Index: loop.index, Duration: took, Requeue: req}
 	if len(actions) > 0 {
 		report.Actions = slices.Clone(actions)
@@ -554,10 +566,10 @@ func (r *Runner[T, S]) record(loop Loop[S], out *Outcome, p *pending, req *Reque
 
 	if req == nil {
 		log.Info("Subreconciler acted", "duration", took, "actions", report.Actions)
-		return false
+		return false, ""
 	}
 
-	msg := req.Message
+	msg = req.Message
 	if msg == "" && req.Err != nil {
 		msg = req.Err.Error()
 	}
@@ -611,7 +623,7 @@ func (r *Runner[T, S]) record(loop Loop[S], out *Outcome, p *pending, req *Reque
 	default:
 		log.Info("Subreconciler requested requeue", append(kv, "requeueAfter", delay)...)
 	}
-	return stop
+	return stop, msg
 }
 
 // finish sets the outcome's error and delay from p.

@@ -185,6 +185,42 @@ func TestRun(t *testing.T) {
 			wantEvents:    []event{{"Normal", "ReconciliationTerminatedEarly", "ChangeCoordinators: lock held elsewhere"}},
 		},
 		{
+			name: "immediate requeue without a message after a delayed one: the event speaks for the stopping step",
+			steps: func(c *[]string, _ context.CancelFunc) []dbStep {
+				return chain(c,
+					"AddPods", returns(subreconcile.DelayedRequeueAfter(5*time.Second, "pods pending")),
+					"ChangeCoordinators", returns(subreconcile.RequeueAfter(time.Second, "")),
+					"UpdateStatus", nil)
+			},
+			wantCalls:     []string{"AddPods", "ChangeCoordinators"},
+			wantAfter:     time.Second,
+			wantMessages:  []string{"pods pending"},
+			wantStoppedAt: "ChangeCoordinators",
+			wantActed:     []string{"AddPods", "ChangeCoordinators"},
+			wantEvents:    []event{{"Normal", "ReconciliationTerminatedEarly", "ChangeCoordinators: requeue requested"}},
+		},
+		{
+			name: "loop stopped early with the generation already marked: Reconciled reports the status",
+			steps: func(c *[]string, _ context.CancelFunc) []dbStep {
+				return chain(c,
+					"RemoveProcessGroups", dbFunc(func(_ context.Context, db *Database, loop dbLoop) *subreconcile.Requeue {
+						db.Status.Generations.MarkReconciledWithPendingRemoval(loop.Generation())
+						return subreconcile.RequeueAfter(time.Minute, "pods still terminating")
+					}),
+					"UpdateStatus", nil)
+			},
+			cfg: func(c *subreconcile.Config[*Database, *loopState]) {
+				c.Generations = databaseGenerations
+			},
+			wantCalls:     []string{"RemoveProcessGroups"},
+			wantAfter:     time.Minute,
+			wantMessages:  []string{"pods still terminating"},
+			wantStoppedAt: "RemoveProcessGroups",
+			wantActed:     []string{"RemoveProcessGroups"},
+			wantReconcile: true,
+			wantEvents:    []event{{"Normal", "ReconciliationTerminatedEarly", "RemoveProcessGroups: pods still terminating"}},
+		},
+		{
 			name: "terminal error stops the chain even when delayed, and asks for no retry",
 			steps: func(c *[]string, _ context.CancelFunc) []dbStep {
 				return chain(c,
