@@ -658,6 +658,17 @@ func runDenyList(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 		e.wantRecord("dc1", epoch, epoch.Add(10*time.Minute))
 	})
 
+	t.Run("denied holder may still release its live lock", func(t *testing.T) {
+		e := newEnv(t, newBackend)
+		l := e.lock("dc1", nil)
+		e.take(l)
+		deny(t, e, locking.DenyListEntry{ID: "dc1"})
+		if err := l.Release(e.ctx); err != nil {
+			t.Fatalf("Release = %v", err)
+		}
+		e.wantNoRecord()
+	})
+
 	t.Run("another instance takes over a denied holder's live lock", func(t *testing.T) {
 		e := newEnv(t, newBackend)
 		e.take(e.lock("dc1", nil))
