@@ -90,9 +90,11 @@ func (p Calendar) eval(e *evaluation, out []Decision) {
 	if len(ranked) == 0 {
 		return
 	}
-	var withinCut time.Time
+	var cutSec int64
+	var cutNsec int32
 	if p.Within > 0 {
-		withinCut = e.items[ranked[0].idx].Time.Add(-p.Within)
+		cut := e.items[ranked[0].idx].Time.Add(-p.Within)
+		cutSec, cutNsec = cut.Unix(), int32(cut.Nanosecond())
 	}
 	left := [numBuckets]int{p.Last, p.Hourly, p.Daily, p.Weekly, p.Monthly, p.Yearly}
 	civil := p.Monthly != 0 || p.Yearly != 0
@@ -103,7 +105,7 @@ func (p Calendar) eval(e *evaluation, out []Decision) {
 	)
 	for nr, k := range ranked {
 		d := &out[k.idx]
-		if p.Within > 0 && e.items[k.idx].Time.After(withinCut) {
+		if p.Within > 0 && (k.sec > cutSec || k.sec == cutSec && k.nsec > cutNsec) {
 			d.keepUntil(ReasonWithin, time.Time{})
 		}
 		day := floorDiv(k.sec, secDay)

@@ -47,7 +47,9 @@
 //   - Evaluate returns exactly one Decision per Item, in input order: every
 //     item is either kept or deleted, never both, never neither.
 //   - An item is deleted only when its policy lets it go, or when Force is
-//     set; Hold keeps an item whatever Force and the policy say.
+//     set; Hold keeps an item whatever Force and the policy say. A forced
+//     item takes no place among the newest, so Newest{N: 1} inside Any still
+//     keeps one item when the newest is forced out.
 //   - Under TTL, nothing is deleted before now >= Time + After: an item is
 //     kept at Time + After - 1ns and may be deleted at Time + After.
 //   - A Time in the future (clock skew) never makes an item deletable early:
@@ -63,6 +65,8 @@
 //     polling.
 //   - Decisions do not depend on the order of the input when IDs are unique:
 //     equal Times are ordered by ID.
+//   - Decisions are stable: evaluating again, at the same instant, over the
+//     items that were kept keeps all of them.
 //   - Calendar and Exponential bucket in UTC: no daylight saving time, a day
 //     is 24 hours, leap days are ordinary days.
 //   - Evaluate reads no clock, does no I/O, does not modify its input and is

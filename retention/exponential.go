@@ -20,11 +20,13 @@ import "time"
 // the hours of the current UTC day: at 01:30 UTC only one hour of yesterday's
 // items is thinned daily, not hourly.
 //
-// Two deliberate differences from upstream, both at the edges: upstream ends
-// its day at 23:59:59 and so puts an item from the last second of an hour into
-// the next hour, where this policy uses exact UTC hours; and upstream's oldest
-// weekly block is a day shorter when no item falls into the first 4 weeks of
-// days 8 to 34, where here it is always 4 full weeks.
+// Deliberate differences from upstream, all at the edges: upstream ends its
+// day at 23:59:59 and so puts an item from the last second of an hour into the
+// next hour, where this policy uses exact UTC hours; when no item falls
+// between 8 and 34 days before today, upstream also lets go of items from 35
+// days before today, where here the weekly window is always 4 full weeks; and
+// items whose Time is after now are kept (ReasonFuture) and not counted as the
+// newest, where upstream would compare them by hour.
 //
 // Exponential has no configuration; its zero value is the policy. Its
 // decisions change as time passes: an item kept as the newest of its hour may

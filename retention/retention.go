@@ -28,6 +28,9 @@ type Item struct {
 	// Hold keeps the item whatever the policy and Force say.
 	Hold bool
 	// Force deletes the item whatever the policy says, unless Hold is set.
+	// A forced item takes no place among the newest: the next item moves up,
+	// so forcing the deletion of the newest backup does not take the second
+	// newest with it.
 	Force bool
 }
 
@@ -279,6 +282,7 @@ type evaluation struct {
 	// ranked holds the present items (Time not zero, not after now, not
 	// forced), newest first; built on first use.
 	ranked    []rankKey
+	tmp       []rankKey // scratch for sorting ranked
 	rankedOK  bool
 	firstSkew time.Time // earliest Time after now; zero when none
 
@@ -335,25 +339,7 @@ func (e *evaluation) rank() []rankKey {
 			e.ranked = append(e.ranked, rankKey{sec: t.Unix(), nsec: int32(t.Nanosecond()), idx: int32(i)})
 		}
 	}
-	items := e.items
-	slices.SortFunc(e.ranked, func(a, b rankKey) int {
-		switch {
-		case a.sec != b.sec:
-			if a.sec > b.sec {
-				return -1
-			}
-			return 1
-		case a.nsec != b.nsec:
-			if a.nsec > b.nsec {
-				return -1
-			}
-			return 1
-		}
-		if c := strings.Compare(items[a.idx].ID, items[b.idx].ID); c != 0 {
-			return c
-		}
-		return int(a.idx - b.idx)
-	})
+	e.tmp = sortNewestFirst(e.ranked, e.tmp, e.items)
 	return e.ranked
 }
 

@@ -1,0 +1,95 @@
+package retention
+
+import (
+	"math"
+	"slices"
+	"strings"
+)
+
+// newerFirst orders rank keys newest first: later instant first, then by ID,
+// then by position in the input.
+func newerFirst(items []Item) func(a, b rankKey) int {
+	return func(a, b rankKey) int {
+		switch {
+		case a.sec != b.sec:
+			if a.sec > b.sec {
+				return -1
+			}
+			return 1
+		case a.nsec != b.nsec:
+			if a.nsec > b.nsec {
+				return -1
+			}
+			return 1
+		}
+		if c := strings.Compare(items[a.idx].ID, items[b.idx].ID); c != 0 {
+			return c
+		}
+		return int(a.idx - b.idx)
+	}
+}
+
+// sortNewestFirst sorts keys, which are in input order, newest first (see
+// newerFirst), using tmp as scratch, and returns tmp for reuse. Instants that
+// fit in int64 nanoseconds (1678 to 2262) are sorted by an LSD radix sort,
+// which is stable and so keeps input order among equal instants; only runs of
+// equal instants are then sorted by ID. A comparison sort handles the rest.
+func sortNewestFirst(keys, tmp []rankKey, items []Item) []rankKey {
+	if len(keys) < 2 {
+		return tmp
+	}
+	const maxSec = math.MaxInt64/1_000_000_000 - 1
+	for _, k := range keys {
+		if k.sec > maxSec || k.sec < -maxSec {
+			slices.SortFunc(keys, newerFirst(items))
+			return tmp
+		}
+	}
+	// Descending instants as ascending unsigned keys.
+	key := func(k rankKey) uint64 {
+		return ^(uint64(k.sec*1e9+int64(k.nsec)) ^ 1<<63)
+	}
+	var counts [8][256]int
+	for _, k := range keys {
+		x := key(k)
+		for d := range 8 {
+			counts[d][byte(x>>(8*d))]++
+		}
+	}
+	tmp = slices.Grow(tmp[:0], len(keys))[:len(keys)]
+	src, dst := keys, tmp
+	for d := range 8 {
+		c := &counts[d]
+		if c[byte(key(keys[0])>>(8*d))] == len(keys) {
+			continue // every key has the same digit here
+		}
+		pos := 0
+		for i, n := range c {
+			c[i] = pos
+			pos += n
+		}
+		shift := 8 * d
+		for _, k := range src {
+			b := byte(key(k) >> shift)
+			dst[c[b]] = k
+			c[b]++
+		}
+		src, dst = dst, src
+	}
+	if &src[0] != &keys[0] {
+		copy(keys, src)
+	}
+	// Equal instants: by ID, then input order.
+	cmp := newerFirst(items)
+	for i := 0; i < len(keys); {
+		j := i + 1
+		for j < len(keys) && keys[j].sec == keys[i].sec && keys[j].nsec == keys[i].nsec {
+			j++
+		}
+		if j-i > 1 {
+			slices.SortFunc(keys[i:j], cmp)
+		}
+		i = j
+	}
+	return tmp
+}
