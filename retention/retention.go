@@ -204,6 +204,7 @@ func Evaluate(p Policy, now time.Time, items []Item, res *Result) error {
 	}
 	res.Next, res.Kept, res.Skewed = e.next, e.kept, e.skewed
 	res.Deleted = len(items) - e.kept
+	e.items = nil // do not keep the caller's items alive
 	return nil
 }
 
