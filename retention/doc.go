@@ -35,12 +35,15 @@
 //
 // Each seed's fields map onto the policies as follows: aerospike-operator's
 // backup .spec.ttl is TTL from the creation timestamp with ZeroMeansForever,
-// and its PVC TTL is TTL from the last-unmounted-on annotation (only for
-// claims that have the annotation); etcd-druid's ttlSecondsAfterFinished is
+// and its PVC TTL is TTL from the last-unmounted-on annotation (a claim
+// without the annotation has the zero Time and is kept); etcd-druid's ttlSecondsAfterFinished is
 // TTL{After: Seconds(n)} from the finish time, and the copy-backups filter
 // maxBackupAge/maxBackups is All{TTL{After: Days(age)}, Newest{N: max}};
 // Gardener's deletionGracePeriod is TTL from the deletion timestamp, with
 // Force for a forced deletion.
+//
+// Evaluate deletes nothing: it is the dry run, returning exactly what may be
+// deleted and why.
 //
 // # Guarantees
 //
