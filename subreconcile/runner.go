@@ -453,6 +453,7 @@ func (r *Runner[T, S]) Run(ctx context.Context, obj T) Outcome {
 				loop.Logger().Error(err, "Building state failed")
 				out.StoppedAt = name
 				r.finish(&out, &p)
+				_, out.Reconciled = r.reconciled(obj, generation)
 				r.endEarly(obj, name+": "+err.Error(), true)
 				return out
 			}

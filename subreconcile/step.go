@@ -41,6 +41,15 @@ func (f Func[T, S]) Reconcile(ctx context.Context, obj T, loop Loop[S]) *Requeue
 	return f(ctx, obj, loop)
 }
 
+// probe is the smallest Object, for the compile-time check that Func
+// implements Step.
+type probe struct{ runtime.Object }
+
+func (*probe) GetGeneration() int64 { return 0 }
+func (p *probe) DeepCopy() *probe   { return p }
+
+var _ Step[*probe, struct{}] = Func[*probe, struct{}](nil)
+
 // Named is a step with the name used in logs, events, metrics and wrapped
 // errors. Names need not be unique (the FoundationDB operator runs
 // UpdateStatus first and last), but steps that share a name share their
