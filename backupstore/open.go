@@ -1,0 +1,182 @@
+package backupstore
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strconv"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awscreds "github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"gocloud.dev/blob"
+	"gocloud.dev/blob/azureblob"
+	_ "gocloud.dev/blob/fileblob" // file:// URLs
+	"gocloud.dev/blob/gcsblob"
+	_ "gocloud.dev/blob/memblob" // mem:// URLs
+	"gocloud.dev/blob/s3blob"
+	"gocloud.dev/gcp"
+	"golang.org/x/oauth2/google"
+)
+
+// Scheme returns the scheme of a bucket URL ("s3", "gs", "azblob", "file",
+// "mem"), the argument LoadCredentials needs.
+func Scheme(rawURL string) (string, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "", fmt.Errorf("backupstore: bucket URL: %w", err)
+	}
+	switch u.Scheme {
+	case "s3", "gs", "azblob", "file", "mem":
+		return u.Scheme, nil
+	}
+	return "", fmt.Errorf("%w %q", ErrUnsupportedScheme, u.Scheme)
+}
+
+// OpenBucket opens the bucket at rawURL, a gocloud URL (s3://, gs://,
+// azblob://, file://, mem://). With nil creds it is blob.OpenBucket: the
+// provider's ambient credentials (environment, instance metadata) are used.
+// With creds, the provider client is built from them alone and no process
+// environment variable is read or written, so buckets of different tenants
+// can be open at once.
+//
+// URL parameters understood with creds: for s3, region, endpoint,
+// use_path_style and disable_https; for azblob, domain, protocol, localemu,
+// cdn and storage_account. For gs, the emulator named by
+// STORAGE_EMULATOR_HOST is used when set, as gocloud does.
+func OpenBucket(ctx context.Context, rawURL string, creds *Credentials) (*blob.Bucket, error) {
+	scheme, err := Scheme(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	if creds == nil || scheme == "file" || scheme == "mem" {
+		b, err := blob.OpenBucket(ctx, rawURL)
+		if err != nil {
+			return nil, fmt.Errorf("backupstore: open %s bucket: %w", scheme, err)
+		}
+		return b, nil
+	}
+	u, _ := url.Parse(rawURL) // parsed by Scheme
+	q := u.Query()
+	switch scheme {
+	case "s3":
+		return openS3(ctx, u.Host, q, creds)
+	case "gs":
+		return openGCS(ctx, u.Host, creds)
+	default: // azblob
+		return openAzure(ctx, u.Host, q, creds)
+	}
+}
+
+func openS3(ctx context.Context, bucket string, q url.Values, c *Credentials) (*blob.Bucket, error) {
+	if c.AccessKeyID == "" || c.SecretAccessKey == "" {
+		return nil, fmt.Errorf("backupstore: open s3 bucket %q: credentials lack %s or %s", bucket, SecretKeyAccessKeyID, SecretKeySecretAccessKey)
+	}
+	o := s3.Options{
+		Region:       c.Region,
+		UsePathStyle: c.S3PathStyle,
+		Credentials:  awscreds.NewStaticCredentialsProvider(c.AccessKeyID, c.SecretAccessKey, ""),
+	}
+	if c.Endpoint != "" {
+		o.BaseEndpoint = aws.String(c.Endpoint)
+	}
+	for k, vs := range q {
+		v := vs[0]
+		switch k {
+		case "region":
+			o.Region = v
+		case "endpoint":
+			o.BaseEndpoint = aws.String(v)
+		case "use_path_style", "disable_https":
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return nil, fmt.Errorf("backupstore: open s3 bucket %q: URL parameter %s=%q: not a boolean", bucket, k, v)
+			}
+			if k == "use_path_style" {
+				o.UsePathStyle = b
+			} else {
+				o.EndpointOptions.DisableHTTPS = b
+			}
+		default:
+			return nil, fmt.Errorf("backupstore: open s3 bucket %q: URL parameter %q is not supported with explicit credentials", bucket, k)
+		}
+	}
+	if o.Region == "" {
+		return nil, fmt.Errorf("backupstore: open s3 bucket %q: no region (URL parameter region= or secret key %s)", bucket, SecretKeyRegion)
+	}
+	b, err := s3blob.OpenBucket(ctx, s3.New(o), bucket, nil)
+	if err != nil {
+		return nil, fmt.Errorf("backupstore: open s3 bucket %q: %w", bucket, err)
+	}
+	return b, nil
+}
+
+func openGCS(ctx context.Context, bucket string, c *Credentials) (*blob.Bucket, error) {
+	if len(c.ServiceAccountJSON) == 0 {
+		return nil, fmt.Errorf("backupstore: open gs bucket %q: credentials lack %s", bucket, SecretKeyServiceAccountJSON)
+	}
+	gc, err := google.CredentialsFromJSONWithType(ctx, c.ServiceAccountJSON, google.ServiceAccount, "https://www.googleapis.com/auth/devstorage.read_write")
+	if err != nil {
+		// The parser's message may quote the key file: do not pass it on.
+		return nil, fmt.Errorf("backupstore: open gs bucket %q: %s is not a valid service account key", bucket, SecretKeyServiceAccountJSON)
+	}
+	client, err := gcp.NewHTTPClient(gcp.DefaultTransport(), gcp.CredentialsTokenSource(gc))
+	if err != nil {
+		return nil, fmt.Errorf("backupstore: open gs bucket %q: %w", bucket, err)
+	}
+	b, err := gcsblob.OpenBucket(ctx, client, bucket, nil)
+	if err != nil {
+		return nil, fmt.Errorf("backupstore: open gs bucket %q: %w", bucket, err)
+	}
+	return b, nil
+}
+
+func openAzure(ctx context.Context, containerName string, q url.Values, c *Credentials) (*blob.Bucket, error) {
+	if c.StorageAccount == "" || c.StorageKey == "" {
+		return nil, fmt.Errorf("backupstore: open azblob container %q: credentials lack %s or %s", containerName, SecretKeyStorageAccount, SecretKeyStorageKey)
+	}
+	so := azureblob.ServiceURLOptions{AccountName: c.StorageAccount}
+	for k, vs := range q {
+		v := vs[0]
+		switch k {
+		case "domain":
+			so.StorageDomain = v
+		case "protocol":
+			so.Protocol = v
+		case "storage_account":
+			so.AccountName = v
+		case "localemu", "cdn":
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return nil, fmt.Errorf("backupstore: open azblob container %q: URL parameter %s=%q: not a boolean", containerName, k, v)
+			}
+			if k == "localemu" {
+				so.IsLocalEmulator = b
+			} else {
+				so.IsCDN = b
+			}
+		default:
+			return nil, fmt.Errorf("backupstore: open azblob container %q: URL parameter %q is not supported with explicit credentials", containerName, k)
+		}
+	}
+	svc, err := azureblob.NewServiceURL(&so)
+	if err != nil {
+		return nil, fmt.Errorf("backupstore: open azblob container %q: %w", containerName, err)
+	}
+	cred, err := azblob.NewSharedKeyCredential(c.StorageAccount, c.StorageKey)
+	if err != nil {
+		// The message may quote the key: do not pass it on.
+		return nil, fmt.Errorf("backupstore: open azblob container %q: %s is not a valid shared key", containerName, SecretKeyStorageKey)
+	}
+	client, err := container.NewClientWithSharedKeyCredential(string(svc)+"/"+containerName, cred, nil)
+	if err != nil {
+		return nil, fmt.Errorf("backupstore: open azblob container %q: %w", containerName, err)
+	}
+	b, err := azureblob.OpenBucket(ctx, client, nil)
+	if err != nil {
+		return nil, fmt.Errorf("backupstore: open azblob container %q: %w", containerName, err)
+	}
+	return b, nil
+}
