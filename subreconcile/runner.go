@@ -590,13 +590,13 @@ func (r *Runner[T, S]) record(loop Loop[S], out *Outcome, p *pending, req *Reque
 		kind = KindImmediate
 	case errors.As(req.Err, &pe):
 		kind = KindPanic
+	case IsTerminal(req.Err): // before conflicts: the step said "do not retry"
+		kind = KindTerminal
 	case r.conflictDelay > 0 && r.isConflict(req.Err):
 		kind = KindConflict
 		if req.Delay <= 0 {
 			delay = r.conflictDelay
 		}
-	case IsTerminal(req.Err):
-		kind = KindTerminal
 	default:
 		kind = KindError
 	}

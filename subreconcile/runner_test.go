@@ -311,6 +311,19 @@ func TestRun(t *testing.T) {
 			wantActed:    []string{"UpdateLabels"},
 		},
 		{
+			name: "a conflict marked terminal is terminal",
+			steps: func(c *[]string, _ context.CancelFunc) []dbStep {
+				return chain(c, "UpdateStatus", returns(subreconcile.RequeueOnError(subreconcile.Terminal(conflict))), "AddPods", nil)
+			},
+			wantCalls:     []string{"UpdateStatus"},
+			wantErrIs:     []error{subreconcile.ErrTerminal, conflict},
+			wantMessages:  []string{"terminal error: " + conflict.Error()},
+			wantStoppedAt: "UpdateStatus",
+			wantActed:     []string{"UpdateStatus"},
+			wantTerminal:  true,
+			wantEvents:    []event{{"Warning", "ReconciliationTerminatedEarly", "UpdateStatus: terminal error: " + conflict.Error()}},
+		},
+		{
 			name: "zero delay becomes the minimum delay",
 			steps: func(c *[]string, _ context.CancelFunc) []dbStep {
 				return chain(c, "GenerateInitialClusterFile", returns(subreconcile.RequeueAfter(0, "cluster file written")))
