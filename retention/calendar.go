@@ -102,6 +102,8 @@ func (p Calendar) eval(e *evaluation, out []Decision) {
 		prev [numBuckets]int64
 		seen [numBuckets]bool
 		val  [numBuckets]int64
+
+		lastDay int64
 	)
 	for nr, k := range ranked {
 		d := &out[k.idx]
@@ -112,11 +114,12 @@ func (p Calendar) eval(e *evaluation, out []Decision) {
 		val[bucketLast] = int64(nr)
 		val[bucketHour] = floorDiv(k.sec, secHour)
 		val[bucketDay] = day
-		val[bucketWeek] = floorDiv(day+3, 7) // 1970-01-01 was a Thursday
-		if civil {
+		val[bucketWeek] = floorDiv(day+3, 7)      // 1970-01-01 was a Thursday
+		if civil && (nr == 0 || day != lastDay) { // items come sorted: most share a day
 			y, m, _ := time.Unix(k.sec, 0).UTC().Date()
 			val[bucketMonth] = int64(y)*12 + int64(m)
 			val[bucketYear] = int64(y)
+			lastDay = day
 		}
 		oldest := nr == len(ranked)-1
 		for b := range numBuckets {

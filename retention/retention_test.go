@@ -275,6 +275,11 @@ func TestNewest(t *testing.T) {
 			wants: map[string]want{"a": {keep: true, reasons: ReasonNewest}, "b": {}},
 		},
 		{
+			name:  "empty input gives no decisions",
+			n:     1,
+			wants: map[string]want{},
+		},
+		{
 			name:  "a single item is kept",
 			n:     1,
 			items: []Item{{ID: "only", Time: now.Add(-100 * Day)}},
