@@ -45,7 +45,7 @@ type Harness[T subreconcile.Object[T], S any] struct {
 	// it to simulate time passing between loops.
 	Clock *clocktesting.FakeClock
 	// Events records the runner's events unless the Config brought its own
-	// recorder.
+	// recorder; Run moves each loop's events into Result.Events.
 	Events *Events
 	// Registry holds the runner's metrics unless the Config brought its own
 	// Metrics.
