@@ -38,8 +38,12 @@ const Unlimited = -1
 // Calendar decisions do not change with time alone: DeletableAt is zero for
 // every item it keeps, unless an item with a future Time exists.
 type Calendar struct {
+	// Counts of items or buckets to keep: 0 is off, Unlimited keeps all,
+	// other negative values are invalid.
 	Last, Hourly, Daily, Weekly, Monthly, Yearly int
-	Within                                       time.Duration
+	// Within keeps the items less than Within older than the newest item; 0
+	// is off, negative values are invalid.
+	Within time.Duration
 }
 
 func (p Calendar) check(path string) error {
