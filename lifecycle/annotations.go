@@ -1,0 +1,248 @@
+package lifecycle
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/groundskeeper-io/groundskeeper/retention"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// DefaultAnnotationPrefix is the prefix of the unmount tracking annotations
+// when Annotations.Prefix is empty.
+const DefaultAnnotationPrefix = "groundskeeper.io/"
+
+// AerospikeAnnotationPrefix is the prefix aerospike-operator uses, for
+// operators that must keep reading and writing its annotations.
+const AerospikeAnnotationPrefix = "aerospike.travelaudience.com/"
+
+// The annotation names after the prefix, as in aerospike-operator's garbage
+// collection design.
+const (
+	// TTLSuffix: how long the claim may stay unmounted, in
+	// retention.ParseDuration syntax ("30d", "12h").
+	TTLSuffix = "pvc-ttl"
+	// PodNameSuffix: the pod the claim belongs to.
+	PodNameSuffix = "pod-name"
+	// LastUnmountedSuffix: the RFC 3339 instant the claim was last unmounted
+	// (its pod deleted). Absent while the claim is mounted.
+	LastUnmountedSuffix = "last-unmounted-on"
+)
+
+// Annotations names the unmount tracking annotations. The zero value uses
+// DefaultAnnotationPrefix.
+type Annotations struct {
+	// Prefix is prepended to the annotation names; it normally ends with
+	// "/". Empty means DefaultAnnotationPrefix.
+	Prefix string
+}
+
+func (a Annotations) prefix() string {
+	if a.Prefix == "" {
+		return DefaultAnnotationPrefix
+	}
+	return a.Prefix
+}
+
+// TTLKey returns the key of the time-to-live annotation.
+func (a Annotations) TTLKey() string { return a.prefix() + TTLSuffix }
+
+// PodNameKey returns the key of the pod name annotation.
+func (a Annotations) PodNameKey() string { return a.prefix() + PodNameSuffix }
+
+// LastUnmountedKey returns the key of the last-unmounted-on annotation.
+func (a Annotations) LastUnmountedKey() string { return a.prefix() + LastUnmountedSuffix }
+
+// Track returns the annotations to set on a new claim: the pod it belongs to
+// and, when ttl > 0, its time-to-live once unmounted. Merge them into the
+// claim's annotations before creating it.
+func (a Annotations) Track(podName string, ttl time.Duration) map[string]string {
+	m := map[string]string{a.PodNameKey(): podName}
+	if ttl > 0 {
+		m[a.TTLKey()] = retention.Format(ttl)
+	}
+	return m
+}
+
+// Unmount describes a claim's unmount tracking state.
+type Unmount struct {
+	// Pod is the pod-name annotation ("" when absent).
+	Pod string
+	// Since is the last-unmounted-on instant; zero when the claim is
+	// mounted (or was never tracked).
+	Since time.Time
+	// TTL is the claim's own pvc-ttl; zero when absent.
+	TTL time.Duration
+	// HasTTL reports that the pvc-ttl annotation is present.
+	HasTTL bool
+}
+
+// Read returns the claim's unmount tracking state. A value that does not
+// parse is an error wrapping ErrInvalidInput that names the claim, the key
+// and the value; such a claim is never treated as expired.
+func (a Annotations) Read(claim *corev1.PersistentVolumeClaim) (Unmount, error) {
+	var u Unmount
+	ann := claim.Annotations
+	u.Pod = ann[a.PodNameKey()]
+	if s, ok := ann[a.LastUnmountedKey()]; ok {
+		t, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			return Unmount{}, fmt.Errorf("%w: claim %s/%s: annotation %s = %q: not an RFC 3339 time", ErrInvalidInput, claim.Namespace, claim.Name, a.LastUnmountedKey(), s)
+		}
+		u.Since = t
+	}
+	if s, ok := ann[a.TTLKey()]; ok {
+		d, err := retention.ParseDuration(strings.TrimSpace(s))
+		if err != nil {
+			return Unmount{}, fmt.Errorf("%w: claim %s/%s: annotation %s: %w", ErrInvalidInput, claim.Namespace, claim.Name, a.TTLKey(), err)
+		}
+		u.TTL, u.HasTTL = d, true
+	}
+	return u, nil
+}
+
+// Expiry returns when an unmounted claim expires: Since + TTL, where TTL is
+// the claim's own annotation or else def. It returns the zero Time when the
+// claim is mounted, or when no TTL applies (def <= 0 and no annotation): such
+// a claim never expires. A TTL of zero expires at once.
+func (u Unmount) Expiry(def time.Duration) time.Time {
+	if u.Since.IsZero() {
+		return time.Time{}
+	}
+	ttl := def
+	if u.HasTTL {
+		ttl = u.TTL
+	} else if def <= 0 {
+		return time.Time{}
+	}
+	return u.Since.Add(ttl)
+}
+
+// MarkUnmounted returns the annotation changes that record that the claim's
+// pod was deleted at now: last-unmounted-on = now (RFC 3339, UTC, seconds),
+// and pod-name when it is missing. A claim already marked keeps its earlier
+// instant, so that deleting a pod twice does not extend the claim's life; nil
+// means nothing to change. Values are *string: nil removes a key.
+func (a Annotations) MarkUnmounted(claim *corev1.PersistentVolumeClaim, podName string, now time.Time) map[string]*string {
+	changes := map[string]*string{}
+	if _, ok := claim.Annotations[a.LastUnmountedKey()]; !ok {
+		s := now.UTC().Truncate(time.Second).Format(time.RFC3339)
+		changes[a.LastUnmountedKey()] = &s
+	}
+	if podName != "" && claim.Annotations[a.PodNameKey()] != podName {
+		p := podName
+		changes[a.PodNameKey()] = &p
+	}
+	if len(changes) == 0 {
+		return nil
+	}
+	return changes
+}
+
+// MarkMounted returns the annotation changes that record that podName mounts
+// the claim again: last-unmounted-on is removed and pod-name set. Nil means
+// nothing to change. It does not check expiry: use Reuse first.
+func (a Annotations) MarkMounted(claim *corev1.PersistentVolumeClaim, podName string) map[string]*string {
+	changes := map[string]*string{}
+	if _, ok := claim.Annotations[a.LastUnmountedKey()]; ok {
+		changes[a.LastUnmountedKey()] = nil
+	}
+	if podName != "" && claim.Annotations[a.PodNameKey()] != podName {
+		p := podName
+		changes[a.PodNameKey()] = &p
+	}
+	if len(changes) == 0 {
+		return nil
+	}
+	return changes
+}
+
+// Verdict is the answer of Reuse.
+type Verdict int
+
+const (
+	// Reuse: the claim may be mounted by the new pod.
+	ReuseClaim Verdict = iota
+	// Create: the claim does not exist; create it.
+	CreateClaim
+	// Wait: do not create the pod now; requeue. The claim is being deleted
+	// or still belongs to an earlier pod.
+	Wait
+	// DeleteFirst: the claim has expired; delete it (with preconditions),
+	// then wait for it to be gone and create a fresh one. Never reuse it.
+	DeleteFirst
+)
+
+func (v Verdict) String() string {
+	switch v {
+	case ReuseClaim:
+		return "Reuse"
+	case CreateClaim:
+		return "Create"
+	case Wait:
+		return "Wait"
+	case DeleteFirst:
+		return "DeleteFirst"
+	}
+	return fmt.Sprintf("Verdict(%d)", int(v))
+}
+
+// ReuseDecision says whether a pod about to be created may mount a claim.
+type ReuseDecision struct {
+	Verdict Verdict
+	// Reason explains a Wait or DeleteFirst, for logs and events.
+	Reason string
+	// Expiry is the claim's expiry, when it is unmounted and has a TTL.
+	Expiry time.Time
+}
+
+// Reuse decides, before an operator creates pod podName (not yet created:
+// podUID is empty, or the UID it will mount the claim as), whether the claim
+// it would mount may be reused. claim nil means the claim does not exist. It
+// never answers ReuseClaim for:
+//
+//   - a claim being deleted (deletionTimestamp set): Wait;
+//   - a claim that refers to a pod named podName with another UID: an earlier
+//     pod was condemned and the garbage collector will delete the claim: Wait
+//     (this is the StatefulSet controller's scale-up check);
+//   - a claim whose unmounted time plus TTL (its own annotation, else
+//     defaultTTL when > 0) is not after now: DeleteFirst.
+//
+// Annotations that do not parse give an error, and no verdict.
+func (a Annotations) Reuse(claim *corev1.PersistentVolumeClaim, podName string, podUID types.UID, defaultTTL time.Duration, now time.Time) (ReuseDecision, error) {
+	if claim == nil {
+		return ReuseDecision{Verdict: CreateClaim}, nil
+	}
+	if claim.DeletionTimestamp != nil {
+		return ReuseDecision{Verdict: Wait, Reason: fmt.Sprintf("claim %s is being deleted", claim.Name)}, nil
+	}
+	pod := Ref{APIVersion: "v1", Kind: "Pod", Name: podName, UID: podUID}
+	for i := range claim.OwnerReferences {
+		ref := &claim.OwnerReferences[i]
+		if pod.matches(ref) && ref.UID != podUID {
+			return ReuseDecision{Verdict: Wait, Reason: fmt.Sprintf("claim %s still belongs to an earlier pod %s (uid %s)", claim.Name, podName, ref.UID)}, nil
+		}
+	}
+	u, err := a.Read(claim)
+	if err != nil {
+		return ReuseDecision{}, err
+	}
+	exp := u.Expiry(defaultTTL)
+	if !exp.IsZero() && !now.Before(exp) {
+		return ReuseDecision{Verdict: DeleteFirst, Expiry: exp, Reason: fmt.Sprintf("claim %s expired at %s (unmounted since %s)",
+			claim.Name, exp.UTC().Format(time.RFC3339), u.Since.UTC().Format(time.RFC3339))}, nil
+	}
+	return ReuseDecision{Verdict: ReuseClaim, Expiry: exp}, nil
+}
+
+// mounts reports whether pod has a volume for the claim.
+func mounts(pod *corev1.Pod, claim string) bool {
+	for i := range pod.Spec.Volumes {
+		if v := pod.Spec.Volumes[i].PersistentVolumeClaim; v != nil && v.ClaimName == claim {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,465 @@
+package lifecycle
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/utils/clock"
+)
+
+// Client is the part of a clientset this package uses:
+// kubernetes.Interface.CoreV1() satisfies it.
+type Client interface {
+	corev1client.PersistentVolumeClaimsGetter
+	corev1client.PodsGetter
+}
+
+// EventRecorder is the part of client-go's record.EventRecorder this package
+// uses; a record.EventRecorder satisfies it as is.
+type EventRecorder interface {
+	Event(object runtime.Object, eventtype, reason, message string)
+}
+
+// EventFunc adapts a function to an EventRecorder.
+type EventFunc func(object runtime.Object, eventtype, reason, message string)
+
+// Event calls f.
+func (f EventFunc) Event(object runtime.Object, eventtype, reason, message string) {
+	f(object, eventtype, reason, message)
+}
+
+var _ EventRecorder = EventFunc(nil)
+
+// Event reasons emitted on the owner.
+const (
+	ReasonConflictingController = "ConflictingController"
+	ReasonClaimOwnersUpdated    = "ClaimOwnersUpdated"
+	ReasonClaimOwnersFailed     = "ClaimOwnersUpdateFailed"
+	ReasonExpiredClaimDeleted   = "ExpiredClaimDeleted"
+	ReasonClaimCollected        = "ClaimCollected"
+)
+
+// Config configures a Manager. Only Client is required.
+type Config struct {
+	// Client reads and writes claims and reads pods.
+	Client Client
+	// Recorder receives events about the owner; nil records none.
+	Recorder EventRecorder
+	// Clock is read for unmount times and TTL evaluation; nil is the real
+	// clock.
+	Clock clock.PassiveClock
+	// Annotations names the unmount tracking annotations.
+	Annotations Annotations
+	// DefaultTTL applies to unmounted claims without a pvc-ttl annotation.
+	// Zero: such claims never expire.
+	DefaultTTL time.Duration
+	// MaxAttempts bounds the read-modify-write attempts on one claim when it
+	// keeps changing under us (HTTP 409). Zero means 5.
+	MaxAttempts int
+	// PageSize is the page size of list requests. Zero means 500.
+	PageSize int64
+}
+
+// Manager applies retention policies, tracks unmounts and collects expired
+// claims. It is safe for concurrent use.
+type Manager struct {
+	client      Client
+	recorder    EventRecorder
+	clock       clock.PassiveClock
+	ann         Annotations
+	defaultTTL  time.Duration
+	maxAttempts int
+	pageSize    int64
+}
+
+// New validates cfg and returns a Manager.
+func New(cfg Config) (*Manager, error) {
+	if cfg.Client == nil {
+		return nil, fmt.Errorf("%w: Config.Client is nil", ErrInvalidInput)
+	}
+	if cfg.DefaultTTL < 0 {
+		return nil, fmt.Errorf("%w: Config.DefaultTTL = %s: must not be negative", ErrInvalidInput, cfg.DefaultTTL)
+	}
+	if cfg.MaxAttempts < 0 {
+		return nil, fmt.Errorf("%w: Config.MaxAttempts = %d: must not be negative", ErrInvalidInput, cfg.MaxAttempts)
+	}
+	if cfg.PageSize < 0 {
+		return nil, fmt.Errorf("%w: Config.PageSize = %d: must not be negative", ErrInvalidInput, cfg.PageSize)
+	}
+	m := &Manager{client: cfg.Client, recorder: cfg.Recorder, clock: cfg.Clock, ann: cfg.Annotations,
+		defaultTTL: cfg.DefaultTTL, maxAttempts: cfg.MaxAttempts, pageSize: cfg.PageSize}
+	if m.clock == nil {
+		m.clock = clock.RealClock{}
+	}
+	if m.maxAttempts == 0 {
+		m.maxAttempts = 5
+	}
+	if m.pageSize == 0 {
+		m.pageSize = 500
+	}
+	return m, nil
+}
+
+// Annotations returns the annotation names in use.
+func (m *Manager) Annotations() Annotations { return m.ann }
+
+func (m *Manager) event(namespace string, owner *Ref, eventtype, reason, msg string) {
+	if m.recorder == nil || owner == nil || owner.Name == "" {
+		return
+	}
+	m.recorder.Event(&corev1.ObjectReference{APIVersion: owner.APIVersion, Kind: owner.Kind, Name: owner.Name,
+		Namespace: namespace, UID: owner.UID}, eventtype, reason, msg)
+}
+
+// mutate is a read-modify-write of one claim: compute returns the merge patch
+// of metadata fields to apply to the claim it is given (nil: nothing to do).
+// The patch carries the claim's resourceVersion, so the server rejects it if
+// the claim changed since it was read; then the claim is read again and
+// compute runs again on the fresh copy. Nothing is ever written over a
+// version we have not seen.
+func (m *Manager) mutate(ctx context.Context, namespace, name string, claim *corev1.PersistentVolumeClaim,
+	compute func(*corev1.PersistentVolumeClaim) (map[string]any, error)) (*corev1.PersistentVolumeClaim, error) {
+	claims := m.client.PersistentVolumeClaims(namespace)
+	for attempt := 0; ; attempt++ {
+		if claim == nil {
+			var err error
+			claim, err = claims.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return nil, fmt.Errorf("lifecycle: get claim %s/%s: %w", namespace, name, err)
+			}
+		}
+		meta, err := compute(claim)
+		if err != nil || meta == nil {
+			return claim, err
+		}
+		if attempt >= m.maxAttempts {
+			return claim, fmt.Errorf("%w: claim %s/%s after %d attempts", ErrTooManyConflicts, namespace, name, attempt)
+		}
+		meta["resourceVersion"] = claim.ResourceVersion
+		body, err := json.Marshal(map[string]any{"metadata": meta})
+		if err != nil {
+			return claim, fmt.Errorf("lifecycle: patch claim %s/%s: %w", namespace, name, err)
+		}
+		patched, err := claims.Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{})
+		switch {
+		case err == nil:
+			return patched, nil
+		case apierrors.IsConflict(err):
+			logr.FromContextOrDiscard(ctx).V(1).Info("claim changed since read, reading it again", "claim", name, "resourceVersion", claim.ResourceVersion)
+			claim = nil
+		default:
+			return claim, fmt.Errorf("lifecycle: patch claim %s/%s: %w", namespace, name, err)
+		}
+	}
+}
+
+// SyncClaim brings the owner references of one claim to what o asks for
+// (see OwnerReferences), with at most one patch per attempt, guarded by the
+// claim's resourceVersion (a conflict is retried on a fresh read). claim is the copy the caller has (from a
+// cache, say), or nil to read it; it is not modified.
+//
+// For a claim controlled by someone else it removes only our references,
+// records a ConflictingController warning on the owner and returns the plan
+// with a *ConflictError. For a stale reference it changes nothing and
+// returns the plan with an error wrapping ErrStaleOwnerReference. A claim
+// that does not exist is an error for which apierrors.IsNotFound is true.
+func (m *Manager) SyncClaim(ctx context.Context, namespace string, o Ownership, claimName string, claim *corev1.PersistentVolumeClaim) (Plan, error) {
+	if err := o.validate(); err != nil {
+		return Plan{}, err
+	}
+	log := logr.FromContextOrDiscard(ctx).WithValues("claim", claimName, "owner", o.Owner.String())
+	var plan Plan
+	conflictReported := false
+	updated, err := m.mutate(ctx, namespace, claimName, claim, func(c *corev1.PersistentVolumeClaim) (map[string]any, error) {
+		var err error
+		plan, err = OwnerReferences(o, c.OwnerReferences)
+		if err != nil {
+			return nil, err
+		}
+		if plan.Status == Conflict && !conflictReported {
+			conflictReported = true
+			m.event(namespace, &o.Owner, corev1.EventTypeWarning, ReasonConflictingController,
+				fmt.Sprintf("PersistentVolumeClaim %s has a conflicting controller %s %s; the retention policy is ignored for this claim",
+					claimName, plan.Found.Kind, plan.Found.Name))
+		}
+		if !plan.Changed {
+			return nil, nil
+		}
+		refs := plan.OwnerReferences
+		if refs == nil {
+			refs = []metav1.OwnerReference{}
+		}
+		return map[string]any{"ownerReferences": refs}, nil
+	})
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			return plan, err
+		}
+		m.event(namespace, &o.Owner, corev1.EventTypeWarning, ReasonClaimOwnersFailed,
+			fmt.Sprintf("update owner references of PersistentVolumeClaim %s: %v", claimName, err))
+		return plan, err
+	}
+	if plan.Changed {
+		log.V(1).Info("updated claim owner references", "status", plan.Status.String(), "resourceVersion", updated.ResourceVersion)
+		m.event(namespace, &o.Owner, corev1.EventTypeNormal, ReasonClaimOwnersUpdated,
+			fmt.Sprintf("owner references of PersistentVolumeClaim %s set for policy whenDeleted=%s whenScaled=%s",
+				claimName, o.Policy.Normalize().WhenDeleted, o.Policy.Normalize().WhenScaled))
+	}
+	switch plan.Status {
+	case Conflict:
+		return plan, &ConflictError{Claim: namespace + "/" + claimName, Controller: *plan.Found}
+	case Stale:
+		log.Info("claim refers to an earlier object of the same name; leaving it to the garbage collector", "reference", plan.Found.UID)
+		return plan, fmt.Errorf("%w: claim %s/%s refers to %s %s uid %s", ErrStaleOwnerReference, namespace, claimName, plan.Found.Kind, plan.Found.Name, plan.Found.UID)
+	}
+	return plan, nil
+}
+
+// Member is one pod slot of an owner: the pod (zero Ref when it does not
+// exist), whether a scale-down removes it, and the names of its claims.
+type Member struct {
+	Pod       Ref
+	Condemned bool
+	Claims    []string
+}
+
+// Scope says where an owner's claims and pods are: a namespace and a label
+// selector, read with paginated list requests, or from informer caches.
+type Scope struct {
+	Namespace string
+	// Selector selects the owner's claims; nil selects every claim in the
+	// namespace.
+	Selector labels.Selector
+	// PodSelector selects the pods the collector checks for mounts; nil
+	// selects every pod in the namespace.
+	PodSelector labels.Selector
+	// Claims, when set, is read instead of listing claims from the API
+	// server (a corelisters.PersistentVolumeClaimNamespaceLister).
+	Claims interface {
+		List(selector labels.Selector) ([]*corev1.PersistentVolumeClaim, error)
+	}
+	// Pods, when set, is read instead of listing pods from the API server
+	// (a corelisters.PodNamespaceLister).
+	Pods interface {
+		List(selector labels.Selector) ([]*corev1.Pod, error)
+	}
+}
+
+func selectorOrEverything(s labels.Selector) labels.Selector {
+	if s == nil {
+		return labels.Everything()
+	}
+	return s
+}
+
+func (m *Manager) listClaims(ctx context.Context, s Scope) ([]*corev1.PersistentVolumeClaim, error) {
+	sel := selectorOrEverything(s.Selector)
+	if s.Claims != nil {
+		out, err := s.Claims.List(sel)
+		if err != nil {
+			return nil, fmt.Errorf("lifecycle: list claims in %s from cache: %w", s.Namespace, err)
+		}
+		return out, nil
+	}
+	var out []*corev1.PersistentVolumeClaim
+	opts := metav1.ListOptions{LabelSelector: sel.String(), Limit: m.pageSize}
+	for {
+		list, err := m.client.PersistentVolumeClaims(s.Namespace).List(ctx, opts)
+		if err != nil {
+			return nil, fmt.Errorf("lifecycle: list claims in %s (%q): %w", s.Namespace, opts.LabelSelector, err)
+		}
+		for i := range list.Items {
+			out = append(out, &list.Items[i])
+		}
+		if list.Continue == "" {
+			return out, nil
+		}
+		opts.Continue = list.Continue
+	}
+}
+
+func (m *Manager) listPods(ctx context.Context, s Scope) (map[string]*corev1.Pod, error) {
+	sel := selectorOrEverything(s.PodSelector)
+	byName := map[string]*corev1.Pod{}
+	if s.Pods != nil {
+		pods, err := s.Pods.List(sel)
+		if err != nil {
+			return nil, fmt.Errorf("lifecycle: list pods in %s from cache: %w", s.Namespace, err)
+		}
+		for _, p := range pods {
+			byName[p.Name] = p
+		}
+		return byName, nil
+	}
+	opts := metav1.ListOptions{LabelSelector: sel.String(), Limit: m.pageSize}
+	for {
+		list, err := m.client.Pods(s.Namespace).List(ctx, opts)
+		if err != nil {
+			return nil, fmt.Errorf("lifecycle: list pods in %s (%q): %w", s.Namespace, opts.LabelSelector, err)
+		}
+		for i := range list.Items {
+			byName[list.Items[i].Name] = &list.Items[i]
+		}
+		if list.Continue == "" {
+			return byName, nil
+		}
+		opts.Continue = list.Continue
+	}
+}
+
+// ClaimSync is the outcome of SyncOwner for one claim.
+type ClaimSync struct {
+	Claim string
+	// Missing reports that the claim does not exist (yet).
+	Missing bool
+	Plan    Plan
+	Err     error
+}
+
+// SyncOwner re-converges the owner references of every claim of every member
+// to policy: call it on every reconcile of the owner, and in particular
+// after the policy changed (to or from Retain) and before deleting condemned
+// pods. Claims are read with one paginated list of scope (or its cache), and
+// only claims that must change are patched. The returned error joins the
+// per-claim errors (conflicting controllers, stale references, failed
+// patches); each is also in its ClaimSync.
+func (m *Manager) SyncOwner(ctx context.Context, scope Scope, owner Ref, policy Policy, members []Member) ([]ClaimSync, error) {
+	if err := policy.Validate(); err != nil {
+		return nil, err
+	}
+	claims, err := m.listClaims(ctx, scope)
+	if err != nil {
+		return nil, err
+	}
+	byName := make(map[string]*corev1.PersistentVolumeClaim, len(claims))
+	for _, c := range claims {
+		byName[c.Name] = c
+	}
+	var out []ClaimSync
+	var errs []error
+	for _, mem := range members {
+		o := Ownership{Policy: policy, Owner: owner, Pod: mem.Pod, Condemned: mem.Condemned}
+		for _, name := range mem.Claims {
+			c, ok := byName[name]
+			if !ok {
+				out = append(out, ClaimSync{Claim: name, Missing: true})
+				continue
+			}
+			plan, err := m.SyncClaim(ctx, scope.Namespace, o, name, c)
+			if apierrors.IsNotFound(err) {
+				out = append(out, ClaimSync{Claim: name, Missing: true})
+				continue
+			}
+			out = append(out, ClaimSync{Claim: name, Plan: plan, Err: err})
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// CheckReuse is the check an operator makes before creating pod podName
+// that will mount claimName (see Annotations.Reuse). It reads the claim and:
+//
+//   - CreateClaim: the claim does not exist;
+//   - Wait: the claim is terminating or belongs to an earlier pod;
+//   - DeleteFirst: the claim had expired; it has been deleted here, with
+//     UID and resourceVersion preconditions (an ExpiredClaimDeleted event is
+//     recorded on owner when given). Wait for it to be gone, then create a
+//     fresh one;
+//   - ReuseClaim: the claim may be mounted. Its last-unmounted-on annotation
+//     has been removed (and pod-name set), guarded by its resourceVersion, so
+//     a collector that decided on the earlier version cannot delete it.
+func (m *Manager) CheckReuse(ctx context.Context, namespace, podName, claimName string, owner *Ref) (ReuseDecision, error) {
+	log := logr.FromContextOrDiscard(ctx).WithValues("claim", claimName, "pod", podName)
+	var dec ReuseDecision
+	_, err := m.mutate(ctx, namespace, claimName, nil, func(c *corev1.PersistentVolumeClaim) (map[string]any, error) {
+		var err error
+		dec, err = m.ann.Reuse(c, podName, "", m.defaultTTL, m.clock.Now())
+		if err != nil || dec.Verdict != ReuseClaim {
+			return nil, err
+		}
+		return annotationPatch(m.ann.MarkMounted(c, podName)), nil
+	})
+	switch {
+	case apierrors.IsNotFound(err):
+		return ReuseDecision{Verdict: CreateClaim}, nil
+	case err != nil:
+		return ReuseDecision{}, err
+	}
+	if dec.Verdict == DeleteFirst {
+		// Re-read is not needed: mutate handed compute the claim it read, and
+		// the preconditions below fail if it changed since.
+		if err := m.deleteExpired(ctx, namespace, claimName, owner, dec); err != nil {
+			return dec, err
+		}
+		log.Info("deleted expired claim before reuse", "reason", dec.Reason)
+	}
+	return dec, nil
+}
+
+func (m *Manager) deleteExpired(ctx context.Context, namespace, claimName string, owner *Ref, dec ReuseDecision) error {
+	c, err := m.client.PersistentVolumeClaims(namespace).Get(ctx, claimName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("lifecycle: get claim %s/%s: %w", namespace, claimName, err)
+	}
+	// Decide again on what will be deleted.
+	again, err := m.ann.Reuse(c, "", "", m.defaultTTL, m.clock.Now())
+	if err != nil || again.Verdict != DeleteFirst {
+		return err
+	}
+	err = m.client.PersistentVolumeClaims(namespace).Delete(ctx, claimName, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &c.UID, ResourceVersion: &c.ResourceVersion}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("lifecycle: delete expired claim %s/%s: %w", namespace, claimName, err)
+	}
+	m.event(namespace, owner, corev1.EventTypeNormal, ReasonExpiredClaimDeleted, dec.Reason)
+	return nil
+}
+
+// MarkUnmounted records on the claim that its pod podName was deleted now
+// (see Annotations.MarkUnmounted). Call it after deleting the pod. A claim
+// that does not exist is not an error.
+func (m *Manager) MarkUnmounted(ctx context.Context, namespace, claimName, podName string) error {
+	now := m.clock.Now()
+	_, err := m.mutate(ctx, namespace, claimName, nil, func(c *corev1.PersistentVolumeClaim) (map[string]any, error) {
+		if c.DeletionTimestamp != nil {
+			return nil, nil
+		}
+		return annotationPatch(m.ann.MarkUnmounted(c, podName, now)), nil
+	})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+func annotationPatch(changes map[string]*string) map[string]any {
+	if changes == nil {
+		return nil
+	}
+	ann := make(map[string]any, len(changes))
+	for k, v := range changes {
+		if v == nil {
+			ann[k] = nil
+		} else {
+			ann[k] = *v
+		}
+	}
+	return map[string]any{"annotations": ann}
+}
