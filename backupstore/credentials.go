@@ -15,10 +15,10 @@ import (
 // existing Gardener landscape can be used as it is.
 const (
 	// S3 (s3:// URLs).
-	SecretKeyAccessKeyID     = "accessKeyID"     // required
-	SecretKeySecretAccessKey = "secretAccessKey" // required
-	SecretKeyRegion          = "region"          // optional; the URL's region= wins
-	SecretKeyEndpoint        = "endpoint"        // optional; the URL's endpoint= wins
+	SecretKeyAccessKeyID     = "accessKeyID"      // required
+	SecretKeySecretAccessKey = "secretAccessKey"  // required
+	SecretKeyRegion          = "region"           // optional; the URL's region= wins
+	SecretKeyEndpoint        = "endpoint"         // optional; the URL's endpoint= wins
 	SecretKeyS3PathStyle     = "s3ForcePathStyle" // optional, "true" or "false"
 
 	// GCS (gs:// URLs): a service account key in JSON.

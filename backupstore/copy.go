@@ -1,0 +1,544 @@
+package backupstore
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
+	"k8s.io/utils/clock"
+
+	"github.com/groundskeeper-io/groundskeeper/retention"
+)
+
+// Status is the state of one object in a copy Manifest, as in Gardener's
+// backup migration.
+type Status string
+
+const (
+	// StatusNone: not copied yet.
+	StatusNone Status = "None"
+	// StatusCopied: present in the target with the source's size and
+	// checksum, copied by this or an earlier run.
+	StatusCopied Status = "Copied"
+	// StatusNotFound: listed in the source but gone when it was to be read.
+	StatusNotFound Status = "NotFound"
+)
+
+// ManifestEntry is one source object of a copy.
+type ManifestEntry struct {
+	// Key is the source key; the target key is the key with
+	// CopyOptions.SourcePrefix replaced by CopyOptions.TargetPrefix.
+	Key  string `json:"key"`
+	Size int64  `json:"size"`
+	// MD5 is the source's MD5 in hex, empty when the source gives none.
+	MD5 string `json:"md5,omitempty"`
+	// ModTime is the source's modification time.
+	ModTime time.Time `json:"modTime"`
+	Status  Status    `json:"status"`
+}
+
+// Manifest lists the objects a copy selected and the status of each. It is
+// stored as JSON at CopyOptions.ManifestKey in the target bucket, so that a
+// copy that was interrupted continues where it stopped.
+type Manifest struct {
+	SourcePrefix string          `json:"sourcePrefix"`
+	TargetPrefix string          `json:"targetPrefix"`
+	Entries      []ManifestEntry `json:"entries"`
+}
+
+// Count returns the number of entries with status s.
+func (m *Manifest) Count(s Status) int {
+	n := 0
+	for _, e := range m.Entries {
+		if e.Status == s {
+			n++
+		}
+	}
+	return n
+}
+
+// CopyOptions configure CopyBackups. nil means the defaults.
+type CopyOptions struct {
+	// SourcePrefix selects the source objects; TargetPrefix replaces it in
+	// the target keys. Both may be empty.
+	SourcePrefix, TargetPrefix string
+	// MaxBackupAge, when positive, copies only backups younger than it
+	// (etcd-druid's maxBackupAge; convert days with retention.Days).
+	MaxBackupAge time.Duration
+	// MaxBackups, when positive, copies only the newest MaxBackups backups
+	// (etcd-druid's maxBackups). Both filters apply together.
+	MaxBackups int
+	// Backup says which backup an object belongs to and when that backup was
+	// taken. The default makes every object its own backup, taken at the
+	// object's modification time. Filters count backups, not objects, and
+	// copy all objects of a selected backup.
+	Backup func(key string, modTime time.Time) (id string, taken time.Time)
+	// Concurrency bounds the objects copied at once. Default 8.
+	Concurrency int
+	// ManifestKey, when set, is where the manifest is kept in the target
+	// bucket: read at the start, written before copying and every 100
+	// objects, and at the end. It is never copied or compared.
+	ManifestKey string
+	// Retry configures the retries of transient errors.
+	Retry Retry
+	// Progress, when set, is called after every object with the running
+	// totals. Calls are serialized.
+	Progress func(CopyProgress)
+	// Clock gives the current time for MaxBackupAge and times retries.
+	// Default clock.RealClock{}.
+	Clock clock.WithTicker
+}
+
+// CopyProgress are the running totals of a CopyBackups call.
+type CopyProgress struct {
+	// Selected objects; Copied now, Skipped because already present,
+	// NotFound in the source, Failed for good.
+	Selected, Copied, Skipped, NotFound, Failed int
+	// Bytes copied.
+	Bytes int64
+}
+
+// CopyResult says what CopyBackups did.
+type CopyResult struct {
+	CopyProgress
+	// Excluded counts the source objects the filters left out.
+	Excluded int
+	// Manifest is the final manifest.
+	Manifest *Manifest
+	// Failed are the keys that could not be copied.
+	Failed []KeyError
+}
+
+// CopyError is returned when some objects were not copied. Rerunning
+// CopyBackups copies only them. It unwraps to ErrIncomplete and to the cause
+// that stopped the run, if any.
+type CopyError struct {
+	Failed []KeyError
+	Err    error
+}
+
+func (e *CopyError) Error() string {
+	var b strings.Builder
+	b.WriteString("backupstore: copy incomplete")
+	if e.Err != nil {
+		fmt.Fprintf(&b, ": %v", e.Err)
+	}
+	if n := len(e.Failed); n > 0 {
+		fmt.Fprintf(&b, "; %d keys failed", n)
+		for i, f := range e.Failed {
+			if i == 3 {
+				fmt.Fprintf(&b, ", and %d more", n-3)
+				break
+			}
+			fmt.Fprintf(&b, "; %s", f.Error())
+		}
+	}
+	return b.String()
+}
+
+// Unwrap returns ErrIncomplete and Err.
+func (e *CopyError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ErrIncomplete, e.Err}
+	}
+	return []error{ErrIncomplete}
+}
+
+// Metadata keys written on every copied object.
+const (
+	// MetadataSourceModTime holds the source object's modification time
+	// (RFC 3339, nanoseconds): the fallback identity check where a store
+	// gives no MD5.
+	MetadataSourceModTime = "backupstore-source-modtime"
+)
+
+// CopyBackups copies the backups under opts.SourcePrefix in src to
+// opts.TargetPrefix in dst, any store to any store, streaming each object
+// (memory per object in flight is bounded by the target driver's upload
+// buffer, not by the object's size), several at once.
+//
+// The filters MaxBackupAge and MaxBackups select backups with the retention
+// package: All{TTL{After: MaxBackupAge}, Newest{N: MaxBackups}}.
+//
+// An object already in the target is not copied again when it has the same
+// size and the same MD5 as the source. Where either side gives no MD5 (S3
+// multipart uploads, some emulators), the fallback is: same size, and the
+// target's metadata MetadataSourceModTime equals the source's modification
+// time, which CopyBackups writes on every object it copies. Objects are
+// written with the source's MD5 as gocloud's ContentMD5 when there is one, so
+// a corrupted transfer fails instead of landing.
+//
+// A source object that vanishes before it is read is marked NotFound and is
+// not an error. Failures are retried when transient and otherwise reported
+// in a *CopyError naming the keys; the manifest records every other
+// object's status, and a rerun copies only what is missing.
+func CopyBackups(ctx context.Context, src, dst *blob.Bucket, opts *CopyOptions) (*CopyResult, error) {
+	if opts == nil {
+		opts = &CopyOptions{}
+	}
+	if opts.MaxBackupAge < 0 || opts.MaxBackups < 0 {
+		return nil, fmt.Errorf("backupstore: copy: MaxBackupAge = %v, MaxBackups = %d: must not be negative", opts.MaxBackupAge, opts.MaxBackups)
+	}
+	c := &copier{src: src, dst: dst, opts: opts, retry: opts.Retry.withDefaults(), clock: opts.Clock,
+		log: logr.FromContextOrDiscard(ctx).WithValues("sourcePrefix", opts.SourcePrefix, "targetPrefix", opts.TargetPrefix)}
+	if c.clock == nil {
+		c.clock = clock.RealClock{}
+	}
+	res := &CopyResult{}
+	c.res = res
+
+	// 1. What the source holds, and which of it the filters select.
+	srcObjs, err := c.listAll(ctx, src, opts.SourcePrefix, "")
+	if err != nil {
+		return res, &CopyError{Err: fmt.Errorf("list source: %w", err)}
+	}
+	selected, err := c.selectBackups(srcObjs)
+	if err != nil {
+		return res, err
+	}
+	res.Excluded = len(srcObjs) - len(selected)
+
+	// 2. What the target holds, and what an earlier run recorded.
+	dstObjs, err := c.listAll(ctx, dst, opts.TargetPrefix, opts.ManifestKey)
+	if err != nil {
+		return res, &CopyError{Err: fmt.Errorf("list target: %w", err)}
+	}
+	present := make(map[string]*blob.ListObject, len(dstObjs))
+	for _, o := range dstObjs {
+		present[o.Key] = o
+	}
+	prev, err := c.loadManifest(ctx)
+	if err != nil {
+		return res, &CopyError{Err: err}
+	}
+
+	// 3. The manifest: every selected object, Copied where the target has it.
+	m := &Manifest{SourcePrefix: opts.SourcePrefix, TargetPrefix: opts.TargetPrefix}
+	inSource := make(map[string]bool, len(selected))
+	for _, o := range selected {
+		inSource[o.Key] = true
+		e := ManifestEntry{Key: o.Key, Size: o.Size, ModTime: o.ModTime, Status: StatusNone}
+		if len(o.MD5) > 0 {
+			e.MD5 = hex.EncodeToString(o.MD5)
+		}
+		same, err := c.samePresent(ctx, o, present[c.targetKey(o.Key)])
+		if err != nil {
+			return res, &CopyError{Err: err}
+		}
+		if same {
+			e.Status = StatusCopied
+			res.Skipped++
+		}
+		m.Entries = append(m.Entries, e)
+	}
+	// Objects an earlier run selected that have left the source since.
+	if prev != nil {
+		for _, e := range prev.Entries {
+			if inSource[e.Key] {
+				continue
+			}
+			if e.Status == StatusNone {
+				e.Status = StatusNotFound
+			}
+			m.Entries = append(m.Entries, e)
+		}
+	}
+	slices.SortFunc(m.Entries, func(a, b ManifestEntry) int { return strings.Compare(a.Key, b.Key) })
+	c.manifest = m
+	res.Manifest = m
+	res.Selected = len(selected)
+	res.NotFound = m.Count(StatusNotFound)
+	if err := c.saveManifest(ctx); err != nil {
+		return res, &CopyError{Err: err}
+	}
+
+	// 4. Copy what is missing.
+	var todo []int
+	for i, e := range m.Entries {
+		if e.Status == StatusNone {
+			todo = append(todo, i)
+		}
+	}
+	n := opts.Concurrency
+	if n <= 0 {
+		n = 8
+	}
+	errs := forEach(ctx, len(todo), n, func(j int) error {
+		i := todo[j]
+		status, size, err := c.copyOne(ctx, m.Entries[i])
+		c.finish(ctx, i, status, size, err)
+		return err
+	})
+	for j, err := range errs {
+		if err != nil && !slices.ContainsFunc(res.Failed, func(f KeyError) bool { return f.Key == m.Entries[todo[j]].Key }) {
+			// Not started because the context ended.
+			res.Failed = append(res.Failed, KeyError{Key: m.Entries[todo[j]].Key, Err: err})
+			res.CopyProgress.Failed++
+		}
+	}
+	saveErr := c.saveManifest(context.WithoutCancel(ctx))
+	if len(res.Failed) > 0 || ctx.Err() != nil || saveErr != nil {
+		return res, &CopyError{Failed: res.Failed, Err: errors.Join(ctx.Err(), saveErr)}
+	}
+	c.log.V(1).Info("copied backups", "copied", res.Copied, "skipped", res.Skipped, "notFound", res.NotFound, "excluded", res.Excluded)
+	return res, nil
+}
+
+type copier struct {
+	src, dst *blob.Bucket
+	opts     *CopyOptions
+	retry    Retry
+	clock    clock.WithTicker
+	log      logr.Logger
+
+	mu       sync.Mutex // guards manifest, res, done
+	manifest *Manifest
+	res      *CopyResult
+	done     int
+	saveMu   sync.Mutex
+}
+
+func (c *copier) targetKey(key string) string {
+	return c.opts.TargetPrefix + strings.TrimPrefix(key, c.opts.SourcePrefix)
+}
+
+func (c *copier) withRetry(ctx context.Context, f func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := f()
+		if err == nil || attempt >= c.retry.Attempts || !transient(ctx, err) || gcerrors.Code(err) == gcerrors.NotFound {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-c.clock.After(c.retry.backoff(attempt)):
+		}
+	}
+}
+
+func (c *copier) listAll(ctx context.Context, b *blob.Bucket, prefix, skip string) ([]*blob.ListObject, error) {
+	var out []*blob.ListObject
+	token := blob.FirstPageToken
+	for {
+		var objs []*blob.ListObject
+		var next []byte
+		err := c.withRetry(ctx, func() error {
+			var err error
+			objs, next, err = b.ListPage(ctx, token, listPageSize, &blob.ListOptions{Prefix: prefix})
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range objs {
+			if !o.IsDir && o.Key != skip {
+				out = append(out, o)
+			}
+		}
+		if len(next) == 0 {
+			return out, nil
+		}
+		token = next
+	}
+}
+
+// selectBackups applies MaxBackupAge and MaxBackups through retention.
+func (c *copier) selectBackups(objs []*blob.ListObject) ([]*blob.ListObject, error) {
+	var policy retention.All
+	if c.opts.MaxBackupAge > 0 {
+		policy = append(policy, retention.TTL{After: c.opts.MaxBackupAge})
+	}
+	if c.opts.MaxBackups > 0 {
+		policy = append(policy, retention.Newest{N: c.opts.MaxBackups})
+	}
+	if len(policy) == 0 {
+		return objs, nil
+	}
+	group := c.opts.Backup
+	if group == nil {
+		group = func(key string, t time.Time) (string, time.Time) { return key, t }
+	}
+	ids := make([]string, len(objs))
+	index := map[string]int{}
+	var items []retention.Item
+	for i, o := range objs {
+		id, taken := group(o.Key, o.ModTime)
+		ids[i] = id
+		j, ok := index[id]
+		if !ok {
+			index[id] = len(items)
+			items = append(items, retention.Item{ID: id, Time: taken})
+			continue
+		}
+		if taken.After(items[j].Time) {
+			items[j].Time = taken
+		}
+	}
+	var res retention.Result
+	if err := retention.Evaluate(policy, c.clock.Now(), items, &res); err != nil {
+		return nil, fmt.Errorf("backupstore: copy filters: %w", err)
+	}
+	var out []*blob.ListObject
+	for i, o := range objs {
+		if res.Decisions[index[ids[i]]].Keep {
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
+// samePresent reports whether the target object t is the source object o.
+func (c *copier) samePresent(ctx context.Context, o, t *blob.ListObject) (bool, error) {
+	if t == nil || t.Size != o.Size {
+		return false, nil
+	}
+	if len(o.MD5) > 0 && len(t.MD5) > 0 {
+		return bytes.Equal(o.MD5, t.MD5), nil
+	}
+	var attrs *blob.Attributes
+	err := c.withRetry(ctx, func() error {
+		var err error
+		attrs, err = c.dst.Attributes(ctx, t.Key)
+		return err
+	})
+	if gcerrors.Code(err) == gcerrors.NotFound {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("target %q: %w", t.Key, err)
+	}
+	return attrs.Metadata[MetadataSourceModTime] == o.ModTime.UTC().Format(time.RFC3339Nano), nil
+}
+
+// copyOne streams one object and returns its status and the bytes copied.
+func (c *copier) copyOne(ctx context.Context, e ManifestEntry) (Status, int64, error) {
+	var n int64
+	err := c.withRetry(ctx, func() error {
+		var err error
+		n, err = c.stream(ctx, e)
+		return err
+	})
+	if gcerrors.Code(err) == gcerrors.NotFound {
+		return StatusNotFound, 0, nil
+	}
+	if err != nil {
+		return StatusNone, 0, err
+	}
+	return StatusCopied, n, nil
+}
+
+func (c *copier) stream(ctx context.Context, e ManifestEntry) (int64, error) {
+	r, err := c.src.NewReader(ctx, e.Key, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wo := &blob.WriterOptions{
+		ContentType: r.ContentType(),
+		Metadata:    map[string]string{MetadataSourceModTime: e.ModTime.UTC().Format(time.RFC3339Nano)},
+	}
+	if e.MD5 != "" {
+		wo.ContentMD5, _ = hex.DecodeString(e.MD5)
+	}
+	w, err := c.dst.NewWriter(wctx, c.targetKey(e.Key), wo)
+	if err != nil {
+		return 0, err
+	}
+	h := md5.New()
+	n, err := io.Copy(w, io.TeeReader(r, h))
+	if err == nil && n != e.Size {
+		err = fmt.Errorf("source changed while copying: listed %d bytes, read %d", e.Size, n)
+	}
+	if err != nil {
+		cancel() // abandons the upload
+		w.Close()
+		return n, err
+	}
+	return n, w.Close()
+}
+
+func (c *copier) finish(ctx context.Context, i int, status Status, size int64, err error) {
+	c.mu.Lock()
+	e := &c.manifest.Entries[i]
+	switch {
+	case err != nil:
+		c.res.Failed = append(c.res.Failed, KeyError{Key: e.Key, Err: err})
+		c.res.CopyProgress.Failed++
+	case status == StatusNotFound:
+		e.Status = StatusNotFound
+		c.res.NotFound++
+	default:
+		e.Status = StatusCopied
+		c.res.Copied++
+		c.res.Bytes += size
+	}
+	c.done++
+	save := c.done%100 == 0
+	if c.opts.Progress != nil {
+		c.opts.Progress(c.res.CopyProgress)
+	}
+	c.mu.Unlock()
+	if save {
+		if err := c.saveManifest(ctx); err != nil {
+			c.log.Error(err, "saving the copy manifest; continuing")
+		}
+	}
+}
+
+func (c *copier) loadManifest(ctx context.Context) (*Manifest, error) {
+	if c.opts.ManifestKey == "" {
+		return nil, nil
+	}
+	var data []byte
+	err := c.withRetry(ctx, func() error {
+		var err error
+		data, err = c.dst.ReadAll(ctx, c.opts.ManifestKey)
+		return err
+	})
+	if gcerrors.Code(err) == gcerrors.NotFound {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read manifest %q: %w", c.opts.ManifestKey, err)
+	}
+	var m Manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("read manifest %q: %w", c.opts.ManifestKey, err)
+	}
+	return &m, nil
+}
+
+func (c *copier) saveManifest(ctx context.Context) error {
+	if c.opts.ManifestKey == "" {
+		return nil
+	}
+	c.saveMu.Lock()
+	defer c.saveMu.Unlock()
+	c.mu.Lock()
+	data, err := json.Marshal(c.manifest)
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	err = c.withRetry(ctx, func() error {
+		return c.dst.WriteAll(ctx, c.opts.ManifestKey, data, &blob.WriterOptions{ContentType: "application/json"})
+	})
+	if err != nil {
+		return fmt.Errorf("write manifest %q: %w", c.opts.ManifestKey, err)
+	}
+	return nil
+}

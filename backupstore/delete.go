@@ -1,0 +1,430 @@
+package backupstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"gocloud.dev/blob"
+	"k8s.io/utils/clock"
+)
+
+// ErrIncomplete is returned, wrapped in a *DeleteError, when DeletePrefix
+// could not delete every object under the prefix: some keys failed, the
+// listing failed, or the context ended. Running DeletePrefix again finishes
+// the job.
+var ErrIncomplete = errors.New("backupstore: deletion incomplete")
+
+// DeleteOptions configure DeletePrefix. nil means the defaults.
+type DeleteOptions struct {
+	// PrefixRules opt in to prefixes CheckPrefix refuses by default.
+	PrefixRules
+	// DryRun lists what would be deleted, in DeleteResult.Keys and Bytes,
+	// and deletes nothing.
+	DryRun bool
+	// Concurrency bounds the delete requests in flight. The default is 4
+	// for stores with a batch API (each request deletes up to 1,000 S3 keys
+	// or 256 Azure blobs) and 16 for the others.
+	Concurrency int
+	// Retry configures the retries of transient errors.
+	Retry Retry
+	// Progress, when set, is called after every completed request (and once
+	// more at the end, with Done set) with the running totals. Calls are
+	// serialized; the callback must return quickly.
+	Progress func(DeleteProgress)
+	// Clock times the waits between retries. Default clock.RealClock{}.
+	Clock clock.WithTicker
+}
+
+// Retry configures how transient errors (5xx, 429, timeouts, broken
+// connections) are retried: up to Attempts tries per request, waiting
+// Initial, then twice as long each time up to Max.
+type Retry struct {
+	Attempts     int           // default 6
+	Initial, Max time.Duration // default 100ms, 5s
+}
+
+func (r Retry) withDefaults() Retry {
+	if r.Attempts <= 0 {
+		r.Attempts = 6
+	}
+	if r.Initial <= 0 {
+		r.Initial = 100 * time.Millisecond
+	}
+	if r.Max <= 0 {
+		r.Max = 5 * time.Second
+	}
+	return r
+}
+
+// backoff returns the wait before try number attempt+1.
+func (r Retry) backoff(attempt int) time.Duration {
+	d := r.Initial
+	for i := 1; i < attempt && d < r.Max; i++ {
+		d *= 2
+	}
+	return min(d, r.Max)
+}
+
+// DeleteProgress are the running totals of a DeletePrefix call.
+type DeleteProgress struct {
+	// Listed and ListedBytes count the objects found under the prefix so far.
+	Listed, ListedBytes int64
+	// Deleted and DeletedBytes count the objects that are gone, including
+	// those that were already gone when the delete request arrived.
+	Deleted, DeletedBytes int64
+	// Failed counts the objects whose deletion failed for good.
+	Failed int64
+	// Done is set in the final call.
+	Done bool
+}
+
+// DeleteResult says what DeletePrefix did.
+type DeleteResult struct {
+	DeleteProgress
+	// AlreadyGone counts the objects that had been deleted by someone else
+	// between listing and deletion; they are included in Deleted.
+	AlreadyGone int64
+	// Keys are, for a dry run, the keys that would be deleted, in listing
+	// order. Bytes is their total size.
+	Keys  []string
+	Bytes int64
+	// Failed are the keys that could not be deleted, with the reason.
+	Failed []KeyError
+	// Method is how objects were deleted: "s3-batch" (DeleteObjects),
+	// "azure-batch" (Blob Batch), "per-object", or "none" for a dry run.
+	Method string
+}
+
+// KeyError is the failure to delete or copy one key.
+type KeyError struct {
+	Key string
+	Err error
+}
+
+func (e KeyError) Error() string { return fmt.Sprintf("%s: %v", e.Key, e.Err) }
+
+// DeleteError is returned when DeletePrefix did not finish. Failed names
+// exactly the keys whose deletion failed; keys not yet listed when it stopped
+// are not named (rerun to delete them). It unwraps to ErrIncomplete and to
+// Err, the cause that stopped the run (a listing error or the context's
+// error), when there is one.
+type DeleteError struct {
+	Prefix string
+	Failed []KeyError
+	Err    error
+}
+
+func (e *DeleteError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "backupstore: delete prefix %q incomplete", e.Prefix)
+	if e.Err != nil {
+		fmt.Fprintf(&b, ": %v", e.Err)
+	}
+	if n := len(e.Failed); n > 0 {
+		fmt.Fprintf(&b, "; %d keys failed", n)
+		for i, f := range e.Failed {
+			if i == 3 {
+				fmt.Fprintf(&b, ", and %d more", n-3)
+				break
+			}
+			fmt.Fprintf(&b, "; %s", f.Error())
+		}
+	}
+	return b.String()
+}
+
+// Unwrap returns ErrIncomplete and Err.
+func (e *DeleteError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ErrIncomplete, e.Err}
+	}
+	return []error{ErrIncomplete}
+}
+
+// Keys returns the failed keys.
+func (e *DeleteError) Keys() []string {
+	keys := make([]string, len(e.Failed))
+	for i, f := range e.Failed {
+		keys[i] = f.Key
+	}
+	return keys
+}
+
+// target is one object to delete: its key in gocloud's terms and, for
+// stores deleted through their native API, the key as the store spells it
+// (gocloud escapes some characters).
+type target struct {
+	key, raw string
+	size     int64
+}
+
+// remover deletes objects through one store's API.
+type remover interface {
+	method() string
+	// batchSize is the most targets one call of remove takes.
+	batchSize() int
+	// concurrency is the default number of remove calls in flight.
+	concurrency() int
+	// prepare is called with the options of every listing request, so
+	// that the remover can learn what the bucket does not tell otherwise.
+	prepare(opts *blob.ListOptions)
+	// raw returns the store's own spelling of the key of obj.
+	raw(obj *blob.ListObject) (string, bool)
+	// remove deletes ts and returns one error per target: nil when it is
+	// gone, errGone when it was already gone.
+	remove(ctx context.Context, ts []target) []error
+}
+
+// errGone marks a target that was already deleted.
+var errGone = errors.New("already gone")
+
+// errOutsidePrefix marks a listed key that is not under the prefix: it is
+// never sent to the store.
+var errOutsidePrefix = errors.New("key is not under the prefix; refused")
+
+const listPageSize = 1000
+
+// DeletePrefix deletes every object whose key starts with prefix, and
+// nothing else. The prefix must pass CheckPrefix with opts.PrefixRules.
+// Listing and deletion run at the same time; deletion uses the store's batch
+// API where there is one (S3 DeleteObjects, Azure Blob Batch) and bounded
+// concurrency elsewhere. Objects that are already gone count as deleted, so
+// a rerun after an interruption finishes the job.
+//
+// The result is never nil. The error is a *PrefixError (nothing was listed
+// or deleted) or a *DeleteError naming the keys that failed.
+func DeletePrefix(ctx context.Context, b *blob.Bucket, prefix string, opts *DeleteOptions) (*DeleteResult, error) {
+	if opts == nil {
+		opts = &DeleteOptions{}
+	}
+	res := &DeleteResult{Method: "none"}
+	if err := CheckPrefix(prefix, opts.PrefixRules); err != nil {
+		return res, err
+	}
+	log := logr.FromContextOrDiscard(ctx).WithValues("prefix", prefix)
+	rm := removerFor(b, opts)
+	d := &deletion{
+		bucket: b, prefix: prefix, rm: rm, opts: opts, log: log, res: res,
+		retry: opts.Retry.withDefaults(), clock: opts.Clock,
+	}
+	if d.clock == nil {
+		d.clock = clock.RealClock{}
+	}
+	if opts.DryRun {
+		err := d.list(ctx, func(ts []target) error {
+			for _, t := range ts {
+				res.Keys = append(res.Keys, t.key)
+			}
+			return nil
+		})
+		res.Bytes = res.ListedBytes
+		if err != nil {
+			return res, &DeleteError{Prefix: prefix, Err: err}
+		}
+		return res, nil
+	}
+	err := d.run(ctx)
+	res.Method = rm.method()
+	d.report(func(p *DeleteProgress) { p.Done = true })
+	if err != nil || len(res.Failed) > 0 {
+		log.Info("deletion incomplete", "deleted", res.Deleted, "failed", len(res.Failed), "error", err)
+		return res, &DeleteError{Prefix: prefix, Failed: res.Failed, Err: err}
+	}
+	log.V(1).Info("deleted prefix", "objects", res.Deleted, "bytes", res.DeletedBytes, "method", res.Method)
+	return res, nil
+}
+
+type deletion struct {
+	bucket *blob.Bucket
+	prefix string
+	rm     remover
+	opts   *DeleteOptions
+	log    logr.Logger
+	retry  Retry
+	clock  clock.WithTicker
+
+	mu  sync.Mutex // guards res and the Progress calls
+	res *DeleteResult
+}
+
+// report applies f to the running totals and calls Progress.
+func (d *deletion) report(f func(*DeleteProgress)) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	f(&d.res.DeleteProgress)
+	if d.opts.Progress != nil {
+		d.opts.Progress(d.res.DeleteProgress)
+	}
+}
+
+// list pages through the prefix and hands batches of targets to emit.
+func (d *deletion) list(ctx context.Context, emit func([]target) error) error {
+	lo := &blob.ListOptions{Prefix: d.prefix}
+	d.rm.prepare(lo)
+	n := d.rm.batchSize()
+	batch := make([]target, 0, n)
+	token := blob.FirstPageToken
+	for {
+		var (
+			objs []*blob.ListObject
+			next []byte
+		)
+		err := d.withRetry(ctx, func() error {
+			var err error
+			objs, next, err = d.bucket.ListPage(ctx, token, listPageSize, lo)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("list: %w", err)
+		}
+		var listed, bytes int64
+		for _, o := range objs {
+			if o.IsDir {
+				continue
+			}
+			t := target{key: o.Key, raw: o.Key, size: o.Size}
+			if raw, ok := d.rm.raw(o); ok {
+				t.raw = raw
+			}
+			listed++
+			bytes += o.Size
+			batch = append(batch, t)
+			if len(batch) == n {
+				if err := emit(batch); err != nil {
+					return err
+				}
+				batch = make([]target, 0, n)
+			}
+		}
+		d.report(func(p *DeleteProgress) { p.Listed += listed; p.ListedBytes += bytes })
+		if len(next) == 0 {
+			break
+		}
+		token = next
+	}
+	if len(batch) > 0 {
+		return emit(batch)
+	}
+	return nil
+}
+
+// withRetry calls f until it succeeds, fails for good, or runs out of tries.
+func (d *deletion) withRetry(ctx context.Context, f func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := f()
+		if err == nil || attempt >= d.retry.Attempts || !transient(ctx, err) {
+			return err
+		}
+		if werr := d.wait(ctx, attempt); werr != nil {
+			return err
+		}
+	}
+}
+
+func (d *deletion) wait(ctx context.Context, attempt int) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-d.clock.After(d.retry.backoff(attempt)):
+		return nil
+	}
+}
+
+// run pipelines listing and deletion.
+func (d *deletion) run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	workers := d.opts.Concurrency
+	if workers <= 0 {
+		workers = d.rm.concurrency()
+	}
+	batches := make(chan []target, workers)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ts := range batches {
+				d.deleteBatch(ctx, ts)
+			}
+		}()
+	}
+	listErr := d.list(ctx, func(ts []target) error {
+		select {
+		case batches <- ts:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	close(batches)
+	wg.Wait()
+	if listErr != nil {
+		return listErr
+	}
+	return ctx.Err()
+}
+
+// deleteBatch deletes ts, retrying the keys that failed transiently, and
+// records the outcome of every key.
+func (d *deletion) deleteBatch(ctx context.Context, ts []target) {
+	var failed []KeyError
+	pending := make([]target, 0, len(ts))
+	// The last line of defence: whatever the listing returned, only keys
+	// under the prefix, in both spellings, reach the store.
+	for _, t := range ts {
+		if underPrefix(t.key, d.prefix) && underPrefix(t.raw, d.prefix) {
+			pending = append(pending, t)
+		} else {
+			d.log.Error(errOutsidePrefix, "listing returned a key outside the prefix", "key", t.key)
+			failed = append(failed, KeyError{Key: t.key, Err: errOutsidePrefix})
+		}
+	}
+	var deleted, gone, bytes int64
+	for attempt := 1; len(pending) > 0; attempt++ {
+		if ctx.Err() != nil {
+			for _, t := range pending {
+				failed = append(failed, KeyError{Key: t.key, Err: ctx.Err()})
+			}
+			break
+		}
+		errs := d.rm.remove(ctx, pending)
+		var again []target
+		for i, t := range pending {
+			switch err := errs[i]; {
+			case err == nil || errors.Is(err, errGone):
+				deleted++
+				bytes += t.size
+				if err != nil {
+					gone++
+				}
+			case attempt < d.retry.Attempts && transient(ctx, err):
+				again = append(again, t)
+			default:
+				failed = append(failed, KeyError{Key: t.key, Err: err})
+			}
+		}
+		pending = again
+		if len(pending) > 0 {
+			d.log.V(1).Info("retrying transient delete failures", "keys", len(pending), "attempt", attempt)
+			if err := d.wait(ctx, attempt); err != nil {
+				for _, t := range pending {
+					failed = append(failed, KeyError{Key: t.key, Err: err})
+				}
+				break
+			}
+		}
+	}
+	d.report(func(p *DeleteProgress) {
+		p.Deleted += deleted
+		p.DeletedBytes += bytes
+		p.Failed += int64(len(failed))
+		d.res.AlreadyGone += gone
+		d.res.Failed = append(d.res.Failed, failed...)
+	})
+}

@@ -1,0 +1,302 @@
+package backupstore
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
+)
+
+// removerFor picks the fastest way to delete objects from b.
+func removerFor(b *blob.Bucket, opts *DeleteOptions) remover {
+	var s3c *s3.Client
+	if b.As(&s3c) {
+		return &s3Remover{client: s3c}
+	}
+	var cc *container.Client
+	if b.As(&cc) {
+		return &azureRemover{client: cc, perObject: max(opts.Concurrency, 16)}
+	}
+	return &objectRemover{bucket: b}
+}
+
+// s3Remover deletes with DeleteObjects, up to 1,000 keys a request, instead
+// of gocloud's HEAD and DELETE per key.
+type s3Remover struct {
+	client *s3.Client
+	once   sync.Once
+	bucket atomic.Pointer[string]
+}
+
+func (r *s3Remover) method() string   { return "s3-batch" }
+func (r *s3Remover) batchSize() int   { return 1000 }
+func (r *s3Remover) concurrency() int { return 4 }
+
+// prepare learns the bucket's name, which *blob.Bucket does not expose,
+// from the listing request.
+func (r *s3Remover) prepare(opts *blob.ListOptions) {
+	opts.BeforeList = func(as func(any) bool) error {
+		var v2 *s3.ListObjectsV2Input
+		var v1 *s3.ListObjectsInput
+		switch {
+		case as(&v2):
+			r.bucket.Store(v2.Bucket)
+		case as(&v1):
+			r.bucket.Store(v1.Bucket)
+		}
+		return nil
+	}
+}
+
+func (r *s3Remover) raw(o *blob.ListObject) (string, bool) {
+	var obj s3types.Object
+	if o.As(&obj) && obj.Key != nil {
+		return *obj.Key, true
+	}
+	return "", false
+}
+
+// s3KeyError is a per-key error of a DeleteObjects response.
+type s3KeyError struct{ Code, Message string }
+
+func (e *s3KeyError) Error() string { return e.Code + ": " + e.Message }
+
+func (r *s3Remover) remove(ctx context.Context, ts []target) []error {
+	errs := make([]error, len(ts))
+	bucket := r.bucket.Load()
+	if bucket == nil {
+		err := errors.New("s3: bucket name unknown (listing did not reveal it)")
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	ids := make([]s3types.ObjectIdentifier, len(ts))
+	index := make(map[string]int, len(ts))
+	for i, t := range ts {
+		ids[i] = s3types.ObjectIdentifier{Key: aws.String(t.raw)}
+		index[t.raw] = i
+	}
+	out, err := r.client.DeleteObjects(ctx, &s3.DeleteObjectsInput{
+		Bucket: bucket,
+		Delete: &s3types.Delete{Objects: ids, Quiet: aws.Bool(true)},
+	})
+	if err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	for _, e := range out.Errors {
+		i, ok := index[aws.ToString(e.Key)]
+		if !ok {
+			continue
+		}
+		if aws.ToString(e.Code) == "NoSuchKey" {
+			errs[i] = errGone
+			continue
+		}
+		errs[i] = &s3KeyError{Code: aws.ToString(e.Code), Message: aws.ToString(e.Message)}
+	}
+	return errs
+}
+
+// azureRemover deletes with Blob Batch, up to 256 blobs a request. Where the
+// service does not support batches (Azurite), it falls back to one request
+// per blob, perObject at a time, for the rest of the run.
+type azureRemover struct {
+	client    *container.Client
+	perObject int
+	fallback  atomic.Bool
+}
+
+func (r *azureRemover) method() string {
+	if r.fallback.Load() {
+		return "per-object"
+	}
+	return "azure-batch"
+}
+func (r *azureRemover) batchSize() int                 { return 256 }
+func (r *azureRemover) concurrency() int               { return 4 }
+func (r *azureRemover) prepare(opts *blob.ListOptions) {}
+
+func (r *azureRemover) raw(o *blob.ListObject) (string, bool) {
+	var item container.BlobItem
+	if o.As(&item) && item.Name != nil {
+		return *item.Name, true
+	}
+	return "", false
+}
+
+func (r *azureRemover) remove(ctx context.Context, ts []target) []error {
+	if r.fallback.Load() {
+		return r.removeEach(ctx, ts)
+	}
+	errs := make([]error, len(ts))
+	bb, err := r.client.NewBatchBuilder()
+	if err == nil {
+		for _, t := range ts {
+			if err = bb.Delete(t.raw, nil); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		r.fallback.Store(true)
+		return r.removeEach(ctx, ts)
+	}
+	resp, err := r.client.SubmitBatch(ctx, bb, nil)
+	if err != nil {
+		var re *azcore.ResponseError
+		if errors.As(err, &re) && re.StatusCode >= 400 && re.StatusCode < 500 && re.StatusCode != 408 && re.StatusCode != 429 {
+			// The batch request itself was refused: the service has no
+			// batch API (Azurite answers 400).
+			r.fallback.Store(true)
+			return r.removeEach(ctx, ts)
+		}
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	seen := make([]bool, len(ts))
+	for _, item := range resp.Responses {
+		if item.ContentID == nil || *item.ContentID < 0 || *item.ContentID >= len(ts) {
+			continue
+		}
+		i := *item.ContentID
+		seen[i] = true
+		if item.Error != nil {
+			if bloberror.HasCode(item.Error, bloberror.BlobNotFound) {
+				errs[i] = errGone
+			} else {
+				errs[i] = item.Error
+			}
+		}
+	}
+	for i, ok := range seen {
+		if !ok {
+			errs[i] = errors.New("azure: batch response has no entry for this blob")
+		}
+	}
+	return errs
+}
+
+func (r *azureRemover) removeEach(ctx context.Context, ts []target) []error {
+	return forEach(ctx, len(ts), r.perObject, func(i int) error {
+		_, err := r.client.NewBlobClient(ts[i].raw).Delete(ctx, nil)
+		if bloberror.HasCode(err, bloberror.BlobNotFound) {
+			return errGone
+		}
+		return err
+	})
+}
+
+// objectRemover deletes one object per request through gocloud.
+type objectRemover struct{ bucket *blob.Bucket }
+
+func (r *objectRemover) method() string                      { return "per-object" }
+func (r *objectRemover) batchSize() int                      { return 1 }
+func (r *objectRemover) concurrency() int                    { return 16 }
+func (r *objectRemover) prepare(*blob.ListOptions)           {}
+func (r *objectRemover) raw(*blob.ListObject) (string, bool) { return "", false }
+func (r *objectRemover) remove(ctx context.Context, ts []target) []error {
+	errs := make([]error, len(ts))
+	for i, t := range ts {
+		err := r.bucket.Delete(ctx, t.key)
+		if gcerrors.Code(err) == gcerrors.NotFound {
+			err = errGone
+		}
+		errs[i] = err
+	}
+	return errs
+}
+
+// forEach calls f(0..n-1) with at most limit calls at once and returns the
+// errors by index.
+func forEach(ctx context.Context, n, limit int, f func(int) error) []error {
+	errs := make([]error, n)
+	sem := make(chan struct{}, max(limit, 1))
+	var wg sync.WaitGroup
+	for i := range n {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			for j := i; j < n; j++ {
+				errs[j] = ctx.Err()
+			}
+			wg.Wait()
+			return errs
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = f(i)
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+// transient reports whether err may go away if the request is repeated.
+// Errors of the context are not transient: the caller gave up.
+func transient(ctx context.Context, err error) bool {
+	if err == nil || ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, errOutsidePrefix) {
+		return false
+	}
+	var ke *s3KeyError
+	if errors.As(err, &ke) {
+		switch ke.Code {
+		case "InternalError", "SlowDown", "ServiceUnavailable", "RequestTimeout", "OperationAborted":
+			return true
+		}
+		return false
+	}
+	if status, ok := httpStatus(err); ok {
+		return status >= 500 || status == 408 || status == 429
+	}
+	var ne net.Error
+	if errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) {
+		return true
+	}
+	switch gcerrors.Code(err) {
+	case gcerrors.NotFound, gcerrors.InvalidArgument, gcerrors.PermissionDenied, gcerrors.FailedPrecondition,
+		gcerrors.Unimplemented, gcerrors.AlreadyExists, gcerrors.Canceled:
+		return false
+	}
+	// Unknown errors are retried: deletes are idempotent, and tries are
+	// bounded.
+	return true
+}
+
+// httpStatus digs the HTTP status out of the providers' error types.
+func httpStatus(err error) (int, bool) {
+	var se *smithyhttp.ResponseError
+	if errors.As(err, &se) && se.Response != nil {
+		return se.Response.StatusCode, true
+	}
+	var re *azcore.ResponseError
+	if errors.As(err, &re) {
+		return re.StatusCode, true
+	}
+	type coder interface{ HTTPStatusCode() int }
+	var c coder
+	if errors.As(err, &c) {
+		return c.HTTPStatusCode(), true
+	}
+	return 0, false
+}
