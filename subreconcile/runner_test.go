@@ -242,19 +242,19 @@ func TestRun(t *testing.T) {
 				return chain(c,
 					"UpdateStatus", nil,
 					"ChooseRemovals", dbFunc(func(context.Context, *Database, dbLoop) *subreconcile.Requeue {
-						var m map[string]int
-						m["boom"]++ // assignment to entry in nil map
+						groups := map[string]*Database{}
+						_ = groups["missing"].Spec.Replicas // nil pointer dereference
 						return nil
 					}),
 					"ExcludeProcesses", nil)
 			},
 			wantCalls:     []string{"UpdateStatus", "ChooseRemovals"},
 			wantErrIs:     []error{subreconcile.ErrPanic},
-			wantErrText:   []string{`subreconciler "ChooseRemovals": panic: assignment to entry in nil map`},
-			wantMessages:  []string{"panic: assignment to entry in nil map"},
+			wantErrText:   []string{`subreconciler "ChooseRemovals": panic: runtime error: invalid memory address or nil pointer dereference`},
+			wantMessages:  []string{"panic: runtime error: invalid memory address or nil pointer dereference"},
 			wantStoppedAt: "ChooseRemovals",
 			wantActed:     []string{"ChooseRemovals"},
-			wantEvents:    []event{{"Warning", "ReconciliationTerminatedEarly", "ChooseRemovals: panic: assignment to entry in nil map"}},
+			wantEvents:    []event{{"Warning", "ReconciliationTerminatedEarly", "ChooseRemovals: panic: runtime error: invalid memory address or nil pointer dereference"}},
 		},
 		{
 			name: "context cancelled by a step: the next step does not start",
