@@ -1,0 +1,72 @@
+package opstask
+
+import "errors"
+
+// Sentinel errors. Test them with errors.Is; errors returned by this package
+// wrap them with the task, the states or the field concerned.
+var (
+	// ErrIllegalTransition means a state change that the state machine does
+	// not allow was asked for. The error is a *TransitionError naming both
+	// states.
+	ErrIllegalTransition = errors.New("illegal task state transition")
+
+	// ErrConflict means the task changed in the store since it was read (its
+	// resourceVersion is not current): another controller, or a person, got
+	// there first. Nothing was written. Re-read before retrying.
+	ErrConflict = errors.New("task changed since it was read")
+
+	// ErrNotFound means the task does not exist (any more) in the store.
+	ErrNotFound = errors.New("task not found")
+
+	// ErrInvalidSpec means a task's spec cannot be processed: no config
+	// member or several, an unregistered kind, or a config the kind rejects.
+	// Such a task is rejected with code InvalidSpec; retrying does not help.
+	ErrInvalidSpec = errors.New("invalid task spec")
+
+	// ErrInvalidConfig means the Controller's Config or a Kind is unusable;
+	// the error names the field and its value.
+	ErrInvalidConfig = errors.New("invalid opstask configuration")
+
+	// ErrTimeout is the cause of an executor context canceled because the
+	// kind's timeout passed; the task fails with code Timeout.
+	ErrTimeout = errors.New("task timed out")
+
+	// ErrInterrupted means an execution was interrupted (its controller
+	// stopped) and its kind cannot resume it; the task fails with code
+	// Interrupted.
+	ErrInterrupted = errors.New("task execution interrupted and kind cannot resume")
+
+	// ErrLostClaim is the cause of an executor context canceled because
+	// this controller no longer owns the execution: another controller took
+	// it over, or the lease could not be renewed in time.
+	ErrLostClaim = errors.New("execution claim lost")
+)
+
+// CodedError is an error with an ErrorCode for Status.LastErrors. Executors
+// and preconditions return one (see WithCode) to choose the code recorded.
+type CodedError struct {
+	Code ErrorCode
+	Err  error
+}
+
+func (e *CodedError) Error() string { return string(e.Code) + ": " + e.Err.Error() }
+
+// Unwrap returns the wrapped error.
+func (e *CodedError) Unwrap() error { return e.Err }
+
+// WithCode wraps err so that it is recorded with code in Status.LastErrors.
+func WithCode(code ErrorCode, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &CodedError{Code: code, Err: err}
+}
+
+// codeOf returns the code of the outermost CodedError in err, or def.
+func codeOf(err error, def ErrorCode) ErrorCode {
+	var ce *CodedError
+	if errors.As(err, &ce) && ce.Code != "" {
+		return ce.Code
+	}
+	return def
+}

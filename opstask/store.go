@@ -1,0 +1,42 @@
+package opstask
+
+import "context"
+
+// Store holds tasks. The controller reads all of them with List and changes
+// them only through UpdateStatus and Delete, each guarded by the task's
+// ResourceVersion, so that several controllers may share one Store: of two
+// controllers that act on the same read, one gets ErrConflict and nothing is
+// written for it.
+//
+// Stores translate their native errors into ErrConflict and ErrNotFound;
+// other errors are returned wrapped and are treated as transient. Every
+// store passes the conformance suite in opstask/opstasktest. Tasks are
+// created outside the controller (kubectl, a CLI, the store's own Create).
+type Store interface {
+	// List returns every task, read consistently: a task whose creation or
+	// change completed before List was called is in the result as of that
+	// change or a later one. The returned tasks belong to the caller.
+	List(ctx context.Context) ([]*Task, error)
+
+	// UpdateStatus replaces t's status in the store with t.Status if
+	// t.ResourceVersion is the current version of the task with t's
+	// namespace, name and UID, and sets t.ResourceVersion to the new
+	// version. Nothing but the status changes. It returns ErrConflict when
+	// the version is not current and ErrNotFound when the task (with that
+	// UID) does not exist.
+	UpdateStatus(ctx context.Context, t *Task) error
+
+	// Delete deletes t if its UID and ResourceVersion are current. It
+	// returns ErrConflict when the task changed and ErrNotFound when it is
+	// already gone.
+	Delete(ctx context.Context, t *Task) error
+}
+
+// Watcher is implemented by stores that can tell when tasks change, so that
+// the controller reacts at once instead of at its next periodic resync.
+type Watcher interface {
+	// Watch calls notify after tasks may have changed, until ctx is done or
+	// the watch fails. It may call notify spuriously. It returns ctx's error
+	// or the error that ended the watch; the controller watches again.
+	Watch(ctx context.Context, notify func()) error
+}

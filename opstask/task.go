@@ -1,0 +1,121 @@
+package opstask
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Task is one task as the controller sees it, whatever store holds it: the
+// object's identity, the generic part of its spec, and its Status.
+type Task struct {
+	// Namespace and Name identify the task. Namespace is empty for stores
+	// without namespaces.
+	Namespace, Name string
+	// UID identifies this incarnation of the task: a task deleted and
+	// created again under the same name has another UID.
+	UID string
+	// ResourceVersion is the store's version of the task, opaque to the
+	// controller. Store.UpdateStatus and Store.Delete succeed only while it
+	// is current.
+	ResourceVersion string
+	// CreationTimestamp orders tasks of a target, with Name breaking ties.
+	CreationTimestamp time.Time
+	// Spec is the task's specification.
+	Spec Spec
+	// Status is the task's status.
+	Status Status
+}
+
+// Spec is the generic part of a task's specification: DEP-05's spec with the
+// one-of config kept as raw JSON per member, so that the controller need not
+// know the operator's config types.
+type Spec struct {
+	// Config holds the members of spec.config that are set, by json name.
+	// A valid spec has exactly one.
+	Config map[string]json.RawMessage
+	// TTLSecondsAfterFinished is spec.ttlSecondsAfterFinished; nil when not
+	// set, and the controller's default applies.
+	TTLSecondsAfterFinished *int32
+	// Target is the name of the object the task operates on, in the task's
+	// namespace (DEP-05's etcdName); empty when the task has none.
+	Target string
+}
+
+// Member returns the single member of Config: its json name, which is the
+// task kind, and its raw value. It fails, wrapping ErrInvalidSpec, when none
+// or several members are set.
+func (s Spec) Member() (kind string, config json.RawMessage, err error) {
+	switch len(s.Config) {
+	case 0:
+		return "", nil, fmt.Errorf("%w: spec.config has no member set", ErrInvalidSpec)
+	case 1:
+		for k, v := range s.Config {
+			return k, v, nil
+		}
+	}
+	names := make([]string, 0, len(s.Config))
+	for k := range s.Config {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return "", nil, fmt.Errorf("%w: spec.config has %d members set (%s), want exactly one", ErrInvalidSpec, len(names), strings.Join(names, ", "))
+}
+
+// Key returns "namespace/name".
+func (t *Task) Key() string { return t.Namespace + "/" + t.Name }
+
+// TargetKey returns the queue the task belongs to: its namespace and target.
+// Tasks without a target share one queue per namespace.
+func (t *Task) TargetKey() string { return t.Namespace + "/" + t.Spec.Target }
+
+// State returns the task's state, Pending when the status has none.
+func (t *Task) State() TaskState {
+	if t.Status.State == "" {
+		return TaskStatePending
+	}
+	return t.Status.State
+}
+
+// Kind returns the name of the task's config member, or "" when the spec
+// does not have exactly one.
+func (t *Task) Kind() string {
+	k, _, _ := t.Spec.Member()
+	return k
+}
+
+// Before reports whether t comes before u in its target's queue: by
+// creation timestamp, then by name.
+func (t *Task) Before(u *Task) bool {
+	if !t.CreationTimestamp.Equal(u.CreationTimestamp) {
+		return t.CreationTimestamp.Before(u.CreationTimestamp)
+	}
+	if t.Name != u.Name {
+		return t.Name < u.Name
+	}
+	return t.Namespace < u.Namespace
+}
+
+// DeepCopy returns a copy of t that shares no memory with it.
+func (t *Task) DeepCopy() *Task {
+	c := *t
+	if t.Spec.Config != nil {
+		c.Spec.Config = make(map[string]json.RawMessage, len(t.Spec.Config))
+		for k, v := range t.Spec.Config {
+			c.Spec.Config[k] = append(json.RawMessage(nil), v...)
+		}
+	}
+	if t.Spec.TTLSecondsAfterFinished != nil {
+		v := *t.Spec.TTLSecondsAfterFinished
+		c.Spec.TTLSecondsAfterFinished = &v
+	}
+	t.Status.DeepCopyInto(&c.Status)
+	return &c
+}
+
+// SortTasks sorts tasks into queue order (see Task.Before).
+func SortTasks(tasks []*Task) {
+	sort.Slice(tasks, func(i, j int) bool { return tasks[i].Before(tasks[j]) })
+}
