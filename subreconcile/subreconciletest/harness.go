@@ -14,6 +14,9 @@
 //	h.Run(db).ExpectActed().ExpectNoRequeue()
 //
 // Expectations report with t.Errorf, so one run shows every mismatch.
+//
+// To test one step on its own, give New a one-step Config; its NewState
+// supplies the per-loop state the step will see.
 package subreconciletest
 
 import (

@@ -252,3 +252,26 @@ func (f *fatalT) Fatalf(format string, args ...any) {
 	f.err = errFatal
 	panic(errFatal) // stands in for runtime.Goexit
 }
+
+// rollout is the per-loop state of TestHarnessOneStepWithState.
+type rollout struct{ ready int }
+
+func TestHarnessOneStepWithState(t *testing.T) {
+	ready := 0
+	h := subreconciletest.New(t, subreconcile.Config[*Cache, *rollout]{
+		Name: "Cache",
+		Steps: []subreconcile.Named[*Cache, *rollout]{
+			subreconcile.NamedFunc("WaitForReady", func(_ context.Context, c *Cache, loop subreconcile.Loop[*rollout]) *subreconcile.Requeue {
+				if loop.State().ready < c.Spec.Replicas {
+					return subreconcile.DelayedRequeueAfter(5*time.Second, fmt.Sprintf("%d of %d ready", loop.State().ready, c.Spec.Replicas))
+				}
+				return nil
+			}),
+		},
+		NewState: func(context.Context, *Cache) (*rollout, error) { return &rollout{ready: ready}, nil },
+	})
+	c := newCache(2)
+	h.Run(c).ExpectActed("WaitForReady").ExpectMessages("0 of 2 ready").ExpectRequeueAfter(5 * time.Second)
+	ready = 2
+	h.Run(c).ExpectActed().ExpectNoRequeue().ExpectReconciled(true)
+}
