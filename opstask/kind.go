@@ -16,8 +16,8 @@ type Kind struct {
 	// kind, e.g. "onDemandSnapshot".
 	Name string
 
-	// Execute performs the task. It is required.
-	Execute Executor
+	// Executor performs the task. It is required.
+	Executor Executor
 
 	// Preconditions are checked, in order, when the task reaches the head
 	// of its target's queue, against the target's state at that moment. The

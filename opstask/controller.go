@@ -1,0 +1,611 @@
+package opstask
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/utils/clock"
+
+	"github.com/groundskeeper-io/groundskeeper/retention"
+)
+
+// Defaults of Config.
+const (
+	DefaultTTL           = time.Hour
+	DefaultTimeout       = time.Hour
+	DefaultMaxConcurrent = 4
+	DefaultLeaseDuration = 30 * time.Second
+	DefaultSettle        = 2 * time.Second
+	DefaultResyncPeriod  = 30 * time.Second
+	DefaultRetryInterval = 5 * time.Second
+)
+
+// Config configures a Controller. Zero fields take the defaults above; New
+// rejects negative durations and counts, naming the field.
+type Config struct {
+	// Store holds the tasks. Required.
+	Store Store
+	// Kinds are the task kinds the controller runs; a task of another kind
+	// is rejected with code InvalidSpec. At least one is required.
+	Kinds []Kind
+	// Clock is the source of time for every decision and timer. Default:
+	// the real clock.
+	Clock clock.WithTicker
+	// Metrics, when set, records finished tasks.
+	Metrics *Metrics
+	// Identity prefixes the run IDs of this controller, e.g. the pod name.
+	Identity string
+
+	// MaxConcurrent bounds the executions running at once in this
+	// controller (across targets; a target runs one task at a time).
+	MaxConcurrent int
+	// DefaultTTL applies to finished tasks whose spec has no
+	// ttlSecondsAfterFinished.
+	DefaultTTL time.Duration
+	// DefaultTimeout applies to kinds without a Timeout.
+	DefaultTimeout time.Duration
+	// LeaseDuration is how long an InProgress task may go without a write
+	// before another controller takes its execution over. The controller
+	// running it renews every LeaseDuration/3 and stops its executor when it
+	// could not renew for 2/3 of it.
+	LeaseDuration time.Duration
+	// Settle is how long after a task's creation second ends the
+	// controller waits before starting it, so that a task created at the
+	// same time, which sorts before it, is seen first (creation timestamps
+	// have a resolution of one second). Negative means no wait, for stores
+	// where creation order is immediately visible (in memory).
+	Settle time.Duration
+	// ResyncPeriod bounds the time between two reads of the whole store.
+	ResyncPeriod time.Duration
+	// RetryInterval is the wait after a transient error (a store error, a
+	// precondition that could not be checked, a failed cleanup).
+	RetryInterval time.Duration
+}
+
+// Controller runs tasks from a Store: one at a time per target, in queue
+// order, up to MaxConcurrent targets at once, then deletes them after their
+// TTL. Create it with New and start it with Run.
+type Controller struct {
+	cfg   Config
+	kinds map[string]*Kind
+
+	trigger chan struct{}
+
+	mu       sync.Mutex
+	running  map[string]*runner // by task key
+	observed map[string]observation
+	wg       sync.WaitGroup
+}
+
+// observation is when this controller first saw an InProgress task of
+// another run at its current version.
+type observation struct {
+	rv     string
+	seenAt time.Time
+}
+
+// New validates cfg and returns a Controller.
+func New(cfg Config) (*Controller, error) {
+	if cfg.Store == nil {
+		return nil, fmt.Errorf("%w: Config.Store is nil", ErrInvalidConfig)
+	}
+	if len(cfg.Kinds) == 0 {
+		return nil, fmt.Errorf("%w: Config.Kinds is empty", ErrInvalidConfig)
+	}
+	kinds := make(map[string]*Kind, len(cfg.Kinds))
+	for i := range cfg.Kinds {
+		k := &cfg.Kinds[i]
+		switch {
+		case k.Name == "":
+			return nil, fmt.Errorf("%w: Config.Kinds[%d].Name is empty", ErrInvalidConfig, i)
+		case k.Executor == nil:
+			return nil, fmt.Errorf("%w: Config.Kinds[%d] (%q).Executor is nil", ErrInvalidConfig, i, k.Name)
+		case kinds[k.Name] != nil:
+			return nil, fmt.Errorf("%w: Config.Kinds[%d].Name %q registered twice", ErrInvalidConfig, i, k.Name)
+		}
+		kinds[k.Name] = k
+	}
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"DefaultTTL", &cfg.DefaultTTL, DefaultTTL},
+		{"DefaultTimeout", &cfg.DefaultTimeout, DefaultTimeout},
+		{"LeaseDuration", &cfg.LeaseDuration, DefaultLeaseDuration},
+		{"ResyncPeriod", &cfg.ResyncPeriod, DefaultResyncPeriod},
+		{"RetryInterval", &cfg.RetryInterval, DefaultRetryInterval},
+	} {
+		if *d.v < 0 {
+			return nil, fmt.Errorf("%w: Config.%s = %s: must not be negative", ErrInvalidConfig, d.name, *d.v)
+		}
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	if cfg.Settle == 0 {
+		cfg.Settle = DefaultSettle
+	}
+	if cfg.MaxConcurrent < 0 {
+		return nil, fmt.Errorf("%w: Config.MaxConcurrent = %d: must not be negative", ErrInvalidConfig, cfg.MaxConcurrent)
+	}
+	if cfg.MaxConcurrent == 0 {
+		cfg.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	return &Controller{
+		cfg:      cfg,
+		kinds:    kinds,
+		trigger:  make(chan struct{}, 1),
+		running:  map[string]*runner{},
+		observed: map[string]observation{},
+	}, nil
+}
+
+// Run processes tasks until ctx is done, then waits for its executions to
+// return and returns ctx's error. Executions stopped this way leave their
+// tasks InProgress, for this or another controller to take over after
+// LeaseDuration. The logger comes from ctx (logr.FromContextOrDiscard).
+func (c *Controller) Run(ctx context.Context) error {
+	log := logr.FromContextOrDiscard(ctx)
+	defer c.wg.Wait()
+	if w, ok := c.cfg.Store.(Watcher); ok {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.watch(ctx, w)
+		}()
+	}
+	for {
+		next, err := c.Sync(ctx)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			log.Error(err, "opstask sync failed; retrying", "after", c.cfg.RetryInterval)
+			next = c.cfg.RetryInterval
+		}
+		if next <= 0 || next > c.cfg.ResyncPeriod {
+			next = c.cfg.ResyncPeriod
+		}
+		timer := c.cfg.Clock.NewTimer(next)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return ctx.Err()
+		case <-c.trigger:
+		case <-timer.C():
+		}
+		timer.Stop()
+	}
+}
+
+func (c *Controller) watch(ctx context.Context, w Watcher) {
+	log := logr.FromContextOrDiscard(ctx)
+	for ctx.Err() == nil {
+		err := w.Watch(ctx, c.notify)
+		if ctx.Err() != nil {
+			return
+		}
+		log.V(1).Info("opstask watch ended; watching again", "error", err)
+		c.notify()
+		timer := c.cfg.Clock.NewTimer(time.Second)
+		select {
+		case <-ctx.Done():
+		case <-timer.C():
+		}
+		timer.Stop()
+	}
+}
+
+// notify asks Run for another Sync.
+func (c *Controller) notify() {
+	select {
+	case c.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// Sync reads every task once and acts on what it read: rejects invalid and
+// duplicate tasks, admits and starts the head of each idle queue, takes over
+// executions whose controller stopped, and cleans up tasks whose TTL ran
+// out. Executions run in goroutines. It returns when the next Sync is due
+// because of time alone (0: none), and the first error. Run calls it; it is
+// exported for tests and for callers with their own loop.
+func (c *Controller) Sync(ctx context.Context) (time.Duration, error) {
+	tasks, err := c.cfg.Store.List(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("opstask: list tasks: %w", err)
+	}
+	now := c.cfg.Clock.Now()
+	var (
+		next time.Time
+		errs []error
+	)
+	requeue := func(at time.Time) {
+		if !at.IsZero() && (next.IsZero() || at.Before(next)) {
+			next = at
+		}
+	}
+	queues := map[string][]*Task{}
+	var order []string
+	for _, t := range tasks {
+		k := t.TargetKey()
+		if _, ok := queues[k]; !ok {
+			order = append(order, k)
+		}
+		queues[k] = append(queues[k], t)
+	}
+	c.forgetObservations(tasks)
+	for _, k := range order {
+		q := queues[k]
+		SortTasks(q)
+		at, err := c.syncQueue(ctx, q, now)
+		requeue(at)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+	}
+	for _, t := range tasks {
+		if !t.State().Finished() {
+			continue
+		}
+		at, err := c.cleanup(ctx, t, now)
+		requeue(at)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	var d time.Duration
+	if !next.IsZero() {
+		d = next.Sub(now)
+		if d <= 0 {
+			d = time.Nanosecond
+		}
+	}
+	return d, errors.Join(errs...)
+}
+
+// forgetObservations drops lease observations of tasks no longer InProgress.
+func (c *Controller) forgetObservations(tasks []*Task) {
+	inProgress := make(map[string]bool, len(tasks))
+	for _, t := range tasks {
+		if t.State() == TaskStateInProgress {
+			inProgress[t.Key()] = true
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.observed {
+		if !inProgress[k] {
+			delete(c.observed, k)
+		}
+	}
+}
+
+// syncQueue acts on one target's queue, sorted. It returns when to look
+// again because of time alone.
+func (c *Controller) syncQueue(ctx context.Context, q []*Task, now time.Time) (time.Time, error) {
+	log := logr.FromContextOrDiscard(ctx)
+	var next time.Time
+	requeue := func(at time.Time) {
+		if next.IsZero() || at.Before(next) {
+			next = at
+		}
+	}
+
+	// Reject invalid specs and duplicates wherever they are in the queue:
+	// both are properties of the queue, not of the target's state.
+	type seenKey struct{ kind, key string }
+	unfinished := map[seenKey]string{} // duplicate key -> first task name
+	var pending []*Task
+	busy := false
+	for _, t := range q {
+		switch t.State() {
+		case TaskStateInProgress:
+			busy = true
+			if k, key, err := c.kindAndKey(t); err == nil && !k.AllowDuplicates {
+				if _, ok := unfinished[seenKey{k.Name, key}]; !ok {
+					unfinished[seenKey{k.Name, key}] = t.Name
+				}
+			}
+		case TaskStatePending:
+			k, key, err := c.kindAndKey(t)
+			if err != nil {
+				if rerr := c.reject(ctx, t, now, codeOf(err, CodeInvalidSpec), err.Error()); rerr != nil {
+					return next, rerr
+				}
+				continue
+			}
+			if !k.AllowDuplicates {
+				sk := seenKey{k.Name, key}
+				if first, ok := unfinished[sk]; ok {
+					msg := fmt.Sprintf("duplicate of unfinished task %s (kind %s) for the same target", first, k.Name)
+					if rerr := c.reject(ctx, t, now, CodeDuplicate, msg); rerr != nil {
+						return next, rerr
+					}
+					continue
+				}
+				unfinished[sk] = t.Name
+			}
+			pending = append(pending, t)
+		}
+	}
+
+	// Executions of this queue that another controller started.
+	for _, t := range q {
+		if t.State() != TaskStateInProgress {
+			continue
+		}
+		at, err := c.checkForeign(ctx, t, now)
+		if !at.IsZero() {
+			requeue(at)
+		}
+		if err != nil {
+			return next, err
+		}
+	}
+	if busy {
+		return next, nil
+	}
+
+	// Admit and start the head of the queue; rejected heads make way.
+	for _, t := range pending {
+		if c.cfg.Settle > 0 {
+			if ready := t.CreationTimestamp.Add(time.Second + c.cfg.Settle); now.Before(ready) {
+				requeue(ready)
+				return next, nil
+			}
+		}
+		if !c.slotFree() {
+			return next, nil // a finishing execution triggers another Sync
+		}
+		k, _, _ := c.kindAndKey(t)
+		err := c.admit(ctx, k, t)
+		if errors.Is(err, ErrUnmet) {
+			if rerr := c.reject(ctx, t, now, codeOf(err, CodePreconditionFailed), err.Error()); rerr != nil {
+				return next, rerr
+			}
+			continue
+		}
+		if err != nil {
+			log.Info("opstask precondition could not be checked; retrying", "task", t.Key(), "error", err.Error())
+			requeue(now.Add(c.cfg.RetryInterval))
+			return next, nil
+		}
+		return next, c.start(ctx, k, t, now)
+	}
+	return next, nil
+}
+
+func (c *Controller) kindAndKey(t *Task) (*Kind, string, error) {
+	name, raw, err := t.Spec.Member()
+	if err != nil {
+		return nil, "", err
+	}
+	k := c.kinds[name]
+	if k == nil {
+		return nil, "", fmt.Errorf("%w: spec.config.%s: no such task kind is registered", ErrInvalidSpec, name)
+	}
+	key, err := k.dupKey(t, raw)
+	if err != nil {
+		return nil, "", WithCode(CodeInvalidSpec, err)
+	}
+	return k, key, nil
+}
+
+func (c *Controller) admit(ctx context.Context, k *Kind, t *Task) error {
+	for i, p := range k.Preconditions {
+		if err := p.Check(ctx, t.DeepCopy()); err != nil {
+			return fmt.Errorf("kind %s precondition %d: %w", k.Name, i, err)
+		}
+	}
+	return nil
+}
+
+// reject moves a pending task to Rejected.
+func (c *Controller) reject(ctx context.Context, t *Task, now time.Time, code ErrorCode, msg string) error {
+	runID := c.newRunID()
+	if err := t.Status.Transition(TaskStateRejected, now, runID, "rejected: "+msg); err != nil {
+		return err
+	}
+	t.Status.AddError(code, msg, now)
+	if err := c.cfg.Store.UpdateStatus(ctx, t); err != nil {
+		if errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) {
+			c.notify()
+			return nil
+		}
+		return fmt.Errorf("opstask: reject task %s: %w", t.Key(), err)
+	}
+	logr.FromContextOrDiscard(ctx).Info("opstask task rejected", "task", t.Key(), "code", code, "reason", msg)
+	c.cfg.Metrics.finished(t)
+	return nil
+}
+
+func (c *Controller) slotFree() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.running) < c.cfg.MaxConcurrent
+}
+
+// start claims a pending task (Pending → InProgress, guarded by its
+// resourceVersion) and runs it.
+func (c *Controller) start(ctx context.Context, k *Kind, t *Task, now time.Time) error {
+	runID := c.newRunID()
+	if err := t.Status.Transition(TaskStateInProgress, now, runID, "execution started"); err != nil {
+		return err
+	}
+	if err := c.cfg.Store.UpdateStatus(ctx, t); err != nil {
+		if errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) {
+			c.notify() // another controller got there first: look again
+			return nil
+		}
+		return fmt.Errorf("opstask: start task %s: %w", t.Key(), err)
+	}
+	c.launch(ctx, k, t, runID, false)
+	return nil
+}
+
+// checkForeign handles an InProgress task this controller does not run: it
+// takes the execution over when nobody wrote the task for LeaseDuration, and
+// fails it when its timeout has passed.
+func (c *Controller) checkForeign(ctx context.Context, t *Task, now time.Time) (time.Time, error) {
+	c.mu.Lock()
+	if c.running[t.Key()] != nil {
+		c.mu.Unlock()
+		return time.Time{}, nil
+	}
+	o, ok := c.observed[t.Key()]
+	if !ok || o.rv != t.ResourceVersion {
+		o = observation{rv: t.ResourceVersion, seenAt: now}
+		c.observed[t.Key()] = o
+	}
+	c.mu.Unlock()
+	expires := o.seenAt.Add(c.cfg.LeaseDuration)
+	if now.Before(expires) {
+		return expires, nil
+	}
+	if !c.slotFree() {
+		return now.Add(c.cfg.RetryInterval), nil
+	}
+	prev := ""
+	if t.Status.LastOperation != nil {
+		prev = t.Status.LastOperation.RunID
+	}
+	k, _, err := c.kindAndKey(t)
+	runID := c.newRunID()
+	var fail error
+	switch {
+	case err != nil:
+		fail = err
+	case c.deadline(k, t).Compare(now) <= 0:
+		fail = WithCode(CodeTimeout, fmt.Errorf("%w: run %s stopped renewing and the timeout has passed", ErrTimeout, prev))
+	case !k.Resumable:
+		fail = WithCode(CodeInterrupted, fmt.Errorf("%w: run %s stopped renewing for %s", ErrInterrupted, prev, c.cfg.LeaseDuration))
+	}
+	if fail != nil {
+		if err := t.Status.Transition(TaskStateFailed, now, runID, fail.Error()); err != nil {
+			return time.Time{}, err
+		}
+		t.Status.AddError(codeOf(fail, CodeExecutionFailed), fail.Error(), now)
+		if err := c.cfg.Store.UpdateStatus(ctx, t); err != nil {
+			if errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) {
+				c.notify()
+				return time.Time{}, nil
+			}
+			return time.Time{}, fmt.Errorf("opstask: fail interrupted task %s: %w", t.Key(), err)
+		}
+		logr.FromContextOrDiscard(ctx).Info("opstask interrupted task failed", "task", t.Key(), "previousRun", prev, "reason", fail.Error())
+		c.cfg.Metrics.finished(t)
+		c.notify()
+		return time.Time{}, nil
+	}
+	if err := t.Status.Progress(now, runID, fmt.Sprintf("resumed: run %s stopped renewing", prev)); err != nil {
+		return time.Time{}, err
+	}
+	if err := c.cfg.Store.UpdateStatus(ctx, t); err != nil {
+		if errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) {
+			c.notify()
+			return time.Time{}, nil
+		}
+		return time.Time{}, fmt.Errorf("opstask: take over task %s: %w", t.Key(), err)
+	}
+	logr.FromContextOrDiscard(ctx).Info("opstask taking over interrupted execution", "task", t.Key(), "previousRun", prev, "run", runID)
+	c.launch(ctx, k, t, runID, true)
+	return time.Time{}, nil
+}
+
+// deadline returns when t's execution times out.
+func (c *Controller) deadline(k *Kind, t *Task) time.Time {
+	d := c.cfg.DefaultTimeout
+	if k.Timeout != nil {
+		if kd, err := k.Timeout(t.DeepCopy()); err == nil && kd > 0 {
+			d = kd
+		}
+	}
+	start := t.CreationTimestamp
+	if t.Status.StartedAt != nil {
+		start = t.Status.StartedAt.Time
+	}
+	return start.Add(d)
+}
+
+// cleanup deletes a finished task whose TTL ran out, after the kind's
+// cleanup, and otherwise returns when it runs out.
+func (c *Controller) cleanup(ctx context.Context, t *Task, now time.Time) (time.Time, error) {
+	ttl := c.cfg.DefaultTTL
+	if t.Spec.TTLSecondsAfterFinished != nil {
+		d, err := retention.Seconds(int64(*t.Spec.TTLSecondsAfterFinished))
+		if err != nil {
+			return time.Time{}, fmt.Errorf("opstask: task %s: spec.ttlSecondsAfterFinished: %w", t.Key(), err)
+		}
+		ttl = d
+	}
+	var res retention.Result
+	items := []retention.Item{{ID: t.Key(), Time: t.Status.finishedAt()}}
+	if items[0].Time.IsZero() {
+		// A finished task without a transition time was written by
+		// someone else; count from its creation rather than keep it forever.
+		items[0].Time = t.CreationTimestamp
+	}
+	if err := retention.Evaluate(retention.TTL{After: ttl}, now, items, &res); err != nil {
+		return time.Time{}, err
+	}
+	if res.Decisions[0].Keep {
+		return res.Next, nil
+	}
+	log := logr.FromContextOrDiscard(ctx)
+	k := c.kinds[t.Kind()]
+	if k != nil && k.Cleanup != nil {
+		runID := c.newRunID()
+		if err := t.Status.Cleanup(now, LastOperationStateInProgress, runID, "deleting what the task created"); err != nil {
+			return time.Time{}, err
+		}
+		if err := c.cfg.Store.UpdateStatus(ctx, t); err != nil {
+			if errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) {
+				c.notify()
+				return time.Time{}, nil
+			}
+			return time.Time{}, fmt.Errorf("opstask: begin cleanup of task %s: %w", t.Key(), err)
+		}
+		if err := k.Cleanup(ctx, t.DeepCopy()); err != nil {
+			_ = t.Status.Cleanup(now, LastOperationStateFailed, runID, err.Error())
+			t.Status.AddError(CodeCleanupFailed, err.Error(), now)
+			if uerr := c.cfg.Store.UpdateStatus(ctx, t); uerr != nil && !errors.Is(uerr, ErrConflict) && !errors.Is(uerr, ErrNotFound) {
+				log.Error(uerr, "opstask could not record failed cleanup", "task", t.Key())
+			}
+			log.Info("opstask cleanup failed; retrying", "task", t.Key(), "error", err.Error())
+			return now.Add(c.cfg.RetryInterval), nil
+		}
+	}
+	if err := c.cfg.Store.Delete(ctx, t); err != nil {
+		if errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) {
+			return time.Time{}, nil
+		}
+		return time.Time{}, fmt.Errorf("opstask: delete task %s: %w", t.Key(), err)
+	}
+	log.V(1).Info("opstask task deleted after its TTL", "task", t.Key(), "state", t.State())
+	return time.Time{}, nil
+}
+
+// newRunID returns a fresh run ID.
+func (c *Controller) newRunID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	if c.cfg.Identity != "" {
+		id = c.cfg.Identity + "-" + id
+	}
+	return id
+}

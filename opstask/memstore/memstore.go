@@ -1,0 +1,164 @@
+// Package memstore is an in-memory opstask.Store, for tests, examples and
+// operators that keep tasks in their own process. It passes the conformance
+// suite in opstask/opstasktest.
+//
+// Its resource versions are a counter, its UIDs are "uid-1", "uid-2", ...,
+// and Create stamps tasks with the store's clock, at full precision (the
+// Kubernetes API server truncates creation timestamps to seconds).
+package memstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"k8s.io/utils/clock"
+
+	"github.com/groundskeeper-io/groundskeeper/opstask"
+)
+
+// ErrExists is returned by Create for a task whose namespace and name are
+// taken.
+var ErrExists = errors.New("task already exists")
+
+// Store is an in-memory opstask.Store. The zero value is not usable; call
+// New.
+type Store struct {
+	clock clock.PassiveClock
+
+	mu    sync.Mutex
+	tasks map[string]*opstask.Task
+	rv    int64
+	uid   int64
+	subs  map[int]func()
+	subID int
+}
+
+var (
+	_ opstask.Store   = (*Store)(nil)
+	_ opstask.Watcher = (*Store)(nil)
+)
+
+// New returns an empty Store whose Create stamps tasks with clk (the real
+// clock when nil).
+func New(clk clock.PassiveClock) *Store {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	return &Store{clock: clk, tasks: map[string]*opstask.Task{}, subs: map[int]func(){}}
+}
+
+// Create adds a copy of t with a new UID and resource version, and its
+// CreationTimestamp set to now unless t has one; the status is kept as
+// given. It returns the stored task.
+func (s *Store) Create(_ context.Context, t *opstask.Task) (*opstask.Task, error) {
+	if t.Name == "" {
+		return nil, fmt.Errorf("memstore: create: task has no name")
+	}
+	s.mu.Lock()
+	key := t.Key()
+	if _, ok := s.tasks[key]; ok {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("memstore: create %s: %w", key, ErrExists)
+	}
+	c := t.DeepCopy()
+	s.uid++
+	s.rv++
+	c.UID = "uid-" + strconv.FormatInt(s.uid, 10)
+	c.ResourceVersion = strconv.FormatInt(s.rv, 10)
+	if c.CreationTimestamp.IsZero() {
+		c.CreationTimestamp = s.clock.Now()
+	}
+	s.tasks[key] = c
+	out := c.DeepCopy()
+	s.notifyLocked()
+	s.mu.Unlock()
+	return out, nil
+}
+
+// Get returns a copy of the task namespace/name.
+func (s *Store) Get(_ context.Context, namespace, name string) (*opstask.Task, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.tasks[namespace+"/"+name]
+	if !ok {
+		return nil, fmt.Errorf("memstore: get %s/%s: %w", namespace, name, opstask.ErrNotFound)
+	}
+	return t.DeepCopy(), nil
+}
+
+// List returns copies of all tasks.
+func (s *Store) List(context.Context) ([]*opstask.Task, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*opstask.Task, 0, len(s.tasks))
+	for _, t := range s.tasks {
+		out = append(out, t.DeepCopy())
+	}
+	return out, nil
+}
+
+// UpdateStatus replaces the status of t if its UID and resource version are
+// current.
+func (s *Store) UpdateStatus(_ context.Context, t *opstask.Task) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, err := s.currentLocked(t, "update status of")
+	if err != nil {
+		return err
+	}
+	s.rv++
+	c := cur.DeepCopy()
+	t.Status.DeepCopyInto(&c.Status)
+	c.ResourceVersion = strconv.FormatInt(s.rv, 10)
+	s.tasks[t.Key()] = c
+	t.ResourceVersion = c.ResourceVersion
+	s.notifyLocked()
+	return nil
+}
+
+// Delete removes t if its UID and resource version are current.
+func (s *Store) Delete(_ context.Context, t *opstask.Task) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.currentLocked(t, "delete"); err != nil {
+		return err
+	}
+	delete(s.tasks, t.Key())
+	s.rv++
+	s.notifyLocked()
+	return nil
+}
+
+func (s *Store) currentLocked(t *opstask.Task, op string) (*opstask.Task, error) {
+	cur, ok := s.tasks[t.Key()]
+	if !ok || cur.UID != t.UID {
+		return nil, fmt.Errorf("memstore: %s %s: %w", op, t.Key(), opstask.ErrNotFound)
+	}
+	if cur.ResourceVersion != t.ResourceVersion {
+		return nil, fmt.Errorf("memstore: %s %s at version %s (current %s): %w", op, t.Key(), t.ResourceVersion, cur.ResourceVersion, opstask.ErrConflict)
+	}
+	return cur, nil
+}
+
+// Watch calls notify after every change until ctx is done.
+func (s *Store) Watch(ctx context.Context, notify func()) error {
+	s.mu.Lock()
+	s.subID++
+	id := s.subID
+	s.subs[id] = notify
+	s.mu.Unlock()
+	<-ctx.Done()
+	s.mu.Lock()
+	delete(s.subs, id)
+	s.mu.Unlock()
+	return ctx.Err()
+}
+
+func (s *Store) notifyLocked() {
+	for _, f := range s.subs {
+		f() // notify functions must not block (the controller's does not)
+	}
+}

@@ -1,0 +1,90 @@
+package opstask
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// MetricsOptions configures Metrics. The zero value gives DEP-05's metric
+// names without a prefix and the labels type, state, target and
+// target_namespace.
+type MetricsOptions struct {
+	// Prefix is prepended to the metric names, e.g. "etcddruid_" gives
+	// etcddruid_operator_task_duration_seconds as in DEP-05.
+	Prefix string
+	// TargetLabel and NamespaceLabel name the labels of the target's name
+	// and namespace; DEP-05 uses "etcd" and "etcd_namespace". Defaults:
+	// "target" and "target_namespace".
+	TargetLabel, NamespaceLabel string
+	// Buckets of the duration histogram, in seconds. Default: 1s to about
+	// 4.5h, exponential.
+	Buckets []float64
+}
+
+// Metrics are the Prometheus metrics of a Controller:
+// <prefix>operator_task_duration_seconds, a histogram of the time from
+// startedAt to the final state, and <prefix>operator_tasks_total, a counter
+// of tasks that reached a final state, both labelled by type (the kind),
+// state, target and target namespace. A task rejected at admission counts
+// with a duration of zero.
+type Metrics struct {
+	duration *prometheus.HistogramVec
+	total    *prometheus.CounterVec
+}
+
+// NewMetrics creates the metrics and registers them on reg. It returns an
+// error when reg refuses them (for instance, already registered).
+func NewMetrics(reg prometheus.Registerer, opts *MetricsOptions) (*Metrics, error) {
+	var o MetricsOptions
+	if opts != nil {
+		o = *opts
+	}
+	if reg == nil {
+		return nil, fmt.Errorf("%w: NewMetrics: nil Registerer", ErrInvalidConfig)
+	}
+	if o.TargetLabel == "" {
+		o.TargetLabel = "target"
+	}
+	if o.NamespaceLabel == "" {
+		o.NamespaceLabel = "target_namespace"
+	}
+	if o.Buckets == nil {
+		o.Buckets = prometheus.ExponentialBuckets(1, 2, 15)
+	}
+	labels := []string{"type", "state", o.TargetLabel, o.NamespaceLabel}
+	m := &Metrics{
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    o.Prefix + "operator_task_duration_seconds",
+			Help:    "Time from a task's start to its final state, by type, final state and target.",
+			Buckets: o.Buckets,
+		}, labels),
+		total: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: o.Prefix + "operator_tasks_total",
+			Help: "Tasks that reached a final state, by type, final state and target.",
+		}, labels),
+	}
+	if err := reg.Register(m.duration); err != nil {
+		return nil, fmt.Errorf("opstask: register %s: %w", o.Prefix+"operator_task_duration_seconds", err)
+	}
+	if err := reg.Register(m.total); err != nil {
+		reg.Unregister(m.duration)
+		return nil, fmt.Errorf("opstask: register %s: %w", o.Prefix+"operator_tasks_total", err)
+	}
+	return m, nil
+}
+
+// finished records a task that reached a final state.
+func (m *Metrics) finished(t *Task) {
+	if m == nil {
+		return
+	}
+	var d time.Duration
+	if t.Status.StartedAt != nil && t.Status.LastTransitionTime != nil {
+		d = t.Status.LastTransitionTime.Sub(t.Status.StartedAt.Time)
+	}
+	lv := []string{t.Kind(), string(t.State()), t.Spec.Target, t.Namespace}
+	m.duration.WithLabelValues(lv...).Observe(d.Seconds())
+	m.total.WithLabelValues(lv...).Inc()
+}
