@@ -89,6 +89,13 @@ build_azurite() {
   link azurite-blob "$dir/node_modules/.bin/azurite-blob"
 }
 
+# rclone (Debian's) is the reference that the backupstore benchmarks compare
+# against.
+build_rclone() {
+  command -v rclone >/dev/null || install_debian rclone
+  link rclone "$(command -v rclone)"
+}
+
 # install_debian PACKAGE... installs Debian packages that are missing.
 install_debian() {
   local sudo=
@@ -98,7 +105,7 @@ install_debian() {
 }
 
 components=("$@")
-[ ${#components[@]} -gt 0 ] || components=(etcd kube minio fakegcs azurite staticcheck)
+[ ${#components[@]} -gt 0 ] || components=(etcd kube minio fakegcs azurite staticcheck rclone)
 for c in "${components[@]}"; do
   "build_$c"
 done
