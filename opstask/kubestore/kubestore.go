@@ -1,0 +1,263 @@
+// Package kubestore is an opstask.Store over Kubernetes custom resources:
+// any resource whose spec has DEP-05's fields (config, ttlSecondsAfterFinished
+// and a target name field) and whose status is an opstask.Status, served with
+// the status subresource. It talks to the API server with the dynamic client
+// and converts objects from unstructured form, so it needs no generated
+// client for the operator's type. It passes the conformance suite in
+// opstask/opstasktest against a real API server.
+//
+// List is a consistent read (resourceVersion ""), paged. UpdateStatus writes
+// the status subresource with the task's resourceVersion and UID in the
+// body, so the API server refuses it with a conflict when the object
+// changed; Delete carries UID and resourceVersion preconditions. Conflicts
+// become opstask.ErrConflict and missing objects opstask.ErrNotFound. Watch
+// watches the resource and notifies on every event.
+//
+// # As
+//
+// Store.Client returns the dynamic.NamespaceableResourceInterface it uses.
+package kubestore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/groundskeeper-io/groundskeeper/opstask"
+)
+
+// Config configures a Store.
+type Config struct {
+	// Client is a dynamic client. Required.
+	Client dynamic.Interface
+	// Resource is the task resource, e.g.
+	// example.opstask.groundskeeper.io/v1alpha1, etcdopstasks. Required.
+	Resource schema.GroupVersionResource
+	// Kind is the resource's kind, e.g. "EtcdOpsTask". Required.
+	Kind string
+	// Namespace limits the store to one namespace; empty means all.
+	Namespace string
+	// TargetField is the name of the spec field that names the target,
+	// e.g. "etcdName". Empty means tasks have no target.
+	TargetField string
+	// LabelSelector, when set, limits the store to matching tasks.
+	LabelSelector string
+	// PageSize bounds the objects per List request; default 500.
+	PageSize int64
+}
+
+// Store is an opstask.Store over custom resources.
+type Store struct {
+	cfg Config
+	ri  dynamic.ResourceInterface
+}
+
+var (
+	_ opstask.Store   = (*Store)(nil)
+	_ opstask.Watcher = (*Store)(nil)
+)
+
+// New validates cfg and returns a Store.
+func New(cfg Config) (*Store, error) {
+	switch {
+	case cfg.Client == nil:
+		return nil, fmt.Errorf("%w: kubestore.Config.Client is nil", opstask.ErrInvalidConfig)
+	case cfg.Resource.Resource == "" || cfg.Resource.Version == "":
+		return nil, fmt.Errorf("%w: kubestore.Config.Resource = %q: resource and version are required", opstask.ErrInvalidConfig, cfg.Resource.String())
+	case cfg.Kind == "":
+		return nil, fmt.Errorf("%w: kubestore.Config.Kind is empty", opstask.ErrInvalidConfig)
+	case cfg.PageSize < 0:
+		return nil, fmt.Errorf("%w: kubestore.Config.PageSize = %d: must not be negative", opstask.ErrInvalidConfig, cfg.PageSize)
+	}
+	if cfg.PageSize == 0 {
+		cfg.PageSize = 500
+	}
+	var ri dynamic.ResourceInterface = cfg.Client.Resource(cfg.Resource)
+	if cfg.Namespace != "" {
+		ri = cfg.Client.Resource(cfg.Resource).Namespace(cfg.Namespace)
+	}
+	return &Store{cfg: cfg, ri: ri}, nil
+}
+
+// Client returns the client the store uses for its resource (namespaced
+// when Config.Namespace is set).
+func (s *Store) Client() dynamic.ResourceInterface { return s.ri }
+
+// List returns every task, read consistently from the API server.
+func (s *Store) List(ctx context.Context) ([]*opstask.Task, error) {
+	var out []*opstask.Task
+	opts := metav1.ListOptions{LabelSelector: s.cfg.LabelSelector, Limit: s.cfg.PageSize}
+	for {
+		list, err := s.ri.List(ctx, opts)
+		if err != nil {
+			return nil, fmt.Errorf("kubestore: list %s: %w", s.cfg.Resource.Resource, translate(err))
+		}
+		for i := range list.Items {
+			t, err := s.FromUnstructured(&list.Items[i])
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, t)
+		}
+		if list.GetContinue() == "" {
+			return out, nil
+		}
+		opts.Continue = list.GetContinue()
+	}
+}
+
+// UpdateStatus writes t.Status to the status subresource, guarded by
+// t.ResourceVersion and t.UID.
+func (s *Store) UpdateStatus(ctx context.Context, t *opstask.Task) error {
+	status, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&t.Status)
+	if err != nil {
+		return fmt.Errorf("kubestore: task %s: convert status: %w", t.Key(), err)
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"status": status}}
+	u.SetAPIVersion(s.cfg.Resource.GroupVersion().String())
+	u.SetKind(s.cfg.Kind)
+	u.SetNamespace(t.Namespace)
+	u.SetName(t.Name)
+	u.SetUID(types.UID(t.UID))
+	u.SetResourceVersion(t.ResourceVersion)
+	got, err := s.client(t.Namespace).UpdateStatus(ctx, u, metav1.UpdateOptions{})
+	if err != nil {
+		return fmt.Errorf("kubestore: update status of %s: %w", t.Key(), translate(err))
+	}
+	t.ResourceVersion = got.GetResourceVersion()
+	return nil
+}
+
+// Delete deletes t with UID and resourceVersion preconditions.
+func (s *Store) Delete(ctx context.Context, t *opstask.Task) error {
+	uid := types.UID(t.UID)
+	rv := t.ResourceVersion
+	err := s.client(t.Namespace).Delete(ctx, t.Name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv},
+	})
+	if err != nil {
+		return fmt.Errorf("kubestore: delete %s: %w", t.Key(), translate(err))
+	}
+	return nil
+}
+
+// Watch calls notify for every watch event until ctx is done or the watch
+// ends.
+func (s *Store) Watch(ctx context.Context, notify func()) error {
+	// Start from the current version: the caller lists anyway, and replaying
+	// every object as ADDED would only cost decoding.
+	list, err := s.ri.List(ctx, metav1.ListOptions{LabelSelector: s.cfg.LabelSelector, Limit: 1})
+	if err != nil {
+		return fmt.Errorf("kubestore: watch %s: %w", s.cfg.Resource.Resource, translate(err))
+	}
+	w, err := s.ri.Watch(ctx, metav1.ListOptions{LabelSelector: s.cfg.LabelSelector, ResourceVersion: list.GetResourceVersion()})
+	if err != nil {
+		return fmt.Errorf("kubestore: watch %s: %w", s.cfg.Resource.Resource, translate(err))
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case _, ok := <-w.ResultChan():
+			if !ok {
+				return fmt.Errorf("kubestore: watch %s: channel closed", s.cfg.Resource.Resource)
+			}
+			notify()
+		}
+	}
+}
+
+func (s *Store) client(namespace string) dynamic.ResourceInterface {
+	if s.cfg.Namespace != "" || namespace == "" {
+		return s.ri
+	}
+	return s.cfg.Client.Resource(s.cfg.Resource).Namespace(namespace)
+}
+
+// FromUnstructured converts a task object to an opstask.Task. A config
+// member that is not an object, or a status that does not decode, is an
+// error naming the field.
+func (s *Store) FromUnstructured(u *unstructured.Unstructured) (*opstask.Task, error) {
+	t := &opstask.Task{
+		Namespace:         u.GetNamespace(),
+		Name:              u.GetName(),
+		UID:               string(u.GetUID()),
+		ResourceVersion:   u.GetResourceVersion(),
+		CreationTimestamp: u.GetCreationTimestamp().Time,
+	}
+	where := func(field string) string {
+		return fmt.Sprintf("kubestore: %s %s/%s: %s", s.cfg.Kind, t.Namespace, t.Name, field)
+	}
+	if cfg, found, err := unstructured.NestedMap(u.Object, "spec", "config"); err != nil {
+		return nil, fmt.Errorf("%s: %w", where("spec.config"), err)
+	} else if found {
+		t.Spec.Config = make(map[string]json.RawMessage, len(cfg))
+		for k, v := range cfg {
+			if v == nil {
+				continue
+			}
+			raw, err := json.Marshal(v)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", where("spec.config."+k), err)
+			}
+			t.Spec.Config[k] = raw
+		}
+	}
+	if v, found, err := unstructured.NestedFieldNoCopy(u.Object, "spec", "ttlSecondsAfterFinished"); err == nil && found && v != nil {
+		n, ok := toInt32(v)
+		if !ok {
+			return nil, fmt.Errorf("%s: not a 32-bit integer: %v", where("spec.ttlSecondsAfterFinished"), v)
+		}
+		t.Spec.TTLSecondsAfterFinished = &n
+	}
+	if s.cfg.TargetField != "" {
+		name, _, err := unstructured.NestedString(u.Object, "spec", s.cfg.TargetField)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", where("spec."+s.cfg.TargetField), err)
+		}
+		t.Spec.Target = name
+	}
+	if st, found, err := unstructured.NestedMap(u.Object, "status"); err != nil {
+		return nil, fmt.Errorf("%s: %w", where("status"), err)
+	} else if found {
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(st, &t.Status); err != nil {
+			return nil, fmt.Errorf("%s: %w", where("status"), err)
+		}
+	}
+	return t, nil
+}
+
+func toInt32(v any) (int32, bool) {
+	switch n := v.(type) {
+	case int64:
+		return int32(n), int64(int32(n)) == n
+	case int32:
+		return n, true
+	case int:
+		return int32(n), int(int32(n)) == n
+	case float64:
+		return int32(n), float64(int32(n)) == n
+	}
+	return 0, false
+}
+
+// translate maps API errors to the opstask sentinels, keeping the original
+// error in the chain for its message.
+func translate(err error) error {
+	switch {
+	case apierrors.IsConflict(err):
+		return fmt.Errorf("%w: %w", opstask.ErrConflict, err)
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("%w: %w", opstask.ErrNotFound, err)
+	}
+	return err
+}

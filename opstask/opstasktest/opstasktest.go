@@ -1,0 +1,435 @@
+// Package opstasktest is the conformance suite every opstask.Store must
+// pass. A store's test calls Run with a constructor:
+//
+//	func TestConformance(t *testing.T) {
+//		opstasktest.Run(t, func(t *testing.T) opstasktest.Harness {
+//			s := memstore.New(nil)
+//			return opstasktest.Harness{Store: s, Create: s.Create}
+//		})
+//	}
+//
+// The suite uses the Store interface, plus Harness.Create to make tasks the
+// way users do (kubectl for the Kubernetes store). Each subtest gets a fresh
+// harness and names its tasks after itself. Timestamps it writes are whole
+// seconds, because Kubernetes stores them at that resolution.
+package opstasktest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/groundskeeper-io/groundskeeper/opstask"
+)
+
+// Harness is one subtest's store.
+type Harness struct {
+	// Store is the store under test; it must start empty.
+	Store opstask.Store
+	// Create creates a task with t's Name, Spec and (when the store lets
+	// creators set it) Status, in the harness's namespace, and returns it as
+	// stored, with UID, ResourceVersion and CreationTimestamp set. The
+	// suite's tasks use the config members "alpha" and "beta", whose values
+	// are objects with an optional string field "mode".
+	Create func(ctx context.Context, t *opstask.Task) (*opstask.Task, error)
+}
+
+// epoch is a whole second, for timestamps that survive a round trip.
+var epoch = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+
+// NewTask returns a task named name with config member kind set to
+// {"mode": mode} and target target.
+func NewTask(name, kind, mode, target string) *opstask.Task {
+	raw, _ := json.Marshal(map[string]string{"mode": mode})
+	return &opstask.Task{Name: name, Spec: opstask.Spec{Config: map[string]json.RawMessage{kind: raw}, Target: target}}
+}
+
+// Run runs the suite.
+func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, h Harness)
+	}{
+		{"created task is listed with identity and spec", testCreateList},
+		{"status round-trips and bumps the version", testStatusRoundTrip},
+		{"status update with a stale version conflicts and writes nothing", testStaleUpdate},
+		{"status update does not change the spec", testUpdateKeepsSpec},
+		{"status update of a missing task is not found", testUpdateMissing},
+		{"delete with a stale version conflicts; current deletes; again is not found", testDelete},
+		{"delete of a recreated task with the old UID fails", testDeleteRecreated},
+		{"of concurrent claims on one read exactly one wins", testConcurrentClaims},
+		{"watch notifies after a change", testWatch},
+		{"controller runs tasks per target in queue order", testControllerOrder},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			if h.Store == nil || h.Create == nil {
+				t.Fatal("harness has no Store or no Create")
+			}
+			tc.fn(t, h)
+		})
+	}
+}
+
+func create(t *testing.T, h Harness, task *opstask.Task) *opstask.Task {
+	t.Helper()
+	got, err := h.Create(t.Context(), task)
+	if err != nil {
+		t.Fatalf("create %s: %v", task.Name, err)
+	}
+	if got.UID == "" || got.ResourceVersion == "" || got.CreationTimestamp.IsZero() {
+		t.Fatalf("created task %s lacks UID (%q), ResourceVersion (%q) or CreationTimestamp (%v)", got.Name, got.UID, got.ResourceVersion, got.CreationTimestamp)
+	}
+	return got
+}
+
+func list(t *testing.T, h Harness) map[string]*opstask.Task {
+	t.Helper()
+	tasks, err := h.Store.List(t.Context())
+	if err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	m := make(map[string]*opstask.Task, len(tasks))
+	for _, task := range tasks {
+		if _, dup := m[task.Name]; dup {
+			t.Fatalf("List returned %s twice", task.Name)
+		}
+		m[task.Name] = task
+	}
+	return m
+}
+
+// specJSON normalizes a spec for comparison: raw config members decoded.
+func specJSON(s opstask.Spec) map[string]any {
+	cfg := map[string]any{}
+	for k, v := range s.Config {
+		var x any
+		_ = json.Unmarshal(v, &x)
+		cfg[k] = x
+	}
+	var ttl any
+	if s.TTLSecondsAfterFinished != nil {
+		ttl = *s.TTLSecondsAfterFinished
+	}
+	return map[string]any{"config": cfg, "ttl": ttl, "target": s.Target}
+}
+
+func testCreateList(t *testing.T, h Harness) {
+	ttl := int32(90)
+	a := NewTask("conf-a", "alpha", "full", "etcd-main")
+	a.Spec.TTLSecondsAfterFinished = &ttl
+	b := NewTask("conf-b", "beta", "", "")
+	ca, cb := create(t, h, a), create(t, h, b)
+	got := list(t, h)
+	if len(got) != 2 {
+		t.Fatalf("List returned %d tasks, want 2", len(got))
+	}
+	for _, want := range []*opstask.Task{ca, cb} {
+		g := got[want.Name]
+		if g == nil {
+			t.Fatalf("List lacks %s", want.Name)
+		}
+		if g.UID != want.UID || g.ResourceVersion != want.ResourceVersion || !g.CreationTimestamp.Equal(want.CreationTimestamp) || g.Namespace != want.Namespace {
+			t.Errorf("%s: listed identity (%s %s %s %v) differs from created (%s %s %s %v)", want.Name,
+				g.Namespace, g.UID, g.ResourceVersion, g.CreationTimestamp, want.Namespace, want.UID, want.ResourceVersion, want.CreationTimestamp)
+		}
+		if g.State() != opstask.TaskStatePending {
+			t.Errorf("%s: new task state %q, want Pending", want.Name, g.State())
+		}
+	}
+	if d := cmp.Diff(specJSON(a.Spec), specJSON(got["conf-a"].Spec)); d != "" {
+		t.Errorf("conf-a spec (-created +listed):\n%s", d)
+	}
+	if d := cmp.Diff(specJSON(b.Spec), specJSON(got["conf-b"].Spec)); d != "" {
+		t.Errorf("conf-b spec (-created +listed):\n%s", d)
+	}
+	if kind := got["conf-a"].Kind(); kind != "alpha" {
+		t.Errorf("conf-a kind %q, want alpha", kind)
+	}
+}
+
+// fullStatus exercises every status field.
+func fullStatus(t *testing.T) opstask.Status {
+	t.Helper()
+	var s opstask.Status
+	if err := s.Transition(opstask.TaskStateInProgress, epoch, "run-1", "started"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Progress(epoch.Add(5*time.Second), "run-1", "copied 3 of 7 backups"); err != nil {
+		t.Fatal(err)
+	}
+	s.AddError("Flaky", "object store answered 503", epoch.Add(3*time.Second))
+	return s
+}
+
+func testStatusRoundTrip(t *testing.T, h Harness) {
+	task := create(t, h, NewTask("conf-status", "alpha", "full", "etcd-main"))
+	before := task.ResourceVersion
+	task.Status = fullStatus(t)
+	if err := h.Store.UpdateStatus(t.Context(), task); err != nil {
+		t.Fatalf("UpdateStatus: %v", err)
+	}
+	if task.ResourceVersion == before {
+		t.Errorf("UpdateStatus left ResourceVersion at %s", before)
+	}
+	got := list(t, h)["conf-status"]
+	if got.ResourceVersion != task.ResourceVersion {
+		t.Errorf("listed version %s, UpdateStatus returned %s", got.ResourceVersion, task.ResourceVersion)
+	}
+	if d := cmp.Diff(task.Status, got.Status, cmp.Comparer(func(a, b metav1.Time) bool { return a.Equal(&b) })); d != "" {
+		t.Errorf("status (-written +listed):\n%s", d)
+	}
+}
+
+func testStaleUpdate(t *testing.T, h Harness) {
+	task := create(t, h, NewTask("conf-stale", "alpha", "full", "etcd-main"))
+	stale := task.DeepCopy()
+	task.Status = fullStatus(t)
+	if err := h.Store.UpdateStatus(t.Context(), task); err != nil {
+		t.Fatalf("first UpdateStatus: %v", err)
+	}
+	if err := stale.Status.Transition(opstask.TaskStateRejected, epoch, "run-2", "rejected"); err != nil {
+		t.Fatal(err)
+	}
+	err := h.Store.UpdateStatus(t.Context(), stale)
+	if !errors.Is(err, opstask.ErrConflict) {
+		t.Fatalf("UpdateStatus with stale version: got %v, want ErrConflict", err)
+	}
+	if got := list(t, h)["conf-stale"]; got.State() != opstask.TaskStateInProgress || got.ResourceVersion != task.ResourceVersion {
+		t.Errorf("after the conflict: state %s at %s, want InProgress at %s", got.State(), got.ResourceVersion, task.ResourceVersion)
+	}
+}
+
+func testUpdateKeepsSpec(t *testing.T, h Harness) {
+	task := create(t, h, NewTask("conf-spec", "alpha", "full", "etcd-main"))
+	want := specJSON(task.Spec)
+	task.Spec = NewTask("x", "beta", "delta", "other").Spec
+	task.Status = fullStatus(t)
+	if err := h.Store.UpdateStatus(t.Context(), task); err != nil {
+		t.Fatalf("UpdateStatus: %v", err)
+	}
+	if d := cmp.Diff(want, specJSON(list(t, h)["conf-spec"].Spec)); d != "" {
+		t.Errorf("UpdateStatus changed the spec (-before +after):\n%s", d)
+	}
+}
+
+func testUpdateMissing(t *testing.T, h Harness) {
+	task := create(t, h, NewTask("conf-missing", "alpha", "full", ""))
+	if err := h.Store.Delete(t.Context(), task); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	task.Status = fullStatus(t)
+	err := h.Store.UpdateStatus(t.Context(), task)
+	if !errors.Is(err, opstask.ErrNotFound) {
+		t.Fatalf("UpdateStatus of a deleted task: got %v, want ErrNotFound", err)
+	}
+}
+
+func testDelete(t *testing.T, h Harness) {
+	task := create(t, h, NewTask("conf-delete", "alpha", "full", ""))
+	stale := task.DeepCopy()
+	task.Status = fullStatus(t)
+	if err := h.Store.UpdateStatus(t.Context(), task); err != nil {
+		t.Fatalf("UpdateStatus: %v", err)
+	}
+	if err := h.Store.Delete(t.Context(), stale); !errors.Is(err, opstask.ErrConflict) {
+		t.Fatalf("Delete with stale version: got %v, want ErrConflict", err)
+	}
+	if _, ok := list(t, h)["conf-delete"]; !ok {
+		t.Fatal("a refused Delete removed the task")
+	}
+	if err := h.Store.Delete(t.Context(), task); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if _, ok := list(t, h)["conf-delete"]; ok {
+		t.Fatal("deleted task is still listed")
+	}
+	if err := h.Store.Delete(t.Context(), task); !errors.Is(err, opstask.ErrNotFound) {
+		t.Fatalf("second Delete: got %v, want ErrNotFound", err)
+	}
+}
+
+func testDeleteRecreated(t *testing.T, h Harness) {
+	old := create(t, h, NewTask("conf-recreated", "alpha", "full", ""))
+	if err := h.Store.Delete(t.Context(), old); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	fresh := create(t, h, NewTask("conf-recreated", "alpha", "full", ""))
+	if fresh.UID == old.UID {
+		t.Fatalf("recreated task has the old UID %s", old.UID)
+	}
+	err := h.Store.Delete(t.Context(), old)
+	if !errors.Is(err, opstask.ErrConflict) && !errors.Is(err, opstask.ErrNotFound) {
+		t.Fatalf("Delete with the old UID: got %v, want ErrConflict or ErrNotFound", err)
+	}
+	old.Status = fullStatus(t)
+	err = h.Store.UpdateStatus(t.Context(), old)
+	if !errors.Is(err, opstask.ErrConflict) && !errors.Is(err, opstask.ErrNotFound) {
+		t.Fatalf("UpdateStatus with the old UID: got %v, want ErrConflict or ErrNotFound", err)
+	}
+	if got := list(t, h)["conf-recreated"]; got == nil || got.UID != fresh.UID || got.State() != opstask.TaskStatePending {
+		t.Fatalf("the recreated task was touched: %+v", got)
+	}
+}
+
+func testConcurrentClaims(t *testing.T, h Harness) {
+	task := create(t, h, NewTask("conf-claims", "alpha", "full", "etcd-main"))
+	const n = 8
+	var (
+		wins, conflicts atomic.Int32
+		wg              sync.WaitGroup
+		start           = make(chan struct{})
+	)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := task.DeepCopy()
+			if err := c.Status.Transition(opstask.TaskStateInProgress, epoch, fmt.Sprintf("run-%d", i), "claimed"); err != nil {
+				t.Error(err)
+				return
+			}
+			<-start
+			switch err := h.Store.UpdateStatus(context.Background(), c); {
+			case err == nil:
+				wins.Add(1)
+			case errors.Is(err, opstask.ErrConflict):
+				conflicts.Add(1)
+			default:
+				t.Errorf("claim %d: %v", i, err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if wins.Load() != 1 || conflicts.Load() != n-1 {
+		t.Fatalf("%d claims won and %d conflicted, want 1 and %d", wins.Load(), conflicts.Load(), n-1)
+	}
+}
+
+func testWatch(t *testing.T, h Harness) {
+	w, ok := h.Store.(opstask.Watcher)
+	if !ok {
+		t.Skip("store does not implement opstask.Watcher")
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	notified := make(chan struct{}, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- w.Watch(ctx, func() {
+			select {
+			case notified <- struct{}{}:
+			default:
+			}
+		})
+	}()
+	// The watch may start after the first change: keep changing until
+	// notified, within a deadline.
+	task := create(t, h, NewTask("conf-watch", "alpha", "full", ""))
+	deadline := time.After(30 * time.Second)
+	for i := 0; ; i++ {
+		select {
+		case <-notified:
+			cancel()
+			if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+				t.Errorf("Watch returned %v after cancel, want context.Canceled", err)
+			}
+			return
+		case <-deadline:
+			cancel()
+			t.Fatal("no notification 30s after changes")
+		case <-time.After(200 * time.Millisecond):
+			task.Status = opstask.Status{}
+			task.Status.AddError("Tick", fmt.Sprint(i), epoch)
+			if err := h.Store.UpdateStatus(t.Context(), task); err != nil {
+				t.Fatalf("UpdateStatus: %v", err)
+			}
+		}
+	}
+}
+
+func testControllerOrder(t *testing.T, h Harness) {
+	names := []string{"conf-q-c", "conf-q-a", "conf-q-d", "conf-q-b", "conf-q-f", "conf-q-e"}
+	for i, n := range names {
+		create(t, h, NewTask(n, "alpha", fmt.Sprint(i), fmt.Sprintf("target-%d", i%2)))
+	}
+	var (
+		mu      sync.Mutex
+		order   = map[string][]string{}
+		running = map[string]int{}
+	)
+	exec := opstask.ExecutorFunc(func(ctx context.Context, run *opstask.Run) error {
+		tgt := run.Task.Spec.Target
+		mu.Lock()
+		running[tgt]++
+		if running[tgt] > 1 {
+			t.Errorf("two tasks of %s run at once", tgt)
+		}
+		order[tgt] = append(order[tgt], run.Task.Name)
+		mu.Unlock()
+		if err := run.Progress(ctx, "halfway"); err != nil {
+			return err
+		}
+		mu.Lock()
+		running[tgt]--
+		mu.Unlock()
+		return nil
+	})
+	c, err := opstask.New(opstask.Config{
+		Store:      h.Store,
+		Kinds:      []opstask.Kind{{Name: "alpha", Executor: exec, AllowDuplicates: true}},
+		Settle:     -1,
+		DefaultTTL: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		tasks := list(t, h)
+		finished := 0
+		for _, task := range tasks {
+			if task.State().Finished() {
+				finished++
+			}
+		}
+		if finished == len(names) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d tasks finished after 60s", finished, len(names))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	tasks := list(t, h)
+	want := map[string][]string{}
+	var sorted []*opstask.Task
+	for _, task := range tasks {
+		if task.State() != opstask.TaskStateSucceeded {
+			t.Errorf("%s ended %s, want Succeeded: %+v", task.Name, task.State(), task.Status.LastErrors)
+		}
+		sorted = append(sorted, task)
+	}
+	opstask.SortTasks(sorted)
+	for _, task := range sorted {
+		want[task.Spec.Target] = append(want[task.Spec.Target], task.Name)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if d := cmp.Diff(want, order); d != "" {
+		t.Errorf("execution order per target (-queue order +executed):\n%s", d)
+	}
+}
