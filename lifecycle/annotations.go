@@ -163,9 +163,9 @@ func (a Annotations) MarkMounted(claim *corev1.PersistentVolumeClaim, podName st
 type Verdict int
 
 const (
-	// Reuse: the claim may be mounted by the new pod.
+	// ReuseClaim: the claim may be mounted by the new pod.
 	ReuseClaim Verdict = iota
-	// Create: the claim does not exist; create it.
+	// CreateClaim: the claim does not exist; create it.
 	CreateClaim
 	// Wait: do not create the pod now; requeue. The claim is being deleted
 	// or still belongs to an earlier pod.

@@ -1,8 +1,115 @@
-// Package lifecycle owns the life of persistent volume claims that an
-// operator creates for its pods: the KEP-1847 delete policies applied to
-// claims of any owner kind, owner-reference computation, condemned pods on
-// scale-down, waiting for a terminating claim before reuse, unmount tracking
-// annotations and TTL-based claim collection.
+// Package lifecycle owns the life of the persistent volume claims that an
+// operator creates for its pods, for an owner of any kind (a custom resource,
+// not only a StatefulSet): KEP-1847's delete policies, the owner references
+// that carry them out through the garbage collector, the scale-up check that
+// never reuses a claim that is going away, unmount tracking annotations with a
+// time-to-live, and a collector of expired claims.
 //
-// This package is not implemented yet.
+// # Policies
+//
+// A Policy is the form Kubernetes shipped (whenDeleted, whenScaled: Retain or
+// Delete); a Name is one of KEP-1847's four policies, with "StatefulSet"
+// spelled "Owner": Retain, DeleteOnOwnerDeletionOnly,
+// DeleteOnScaledownOnly, DeleteOnScaledownAndOwnerDeletion. Policy.Name and
+// Name.Policy convert losslessly; ParseName also accepts the KEP spellings,
+// and FromStatefulSet / Policy.StatefulSet convert to and from the
+// StatefulSet field. The zero Policy is Retain.
+//
+// # Owner references
+//
+// OwnerReferences is a pure function from (policy, owner, pod, condemned,
+// current references) to the references the claim must have; it follows the
+// StatefulSet controller of Kubernetes (see its doc for the rules). The claim
+// is deleted by the garbage collector: with the owner when the owner holds
+// the claim's controller reference, with the pod when the pod does.
+//
+// An operator calls Manager.SyncOwner on every reconcile with all its pod
+// slots (members): pods in range, and condemned pods before it deletes them.
+// The same call re-converges every claim after a policy change. A typical
+// reconcile:
+//
+//	for each ordinal in range whose pod is missing:
+//		dec, err := m.CheckReuse(ctx, ns, podName, claimName, &owner)
+//		// Wait or DeleteFirst: requeue; CreateClaim: create the claim with
+//		// m.Annotations().Track(podName, ttl); then create the pod
+//	m.SyncOwner(ctx, scope, owner, policy, members) // condemned ones included
+//	for each condemned pod:
+//		delete it (UID precondition), then m.MarkUnmounted(ctx, ns, claim, pod)
+//	res, err := m.Collect(ctx, lifecycle.CollectOptions{Scope: scope})
+//	return reconcile.Result{RequeueAfter: res.RequeueAfter}
+//
+// # Unmount tracking
+//
+// Annotations names three annotations under a prefix (DefaultAnnotationPrefix
+// "groundskeeper.io/", or AerospikeAnnotationPrefix for aerospike-operator's
+// "aerospike.travelaudience.com/"): pvc-ttl (retention.ParseDuration syntax),
+// pod-name and last-unmounted-on (RFC 3339).
+//
+// # Guarantees
+//
+//   - Unknown policy values are rejected, naming the field and the value;
+//     nothing is ever read as Delete by default.
+//   - References this package adds are controller references with
+//     blockOwnerDeletion; a reference to our owner or pod without controller
+//     is upgraded in place; references to other objects are kept, in order.
+//   - A claim that refers to an earlier owner or pod of the same name (another
+//     UID) is not written to. A claim controlled by another object gets no new
+//     reference; only ours are removed, a ConflictingController warning is
+//     recorded on the owner and a *ConflictError returned.
+//   - Every write to a claim is one merge patch carrying the resourceVersion
+//     it was computed from. On a conflict the claim is read again and the
+//     change computed again: another writer's change is never overwritten.
+//   - Non-cascading (orphan) deletion of the owner deletes no claim: the
+//     garbage collector removes the owner's references from them instead.
+//   - CheckReuse never answers ReuseClaim for a claim being deleted, one that
+//     still refers to an earlier pod of the same name, or one whose TTL has
+//     run out since it was unmounted (that one it deletes first). A reused
+//     claim's last-unmounted-on is removed with a resourceVersion guard, so a
+//     collector that decided on the earlier version cannot delete it.
+//   - Collect deletes a claim only if it carries last-unmounted-on, its TTL
+//     (retention.TTL, from that instant) has run out, it is not being
+//     deleted and the pod named by pod-name does not exist or does not mount
+//     it; and it deletes with UID and resourceVersion preconditions, so a
+//     claim changed or recreated since the decision is never deleted. A claim
+//     whose annotations do not parse is never deleted. DryRun returns exactly
+//     the claims it would delete and why.
+//   - Collect reads claims and pods with paginated lists (or the informer
+//     caches given in Scope), never one request per claim; its only other
+//     requests are the deletes.
+//   - Time comes from the injected clock (Config.Clock); Collect returns when
+//     the next claim expires (RequeueAfter) instead of polling.
+//
+// It does not guarantee:
+//
+//   - that the garbage collector has acted when a call returns: deletion by
+//     owner reference is asynchronous, and the PVC protection controller
+//     keeps a claim until no pod uses it.
+//   - freedom from the races KEP-1847 describes: changing the policy while
+//     the owner is being deleted or scaled down may delete claims the new
+//     policy would keep, or keep claims it would delete.
+//   - that a condemned pod that no longer exists gets its claims deleted: as
+//     in the StatefulSet controller, only claims of existing condemned pods
+//     receive a pod reference. Restore a manually deleted pod before scaling
+//     it down.
+//   - that two operators with different prefixes agree: each reads only its
+//     own annotations.
+//
+// Two differences from the StatefulSet controller, both deliberate: owner
+// references are matched by API group, kind and name (not by the exact
+// apiVersion string), because a custom resource may be referred to with any
+// of its served versions; and a stale reference is reported as
+// ErrStaleOwnerReference without a ConflictingController event (the
+// StatefulSet controller records that event for both cases).
+//
+// # Errors
+//
+// Bad input is rejected with errors that wrap ErrInvalidPolicy (a
+// *PolicyError naming the field and value) or ErrInvalidInput (naming the
+// field, or the claim, annotation key and value). SyncClaim and SyncOwner
+// return errors wrapping ErrConflictingController (a *ConflictError with the
+// other controller's reference) and ErrStaleOwnerReference; these describe
+// the claim and do not go away by retrying. ErrTooManyConflicts means the
+// claim kept changing under us: requeue. Errors from the API server are
+// wrapped with the claim's namespace and name; test them with apierrors (for
+// instance apierrors.IsNotFound).
 package lifecycle
