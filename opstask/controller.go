@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 	"time"
 
@@ -245,9 +246,13 @@ func (c *Controller) Sync(ctx context.Context) (time.Duration, error) {
 		queues[k] = append(queues[k], t)
 	}
 	c.forgetObservations(tasks)
+	// Queues whose oldest task is older get free execution slots first.
+	for _, q := range queues {
+		SortTasks(q)
+	}
+	sort.Slice(order, func(i, j int) bool { return queues[order[i]][0].Before(queues[order[j]][0]) })
 	for _, k := range order {
 		q := queues[k]
-		SortTasks(q)
 		at, err := c.syncQueue(ctx, q, now)
 		requeue(at)
 		if err != nil {

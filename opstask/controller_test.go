@@ -1,0 +1,408 @@
+package opstask_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/groundskeeper-io/groundskeeper/opstask"
+	"github.com/groundskeeper-io/groundskeeper/opstask/memstore"
+)
+
+// world is a memstore on a fake clock.
+type world struct {
+	t     *testing.T
+	clock *clocktesting.FakeClock
+	store *memstore.Store
+}
+
+func newWorld(t *testing.T) *world {
+	clk := clocktesting.NewFakeClock(t0)
+	return &world{t: t, clock: clk, store: memstore.New(clk)}
+}
+
+func (w *world) create(name, target string, config map[string]any) *opstask.Task {
+	w.t.Helper()
+	spec := opstask.Spec{Config: map[string]json.RawMessage{}, Target: target}
+	for k, v := range config {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		spec.Config[k] = raw
+	}
+	task, err := w.store.Create(w.t.Context(), &opstask.Task{Namespace: "ns", Name: name, Spec: spec})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.clock.Step(time.Millisecond) // distinct creation times, in creation order
+	return task
+}
+
+func (w *world) get(name string) *opstask.Task {
+	w.t.Helper()
+	task, err := w.store.Get(w.t.Context(), "ns", name)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return task
+}
+
+func (w *world) controller(cfg opstask.Config) *opstask.Controller {
+	w.t.Helper()
+	cfg.Store = w.store
+	cfg.Clock = w.clock
+	if cfg.Settle == 0 {
+		cfg.Settle = -1
+	}
+	c, err := opstask.New(cfg)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return c
+}
+
+func (w *world) sync(ctx context.Context, c *opstask.Controller) time.Duration {
+	w.t.Helper()
+	d, err := c.Sync(ctx)
+	if err != nil {
+		w.t.Fatalf("Sync: %v", err)
+	}
+	return d
+}
+
+// waitState waits (in real time) until the task reaches state.
+func (w *world) waitState(name string, state opstask.TaskState) *opstask.Task {
+	w.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		task, err := w.store.Get(w.t.Context(), "ns", name)
+		if err == nil && task.State() == state {
+			return task
+		}
+		if time.Now().After(deadline) {
+			w.t.Fatalf("task %s did not reach %s in 10s: %+v (err %v)", name, state, task, err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// gate is an executor that blocks each run until released.
+type gate struct {
+	mu      sync.Mutex
+	started []string
+	resumed []string
+	release map[string]chan error
+}
+
+func newGate() *gate { return &gate{release: map[string]chan error{}} }
+
+func (g *gate) ch(name string) chan error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.release[name] == nil {
+		g.release[name] = make(chan error, 1)
+	}
+	return g.release[name]
+}
+
+func (g *gate) Execute(ctx context.Context, run *opstask.Run) error {
+	g.mu.Lock()
+	g.started = append(g.started, run.Task.Name)
+	if run.Resumed {
+		g.resumed = append(g.resumed, run.Task.Name)
+	}
+	g.mu.Unlock()
+	select {
+	case err := <-g.ch(run.Task.Name):
+		return err
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+func (g *gate) startedList() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]string(nil), g.started...)
+}
+
+func lastError(task *opstask.Task) opstask.LastError {
+	if len(task.Status.LastErrors) == 0 {
+		return opstask.LastError{}
+	}
+	return task.Status.LastErrors[len(task.Status.LastErrors)-1]
+}
+
+func TestAdmission(t *testing.T) {
+	w := newWorld(t)
+	g := newGate()
+	quorum := opstask.PreconditionFunc(func(ctx context.Context, task *opstask.Task) error {
+		return opstask.Unmet("NoQuorum", "etcd-main has no quorum")
+	})
+	c := w.controller(opstask.Config{Kinds: []opstask.Kind{
+		{Name: "snapshot", Executor: g, DuplicateKey: func(t *opstask.Task) (string, error) {
+			var cfg struct{ Type string }
+			_, raw, _ := t.Spec.Member()
+			err := json.Unmarshal(raw, &cfg)
+			return cfg.Type, err
+		}},
+		{Name: "recover", Executor: g, Preconditions: []opstask.Precondition{quorum}},
+	}})
+	w.create("t1-full", "etcd-main", map[string]any{"snapshot": map[string]string{"type": "full"}})
+	w.create("t2-full-again", "etcd-main", map[string]any{"snapshot": map[string]string{"type": "full", "note": "other config, same key"}})
+	w.create("t3-delta", "etcd-main", map[string]any{"snapshot": map[string]string{"type": "delta"}})
+	w.create("t4-recover", "etcd-main", map[string]any{"recover": map[string]any{}})
+	w.create("t5-unknown", "etcd-main", map[string]any{"defrag": map[string]any{}})
+	w.create("t6-two", "etcd-main", map[string]any{"snapshot": map[string]string{"type": "full"}, "recover": map[string]any{}})
+	w.create("t7-none", "etcd-main", nil)
+
+	ctx := t.Context()
+	w.sync(ctx, c)
+	if got := w.get("t1-full").State(); got != opstask.TaskStateInProgress {
+		t.Fatalf("head t1-full is %s, want InProgress", got)
+	}
+	for name, code := range map[string]opstask.ErrorCode{
+		"t2-full-again": opstask.CodeDuplicate,
+		"t5-unknown":    opstask.CodeInvalidSpec,
+		"t6-two":        opstask.CodeInvalidSpec,
+		"t7-none":       opstask.CodeInvalidSpec,
+	} {
+		task := w.get(name)
+		lo := task.Status.LastOperation
+		if task.State() != opstask.TaskStateRejected || lastError(task).Code != code || lo == nil || lo.Type != opstask.LastOperationTypeAdmit || lo.State != opstask.LastOperationStateFailed {
+			t.Errorf("%s: %s, lastOperation %+v, lastErrors %+v; want Rejected with %s", name, task.State(), lo, task.Status.LastErrors, code)
+		}
+	}
+	if d := lastError(w.get("t6-two")).Description; !strings.Contains(d, "recover, snapshot") {
+		t.Errorf("two-member rejection does not name them: %q", d)
+	}
+	for _, name := range []string{"t3-delta", "t4-recover"} {
+		if got := w.get(name).State(); got != opstask.TaskStatePending {
+			t.Errorf("%s is %s while t1 runs, want Pending", name, got)
+		}
+	}
+
+	g.ch("t1-full") <- nil
+	w.waitState("t1-full", opstask.TaskStateSucceeded)
+	w.sync(ctx, c)
+	w.waitState("t3-delta", opstask.TaskStateInProgress)
+	g.ch("t3-delta") <- errors.New("backup sidecar unreachable")
+	failed := w.waitState("t3-delta", opstask.TaskStateFailed)
+	if e := lastError(failed); e.Code != opstask.CodeExecutionFailed || e.Description != "backup sidecar unreachable" {
+		t.Errorf("t3-delta failure recorded as %+v", e)
+	}
+	w.sync(ctx, c)
+	rejected := w.waitState("t4-recover", opstask.TaskStateRejected)
+	if e := lastError(rejected); e.Code != "NoQuorum" || !strings.Contains(e.Description, "etcd-main has no quorum") {
+		t.Errorf("precondition rejection recorded as %+v", e)
+	}
+	if got := g.startedList(); strings.Join(got, ",") != "t1-full,t3-delta" {
+		t.Errorf("executed %v, want t1-full,t3-delta", got)
+	}
+}
+
+func TestTimeoutFailsTheTask(t *testing.T) {
+	w := newWorld(t)
+	g := newGate()
+	c := w.controller(opstask.Config{LeaseDuration: time.Minute, Kinds: []opstask.Kind{{Name: "snapshot", Executor: g,
+		Timeout: func(*opstask.Task) (time.Duration, error) { return 8 * time.Minute, nil }}}})
+	w.create("slow", "etcd-main", map[string]any{"snapshot": map[string]any{}})
+	w.sync(t.Context(), c)
+	w.waitState("slow", opstask.TaskStateInProgress)
+	// Renewals keep the lease while the executor runs.
+	for range 7 {
+		w.clock.Step(time.Minute)
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := w.get("slow").State(); got != opstask.TaskStateInProgress {
+		t.Fatalf("after 7 of 8 minutes: %s, want InProgress", got)
+	}
+	w.clock.Step(time.Minute)
+	failed := w.waitState("slow", opstask.TaskStateFailed)
+	if e := lastError(failed); e.Code != opstask.CodeTimeout {
+		t.Errorf("timeout recorded as %+v, want code Timeout", e)
+	}
+}
+
+func TestInterruptedExecution(t *testing.T) {
+	for _, resumable := range []bool{true, false} {
+		name := "kind cannot resume: task fails"
+		if resumable {
+			name = "kind resumes: task runs again and succeeds"
+		}
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t)
+			g := newGate()
+			kinds := []opstask.Kind{{Name: "copy", Executor: g, Resumable: resumable}}
+			lease := 30 * time.Second
+			first := w.controller(opstask.Config{Identity: "first", Kinds: kinds, LeaseDuration: lease})
+			w.create("copy-1", "", map[string]any{"copy": map[string]any{}})
+			w.create("copy-2", "", map[string]any{"copy": map[string]any{"n": 2}})
+
+			ctx, stop := context.WithCancel(t.Context())
+			done := make(chan error, 1)
+			go func() { done <- first.Run(ctx) }()
+			w.waitState("copy-1", opstask.TaskStateInProgress)
+			stop() // the first controller dies mid-execution
+			<-done
+			if got := w.get("copy-1"); got.State() != opstask.TaskStateInProgress || !strings.HasPrefix(got.Status.LastOperation.RunID, "first-") {
+				t.Fatalf("after the first controller stopped: %s by %s, want InProgress by first-*", got.State(), got.Status.LastOperation.RunID)
+			}
+
+			second := w.controller(opstask.Config{Identity: "second", Kinds: kinds, LeaseDuration: lease})
+			if d := w.sync(t.Context(), second); d != lease {
+				t.Errorf("second controller requeues after %s, want the lease %s", d, lease)
+			}
+			w.clock.Step(lease - time.Second)
+			w.sync(t.Context(), second)
+			if got := w.get("copy-1").Status.LastOperation.RunID; !strings.HasPrefix(got, "first-") {
+				t.Fatalf("taken over before the lease ran out, by %s", got)
+			}
+			if got := w.get("copy-2").State(); got != opstask.TaskStatePending {
+				t.Fatalf("copy-2 is %s while copy-1 is InProgress", got)
+			}
+			w.clock.Step(time.Second)
+			w.sync(t.Context(), second)
+			if !resumable {
+				failed := w.waitState("copy-1", opstask.TaskStateFailed)
+				if e := lastError(failed); e.Code != opstask.CodeInterrupted {
+					t.Errorf("interruption recorded as %+v", e)
+				}
+			} else {
+				w.waitState("copy-1", opstask.TaskStateInProgress)
+				deadline := time.Now().Add(5 * time.Second)
+				for len(g.startedList()) < 2 && time.Now().Before(deadline) {
+					time.Sleep(time.Millisecond)
+				}
+				g.mu.Lock()
+				resumed := append([]string(nil), g.resumed...)
+				g.mu.Unlock()
+				if strings.Join(resumed, ",") != "copy-1" {
+					t.Fatalf("resumed %v, want copy-1", resumed)
+				}
+				g.ch("copy-1") <- nil
+				w.waitState("copy-1", opstask.TaskStateSucceeded)
+			}
+			w.sync(t.Context(), second)
+			w.waitState("copy-2", opstask.TaskStateInProgress)
+			g.ch("copy-2") <- nil
+			w.waitState("copy-2", opstask.TaskStateSucceeded)
+			ctx2, stop2 := context.WithCancel(t.Context())
+			stop2()
+			_ = second.Run(ctx2) // waits for its executions
+			_ = ctx2
+		})
+	}
+}
+
+func TestCleanupAfterTTL(t *testing.T) {
+	w := newWorld(t)
+	var cleaned atomic.Int32
+	var sawCleanup atomic.Bool
+	c := w.controller(opstask.Config{DefaultTTL: time.Hour, Kinds: []opstask.Kind{
+		{Name: "job", Executor: opstask.ExecutorFunc(func(ctx context.Context, run *opstask.Run) error { return nil }),
+			Cleanup: func(ctx context.Context, task *opstask.Task) error {
+				cur, err := w.store.Get(ctx, task.Namespace, task.Name)
+				if err == nil && cur.Status.LastOperation.Type == opstask.LastOperationTypeCleanup && cur.Status.LastOperation.State == opstask.LastOperationStateInProgress {
+					sawCleanup.Store(true)
+				}
+				cleaned.Add(1)
+				return nil
+			}},
+	}})
+	task := w.create("job-1", "a", map[string]any{"job": map[string]any{}})
+	_ = task
+	w.sync(t.Context(), c)
+	finished := w.waitState("job-1", opstask.TaskStateSucceeded)
+	end := finished.Status.LastTransitionTime.Time
+	if d := w.sync(t.Context(), c); d != end.Add(time.Hour).Sub(w.clock.Now()) {
+		t.Errorf("requeue after %s, want exactly the TTL's end in %s", d, end.Add(time.Hour).Sub(w.clock.Now()))
+	}
+	w.clock.SetTime(end.Add(time.Hour - time.Nanosecond))
+	if d := w.sync(t.Context(), c); d != time.Nanosecond {
+		t.Errorf("1ns before expiry: requeue after %s, want 1ns", d)
+	}
+	if _, err := w.store.Get(t.Context(), "ns", "job-1"); err != nil {
+		t.Fatalf("deleted before its TTL: %v", err)
+	}
+	w.clock.Step(time.Nanosecond)
+	w.sync(t.Context(), c)
+	if _, err := w.store.Get(t.Context(), "ns", "job-1"); !errors.Is(err, opstask.ErrNotFound) {
+		t.Fatalf("not deleted at its TTL: %v", err)
+	}
+	if cleaned.Load() != 1 || !sawCleanup.Load() {
+		t.Errorf("cleanup ran %d times, Cleanup recorded first: %v; want once, true", cleaned.Load(), sawCleanup.Load())
+	}
+}
+
+func TestConcurrencyLimitAndMetrics(t *testing.T) {
+	w := newWorld(t)
+	g := newGate()
+	reg := prometheus.NewRegistry()
+	m, err := opstask.NewMetrics(reg, &opstask.MetricsOptions{Prefix: "etcddruid_", TargetLabel: "etcd", NamespaceLabel: "etcd_namespace"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := w.controller(opstask.Config{MaxConcurrent: 2, Metrics: m, Kinds: []opstask.Kind{{Name: "snap", Executor: g, AllowDuplicates: true}}})
+	for _, n := range []string{"a", "b", "c"} {
+		w.create("task-"+n, "etcd-"+n, map[string]any{"snap": map[string]any{}})
+	}
+	w.sync(t.Context(), c)
+	time.Sleep(20 * time.Millisecond)
+	inProgress := 0
+	for _, n := range []string{"a", "b", "c"} {
+		if w.get("task-"+n).State() == opstask.TaskStateInProgress {
+			inProgress++
+		}
+	}
+	if inProgress != 2 {
+		t.Fatalf("%d tasks in progress with MaxConcurrent 2", inProgress)
+	}
+	w.clock.Step(3 * time.Second)
+	g.ch("task-a") <- nil
+	w.waitState("task-a", opstask.TaskStateSucceeded)
+	w.sync(t.Context(), c)
+	w.waitState("task-c", opstask.TaskStateInProgress)
+	want := `# HELP etcddruid_operator_tasks_total Tasks that reached a final state, by type, final state and target.
+# TYPE etcddruid_operator_tasks_total counter
+etcddruid_operator_tasks_total{etcd="etcd-a",etcd_namespace="ns",state="Succeeded",type="snap"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "etcddruid_operator_tasks_total"); err != nil {
+		t.Error(err)
+	}
+	if n := testutil.CollectAndCount(reg, "etcddruid_operator_task_duration_seconds"); n != 1 {
+		t.Errorf("%d duration series, want 1", n)
+	}
+	g.ch("task-b") <- nil
+	g.ch("task-c") <- nil
+	w.waitState("task-b", opstask.TaskStateSucceeded)
+	w.waitState("task-c", opstask.TaskStateSucceeded)
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	s := memstore.New(nil)
+	ok := opstask.Kind{Name: "a", Executor: opstask.ExecutorFunc(func(context.Context, *opstask.Run) error { return nil })}
+	for name, cfg := range map[string]opstask.Config{
+		"Store":          {Kinds: []opstask.Kind{ok}},
+		"Kinds is empty": {Store: s},
+		"Executor":       {Store: s, Kinds: []opstask.Kind{{Name: "a"}}},
+		"twice":          {Store: s, Kinds: []opstask.Kind{ok, ok}},
+		"LeaseDuration":  {Store: s, Kinds: []opstask.Kind{ok}, LeaseDuration: -time.Second},
+		"MaxConcurrent":  {Store: s, Kinds: []opstask.Kind{ok}, MaxConcurrent: -1},
+	} {
+		_, err := opstask.New(cfg)
+		if !errors.Is(err, opstask.ErrInvalidConfig) || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: got %v, want ErrInvalidConfig naming %q", name, err, name)
+		}
+	}
+}
