@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -174,7 +176,10 @@ func (m *Manager) Collect(ctx context.Context, opts CollectOptions) (CollectResu
 	if err != nil {
 		return res, err
 	}
-	var errs []error
+	// Decide everything first, then delete: the deletes are independent and
+	// run on a few workers; outcomes land in per-claim slots so the result
+	// does not depend on their timing.
+	var todo []Deletion
 	for _, t := range expired {
 		c := t.claim
 		if pod, ok := pods[t.u.Pod]; ok && mounts(pod, c.Name) {
@@ -183,28 +188,51 @@ func (m *Manager) Collect(ctx context.Context, opts CollectOptions) (CollectResu
 			continue
 		}
 		exp := t.u.Expiry(m.defaultTTL)
-		d := Deletion{Claim: c.Name, UID: c.UID, ResourceVersion: c.ResourceVersion, Pod: t.u.Pod,
+		todo = append(todo, Deletion{Claim: c.Name, UID: c.UID, ResourceVersion: c.ResourceVersion, Pod: t.u.Pod,
 			UnmountedSince: t.u.Since, Expired: exp,
 			Reason: fmt.Sprintf("claim %s unmounted since %s expired at %s", c.Name,
-				t.u.Since.UTC().Format(time.RFC3339), exp.UTC().Format(time.RFC3339))}
-		if opts.DryRun {
-			res.Deleted = append(res.Deleted, d)
-			continue
-		}
-		uid, rv := c.UID, c.ResourceVersion
-		err := m.client.PersistentVolumeClaims(opts.Namespace).Delete(ctx, c.Name, metav1.DeleteOptions{
-			Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
+				t.u.Since.UTC().Format(time.RFC3339), exp.UTC().Format(time.RFC3339))})
+	}
+	if opts.DryRun {
+		res.Deleted = todo
+		return res, nil
+	}
+	outcomes := make([]error, len(todo))
+	attempted := make([]bool, len(todo))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(m.workers, len(todo)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(todo) || ctx.Err() != nil {
+					return
+				}
+				attempted[i] = true
+				d := &todo[i]
+				uid, rv := d.UID, d.ResourceVersion
+				outcomes[i] = m.client.PersistentVolumeClaims(opts.Namespace).Delete(ctx, d.Claim, metav1.DeleteOptions{
+					Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
+			}
+		})
+	}
+	wg.Wait()
+	var errs []error
+	for i, err := range outcomes {
+		d := todo[i]
 		switch {
+		case !attempted[i]:
+			errs = append(errs, fmt.Errorf("lifecycle: delete expired claim %s/%s: %w", opts.Namespace, d.Claim, ctx.Err()))
 		case err == nil:
 			res.Deleted = append(res.Deleted, d)
-			log.V(1).Info("deleted expired claim", "claim", c.Name, "expired", exp)
+			log.V(1).Info("deleted expired claim", "claim", d.Claim, "expired", d.Expired)
 			m.event(opts.Namespace, opts.Owner, corev1.EventTypeNormal, ReasonClaimCollected, d.Reason)
 		case apierrors.IsConflict(err):
-			res.Skipped = append(res.Skipped, Skip{Claim: c.Name, Reason: SkipChanged, Detail: err.Error()})
+			res.Skipped = append(res.Skipped, Skip{Claim: d.Claim, Reason: SkipChanged, Detail: err.Error()})
 		case apierrors.IsNotFound(err):
-			res.Skipped = append(res.Skipped, Skip{Claim: c.Name, Reason: SkipGone})
+			res.Skipped = append(res.Skipped, Skip{Claim: d.Claim, Reason: SkipGone})
 		default:
-			errs = append(errs, fmt.Errorf("lifecycle: delete expired claim %s/%s: %w", opts.Namespace, c.Name, err))
+			errs = append(errs, fmt.Errorf("lifecycle: delete expired claim %s/%s: %w", opts.Namespace, d.Claim, err))
 		}
 	}
 	if len(errs) > 0 {

@@ -69,6 +69,9 @@ type Config struct {
 	MaxAttempts int
 	// PageSize is the page size of list requests. Zero means 500.
 	PageSize int64
+	// DeleteWorkers is how many deletes the collector sends at once. Zero
+	// means 4. The client's own rate limit still applies.
+	DeleteWorkers int
 }
 
 // Manager applies retention policies, tracks unmounts and collects expired
@@ -81,6 +84,7 @@ type Manager struct {
 	defaultTTL  time.Duration
 	maxAttempts int
 	pageSize    int64
+	workers     int
 }
 
 // New validates cfg and returns a Manager.
@@ -94,16 +98,22 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.MaxAttempts < 0 {
 		return nil, fmt.Errorf("%w: Config.MaxAttempts = %d: must not be negative", ErrInvalidInput, cfg.MaxAttempts)
 	}
+	if cfg.DeleteWorkers < 0 {
+		return nil, fmt.Errorf("%w: Config.DeleteWorkers = %d: must not be negative", ErrInvalidInput, cfg.DeleteWorkers)
+	}
 	if cfg.PageSize < 0 {
 		return nil, fmt.Errorf("%w: Config.PageSize = %d: must not be negative", ErrInvalidInput, cfg.PageSize)
 	}
 	m := &Manager{client: cfg.Client, recorder: cfg.Recorder, clock: cfg.Clock, ann: cfg.Annotations,
-		defaultTTL: cfg.DefaultTTL, maxAttempts: cfg.MaxAttempts, pageSize: cfg.PageSize}
+		defaultTTL: cfg.DefaultTTL, maxAttempts: cfg.MaxAttempts, pageSize: cfg.PageSize, workers: cfg.DeleteWorkers}
 	if m.clock == nil {
 		m.clock = clock.RealClock{}
 	}
 	if m.maxAttempts == 0 {
 		m.maxAttempts = 5
+	}
+	if m.workers == 0 {
+		m.workers = 4
 	}
 	if m.pageSize == 0 {
 		m.pageSize = 500

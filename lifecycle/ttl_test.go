@@ -2,6 +2,7 @@ package lifecycle_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -82,13 +83,20 @@ func must[T any](t *testing.T) func(T, error) T {
 
 func waitGone(t *testing.T, c kubernetes.Interface, ns, claim string) {
 	t.Helper()
+	if err := gone(c, ns, claim); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func gone(c kubernetes.Interface, ns, claim string) error {
 	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		_, err := c.CoreV1().PersistentVolumeClaims(ns).Get(ctx, claim, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), client(err)
 	})
 	if err != nil {
-		t.Fatalf("claim %s not gone: %v", claim, err)
+		return fmt.Errorf("claim %s not gone: %w", claim, err)
 	}
+	return nil
 }
 
 // The aerospike flow end to end, with aerospike-operator's annotation names
@@ -209,7 +217,9 @@ func TestCollectorNeverDeletesChangedClaims(t *testing.T) {
 	claims, pods := env.Client.CoreV1().PersistentVolumeClaims(ns), env.Client.CoreV1().Pods(ns)
 	clk := testingclock.NewFakeClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
 	hooks := &hookClient{Client: env.Client.CoreV1()}
-	m := must[*lifecycle.Manager](t)(lifecycle.New(lifecycle.Config{Client: hooks, Clock: clk, DefaultTTL: time.Hour}))
+	// One delete worker: the hooks below run in order, and their writes
+	// happen before Collect returns.
+	m := must[*lifecycle.Manager](t)(lifecycle.New(lifecycle.Config{Client: hooks, Clock: clk, DefaultTTL: time.Hour, DeleteWorkers: 1}))
 	ann := m.Annotations()
 	old := clk.Now().Add(-2 * time.Hour).Format(time.RFC3339)
 	expiredAnn := func(pod string) map[string]string {
@@ -234,7 +244,9 @@ func TestCollectorNeverDeletesChangedClaims(t *testing.T) {
 			if err := claims.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 				t.Error(err)
 			}
-			waitGone(t, env.Client, ns, name)
+			if err := gone(env.Client, ns, name); err != nil {
+				t.Error(err)
+			}
 			c, err := claims.Create(ctx, newClaim(name, "db", expiredAnn("pod-recreated")), metav1.CreateOptions{})
 			if err != nil {
 				t.Error(err)
@@ -245,7 +257,9 @@ func TestCollectorNeverDeletesChangedClaims(t *testing.T) {
 			if err := claims.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 				t.Error(err)
 			}
-			waitGone(t, env.Client, ns, name)
+			if err := gone(env.Client, ns, name); err != nil {
+				t.Error(err)
+			}
 		}
 	}
 	res, err := m.Collect(ctx, lifecycle.CollectOptions{Scope: lifecycle.Scope{Namespace: ns}})
