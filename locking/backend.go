@@ -33,7 +33,12 @@ type Backend interface {
 	// Errors other than ErrConflict and fn's own are the backend's to choose,
 	// but must not expose client-library error types as the only way to
 	// understand them: wrap them with context, and translate what has a
-	// package meaning (a conflict) to the package's sentinel errors.
+	// package meaning to the package's sentinel errors: a conflict to
+	// ErrConflict; an unreachable or unresponsive backend, when nothing was
+	// committed, to ErrUnavailable; a failure after the commit was sent,
+	// when the backend cannot know whether it committed, to ErrUnknownResult
+	// (together with ErrUnavailable). A backend must never report success
+	// for a commit it is not sure of.
 	Update(ctx context.Context, fn func(Txn) error) error
 
 	// As lets users reach the backend's underlying client (a FoundationDB

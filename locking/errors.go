@@ -28,6 +28,21 @@ var (
 	// number of times before returning it. Retrying later is safe.
 	ErrConflict = errors.New("transaction conflict")
 
+	// ErrUnavailable means the backend could not be reached, or did not
+	// answer in time, so the operation could not be done. On its own it
+	// means nothing was committed; retrying later is safe. Backends return
+	// it, wrapped with what they were doing, instead of their client
+	// library's errors.
+	ErrUnavailable = errors.New("backend unavailable")
+
+	// ErrUnknownResult means the connection to the backend failed after a
+	// commit was sent: the transaction may or may not have committed. A Take
+	// that fails this way may have taken or extended the lock, and a Release
+	// may have left it held; Holder says which, and calling Take again is
+	// safe (it extends a lock this instance holds). Errors wrapping
+	// ErrUnknownResult also wrap ErrUnavailable.
+	ErrUnknownResult = errors.New("transaction outcome unknown")
+
 	// ErrCorrupt means a stored lock record could not be decoded or has the
 	// wrong shape. It is never treated as a free lock; a person has to look
 	// at the stored value. Retrying does not help.

@@ -1,0 +1,41 @@
+package etcdlock_test
+
+import (
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
+	"github.com/groundskeeper-io/groundskeeper/locking"
+	"github.com/groundskeeper-io/groundskeeper/locking/etcdlock"
+	"github.com/groundskeeper-io/groundskeeper/locking/locktest"
+)
+
+// newClient connects to endpoints; the client is closed when t ends.
+func newClient(t testing.TB, endpoints ...string) *clientv3.Client {
+	t.Helper()
+	c, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// newBackend returns a backend on the shared etcd server under a key prefix
+// of t's own.
+func newBackend(t testing.TB, c *clientv3.Client) locking.Backend {
+	t.Helper()
+	b, err := etcdlock.New(c, &etcdlock.Options{Prefix: testenv.StartEtcd(t).Prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestConformance(t *testing.T) {
+	etcd := testenv.StartEtcd(t)
+	c := newClient(t, etcd.Endpoints...)
+	locktest.Run(t, func(t *testing.T) locking.Backend { return newBackend(t, c) })
+}
