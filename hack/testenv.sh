@@ -23,6 +23,9 @@ staticcheck_version=v0.8.2
 
 log() { printf 'testenv: %s\n' "$*" >&2; }
 
+# quiet runs a command without the module download chatter of the go command.
+quiet() { "$@" 2> >(grep -v '^go: downloading' >&2); }
+
 # key prints a short hash of its arguments and of the named files' contents.
 key() {
   { printf '%s\n' "$@"; for f in "$@"; do [ -f "$f" ] && cat "$f"; done; go env GOVERSION; } |
@@ -40,7 +43,7 @@ build_kube() {
     log "building kube-apiserver and kube-controller-manager $kube_version (about 8 minutes cold)"
     local v=k8s.io/component-base/version minor=${kube_version#v1.}
     minor=${minor%%.*}
-    (cd "$mod" && go build -trimpath -o "$dir.tmp/" \
+    (cd "$mod" && quiet go build -trimpath -o "$dir.tmp/" \
       -ldflags "-s -w -X $v.gitVersion=$kube_version -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean" \
       ./cmd/kube-apiserver ./cmd/kube-controller-manager)
     rm -rf "$dir" && mv "$dir.tmp" "$dir"
@@ -55,7 +58,7 @@ build_etcd() {
   dir="$cache/etcd-$k"
   if [ ! -x "$dir/etcd" ]; then
     log "building etcd"
-    (cd "$mod" && go build -trimpath -ldflags "-s -w" -o "$dir.tmp/" ./cmd/etcd)
+    (cd "$mod" && quiet go build -trimpath -ldflags "-s -w" -o "$dir.tmp/" ./cmd/etcd)
     rm -rf "$dir" && mv "$dir.tmp" "$dir"
   fi
   link etcd "$dir/etcd"
@@ -67,7 +70,7 @@ goinstall() {
   dir="$cache/$name-$version-$(key "$pkg@$version")"
   if [ ! -x "$dir/$name" ]; then
     log "installing $pkg@$version"
-    GOBIN="$dir.tmp" GOFLAGS=-trimpath go install -ldflags "-s -w" "$pkg@$version"
+    GOBIN="$dir.tmp" GOFLAGS=-trimpath quiet go install -ldflags "-s -w" "$pkg@$version"
     rm -rf "$dir" && mv "$dir.tmp" "$dir"
   fi
   link "$name" "$dir/$name"
