@@ -18,6 +18,7 @@
 //   - status.lastErrors has at most opstask.MaxLastErrors items.
 //
 // +groupName=example.opstask.groundskeeper.io
+// +versionName=v1alpha1
 // +kubebuilder:object:generate=true
 package exampleapi
 

@@ -34,23 +34,35 @@ import (
 type Harness struct {
 	// Store is the store under test; it must start empty.
 	Store opstask.Store
-	// Create creates a task with t's Name, Spec and (when the store lets
-	// creators set it) Status, in the harness's namespace, and returns it as
-	// stored, with UID, ResourceVersion and CreationTimestamp set. The
-	// suite's tasks use the config members "alpha" and "beta", whose values
-	// are objects with an optional string field "mode".
+	// Create creates a task with t's Name and Spec in the harness's
+	// namespace, as users do, and returns it as stored, with UID,
+	// ResourceVersion and CreationTimestamp set.
 	Create func(ctx context.Context, t *opstask.Task) (*opstask.Task, error)
+	// Members are two config member names the store accepts, with a valid
+	// value for each. Default: "alpha" and "beta", both {}.
+	Members [2]Member
+}
+
+// Member is a config member name and a valid value for it.
+type Member struct {
+	Name   string
+	Config json.RawMessage
+}
+
+func (h *Harness) defaults() {
+	if h.Members[0].Name == "" {
+		h.Members = [2]Member{{"alpha", json.RawMessage(`{}`)}, {"beta", json.RawMessage(`{}`)}}
+	}
+}
+
+// task returns a task named name with member i (0 or 1) set.
+func (h Harness) task(name string, i int, target string) *opstask.Task {
+	m := h.Members[i]
+	return &opstask.Task{Name: name, Spec: opstask.Spec{Config: map[string]json.RawMessage{m.Name: m.Config}, Target: target}}
 }
 
 // epoch is a whole second, for timestamps that survive a round trip.
 var epoch = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-
-// NewTask returns a task named name with config member kind set to
-// {"mode": mode} and target target.
-func NewTask(name, kind, mode, target string) *opstask.Task {
-	raw, _ := json.Marshal(map[string]string{"mode": mode})
-	return &opstask.Task{Name: name, Spec: opstask.Spec{Config: map[string]json.RawMessage{kind: raw}, Target: target}}
-}
 
 // Run runs the suite.
 func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
@@ -75,6 +87,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 			if h.Store == nil || h.Create == nil {
 				t.Fatal("harness has no Store or no Create")
 			}
+			h.defaults()
 			tc.fn(t, h)
 		})
 	}
@@ -125,9 +138,9 @@ func specJSON(s opstask.Spec) map[string]any {
 
 func testCreateList(t *testing.T, h Harness) {
 	ttl := int32(90)
-	a := NewTask("conf-a", "alpha", "full", "etcd-main")
+	a := h.task("conf-a", 0, "etcd-main")
 	a.Spec.TTLSecondsAfterFinished = &ttl
-	b := NewTask("conf-b", "beta", "", "")
+	b := h.task("conf-b", 1, "")
 	ca, cb := create(t, h, a), create(t, h, b)
 	got := list(t, h)
 	if len(got) != 2 {
@@ -146,14 +159,20 @@ func testCreateList(t *testing.T, h Harness) {
 			t.Errorf("%s: new task state %q, want Pending", want.Name, g.State())
 		}
 	}
-	if d := cmp.Diff(specJSON(a.Spec), specJSON(got["conf-a"].Spec)); d != "" {
+	if d := cmp.Diff(specJSON(ca.Spec), specJSON(got["conf-a"].Spec)); d != "" {
 		t.Errorf("conf-a spec (-created +listed):\n%s", d)
 	}
-	if d := cmp.Diff(specJSON(b.Spec), specJSON(got["conf-b"].Spec)); d != "" {
+	if d := cmp.Diff(specJSON(cb.Spec), specJSON(got["conf-b"].Spec)); d != "" {
 		t.Errorf("conf-b spec (-created +listed):\n%s", d)
 	}
-	if kind := got["conf-a"].Kind(); kind != "alpha" {
-		t.Errorf("conf-a kind %q, want alpha", kind)
+	if ca.Spec.Target != "etcd-main" || cb.Spec.Target != "" || ca.Spec.TTLSecondsAfterFinished == nil || *ca.Spec.TTLSecondsAfterFinished != 90 || cb.Spec.TTLSecondsAfterFinished != nil {
+		t.Errorf("created specs lost target or TTL: %+v, %+v", ca.Spec, cb.Spec)
+	}
+	if kind := got["conf-a"].Kind(); kind != h.Members[0].Name {
+		t.Errorf("conf-a kind %q, want %s", kind, h.Members[0].Name)
+	}
+	if kind := got["conf-b"].Kind(); kind != h.Members[1].Name {
+		t.Errorf("conf-b kind %q, want %s", kind, h.Members[1].Name)
 	}
 }
 
@@ -172,7 +191,7 @@ func fullStatus(t *testing.T) opstask.Status {
 }
 
 func testStatusRoundTrip(t *testing.T, h Harness) {
-	task := create(t, h, NewTask("conf-status", "alpha", "full", "etcd-main"))
+	task := create(t, h, h.task("conf-status", 0, "etcd-main"))
 	before := task.ResourceVersion
 	task.Status = fullStatus(t)
 	if err := h.Store.UpdateStatus(t.Context(), task); err != nil {
@@ -191,7 +210,7 @@ func testStatusRoundTrip(t *testing.T, h Harness) {
 }
 
 func testStaleUpdate(t *testing.T, h Harness) {
-	task := create(t, h, NewTask("conf-stale", "alpha", "full", "etcd-main"))
+	task := create(t, h, h.task("conf-stale", 0, "etcd-main"))
 	stale := task.DeepCopy()
 	task.Status = fullStatus(t)
 	if err := h.Store.UpdateStatus(t.Context(), task); err != nil {
@@ -210,9 +229,12 @@ func testStaleUpdate(t *testing.T, h Harness) {
 }
 
 func testUpdateKeepsSpec(t *testing.T, h Harness) {
-	task := create(t, h, NewTask("conf-spec", "alpha", "full", "etcd-main"))
+	task := create(t, h, h.task("conf-spec", 0, "etcd-main"))
 	want := specJSON(task.Spec)
-	task.Spec = NewTask("x", "beta", "delta", "other").Spec
+	if len(task.Spec.Config) != 1 {
+		t.Fatalf("created task has config %v", task.Spec.Config)
+	}
+	task.Spec = h.task("x", 1, "other").Spec
 	task.Status = fullStatus(t)
 	if err := h.Store.UpdateStatus(t.Context(), task); err != nil {
 		t.Fatalf("UpdateStatus: %v", err)
@@ -223,7 +245,7 @@ func testUpdateKeepsSpec(t *testing.T, h Harness) {
 }
 
 func testUpdateMissing(t *testing.T, h Harness) {
-	task := create(t, h, NewTask("conf-missing", "alpha", "full", ""))
+	task := create(t, h, h.task("conf-missing", 0, ""))
 	if err := h.Store.Delete(t.Context(), task); err != nil {
 		t.Fatalf("Delete: %v", err)
 	}
@@ -235,7 +257,7 @@ func testUpdateMissing(t *testing.T, h Harness) {
 }
 
 func testDelete(t *testing.T, h Harness) {
-	task := create(t, h, NewTask("conf-delete", "alpha", "full", ""))
+	task := create(t, h, h.task("conf-delete", 0, ""))
 	stale := task.DeepCopy()
 	task.Status = fullStatus(t)
 	if err := h.Store.UpdateStatus(t.Context(), task); err != nil {
@@ -259,11 +281,11 @@ func testDelete(t *testing.T, h Harness) {
 }
 
 func testDeleteRecreated(t *testing.T, h Harness) {
-	old := create(t, h, NewTask("conf-recreated", "alpha", "full", ""))
+	old := create(t, h, h.task("conf-recreated", 0, ""))
 	if err := h.Store.Delete(t.Context(), old); err != nil {
 		t.Fatalf("Delete: %v", err)
 	}
-	fresh := create(t, h, NewTask("conf-recreated", "alpha", "full", ""))
+	fresh := create(t, h, h.task("conf-recreated", 0, ""))
 	if fresh.UID == old.UID {
 		t.Fatalf("recreated task has the old UID %s", old.UID)
 	}
@@ -282,7 +304,7 @@ func testDeleteRecreated(t *testing.T, h Harness) {
 }
 
 func testConcurrentClaims(t *testing.T, h Harness) {
-	task := create(t, h, NewTask("conf-claims", "alpha", "full", "etcd-main"))
+	task := create(t, h, h.task("conf-claims", 0, "etcd-main"))
 	const n = 8
 	var (
 		wins, conflicts atomic.Int32
@@ -334,7 +356,7 @@ func testWatch(t *testing.T, h Harness) {
 	}()
 	// The watch may start after the first change: keep changing until
 	// notified, within a deadline.
-	task := create(t, h, NewTask("conf-watch", "alpha", "full", ""))
+	task := create(t, h, h.task("conf-watch", 0, ""))
 	deadline := time.After(30 * time.Second)
 	for i := 0; ; i++ {
 		select {
@@ -360,7 +382,7 @@ func testWatch(t *testing.T, h Harness) {
 func testControllerOrder(t *testing.T, h Harness) {
 	names := []string{"conf-q-c", "conf-q-a", "conf-q-d", "conf-q-b", "conf-q-f", "conf-q-e"}
 	for i, n := range names {
-		create(t, h, NewTask(n, "alpha", fmt.Sprint(i), fmt.Sprintf("target-%d", i%2)))
+		create(t, h, h.task(n, 0, fmt.Sprintf("target-%d", i%2)))
 	}
 	var (
 		mu      sync.Mutex
@@ -386,7 +408,7 @@ func testControllerOrder(t *testing.T, h Harness) {
 	})
 	c, err := opstask.New(opstask.Config{
 		Store:      h.Store,
-		Kinds:      []opstask.Kind{{Name: "alpha", Executor: exec, AllowDuplicates: true}},
+		Kinds:      []opstask.Kind{{Name: h.Members[0].Name, Executor: exec, AllowDuplicates: true}},
 		Settle:     -1,
 		DefaultTTL: time.Hour,
 	})
