@@ -49,6 +49,9 @@ type snapshot struct {
 	Claims []claimView
 	Pods   []int // ordinals of existing, non-terminating pods
 	raw    string
+	// gcPending: some claim refers to a pod or owner that is gone, so the
+	// garbage collector has work to do.
+	gcPending bool
 }
 
 func (s snapshot) String() string {
@@ -76,6 +79,7 @@ type base struct {
 	name      string
 	firstUIDs map[string]types.UID
 	ownerRef  func(*metav1.OwnerReference) bool
+	ownerGone func(context.Context) (bool, error)
 }
 
 func ordinalOf(name, prefix string) (int, bool) {
@@ -96,6 +100,14 @@ func (b *base) snapshotWith(ctx context.Context, claimPrefix, podPrefix string) 
 	if err != nil {
 		return s, err
 	}
+	ownerGone, err := b.ownerGone(ctx)
+	if err != nil {
+		return s, err
+	}
+	livePods := map[types.UID]bool{}
+	for _, p := range pods.Items {
+		livePods[p.UID] = true
+	}
 	var raw strings.Builder
 	for _, c := range claims.Items {
 		i, ok := ordinalOf(c.Name, claimPrefix)
@@ -111,7 +123,9 @@ func (b *base) snapshotWith(ctx context.Context, claimPrefix, podPrefix string) 
 			switch {
 			case b.ownerRef(&r):
 				who = "Owner"
+				s.gcPending = s.gcPending || ownerGone
 			case r.Kind == "Pod":
+				s.gcPending = s.gcPending || !livePods[r.UID]
 				if n, ok := ordinalOf(r.Name, podPrefix); ok {
 					who = fmt.Sprintf("Pod/%d", n)
 				} else {
@@ -178,6 +192,10 @@ type statefulSet struct {
 func newStatefulSet(c kubernetes.Interface, ns, name string) *statefulSet {
 	s := &statefulSet{base: base{c: c, ns: ns, name: name, firstUIDs: map[string]types.UID{}}}
 	s.ownerRef = func(r *metav1.OwnerReference) bool { return r.Kind == "StatefulSet" && r.Name == name }
+	s.ownerGone = func(ctx context.Context) (bool, error) {
+		_, err := c.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), client(err)
+	}
 	return s
 }
 
@@ -230,8 +248,15 @@ func (s *statefulSet) step(context.Context) error { return nil }
 
 func (s *statefulSet) ready(ctx context.Context) (bool, error) {
 	if s.replicas < 0 {
-		_, err := s.c.AppsV1().StatefulSets(s.ns).Get(ctx, s.name, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), client(err)
+		return s.ownerGone(ctx)
+	}
+	// The controller has seen the last change of the spec.
+	set, err := s.c.AppsV1().StatefulSets(s.ns).Get(ctx, s.name, metav1.GetOptions{})
+	if err != nil {
+		return false, err
+	}
+	if set.Status.ObservedGeneration < set.Generation {
+		return false, nil
 	}
 	return podsReady(ctx, s.c, s.ns, s.name, s.replicas)
 }
@@ -279,6 +304,7 @@ func podsReady(ctx context.Context, c kubernetes.Interface, ns, name string, n i
 // claim hygiene.
 type operator struct {
 	base
+	kind     ownerKind
 	m        *lifecycle.Manager
 	owner    lifecycle.Ref
 	policy   lifecycle.Policy
@@ -286,21 +312,53 @@ type operator struct {
 	deleted  bool
 }
 
-func newOperator(c kubernetes.Interface, m *lifecycle.Manager, ns, name string) *operator {
-	o := &operator{base: base{c: c, ns: ns, name: name, firstUIDs: map[string]types.UID{}}, m: m}
-	o.ownerRef = func(r *metav1.OwnerReference) bool { return r.Kind == "ConfigMap" && r.Name == name }
+func newOperator(c kubernetes.Interface, m *lifecycle.Manager, kind ownerKind, ns, name string) *operator {
+	o := &operator{base: base{c: c, ns: ns, name: name, firstUIDs: map[string]types.UID{}}, m: m, kind: kind}
+	o.ownerRef = func(r *metav1.OwnerReference) bool { return r.Kind == kind.kind() && r.Name == name }
+	o.ownerGone = func(ctx context.Context) (bool, error) { return kind.gone(ctx, ns, name) }
 	return o
+}
+
+// ownerKind creates and deletes the owner object of a custom operator.
+type ownerKind interface {
+	kind() string
+	create(ctx context.Context, ns, name string) (lifecycle.Ref, error)
+	delete(ctx context.Context, ns, name string, p metav1.DeletionPropagation) error
+	// gone reports that the owner no longer exists.
+	gone(ctx context.Context, ns, name string) (bool, error)
+}
+
+// configMapOwner: a ConfigMap stands for a custom resource.
+type configMapOwner struct{ c kubernetes.Interface }
+
+func (configMapOwner) kind() string { return "ConfigMap" }
+
+func (k configMapOwner) create(ctx context.Context, ns, name string) (lifecycle.Ref, error) {
+	cm, err := k.c.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil {
+		return lifecycle.Ref{}, err
+	}
+	return lifecycle.Ref{APIVersion: "v1", Kind: "ConfigMap", Name: cm.Name, UID: cm.UID}, nil
+}
+
+func (k configMapOwner) delete(ctx context.Context, ns, name string, p metav1.DeletionPropagation) error {
+	return k.c.CoreV1().ConfigMaps(ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &p})
+}
+
+func (k configMapOwner) gone(ctx context.Context, ns, name string) (bool, error) {
+	_, err := k.c.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	return apierrors.IsNotFound(err), client(err)
 }
 
 func (o *operator) podName(i int) string   { return fmt.Sprintf("%s-%d", o.name, i) }
 func (o *operator) claimName(i int) string { return fmt.Sprintf("data-%s-%d", o.name, i) }
 
 func (o *operator) create(ctx context.Context, replicas int, policy lifecycle.Policy) error {
-	cm, err := o.c.CoreV1().ConfigMaps(o.ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: o.name}}, metav1.CreateOptions{})
+	owner, err := o.kind.create(ctx, o.ns, o.name)
 	if err != nil {
 		return err
 	}
-	o.owner = lifecycle.Ref{APIVersion: "v1", Kind: "ConfigMap", Name: cm.Name, UID: cm.UID}
+	o.owner = owner
 	o.policy, o.replicas = policy, replicas
 	return o.step(ctx)
 }
@@ -318,13 +376,12 @@ func (o *operator) deletePod(ctx context.Context, i int) error {
 
 func (o *operator) deleteOwner(ctx context.Context, p metav1.DeletionPropagation) error {
 	o.deleted = true
-	return o.c.CoreV1().ConfigMaps(o.ns).Delete(ctx, o.name, metav1.DeleteOptions{PropagationPolicy: &p})
+	return o.kind.delete(ctx, o.ns, o.name, p)
 }
 
 func (o *operator) ready(ctx context.Context) (bool, error) {
 	if o.deleted {
-		_, err := o.c.CoreV1().ConfigMaps(o.ns).Get(ctx, o.name, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), client(err)
+		return o.kind.gone(ctx, o.ns, o.name)
 	}
 	return podsReady(ctx, o.c, o.ns, o.name, o.replicas)
 }
@@ -377,7 +434,7 @@ func (o *operator) step(ctx context.Context) error {
 			}
 			p := &corev1.Pod{
 				ObjectMeta: metav1.ObjectMeta{Name: o.podName(i), Labels: map[string]string{"app": o.name},
-					OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: o.owner.Name, UID: o.owner.UID,
+					OwnerReferences: []metav1.OwnerReference{{APIVersion: o.owner.APIVersion, Kind: o.owner.Kind, Name: o.owner.Name, UID: o.owner.UID,
 						Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}},
 				Spec: podSpec(o.claimName(i)),
 			}
@@ -442,7 +499,7 @@ func settle(ctx context.Context, w workload, quiet time.Duration) (snapshot, err
 			terminating = terminating || c.Terminating
 		}
 		switch {
-		case !ok || terminating || s.raw != last.raw:
+		case !ok || terminating || s.gcPending || s.raw != last.raw:
 			since = time.Time{}
 		case since.IsZero():
 			since = time.Now()

@@ -137,7 +137,7 @@ var scenarios = []scenario{
 
 var policyNames = []lifecycle.Name{lifecycle.Retain, lifecycle.DeleteOnOwnerDeletionOnly, lifecycle.DeleteOnScaledownOnly, lifecycle.DeleteOnScaledownAndOwnerDeletion}
 
-const quiet = 3 * time.Second
+const quiet = 2 * time.Second
 
 // run creates two pods under the scenario's initial policy, then runs its
 // steps, settling after each; it returns the snapshot after every step.
@@ -195,7 +195,7 @@ func TestScenarios(t *testing.T) {
 					name string
 					w    workload
 				}{
-					{"custom owner with lifecycle", newOperator(opEnv.Client, m, opEnv.Namespace, "db")},
+					{"custom owner with lifecycle", newOperator(opEnv.Client, m, configMapOwner{opEnv.Client}, opEnv.Namespace, "db")},
 					{"StatefulSet controller", newStatefulSet(stsEnv.Client, stsEnv.Namespace, "db")},
 				}
 				results := make([][]snapshot, len(impls))
