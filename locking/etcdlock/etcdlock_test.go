@@ -5,6 +5,9 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
 	"github.com/groundskeeper-io/groundskeeper/locking"
@@ -15,7 +18,17 @@ import (
 // newClient connects to endpoints; the client is closed when t ends.
 func newClient(t testing.TB, endpoints ...string) *clientv3.Client {
 	t.Helper()
-	c, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second})
+	c, err := clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+		// Reconnect quickly after the fault tests cut the connection; the
+		// defaults back off for up to two minutes.
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 20 * time.Millisecond, Multiplier: 1.5, Jitter: 0.2, MaxDelay: 200 * time.Millisecond},
+			MinConnectTimeout: time.Second,
+		})},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,4 +51,10 @@ func TestConformance(t *testing.T) {
 	etcd := testenv.StartEtcd(t)
 	c := newClient(t, etcd.Endpoints...)
 	locktest.Run(t, func(t *testing.T) locking.Backend { return newBackend(t, c) })
+}
+
+func BenchmarkLock(b *testing.B) {
+	etcd := testenv.StartEtcd(b)
+	c := newClient(b, etcd.Endpoints...)
+	locktest.RunBenchmarks(b, func(b *testing.B) locking.Backend { return newBackend(b, c) })
 }
