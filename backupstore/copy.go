@@ -117,8 +117,8 @@ type CopyResult struct {
 	Excluded int
 	// Manifest is the final manifest.
 	Manifest *Manifest
-	// Failed are the keys that could not be copied.
-	Failed []KeyError
+	// FailedKeys are the keys that could not be copied, with the reason.
+	FailedKeys []KeyError
 }
 
 // CopyError is returned when some objects were not copied. Rerunning
@@ -282,15 +282,15 @@ func CopyBackups(ctx context.Context, src, dst *blob.Bucket, opts *CopyOptions) 
 		return err
 	})
 	for j, err := range errs {
-		if err != nil && !slices.ContainsFunc(res.Failed, func(f KeyError) bool { return f.Key == m.Entries[todo[j]].Key }) {
+		if err != nil && !slices.ContainsFunc(res.FailedKeys, func(f KeyError) bool { return f.Key == m.Entries[todo[j]].Key }) {
 			// Not started because the context ended.
-			res.Failed = append(res.Failed, KeyError{Key: m.Entries[todo[j]].Key, Err: err})
+			res.FailedKeys = append(res.FailedKeys, KeyError{Key: m.Entries[todo[j]].Key, Err: err})
 			res.CopyProgress.Failed++
 		}
 	}
 	saveErr := c.saveManifest(context.WithoutCancel(ctx))
-	if len(res.Failed) > 0 || ctx.Err() != nil || saveErr != nil {
-		return res, &CopyError{Failed: res.Failed, Err: errors.Join(ctx.Err(), saveErr)}
+	if len(res.FailedKeys) > 0 || ctx.Err() != nil || saveErr != nil {
+		return res, &CopyError{Failed: res.FailedKeys, Err: errors.Join(ctx.Err(), saveErr)}
 	}
 	c.log.V(1).Info("copied backups", "copied", res.Copied, "skipped", res.Skipped, "notFound", res.NotFound, "excluded", res.Excluded)
 	return res, nil
@@ -336,7 +336,7 @@ func (c *copier) listAll(ctx context.Context, b *blob.Bucket, prefix, skip strin
 		var next []byte
 		err := c.withRetry(ctx, func() error {
 			var err error
-			objs, next, err = b.ListPage(ctx, token, listPageSize, &blob.ListOptions{Prefix: prefix})
+			objs, next, err = b.ListPage(ctx, token, listAllPageSize, &blob.ListOptions{Prefix: prefix})
 			return err
 		})
 		if err != nil {
@@ -476,7 +476,7 @@ func (c *copier) finish(ctx context.Context, i int, status Status, size int64, e
 	e := &c.manifest.Entries[i]
 	switch {
 	case err != nil:
-		c.res.Failed = append(c.res.Failed, KeyError{Key: e.Key, Err: err})
+		c.res.FailedKeys = append(c.res.FailedKeys, KeyError{Key: e.Key, Err: err})
 		c.res.CopyProgress.Failed++
 	case status == StatusNotFound:
 		e.Status = StatusNotFound

@@ -93,8 +93,8 @@ type DeleteResult struct {
 	// order. Bytes is their total size.
 	Keys  []string
 	Bytes int64
-	// Failed are the keys that could not be deleted, with the reason.
-	Failed []KeyError
+	// FailedKeys are the keys that could not be deleted, with the reason.
+	FailedKeys []KeyError
 	// Method is how objects were deleted: "s3-batch" (DeleteObjects),
 	// "azure-batch" (Blob Batch), "per-object", or "none" for a dry run.
 	Method string
@@ -187,7 +187,14 @@ var errGone = errors.New("already gone")
 // never sent to the store.
 var errOutsidePrefix = errors.New("key is not under the prefix; refused")
 
-const listPageSize = 1000
+const (
+	listPageSize = 1000
+	// listAllPageSize is the page size where a whole listing is wanted at
+	// once (dry runs, copies): drivers with a smaller maximum use theirs,
+	// and fileblob cannot skip keys between pages.
+	listAllPageSize = 1 << 30
+	maxPasses       = 5
+)
 
 // DeletePrefix deletes every object whose key starts with prefix, and
 // nothing else. The prefix must pass CheckPrefix with opts.PrefixRules.
@@ -210,13 +217,13 @@ func DeletePrefix(ctx context.Context, b *blob.Bucket, prefix string, opts *Dele
 	rm := removerFor(b, opts)
 	d := &deletion{
 		bucket: b, prefix: prefix, rm: rm, opts: opts, log: log, res: res,
-		retry: opts.Retry.withDefaults(), clock: opts.Clock,
+		retry: opts.Retry.withDefaults(), clock: opts.Clock, failed: map[string]bool{},
 	}
 	if d.clock == nil {
 		d.clock = clock.RealClock{}
 	}
 	if opts.DryRun {
-		err := d.list(ctx, func(ts []target) error {
+		err := d.list(ctx, listAllPageSize, func(ts []target) error {
 			for _, t := range ts {
 				res.Keys = append(res.Keys, t.key)
 			}
@@ -228,12 +235,28 @@ func DeletePrefix(ctx context.Context, b *blob.Bucket, prefix string, opts *Dele
 		}
 		return res, nil
 	}
-	err := d.run(ctx)
+	// Passes after the first normally list nothing, at the cost of one
+	// listing request. They catch objects a listing skipped (gocloud's
+	// fileblob pages in directory-walk order, which is not key order, and
+	// can skip keys such as "p/x-y/1" after "p/x/1") and objects written
+	// while the deletion ran.
+	var err error
+	for pass := 1; ; pass++ {
+		var found int
+		found, err = d.run(ctx)
+		if err != nil || found == 0 {
+			break
+		}
+		if pass == maxPasses {
+			err = fmt.Errorf("objects still appear under the prefix after %d passes", maxPasses)
+			break
+		}
+	}
 	res.Method = rm.method()
 	d.report(func(p *DeleteProgress) { p.Done = true })
-	if err != nil || len(res.Failed) > 0 {
-		log.Info("deletion incomplete", "deleted", res.Deleted, "failed", len(res.Failed), "error", err)
-		return res, &DeleteError{Prefix: prefix, Failed: res.Failed, Err: err}
+	if err != nil || len(res.FailedKeys) > 0 {
+		log.Info("deletion incomplete", "deleted", res.Deleted, "failed", len(res.FailedKeys), "error", err)
+		return res, &DeleteError{Prefix: prefix, Failed: res.FailedKeys, Err: err}
 	}
 	log.V(1).Info("deleted prefix", "objects", res.Deleted, "bytes", res.DeletedBytes, "method", res.Method)
 	return res, nil
@@ -248,8 +271,9 @@ type deletion struct {
 	retry  Retry
 	clock  clock.WithTicker
 
-	mu  sync.Mutex // guards res and the Progress calls
-	res *DeleteResult
+	mu     sync.Mutex // guards res, failed and the Progress calls
+	res    *DeleteResult
+	failed map[string]bool // keys that failed for good: not retried by later passes
 }
 
 // report applies f to the running totals and calls Progress.
@@ -263,7 +287,7 @@ func (d *deletion) report(f func(*DeleteProgress)) {
 }
 
 // list pages through the prefix and hands batches of targets to emit.
-func (d *deletion) list(ctx context.Context, emit func([]target) error) error {
+func (d *deletion) list(ctx context.Context, pageSize int, emit func([]target) error) error {
 	lo := &blob.ListOptions{Prefix: d.prefix}
 	d.rm.prepare(lo)
 	n := d.rm.batchSize()
@@ -276,15 +300,18 @@ func (d *deletion) list(ctx context.Context, emit func([]target) error) error {
 		)
 		err := d.withRetry(ctx, func() error {
 			var err error
-			objs, next, err = d.bucket.ListPage(ctx, token, listPageSize, lo)
+			objs, next, err = d.bucket.ListPage(ctx, token, pageSize, lo)
 			return err
 		})
 		if err != nil {
 			return fmt.Errorf("list: %w", err)
 		}
 		var listed, bytes int64
+		d.mu.Lock()
+		failed := d.failed
+		d.mu.Unlock()
 		for _, o := range objs {
-			if o.IsDir {
+			if o.IsDir || len(failed) > 0 && d.isFailed(o.Key) {
 				continue
 			}
 			t := target{key: o.Key, raw: o.Key, size: o.Size}
@@ -313,6 +340,12 @@ func (d *deletion) list(ctx context.Context, emit func([]target) error) error {
 	return nil
 }
 
+func (d *deletion) isFailed(key string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.failed[key]
+}
+
 // withRetry calls f until it succeeds, fails for good, or runs out of tries.
 func (d *deletion) withRetry(ctx context.Context, f func() error) error {
 	for attempt := 1; ; attempt++ {
@@ -335,8 +368,9 @@ func (d *deletion) wait(ctx context.Context, attempt int) error {
 	}
 }
 
-// run pipelines listing and deletion.
-func (d *deletion) run(ctx context.Context) error {
+// run pipelines listing and deletion, and returns the number of objects
+// found.
+func (d *deletion) run(ctx context.Context) (int, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	workers := d.opts.Concurrency
@@ -354,7 +388,9 @@ func (d *deletion) run(ctx context.Context) error {
 			}
 		}()
 	}
-	listErr := d.list(ctx, func(ts []target) error {
+	found := 0
+	listErr := d.list(ctx, listPageSize, func(ts []target) error {
+		found += len(ts)
 		select {
 		case batches <- ts:
 			return nil
@@ -365,9 +401,9 @@ func (d *deletion) run(ctx context.Context) error {
 	close(batches)
 	wg.Wait()
 	if listErr != nil {
-		return listErr
+		return found, listErr
 	}
-	return ctx.Err()
+	return found, ctx.Err()
 }
 
 // deleteBatch deletes ts, retrying the keys that failed transiently, and
@@ -425,6 +461,9 @@ func (d *deletion) deleteBatch(ctx context.Context, ts []target) {
 		p.DeletedBytes += bytes
 		p.Failed += int64(len(failed))
 		d.res.AlreadyGone += gone
-		d.res.Failed = append(d.res.Failed, failed...)
+		d.res.FailedKeys = append(d.res.FailedKeys, failed...)
+		for _, f := range failed {
+			d.failed[f.Key] = true
+		}
 	})
 }

@@ -46,7 +46,7 @@ func Entries(ctx context.Context, b *blob.Bucket, root string) ([]string, error)
 	var out []string
 	token := blob.FirstPageToken
 	for {
-		objs, next, err := b.ListPage(ctx, token, listPageSize, &blob.ListOptions{Prefix: root, Delimiter: Separator})
+		objs, next, err := b.ListPage(ctx, token, listAllPageSize, &blob.ListOptions{Prefix: root, Delimiter: Separator})
 		if err != nil {
 			return nil, fmt.Errorf("backupstore: list entries under %q: %w", root, err)
 		}

@@ -1,0 +1,214 @@
+package backupstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"gocloud.dev/blob"
+
+	"github.com/groundskeeper-io/groundskeeper/backupstore"
+)
+
+// siblings are the keys next to "backups/a/" that share its leading
+// characters, and that no deletion of "backups/a/" may touch.
+var siblings = []string{
+	"backups/a",           // the prefix without its separator, as an object
+	"backups/a.tar",       // same leading characters
+	"backups/ab/00001",    // the sibling prefix of the issue
+	"backups/ab/00002",    //
+	"backups/ab/a/00001",  // nested under the sibling
+	"backups/a-old/00001", // "-" sorts before "/"
+	"backups/a0/00001",    // "0" sorts after "/"
+	"backups/b/a/00001",   // the same name deeper down
+	"other/backups/a/0",   // the same name under another root
+}
+
+// siblingsOn leaves out "backups/a" on file://, where a file cannot have the
+// name of the directory "backups/a/".
+func siblingsOn(scheme string) []string {
+	if scheme == "file" {
+		return siblings[1:]
+	}
+	return siblings
+}
+
+func TestDeletePrefixLeavesSiblings(t *testing.T) {
+	for _, st := range allStores {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			s := st.open(t)
+			b := openStore(t, s)
+			const n, size = 5000, 128
+			fill(t, b, "backups/a/", n, size)
+			put(t, b, siblingsOn(s.Scheme), 64)
+			before := snapshot(t, b, "")
+			ctx := context.Background()
+
+			// A dry run names exactly the objects under the prefix.
+			dry, err := backupstore.DeletePrefix(ctx, b, "backups/a/", &backupstore.DeleteOptions{DryRun: true})
+			if err != nil {
+				t.Fatalf("dry run: %v", err)
+			}
+			if len(dry.Keys) != n || dry.Bytes != n*size {
+				t.Fatalf("dry run: %d keys, %d bytes; want %d, %d", len(dry.Keys), dry.Bytes, n, n*size)
+			}
+			for _, k := range dry.Keys {
+				if _, ok := before[k]; !ok || k[:10] != "backups/a/" {
+					t.Fatalf("dry run names %q", k)
+				}
+			}
+			if got := snapshot(t, b, ""); len(got) != len(before) {
+				t.Fatalf("dry run deleted objects: %d left of %d", len(got), len(before))
+			}
+
+			var mu sync.Mutex
+			var last backupstore.DeleteProgress
+			calls := 0
+			start := time.Now()
+			res, err := backupstore.DeletePrefix(ctx, b, "backups/a/", &backupstore.DeleteOptions{
+				Progress: func(p backupstore.DeleteProgress) {
+					mu.Lock()
+					defer mu.Unlock()
+					if p.Deleted < last.Deleted || p.Listed < last.Listed {
+						t.Errorf("progress went back: %+v after %+v", p, last)
+					}
+					last = p
+					calls++
+				},
+			})
+			if err != nil {
+				t.Fatalf("DeletePrefix: %v", err)
+			}
+			t.Logf("%s: deleted %d objects in %v (%s, %d progress calls)", s.Scheme, res.Deleted, time.Since(start), res.Method, calls)
+			if res.Deleted != n || res.DeletedBytes != n*size || res.Failed != 0 || len(res.FailedKeys) != 0 {
+				t.Errorf("result %+v; want %d deleted, %d bytes", res.DeleteProgress, n, n*size)
+			}
+			if !last.Done || last.Deleted != n || last.Listed != n {
+				t.Errorf("last progress %+v; want Done with %d listed and deleted", last, n)
+			}
+			if left := snapshot(t, b, "backups/a/"); len(left) != 0 {
+				t.Errorf("%d objects left under the prefix", len(left))
+			}
+			after := snapshot(t, b, "")
+			want := maps.Clone(before)
+			maps.DeleteFunc(want, func(k string, _ object) bool { return len(k) > 10 && k[:10] == "backups/a/" })
+			if diff := cmp.Diff(want, after); diff != "" {
+				t.Errorf("objects outside the prefix changed (-before +after):\n%s", diff)
+			}
+			checkContents(t, b, siblingsOn(s.Scheme), 64)
+			wantMethod := map[string][]string{"s3": {"s3-batch"}, "azblob": {"azure-batch", "per-object"}}[s.Scheme]
+			if wantMethod == nil {
+				wantMethod = []string{"per-object"}
+			}
+			if !slices.Contains(wantMethod, res.Method) {
+				t.Errorf("method %q; want one of %v", res.Method, wantMethod)
+			}
+
+			// Running it again finds nothing and succeeds.
+			res, err = backupstore.DeletePrefix(ctx, b, "backups/a/", nil)
+			if err != nil || res.Deleted != 0 {
+				t.Errorf("second run: %+v, %v", res.DeleteProgress, err)
+			}
+		})
+	}
+}
+
+func TestDeletePrefixRefusesUnsafePrefixes(t *testing.T) {
+	b := openURL(t, "mem://", nil)
+	put(t, b, append([]string{"backups/a/1", "x"}, siblings...), 8)
+	before := snapshot(t, b, "")
+	for _, p := range []string{"", "/", "//", "backups/a", "backups/../", "backups/./a/", "../backups/", "backups//", "/backups/a/", "backups/a\x00/"} {
+		res, err := backupstore.DeletePrefix(context.Background(), b, p, nil)
+		if !errors.Is(err, backupstore.ErrUnsafePrefix) {
+			t.Errorf("DeletePrefix(%q) = %v; want ErrUnsafePrefix", p, err)
+		}
+		var pe *backupstore.PrefixError
+		if !errors.As(err, &pe) || pe.Prefix != p {
+			t.Errorf("DeletePrefix(%q): error %v does not name the prefix", p, err)
+		}
+		if res == nil || res.Deleted != 0 || res.Listed != 0 {
+			t.Errorf("DeletePrefix(%q) touched the store: %+v", p, res)
+		}
+	}
+	if diff := cmp.Diff(before, snapshot(t, b, "")); diff != "" {
+		t.Errorf("refused deletions changed the bucket:\n%s", diff)
+	}
+
+	// With the opt-in, a partial prefix deletes its siblings too, as documented.
+	res, err := backupstore.DeletePrefix(context.Background(), b, "backups/a", &backupstore.DeleteOptions{
+		PrefixRules: backupstore.PrefixRules{AllowPartial: true}, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"backups/a", "backups/a-old/00001", "backups/a.tar", "backups/a/1", "backups/a0/00001", "backups/ab/00001", "backups/ab/00002", "backups/ab/a/00001"}
+	if diff := cmp.Diff(want, res.Keys); diff != "" {
+		t.Errorf("partial prefix dry run (-want +got):\n%s", diff)
+	}
+	// The whole bucket only with AllowEmpty.
+	res, err = backupstore.DeletePrefix(context.Background(), b, "", &backupstore.DeleteOptions{PrefixRules: backupstore.PrefixRules{AllowEmpty: true}})
+	if err != nil || res.Deleted != int64(len(before)) {
+		t.Errorf("AllowEmpty: %+v, %v; want %d deleted", res.DeleteProgress, err, len(before))
+	}
+}
+
+func TestDeletePrefixCancel(t *testing.T) {
+	for _, st := range allStores[:4] {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			s := st.open(t)
+			b := openStore(t, s)
+			keys := fill(t, b, "backups/c/", 3000, 16)
+			put(t, b, siblingsOn(s.Scheme), 16)
+			ctx, cancel := context.WithCancel(context.Background())
+			var canceledAt time.Time
+			var once sync.Once
+			res, err := backupstore.DeletePrefix(ctx, b, "backups/c/", &backupstore.DeleteOptions{
+				Concurrency: 1,
+				Progress: func(p backupstore.DeleteProgress) {
+					if p.Deleted > 0 {
+						once.Do(func() { canceledAt = time.Now(); cancel() })
+					}
+				},
+			})
+			returned := time.Since(canceledAt)
+			if !errors.Is(err, context.Canceled) || !errors.Is(err, backupstore.ErrIncomplete) {
+				t.Fatalf("err = %v; want context.Canceled and ErrIncomplete", err)
+			}
+			if returned > 2*time.Second {
+				t.Errorf("returned %v after cancel; want promptly", returned)
+			}
+			if res.Deleted == 0 || res.Deleted >= int64(len(keys)) {
+				t.Errorf("deleted %d of %d before the cancel took effect", res.Deleted, len(keys))
+			}
+			// Every key that failed is still there: failures are exact.
+			left := snapshot(t, b, "backups/c/")
+			var de *backupstore.DeleteError
+			if errors.As(err, &de) {
+				for _, k := range de.Keys() {
+					if _, ok := left[k]; !ok {
+						t.Errorf("%s reported failed but is gone", k)
+					}
+				}
+			}
+			t.Logf("canceled after %d deleted, %d failed, %d left, returned %v after cancel", res.Deleted, len(res.FailedKeys), len(left), returned)
+			// A rerun finishes the job.
+			res, err = backupstore.DeletePrefix(context.Background(), b, "backups/c/", nil)
+			if err != nil || res.Deleted != int64(len(left)) {
+				t.Errorf("rerun: %+v, %v; want %d deleted", res.DeleteProgress, err, len(left))
+			}
+			if got := snapshot(t, b, "backups/"); len(got) != len(snapshot(t, b, ""))-1 || len(got) == 0 {
+				t.Errorf("after rerun %d objects under backups/; want the siblings", len(got))
+			}
+		})
+	}
+}
+
+var _ = fmt.Sprint
+var _ = blob.FirstPageToken
