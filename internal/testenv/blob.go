@@ -31,7 +31,7 @@ const (
 	S3SecretAccessKey = "groundskeeper-secret"
 	S3Region          = "us-east-1"
 	AzureAccount      = "devstoreaccount1"
-	AzureAccountKey   = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFEsnBvL+p+hcDm8ZCnA=="
+	AzureAccountKey   = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 )
 
 // BlobStore is a bucket (container) that belongs to one test, on one of the
@@ -234,7 +234,7 @@ func startAzurite() (*blobServer, error) {
 	endpoint := fmt.Sprintf("127.0.0.1:%d", port)
 	p, err := startProcess("azurite", dir, nil, path,
 		"--blobHost", "127.0.0.1", "--blobPort", strconv.Itoa(port),
-		"--location", filepath.Join(dir, "data"), "--inMemoryPersistence",
+		"--inMemoryPersistence",
 		"--skipApiVersionCheck", "--loose", "--disableProductStyleUrl")
 	if err != nil {
 		return nil, err
