@@ -99,9 +99,12 @@ func runController(t testing.TB, c *opstask.Controller) (stop func()) {
 	ctx, cancel := context.WithCancel(logr.NewContext(context.Background(), testr.NewWithInterface(t, testr.Options{Verbosity: 0})))
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
+	var once sync.Once
 	return func() {
-		cancel()
-		<-done
+		once.Do(func() {
+			cancel()
+			<-done
+		})
 	}
 }
 
@@ -301,7 +304,7 @@ func TestKilledController(t *testing.T) {
 	// Tasks queued behind the interrupted ones.
 	for _, tk := range []*opstask.Task{
 		task("snap-2", "onDemandSnapshot", fullSnapshot, "etcd-main"),
-		task("copy-2", "copyBackups", copyCfg, ""),
+		task("copy-2", "copyBackups", map[string]any{"sourceStore": store, "targetStore": store, "maxBackups": 5}, ""),
 	} {
 		if _, err := k.create(t.Context(), s, tk); err != nil {
 			t.Fatal(err)
