@@ -1,0 +1,393 @@
+package kubelock
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+
+	"github.com/groundskeeper-io/groundskeeper/locking"
+	"github.com/groundskeeper-io/groundskeeper/locking/internal/txnbuf"
+)
+
+// Options configures a Backend. A nil *Options means the defaults.
+type Options struct {
+	// Labels are set on the ConfigMap when the backend creates it. They are
+	// not changed on an existing ConfigMap.
+	Labels map[string]string
+}
+
+// blindAttempts bounds the commits of a transaction that read nothing: its
+// writes do not depend on the object, so a conflict only means the object
+// changed in between, and they are applied again to the new version.
+const blindAttempts = 5
+
+// Backend is a locking.Backend that keeps every key in one ConfigMap. It is
+// safe for concurrent use.
+type Backend struct {
+	client    corev1client.ConfigMapsGetter
+	namespace string
+	name      string
+	labels    map[string]string
+
+	mu   sync.Mutex
+	last *corev1.ConfigMap // the last version read or written, for As
+}
+
+var _ locking.Backend = (*Backend)(nil)
+
+// New returns a backend that keeps its keys in the ConfigMap name in
+// namespace, creating it on the first write. Instances that coordinate must
+// use the same ConfigMap.
+func New(client corev1client.ConfigMapsGetter, namespace, name string, opts *Options) (*Backend, error) {
+	if client == nil {
+		return nil, errors.New("kubelock: client is nil")
+	}
+	if errs := validation.IsDNS1123Label(namespace); len(errs) > 0 {
+		return nil, fmt.Errorf("kubelock: namespace %q: %s", namespace, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return nil, fmt.Errorf("kubelock: ConfigMap name %q: %s", name, strings.Join(errs, "; "))
+	}
+	b := &Backend{client: client, namespace: namespace, name: name}
+	if opts != nil {
+		b.labels = maps.Clone(opts.Labels)
+	}
+	return b, nil
+}
+
+// As supports *corev1client.ConfigMapsGetter (the client given to New) and
+// **corev1.ConfigMap (a copy of the last version of the ConfigMap this
+// backend read or wrote; false if none yet).
+func (b *Backend) As(i any) bool {
+	switch p := i.(type) {
+	case *corev1client.ConfigMapsGetter:
+		*p = b.client
+		return true
+	case **corev1.ConfigMap:
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.last == nil {
+			return false
+		}
+		*p = b.last.DeepCopy()
+		return true
+	}
+	return false
+}
+
+func (b *Backend) remember(cm *corev1.ConfigMap) {
+	if cm == nil {
+		return
+	}
+	b.mu.Lock()
+	b.last = cm
+	b.mu.Unlock()
+}
+
+func (b *Backend) configMaps() corev1client.ConfigMapInterface {
+	return b.client.ConfigMaps(b.namespace)
+}
+
+func (b *Backend) ref() string { return b.namespace + "/" + b.name }
+
+// Update runs fn in a transaction; see locking.Backend.
+//
+// The first read GETs the ConfigMap (a quorum read), and every read of the
+// transaction is answered from that version: the snapshot. Writes are
+// buffered, then applied to the snapshot and written with an update that
+// carries the snapshot's resourceVersion, so the API server refuses it if
+// the object changed since; a create, if it did not exist, is refused if
+// another instance created it meanwhile. Either refusal is
+// locking.ErrConflict.
+//
+// Conflicts are detected per object, not per key: a transaction conflicts
+// with any concurrent commit to the ConfigMap, even one that wrote keys it
+// did not read. That is sound (never a missed conflict) and, for a lock
+// whose transactions all read the lock key, costs nothing.
+func (b *Backend) Update(ctx context.Context, fn func(locking.Txn) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	tx := &txn{b: b}
+	defer tx.finish()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.commit(ctx)
+}
+
+type txn struct {
+	b *Backend
+
+	mu   sync.Mutex
+	done bool
+
+	loaded bool
+	obj    *corev1.ConfigMap // the snapshot; nil if absent or not loaded
+	data   map[string][]byte // the snapshot's decoded keys
+
+	buf txnbuf.Buffer
+}
+
+var errDone = errors.New("kubelock: transaction used after Update returned")
+
+func (t *txn) finish() {
+	t.mu.Lock()
+	t.done = true
+	t.mu.Unlock()
+}
+
+func (t *txn) lock() error {
+	t.mu.Lock()
+	if t.done {
+		t.mu.Unlock()
+		return errDone
+	}
+	return nil
+}
+
+// load reads the snapshot on first use.
+func (t *txn) load(ctx context.Context) error {
+	if t.loaded {
+		return nil
+	}
+	obj, data, err := t.b.get(ctx)
+	if err != nil {
+		return err
+	}
+	t.obj, t.data, t.loaded = obj, data, true
+	return nil
+}
+
+// get reads the ConfigMap; nil if it does not exist.
+func (b *Backend) get(ctx context.Context) (*corev1.ConfigMap, map[string][]byte, error) {
+	obj, err := b.configMaps().Get(ctx, b.name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, map[string][]byte{}, nil
+	}
+	if err != nil {
+		return nil, nil, translateRead(ctx, "get ConfigMap "+b.ref(), err)
+	}
+	b.remember(obj)
+	return obj, decodeData(obj.BinaryData), nil
+}
+
+func (t *txn) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
+	if err := t.lock(); err != nil {
+		return nil, false, err
+	}
+	defer t.mu.Unlock()
+	if v, ok, decided := t.buf.Lookup(key); decided {
+		return v, ok, nil
+	}
+	if err := t.load(ctx); err != nil {
+		return nil, false, err
+	}
+	v, ok := t.data[string(key)]
+	if !ok {
+		return nil, false, nil
+	}
+	return append([]byte{}, v...), true, nil
+}
+
+func (t *txn) GetPrefix(ctx context.Context, prefix []byte) ([]locking.KeyValue, error) {
+	if err := t.lock(); err != nil {
+		return nil, err
+	}
+	defer t.mu.Unlock()
+	if err := t.load(ctx); err != nil {
+		return nil, err
+	}
+	var stored []locking.KeyValue
+	for k, v := range t.data {
+		if strings.HasPrefix(k, string(prefix)) {
+			stored = append(stored, locking.KeyValue{Key: []byte(k), Value: v})
+		}
+	}
+	return t.buf.Merge(prefix, stored), nil
+}
+
+func (t *txn) Set(key, value []byte) error {
+	if err := t.lock(); err != nil {
+		return err
+	}
+	defer t.mu.Unlock()
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	t.buf.Set(key, value)
+	return nil
+}
+
+func (t *txn) Clear(key []byte) error {
+	if err := t.lock(); err != nil {
+		return err
+	}
+	defer t.mu.Unlock()
+	t.buf.Clear(key)
+	return nil
+}
+
+func (t *txn) ClearPrefix(prefix []byte) error {
+	if err := t.lock(); err != nil {
+		return err
+	}
+	defer t.mu.Unlock()
+	if err := t.buf.ClearPrefix(prefix); err != nil {
+		return fmt.Errorf("kubelock: %w", err)
+	}
+	return nil
+}
+
+func (t *txn) commit(ctx context.Context) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.buf.Empty() {
+		return nil // read-only: all reads came from one version
+	}
+	if t.loaded {
+		return t.b.write(ctx, t.obj, t.data, t.buf.Ops())
+	}
+	// Blind writes: apply them to the current version, again if it changed.
+	var err error
+	for range blindAttempts {
+		var (
+			obj  *corev1.ConfigMap
+			data map[string][]byte
+		)
+		if obj, data, err = t.b.get(ctx); err != nil {
+			return err
+		}
+		err = t.b.write(ctx, obj, data, t.buf.Ops())
+		if !errors.Is(err, locking.ErrConflict) {
+			return err
+		}
+	}
+	return err
+}
+
+// write applies ops to data, the decoded keys of obj (nil: absent), and
+// stores the result conditionally on obj's resourceVersion.
+func (b *Backend) write(ctx context.Context, obj *corev1.ConfigMap, data map[string][]byte, ops []txnbuf.Op) error {
+	next := maps.Clone(data)
+	txnbuf.ApplyMap(next, ops, nil)
+	var (
+		written *corev1.ConfigMap
+		err     error
+		verb    string
+	)
+	if obj == nil {
+		verb = "create"
+		cm := &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: b.name, Namespace: b.namespace, Labels: maps.Clone(b.labels)},
+			BinaryData: encodeData(next, nil),
+		}
+		written, err = b.configMaps().Create(ctx, cm, metav1.CreateOptions{})
+	} else {
+		verb = "update"
+		cm := obj.DeepCopy() // keeps its resourceVersion: the precondition
+		cm.BinaryData = encodeData(next, obj.BinaryData)
+		written, err = b.configMaps().Update(ctx, cm, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return translateWrite(ctx, verb+" ConfigMap "+b.ref(), err)
+	}
+	b.remember(written)
+	return nil
+}
+
+// decodeData decodes the binaryData keys that are encoded lock keys;
+// others are not the lock's and are ignored (and kept by encodeData).
+func decodeData(bd map[string][]byte) map[string][]byte {
+	out := make(map[string][]byte, len(bd))
+	for k, v := range bd {
+		if key, err := decodeKey(k); err == nil {
+			out[string(key)] = nonNil(v)
+		}
+	}
+	return out
+}
+
+// encodeData encodes data as binaryData, keeping the entries of old whose
+// keys are not encoded lock keys.
+func encodeData(data map[string][]byte, old map[string][]byte) map[string][]byte {
+	out := make(map[string][]byte, len(data))
+	for k, v := range old {
+		if _, err := decodeKey(k); err != nil {
+			out[k] = v
+		}
+	}
+	for k, v := range data {
+		out[encodeKey([]byte(k))] = nonNil(v)
+	}
+	return out
+}
+
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return bytes.Clone(b)
+}
+
+// translateRead maps a failed GET to the package's errors. Nothing was
+// written.
+func translateRead(ctx context.Context, what string, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return fmt.Errorf("kubelock: %s: %w", what, cerr)
+	}
+	if definite(err) {
+		return fmt.Errorf("kubelock: %s: %s", what, message(err))
+	}
+	return fmt.Errorf("kubelock: %s: %w: %s", what, locking.ErrUnavailable, message(err))
+}
+
+// translateWrite maps a failed create or update to the package's errors.
+// Unless the API server answered that it refused the write, it may have
+// been applied.
+func translateWrite(ctx context.Context, what string, err error) error {
+	switch {
+	case apierrors.IsConflict(err), apierrors.IsAlreadyExists(err), apierrors.IsNotFound(err):
+		// Another instance wrote (or created, or deleted) the ConfigMap
+		// after our snapshot.
+		return fmt.Errorf("kubelock: %s: changed since it was read: %w", what, locking.ErrConflict)
+	case apierrors.IsTooManyRequests(err):
+		// Rejected by the API server's flow control before processing.
+		return fmt.Errorf("kubelock: %s: %w: %s", what, locking.ErrUnavailable, message(err))
+	case definite(err) && ctx.Err() == nil:
+		return fmt.Errorf("kubelock: %s: %s", what, message(err))
+	case ctx.Err() != nil:
+		return fmt.Errorf("kubelock: %s: %w: %w (%w)", what, locking.ErrUnknownResult, locking.ErrUnavailable, ctx.Err())
+	}
+	return fmt.Errorf("kubelock: %s: %w: %w: %s", what, locking.ErrUnknownResult, locking.ErrUnavailable, message(err))
+}
+
+// definite reports whether the API server refused the request for a reason
+// retrying will not cure, before applying it.
+func definite(err error) bool {
+	return apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsForbidden(err) ||
+		apierrors.IsUnauthorized(err) || apierrors.IsRequestEntityTooLargeError(err) ||
+		apierrors.IsMethodNotSupported(err) || apierrors.IsNotAcceptable(err) ||
+		apierrors.IsUnsupportedMediaType(err) || apierrors.IsGone(err)
+}
+
+// message is the error's text, without its type: callers must not need
+// apimachinery to understand our errors.
+func message(err error) string {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		s := status.Status()
+		return fmt.Sprintf("%s (HTTP %d, reason %s)", s.Message, s.Code, s.Reason)
+	}
+	return err.Error()
+}
