@@ -49,7 +49,8 @@ type CodedError struct {
 	Err  error
 }
 
-func (e *CodedError) Error() string { return string(e.Code) + ": " + e.Err.Error() }
+// Error returns the wrapped error's message; the code goes to LastError.Code.
+func (e *CodedError) Error() string { return e.Err.Error() }
 
 // Unwrap returns the wrapped error.
 func (e *CodedError) Unwrap() error { return e.Err }
