@@ -26,9 +26,11 @@ log() { printf 'testenv: %s\n' "$*" >&2; }
 # quiet runs a command without the module download chatter of the go command.
 quiet() { "$@" 2> >(grep -v '^go: downloading' >&2); }
 
-# key prints a short hash of its arguments and of the named files' contents.
+# key prints a short hash of its arguments, with each argument that names a
+# file replaced by the file's contents (never its path: every clone must find
+# the same cache entries), and of the Go version.
 key() {
-  { printf '%s\n' "$@"; for f in "$@"; do [ -f "$f" ] && cat "$f"; done; go env GOVERSION; } |
+  { for a in "$@"; do if [ -f "$a" ]; then cat "$a"; else printf '%s\n' "$a"; fi; done; go env GOVERSION; } |
     sha256sum | cut -c1-12
 }
 
