@@ -117,8 +117,9 @@ func viaProxy(t *testing.T) (*testenv.Kubernetes, *locktest.Proxy, kubernetes.In
 	return kube, proxy, client
 }
 
-// TestConnectionCut runs the hammer through a TCP proxy that, ten times a
-// second, either cuts every connection to the API server and refuses new
+// TestConnectionCut runs the hammer through a TCP proxy that, every 150 ms
+// (a slower pace than etcd's test: client-go reconnects with a TLS
+// handshake), either cuts every connection to the API server and refuses new
 // ones for a moment, or lets requests through but drops the server's
 // replies (so writes are applied and their callers cannot know) before
 // cutting. Operations caught in a fault must fail with an error
@@ -128,7 +129,7 @@ func viaProxy(t *testing.T) (*testenv.Kubernetes, *locktest.Proxy, kubernetes.In
 func TestConnectionCut(t *testing.T) {
 	kube, proxy, client := viaProxy(t)
 	b := newBackend(t, client.CoreV1(), kube.Namespace)
-	done := locktest.InjectFaults(proxy, 100*time.Millisecond)
+	done := locktest.InjectFaults(proxy, 300*time.Millisecond)
 	h, err := locktest.Hammer(t.Context(), b, locktest.HammerOptions{
 		Prefix: "cut", Duration: hammerDuration(t, 5*time.Second), OpTimeout: time.Second,
 	})
