@@ -102,6 +102,13 @@
 //   - ErrNotHeld, as a *HeldError: Release did not clear the record.
 //   - ErrConflict: every attempt conflicted with concurrent transactions;
 //     retrying later is safe.
+//   - ErrUnavailable: the backend could not be reached or did not answer;
+//     nothing was committed, unless the error also wraps ErrUnknownResult.
+//   - ErrUnknownResult: the connection failed after a commit was sent, so
+//     the backend cannot say whether it was applied. A Take that fails this
+//     way may have taken the lock: call Holder, or Take again (which
+//     extends a lock this instance holds). Backends never report such a
+//     commit as a success.
 //   - ErrCorrupt, as a *CorruptError: the stored record is invalid; a person
 //     has to look at it. Terminal: do not retry.
 //
@@ -117,9 +124,25 @@
 // live in sub-packages and pass the conformance suite in locking/locktest:
 //
 //   - locking/memlock: in memory, for tests and a single process.
+//   - locking/etcdlock: etcd v3. A transaction reads at one revision and
+//     commits with one etcd Txn, guarded by mod-revision compares on every
+//     key it read and every prefix range it listed, and on each key listed,
+//     so that a deletion from a listed range is a conflict too.
+//   - locking/kubelock: the Kubernetes API. Every key in one ConfigMap's
+//     binaryData (keys escaped to the characters a ConfigMap key allows); a
+//     transaction reads one version of the object and writes with that
+//     version's resourceVersion, so conflicts are detected per object.
+//   - locking/fdblock: FoundationDB through the official bindings, behind
+//     the build tag fdb. It needs the FoundationDB C client and is not in
+//     this module's go.mod; it has not been compiled or run by this
+//     module's tests (see its documentation).
 //
-// FoundationDB, etcd and Kubernetes API backends are planned and will run the
-// same suite.
+// The etcd and Kubernetes backends are tested against real servers: the
+// conformance suite; 8 contenders, in goroutines and in separate processes,
+// whose recorded history a linearizability checker (porcupine) holds
+// against a model of the lock, a check shown to reject a backend without
+// isolation (locktest.WithoutIsolation); and connections cut, or replies
+// dropped, in the middle of transactions.
 //
 // # As
 //

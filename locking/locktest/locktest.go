@@ -15,6 +15,20 @@
 //
 // Time comes from fake clocks: expiry is tested by stepping them, never by
 // sleeping.
+//
+// Beyond the suite, for backends' own tests and benchmarks:
+//
+//   - RunBenchmarks measures transactions per operation, latency and
+//     contended throughput; Counting counts transactions.
+//   - Hammer (in goroutines) and HammerProcesses (in child processes, see
+//     HammerChild) record a history of contenders taking, extending and
+//     releasing the lock on a fast-running clock; CheckLinearizable checks
+//     it with porcupine against a model of the lock, and CheckCatchesBroken
+//     shows the check rejects the same backend wrapped by
+//     WithoutIsolation.
+//   - Proxy and InjectFaults cut connections and drop replies between a
+//     client and a real server, to test failures in the middle of
+//     transactions.
 package locktest
 
 import (
