@@ -173,8 +173,10 @@ const (
 // package: All{TTL{After: MaxBackupAge}, Newest{N: MaxBackups}}.
 //
 // An object already in the target is not copied again when it has the same
-// size and the same MD5 as the source. Where either side gives no MD5 (S3
-// multipart uploads, some emulators), the fallback is: same size, and the
+// size and the same MD5 as the source (taken from the listing, or from the
+// object's attributes where the listing has none, at one request per
+// object). Where either side has no MD5 at all (S3 multipart uploads, Azure
+// blobs uploaded in blocks without Content-MD5), the fallback is: same size, and the
 // target's metadata MetadataSourceModTime equals the source's modification
 // time, which CopyBackups writes on every object it copies. Objects are
 // written with the source's MD5 as gocloud's ContentMD5 when there is one, so
@@ -230,6 +232,13 @@ func CopyBackups(ctx context.Context, src, dst *blob.Bucket, opts *CopyOptions) 
 	for _, o := range selected {
 		inSource[o.Key] = true
 		e := ManifestEntry{Key: o.Key, Size: o.Size, ModTime: o.ModTime, Status: StatusNone}
+		if len(o.MD5) == 0 {
+			// Some listings leave the MD5 out where the object has one
+			// (fileblob's does).
+			if o.MD5, err = c.md5(ctx, src, o.Key); err != nil {
+				return res, &CopyError{Err: err}
+			}
+		}
 		if len(o.MD5) > 0 {
 			e.MD5 = hex.EncodeToString(o.MD5)
 		}
@@ -404,6 +413,13 @@ func (c *copier) samePresent(ctx context.Context, o, t *blob.ListObject) (bool, 
 	if t == nil || t.Size != o.Size {
 		return false, nil
 	}
+	if len(o.MD5) > 0 && len(t.MD5) == 0 {
+		md5, err := c.md5(ctx, c.dst, t.Key)
+		if err != nil {
+			return false, err
+		}
+		t.MD5 = md5
+	}
 	if len(o.MD5) > 0 && len(t.MD5) > 0 {
 		return bytes.Equal(o.MD5, t.MD5), nil
 	}
@@ -420,6 +436,24 @@ func (c *copier) samePresent(ctx context.Context, o, t *blob.ListObject) (bool, 
 		return false, fmt.Errorf("target %q: %w", t.Key, err)
 	}
 	return attrs.Metadata[MetadataSourceModTime] == o.ModTime.UTC().Format(time.RFC3339Nano), nil
+}
+
+// md5 asks the store for the MD5 of key: nil when it has none or the object
+// is gone.
+func (c *copier) md5(ctx context.Context, b *blob.Bucket, key string) ([]byte, error) {
+	var attrs *blob.Attributes
+	err := c.withRetry(ctx, func() error {
+		var err error
+		attrs, err = b.Attributes(ctx, key)
+		return err
+	})
+	if gcerrors.Code(err) == gcerrors.NotFound {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("attributes of %q: %w", key, err)
+	}
+	return attrs.MD5, nil
 }
 
 // copyOne streams one object and returns its status and the bytes copied.

@@ -189,10 +189,12 @@ var errOutsidePrefix = errors.New("key is not under the prefix; refused")
 
 const (
 	listPageSize = 1000
-	// listAllPageSize is the page size where a whole listing is wanted at
-	// once (dry runs, copies): drivers with a smaller maximum use theirs,
-	// and fileblob cannot skip keys between pages.
-	listAllPageSize = 1 << 30
+	// listAllPageSize is the page size where a whole listing is wanted
+	// (dry runs, copies): gocloud fills a page from several driver pages
+	// where the store's maximum is smaller, and fileblob, whose pages follow
+	// the directory walk and not key order, cannot skip keys between pages
+	// of a listing that fits one page.
+	listAllPageSize = 100_000
 	maxPasses       = 5
 )
 
