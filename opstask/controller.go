@@ -16,6 +16,9 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/retention"
 )
 
+// syncWorkers bounds the queues and expired tasks a Sync acts on at once.
+const syncWorkers = 8
+
 // Defaults of Config.
 const (
 	DefaultTTL           = time.Hour
@@ -80,6 +83,7 @@ type Controller struct {
 
 	mu       sync.Mutex
 	running  map[string]*runner // by task key
+	reserved int                // slots reserved for starts in flight
 	observed map[string]observation
 	wg       sync.WaitGroup
 }
@@ -251,26 +255,45 @@ func (c *Controller) Sync(ctx context.Context) (time.Duration, error) {
 		SortTasks(q)
 	}
 	sort.Slice(order, func(i, j int) bool { return queues[order[i]][0].Before(queues[order[j]][0]) })
+	// Queues are independent, and so are expired tasks: act on them
+	// concurrently, so that a Sync costs a few write latencies, not one per
+	// queue. Slots are reserved beforehand, older queues first.
+	var mu sync.Mutex
+	jobs := make([]func() (time.Time, error), 0, len(order))
 	for _, k := range order {
 		q := queues[k]
-		at, err := c.syncQueue(ctx, q, now)
-		requeue(at)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		if ctx.Err() != nil {
-			return 0, ctx.Err()
-		}
+		slot := needsSlot(q) && c.reserveSlot()
+		jobs = append(jobs, func() (time.Time, error) { return c.syncQueue(ctx, q, now, slot) })
 	}
 	for _, t := range tasks {
-		if !t.State().Finished() {
-			continue
+		if t.State().Finished() {
+			jobs = append(jobs, func() (time.Time, error) { return c.cleanup(ctx, t, now) })
 		}
-		at, err := c.cleanup(ctx, t, now)
-		requeue(at)
-		if err != nil {
-			errs = append(errs, err)
-		}
+	}
+	work := make(chan func() (time.Time, error))
+	var wg sync.WaitGroup
+	for range min(syncWorkers, len(jobs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for job := range work {
+				at, err := job()
+				mu.Lock()
+				requeue(at)
+				if err != nil {
+					errs = append(errs, err)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, job := range jobs {
+		work <- job
+	}
+	close(work)
+	wg.Wait()
+	if ctx.Err() != nil {
+		return 0, ctx.Err()
 	}
 	var d time.Duration
 	if !next.IsZero() {
@@ -299,10 +322,33 @@ func (c *Controller) forgetObservations(tasks []*Task) {
 	}
 }
 
-// syncQueue acts on one target's queue, sorted. It returns when to look
-// again because of time alone.
-func (c *Controller) syncQueue(ctx context.Context, q []*Task, now time.Time) (time.Time, error) {
+// needsSlot reports whether a queue may start a task: it has a pending task
+// and none in progress.
+func needsSlot(q []*Task) bool {
+	pending := false
+	for _, t := range q {
+		switch t.State() {
+		case TaskStateInProgress:
+			return false
+		case TaskStatePending:
+			pending = true
+		}
+	}
+	return pending
+}
+
+// syncQueue acts on one target's queue, sorted, with an execution slot
+// reserved for it if slot is set. It returns when to look again because of
+// time alone.
+func (c *Controller) syncQueue(ctx context.Context, q []*Task, now time.Time, slot bool) (time.Time, error) {
 	log := logr.FromContextOrDiscard(ctx)
+	if slot {
+		defer func() {
+			if slot {
+				c.releaseSlot() // not handed to start
+			}
+		}()
+	}
 	var next time.Time
 	requeue := func(at time.Time) {
 		if next.IsZero() || at.Before(next) {
@@ -373,7 +419,7 @@ func (c *Controller) syncQueue(ctx context.Context, q []*Task, now time.Time) (t
 				return next, nil
 			}
 		}
-		if !c.slotFree() {
+		if !slot {
 			return next, nil // a finishing execution triggers another Sync
 		}
 		k, _, _ := c.kindAndKey(t)
@@ -389,6 +435,7 @@ func (c *Controller) syncQueue(ctx context.Context, q []*Task, now time.Time) (t
 			requeue(now.Add(c.cfg.RetryInterval))
 			return next, nil
 		}
+		slot = false // start takes the reservation over
 		return next, c.start(ctx, k, t, now)
 	}
 	return next, nil
@@ -438,20 +485,35 @@ func (c *Controller) reject(ctx context.Context, t *Task, now time.Time, code Er
 	return nil
 }
 
-func (c *Controller) slotFree() bool {
+// reserveSlot reserves an execution slot, if one is free, for a start or a
+// takeover; launch turns the reservation into a running execution and
+// releaseSlot gives it back.
+func (c *Controller) reserveSlot() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.running) < c.cfg.MaxConcurrent
+	if len(c.running)+c.reserved >= c.cfg.MaxConcurrent {
+		return false
+	}
+	c.reserved++
+	return true
+}
+
+func (c *Controller) releaseSlot() {
+	c.mu.Lock()
+	c.reserved--
+	c.mu.Unlock()
 }
 
 // start claims a pending task (Pending → InProgress, guarded by its
-// resourceVersion) and runs it.
+// resourceVersion) and runs it in the slot reserved for it.
 func (c *Controller) start(ctx context.Context, k *Kind, t *Task, now time.Time) error {
 	runID := c.newRunID()
 	if err := t.Status.Transition(TaskStateInProgress, now, runID, "execution started"); err != nil {
+		c.releaseSlot()
 		return err
 	}
 	if err := c.cfg.Store.UpdateStatus(ctx, t); err != nil {
+		c.releaseSlot()
 		if errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) {
 			c.notify() // another controller got there first: look again
 			return nil
@@ -481,7 +543,7 @@ func (c *Controller) checkForeign(ctx context.Context, t *Task, now time.Time) (
 	if now.Before(expires) {
 		return expires, nil
 	}
-	if !c.slotFree() {
+	if !c.reserveSlot() {
 		return now.Add(c.cfg.RetryInterval), nil
 	}
 	prev := ""
@@ -500,6 +562,7 @@ func (c *Controller) checkForeign(ctx context.Context, t *Task, now time.Time) (
 		fail = WithCode(CodeInterrupted, fmt.Errorf("%w: run %s stopped renewing for %s", ErrInterrupted, prev, c.cfg.LeaseDuration))
 	}
 	if fail != nil {
+		c.releaseSlot()
 		if err := t.Status.Transition(TaskStateFailed, now, runID, fail.Error()); err != nil {
 			return time.Time{}, err
 		}
@@ -517,9 +580,11 @@ func (c *Controller) checkForeign(ctx context.Context, t *Task, now time.Time) (
 		return time.Time{}, nil
 	}
 	if err := t.Status.Progress(now, runID, fmt.Sprintf("resumed: run %s stopped renewing", prev)); err != nil {
+		c.releaseSlot()
 		return time.Time{}, err
 	}
 	if err := c.cfg.Store.UpdateStatus(ctx, t); err != nil {
+		c.releaseSlot()
 		if errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) {
 			c.notify()
 			return time.Time{}, nil

@@ -25,11 +25,13 @@ type runner struct {
 	lost      bool
 }
 
-// launch runs t, already claimed under runID, in a goroutine.
+// launch runs t, already claimed under runID, in a goroutine, in the slot
+// reserved for it.
 func (c *Controller) launch(ctx context.Context, k *Kind, t *Task, runID string, resumed bool) {
 	now := c.cfg.Clock.Now()
 	r := &runner{c: c, kind: k, runID: runID, task: t.DeepCopy(), renewedAt: now}
 	c.mu.Lock()
+	c.reserved--
 	c.running[t.Key()] = r
 	delete(c.observed, t.Key())
 	c.mu.Unlock()
