@@ -395,8 +395,10 @@ func (m *Manager) SyncOwner(ctx context.Context, scope Scope, owner Ref, policy 
 func (m *Manager) CheckReuse(ctx context.Context, namespace, podName, claimName string, owner *Ref) (ReuseDecision, error) {
 	log := logr.FromContextOrDiscard(ctx).WithValues("claim", claimName, "pod", podName)
 	var dec ReuseDecision
+	var decidedOn *corev1.PersistentVolumeClaim
 	_, err := m.mutate(ctx, namespace, claimName, nil, func(c *corev1.PersistentVolumeClaim) (map[string]any, error) {
 		var err error
+		decidedOn = c
 		dec, err = m.ann.Reuse(c, podName, "", m.defaultTTL, m.clock.Now())
 		if err != nil || dec.Verdict != ReuseClaim {
 			return nil, err
@@ -410,36 +412,22 @@ func (m *Manager) CheckReuse(ctx context.Context, namespace, podName, claimName 
 		return ReuseDecision{}, err
 	}
 	if dec.Verdict == DeleteFirst {
-		// Re-read is not needed: mutate handed compute the claim it read, and
-		// the preconditions below fail if it changed since.
-		if err := m.deleteExpired(ctx, namespace, claimName, owner, dec); err != nil {
-			return dec, err
+		// Delete exactly the version decided on: if it changed since (a
+		// pod re-mounted it, say), the preconditions fail and we wait.
+		uid, rv := decidedOn.UID, decidedOn.ResourceVersion
+		err := m.client.PersistentVolumeClaims(namespace).Delete(ctx, claimName, metav1.DeleteOptions{
+			Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
+		switch {
+		case err == nil:
+			log.Info("deleted expired claim before reuse", "reason", dec.Reason)
+			m.event(namespace, owner, corev1.EventTypeNormal, ReasonExpiredClaimDeleted, dec.Reason)
+		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+			// Gone or changed: the caller waits and checks again.
+		default:
+			return dec, fmt.Errorf("lifecycle: delete expired claim %s/%s: %w", namespace, claimName, err)
 		}
-		log.Info("deleted expired claim before reuse", "reason", dec.Reason)
 	}
 	return dec, nil
-}
-
-func (m *Manager) deleteExpired(ctx context.Context, namespace, claimName string, owner *Ref, dec ReuseDecision) error {
-	c, err := m.client.PersistentVolumeClaims(namespace).Get(ctx, claimName, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("lifecycle: get claim %s/%s: %w", namespace, claimName, err)
-	}
-	// Decide again on what will be deleted.
-	again, err := m.ann.Reuse(c, "", "", m.defaultTTL, m.clock.Now())
-	if err != nil || again.Verdict != DeleteFirst {
-		return err
-	}
-	err = m.client.PersistentVolumeClaims(namespace).Delete(ctx, claimName, metav1.DeleteOptions{
-		Preconditions: &metav1.Preconditions{UID: &c.UID, ResourceVersion: &c.ResourceVersion}})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("lifecycle: delete expired claim %s/%s: %w", namespace, claimName, err)
-	}
-	m.event(namespace, owner, corev1.EventTypeNormal, ReasonExpiredClaimDeleted, dec.Reason)
-	return nil
 }
 
 // MarkUnmounted records on the claim that its pod podName was deleted now
