@@ -385,6 +385,37 @@ func runBackend(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 		}
 	})
 
+	t.Run("write after a concurrent delete under a read prefix conflicts", func(t *testing.T) {
+		// A guard on the newest revision in the range would miss this: a
+		// deleted key leaves nothing in the range to compare.
+		e := newEnv(t, newBackend)
+		e.put(e.key("set/a"), []byte("x"))
+		e.put(e.key("set/b"), []byte("x"))
+		p := newPausing(e.backend)
+		done := make(chan error, 1)
+		go func() {
+			done <- p.Update(e.ctx, func(tx locking.Txn) error {
+				kvs, err := tx.GetPrefix(e.ctx, e.key("set/"))
+				if err != nil {
+					return err
+				}
+				return tx.Set(e.key("count"), []byte{byte(len(kvs))})
+			})
+		}()
+		<-p.paused
+		err := e.backend.Update(e.ctx, func(tx locking.Txn) error { return tx.Clear(e.key("set/b")) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		close(p.release)
+		if err := <-done; !errors.Is(err, locking.ErrConflict) {
+			t.Fatalf("first transaction = %v, want ErrConflict", err)
+		}
+		if _, ok := e.raw(e.key("count")); ok {
+			t.Fatalf("the conflicting transaction's write was committed")
+		}
+	})
+
 	t.Run("concurrent read-modify-write loses no update", func(t *testing.T) {
 		e := newEnv(t, newBackend)
 		k := e.key("counter")
