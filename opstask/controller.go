@@ -222,7 +222,8 @@ func (c *Controller) notify() {
 // Sync reads every task once and acts on what it read: rejects invalid and
 // duplicate tasks, admits and starts the head of each idle queue, takes over
 // executions whose controller stopped, and cleans up tasks whose TTL ran
-// out. Executions run in goroutines. It returns when the next Sync is due
+// out. Executions run in goroutines under ctx: canceling it stops them as
+// Run's shutdown does. It returns when the next Sync is due
 // because of time alone (0: none), and the first error. Run calls it; it is
 // exported for tests and for callers with their own loop.
 func (c *Controller) Sync(ctx context.Context) (time.Duration, error) {
@@ -566,7 +567,7 @@ func (c *Controller) checkForeign(ctx context.Context, t *Task, now time.Time) (
 		if err := t.Status.Transition(TaskStateFailed, now, runID, fail.Error()); err != nil {
 			return time.Time{}, err
 		}
-		t.Status.AddError(codeOf(fail, CodeExecutionFailed), fail.Error(), now)
+		t.Status.AddError(codeOf(fail, CodeInvalidSpec), fail.Error(), now)
 		if err := c.cfg.Store.UpdateStatus(ctx, t); err != nil {
 			if errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) {
 				c.notify()
