@@ -12,14 +12,6 @@ import (
 
 const ff = 0xff
 
-func bigFromString(s string) *big.Int {
-	v, ok := new(big.Int).SetString(s, 0)
-	if !ok {
-		panic("bad big integer literal " + s)
-	}
-	return v
-}
-
 func shl1(n uint) *big.Int { return new(big.Int).Lsh(big.NewInt(1), n) }
 
 func add(a *big.Int, d int64) *big.Int { return new(big.Int).Add(a, big.NewInt(d)) }
