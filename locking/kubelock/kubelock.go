@@ -17,6 +17,7 @@ import (
 
 	"github.com/groundskeeper-io/groundskeeper/locking"
 	"github.com/groundskeeper-io/groundskeeper/locking/internal/txnbuf"
+	"github.com/groundskeeper-io/groundskeeper/locking/kubelock/internal/configmapkey"
 )
 
 // Options configures a Backend. A nil *Options means the defaults.
@@ -222,8 +223,8 @@ func (t *txn) Set(key, value []byte) error {
 		return err
 	}
 	defer t.mu.Unlock()
-	if err := checkKey(key); err != nil {
-		return err
+	if err := configmapkey.Check(key); err != nil {
+		return fmt.Errorf("kubelock: %w", err)
 	}
 	t.buf.Set(key, value)
 	return nil
@@ -311,7 +312,7 @@ func (b *Backend) write(ctx context.Context, obj *corev1.ConfigMap, data map[str
 func decodeData(bd map[string][]byte) map[string][]byte {
 	out := make(map[string][]byte, len(bd))
 	for k, v := range bd {
-		if key, err := decodeKey(k); err == nil {
+		if key, err := configmapkey.Decode(k); err == nil {
 			out[string(key)] = nonNil(v)
 		}
 	}
@@ -323,12 +324,12 @@ func decodeData(bd map[string][]byte) map[string][]byte {
 func encodeData(data map[string][]byte, old map[string][]byte) map[string][]byte {
 	out := make(map[string][]byte, len(data))
 	for k, v := range old {
-		if _, err := decodeKey(k); err != nil {
+		if _, err := configmapkey.Decode(k); err != nil {
 			out[k] = v
 		}
 	}
 	for k, v := range data {
-		out[encodeKey([]byte(k))] = nonNil(v)
+		out[configmapkey.Encode([]byte(k))] = nonNil(v)
 	}
 	return out
 }

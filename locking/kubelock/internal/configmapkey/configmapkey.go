@@ -1,4 +1,7 @@
-package kubelock
+// Package configmapkey escapes arbitrary byte strings into ConfigMap keys
+// and back, for kubelock. It has no dependencies, so that it can be fuzzed
+// quickly.
+package configmapkey
 
 import (
 	"errors"
@@ -6,20 +9,21 @@ import (
 	"strings"
 )
 
-// maxKeyLen is the longest ConfigMap key the API server accepts.
-const maxKeyLen = 253
+// MaxLen is the longest ConfigMap key the API server accepts.
+const MaxLen = 253
 
-// ConfigMap keys may contain only [-._a-zA-Z0-9], while the lock's keys are
-// arbitrary bytes (the default prefix starts with 0xff 0x02). encodeKey
-// keeps letters, digits, '-' and '_' and writes every other byte as '.'
-// followed by two lowercase hex digits, so the key of the lock record,
+// Encode escapes key for a ConfigMap. ConfigMap keys may contain only
+// [-._a-zA-Z0-9], while the lock's keys are arbitrary bytes (the default
+// prefix starts with 0xff 0x02). Encode keeps letters, digits, '-' and '_'
+// and writes every other byte as '.' followed by two lowercase hex digits,
+// so the key of the lock record,
 // "\xff\x02/org.foundationdb.kubernetes-operator/global", is stored as
 // ".ff.02.2forg.2efoundationdb.2ekubernetes-operator.2fglobal": still
 // readable in `kubectl get configmap -o yaml`, and much shorter than base64
 // or hex of the whole key for such mostly-text keys, which matters under
 // the 253-character limit. The encoding is a bijection (every byte has one
 // form), and never produces "." or "..".
-func encodeKey(key []byte) string {
+func Encode(key []byte) string {
 	var b strings.Builder
 	b.Grow(len(key) + len(key)/4)
 	for _, c := range key {
@@ -36,9 +40,8 @@ func plain(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_'
 }
 
-// decodeKey reverses encodeKey, and rejects anything encodeKey does not
-// produce.
-func decodeKey(s string) ([]byte, error) {
+// Decode reverses Encode, and rejects anything Encode does not produce.
+func Decode(s string) ([]byte, error) {
 	if s == "" {
 		return nil, errors.New("empty key")
 	}
@@ -77,13 +80,13 @@ func unhex(c byte) (byte, bool) {
 	return 0, false
 }
 
-// checkKey rejects keys a ConfigMap cannot hold.
-func checkKey(key []byte) error {
+// Check rejects keys a ConfigMap cannot hold once encoded.
+func Check(key []byte) error {
 	if len(key) == 0 {
-		return errors.New("kubelock: empty key")
+		return errors.New("empty key")
 	}
-	if n := len(encodeKey(key)); n > maxKeyLen {
-		return fmt.Errorf("kubelock: key %q is %d characters long once encoded for a ConfigMap, more than the %d allowed", key, n, maxKeyLen)
+	if n := len(Encode(key)); n > MaxLen {
+		return fmt.Errorf("key %q is %d characters long once encoded for a ConfigMap, more than the %d allowed", key, n, MaxLen)
 	}
 	return nil
 }
