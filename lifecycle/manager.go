@@ -385,10 +385,11 @@ func (m *Manager) SyncOwner(ctx context.Context, scope Scope, owner Ref, policy 
 //
 //   - CreateClaim: the claim does not exist;
 //   - Wait: the claim is terminating or belongs to an earlier pod;
-//   - DeleteFirst: the claim had expired; it has been deleted here, with
-//     UID and resourceVersion preconditions (an ExpiredClaimDeleted event is
-//     recorded on owner when given). Wait for it to be gone, then create a
-//     fresh one;
+//   - DeleteFirst: the claim had expired; the version decided on has been
+//     deleted here, with UID and resourceVersion preconditions (an
+//     ExpiredClaimDeleted event is recorded on owner when given; if the
+//     claim changed in between, nothing is deleted). Requeue: wait for it
+//     to be gone, then create a fresh one;
 //   - ReuseClaim: the claim may be mounted. Its last-unmounted-on annotation
 //     has been removed (and pod-name set), guarded by its resourceVersion, so
 //     a collector that decided on the earlier version cannot delete it.
