@@ -612,14 +612,53 @@ func (c *Controller) deadline(k *Kind, t *Task) time.Time {
 	return start.Add(d)
 }
 
-// cleanup deletes a finished task whose TTL ran out, after the kind's
-// cleanup, and otherwise returns when it runs out.
-func (c *Controller) cleanup(ctx context.Context, t *Task, now time.Time) (time.Time, error) {
+// Expired is a finished task whose time-to-live has run out: Sync runs its
+// kind's Cleanup and deletes it.
+type Expired struct {
+	Task *Task
+	// FinishedAt is when the task reached its final state
+	// (lastTransitionTime; its creation if it has none).
+	FinishedAt time.Time
+	// TTL is the time-to-live that applied: spec.ttlSecondsAfterFinished or
+	// Config.DefaultTTL.
+	TTL time.Duration
+}
+
+// DryRun returns the tasks that Sync would clean up and delete if it ran
+// now, and why, without changing anything.
+func (c *Controller) DryRun(ctx context.Context) ([]Expired, error) {
+	tasks, err := c.cfg.Store.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("opstask: list tasks: %w", err)
+	}
+	now := c.cfg.Clock.Now()
+	var out []Expired
+	var errs []error
+	for _, t := range tasks {
+		if !t.State().Finished() {
+			continue
+		}
+		e, _, err := c.expiry(t, now)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if e != nil {
+			out = append(out, *e)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Task.Before(out[j].Task) })
+	return out, errors.Join(errs...)
+}
+
+// expiry decides, for a finished task, whether its TTL has run out at now
+// (a non-nil Expired) or when it will (next).
+func (c *Controller) expiry(t *Task, now time.Time) (*Expired, time.Time, error) {
 	ttl := c.cfg.DefaultTTL
 	if t.Spec.TTLSecondsAfterFinished != nil {
 		d, err := retention.Seconds(int64(*t.Spec.TTLSecondsAfterFinished))
 		if err != nil {
-			return time.Time{}, fmt.Errorf("opstask: task %s: spec.ttlSecondsAfterFinished: %w", t.Key(), err)
+			return nil, time.Time{}, fmt.Errorf("opstask: task %s: spec.ttlSecondsAfterFinished: %w", t.Key(), err)
 		}
 		ttl = d
 	}
@@ -631,10 +670,20 @@ func (c *Controller) cleanup(ctx context.Context, t *Task, now time.Time) (time.
 		items[0].Time = t.CreationTimestamp
 	}
 	if err := retention.Evaluate(retention.TTL{After: ttl}, now, items, &res); err != nil {
-		return time.Time{}, err
+		return nil, time.Time{}, err
 	}
 	if res.Decisions[0].Keep {
-		return res.Next, nil
+		return nil, res.Next, nil
+	}
+	return &Expired{Task: t, FinishedAt: items[0].Time, TTL: ttl}, time.Time{}, nil
+}
+
+// cleanup deletes a finished task whose TTL ran out, after the kind's
+// cleanup, and otherwise returns when it runs out.
+func (c *Controller) cleanup(ctx context.Context, t *Task, now time.Time) (time.Time, error) {
+	e, next, err := c.expiry(t, now)
+	if err != nil || e == nil {
+		return next, err
 	}
 	log := logr.FromContextOrDiscard(ctx)
 	k := c.kinds[t.Kind()]

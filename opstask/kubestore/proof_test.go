@@ -426,6 +426,34 @@ func TestCleanupAtTTL(t *testing.T) {
 		{300 * time.Second, nil, 0},
 	} {
 		clk.SetTime(finishedAt.Add(step.at))
+		var before []string
+		for _, name := range []string{"ok", "broken", "refused"} {
+			if exists(name) {
+				before = append(before, name)
+			}
+		}
+		dry, err := c.DryRun(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var would []string
+		for _, e := range dry {
+			would = append(would, e.Task.Name)
+			if !e.FinishedAt.Equal(finishedAt) || e.FinishedAt.Add(e.TTL).After(clk.Now()) {
+				t.Errorf("at +%s: dry run says %s finished at %v with TTL %s", step.at, e.Task.Name, e.FinishedAt, e.TTL)
+			}
+		}
+		var want []string
+		for _, name := range before {
+			if !slices.Contains(step.present, name) {
+				want = append(want, name)
+			}
+		}
+		slices.Sort(would)
+		slices.Sort(want)
+		if !slices.Equal(would, want) {
+			t.Errorf("at +%s: dry run would delete %v, want %v", step.at, would, want)
+		}
 		d, err := c.Sync(t.Context())
 		if err != nil {
 			t.Fatal(err)

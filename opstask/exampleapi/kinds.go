@@ -1,0 +1,58 @@
+package exampleapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/groundskeeper-io/groundskeeper/opstask"
+)
+
+// Default snapshot timeouts of DEP-05, for configs stored without the CRD's
+// defaulting (the in-memory store).
+const (
+	DefaultTimeoutSecondsFull  = 480
+	DefaultTimeoutSecondsDelta = 60
+)
+
+// SnapshotConfig decodes a task's onDemandSnapshot member.
+func SnapshotConfig(t *opstask.Task) (*OnDemandSnapshotConfig, error) {
+	raw, ok := t.Spec.Config["onDemandSnapshot"]
+	if !ok {
+		return nil, fmt.Errorf("%w: task %s has no spec.config.onDemandSnapshot", opstask.ErrInvalidSpec, t.Key())
+	}
+	var cfg OnDemandSnapshotConfig
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		return nil, fmt.Errorf("%w: task %s: spec.config.onDemandSnapshot: %v", opstask.ErrInvalidSpec, t.Key(), err)
+	}
+	return &cfg, nil
+}
+
+// SnapshotTimeout is the Kind.Timeout of onDemandSnapshot: the config's
+// timeoutSecondsFull or timeoutSecondsDelta, by snapshot type.
+func SnapshotTimeout(t *opstask.Task) (time.Duration, error) {
+	cfg, err := SnapshotConfig(t)
+	if err != nil {
+		return 0, err
+	}
+	secs := int32(DefaultTimeoutSecondsFull)
+	p := cfg.TimeoutSecondsFull
+	if cfg.Type == SnapshotTypeDelta {
+		secs, p = DefaultTimeoutSecondsDelta, cfg.TimeoutSecondsDelta
+	}
+	if p != nil {
+		secs = *p
+	}
+	return time.Duration(secs) * time.Second, nil
+}
+
+// SnapshotDuplicateKey is the Kind.DuplicateKey of onDemandSnapshot: DEP-05
+// lets a full and a delta snapshot of one etcd be pending together, but not
+// two of the same type.
+func SnapshotDuplicateKey(t *opstask.Task) (string, error) {
+	cfg, err := SnapshotConfig(t)
+	if err != nil {
+		return "", err
+	}
+	return string(cfg.Type), nil
+}
