@@ -73,7 +73,8 @@ func installDatabaseCRD(t *testing.T, cfg *rest.Config, ns string) dynamic.Inter
 }
 
 func installCRD(d dynamic.Interface, ns string) error {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	crd := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apiextensions.k8s.io/v1",
 		"kind":       "CustomResourceDefinition",
@@ -112,7 +113,7 @@ func installCRD(d dynamic.Interface, ns string) error {
 			return false, err
 		}
 		deadline := time.Now().Add(5 * time.Second)
-		for time.Now().Before(deadline) {
+		for time.Now().Before(deadline) && ctx.Err() == nil {
 			if _, err := cms.Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 				return true, nil
 			}
