@@ -30,10 +30,12 @@ var siblings = []string{
 	"other/backups/a/0",   // the same name under another root
 }
 
-// siblingsOn leaves out "backups/a" on file://, where a file cannot have the
-// name of the directory "backups/a/".
+// siblingsOn leaves out "backups/a" on file:// and on MinIO, which keep
+// objects as files: a file cannot have the name of the directory
+// "backups/a/" (MinIO silently drops the objects under "backups/a/" when
+// "backups/a" is written).
 func siblingsOn(scheme string) []string {
-	if scheme == "file" {
+	if scheme == "file" || scheme == "s3" {
 		return siblings[1:]
 	}
 	return siblings
