@@ -137,8 +137,11 @@ func TestConnectionCut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.Count("", "unknown") == 0 {
-		t.Fatalf("no write was caught by a fault (%s)", h.Summary())
+	// Writes caught by a fault (unknown outcomes) are likely but, at this
+	// pace, not certain in every run; TestLostReplyReportsUnknownResult
+	// covers them deterministically.
+	if h.Count("", "unknown")+h.Count("", "unavailable") == 0 {
+		t.Fatalf("no operation was caught by a fault (%s)", h.Summary())
 	}
 	locktest.CheckLinearizable(t, h, checkTimeout)
 }
