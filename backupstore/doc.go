@@ -4,5 +4,100 @@
 // outside it, copying backups between stores, and the per-entry prefixes of
 // shared buckets.
 //
-// This package is not implemented yet.
+// A garbage collector (aerospike-operator's backup collector, Gardener's
+// BackupEntry controller) does:
+//
+//	creds, err := backupstore.LoadCredentials(ctx, client.CoreV1(), ns, secretName, scheme)
+//	if errors.Is(err, backupstore.ErrSecretNotFound) {
+//		// warn, delete nothing, keep the finalizer
+//	}
+//	b, err := backupstore.OpenBucket(ctx, url, creds)
+//	res, err := backupstore.DeletePrefix(ctx, b, prefix, &backupstore.DeleteOptions{Progress: publish})
+//	// only when err == nil: remove the finalizer, delete the custom resource
+//
+// and a migration (etcd-druid's copy-backups task) does
+//
+//	res, err := backupstore.CopyBackups(ctx, src, dst, &backupstore.CopyOptions{
+//		MaxBackupAge: age, MaxBackups: n, ManifestKey: "migration.json"})
+//
+// # Credentials
+//
+// Scheme, Secret keys (Gardener's provider extensions use the same):
+//
+//   - s3: accessKeyID, secretAccessKey (required); region, endpoint,
+//     s3ForcePathStyle (optional; the URL's region= and endpoint= win);
+//   - gs: serviceaccount.json (required);
+//   - azblob: storageAccount, storageKey (required);
+//   - file, mem: none.
+//
+// OpenBucket builds the provider client from the credentials alone (for S3,
+// an aws-sdk-go-v2 client passed to s3blob.OpenBucket); it never reads or
+// sets process environment variables when credentials are given.
+//
+// # Guarantees
+//
+//   - DeletePrefix deletes only keys that start with the prefix: the prefix
+//     is checked (CheckPrefix) before anything is listed, and every listed key
+//     is checked again, in gocloud's spelling and in the store's own, right
+//     before it is sent to the store. By default the prefix must end in "/",
+//     so "backups/a/" never touches "backups/ab/".
+//   - A dry run lists exactly the keys and bytes a deletion would remove,
+//     and deletes nothing.
+//   - Objects already gone count as deleted. A failed or interrupted
+//     DeletePrefix can be run again and finishes the job; its *DeleteError
+//     names exactly the keys whose deletion failed.
+//   - DeletePrefix lists the prefix again when it is done, and deletes what
+//     the first listing missed (fileblob's paging can skip keys) or what was
+//     written meanwhile; it gives up with an error after five passes.
+//   - Listing and deletion are pipelined. S3 is deleted with DeleteObjects
+//     (1,000 keys a request, never gocloud's HEAD+DELETE per key), Azure with
+//     Blob Batch (256 a request), other stores one request per object with
+//     bounded concurrency.
+//   - Transient errors (5xx, 429, timeouts, reset connections) are retried
+//     with exponential backoff timed by the injected clock; permanent ones
+//     (403, 400) are not. Context cancellation stops the work promptly.
+//   - CopyBackups streams each object, several at once, skips objects the
+//     target already has with the same size and MD5 (fallback: size and the
+//     source modification time recorded in the target's metadata), writes
+//     with the source MD5 as an integrity check, and keeps a Manifest with a
+//     status per object (None, Copied, NotFound) from which a rerun resumes.
+//   - Credentials never appear in logs or errors; Credentials print redacted.
+//   - No function reads the wall clock except through the injected
+//     clock.WithTicker (k8s.io/utils/clock). Logging goes to the logr.Logger
+//     in the context.
+//
+// It does not guarantee:
+//
+//   - that nothing is written under the prefix after DeletePrefix returns:
+//     stop the writers first (for etcd, the backup sidecar).
+//   - atomicity: a deletion that fails part-way leaves part of the data.
+//     Keep the owning resource (and its finalizer) until DeletePrefix returns
+//     nil.
+//   - that empty directories are removed on file:// stores.
+//   - that user metadata is copied: CopyBackups copies content and content
+//     type, and adds MetadataSourceModTime.
+//   - the Azure batch API against Azurite: Azurite deletes a batch more
+//     slowly than the same blobs one by one, so DeletePrefix deletes one by
+//     one there (account devstoreaccount1).
+//
+// # Errors
+//
+// DeletePrefix refuses an unsafe prefix with a *PrefixError that is
+// ErrUnsafePrefix, before any request. A deletion that did not finish returns
+// a *DeleteError that is ErrIncomplete, names the failed keys (Keys), and also
+// matches the cause that stopped it (context.Canceled, a listing error).
+// CopyBackups returns a *CopyError that is ErrIncomplete likewise.
+// LoadCredentials returns a *SecretError that is ErrSecretNotFound or
+// ErrSecretKeyMissing (naming the key), never quoting a value; an unknown
+// scheme is ErrUnsupportedScheme. Quota.Admit returns an error wrapping
+// ErrBucketFull when a shared bucket holds its limit of entries.
+//
+// # As
+//
+// This package adds no wrapper around *blob.Bucket: reach the provider's
+// client with gocloud's Bucket.As, which DeletePrefix itself uses:
+// *s3.Client (aws-sdk-go-v2) for s3blob, *container.Client (azblob) for
+// azureblob, *storage.Client for gcsblob. Per-key errors in a *DeleteError
+// or *CopyError are the providers' own: use errors.As with
+// *smithyhttp.ResponseError or *azcore.ResponseError, or gcerrors.Code.
 package backupstore
