@@ -251,11 +251,13 @@ func (c *Controller) Sync(ctx context.Context) (time.Duration, error) {
 		queues[k] = append(queues[k], t)
 	}
 	c.forgetObservations(tasks)
-	// Queues whose oldest task is older get free execution slots first.
+	// Queues whose oldest unfinished task is older get free slots first.
 	for _, q := range queues {
 		SortTasks(q)
 	}
-	sort.Slice(order, func(i, j int) bool { return queues[order[i]][0].Before(queues[order[j]][0]) })
+	sort.Slice(order, func(i, j int) bool {
+		return oldestUnfinished(queues[order[i]]).Before(oldestUnfinished(queues[order[j]]))
+	})
 	// Queues are independent, and so are expired tasks: act on them
 	// concurrently, so that a Sync costs a few write latencies, not one per
 	// queue. Slots are reserved beforehand, older queues first.
@@ -321,6 +323,17 @@ func (c *Controller) forgetObservations(tasks []*Task) {
 			delete(c.observed, k)
 		}
 	}
+}
+
+// oldestUnfinished returns the first unfinished task of a sorted queue, or
+// its last task when all are finished.
+func oldestUnfinished(q []*Task) *Task {
+	for _, t := range q {
+		if !t.State().Finished() {
+			return t
+		}
+	}
+	return q[len(q)-1]
 }
 
 // needsSlot reports whether a queue may start a task: it has a pending task
