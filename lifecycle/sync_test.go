@@ -47,13 +47,17 @@ func TestSyncClaimRetriesConflictsFromAFreshRead(t *testing.T) {
 	ctx := context.Background()
 	claims := env.Client.CoreV1().PersistentVolumeClaims(env.Namespace)
 	owner := createOwner(t, env, "db")
+	// The other writer adds a reference to an object that exists, so that
+	// the garbage collector has no reason to touch the claim.
+	other := createOwner(t, env, "other")
 	must[*corev1.PersistentVolumeClaim](t)(claims.Create(ctx, newClaim("data-db-0", "db", nil), metav1.CreateOptions{}))
 	hooks := &hookClient{Client: env.Client.CoreV1()}
 	var once sync.Once
 	hooks.beforePatch = func(ctx context.Context, name string) {
 		once.Do(func() {
 			// Someone else writes first: our patch carries a stale resourceVersion.
-			_, err := claims.Patch(ctx, name, types.MergePatchType, []byte(`{"metadata":{"labels":{"note":"theirs"},"ownerReferences":[{"apiVersion":"v1","kind":"Secret","name":"s","uid":"secret-uid"}]}}`), metav1.PatchOptions{})
+			patch := `{"metadata":{"labels":{"note":"theirs"},"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"other","uid":"` + string(other.UID) + `"}]}}`
+			_, err := claims.Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 			if err != nil {
 				t.Error(err)
 			}
@@ -69,7 +73,7 @@ func TestSyncClaimRetriesConflictsFromAFreshRead(t *testing.T) {
 		t.Errorf("patches = %d, status %s; want 2 (one conflict), Update", hooks.patches, plan.Status)
 	}
 	got := must[*corev1.PersistentVolumeClaim](t)(claims.Get(ctx, "data-db-0", metav1.GetOptions{}))
-	if got.Labels["note"] != "theirs" || len(got.OwnerReferences) != 2 || got.OwnerReferences[0].Kind != "Secret" ||
+	if got.Labels["note"] != "theirs" || len(got.OwnerReferences) != 2 || got.OwnerReferences[0].UID != other.UID ||
 		got.OwnerReferences[1].UID != owner.UID || !ptr.Deref(got.OwnerReferences[1].Controller, false) {
 		t.Errorf("claim after retry: labels %v, owners %+v", got.Labels, got.OwnerReferences)
 	}
