@@ -50,7 +50,6 @@ var forceAzureBatch atomic.Bool
 // of gocloud's HEAD and DELETE per key.
 type s3Remover struct {
 	client *s3.Client
-	once   sync.Once
 	bucket atomic.Pointer[string]
 }
 

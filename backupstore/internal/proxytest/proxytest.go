@@ -43,15 +43,16 @@ func Start(tb testing.TB, backend string) *Proxy {
 		tb.Fatalf("proxytest: listen: %v", err)
 	}
 	p := &Proxy{URL: "http://" + ln.Addr().String(), Host: ln.Addr().String()}
-	rp := httputil.NewSingleHostReverseProxy(u)
-	rp.Transport = &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 0, IdleConnTimeout: 30 * time.Second}
-	// The backend sees the original Host header: S3 and Azure signatures
-	// cover it, so it must not be rewritten.
-	rp.Director = func(r *http.Request) {
-		r.URL.Scheme = u.Scheme
-		r.URL.Host = u.Host
+	rp := &httputil.ReverseProxy{
+		Transport: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: 30 * time.Second},
+		// The backend sees the original Host header: S3 signatures cover
+		// it, so it must not be rewritten.
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.Out.URL.Scheme = u.Scheme
+			r.Out.URL.Host = u.Host
+			r.Out.Host = r.In.Host
+		},
 	}
-	rp.ErrorLog = nil
 	p.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.requests.Add(1)
 		p.mu.Lock()
