@@ -70,7 +70,6 @@ func (s snapshot) String() string {
 	return b.String()
 }
 
-func (s snapshot) equal(o snapshot) bool { return s.String() == o.String() }
 
 // common state and helpers of both workloads.
 type base struct {
