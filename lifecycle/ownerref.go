@@ -69,7 +69,9 @@ type Ownership struct {
 	// a StatefulSet). Its UID is required.
 	Owner Ref
 	// Pod is the pod that mounts the claim. The zero Ref means no pod
-	// (yet): then no pod reference is added, and none is judged stale.
+	// (yet): then no pod reference is added, and none is judged stale. A
+	// Pod with a name and no UID is one about to be created: any reference
+	// to a pod of that name is then stale (it belonged to an earlier pod).
 	Pod Ref
 	// Condemned reports that Pod is being removed by a scale-down.
 	Condemned bool
