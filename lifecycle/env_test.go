@@ -70,7 +70,6 @@ func (s snapshot) String() string {
 	return b.String()
 }
 
-
 // common state and helpers of both workloads.
 type base struct {
 	c         kubernetes.Interface
