@@ -1,0 +1,282 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/testr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+
+	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
+	"github.com/groundskeeper-io/groundskeeper/locking"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// recorder is the database the controllers act on in these tests: it notes
+// every global operation, and every one that started while another was
+// still running.
+type recorder struct {
+	duration time.Duration
+
+	mu       sync.Mutex
+	active   []string // instances acting now
+	overlaps []string
+	ops      []string // "instance: operation", in order of completion
+}
+
+func (r *recorder) Act(ctx context.Context, instance, operation string) error {
+	r.mu.Lock()
+	if len(r.active) > 0 {
+		r.overlaps = append(r.overlaps, fmt.Sprintf("%s started %q while %v acted", instance, operation, r.active))
+	}
+	r.active = append(r.active, instance)
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.active = slices.Delete(r.active, slices.Index(r.active, instance), slices.Index(r.active, instance)+1)
+		r.ops = append(r.ops, instance+": "+operation)
+	}()
+	t := time.NewTimer(r.duration)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (r *recorder) results() (overlaps, ops []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.overlaps), slices.Clone(r.ops)
+}
+
+// Three real controllers (dc1, dc2, and dc3, which the spec denies) on one
+// real API server reconcile one Database through three versions, taking the
+// lock in a ConfigMap or in etcd. Their global operations must never
+// overlap, dc3 must never act, and dc1 and dc2 must both finish.
+func TestInstancesTakeTurns(t *testing.T) {
+	for _, backend := range []string{"kubernetes", "etcd"} {
+		t.Run(backend, func(t *testing.T) {
+			k := testenv.StartKubernetes(t)
+			client := installCRD(t, k.Config)
+			opts := controllerOptions{
+				namespace:     k.Namespace,
+				lockBackend:   backend,
+				lockConfigMap: "fdb-lock-global",
+				lockDuration:  3 * time.Second,
+				deniedRetry:   time.Second,
+			}
+			if backend == "etcd" {
+				e := testenv.StartEtcd(t)
+				opts.etcdEndpoints, opts.etcdPrefix = strings.Join(e.Endpoints, ","), e.Prefix
+			}
+			createDatabase(t, client, k.Namespace, DatabaseSpec{
+				Version:           "v1",
+				Coordinators:      5,
+				ExcludedProcesses: []string{"dc1-storage-3"},
+				LockOptions:       LockOptions{DenyList: []DenyListEntry{{ID: "dc3"}}},
+			})
+			rec := &recorder{duration: time.Second}
+			for _, id := range []string{"dc1", "dc2", "dc3"} {
+				startController(t, k.Config, opts, id, rec)
+			}
+
+			for i, version := range []string{"v1", "v2", "v3"} {
+				if i > 0 {
+					setSpec(t, client, k.Namespace, func(s *DatabaseSpec) { s.Version = version })
+				}
+				waitFor(t, client, k.Namespace, 60*time.Second, func(d *Database) bool {
+					return d.Status.RunningVersions["dc1"] == version && d.Status.RunningVersions["dc2"] == version
+				})
+			}
+
+			db := getDatabase(t, client, k.Namespace)
+			if db.Status.Coordinators != 5 || !slices.Equal(db.Status.ExcludedProcesses, []string{"dc1-storage-3"}) {
+				t.Errorf("status %+v: want 5 coordinators and dc1-storage-3 excluded", db.Status)
+			}
+			if v, ok := db.Status.RunningVersions["dc3"]; ok {
+				t.Errorf("denied dc3 bounced its processes to %s", v)
+			}
+			overlaps, ops := rec.results()
+			t.Logf("global operations in order:\n%s", strings.Join(ops, "\n"))
+			if len(overlaps) > 0 {
+				t.Errorf("global operations overlapped:\n%s", strings.Join(overlaps, "\n"))
+			}
+			acted := map[string]int{}
+			for _, op := range ops {
+				acted[strings.SplitN(op, ":", 2)[0]]++
+			}
+			if acted["dc3"] > 0 {
+				t.Errorf("denied dc3 acted %d times", acted["dc3"])
+			}
+			if acted["dc1"] < 3 || acted["dc2"] < 3 {
+				t.Errorf("operations by instance %v: want at least the three bounces of dc1 and of dc2", acted)
+			}
+
+			// dc3 was kept out by the deny list in the lock backend, which
+			// the instances wrote from the spec.
+			b, closer, err := backends[backend](context.Background(), opts, k.Config)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer closer.Close()
+			observer, err := locking.New(b, "observer", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ids, err := observer.DenyList(context.Background()); err != nil || !slices.Equal(ids, []string{"dc3"}) {
+				t.Errorf("deny list in the backend = %v, %v; want [dc3]", ids, err)
+			}
+		})
+	}
+}
+
+// The check above can fail: with spec.lockOptions.disableLocks, the same
+// controllers do overlap.
+func TestDisabledLocksOverlap(t *testing.T) {
+	k := testenv.StartKubernetes(t)
+	client := installCRD(t, k.Config)
+	opts := controllerOptions{
+		namespace:     k.Namespace,
+		lockBackend:   "kubernetes",
+		lockConfigMap: "fdb-lock-global",
+		lockDuration:  3 * time.Second,
+		deniedRetry:   time.Second,
+	}
+	createDatabase(t, client, k.Namespace, DatabaseSpec{
+		Version:     "v1",
+		LockOptions: LockOptions{DisableLocks: true},
+	})
+	rec := &recorder{duration: time.Second}
+	startController(t, k.Config, opts, "dc1", rec)
+	startController(t, k.Config, opts, "dc2", rec)
+	waitFor(t, client, k.Namespace, 60*time.Second, func(d *Database) bool {
+		return d.Status.RunningVersions["dc1"] == "v1" && d.Status.RunningVersions["dc2"] == "v1"
+	})
+	if overlaps, ops := rec.results(); len(overlaps) == 0 {
+		t.Errorf("no overlap recorded with locks disabled; operations:\n%s", strings.Join(ops, "\n"))
+	}
+}
+
+var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// installCRD creates deploy/crd.yaml (once per control plane) and waits
+// until Databases are served.
+func installCRD(t *testing.T, cfg *rest.Config) dynamic.Interface {
+	t.Helper()
+	client, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open("deploy/crd.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var crd unstructured.Unstructured
+	if err := yaml.NewYAMLOrJSONDecoder(f, 4096).Decode(&crd.Object); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := client.Resource(crdGVR).Create(ctx, &crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := client.Resource(databaseGVR).Namespace("default").List(ctx, metav1.ListOptions{})
+		if err == nil {
+			return client
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("databases not served: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func createDatabase(t *testing.T, client dynamic.Interface, namespace string, spec DatabaseSpec) {
+	t.Helper()
+	u, err := toUnstructured(&Database{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "orders"}, Spec: spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Resource(databaseGVR).Namespace(namespace).Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func getDatabase(t *testing.T, client dynamic.Interface, namespace string) *Database {
+	t.Helper()
+	db, err := dynamicDatabases{client}.Get(context.Background(), namespace, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+func setSpec(t *testing.T, client dynamic.Interface, namespace string, change func(*DatabaseSpec)) {
+	t.Helper()
+	for {
+		db := getDatabase(t, client, namespace)
+		change(&db.Spec)
+		u, err := toUnstructured(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = client.Resource(databaseGVR).Namespace(namespace).Update(context.Background(), u, metav1.UpdateOptions{})
+		if !apierrors.IsConflict(err) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+}
+
+func waitFor(t *testing.T, client dynamic.Interface, namespace string, timeout time.Duration, done func(*Database) bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		db := getDatabase(t, client, namespace)
+		if done(db) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s; status %+v", timeout, db.Status)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// startController runs one instance until the test ends, with its own
+// clients and lock backend, as a separate process would.
+func startController(t *testing.T, cfg *rest.Config, o controllerOptions, id string, act actor) {
+	t.Helper()
+	o.lockID = id
+	ctx, cancel := context.WithCancel(logr.NewContext(context.Background(), testr.NewWithOptions(t, testr.Options{LogTimestamp: true})))
+	done := make(chan error, 1)
+	go func() { done <- runController(ctx, rest.CopyConfig(cfg), o, act) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("controller %s: %v", id, err)
+		}
+	})
+}
