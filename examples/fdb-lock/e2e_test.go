@@ -31,11 +31,18 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // still running.
 type recorder struct {
 	duration time.Duration
+	// onStart, if set, is called as an operation starts.
+	onStart func(instance, operation string)
 
 	mu       sync.Mutex
 	active   []string // instances acting now
 	overlaps []string
-	ops      []string // "instance: operation", in order of completion
+	ops      []op // in order of completion
+}
+
+type op struct {
+	instance, operation string
+	start               time.Time
 }
 
 func (r *recorder) Act(ctx context.Context, instance, operation string) error {
@@ -44,13 +51,21 @@ func (r *recorder) Act(ctx context.Context, instance, operation string) error {
 		r.overlaps = append(r.overlaps, fmt.Sprintf("%s started %q while %v acted", instance, operation, r.active))
 	}
 	r.active = append(r.active, instance)
+	start, onStart := time.Now(), r.onStart
 	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		r.active = slices.Delete(r.active, slices.Index(r.active, instance), slices.Index(r.active, instance)+1)
-		r.ops = append(r.ops, instance+": "+operation)
+		i := slices.Index(r.active, instance)
+		r.active = slices.Delete(r.active, i, i+1)
+		if ctx.Err() != nil {
+			operation += " (interrupted)"
+		}
+		r.ops = append(r.ops, op{instance, operation, start})
 	}()
+	if onStart != nil {
+		onStart(instance, operation)
+	}
 	t := time.NewTimer(r.duration)
 	defer t.Stop()
 	select {
@@ -61,7 +76,13 @@ func (r *recorder) Act(ctx context.Context, instance, operation string) error {
 	}
 }
 
-func (r *recorder) results() (overlaps, ops []string) {
+func (r *recorder) setOnStart(f func(instance, operation string)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.onStart = f
+}
+
+func (r *recorder) results() (overlaps []string, ops []op) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.overlaps), slices.Clone(r.ops)
@@ -69,8 +90,11 @@ func (r *recorder) results() (overlaps, ops []string) {
 
 // Three real controllers (dc1, dc2, and dc3, which the spec denies) on one
 // real API server reconcile one Database through three versions, taking the
-// lock in a ConfigMap or in etcd. Their global operations must never
-// overlap, dc3 must never act, and dc1 and dc2 must both finish.
+// lock in a ConfigMap or in etcd; then dc1 is stopped in the middle of a
+// bounce, holding the lock, and the spec moves on to a fourth version. The
+// global operations must never overlap, dc3 must never act, dc1 and dc2
+// must both finish, and after dc1 stopped dc2 must not act before dc1's
+// lock expired.
 func TestInstancesTakeTurns(t *testing.T) {
 	for _, backend := range []string{"kubernetes", "etcd"} {
 		t.Run(backend, func(t *testing.T) {
@@ -94,8 +118,18 @@ func TestInstancesTakeTurns(t *testing.T) {
 				LockOptions:       LockOptions{DenyList: []DenyListEntry{{ID: "dc3"}}},
 			})
 			rec := &recorder{duration: time.Second}
+			stop := map[string]func(){}
 			for _, id := range []string{"dc1", "dc2", "dc3"} {
-				startController(t, k.Config, opts, id, rec)
+				stop[id] = startController(t, k.Config, opts, id, rec)
+			}
+			b, closer, err := backends[backend](context.Background(), opts, k.Config)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer closer.Close()
+			observer, err := locking.New(b, "observer", nil)
+			if err != nil {
+				t.Fatal(err)
 			}
 
 			for i, version := range []string{"v1", "v2", "v3"} {
@@ -107,6 +141,35 @@ func TestInstancesTakeTurns(t *testing.T) {
 				})
 			}
 
+			// dc1 dies in the middle of its next bounce; its lock stays.
+			type kill struct {
+				at   time.Time
+				lock locking.Record
+			}
+			killed := make(chan kill, 1)
+			rec.setOnStart(func(instance, operation string) {
+				if instance != "dc1" || !strings.HasSuffix(operation, "to v4") {
+					return
+				}
+				held, ok, err := observer.Holder(context.Background())
+				if err != nil || !ok || held.Holder != "dc1" {
+					t.Errorf("dc1 acts, but the lock record is %+v, %v, %v", held, ok, err)
+				}
+				stop["dc1"]()
+				killed <- kill{time.Now(), held}
+			})
+			setSpec(t, client, k.Namespace, func(s *DatabaseSpec) { s.Version = "v4" })
+			var dead kill
+			select {
+			case dead = <-killed:
+			case <-time.After(60 * time.Second):
+				t.Fatal("dc1 did not start bouncing to v4")
+			}
+			setSpec(t, client, k.Namespace, func(s *DatabaseSpec) { s.Version = "v5" })
+			waitFor(t, client, k.Namespace, 60*time.Second, func(d *Database) bool {
+				return d.Status.RunningVersions["dc2"] == "v5"
+			})
+
 			db := getDatabase(t, client, k.Namespace)
 			if db.Status.Coordinators != 5 || !slices.Equal(db.Status.ExcludedProcesses, []string{"dc1-storage-3"}) {
 				t.Errorf("status %+v: want 5 coordinators and dc1-storage-3 excluded", db.Status)
@@ -115,13 +178,29 @@ func TestInstancesTakeTurns(t *testing.T) {
 				t.Errorf("denied dc3 bounced its processes to %s", v)
 			}
 			overlaps, ops := rec.results()
-			t.Logf("global operations in order:\n%s", strings.Join(ops, "\n"))
+			var lines []string
+			for _, o := range ops {
+				lines = append(lines, fmt.Sprintf("%s %s: %s", o.start.Format("15:04:05.000"), o.instance, o.operation))
+			}
+			t.Logf("global operations, by end:\n%s", strings.Join(lines, "\n"))
+			t.Logf("dc1 stopped at %s holding the lock until %s", dead.at.Format("15:04:05.000"), clockTime(dead.lock.End))
 			if len(overlaps) > 0 {
 				t.Errorf("global operations overlapped:\n%s", strings.Join(overlaps, "\n"))
 			}
 			acted := map[string]int{}
-			for _, op := range ops {
-				acted[strings.SplitN(op, ":", 2)[0]]++
+			afterKill := 0
+			for _, o := range ops {
+				acted[o.instance]++
+				if o.instance == "dc2" && o.start.After(dead.at) {
+					afterKill++
+					// The end second is still live: the lock expires a second later.
+					if expiry := dead.lock.End.Add(time.Second); o.start.Before(expiry) {
+						t.Errorf("dc2 started %q at %s, before dc1's lock expired at %s", o.operation, o.start.Format("15:04:05.000"), clockTime(expiry))
+					}
+				}
+			}
+			if afterKill == 0 {
+				t.Errorf("dc2 did not act after dc1 stopped")
 			}
 			if acted["dc3"] > 0 {
 				t.Errorf("denied dc3 acted %d times", acted["dc3"])
@@ -132,15 +211,6 @@ func TestInstancesTakeTurns(t *testing.T) {
 
 			// dc3 was kept out by the deny list in the lock backend, which
 			// the instances wrote from the spec.
-			b, closer, err := backends[backend](context.Background(), opts, k.Config)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer closer.Close()
-			observer, err := locking.New(b, "observer", nil)
-			if err != nil {
-				t.Fatal(err)
-			}
 			if ids, err := observer.DenyList(context.Background()); err != nil || !slices.Equal(ids, []string{"dc3"}) {
 				t.Errorf("deny list in the backend = %v, %v; want [dc3]", ids, err)
 			}
@@ -171,7 +241,7 @@ func TestDisabledLocksOverlap(t *testing.T) {
 		return d.Status.RunningVersions["dc1"] == "v1" && d.Status.RunningVersions["dc2"] == "v1"
 	})
 	if overlaps, ops := rec.results(); len(overlaps) == 0 {
-		t.Errorf("no overlap recorded with locks disabled; operations:\n%s", strings.Join(ops, "\n"))
+		t.Errorf("no overlap recorded with locks disabled; operations: %+v", ops)
 	}
 }
 
@@ -265,9 +335,10 @@ func waitFor(t *testing.T, client dynamic.Interface, namespace string, timeout t
 	}
 }
 
-// startController runs one instance until the test ends, with its own
-// clients and lock backend, as a separate process would.
-func startController(t *testing.T, cfg *rest.Config, o controllerOptions, id string, act actor) {
+// startController runs one instance until the test ends, or until the
+// returned function stops it, with its own clients and lock backend, as a
+// separate process would.
+func startController(t *testing.T, cfg *rest.Config, o controllerOptions, id string, act actor) (stop func()) {
 	t.Helper()
 	o.lockID = id
 	ctx, cancel := context.WithCancel(logr.NewContext(context.Background(), testr.NewWithOptions(t, testr.Options{LogTimestamp: true})))
@@ -279,4 +350,5 @@ func startController(t *testing.T, cfg *rest.Config, o controllerOptions, id str
 			t.Errorf("controller %s: %v", id, err)
 		}
 	})
+	return cancel
 }
