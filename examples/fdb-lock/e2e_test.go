@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -351,4 +352,31 @@ func startController(t *testing.T, cfg *rest.Config, o controllerOptions, id str
 		}
 	})
 	return cancel
+}
+
+// The command itself, flags and all, against the test API server's
+// kubeconfig; stopped with SIGINT as a pod is with SIGTERM.
+func TestRunWithKubeconfig(t *testing.T) {
+	k := testenv.StartKubernetes(t)
+	client := installCRD(t, k.Config)
+	createDatabase(t, client, k.Namespace, DatabaseSpec{Version: "v1", Coordinators: 3})
+	done := make(chan error, 1)
+	go func() {
+		done <- run([]string{"--kubeconfig", k.Kubeconfig, "--namespace", k.Namespace, "--lock-id", "dc1",
+			"--lock-backend", "kubernetes", "--action-duration", "10ms", "--zap-log-level", "1"})
+	}()
+	waitFor(t, client, k.Namespace, 60*time.Second, func(d *Database) bool {
+		return d.Status.RunningVersions["dc1"] == "v1" && d.Status.Coordinators == 3
+	})
+	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("did not stop after SIGINT")
+	}
 }
