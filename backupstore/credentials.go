@@ -75,11 +75,9 @@ type Credentials struct {
 	StorageAccount, StorageKey string
 }
 
-// String redacts every value.
-func (c *Credentials) String() string {
-	if c == nil {
-		return "backupstore.Credentials(nil)"
-	}
+// String redacts every value. The methods have value receivers so that a
+// copy of Credentials prints redacted too.
+func (c Credentials) String() string {
 	set := func(b bool) string {
 		if b {
 			return "set"
@@ -91,10 +89,10 @@ func (c *Credentials) String() string {
 }
 
 // GoString redacts every value, also for %#v.
-func (c *Credentials) GoString() string { return c.String() }
+func (c Credentials) GoString() string { return c.String() }
 
 // Format redacts every value whatever the verb (%v, %+v, %#v, %s, %q).
-func (c *Credentials) Format(f fmt.State, verb rune) { fmt.Fprint(f, c.String()) }
+func (c Credentials) Format(f fmt.State, verb rune) { fmt.Fprint(f, c.String()) }
 
 // CredentialsFromSecretData picks the keys of scheme's provider out of a
 // Secret's data. The file and mem schemes need no credentials and give nil.

@@ -131,3 +131,18 @@ func TestLoadCredentialsFromSecret(t *testing.T) {
 		}
 	})
 }
+
+func TestCredentialsPrintRedacted(t *testing.T) {
+	c := &backupstore.Credentials{AccessKeyID: "id-1", SecretAccessKey: "secret-2", ServiceAccountJSON: []byte("json-3"), StorageKey: "key-4"}
+	var nilCreds *backupstore.Credentials
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x"} {
+		for _, v := range []any{c, *c, []any{c}, struct{ C *backupstore.Credentials }{c}, nilCreds} {
+			out := fmt.Sprintf(verb, v)
+			for _, secret := range []string{"id-1", "secret-2", "json-3", "key-4", "6a736f6e2d33"} {
+				if strings.Contains(out, secret) {
+					t.Errorf("%s of %T prints %q: %s", verb, v, secret, out)
+				}
+			}
+		}
+	}
+}
