@@ -28,17 +28,16 @@ import (
 
 // controllerOptions are the flags of the real controller.
 type controllerOptions struct {
-	namespace       string
-	lockID          string
-	lockBackend     string
-	lockConfigMap   string
-	etcdEndpoints   string
-	etcdPrefix      string
-	fdbClusterFile  string
-	lockDuration    time.Duration
-	actionDuration  time.Duration
-	deniedRetry     time.Duration
-	reconcileWorker int
+	namespace      string
+	lockID         string
+	lockBackend    string
+	lockConfigMap  string
+	etcdEndpoints  string
+	etcdPrefix     string
+	fdbClusterFile string
+	lockDuration   time.Duration
+	actionDuration time.Duration
+	deniedRetry    time.Duration
 }
 
 // backends open a lock backend by the --lock-backend name; backend_fdb.go

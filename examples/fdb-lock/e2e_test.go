@@ -354,8 +354,8 @@ func startController(t *testing.T, cfg *rest.Config, o controllerOptions, id str
 	return cancel
 }
 
-// The command itself, flags and all, against the test API server's
-// kubeconfig; stopped with SIGINT as a pod is with SIGTERM.
+// The command itself, flags and all, with leader election, against the test
+// API server's kubeconfig; stopped with SIGINT as a pod is with SIGTERM.
 func TestRunWithKubeconfig(t *testing.T) {
 	k := testenv.StartKubernetes(t)
 	client := installCRD(t, k.Config)
@@ -363,11 +363,14 @@ func TestRunWithKubeconfig(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- run([]string{"--kubeconfig", k.Kubeconfig, "--namespace", k.Namespace, "--lock-id", "dc1",
-			"--lock-backend", "kubernetes", "--action-duration", "10ms", "--zap-log-level", "1"})
+			"--lock-backend", "kubernetes", "--action-duration", "10ms", "--zap-log-level", "1", "--leader-elect"})
 	}()
 	waitFor(t, client, k.Namespace, 60*time.Second, func(d *Database) bool {
 		return d.Status.RunningVersions["dc1"] == "v1" && d.Status.Coordinators == 3
 	})
+	if _, err := k.Client.CoordinationV1().Leases(k.Namespace).Get(context.Background(), "fdb-lock-dc1", metav1.GetOptions{}); err != nil {
+		t.Errorf("leader election Lease: %v", err)
+	}
 	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}

@@ -29,8 +29,12 @@ import (
 	"github.com/go-logr/zapr"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/groundskeeper-io/groundskeeper/locking"
 )
@@ -58,6 +62,7 @@ func run(args []string) error {
 	fs.DurationVar(&o.deniedRetry, "denied-retry", time.Minute, "how often a denied instance looks again")
 	level := fs.String("zap-log-level", "info", "log verbosity: debug, info, error, or an integer N > 0 for logr V(N)")
 	devel := fs.Bool("zap-devel", false, "human-readable console logs instead of JSON")
+	leaderElect := fs.Bool("leader-elect", false, "elect one active replica among those with the same --lock-id (a Lease named fdb-lock-<lock-id>)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -75,7 +80,47 @@ func run(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return runController(logr.NewContext(ctx, log), cfg, o, logAndWait{o.actionDuration})
+	ctx = logr.NewContext(ctx, log)
+	if !*leaderElect {
+		return runController(ctx, cfg, o, logAndWait{o.actionDuration})
+	}
+	return leading(ctx, cfg, o.namespace, "fdb-lock-"+o.lockID, func(ctx context.Context) error {
+		return runController(ctx, cfg, o, logAndWait{o.actionDuration})
+	})
+}
+
+// leading runs fn while this replica leads, through client-go's leader
+// election on a Lease. Replicas of one instance share a lock ID, so the
+// global lock cannot tell them apart: only the leader may run.
+func leading(ctx context.Context, cfg *rest.Config, namespace, name string, fn func(context.Context) error) error {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		return err
+	}
+	var runErr error
+	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+		Lock: &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Namespace: namespace, Name: name},
+			Client:     cs.CoordinationV1(),
+			LockConfig: resourcelock.ResourceLockConfig{Identity: fmt.Sprintf("%s_%d", host, os.Getpid())},
+		},
+		LeaseDuration:   15 * time.Second,
+		RenewDeadline:   10 * time.Second,
+		RetryPeriod:     2 * time.Second,
+		ReleaseOnCancel: true,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) { runErr = fn(ctx) },
+			OnStoppedLeading: func() {},
+		},
+	})
+	if runErr == nil && ctx.Err() == nil {
+		runErr = errors.New("leader election lost")
+	}
+	return runErr
 }
 
 // restConfig returns nil, nil when there is neither a kubeconfig nor an
