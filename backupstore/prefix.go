@@ -52,6 +52,7 @@ type PrefixRules struct {
 //   - a "." or ".." path segment, which file-system backed stores resolve;
 //   - invalid UTF-8 and control characters (U+0000–U+001F, U+007F), which
 //     some drivers escape, so the key sent would differ from the one checked;
+//   - a backslash, a separator for fileblob on Windows;
 //   - a prefix that does not end in Separator, unless rules.AllowPartial.
 func CheckPrefix(prefix string, rules PrefixRules) error {
 	refuse := func(reason string) error { return &PrefixError{Prefix: prefix, Reason: reason} }
@@ -69,6 +70,11 @@ func CheckPrefix(prefix string, rules PrefixRules) error {
 			return refuse("control character")
 		}
 	}
+	if strings.Contains(prefix, "\\") {
+		// fileblob on Windows splits keys at "\" too: "a\..\" climbs and
+		// "\x" is absolute. Backup keys have no use for it.
+		return refuse("backslash")
+	}
 	if strings.HasPrefix(prefix, Separator) {
 		return refuse("starts with " + Separator)
 	}
@@ -77,11 +83,8 @@ func CheckPrefix(prefix string, rules PrefixRules) error {
 		if seg == "" && i != len(segs)-1 {
 			return refuse("empty path segment")
 		}
-		// fileblob on Windows also splits at "\", so "a\..\" climbs too.
-		for _, s := range strings.Split(seg, "\\") {
-			if s == "." || s == ".." {
-				return refuse(fmt.Sprintf("path segment %q", s))
-			}
+		if seg == "." || seg == ".." {
+			return refuse(fmt.Sprintf("path segment %q", seg))
 		}
 	}
 	if !strings.HasSuffix(prefix, Separator) && !rules.AllowPartial {

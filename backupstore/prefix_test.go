@@ -25,6 +25,7 @@ func TestCheckPrefix(t *testing.T) {
 		{"dot-dot at the start", "../x/", backupstore.PrefixRules{}, false},
 		{"dot segment", "backups/./a/", backupstore.PrefixRules{}, false},
 		{"dot-dot with backslash", "backups/a\\..\\b/", backupstore.PrefixRules{}, false},
+		{"backslash", "a\\b/", backupstore.PrefixRules{}, false},
 		{"dots inside a name are fine", "backups/v1..2/", backupstore.PrefixRules{}, true},
 		{"empty segment", "backups//", backupstore.PrefixRules{}, false},
 		{"control character", "backups/\n/", backupstore.PrefixRules{}, false},
