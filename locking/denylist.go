@@ -9,11 +9,14 @@ import (
 
 // DenyListEntry is one entry of the lockOptions.denyList field of a cluster
 // spec.
+//
+// The JSON names match the FoundationDB operator's lockOptions.denyList
+// entries, so a custom resource's spec can embed the type.
 type DenyListEntry struct {
 	// ID is the lock ID of an operator instance.
-	ID string
+	ID string `json:"id"`
 	// Allow set removes ID from the deny list; unset adds it.
-	Allow bool
+	Allow bool `json:"allow,omitempty"`
 }
 
 // UpdateDenyList applies a spec's deny list to the store in one transaction,

@@ -46,12 +46,8 @@ type LockOptions struct {
 	DenyList []DenyListEntry `json:"denyList,omitempty"`
 }
 
-// DenyListEntry is locking.DenyListEntry with JSON field names (the
-// package's type has none).
-type DenyListEntry struct {
-	ID    string `json:"id"`
-	Allow bool   `json:"allow,omitempty"`
-}
+// DenyListEntry is the locking package's entry, embedded as it is.
+type DenyListEntry = locking.DenyListEntry
 
 type DatabaseStatus struct {
 	Coordinators      int      `json:"coordinators,omitempty"`
@@ -77,13 +73,7 @@ func (d *Database) DeepCopy() *Database {
 
 func (d *Database) DeepCopyObject() runtime.Object { return d.DeepCopy() }
 
-func (d *Database) denyList() []locking.DenyListEntry {
-	entries := make([]locking.DenyListEntry, len(d.Spec.LockOptions.DenyList))
-	for i, e := range d.Spec.LockOptions.DenyList {
-		entries[i] = locking.DenyListEntry{ID: e.ID, Allow: e.Allow}
-	}
-	return entries
-}
+func (d *Database) denyList() []locking.DenyListEntry { return d.Spec.LockOptions.DenyList }
 
 func fromUnstructured(u *unstructured.Unstructured) (*Database, error) {
 	var d Database
