@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,11 +102,54 @@ func S3(t testing.TB) *BlobStore {
 }
 
 func startMinIO() (*blobServer, error) {
-	path, err := binary("minio")
+	consolePort, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	dir, err := tempDir("minio")
+	return startBlobServer(blobServerSpec{
+		name: "minio",
+		env: []string{
+			"MINIO_ROOT_USER=" + S3AccessKeyID,
+			"MINIO_ROOT_PASSWORD=" + S3SecretAccessKey,
+			"MINIO_BROWSER=off",
+			"MINIO_UPDATE=off",
+		},
+		args: func(dir, endpoint string, _ int) []string {
+			return []string{"server", "--quiet", "--address", endpoint,
+				"--console-address", fmt.Sprintf("127.0.0.1:%d", consolePort), filepath.Join(dir, "data")}
+		},
+		ready: func(ctx context.Context, endpoint string) error {
+			return httpOK(ctx, "http://"+endpoint+"/minio/health/ready")
+		},
+		urlEnv: map[string]string{
+			"AWS_ACCESS_KEY_ID":     S3AccessKeyID,
+			"AWS_SECRET_ACCESS_KEY": S3SecretAccessKey,
+			"AWS_REGION":            S3Region,
+		},
+	})
+}
+
+// blobServerSpec says how to start one object store emulator.
+type blobServerSpec struct {
+	name  string   // binary, temporary directory and log name
+	env   []string // extra environment of the process
+	args  func(dir, endpoint string, port int) []string
+	ready func(ctx context.Context, endpoint string) error
+	// urlEnv are the variables gocloud's URL opener reads for this store;
+	// the endpoint replaces "{endpoint}" in their values.
+	urlEnv map[string]string
+}
+
+// startBlobServer starts an emulator on a fresh loopback port, waits until
+// it answers, then sets the environment its gocloud URLs need. The variables
+// are set once, when the store starts, and never changed afterwards, so
+// that concurrently running tests see the same values.
+func startBlobServer(spec blobServerSpec) (*blobServer, error) {
+	path, err := binary(spec.name)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := tempDir(spec.name)
 	if err != nil {
 		return nil, err
 	}
@@ -113,30 +157,17 @@ func startMinIO() (*blobServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	consolePort, err := freePort()
-	if err != nil {
-		return nil, err
-	}
 	endpoint := fmt.Sprintf("127.0.0.1:%d", port)
-	p, err := startProcess("minio", dir, []string{
-		"MINIO_ROOT_USER=" + S3AccessKeyID,
-		"MINIO_ROOT_PASSWORD=" + S3SecretAccessKey,
-		"MINIO_BROWSER=off",
-		"MINIO_UPDATE=off",
-	}, path, "server", "--quiet", "--address", endpoint, "--console-address", fmt.Sprintf("127.0.0.1:%d", consolePort), filepath.Join(dir, "data"))
+	p, err := startProcess(spec.name, dir, spec.env, path, spec.args(dir, endpoint, port)...)
 	if err != nil {
 		return nil, err
 	}
-	if err := p.waitReady(60*time.Second, func(ctx context.Context) error {
-		return httpOK(ctx, "http://"+endpoint+"/minio/health/ready")
-	}); err != nil {
+	if err := p.waitReady(60*time.Second, func(ctx context.Context) error { return spec.ready(ctx, endpoint) }); err != nil {
 		return nil, err
 	}
-	setenv(map[string]string{
-		"AWS_ACCESS_KEY_ID":     S3AccessKeyID,
-		"AWS_SECRET_ACCESS_KEY": S3SecretAccessKey,
-		"AWS_REGION":            S3Region,
-	})
+	for k, v := range spec.urlEnv {
+		os.Setenv(k, strings.ReplaceAll(v, "{endpoint}", endpoint))
+	}
 	return &blobServer{endpoint: endpoint, proc: p}, nil
 }
 
@@ -161,33 +192,18 @@ func GCS(t testing.TB) *BlobStore {
 }
 
 func startFakeGCS() (*blobServer, error) {
-	path, err := binary("fake-gcs-server")
-	if err != nil {
-		return nil, err
-	}
-	dir, err := tempDir("gcs")
-	if err != nil {
-		return nil, err
-	}
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	endpoint := fmt.Sprintf("127.0.0.1:%d", port)
-	p, err := startProcess("fake-gcs-server", dir, nil, path,
-		"-scheme", "http", "-host", "127.0.0.1", "-port", strconv.Itoa(port),
-		"-public-host", endpoint, "-external-url", "http://"+endpoint,
-		"-backend", "memory", "-log-level", "warn")
-	if err != nil {
-		return nil, err
-	}
-	if err := p.waitReady(30*time.Second, func(ctx context.Context) error {
-		return httpOK(ctx, "http://"+endpoint+"/storage/v1/b")
-	}); err != nil {
-		return nil, err
-	}
-	setenv(map[string]string{"STORAGE_EMULATOR_HOST": endpoint})
-	return &blobServer{endpoint: endpoint, proc: p}, nil
+	return startBlobServer(blobServerSpec{
+		name: "fake-gcs-server",
+		args: func(_, endpoint string, port int) []string {
+			return []string{"-scheme", "http", "-host", "127.0.0.1", "-port", strconv.Itoa(port),
+				"-public-host", endpoint, "-external-url", "http://" + endpoint,
+				"-backend", "memory", "-log-level", "warn"}
+		},
+		ready: func(ctx context.Context, endpoint string) error {
+			return httpOK(ctx, "http://"+endpoint+"/storage/v1/b")
+		},
+		urlEnv: map[string]string{"STORAGE_EMULATOR_HOST": "{endpoint}"},
+	})
 }
 
 // Azure returns a fresh container on a shared Azurite blob server.
@@ -219,41 +235,25 @@ func Azure(t testing.TB) *BlobStore {
 }
 
 func startAzurite() (*blobServer, error) {
-	path, err := binary("azurite-blob")
-	if err != nil {
-		return nil, err
-	}
-	dir, err := tempDir("azurite")
-	if err != nil {
-		return nil, err
-	}
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	endpoint := fmt.Sprintf("127.0.0.1:%d", port)
-	p, err := startProcess("azurite", dir, nil, path,
-		"--blobHost", "127.0.0.1", "--blobPort", strconv.Itoa(port),
-		"--inMemoryPersistence",
-		"--skipApiVersionCheck", "--loose", "--disableProductStyleUrl")
-	if err != nil {
-		return nil, err
-	}
-	if err := p.waitReady(60*time.Second, func(ctx context.Context) error {
-		var d net.Dialer
-		c, err := d.DialContext(ctx, "tcp", endpoint)
-		if err != nil {
-			return err
-		}
-		return c.Close()
-	}); err != nil {
-		return nil, err
-	}
-	setenv(map[string]string{
-		"AZURE_STORAGE_ACCOUNT": AzureAccount,
-		"AZURE_STORAGE_KEY":     AzureAccountKey,
+	return startBlobServer(blobServerSpec{
+		name: "azurite-blob",
+		args: func(_, _ string, port int) []string {
+			return []string{"--blobHost", "127.0.0.1", "--blobPort", strconv.Itoa(port),
+				"--inMemoryPersistence", "--skipApiVersionCheck", "--loose", "--disableProductStyleUrl"}
+		},
+		ready: func(ctx context.Context, endpoint string) error {
+			var d net.Dialer
+			c, err := d.DialContext(ctx, "tcp", endpoint)
+			if err != nil {
+				return err
+			}
+			return c.Close()
+		},
+		urlEnv: map[string]string{
+			"AZURE_STORAGE_ACCOUNT": AzureAccount,
+			"AZURE_STORAGE_KEY":     AzureAccountKey,
+		},
 	})
-	return &blobServer{endpoint: endpoint, proc: p}, nil
 }
 
 // File returns a fresh directory bucket on the local file system.
@@ -267,13 +267,4 @@ func File(t testing.TB) *BlobStore {
 func Mem(t testing.TB) *BlobStore {
 	t.Helper()
 	return &BlobStore{Scheme: "mem", Bucket: uniqueName(t, 63), URL: "mem://"}
-}
-
-// setenv sets process environment variables that gocloud's URL openers read.
-// They are set once, when a store starts, and never changed afterwards, so
-// that concurrently running tests see the same values.
-func setenv(vars map[string]string) {
-	for k, v := range vars {
-		os.Setenv(k, v)
-	}
 }
