@@ -16,26 +16,16 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/go-logr/zapr"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
+	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
 	"github.com/groundskeeper-io/groundskeeper/locking"
 )
 
@@ -48,9 +38,9 @@ func main() {
 
 func run(args []string) error {
 	fs := flag.NewFlagSet("fdb-lock", flag.ContinueOnError)
+	var common kubecmd.Flags
+	common.Register(fs, "elect one active replica among those with the same --lock-id (a Lease named fdb-lock-<lock-id>)")
 	var o controllerOptions
-	kubeconfig := fs.String("kubeconfig", "", "path to a kubeconfig; without it, and outside a cluster, the simulated scenario runs")
-	fs.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace whose Databases to reconcile, and of the lock ConfigMap (default: $POD_NAMESPACE, else the kubeconfig's)")
 	fs.StringVar(&o.lockID, "lock-id", "", "this instance's lock ID, unique per data centre (required)")
 	fs.StringVar(&o.lockBackend, "lock-backend", "kubernetes", "where the lock lives: memory (one process only), kubernetes, etcd")
 	fs.StringVar(&o.lockConfigMap, "lock-configmap", "fdb-lock-global", "ConfigMap holding the lock, with --lock-backend=kubernetes")
@@ -60,111 +50,31 @@ func run(args []string) error {
 	fs.DurationVar(&o.lockDuration, "lock-duration", locking.DefaultDuration, "how long a taken or extended lock lasts")
 	fs.DurationVar(&o.actionDuration, "action-duration", 2*time.Second, "how long a simulated global operation takes")
 	fs.DurationVar(&o.deniedRetry, "denied-retry", time.Minute, "how often a denied instance looks again")
-	level := fs.String("zap-log-level", "info", "log verbosity: debug, info, error, or an integer N > 0 for logr V(N)")
-	devel := fs.Bool("zap-devel", false, "human-readable console logs instead of JSON")
-	leaderElect := fs.Bool("leader-elect", false, "elect one active replica among those with the same --lock-id (a Lease named fdb-lock-<lock-id>)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 
-	cfg, err := restConfig(*kubeconfig, &o.namespace)
+	cfg, err := common.RestConfig()
 	if err != nil {
 		return err
 	}
 	if cfg == nil {
 		return runScenario(os.Stdout)
 	}
-	log, err := newLogger(*level, *devel)
+	o.namespace = common.Namespace
+	log, err := common.Logger()
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx = logr.NewContext(ctx, log)
-	if !*leaderElect {
+	if !common.LeaderElect {
 		return runController(ctx, cfg, o, logAndWait{o.actionDuration})
 	}
-	return leading(ctx, cfg, o.namespace, "fdb-lock-"+o.lockID, func(ctx context.Context) error {
+	// Replicas of one instance share a lock ID, so the global lock cannot
+	// tell them apart: only the leader may run.
+	return kubecmd.Leading(ctx, cfg, o.namespace, "fdb-lock-"+o.lockID, func(ctx context.Context) error {
 		return runController(ctx, cfg, o, logAndWait{o.actionDuration})
 	})
-}
-
-// leading runs fn while this replica leads, through client-go's leader
-// election on a Lease. Replicas of one instance share a lock ID, so the
-// global lock cannot tell them apart: only the leader may run.
-func leading(ctx context.Context, cfg *rest.Config, namespace, name string, fn func(context.Context) error) error {
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	host, err := os.Hostname()
-	if err != nil {
-		return err
-	}
-	var runErr error
-	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
-		Lock: &resourcelock.LeaseLock{
-			LeaseMeta:  metav1.ObjectMeta{Namespace: namespace, Name: name},
-			Client:     cs.CoordinationV1(),
-			LockConfig: resourcelock.ResourceLockConfig{Identity: fmt.Sprintf("%s_%d", host, os.Getpid())},
-		},
-		LeaseDuration:   15 * time.Second,
-		RenewDeadline:   10 * time.Second,
-		RetryPeriod:     2 * time.Second,
-		ReleaseOnCancel: true,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) { runErr = fn(ctx) },
-			OnStoppedLeading: func() {},
-		},
-	})
-	if runErr == nil && ctx.Err() == nil {
-		runErr = errors.New("leader election lost")
-	}
-	return runErr
-}
-
-// restConfig returns nil, nil when there is neither a kubeconfig nor an
-// in-cluster configuration: the scenario runs then.
-func restConfig(kubeconfig string, namespace *string) (*rest.Config, error) {
-	if kubeconfig == "" {
-		cfg, err := rest.InClusterConfig()
-		if errors.Is(err, rest.ErrNotInCluster) {
-			return nil, nil
-		}
-		if *namespace == "" {
-			*namespace = "default"
-		}
-		return cfg, err
-	}
-	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-		&clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig}, &clientcmd.ConfigOverrides{})
-	if *namespace == "" {
-		ns, _, err := loader.Namespace()
-		if err != nil {
-			return nil, err
-		}
-		*namespace = ns
-	}
-	return loader.ClientConfig()
-}
-
-// newLogger builds the logr.Logger the packages log through, from zap, with
-// controller-runtime's --zap-log-level convention.
-func newLogger(level string, devel bool) (logr.Logger, error) {
-	var l zapcore.Level
-	if n, err := strconv.Atoi(level); err == nil && n > 0 {
-		l = zapcore.Level(-n)
-	} else if err := l.UnmarshalText([]byte(level)); err != nil {
-		return logr.Logger{}, fmt.Errorf("--zap-log-level %q: %w", level, err)
-	}
-	cfg := zap.NewProductionConfig()
-	if devel {
-		cfg = zap.NewDevelopmentConfig()
-	}
-	cfg.Level = zap.NewAtomicLevelAt(l)
-	z, err := cfg.Build()
-	if err != nil {
-		return logr.Logger{}, err
-	}
-	return zapr.NewLogger(z), nil
 }
