@@ -14,8 +14,10 @@ import (
 // entries, so a custom resource's spec can embed the type.
 type DenyListEntry struct {
 	// ID is the lock ID of an operator instance.
+	// +kubebuilder:validation:MinLength=1
 	ID string `json:"id"`
 	// Allow set removes ID from the deny list; unset adds it.
+	// +optional
 	Allow bool `json:"allow,omitempty"`
 }
 

@@ -72,7 +72,7 @@ func (o *operator) newRunner(cfg subreconcile.Config[*Database, *loopState]) (*s
 // updateLockConfiguration applies the spec's deny list, as the FoundationDB
 // operator's UpdateLockConfiguration does; not while locks are disabled.
 func (o *operator) updateLockConfiguration(ctx context.Context, db *Database, loop subreconcile.Loop[*loopState]) *subreconcile.Requeue {
-	entries := db.denyList()
+	entries := denyList(db)
 	if db.Spec.LockOptions.DisableLocks || len(entries) == 0 {
 		return nil
 	}

@@ -9,7 +9,7 @@
 // Without a kubeconfig (and outside a cluster) it plays a scenario on an
 // in-memory lock with a simulated clock and prints what each instance saw
 // and decided. With one, or in a pod, it is a controller of the Database
-// resources (examples.groundskeeper.io/v1alpha1, deploy/crd.yaml) of one
+// resources (examples.groundskeeper.io/v1alpha1, api and deploy/crd.yaml) of one
 // namespace; run one instance per data centre, each with its own --lock-id,
 // on a lock backend they share (kubernetes: a ConfigMap; etcd).
 package main
