@@ -2,7 +2,7 @@
 #
 #   make test      install what is missing, lint, then run every test
 #   make testenv   build or install only the test environment's components
-#   make lint      gofmt, go vet, staticcheck
+#   make lint      gofmt, go mod tidy, go vet, staticcheck
 #   make bench     run the benchmarks
 #
 # Components are cached outside the clone (see hack/testenv.sh) and linked
@@ -17,7 +17,7 @@ BIN   := $(CURDIR)/.cache/bin
 TEST_FLAGS  ?= -timeout 30m
 BENCH_FLAGS ?= -run '^$$' -bench . -benchmem -timeout 60m
 
-.PHONY: all test testenv lint vet fmt-check staticcheck bench
+.PHONY: all test testenv lint vet fmt-check tidy-check staticcheck bench
 
 all: test
 
@@ -27,11 +27,15 @@ testenv:
 test: testenv lint
 	$(GO) test $(TEST_FLAGS) ./...
 
-lint: fmt-check vet staticcheck
+lint: fmt-check tidy-check vet staticcheck
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+# go.mod and go.sum must already be what go mod tidy makes them.
+tidy-check:
+	$(GO) mod tidy -diff
 
 vet:
 	$(GO) vet ./...
