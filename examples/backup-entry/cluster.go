@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
 	"gocloud.dev/blob"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -53,31 +56,42 @@ func runController(ctx context.Context, cfg *rest.Config, o controllerOptions) e
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "backup-entry"})
 	factory := dynamicinformer.NewDynamicSharedInformerFactory(client, 10*time.Minute)
 	entries, buckets := factory.ForResource(api.EntryResource), factory.ForResource(api.BucketResource)
-	onEntry := func(obj any) {
+	// An entry is reconciled when it appears or its spec or metadata change,
+	// not when only its status does: the controller writes the status, and
+	// a failing deletion would otherwise retry at once instead of with
+	// backoff. Its bucket is reconciled on every change, to count it.
+	onEntry := func(old, obj any) {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return
+		}
+		if o, ok := old.(*unstructured.Unstructured); !ok || !statusOnlyChange(o, u) {
+			queue.Add(entryKey(u.GetName()))
+		}
+		if b, _, _ := unstructured.NestedString(u.Object, "spec", "bucketName"); b != "" {
+			queue.Add(bucketKey(b))
+		}
+	}
+	onBucket := func(obj any) {
 		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = tomb.Obj
 		}
 		if u, ok := obj.(*unstructured.Unstructured); ok {
-			queue.Add(entryKey(u.GetName()))
-			if b, _, _ := unstructured.NestedString(u.Object, "spec", "bucketName"); b != "" {
-				queue.Add(bucketKey(b))
-			}
-		}
-	}
-	onBucket := func(obj any) {
-		if u, ok := obj.(*unstructured.Unstructured); ok {
 			queue.Add(bucketKey(u.GetName()))
 		}
 	}
-	for _, h := range []struct {
-		inf cache.SharedIndexInformer
-		f   func(any)
-	}{{entries.Informer(), onEntry}, {buckets.Informer(), onBucket}} {
-		if _, err := h.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc: h.f, UpdateFunc: func(_, obj any) { h.f(obj) }, DeleteFunc: h.f,
-		}); err != nil {
-			return err
-		}
+	if _, err := entries.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { onEntry(nil, obj) }, UpdateFunc: onEntry, DeleteFunc: func(obj any) { onEntry(nil, obj) },
+	}); err != nil {
+		return err
+	}
+	if _, err := buckets.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: onBucket, UpdateFunc: func(_, obj any) { onBucket(obj) }, DeleteFunc: onBucket,
+	}); err != nil {
+		return err
 	}
 	factory.Start(ctx.Done())
 	defer factory.Shutdown()
@@ -117,6 +131,18 @@ func runController(ctx context.Context, cfg *rest.Config, o controllerOptions) e
 		}
 		queue.Done(key)
 	}
+}
+
+// statusOnlyChange reports whether an update changed nothing but the
+// status. A resync (same resourceVersion) is not one.
+func statusOnlyChange(old, cur *unstructured.Unstructured) bool {
+	if old.GetResourceVersion() == cur.GetResourceVersion() {
+		return false
+	}
+	return old.GetGeneration() == cur.GetGeneration() &&
+		equality.Semantic.DeepEqual(old.GetDeletionTimestamp(), cur.GetDeletionTimestamp()) &&
+		slices.Equal(old.GetFinalizers(), cur.GetFinalizers()) &&
+		maps.Equal(old.GetAnnotations(), cur.GetAnnotations())
 }
 
 // secretStoreOpener opens a BackupBucket's store with the credentials in its

@@ -246,11 +246,16 @@ func (c *controller) removeEntryFinalizer(ctx context.Context, e *api.BackupEntr
 	return nil
 }
 
-// setEntryCondition sets a condition and writes the status if it changed;
-// it reports whether it changed. A failed status write is logged and
-// otherwise ignored: the next reconcile writes it again.
+// setEntryCondition sets a condition and writes the status if it changed.
+// It reports whether the condition's status or reason changed, the moments
+// worth an event: a deletion that keeps failing with a new message each
+// time (a store's request ID) updates the condition, not the event stream.
+// A failed status write is logged and otherwise ignored: the next reconcile
+// writes it again.
 func (c *controller) setEntryCondition(ctx context.Context, e *api.BackupEntry, typ string, status metav1.ConditionStatus, reason, msg string) bool {
 	before := e.Status.DeepCopy()
+	prev := meta.FindStatusCondition(before.Conditions, typ)
+	transition := prev == nil || prev.Status != status || prev.Reason != reason
 	meta.SetStatusCondition(&e.Status.Conditions, metav1.Condition{
 		Type: typ, Status: status, Reason: reason, Message: msg,
 		ObservedGeneration: e.Generation, LastTransitionTime: metav1.NewTime(c.clock.Now()),
@@ -261,10 +266,10 @@ func (c *controller) setEntryCondition(ctx context.Context, e *api.BackupEntry, 
 	updated, err := c.cluster.UpdateEntryStatus(ctx, e)
 	if err != nil {
 		logr.FromContextOrDiscard(ctx).Error(err, "update status", "condition", typ, "reason", reason)
-		return true
+		return transition
 	}
 	*e = *updated
-	return true
+	return transition
 }
 
 func statusEqual(a, b any) bool {
