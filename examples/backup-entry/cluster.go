@@ -11,6 +11,7 @@ import (
 	"gocloud.dev/blob"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -121,7 +122,11 @@ func runController(ctx context.Context, cfg *rest.Config, o controllerOptions) e
 		after, err := c.reconcile(ctx, key)
 		switch {
 		case err != nil && ctx.Err() == nil:
-			log.Error(err, "reconcile failed", "key", key)
+			if apierrors.IsConflict(err) { // a stale cache; read again
+				log.V(1).Info("conflict, retrying", "key", key, "error", err.Error())
+			} else {
+				log.Error(err, "reconcile failed", "key", key)
+			}
 			queue.AddRateLimited(key)
 		case after > 0:
 			queue.Forget(key)

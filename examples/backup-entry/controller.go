@@ -109,11 +109,12 @@ func (c *controller) reconcileEntry(ctx context.Context, name string) (time.Dura
 // when its bucket changes (the bucket's reconcile enqueues it).
 func (c *controller) admit(ctx context.Context, e *api.BackupEntry) error {
 	refuse := func(reason, msg string, err error) error {
-		if c.setEntryCondition(ctx, e, api.ConditionAdmitted, metav1.ConditionFalse, reason, msg) {
+		changed, werr := c.setEntryCondition(ctx, e, api.ConditionAdmitted, metav1.ConditionFalse, reason, msg)
+		if changed {
 			c.events.Event(e, corev1.EventTypeWarning, reason, msg)
 			logr.FromContextOrDiscard(ctx).Info("not admitted", "reason", reason, "message", msg)
 		}
-		return err
+		return errors.Join(err, werr)
 	}
 	b, err := c.cluster.Bucket(e.Spec.BucketName)
 	if apierrors.IsNotFound(err) {
@@ -147,7 +148,11 @@ func (c *controller) admit(ctx context.Context, e *api.BackupEntry) error {
 	}
 	e.Status.Prefix = prefix
 	msg := fmt.Sprintf("prefix %q in BackupBucket %q", prefix, b.Name)
-	if c.setEntryCondition(ctx, e, api.ConditionAdmitted, metav1.ConditionTrue, "Admitted", msg) {
+	changed, err := c.setEntryCondition(ctx, e, api.ConditionAdmitted, metav1.ConditionTrue, "Admitted", msg)
+	if err != nil {
+		return err // admitted again, idempotently, on the retry
+	}
+	if changed {
 		c.events.Event(e, corev1.EventTypeNormal, "Admitted", msg)
 		logr.FromContextOrDiscard(ctx).Info("admitted", "prefix", prefix, "bucket", b.Name)
 	}
@@ -178,7 +183,11 @@ func (c *controller) finalizeEntry(ctx context.Context, e *api.BackupEntry) (tim
 		at := metav1.NewTime(d.DeletableAt)
 		msg := fmt.Sprintf("prefix %q is deleted at %s (deletion grace period %s)", e.Status.Prefix, at.UTC().Format(time.RFC3339), retention.Format(c.grace))
 		e.Status.DeleteAfter = &at
-		if c.setEntryCondition(ctx, e, api.ConditionPrefixDeleted, metav1.ConditionFalse, "GracePeriod", msg) {
+		changed, err := c.setEntryCondition(ctx, e, api.ConditionPrefixDeleted, metav1.ConditionFalse, "GracePeriod", msg)
+		if err != nil {
+			return 0, err
+		}
+		if changed {
 			c.events.Event(e, corev1.EventTypeNormal, "GracePeriod", msg)
 			log.Info("waiting for the deletion grace period", "deleteAfter", at.UTC())
 		}
@@ -186,11 +195,12 @@ func (c *controller) finalizeEntry(ctx context.Context, e *api.BackupEntry) (tim
 	}
 
 	fail := func(reason, msg string, err error) (time.Duration, error) {
-		if c.setEntryCondition(ctx, e, api.ConditionPrefixDeleted, metav1.ConditionFalse, reason, msg) {
+		changed, werr := c.setEntryCondition(ctx, e, api.ConditionPrefixDeleted, metav1.ConditionFalse, reason, msg)
+		if changed {
 			c.events.Event(e, corev1.EventTypeWarning, reason, msg+"; the finalizer stays")
 			log.Info("prefix not deleted; the finalizer stays", "reason", reason, "message", msg)
 		}
-		return 0, err
+		return 0, errors.Join(err, werr)
 	}
 	b, err := c.cluster.Bucket(e.Spec.BucketName)
 	switch {
@@ -219,11 +229,12 @@ func (c *controller) finalizeEntry(ctx context.Context, e *api.BackupEntry) (tim
 	}
 	if c.dryRun {
 		msg := fmt.Sprintf("dry run: would delete %d objects (%d bytes) under %q from BackupBucket %q", len(dr.Keys), dr.Bytes, prefix, b.Name)
-		if c.setEntryCondition(ctx, e, api.ConditionPrefixDeleted, metav1.ConditionFalse, "DryRun", msg) {
+		changed, err := c.setEntryCondition(ctx, e, api.ConditionPrefixDeleted, metav1.ConditionFalse, "DryRun", msg)
+		if changed {
 			c.events.Event(e, corev1.EventTypeNormal, "DryRun", msg)
 			log.Info("dry run: would delete", "prefix", prefix, "keys", dr.Keys, "bytes", dr.Bytes)
 		}
-		return 0, nil
+		return 0, err
 	}
 	msg := fmt.Sprintf("deleted %d objects (%d bytes) under %q from BackupBucket %q", dr.Deleted, dr.DeletedBytes, prefix, b.Name)
 	c.events.Event(e, corev1.EventTypeNormal, "PrefixDeleted", msg)
@@ -250,9 +261,9 @@ func (c *controller) removeEntryFinalizer(ctx context.Context, e *api.BackupEntr
 // It reports whether the condition's status or reason changed, the moments
 // worth an event: a deletion that keeps failing with a new message each
 // time (a store's request ID) updates the condition, not the event stream.
-// A failed status write is logged and otherwise ignored: the next reconcile
-// writes it again.
-func (c *controller) setEntryCondition(ctx context.Context, e *api.BackupEntry, typ string, status metav1.ConditionStatus, reason, msg string) bool {
+// A failed write (a conflict with a newer entry) is returned for a retry,
+// since the controller's own status writes do not requeue the entry.
+func (c *controller) setEntryCondition(ctx context.Context, e *api.BackupEntry, typ string, status metav1.ConditionStatus, reason, msg string) (bool, error) {
 	before := e.Status.DeepCopy()
 	prev := meta.FindStatusCondition(before.Conditions, typ)
 	transition := prev == nil || prev.Status != status || prev.Reason != reason
@@ -261,15 +272,15 @@ func (c *controller) setEntryCondition(ctx context.Context, e *api.BackupEntry, 
 		ObservedGeneration: e.Generation, LastTransitionTime: metav1.NewTime(c.clock.Now()),
 	})
 	if statusEqual(before, &e.Status) {
-		return false
+		return false, nil
 	}
 	updated, err := c.cluster.UpdateEntryStatus(ctx, e)
 	if err != nil {
-		logr.FromContextOrDiscard(ctx).Error(err, "update status", "condition", typ, "reason", reason)
-		return transition
+		e.Status = *before
+		return false, fmt.Errorf("update status (%s %s): %w", typ, reason, err)
 	}
 	*e = *updated
-	return transition
+	return transition, nil
 }
 
 func statusEqual(a, b any) bool {
