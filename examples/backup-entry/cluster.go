@@ -35,6 +35,8 @@ import (
 type controllerOptions struct {
 	grace  time.Duration
 	dryRun bool
+	// wrap, in tests, wraps the API access to inject faults.
+	wrap func(cluster) cluster
 }
 
 // runController reconciles every BackupEntry and BackupBucket of the
@@ -104,8 +106,12 @@ func runController(ctx context.Context, cfg *rest.Config, o controllerOptions) e
 		queue.ShutDown()
 	}()
 
+	var cl cluster = &apiCluster{client: client, entries: entries.Lister(), buckets: buckets.Lister()}
+	if o.wrap != nil {
+		cl = o.wrap(cl)
+	}
 	c := &controller{
-		cluster: &apiCluster{client: client, entries: entries.Lister(), buckets: buckets.Lister()},
+		cluster: cl,
 		open:    secretStoreOpener(cs.CoreV1()),
 		events:  broadcaster.NewRecorder(runtime.NewScheme(), corev1.EventSource{Component: "backup-entry"}),
 		clock:   clock.RealClock{},
@@ -189,6 +195,14 @@ func (a *apiCluster) Entry(name string) (*api.BackupEntry, error) {
 		return nil, err
 	}
 	return decode[api.BackupEntry](obj)
+}
+
+func (a *apiCluster) GetEntry(ctx context.Context, name string) (*api.BackupEntry, error) {
+	u, err := a.client.Resource(api.EntryResource).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return decode[api.BackupEntry](u)
 }
 
 func (a *apiCluster) Entries() ([]*api.BackupEntry, error) {

@@ -30,6 +30,8 @@ import (
 // scenario.go.
 type cluster interface {
 	Entry(name string) (*api.BackupEntry, error)
+	// GetEntry reads the entry from the API server, not from a cache.
+	GetEntry(ctx context.Context, name string) (*api.BackupEntry, error)
 	Entries() ([]*api.BackupEntry, error)
 	Bucket(name string) (*api.BackupBucket, error)
 	UpdateEntry(ctx context.Context, e *api.BackupEntry) (*api.BackupEntry, error)
@@ -169,20 +171,34 @@ func (c *controller) finalizeEntry(ctx context.Context, e *api.BackupEntry) (tim
 	}
 	log := logr.FromContextOrDiscard(ctx)
 	now := c.clock.Now()
-	// Gardener's deletionGracePeriod is a TTL from the deletion timestamp;
-	// the force annotation is retention's Force. An entry that never got a
-	// prefix has no backups to keep.
-	forced := e.Annotations[api.ForceDeletionAnnotation] == "true"
-	var res retention.Result
-	if err := retention.Evaluate(retention.TTL{After: c.grace}, now, []retention.Item{{
-		ID: e.Name, Time: e.DeletionTimestamp.Time, Force: forced || e.Status.Prefix == "",
-	}}, &res); err != nil {
+	keep, at, err := c.keepPrefix(e, now)
+	if err != nil {
 		return 0, err
 	}
-	if d := res.Decisions[0]; d.Keep {
-		at := metav1.NewTime(d.DeletableAt)
+	if !keep {
+		// The cache says delete now. Decide again on the API server's copy
+		// (kubernetes' ttlafterfinished does the same), so that a cache that
+		// lags behind a change (the force annotation removed) never deletes
+		// data; the finalizer update below carries its resourceVersion.
+		live, err := c.cluster.GetEntry(ctx, e.Name)
+		if apierrors.IsNotFound(err) {
+			return 0, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		if live.UID != e.UID || !slices.Contains(live.Finalizers, api.Finalizer) {
+			return 0, nil // another entry of the same name, or done already
+		}
+		e = live
+		if keep, at, err = c.keepPrefix(e, now); err != nil {
+			return 0, err
+		}
+	}
+	if keep {
+		deleteAfter := metav1.NewTime(at)
 		msg := fmt.Sprintf("prefix %q is deleted at %s (deletion grace period %s)", e.Status.Prefix, at.UTC().Format(time.RFC3339), retention.Format(c.grace))
-		e.Status.DeleteAfter = &at
+		e.Status.DeleteAfter = &deleteAfter
 		changed, err := c.setEntryCondition(ctx, e, api.ConditionPrefixDeleted, metav1.ConditionFalse, "GracePeriod", msg)
 		if err != nil {
 			return 0, err
@@ -191,7 +207,7 @@ func (c *controller) finalizeEntry(ctx context.Context, e *api.BackupEntry) (tim
 			c.events.Event(e, corev1.EventTypeNormal, "GracePeriod", msg)
 			log.Info("waiting for the deletion grace period", "deleteAfter", at.UTC())
 		}
-		return d.DeletableAt.Sub(now), nil
+		return at.Sub(now), nil
 	}
 
 	fail := func(reason, msg string, err error) (time.Duration, error) {
@@ -243,6 +259,23 @@ func (c *controller) finalizeEntry(ctx context.Context, e *api.BackupEntry) (tim
 	}
 	c.enqueue(bucketKey(b.Name))
 	return 0, nil
+}
+
+// keepPrefix decides, from the entry and the time alone, whether a deleted
+// entry's prefix must be kept now, and until when. Gardener's
+// deletionGracePeriod is a TTL from the deletion timestamp; the force
+// annotation is retention's Force. An entry that never got a prefix has no
+// backups to keep.
+func (c *controller) keepPrefix(e *api.BackupEntry, now time.Time) (bool, time.Time, error) {
+	forced := e.Annotations[api.ForceDeletionAnnotation] == "true"
+	var res retention.Result
+	if err := retention.Evaluate(retention.TTL{After: c.grace}, now, []retention.Item{{
+		ID: e.Name, Time: e.DeletionTimestamp.Time, Force: forced || e.Status.Prefix == "",
+	}}, &res); err != nil {
+		return false, time.Time{}, err
+	}
+	d := res.Decisions[0]
+	return d.Keep, d.DeletableAt, nil
 }
 
 // removeEntryFinalizer updates e, read with the resourceVersion the decision

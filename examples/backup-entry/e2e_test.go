@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -224,19 +225,24 @@ func (e *env) waitEvent(name, typ, reason string) corev1.Event {
 	}
 }
 
-// startController runs the controller until the test ends, as its own
-// process would.
-func startController(t *testing.T, cfg *rest.Config, o controllerOptions) {
+// startController runs the controller until the test ends, or until the
+// returned function stops it, as its own process would.
+func startController(t *testing.T, cfg *rest.Config, o controllerOptions) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(logr.NewContext(context.Background(), testr.NewWithOptions(t, testr.Options{LogTimestamp: true})))
 	done := make(chan error, 1)
 	go func() { done <- runController(ctx, rest.CopyConfig(cfg), o) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("controller: %v", err)
-		}
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("controller: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 // Three clusters' entries share one bucket on MinIO, holding at most three;
@@ -446,6 +452,87 @@ func TestDryRunWithKubeconfig(t *testing.T) {
 	}
 	if k := e.keysUnder(e.prefix + "--dryer/"); len(k) != 1 {
 		t.Errorf("sibling's keys: %v", k)
+	}
+	e.delete(api.BucketResource, e.bucket)
+	for deadline := time.Now().Add(30 * time.Second); e.bucketObject() != nil; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("BackupBucket not gone")
+		}
+	}
+}
+
+// staleOnce serves one stale copy of an entry from the "cache", as an
+// informer that lags behind the API server does.
+type staleOnce struct {
+	cluster
+	mu    sync.Mutex
+	stale *api.BackupEntry
+}
+
+func (s *staleOnce) Entry(name string) (*api.BackupEntry, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stale != nil && s.stale.Name == name {
+		e := s.stale
+		s.stale = nil
+		return e, nil
+	}
+	return s.cluster.Entry(name)
+}
+
+func (s *staleOnce) served() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stale == nil
+}
+
+func (e *env) setForce(name string, force bool) {
+	e.t.Helper()
+	v := `"true"`
+	if !force {
+		v = "null"
+	}
+	if _, err := e.client.Resource(api.EntryResource).Patch(context.Background(), name, "application/merge-patch+json",
+		fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%s}}}`, api.ForceDeletionAnnotation, v), metav1.PatchOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// An entry was deleted with the force annotation, which was then removed.
+// A controller whose cache still holds the forced version must not delete
+// the prefix: it decides again on the API server's copy, and waits for the
+// grace period.
+func TestStaleCacheDoesNotForceDeletion(t *testing.T) {
+	e := newEnv(t, 0)
+	name := e.prefix + "--stale"
+	stop := startController(t, e.k.Config, controllerOptions{grace: time.Hour})
+	e.createEntry(name, map[string]string{api.ForceDeletionAnnotation: "true"})
+	be := e.waitEntry(name, "admitted", func(be *api.BackupEntry) bool {
+		return hasReason(be, api.ConditionAdmitted, metav1.ConditionTrue, "Admitted")
+	})
+	e.write(be.Status.Prefix, "v2/Full-00000000-00001000", "v2/Incr-00001001-00001100")
+	stop()
+
+	e.delete(api.EntryResource, name)
+	forced := e.entry(name) // deleted and forced: what the cache will serve
+	e.setForce(name, false)
+	wrap := &staleOnce{stale: forced}
+	startController(t, e.k.Config, controllerOptions{grace: time.Hour, wrap: func(c cluster) cluster { wrap.cluster = c; return wrap }})
+	e.waitEntry(name, "waiting for the grace period", func(be *api.BackupEntry) bool {
+		return hasReason(be, api.ConditionPrefixDeleted, metav1.ConditionFalse, "GracePeriod")
+	})
+	if !wrap.served() {
+		t.Fatal("the stale entry was never read")
+	}
+	if k := e.keysUnder(name + "/"); len(k) != 3 {
+		t.Errorf("%s/ holds %v; want the marker and two backups", name, k)
+	}
+
+	// Forced again, for real this time.
+	e.setForce(name, true)
+	e.waitEntry(name, "gone", gone)
+	if k := e.keysUnder(name + "/"); len(k) != 0 {
+		t.Errorf("keys left under %s/: %v", name, k)
 	}
 	e.delete(api.BucketResource, e.bucket)
 	for deadline := time.Now().Add(30 * time.Second); e.bucketObject() != nil; time.Sleep(100 * time.Millisecond) {
