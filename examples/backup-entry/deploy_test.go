@@ -53,7 +53,9 @@ func TestDeployManifestsValidate(t *testing.T) {
 				if _, err := k.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 					t.Fatal(err)
 				}
-				t.Cleanup(func() { _ = k.Client.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{}) })
+				t.Cleanup(func() {
+					_ = k.Client.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
+				})
 				n++
 				continue
 			}

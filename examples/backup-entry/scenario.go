@@ -274,7 +274,9 @@ func (s *sim) Entry(name string) (*api.BackupEntry, error) {
 	return e.DeepCopy(), nil
 }
 
-func (s *sim) GetEntry(_ context.Context, name string) (*api.BackupEntry, error) { return s.Entry(name) }
+func (s *sim) GetEntry(_ context.Context, name string) (*api.BackupEntry, error) {
+	return s.Entry(name)
+}
 
 func (s *sim) Entries() ([]*api.BackupEntry, error) {
 	var out []*api.BackupEntry
