@@ -42,35 +42,56 @@ type env struct {
 	k      *testenv.Kubernetes
 	client dynamic.Interface
 	store  *blob.Bucket
+	scheme string
 	bucket string // BackupBucket name
 	secret string // in k.Namespace
 	// prefix makes the cluster-scoped names of this test unique.
 	prefix string
 }
 
-func newEnv(t *testing.T, maxEntries int) *env {
+func newEnv(t *testing.T, store *testenv.BlobStore, maxEntries int) *env {
 	t.Helper()
 	k := testenv.StartKubernetes(t)
-	s3 := testenv.S3(t)
-	e := &env{t: t, k: k, client: installCRDs(t, k.Config), store: s3.Open(t),
-		bucket: "shared-" + k.Namespace, secret: "backup-s3", prefix: "shoot--" + k.Namespace}
-	e.setSecret(testenv.S3SecretAccessKey)
+	e := &env{t: t, k: k, client: installCRDs(t, k.Config), store: store.Open(t), scheme: store.Scheme,
+		bucket: "shared-" + k.Namespace, secret: "backup-" + store.Scheme, prefix: "shoot--" + k.Namespace}
+	e.setSecret(true)
 	e.create(api.BucketResource, &api.BackupBucket{
 		TypeMeta:   metav1.TypeMeta{APIVersion: api.Group + "/" + api.Version, Kind: "BackupBucket"},
 		ObjectMeta: metav1.ObjectMeta{Name: e.bucket},
-		Spec: api.BackupBucketSpec{URL: s3.URL, MaxEntries: maxEntries,
+		Spec: api.BackupBucketSpec{URL: store.URL, MaxEntries: maxEntries,
 			SecretRef: &api.SecretReference{Namespace: k.Namespace, Name: e.secret}},
 	})
 	return e
 }
 
-// setSecret writes the credentials Secret, with Gardener's keys.
-func (e *env) setSecret(secretAccessKey string) {
+// setSecret writes the credentials Secret, with Gardener's keys; with valid
+// false, the secret key is wrong.
+func (e *env) setSecret(valid bool) {
 	e.t.Helper()
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: e.k.Namespace, Name: e.secret}, Data: map[string][]byte{
-		backupstore.SecretKeyAccessKeyID:     []byte(testenv.S3AccessKeyID),
-		backupstore.SecretKeySecretAccessKey: []byte(secretAccessKey),
-	}}
+	var data map[string][]byte
+	switch e.scheme {
+	case "s3":
+		key := testenv.S3SecretAccessKey
+		if !valid {
+			key = "not-the-key"
+		}
+		data = map[string][]byte{
+			backupstore.SecretKeyAccessKeyID:     []byte(testenv.S3AccessKeyID),
+			backupstore.SecretKeySecretAccessKey: []byte(key),
+		}
+	case "azblob":
+		key := testenv.AzureAccountKey
+		if !valid {
+			key = "bm90LXRoZS1rZXk=" // base64 of "not-the-key"
+		}
+		data = map[string][]byte{
+			backupstore.SecretKeyStorageAccount: []byte(testenv.AzureAccount),
+			backupstore.SecretKeyStorageKey:     []byte(key),
+		}
+	default:
+		e.t.Fatalf("no credentials for %s", e.scheme)
+	}
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: e.k.Namespace, Name: e.secret}, Data: data}
 	ctx := context.Background()
 	_, err := e.k.Client.CoreV1().Secrets(e.k.Namespace).Update(ctx, s, metav1.UpdateOptions{})
 	if apierrors.IsNotFound(err) {
@@ -255,7 +276,7 @@ func startController(t *testing.T, cfg *rest.Config, o controllerOptions) (stop 
 // an entry names it.
 func TestSharedBucketOnMinIO(t *testing.T) {
 	const grace = 3 * time.Second
-	e := newEnv(t, 3)
+	e := newEnv(t, testenv.S3(t), 3)
 	startController(t, e.k.Config, controllerOptions{grace: grace})
 	b, bc, f, x := e.prefix+"--b", e.prefix+"--bc", e.prefix+"--f", e.prefix+"--x"
 
@@ -331,7 +352,7 @@ func TestSharedBucketOnMinIO(t *testing.T) {
 	}
 
 	// A store failure keeps the entry, its finalizer and its data.
-	e.setSecret("not-the-key")
+	e.setSecret(false)
 	if _, err := e.client.Resource(api.EntryResource).Patch(context.Background(), bc, "application/merge-patch+json",
 		fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"true"}}}`, api.ForceDeletionAnnotation), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
@@ -352,7 +373,7 @@ func TestSharedBucketOnMinIO(t *testing.T) {
 	if k := e.keysUnder(bc + "/"); len(k) != 3 {
 		t.Errorf("after a store failure %s/ holds %v", bc, k)
 	}
-	e.setSecret(testenv.S3SecretAccessKey)
+	e.setSecret(true)
 	e.waitEntry(bc, "gone once the Secret is fixed", gone)
 	if k := e.keysUnder(bc + "/"); len(k) != 0 {
 		t.Errorf("keys left under %s/: %v", bc, k)
@@ -395,12 +416,59 @@ func TestSharedBucketOnMinIO(t *testing.T) {
 	}
 }
 
+// The same on Azure Blob (Azurite), with a storage account and key in the
+// Secret: siblings …--a and …--ab in a container of two, the third entry
+// refused; the forced deletion of …--a deletes exactly its prefix and lets
+// the third in.
+func TestSharedBucketOnAzurite(t *testing.T) {
+	e := newEnv(t, testenv.Azure(t), 2)
+	startController(t, e.k.Config, controllerOptions{grace: time.Hour})
+	a, ab, c := e.prefix+"--a", e.prefix+"--ab", e.prefix+"--c"
+	for _, name := range []string{a, ab} {
+		e.createEntry(name, nil)
+		be := e.waitEntry(name, "admitted", func(be *api.BackupEntry) bool {
+			return hasReason(be, api.ConditionAdmitted, metav1.ConditionTrue, "Admitted")
+		})
+		e.write(be.Status.Prefix, "v2/Full-00000000-00001000", "v2/Incr-00001001-00001100")
+	}
+	e.createEntry(c, nil)
+	e.waitEntry(c, "refused", func(be *api.BackupEntry) bool {
+		return hasReason(be, api.ConditionAdmitted, metav1.ConditionFalse, "BucketFull")
+	})
+	e.setForce(a, true)
+	e.delete(api.EntryResource, a)
+	e.waitEntry(a, "gone", gone)
+	e.waitEntry(c, "admitted once a place is free", func(be *api.BackupEntry) bool {
+		return hasReason(be, api.ConditionAdmitted, metav1.ConditionTrue, "Admitted")
+	})
+	if k := e.keysUnder(a + "/"); len(k) != 0 {
+		t.Errorf("keys left under %s/: %v", a, k)
+	}
+	if k := e.keysUnder(ab + "/"); len(k) != 3 {
+		t.Errorf("sibling %s/ holds %v; want its marker and two backups", ab, k)
+	}
+	for _, name := range []string{ab, c} {
+		e.setForce(name, true)
+		e.delete(api.EntryResource, name)
+		e.waitEntry(name, "gone", gone)
+	}
+	if k := e.keys(); len(k) != 0 {
+		t.Errorf("container holds %v after every entry is gone", k)
+	}
+	e.delete(api.BucketResource, e.bucket)
+	for deadline := time.Now().Add(30 * time.Second); e.bucketObject() != nil; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("BackupBucket not gone")
+		}
+	}
+}
+
 // The command itself, flags and all, with --dry-run and leader election,
 // against the test API server's kubeconfig: a deleted entry's prefix is
 // reported, not deleted, and the finalizer stays. Then a controller without
 // --dry-run finishes the job.
 func TestDryRunWithKubeconfig(t *testing.T) {
-	e := newEnv(t, 0)
+	e := newEnv(t, testenv.S3(t), 0)
 	name := e.prefix + "--dry"
 	done := make(chan error, 1)
 	go func() {
@@ -503,7 +571,7 @@ func (e *env) setForce(name string, force bool) {
 // the prefix: it decides again on the API server's copy, and waits for the
 // grace period.
 func TestStaleCacheDoesNotForceDeletion(t *testing.T) {
-	e := newEnv(t, 0)
+	e := newEnv(t, testenv.S3(t), 0)
 	name := e.prefix + "--stale"
 	stop := startController(t, e.k.Config, controllerOptions{grace: time.Hour})
 	e.createEntry(name, map[string]string{api.ForceDeletionAnnotation: "true"})
