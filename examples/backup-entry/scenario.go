@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -390,11 +390,4 @@ func (r simEvents) AnnotatedEventf(obj runtime.Object, _ map[string]string, typ,
 	r.Event(obj, typ, reason, fmt.Sprintf(format, args...))
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return slices.Clip(keys)
-}
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
