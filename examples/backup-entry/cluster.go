@@ -35,8 +35,10 @@ import (
 type controllerOptions struct {
 	grace  time.Duration
 	dryRun bool
-	// wrap, in tests, wraps the API access to inject faults.
-	wrap func(cluster) cluster
+	// Tests only: wrap wraps the API access to inject faults;
+	// leaseNamespace runs the controller under leader election, as run does.
+	wrap           func(cluster) cluster
+	leaseNamespace string
 }
 
 // runController reconciles every BackupEntry and BackupBucket of the

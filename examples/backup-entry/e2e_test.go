@@ -30,6 +30,7 @@ import (
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/examples/backup-entry/api"
+	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
 	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
 )
 
@@ -247,12 +248,22 @@ func (e *env) waitEvent(name, typ, reason string) corev1.Event {
 }
 
 // startController runs the controller until the test ends, or until the
-// returned function stops it, as its own process would.
+// returned function stops it, as its own process would; with
+// o.leaseNamespace, under leader election as run does it.
 func startController(t *testing.T, cfg *rest.Config, o controllerOptions) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(logr.NewContext(context.Background(), testr.NewWithOptions(t, testr.Options{LogTimestamp: true})))
 	done := make(chan error, 1)
-	go func() { done <- runController(ctx, rest.CopyConfig(cfg), o) }()
+	go func() {
+		cfg := rest.CopyConfig(cfg)
+		if o.leaseNamespace == "" {
+			done <- runController(ctx, cfg, o)
+			return
+		}
+		done <- kubecmd.Leading(ctx, cfg, o.leaseNamespace, "backup-entry", func(ctx context.Context) error {
+			return runController(ctx, cfg, o)
+		})
+	}()
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
@@ -277,7 +288,10 @@ func startController(t *testing.T, cfg *rest.Config, o controllerOptions) (stop 
 func TestSharedBucketOnMinIO(t *testing.T) {
 	const grace = 3 * time.Second
 	e := newEnv(t, testenv.S3(t), 3)
-	startController(t, e.k.Config, controllerOptions{grace: grace})
+	// The controller runs as deployed: leader-elected, and every request it
+	// makes is checked against deploy/rbac.yaml at the end.
+	var reqs requestLog
+	startController(t, reqs.wrap(e.k.Config), controllerOptions{grace: grace, leaseNamespace: e.k.Namespace})
 	b, bc, f, x := e.prefix+"--b", e.prefix+"--bc", e.prefix+"--f", e.prefix+"--x"
 
 	for _, name := range []string{b, bc, f} {
@@ -414,6 +428,15 @@ func TestSharedBucketOnMinIO(t *testing.T) {
 	if got := e.keys(); !slices.Equal(got, []string{stray}) {
 		t.Errorf("store holds %v, want only %s", got, stray)
 	}
+
+	checkRBAC(t, reqs.requests(), map[string]string{"backup-entry": e.k.Namespace, "default": "default"}, map[string]string{
+		"patch /events": "the event recorder patches an event that repeats",
+		// client-go's informers list with a watch that sends the initial
+		// events (WatchListClient); they fall back to list on API servers
+		// without it.
+		"list " + api.Group + "/backupentries": "informer fallback",
+		"list " + api.Group + "/backupbuckets": "informer fallback",
+	})
 }
 
 // The same on Azure Blob (Azurite), with a storage account and key in the
