@@ -1,0 +1,83 @@
+// Command backup-entry is Gardener's shared backup bucket as a thin
+// operator: a cluster-scoped BackupBucket (one bucket in an object store,
+// shared by many clusters) and a BackupEntry per cluster, each entry a prefix
+// of the bucket (package backupstore). When an entry is deleted, its prefix
+// is deleted once the deletion grace period has passed (package retention),
+// or at once with the force-deletion annotation, and only then is its
+// finalizer removed. A bucket holds at most spec.maxEntries entries
+// (backupstore.Quota); a bucket stays while entries name it.
+//
+//	go run ./examples/backup-entry      # a simulated timeline, no cluster needed
+//	go run ./examples/backup-entry --kubeconfig=$HOME/.kube/config --deletion-grace-period=3d
+//
+// Without a kubeconfig (and outside a cluster) it plays a scenario on an
+// in-memory bucket and API with a simulated clock, and prints what the
+// controller saw and decided. With one, or in a pod, it reconciles the
+// BackupBuckets and BackupEntries (backup.examples.groundskeeper.io/v1alpha1,
+// deploy/) of the cluster.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/go-logr/logr"
+
+	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
+	"github.com/groundskeeper-io/groundskeeper/retention"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "backup-entry:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("backup-entry", flag.ContinueOnError)
+	var common kubecmd.Flags
+	common.Register(fs, "elect one active replica (a Lease named backup-entry in --namespace)")
+	var o controllerOptions
+	o.grace = 3 * retention.Day
+	fs.Func("deletion-grace-period", `how long a deleted BackupEntry's prefix is kept before it is deleted, e.g. "3d", "72h", "0s" (default "3d")`, func(s string) error {
+		d, err := retention.ParseDuration(s)
+		if err != nil {
+			return err
+		}
+		o.grace = d
+		return nil
+	})
+	fs.BoolVar(&o.dryRun, "dry-run", false, "report (in events, conditions and logs) what the deletion of an entry's prefix would remove; delete nothing and keep the finalizer")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+
+	cfg, err := common.RestConfig()
+	if err != nil {
+		return err
+	}
+	if cfg == nil {
+		return runScenario(os.Stdout)
+	}
+	log, err := common.Logger()
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx = logr.NewContext(ctx, log)
+	if !common.LeaderElect {
+		return runController(ctx, cfg, o)
+	}
+	return kubecmd.Leading(ctx, cfg, common.Namespace, "backup-entry", func(ctx context.Context) error {
+		return runController(ctx, cfg, o)
+	})
+}
