@@ -16,7 +16,6 @@ import (
 
 	"github.com/go-logr/logr"
 	"gocloud.dev/blob"
-	"gocloud.dev/gcerrors"
 	"k8s.io/utils/clock"
 
 	"github.com/groundskeeper-io/groundskeeper/retention"
@@ -326,7 +325,7 @@ func (c *copier) targetKey(key string) string {
 func (c *copier) withRetry(ctx context.Context, f func() error) error {
 	for attempt := 1; ; attempt++ {
 		err := f()
-		if err == nil || attempt >= c.retry.Attempts || !transient(ctx, err) || gcerrors.Code(err) == gcerrors.NotFound {
+		if err == nil || attempt >= c.retry.Attempts || !transient(ctx, err) || notFound(err) {
 			return err
 		}
 		select {
@@ -429,7 +428,7 @@ func (c *copier) samePresent(ctx context.Context, o, t *blob.ListObject) (bool, 
 		attrs, err = c.dst.Attributes(ctx, t.Key)
 		return err
 	})
-	if gcerrors.Code(err) == gcerrors.NotFound {
+	if notFound(err) {
 		return false, nil
 	}
 	if err != nil {
@@ -447,7 +446,7 @@ func (c *copier) md5(ctx context.Context, b *blob.Bucket, key string) ([]byte, e
 		attrs, err = b.Attributes(ctx, key)
 		return err
 	})
-	if gcerrors.Code(err) == gcerrors.NotFound {
+	if notFound(err) {
 		return nil, nil
 	}
 	if err != nil {
@@ -464,7 +463,7 @@ func (c *copier) copyOne(ctx context.Context, e ManifestEntry) (Status, int64, e
 		n, err = c.stream(ctx, e)
 		return err
 	})
-	if gcerrors.Code(err) == gcerrors.NotFound {
+	if notFound(err) {
 		return StatusNotFound, 0, nil
 	}
 	if err != nil {
@@ -543,7 +542,7 @@ func (c *copier) loadManifest(ctx context.Context) (*Manifest, error) {
 		data, err = c.dst.ReadAll(ctx, c.opts.ManifestKey)
 		return err
 	})
-	if gcerrors.Code(err) == gcerrors.NotFound {
+	if notFound(err) {
 		return nil, nil
 	}
 	if err != nil {

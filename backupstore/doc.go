@@ -100,4 +100,8 @@
 // azureblob, *storage.Client for gcsblob. Per-key errors in a *DeleteError
 // or *CopyError are the providers' own: use errors.As with
 // *smithyhttp.ResponseError or *azcore.ResponseError, or gcerrors.Code.
+// Beware gcerrors.NotFound on S3: gocloud's s3blob (v0.46) reports any
+// operation error whose text contains "301" as NotFound, so a 403 or 500
+// with such a request ID reads as a missing object. This package decides
+// "missing" on S3's own codes (NoSuchKey, NotFound, NoSuchBucket) instead.
 package backupstore

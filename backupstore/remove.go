@@ -229,7 +229,7 @@ func (r *objectRemover) remove(ctx context.Context, ts []target) []error {
 	errs := make([]error, len(ts))
 	for i, t := range ts {
 		err := r.bucket.Delete(ctx, t.key)
-		if gcerrors.Code(err) == gcerrors.NotFound {
+		if notFound(err) {
 			err = errGone
 		}
 		errs[i] = err

@@ -78,6 +78,10 @@ type Quota struct {
 // ErrBucketFull, so the caller can open another bucket. Two callers racing
 // for the last place may both be admitted: serialize admissions (a lock, or
 // one controller) where the limit is hard.
+//
+// An entry is counted once an object exists under its prefix: object stores
+// have no empty directories. Write a marker object under the entry's prefix
+// when admitting it, so an entry with no backups yet holds its place.
 func (q Quota) Admit(ctx context.Context, b *blob.Bucket, entry string) (int, error) {
 	if _, err := EntryPrefix(q.Root, entry); err != nil {
 		return 0, err

@@ -1,0 +1,73 @@
+package backupstore
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"gocloud.dev/gcerrors"
+)
+
+// TestNotFoundOnlyForMissingObjects feeds the real S3 driver error responses
+// (the wire format of S3's REST API) and checks which of them notFound
+// reads as a missing object. The request IDs contain "301", which gocloud's
+// s3blob alone reports as NotFound whatever the error is: an access-denied
+// object read as missing would be skipped by a copy and counted as gone by
+// a delete.
+func TestNotFoundOnlyForMissingObjects(t *testing.T) {
+	type reply struct {
+		status int
+		code   string // S3 error code in the XML body; "" for none
+	}
+	cases := []struct {
+		name  string
+		reply reply
+		want  bool
+	}{
+		{"NoSuchKey", reply{404, "NoSuchKey"}, true},
+		{"NoSuchBucket", reply{404, "NoSuchBucket"}, true},
+		{"404 without a body", reply{404, ""}, true},
+		{"AccessDenied", reply{403, "AccessDenied"}, false},
+		{"InvalidAccessKeyId", reply{403, "InvalidAccessKeyId"}, false},
+		{"InternalError", reply{500, "InternalError"}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("x-amz-request-id", "3010301030103010")
+				w.Header().Set("x-amz-id-2", "id-301")
+				if tc.reply.code == "" || r.Method == http.MethodHead {
+					w.WriteHeader(tc.reply.status)
+					return
+				}
+				w.Header().Set("Content-Type", "application/xml")
+				w.WriteHeader(tc.reply.status)
+				fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?>
+<Error><Code>%s</Code><Message>reply 301</Message><Key>backups/a</Key><RequestId>3010301030103010</RequestId></Error>`, tc.reply.code)
+			}))
+			defer srv.Close()
+
+			ctx := context.Background()
+			creds := &Credentials{AccessKeyID: "id", SecretAccessKey: "secret", Region: "us-east-1", Endpoint: srv.URL, S3PathStyle: true}
+			b, err := OpenBucket(ctx, "s3://backups?disable_https=true", creds)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			_, err = b.ReadAll(ctx, "backups/a")
+			if err == nil {
+				t.Fatal("ReadAll succeeded against an error reply")
+			}
+			if got := notFound(err); got != tc.want {
+				t.Errorf("notFound(%v) = %v, want %v (gcerrors.Code says %v)", err, got, tc.want, gcerrors.Code(err))
+			}
+			// Retries must not give up on a server error taken for a
+			// missing object.
+			if tc.reply.status == 500 && !transient(ctx, err) {
+				t.Errorf("transient(%v) = false for a 500", err)
+			}
+		})
+	}
+}
