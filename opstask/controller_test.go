@@ -406,3 +406,28 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		}
 	}
 }
+
+// A succeeded task says what its executor did: the last progress report,
+// else "execution completed".
+func TestSucceededKeepsLastProgress(t *testing.T) {
+	w := newWorld(t)
+	report := opstask.ExecutorFunc(func(ctx context.Context, run *opstask.Run) error {
+		if run.Task.Name == "silent" {
+			return nil
+		}
+		if err := run.Progress(ctx, "uploading"); err != nil {
+			return err
+		}
+		return run.Progress(ctx, "uploaded Full-00000000-00000042")
+	})
+	c := w.controller(opstask.Config{Kinds: []opstask.Kind{{Name: "snapshot", Executor: report}}})
+	w.create("reports", "etcd-a", map[string]any{"snapshot": map[string]any{}})
+	w.create("silent", "etcd-b", map[string]any{"snapshot": map[string]any{}})
+	w.sync(t.Context(), c)
+	for name, want := range map[string]string{"reports": "uploaded Full-00000000-00000042", "silent": "execution completed"} {
+		lo := w.waitState(name, opstask.TaskStateSucceeded).Status.LastOperation
+		if lo == nil || lo.Type != opstask.LastOperationTypeExecution || lo.State != opstask.LastOperationStateCompleted || lo.Description != want {
+			t.Errorf("%s: lastOperation %+v, want Execution Completed %q", name, lo, want)
+		}
+	}
+}
