@@ -16,6 +16,9 @@
 // simulated clock, and prints what happened to each task.
 package main
 
+// deploy/crd.yaml is opstask/exampleapi's generated CRD, copied.
+//go:generate cp ../../opstask/exampleapi/crd/example.opstask.groundskeeper.io_etcdopstasks.yaml deploy/crd.yaml
+
 import (
 	"context"
 	"errors"
