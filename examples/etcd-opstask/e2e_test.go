@@ -250,7 +250,6 @@ func TestTasksOnRealEtcdAndStores(t *testing.T) {
 	cli(1, "create", "recover-quorum", "--name", "recover", "--etcd", "main")
 	refused("recover", opstask.TaskStateRejected, codeSingleMember, "single member")
 
-
 	// Every task is deleted after its TTL; the backups stay.
 	deadline := time.Now().Add(45 * time.Second)
 	for {

@@ -39,6 +39,10 @@ type operator struct {
 	// prefixed with the store's prefix.
 	openStore func(ctx context.Context, namespace string, s exampleapi.StoreSpec) (*blob.Bucket, error)
 	clock     clock.WithTicker
+	// dryRun: maintenance (compaction drops the key history for good,
+	// defragmentation blocks each member while it runs) is not done; the
+	// task fails with code DryRun and says what would have been done.
+	dryRun bool
 }
 
 // Error codes of this operator's preconditions and executors, recorded in
@@ -57,6 +61,7 @@ const (
 	codeCorruptBackup   opstask.ErrorCode = "CorruptBackup"
 	codeNotImplemented  opstask.ErrorCode = "NotImplemented"
 	codeManualRecovery  opstask.ErrorCode = "ManualRecoveryRequired"
+	codeDryRun          opstask.ErrorCode = "DryRun"
 	snapshotFinalSuffix                   = ".final"
 )
 
@@ -344,6 +349,20 @@ func (o *operator) maintain(ctx context.Context, run *opstask.Run) error {
 	}
 	name := run.Task.Spec.Target
 	e := o.targets[name].Etcd
+	if o.dryRun {
+		var would []string
+		if cfg.MaintenanceType.EtcdCompaction {
+			rev, err := e.Revision(ctx)
+			if err != nil {
+				return err
+			}
+			would = append(would, fmt.Sprintf("compact %s at revision %d, dropping the key history before it", name, rev))
+		}
+		if cfg.MaintenanceType.EtcdDefragmentation {
+			would = append(would, fmt.Sprintf("defragment the members of %s one by one: %s", name, strings.Join(e.Health(ctx).Answering, ", ")))
+		}
+		return opstask.WithCode(codeDryRun, fmt.Errorf("dry run (--dry-run), nothing done: would %s", strings.Join(would, "; would ")))
+	}
 	var done []string
 	if cfg.MaintenanceType.EtcdCompaction {
 		rev, err := e.Compact(ctx)

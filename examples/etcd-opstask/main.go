@@ -65,6 +65,7 @@ type options struct {
 	defaultTTL    time.Duration
 	maxConcurrent int
 	metricsAddr   string
+	dryRun        bool
 }
 
 func run(args []string) error {
@@ -78,6 +79,7 @@ func run(args []string) error {
 	fs.DurationVar(&o.defaultTTL, "default-ttl", opstask.DefaultTTL, "how long a finished task is kept when its spec has no ttlSecondsAfterFinished")
 	fs.IntVar(&o.maxConcurrent, "max-concurrent", opstask.DefaultMaxConcurrent, "executions at once, across etcd clusters (one at a time per cluster)")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "0", `address of the /metrics endpoint, e.g. ":8080"; "0" turns it off`)
+	fs.BoolVar(&o.dryRun, "dry-run", false, "do not compact or defragment: onDemandMaintenance tasks fail with code DryRun, saying what they would have done")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -119,7 +121,7 @@ func runController(ctx context.Context, cfg *rest.Config, o options) error {
 	if err != nil {
 		return err
 	}
-	op := &operator{targets: map[string]*Target{}, clock: clock.RealClock{}}
+	op := &operator{targets: map[string]*Target{}, clock: clock.RealClock{}, dryRun: o.dryRun}
 	// Credentials are read when a bucket is opened, so a rotated Secret is
 	// used by the next task.
 	op.openStore = func(ctx context.Context, namespace string, s exampleapi.StoreSpec) (*blob.Bucket, error) {
@@ -212,7 +214,7 @@ func runController(ctx context.Context, cfg *rest.Config, o options) error {
 		}()
 		defer srv.Close()
 	}
-	log.Info("etcd-opstask controller running", "namespace", o.namespace, "etcds", sortedKeys(o.etcds))
+	log.Info("etcd-opstask controller running", "namespace", o.namespace, "etcds", sortedKeys(o.etcds), "dryRun", o.dryRun)
 	if err := c.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}

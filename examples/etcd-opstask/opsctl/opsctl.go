@@ -103,6 +103,10 @@ func (c *command) parse(args []string) error {
 	if err := c.fs.Parse(args); err != nil {
 		return err
 	}
+	return c.connect()
+}
+
+func (c *command) connect() error {
 	if c.kube.Kubeconfig == "" {
 		c.kube.Kubeconfig = os.Getenv("KUBECONFIG")
 	}
@@ -244,30 +248,33 @@ func create(ctx context.Context, kind string, args []string, out io.Writer) (int
 	if needsEtcd {
 		fs.StringVar(&etcd, "etcd", "", "the etcd the task operates on (spec.etcdName; required)")
 	}
-	if err := c.parse(args); err != nil {
+	if err := fs.Parse(args); err != nil {
 		return 0, err
 	}
 	noWait = !*waitFlag
 	if err := validate(); err != nil {
 		return 0, err
 	}
+	if needsEtcd && etcd == "" {
+		return 0, errors.New("--etcd is required")
+	}
 	task := &exampleapi.EtcdOpsTask{
 		TypeMeta:   metav1.TypeMeta{APIVersion: exampleapi.Group + "/" + exampleapi.Version, Kind: "EtcdOpsTask"},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.kube.Namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec:       exampleapi.EtcdOpsTaskSpec{Config: cfg},
 	}
 	if name == "" {
 		task.GenerateName = kind + "-"
 	}
 	if needsEtcd {
-		if etcd == "" {
-			return 0, errors.New("--etcd is required")
-		}
 		task.Spec.EtcdName = &etcd
 	}
 	if ttl >= 0 {
 		t := int32(ttl)
 		task.Spec.TTLSecondsAfterFinished = &t
+	}
+	if err := c.connect(); err != nil {
+		return 0, err
 	}
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(task)
 	if err != nil {
