@@ -89,7 +89,7 @@ func TestTasksOnRealEtcdAndStores(t *testing.T) {
 		done <- run([]string{"--kubeconfig", k.Kubeconfig, "--namespace", ns,
 			"--etcd", "main=" + strings.Join(e.Endpoints, ","), "--etcd", "down=http://127.0.0.1:1",
 			"--backup-store", "main=s3://" + s3.Bucket + "?prefix=main/", "--backup-secret", "main=minio",
-			"--zap-log-level", "1"})
+			"--leader-elect", "--zap-log-level", "1"})
 	}()
 	defer func() {
 		if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
@@ -235,6 +235,9 @@ func TestTasksOnRealEtcdAndStores(t *testing.T) {
 		t.Errorf("target has %v, want a copy of %v", names(copied), names(source))
 	}
 
+	if _, err := k.Client.CoordinationV1().Leases(ns).Get(ctx, "etcd-opstask", metav1.GetOptions{}); err != nil {
+		t.Errorf("leader election Lease: %v", err)
+	}
 	if out := cli(0, "list"); !regexp.MustCompile(`(?m)^copy +- +copyBackups +Succeeded .*copied 2 objects`).MatchString(out) {
 		t.Errorf("list does not show the copy task:\n%s", out)
 	}
