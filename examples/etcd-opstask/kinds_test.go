@@ -129,8 +129,8 @@ func TestBadFlags(t *testing.T) {
 		o    options
 		want string
 	}{
-		{options{etcds: namedFlag{}, backupStores: namedFlag{"main": "s3://b"}}, "--backup-store main=...: no --etcd main=... to back up"},
-		{options{etcds: namedFlag{"main": "http://e:2379"}, backupStores: namedFlag{}, backupSecrets: namedFlag{"main": "s"}}, "--backup-secret main=s: no --backup-store main=..."},
+		{options{etcds: namedFlag{}, backupStores: namedFlag{"main": "s3://b"}}, "--backup-store main=s3://b: there is no --etcd main to back up"},
+		{options{etcds: namedFlag{"main": "http://e:2379"}, backupStores: namedFlag{}, backupSecrets: namedFlag{"main": "s"}}, "--backup-secret main=s: there is no --backup-store for main"},
 		{options{etcds: namedFlag{"main": "http://e:2379"}, backupStores: namedFlag{"main": "ftp://b"}}, `--backup-store main=ftp://b: backupstore: unsupported URL scheme "ftp"`},
 	} {
 		if err := runController(context.Background(), cfg, tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {

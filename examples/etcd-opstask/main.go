@@ -143,12 +143,12 @@ func runController(ctx context.Context, cfg *rest.Config, o options) error {
 	}
 	for _, name := range sortedKeys(o.backupStores) {
 		if _, ok := o.etcds[name]; !ok {
-			return fmt.Errorf("--backup-store %s=...: no --etcd %s=... to back up", name, name)
+			return fmt.Errorf("--backup-store %s=%s: there is no --etcd %s to back up", name, o.backupStores[name], name)
 		}
 	}
 	for _, name := range sortedKeys(o.backupSecrets) {
 		if _, ok := o.backupStores[name]; !ok {
-			return fmt.Errorf("--backup-secret %s=%s: no --backup-store %s=...", name, o.backupSecrets[name], name)
+			return fmt.Errorf("--backup-secret %s=%s: there is no --backup-store for %s", name, o.backupSecrets[name], name)
 		}
 	}
 	for _, name := range sortedKeys(o.etcds) {

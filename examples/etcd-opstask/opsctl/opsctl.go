@@ -155,11 +155,14 @@ func run(ctx context.Context, args []string, out io.Writer) (int, error) {
 		return ExitSucceeded, list(ctx, c, out)
 	case "wait":
 		c := newCommand("wait NAME")
-		if err := c.parse(args[1:]); err != nil {
+		if err := c.fs.Parse(args[1:]); err != nil {
 			return 0, err
 		}
 		if c.fs.NArg() != 1 {
 			return 0, fmt.Errorf("%w: wait takes one task name", errUsage)
+		}
+		if err := c.connect(); err != nil {
+			return 0, err
 		}
 		return wait(ctx, c, c.fs.Arg(0), out)
 	case "-h", "--help", "help":
@@ -321,11 +324,11 @@ func wait(ctx context.Context, c *command, name string, out io.Writer) (int, err
 	defer cancel()
 	sel := fields.OneTermEqualSelector("metadata.name", name).String()
 	lw := &cache.ListWatch{
-		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = sel
 			return c.tasks.List(ctx, o)
 		},
-		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = sel
 			return c.tasks.Watch(ctx, o)
 		},
