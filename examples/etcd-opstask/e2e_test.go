@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"regexp"
 	"strings"
@@ -84,9 +86,15 @@ func TestTasksOnRealEtcdAndStores(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsAddr := l.Addr().String()
+	l.Close()
 	done := make(chan error, 1)
 	go func() {
-		done <- run([]string{"--kubeconfig", k.Kubeconfig, "--namespace", ns,
+		done <- run([]string{"--kubeconfig", k.Kubeconfig, "--namespace", ns, "--metrics-bind-address", metricsAddr,
 			"--etcd", "main=" + strings.Join(e.Endpoints, ","), "--etcd", "down=http://127.0.0.1:1",
 			"--backup-store", "main=s3://" + s3.Bucket + "?prefix=main/", "--backup-secret", "main=minio",
 			"--leader-elect", "--zap-log-level", "1"})
@@ -192,7 +200,13 @@ func TestTasksOnRealEtcdAndStores(t *testing.T) {
 		t.Errorf("%s lacks the change of %sconfig to v2", deltas[0], e.Prefix)
 	}
 
-	// Compaction and defragmentation of the real etcd.
+	// Compaction and defragmentation of the real etcd, after two more
+	// changes: the compaction then drops revisions a delta would need.
+	for _, v := range []string{"v3", "v4"} {
+		if _, err := ec.Put(ctx, e.Prefix+"config", v); err != nil {
+			t.Fatal(err)
+		}
+	}
 	before, err := ec.Status(ctx, e.Endpoints[0])
 	if err != nil {
 		t.Fatal(err)
@@ -208,6 +222,13 @@ func TestTasksOnRealEtcdAndStores(t *testing.T) {
 	}
 	if after.DbSize > before.DbSize-2<<20 {
 		t.Errorf("database size %d before, %d after defragmentation: want at least 2 MB less", before.DbSize, after.DbSize)
+	}
+
+	// The next delta snapshot would start before the compacted revision.
+	cli(1, "create", "snapshot", "--name", "delta-compacted", "--etcd", "main", "--type", "delta")
+	refused("delta-compacted", opstask.TaskStateFailed, codeCompacted, "required revision has been compacted")
+	if got := keys(t, backups, "main/Delta-"); len(got) != 1 {
+		t.Errorf("delta snapshots in MinIO after a failed one: %v, want the first only", got)
 	}
 
 	// Snapshot compaction checks the chain, then says what it cannot do.
@@ -252,6 +273,23 @@ func TestTasksOnRealEtcdAndStores(t *testing.T) {
 	refused("unknown", opstask.TaskStateRejected, codeNoEtcd, `spec.etcdName "nope"`)
 	cli(1, "create", "recover-quorum", "--name", "recover", "--etcd", "main")
 	refused("recover", opstask.TaskStateRejected, codeSingleMember, "single member")
+
+	// DEP-05's metrics, by type, state and etcd.
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		fmt.Sprintf(`etcdopstask_operator_tasks_total{etcd="main",etcd_namespace=%q,state="Succeeded",type="onDemandSnapshot"} 2`, ns),
+		fmt.Sprintf(`etcdopstask_operator_tasks_total{etcd="down",etcd_namespace=%q,state="Rejected",type="onDemandSnapshot"} 1`, ns),
+		fmt.Sprintf(`etcdopstask_operator_task_duration_seconds_count{etcd="main",etcd_namespace=%q,state="Succeeded",type="onDemandMaintenance"} 1`, ns),
+	} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
 
 	// Every task is deleted after its TTL; the backups stay.
 	deadline := time.Now().Add(45 * time.Second)

@@ -136,8 +136,8 @@ func (o *operator) backupsEnabled(_ context.Context, name string, t *Target) err
 	return nil
 }
 
-func (o *operator) multiMember(_ context.Context, name string, t *Target) error {
-	if h := t.Etcd.Health(context.Background()); h.Members < 2 {
+func (o *operator) multiMember(ctx context.Context, name string, t *Target) error {
+	if h := t.Etcd.Health(ctx); h.Members < 2 {
 		return opstask.Unmet(codeSingleMember, fmt.Sprintf("etcd %s has a single member: its backup-restore sidecar restores it, no recovery task is needed", name))
 	}
 	return nil
