@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -430,4 +431,30 @@ func TestSucceededKeepsLastProgress(t *testing.T) {
 			t.Errorf("%s: lastOperation %+v, want Execution Completed %q", name, lo, want)
 		}
 	}
+}
+
+// A precondition that cannot use the task's spec rejects it (InvalidSpec)
+// instead of blocking its queue with retries.
+func TestPreconditionInvalidSpecRejects(t *testing.T) {
+	w := newWorld(t)
+	decode := opstask.PreconditionFunc(func(ctx context.Context, task *opstask.Task) error {
+		var cfg struct{ Ops []string }
+		_, raw, _ := task.Spec.Member()
+		if err := json.Unmarshal(raw, &cfg); err != nil {
+			return fmt.Errorf("%w: spec.config.maintenance: %v", opstask.ErrInvalidSpec, err)
+		}
+		return nil
+	})
+	g := newGate()
+	c := w.controller(opstask.Config{Kinds: []opstask.Kind{{Name: "maintenance", Executor: g, Preconditions: []opstask.Precondition{decode}}}})
+	w.create("bad", "etcd-main", map[string]any{"maintenance": map[string]any{"ops": "compact"}})
+	w.create("good", "etcd-main", map[string]any{"maintenance": map[string]any{"ops": []string{"compact"}}})
+	w.sync(t.Context(), c)
+	bad := w.get("bad")
+	if bad.State() != opstask.TaskStateRejected || lastError(bad).Code != opstask.CodeInvalidSpec || !strings.Contains(lastError(bad).Description, "spec.config.maintenance") {
+		t.Errorf("bad: %s, lastErrors %+v; want Rejected with InvalidSpec naming the field", bad.State(), bad.Status.LastErrors)
+	}
+	w.waitState("good", opstask.TaskStateInProgress)
+	g.ch("good") <- nil
+	w.waitState("good", opstask.TaskStateSucceeded)
 }

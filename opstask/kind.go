@@ -73,8 +73,10 @@ var _ Executor = ExecutorFunc(nil)
 // Precondition decides whether a task may run now.
 type Precondition interface {
 	// Check returns nil when the task may run, an error wrapping ErrUnmet
-	// (see Unmet) to reject it, and any other error when it cannot tell now:
-	// the task then stays at the head of its queue and is checked again.
+	// (see Unmet) to reject it, one wrapping ErrInvalidSpec to reject it
+	// with code InvalidSpec (a config it cannot decode), and any other error
+	// when it cannot tell now: the task then stays at the head of its queue
+	// and is checked again.
 	Check(ctx context.Context, t *Task) error
 }
 
