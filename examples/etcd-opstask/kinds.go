@@ -27,8 +27,9 @@ import (
 // in spec.etcdName.
 type Target struct {
 	Etcd Etcd
-	// Backups opens the cluster's backup bucket (prefixed to its backups);
-	// nil when the cluster has no backups configured.
+	// Backups opens the cluster's backup bucket (prefixed to its backups)
+	// for one task, which closes it; nil when the cluster has no backups
+	// configured.
 	Backups func(ctx context.Context) (*blob.Bucket, error)
 }
 
@@ -177,9 +178,12 @@ func supportedStores(_ context.Context, t *opstask.Task) error {
 	if err != nil {
 		return err
 	}
-	for field, s := range map[string]exampleapi.StoreSpec{"sourceStore": cfg.SourceStore, "targetStore": cfg.TargetStore} {
-		if _, err := providerScheme(s.Provider); err != nil {
-			return opstask.Unmet(codeBadStore, fmt.Sprintf("spec.config.copyBackups.%s.provider: %v", field, err))
+	for _, s := range []struct {
+		field string
+		spec  exampleapi.StoreSpec
+	}{{"sourceStore", cfg.SourceStore}, {"targetStore", cfg.TargetStore}} {
+		if _, err := providerScheme(s.spec.Provider); err != nil {
+			return opstask.Unmet(codeBadStore, fmt.Sprintf("spec.config.copyBackups.%s.provider: %v", s.field, err))
 		}
 	}
 	return nil
@@ -194,6 +198,8 @@ func decode[T any](t *opstask.Task, member string) (*T, error) {
 		return nil, fmt.Errorf("%w: task %s has no spec.config.%s", opstask.ErrInvalidSpec, t.Key(), member)
 	}
 	if err := json.Unmarshal(raw, &v); err != nil {
+		// Code InvalidSpec whether a precondition (rejected) or an executor
+		// (failed) finds it.
 		return nil, opstask.WithCode(opstask.CodeInvalidSpec, fmt.Errorf("%w: spec.config.%s: %v", opstask.ErrInvalidSpec, member, err))
 	}
 	return &v, nil
@@ -277,7 +283,7 @@ func (o *operator) snapshot(ctx context.Context, run *opstask.Run) error {
 		}
 		key := snapshotName("Full", 0, rev, o.clock.Now(), final)
 		var n int64
-		err = upload(ctx, b, key, func(w io.Writer) error {
+		err = upload(ctx, b, key, func(w io.Writer) (err error) {
 			n, err = t.Etcd.Snapshot(ctx, w)
 			return err
 		})

@@ -138,3 +138,16 @@ func TestBadFlags(t *testing.T) {
 		}
 	}
 }
+
+// A config the CRD would refuse, in a store without the CRD, is rejected by
+// the precondition that decodes it, with code InvalidSpec.
+func TestUndecodableConfigIsRejected(t *testing.T) {
+	task := &opstask.Task{Namespace: "ns", Name: "m", Spec: opstask.Spec{Target: "main",
+		Config: map[string]json.RawMessage{"onDemandMaintenance": json.RawMessage(`{"maintenanceType":"both"}`)}}}
+	err := somethingToMaintain(context.Background(), task)
+	var ce *opstask.CodedError
+	if !errors.Is(err, opstask.ErrInvalidSpec) || !errors.As(err, &ce) || ce.Code != opstask.CodeInvalidSpec ||
+		!strings.Contains(err.Error(), "spec.config.onDemandMaintenance") {
+		t.Errorf("undecodable config: %v, want ErrInvalidSpec with code InvalidSpec naming the field", err)
+	}
+}
