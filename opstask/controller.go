@@ -438,8 +438,14 @@ func (c *Controller) syncQueue(ctx context.Context, q []*Task, now time.Time, sl
 		}
 		k, _, _ := c.kindAndKey(t)
 		err := c.admit(ctx, k, t)
-		if errors.Is(err, ErrUnmet) {
-			if rerr := c.reject(ctx, t, now, codeOf(err, CodePreconditionFailed), err.Error()); rerr != nil {
+		if errors.Is(err, ErrUnmet) || errors.Is(err, ErrInvalidSpec) {
+			// A spec a precondition cannot use is rejected too: checking it
+			// again would block the queue for good.
+			code := CodePreconditionFailed
+			if !errors.Is(err, ErrUnmet) {
+				code = CodeInvalidSpec
+			}
+			if rerr := c.reject(ctx, t, now, codeOf(err, code), err.Error()); rerr != nil {
 				return next, rerr
 			}
 			continue

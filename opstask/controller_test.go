@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -405,4 +406,55 @@ func TestNewRejectsBadConfig(t *testing.T) {
 			t.Errorf("%s: got %v, want ErrInvalidConfig naming %q", name, err, name)
 		}
 	}
+}
+
+// A succeeded task says what its executor did: the last progress report,
+// else "execution completed".
+func TestSucceededKeepsLastProgress(t *testing.T) {
+	w := newWorld(t)
+	report := opstask.ExecutorFunc(func(ctx context.Context, run *opstask.Run) error {
+		if run.Task.Name == "silent" {
+			return nil
+		}
+		if err := run.Progress(ctx, "uploading"); err != nil {
+			return err
+		}
+		return run.Progress(ctx, "uploaded Full-00000000-00000042")
+	})
+	c := w.controller(opstask.Config{Kinds: []opstask.Kind{{Name: "snapshot", Executor: report}}})
+	w.create("reports", "etcd-a", map[string]any{"snapshot": map[string]any{}})
+	w.create("silent", "etcd-b", map[string]any{"snapshot": map[string]any{}})
+	w.sync(t.Context(), c)
+	for name, want := range map[string]string{"reports": "uploaded Full-00000000-00000042", "silent": "execution completed"} {
+		lo := w.waitState(name, opstask.TaskStateSucceeded).Status.LastOperation
+		if lo == nil || lo.Type != opstask.LastOperationTypeExecution || lo.State != opstask.LastOperationStateCompleted || lo.Description != want {
+			t.Errorf("%s: lastOperation %+v, want Execution Completed %q", name, lo, want)
+		}
+	}
+}
+
+// A precondition that cannot use the task's spec rejects it (InvalidSpec)
+// instead of blocking its queue with retries.
+func TestPreconditionInvalidSpecRejects(t *testing.T) {
+	w := newWorld(t)
+	decode := opstask.PreconditionFunc(func(ctx context.Context, task *opstask.Task) error {
+		var cfg struct{ Ops []string }
+		_, raw, _ := task.Spec.Member()
+		if err := json.Unmarshal(raw, &cfg); err != nil {
+			return fmt.Errorf("%w: spec.config.maintenance: %v", opstask.ErrInvalidSpec, err)
+		}
+		return nil
+	})
+	g := newGate()
+	c := w.controller(opstask.Config{Kinds: []opstask.Kind{{Name: "maintenance", Executor: g, Preconditions: []opstask.Precondition{decode}}}})
+	w.create("bad", "etcd-main", map[string]any{"maintenance": map[string]any{"ops": "compact"}})
+	w.create("good", "etcd-main", map[string]any{"maintenance": map[string]any{"ops": []string{"compact"}}})
+	w.sync(t.Context(), c)
+	bad := w.get("bad")
+	if bad.State() != opstask.TaskStateRejected || lastError(bad).Code != opstask.CodeInvalidSpec || !strings.Contains(lastError(bad).Description, "spec.config.maintenance") {
+		t.Errorf("bad: %s, lastErrors %+v; want Rejected with InvalidSpec naming the field", bad.State(), bad.Status.LastErrors)
+	}
+	w.waitState("good", opstask.TaskStateInProgress)
+	g.ch("good") <- nil
+	w.waitState("good", opstask.TaskStateSucceeded)
 }

@@ -46,8 +46,9 @@
 //     task of the same etcd is unfinished; here different work waits its turn;
 //   - when no task of the queue is InProgress, evaluates the preconditions
 //     of the first Pending task against the target's state at that moment; an
-//     unmet one rejects it (and the next task is considered), a check that
-//     cannot be done now is retried after RetryInterval;
+//     unmet one rejects it (and the next task is considered), as does one
+//     that cannot use the spec (ErrInvalidSpec, code InvalidSpec); a check
+//     that cannot be done now is retried after RetryInterval;
 //   - starts the admitted task by writing InProgress, guarded by its
 //     resourceVersion, and only then calls its executor.
 //

@@ -54,8 +54,10 @@ type Executor interface {
 	// Execute performs run.Task. ctx is canceled when the kind's timeout
 	// passes (cause ErrTimeout), when this controller loses its claim on the
 	// execution (cause ErrLostClaim), or when the controller stops; Execute
-	// must return promptly then. A nil error makes the task Succeeded;
-	// an error makes it Failed, with the code of a CodedError (WithCode) or
+	// must return promptly then. A nil error makes the task Succeeded, its
+	// lastOperation.description the executor's last Run.Progress report
+	// (what it did), or "execution completed" when it made none; an error
+	// makes it Failed, with the code of a CodedError (WithCode) or
 	// ExecutionFailed.
 	Execute(ctx context.Context, run *Run) error
 }
@@ -71,8 +73,10 @@ var _ Executor = ExecutorFunc(nil)
 // Precondition decides whether a task may run now.
 type Precondition interface {
 	// Check returns nil when the task may run, an error wrapping ErrUnmet
-	// (see Unmet) to reject it, and any other error when it cannot tell now:
-	// the task then stays at the head of its queue and is checked again.
+	// (see Unmet) to reject it, one wrapping ErrInvalidSpec to reject it
+	// with code InvalidSpec (a config it cannot decode), and any other error
+	// when it cannot tell now: the task then stays at the head of its queue
+	// and is checked again.
 	Check(ctx context.Context, t *Task) error
 }
 

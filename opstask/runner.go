@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -57,7 +58,11 @@ func (r *runner) run(ctx context.Context, resumed bool) {
 	defer cancel(nil)
 	r.cancel = cancel
 	run := &Run{Task: r.task.DeepCopy(), ID: r.runID, Resumed: resumed}
+	var reported atomic.Pointer[string] // the executor's last progress report
 	run.progress = func(pctx context.Context, description string) error {
+		if description != "" {
+			reported.Store(&description)
+		}
 		return r.write(pctx, description)
 	}
 
@@ -121,6 +126,10 @@ wait:
 	}
 	now := c.cfg.Clock.Now()
 	to, code, desc := TaskStateSucceeded, ErrorCode(""), "execution completed"
+	if p := reported.Load(); p != nil {
+		// The outcome the executor reported last: what it did.
+		desc = *p
+	}
 	switch {
 	case timedOut || errors.Is(context.Cause(execCtx), ErrTimeout):
 		to, code = TaskStateFailed, CodeTimeout

@@ -1,0 +1,407 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/testr"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"gocloud.dev/blob"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+
+	"github.com/groundskeeper-io/groundskeeper/examples/etcd-opstask/opsctl"
+	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
+	"github.com/groundskeeper-io/groundskeeper/opstask"
+	"github.com/groundskeeper-io/groundskeeper/opstask/exampleapi"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// The command, flags and all, against a real API server with the CRD of
+// deploy/, a real etcd, MinIO and fake-gcs-server; tasks are created and
+// watched with the opstask CLI. The etcd is the test environment's, shared
+// with the API server: snapshots, compaction and defragmentation act on the
+// whole of it, which is why this package's tests have a binary of their own.
+func TestTasksOnRealEtcdAndStores(t *testing.T) {
+	k := testenv.StartKubernetes(t)
+	dyn := installCRD(t, k.Config)
+	e := testenv.StartEtcd(t)
+	s3 := testenv.S3(t)
+	gcs := testenv.GCS(t)
+	ctx := logr.NewContext(t.Context(), testr.New(t))
+	ns := k.Namespace
+
+	if _, err := k.Client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "minio"},
+		Data: map[string][]byte{
+			"accessKeyID": []byte(testenv.S3AccessKeyID), "secretAccessKey": []byte(testenv.S3SecretAccessKey),
+			"region": []byte(testenv.S3Region), "endpoint": []byte(s3.Endpoint), "s3ForcePathStyle": []byte("true"),
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	ec, err := clientv3.New(clientv3.Config{Endpoints: e.Endpoints, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ec.Close()
+	// Free pages for defragmentation to reclaim: 3 MB written, then deleted.
+	big := strings.Repeat("x", 10<<10)
+	for i := range 300 {
+		if _, err := ec.Put(ctx, fmt.Sprintf("%sbig/%03d", e.Prefix, i), big); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put, err := ec.Put(ctx, e.Prefix+"config", "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldRev := put.Header.Revision
+	if _, err := ec.Delete(ctx, e.Prefix+"big/", clientv3.WithPrefix()); err != nil {
+		t.Fatal(err)
+	}
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsAddr := l.Addr().String()
+	l.Close()
+	done := make(chan error, 1)
+	go func() {
+		done <- run([]string{"--kubeconfig", k.Kubeconfig, "--namespace", ns, "--metrics-bind-address", metricsAddr,
+			"--etcd", "main=" + strings.Join(e.Endpoints, ","), "--etcd", "down=http://127.0.0.1:1",
+			"--backup-store", "main=s3://" + s3.Bucket + "?prefix=main/", "--backup-secret", "main=minio",
+			"--leader-elect", "--zap-log-level", "1"})
+	}()
+	defer func() {
+		if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("controller: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("controller did not stop after SIGINT")
+		}
+	}()
+
+	const ttl = "8"
+	cli := func(wantCode int, args ...string) string {
+		t.Helper()
+		args = append(args, "--kubeconfig", k.Kubeconfig, "--namespace", ns, "--timeout", "60s")
+		if args[0] == "create" {
+			args = append(args, "--ttl", ttl)
+		}
+		var out, errOut bytes.Buffer
+		code := opsctl.Run(ctx, args, &out, &errOut)
+		t.Logf("opstask %s → exit %d\n%s%s", strings.Join(args[:min(len(args), 4)], " "), code, out.String(), errOut.String())
+		if code != wantCode {
+			t.Fatalf("opstask %v: exit %d, want %d", args, code, wantCode)
+		}
+		return out.String()
+	}
+	status := func(name string) opstask.Status {
+		t.Helper()
+		u, err := dyn.Resource(exampleapi.Resource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var task exampleapi.EtcdOpsTask
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &task); err != nil {
+			t.Fatal(err)
+		}
+		return task.Status
+	}
+	succeeded := func(name, wantDesc string) {
+		t.Helper()
+		st := status(name)
+		lo := st.LastOperation
+		if st.State != opstask.TaskStateSucceeded || st.StartedAt == nil || st.LastTransitionTime == nil || lo == nil ||
+			lo.Type != opstask.LastOperationTypeExecution || lo.State != opstask.LastOperationStateCompleted ||
+			!strings.Contains(lo.Description, wantDesc) || len(st.LastErrors) != 0 {
+			t.Errorf("%s: status %+v, lastOperation %+v; want Succeeded, Execution/Completed %q, no errors", name, st, lo, wantDesc)
+		}
+	}
+	refused := func(name string, state opstask.TaskState, code opstask.ErrorCode, desc string) {
+		t.Helper()
+		st := status(name)
+		if st.State != state || len(st.LastErrors) != 1 || st.LastErrors[0].Code != code || !strings.Contains(st.LastErrors[0].Description, desc) {
+			t.Errorf("%s: status %+v; want %s with one error %s containing %q", name, st, state, code, desc)
+		}
+	}
+	backups := s3.Open(t)
+
+	// A full snapshot lands in MinIO, with etcd's SHA-256 trailer intact.
+	out := cli(0, "create", "snapshot", "--name", "full", "--etcd", "main", "--type", "full")
+	if !strings.Contains(out, "Succeeded") {
+		t.Errorf("CLI output lacks the final state:\n%s", out)
+	}
+	succeeded("full", "full snapshot of main at revision")
+	fulls := keys(t, backups, "main/Full-")
+	if len(fulls) != 1 {
+		t.Fatalf("full snapshots in MinIO: %v, want one", fulls)
+	}
+	snap := read(t, backups, fulls[0])
+	if n := len(snap) - sha256.Size; n < 20<<10 || !bytes.Equal(sha256Of(snap[:n]), snap[n:]) {
+		t.Errorf("%s: %d bytes, SHA-256 trailer does not match: not an etcd snapshot", fulls[0], len(snap))
+	}
+	if s, ok := parseSnapshotKey(strings.TrimPrefix(fulls[0], "main/")); !ok || s.EndRev < oldRev {
+		t.Errorf("%s: revision %d, want at least %d", fulls[0], s.EndRev, oldRev)
+	}
+
+	// A delta snapshot holds the changes since.
+	if _, err := ec.Put(ctx, e.Prefix+"config", "v2"); err != nil {
+		t.Fatal(err)
+	}
+	cli(0, "create", "snapshot", "--name", "delta", "--etcd", "main", "--type", "delta")
+	succeeded("delta", "delta snapshot of main")
+	deltas := keys(t, backups, "main/Delta-")
+	if len(deltas) != 1 {
+		t.Fatalf("delta snapshots in MinIO: %v, want one", deltas)
+	}
+	found := false
+	sc := bufio.NewScanner(bytes.NewReader(read(t, backups, deltas[0])))
+	for sc.Scan() {
+		var ev Event
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.Fatalf("%s: %v", deltas[0], err)
+		}
+		found = found || (string(ev.Key) == e.Prefix+"config" && string(ev.Value) == "v2")
+	}
+	if !found {
+		t.Errorf("%s lacks the change of %sconfig to v2", deltas[0], e.Prefix)
+	}
+
+	// Compaction and defragmentation of the real etcd, after two more
+	// changes: the compaction then drops revisions a delta would need.
+	for _, v := range []string{"v3", "v4"} {
+		if _, err := ec.Put(ctx, e.Prefix+"config", v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, err := ec.Status(ctx, e.Endpoints[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli(0, "create", "maintenance", "--name", "maintenance", "--etcd", "main", "--compaction", "--defragmentation")
+	succeeded("maintenance", "defragmented "+e.Endpoints[0])
+	if _, err := ec.Get(ctx, e.Prefix+"config", clientv3.WithRev(oldRev)); !errors.Is(err, rpctypes.ErrCompacted) {
+		t.Errorf("get at revision %d after compaction: %v, want ErrCompacted", oldRev, err)
+	}
+	after, err := ec.Status(ctx, e.Endpoints[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.DbSize > before.DbSize-2<<20 {
+		t.Errorf("database size %d before, %d after defragmentation: want at least 2 MB less", before.DbSize, after.DbSize)
+	}
+
+	// The next delta snapshot would start before the compacted revision.
+	cli(1, "create", "snapshot", "--name", "delta-compacted", "--etcd", "main", "--type", "delta")
+	refused("delta-compacted", opstask.TaskStateFailed, codeCompacted, "required revision has been compacted")
+	if got := keys(t, backups, "main/Delta-"); len(got) != 1 {
+		t.Errorf("delta snapshots in MinIO after a failed one: %v, want the first only", got)
+	}
+
+	// Snapshot compaction checks the chain, then says what it cannot do.
+	out = cli(1, "create", "snapshot-compaction", "--name", "snapshot-compaction", "--etcd", "main")
+	refused("snapshot-compaction", opstask.TaskStateFailed, codeNotImplemented, "1 delta snapshots up to revision")
+	if !strings.Contains(out, "error NotImplemented (above)") {
+		t.Errorf("CLI output lacks the error:\n%s", out)
+	}
+
+	// Copy the backups from MinIO to the GCS emulator.
+	source := contents(t, backups, "main/")
+	cli(0, "create", "copy-backups", "--name", "copy", "--source", "S3:"+s3.Bucket+"/main/", "--source-secret", "minio", "--target", "GCS:"+gcs.Bucket+"/copied/")
+	succeeded("copy", "copied 2 objects")
+	if got := contents(t, backups, "main/"); !equalContents(got, source) {
+		t.Errorf("source objects changed by the copy: %v → %v", names(source), names(got))
+	}
+	copied := contents(t, gcs.Open(t), "copied/")
+	delete(copied, "copied/.copy-manifest.json")
+	for key, data := range source {
+		if got, ok := copied["copied/"+strings.TrimPrefix(key, "main/")]; !ok || !bytes.Equal(got, data) {
+			t.Errorf("%s not copied intact to GCS (target has %v)", key, names(copied))
+		}
+	}
+	if len(copied) != len(source) {
+		t.Errorf("target has %v, want a copy of %v", names(copied), names(source))
+	}
+
+	if _, err := k.Client.CoordinationV1().Leases(ns).Get(ctx, "etcd-opstask", metav1.GetOptions{}); err != nil {
+		t.Errorf("leader election Lease: %v", err)
+	}
+	if out := cli(0, "list"); !regexp.MustCompile(`(?m)^copy +- +copyBackups +Succeeded .*copied 2 objects`).MatchString(out) {
+		t.Errorf("list does not show the copy task:\n%s", out)
+	}
+
+	// Preconditions: no quorum, no such etcd, a single member.
+	out = cli(1, "create", "snapshot", "--name", "down", "--etcd", "down", "--type", "full")
+	refused("down", opstask.TaskStateRejected, codeNoQuorum, "etcd down has no quorum: 0 of 1 members answer")
+	if !strings.Contains(out, "Rejected") || !strings.Contains(out, "error NoQuorum") {
+		t.Errorf("CLI output lacks the rejection:\n%s", out)
+	}
+	cli(1, "create", "snapshot", "--name", "unknown", "--etcd", "nope", "--type", "full")
+	refused("unknown", opstask.TaskStateRejected, codeNoEtcd, `spec.etcdName "nope"`)
+	cli(1, "create", "recover-quorum", "--name", "recover", "--etcd", "main")
+	refused("recover", opstask.TaskStateRejected, codeSingleMember, "single member")
+
+	// DEP-05's metrics, by type, state and etcd.
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		fmt.Sprintf(`etcdopstask_operator_tasks_total{etcd="main",etcd_namespace=%q,state="Succeeded",type="onDemandSnapshot"} 2`, ns),
+		fmt.Sprintf(`etcdopstask_operator_tasks_total{etcd="down",etcd_namespace=%q,state="Rejected",type="onDemandSnapshot"} 1`, ns),
+		fmt.Sprintf(`etcdopstask_operator_task_duration_seconds_count{etcd="main",etcd_namespace=%q,state="Succeeded",type="onDemandMaintenance"} 1`, ns),
+	} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+
+	// Every task is deleted after its TTL; the backups stay.
+	deadline := time.Now().Add(45 * time.Second)
+	for {
+		l, err := dyn.Resource(exampleapi.Resource).Namespace(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(l.Items) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d tasks left %s after their TTL of %ss", len(l.Items), 45*time.Second, ttl)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if got := contents(t, backups, "main/"); !equalContents(got, source) {
+		t.Errorf("backups changed by the tasks' cleanup: %v → %v", names(source), names(got))
+	}
+}
+
+func sha256Of(b []byte) []byte { s := sha256.Sum256(b); return s[:] }
+
+func keys(t *testing.T, b *blob.Bucket, prefix string) []string {
+	t.Helper()
+	var out []string
+	for key := range contents(t, b, prefix) {
+		out = append(out, key)
+	}
+	return out
+}
+
+func contents(t *testing.T, b *blob.Bucket, prefix string) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	it := b.List(&blob.ListOptions{Prefix: prefix})
+	for {
+		obj, err := it.Next(context.Background())
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[obj.Key] = read(t, b, obj.Key)
+	}
+}
+
+func read(t *testing.T, b *blob.Bucket, key string) []byte {
+	t.Helper()
+	data, err := b.ReadAll(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func equalContents(a, b map[string][]byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || !bytes.Equal(v, w) {
+			return false
+		}
+	}
+	return true
+}
+
+func names(m map[string][]byte) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// installCRD creates deploy/crd.yaml (once per control plane) and waits
+// until EtcdOpsTasks are served.
+func installCRD(t *testing.T, cfg *rest.Config) dynamic.Interface {
+	t.Helper()
+	client, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open("deploy/crd.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var crd unstructured.Unstructured
+	dec := yaml.NewYAMLOrJSONDecoder(f, 4096)
+	for len(crd.Object) == 0 { // controller-gen starts the file with "---"
+		if err := dec.Decode(&crd.Object); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	if _, err := client.Resource(crdGVR).Create(ctx, &crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := client.Resource(exampleapi.Resource).Namespace("default").List(ctx, metav1.ListOptions{})
+		if err == nil {
+			return client
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("etcdopstasks not served: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

@@ -1,0 +1,444 @@
+// Package opsctl is the command-line client of the etcd-opstask example
+// (DEP-05's "CLI capabilities to operators"): it creates EtcdOpsTask
+// resources, one sub-command per task kind, lists them, and watches a task
+// to completion, printing each change of its state, operation and errors.
+// cmd/opstask is its main package.
+//
+//	opstask create snapshot --etcd main --type full
+//	opstask create maintenance --etcd main --compaction --defragmentation
+//	opstask create snapshot-compaction --etcd main
+//	opstask create recover-quorum --etcd main
+//	opstask create copy-backups --source S3:backups/main/ --source-secret s3 --target GCS:dr/main/ --target-secret gcs
+//	opstask list
+//	opstask wait NAME
+//
+// create waits for the task to finish unless --wait=false. The exit code is
+// 0 when the task Succeeded, 1 when it Failed or was Rejected (or on any
+// error), 2 on bad usage.
+package opsctl
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+
+	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
+	"github.com/groundskeeper-io/groundskeeper/opstask"
+	"github.com/groundskeeper-io/groundskeeper/opstask/exampleapi"
+)
+
+// Exit codes.
+const (
+	ExitSucceeded = 0
+	ExitFailed    = 1
+	ExitUsage     = 2
+)
+
+const usage = `usage: opstask COMMAND [flags]
+
+commands:
+  create snapshot             --etcd NAME --type full|delta [--final]
+  create maintenance          --etcd NAME [--compaction] [--defragmentation]
+  create snapshot-compaction  --etcd NAME
+  create recover-quorum       --etcd NAME
+  create copy-backups         --source PROVIDER:CONTAINER[/PREFIX] --target PROVIDER:CONTAINER[/PREFIX]
+                              [--source-secret S] [--target-secret S] [--max-backups N] [--max-backup-age DAYS]
+  list
+  wait NAME
+
+Every command takes --kubeconfig (default $KUBECONFIG, else ~/.kube/config) and --namespace;
+create takes --name, --ttl SECONDS, --wait (default true) and --timeout. Run a command with -h for its flags.
+`
+
+var errUsage = errors.New("usage")
+
+// Run runs the CLI and returns its exit code.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	code, err := run(ctx, args, stdout)
+	switch {
+	case errors.Is(err, errUsage) || errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stderr, usage)
+		return ExitUsage
+	case err != nil:
+		fmt.Fprintln(stderr, "opstask:", err)
+		return ExitFailed
+	}
+	return code
+}
+
+// command is a sub-command's flags and clients.
+type command struct {
+	fs      *flag.FlagSet
+	kube    kubecmd.Flags
+	tasks   dynamic.ResourceInterface
+	timeout time.Duration
+}
+
+func newCommand(name string) *command {
+	c := &command{fs: flag.NewFlagSet("opstask "+name, flag.ContinueOnError)}
+	c.kube.Register(c.fs, "")
+	c.fs.Lookup("kubeconfig").Usage = "path to a kubeconfig (default $KUBECONFIG, else ~/.kube/config; in a pod, the in-cluster config)"
+	c.fs.DurationVar(&c.timeout, "timeout", 15*time.Minute, "how long to wait for the task to finish")
+	return c
+}
+
+// parse parses args and connects to the cluster.
+func (c *command) parse(args []string) error {
+	if err := c.fs.Parse(args); err != nil {
+		return err
+	}
+	return c.connect()
+}
+
+func (c *command) connect() error {
+	if c.kube.Kubeconfig == "" {
+		c.kube.Kubeconfig = os.Getenv("KUBECONFIG")
+	}
+	if c.kube.Kubeconfig == "" {
+		if home, err := os.UserHomeDir(); err == nil {
+			if p := filepath.Join(home, ".kube", "config"); fileExists(p) {
+				c.kube.Kubeconfig = p
+			}
+		}
+	}
+	cfg, err := c.kube.RestConfig()
+	if err != nil {
+		return err
+	}
+	if cfg == nil {
+		return errors.New("no cluster: pass --kubeconfig, set $KUBECONFIG, or run in a pod")
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	c.tasks = dyn.Resource(exampleapi.Resource).Namespace(c.kube.Namespace)
+	return nil
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+func run(ctx context.Context, args []string, out io.Writer) (int, error) {
+	if len(args) == 0 {
+		return 0, errUsage
+	}
+	switch args[0] {
+	case "create":
+		if len(args) < 2 {
+			return 0, errUsage
+		}
+		return create(ctx, args[1], args[2:], out)
+	case "list":
+		c := newCommand("list")
+		if err := c.parse(args[1:]); err != nil {
+			return 0, err
+		}
+		return ExitSucceeded, list(ctx, c, out)
+	case "wait":
+		c := newCommand("wait NAME")
+		if err := c.fs.Parse(args[1:]); err != nil {
+			return 0, err
+		}
+		if c.fs.NArg() != 1 {
+			return 0, fmt.Errorf("%w: wait takes one task name", errUsage)
+		}
+		if err := c.connect(); err != nil {
+			return 0, err
+		}
+		return wait(ctx, c, c.fs.Arg(0), out)
+	case "-h", "--help", "help":
+		return 0, flag.ErrHelp
+	}
+	return 0, fmt.Errorf("%w: unknown command %q", errUsage, args[0])
+}
+
+func create(ctx context.Context, kind string, args []string, out io.Writer) (int, error) {
+	c := newCommand("create " + kind)
+	var (
+		name, etcd string
+		ttl        int
+		noWait     bool
+	)
+	fs := c.fs
+	fs.StringVar(&name, "name", "", "the task's name (default: generated from the kind)")
+	fs.IntVar(&ttl, "ttl", -1, "spec.ttlSecondsAfterFinished (default: the controller's)")
+	waitFlag := fs.Bool("wait", true, "wait for the task to finish, showing its progress")
+	var cfg exampleapi.EtcdOpsTaskConfig
+	var validate func() error
+	needsEtcd := true
+	switch kind {
+	case "snapshot":
+		typ := fs.String("type", "full", "full or delta")
+		final := fs.Bool("final", false, "mark the full snapshot as the cluster's final one")
+		validate = func() error {
+			t := exampleapi.OnDemandSnapshotType(*typ)
+			if t != exampleapi.SnapshotTypeFull && t != exampleapi.SnapshotTypeDelta {
+				return fmt.Errorf("--type %q: want full or delta", *typ)
+			}
+			cfg.OnDemandSnapshot = &exampleapi.OnDemandSnapshotConfig{Type: t}
+			if *final {
+				cfg.OnDemandSnapshot.IsFinal = final
+			}
+			return nil
+		}
+	case "maintenance":
+		compact := fs.Bool("compaction", false, "compact etcd's key space at its current revision")
+		defrag := fs.Bool("defragmentation", false, "defragment each etcd member")
+		validate = func() error {
+			if !*compact && !*defrag {
+				return errors.New("give --compaction, --defragmentation or both")
+			}
+			cfg.OnDemandMaintenance = &exampleapi.OnDemandMaintenanceConfig{MaintenanceType: exampleapi.MaintenanceOps{EtcdCompaction: *compact, EtcdDefragmentation: *defrag}}
+			return nil
+		}
+	case "snapshot-compaction":
+		validate = func() error { cfg.SnapshotCompaction = &exampleapi.SnapshotCompactionConfig{}; return nil }
+	case "recover-quorum":
+		validate = func() error { cfg.RecoverFromQuorumLoss = &exampleapi.RecoverFromQuorumLossConfig{}; return nil }
+	case "copy-backups":
+		needsEtcd = false
+		src := fs.String("source", "", "PROVIDER:CONTAINER[/PREFIX] of the backups, e.g. S3:backups/main/ (providers: S3, GCS, ABS, Local)")
+		dst := fs.String("target", "", "PROVIDER:CONTAINER[/PREFIX] to copy them to")
+		srcSecret := fs.String("source-secret", "", "Secret with the source store's credentials")
+		dstSecret := fs.String("target-secret", "", "Secret with the target store's credentials")
+		maxBackups := fs.Int("max-backups", 0, "copy only the newest N backups (0: all)")
+		maxAge := fs.Int("max-backup-age", 0, "copy only backups younger than N days (0: all)")
+		validate = func() error {
+			cb := &exampleapi.CopyBackupsConfig{}
+			var err error
+			if cb.SourceStore, err = parseStore("--source", *src, *srcSecret); err != nil {
+				return err
+			}
+			if cb.TargetStore, err = parseStore("--target", *dst, *dstSecret); err != nil {
+				return err
+			}
+			if *maxBackups < 0 || *maxAge < 0 {
+				return fmt.Errorf("--max-backups %d, --max-backup-age %d: must not be negative", *maxBackups, *maxAge)
+			}
+			if *maxBackups > 0 {
+				n := uint32(*maxBackups)
+				cb.MaxBackups = &n
+			}
+			if *maxAge > 0 {
+				n := uint32(*maxAge)
+				cb.MaxBackupAge = &n
+			}
+			cfg.CopyBackups = cb
+			return nil
+		}
+	default:
+		return 0, fmt.Errorf("%w: unknown task kind %q", errUsage, kind)
+	}
+	if needsEtcd {
+		fs.StringVar(&etcd, "etcd", "", "the etcd the task operates on (spec.etcdName; required)")
+	}
+	if err := fs.Parse(args); err != nil {
+		return 0, err
+	}
+	noWait = !*waitFlag
+	if err := validate(); err != nil {
+		return 0, err
+	}
+	if needsEtcd && etcd == "" {
+		return 0, errors.New("--etcd is required")
+	}
+	task := &exampleapi.EtcdOpsTask{
+		TypeMeta:   metav1.TypeMeta{APIVersion: exampleapi.Group + "/" + exampleapi.Version, Kind: "EtcdOpsTask"},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       exampleapi.EtcdOpsTaskSpec{Config: cfg},
+	}
+	if name == "" {
+		task.GenerateName = kind + "-"
+	}
+	if needsEtcd {
+		task.Spec.EtcdName = &etcd
+	}
+	if ttl >= 0 {
+		t := int32(ttl)
+		task.Spec.TTLSecondsAfterFinished = &t
+	}
+	if err := c.connect(); err != nil {
+		return 0, err
+	}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(task)
+	if err != nil {
+		return 0, err
+	}
+	created, err := c.tasks.Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("create EtcdOpsTask: %w", err)
+	}
+	fmt.Fprintf(out, "etcdopstask/%s created\n", created.GetName())
+	if noWait {
+		return ExitSucceeded, nil
+	}
+	return wait(ctx, c, created.GetName(), out)
+}
+
+// parseStore reads PROVIDER:CONTAINER[/PREFIX].
+func parseStore(flagName, v, secret string) (exampleapi.StoreSpec, error) {
+	provider, rest, ok := strings.Cut(v, ":")
+	if !ok || provider == "" || rest == "" {
+		return exampleapi.StoreSpec{}, fmt.Errorf("%s %q: want PROVIDER:CONTAINER[/PREFIX]", flagName, v)
+	}
+	s := exampleapi.StoreSpec{Provider: provider, SecretRef: secret}
+	if provider == "Local" {
+		// A directory: the container is the whole path.
+		s.Container = rest
+		return s, nil
+	}
+	s.Container, s.Prefix, _ = strings.Cut(rest, "/")
+	return s, nil
+}
+
+func decodeTask(u *unstructured.Unstructured) (*exampleapi.EtcdOpsTask, error) {
+	var t exampleapi.EtcdOpsTask
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &t); err != nil {
+		return nil, fmt.Errorf("EtcdOpsTask %s: %w", u.GetName(), err)
+	}
+	return &t, nil
+}
+
+// wait watches the task until it finishes, printing every change.
+func wait(ctx context.Context, c *command, name string, out io.Writer) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	sel := fields.OneTermEqualSelector("metadata.name", name).String()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = sel
+			return c.tasks.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel
+			return c.tasks.Watch(ctx, o)
+		},
+	}
+	var (
+		last   string
+		errs   int
+		final  opstask.TaskState
+		exists bool
+	)
+	_, err := watchtools.UntilWithSync(ctx, lw, &unstructured.Unstructured{}, func(store cache.Store) (bool, error) {
+		if _, ok, _ := store.GetByKey(c.kube.Namespace + "/" + name); !ok {
+			return false, fmt.Errorf("etcdopstask/%s not found", name)
+		}
+		return false, nil
+	}, func(ev watch.Event) (bool, error) {
+		u, ok := ev.Object.(*unstructured.Unstructured)
+		if !ok {
+			return false, nil
+		}
+		if ev.Type == watch.Deleted {
+			fmt.Fprintf(out, "%s  etcdopstask/%s deleted\n", time.Now().Format(time.TimeOnly), name)
+			return true, nil
+		}
+		exists = true
+		t, err := decodeTask(u)
+		if err != nil {
+			return false, err
+		}
+		st := t.Status
+		state := st.State
+		if state == "" {
+			state = opstask.TaskStatePending
+		}
+		line := string(state)
+		if lo := st.LastOperation; lo != nil {
+			line += fmt.Sprintf("  %s/%s  %s", lo.Type, lo.State, lo.Description)
+		}
+		if line != last {
+			fmt.Fprintf(out, "%s  %s\n", time.Now().Format(time.TimeOnly), line)
+			last = line
+		}
+		for _, e := range st.LastErrors[min(errs, len(st.LastErrors)):] {
+			if lo := st.LastOperation; lo != nil && lo.Description == e.Description {
+				fmt.Fprintf(out, "%s    error %s (above)\n", e.ObservedAt.Format(time.TimeOnly), e.Code)
+				continue
+			}
+			fmt.Fprintf(out, "%s    error %s: %s\n", e.ObservedAt.Format(time.TimeOnly), e.Code, e.Description)
+		}
+		errs = len(st.LastErrors)
+		final = state
+		return state.Finished(), nil
+	})
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, watchtools.ErrWatchClosed) {
+			return 0, fmt.Errorf("etcdopstask/%s did not finish within --timeout %s (last: %s)", name, c.timeout, last)
+		}
+		return 0, err
+	}
+	switch {
+	case final == opstask.TaskStateSucceeded:
+		return ExitSucceeded, nil
+	case !exists:
+		return ExitFailed, fmt.Errorf("etcdopstask/%s was deleted before it finished", name)
+	case final.Finished():
+		return ExitFailed, nil
+	}
+	return ExitFailed, fmt.Errorf("etcdopstask/%s was deleted while %s", name, final)
+}
+
+func list(ctx context.Context, c *command, out io.Writer) error {
+	l, err := c.tasks.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list EtcdOpsTasks: %w", err)
+	}
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "NAME\tETCD\tKIND\tSTATE\tAGE\tLAST OPERATION")
+	for i := range l.Items {
+		t, err := decodeTask(&l.Items[i])
+		if err != nil {
+			return err
+		}
+		kind := "?"
+		for _, k := range []struct {
+			name string
+			set  bool
+		}{
+			{"onDemandSnapshot", t.Spec.Config.OnDemandSnapshot != nil},
+			{"onDemandMaintenance", t.Spec.Config.OnDemandMaintenance != nil},
+			{"snapshotCompaction", t.Spec.Config.SnapshotCompaction != nil},
+			{"recoverFromQuorumLoss", t.Spec.Config.RecoverFromQuorumLoss != nil},
+			{"copyBackups", t.Spec.Config.CopyBackups != nil},
+		} {
+			if k.set {
+				kind = k.name
+			}
+		}
+		etcd := "-"
+		if t.Spec.EtcdName != nil {
+			etcd = *t.Spec.EtcdName
+		}
+		state := t.Status.State
+		if state == "" {
+			state = opstask.TaskStatePending
+		}
+		op := ""
+		if lo := t.Status.LastOperation; lo != nil {
+			op = fmt.Sprintf("%s/%s: %s", lo.Type, lo.State, lo.Description)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, etcd, kind, state, time.Since(t.CreationTimestamp.Time).Round(time.Second), op)
+	}
+	return w.Flush()
+}

@@ -1,0 +1,54 @@
+package opsctl
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/groundskeeper-io/groundskeeper/opstask/exampleapi"
+)
+
+// Bad usage is refused before any connection, with the flag and value named.
+func TestUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{nil, ExitUsage, "usage: opstask"},
+		{[]string{"remove"}, ExitUsage, "usage: opstask"},
+		{[]string{"create", "backup"}, ExitUsage, "usage: opstask"},
+		{[]string{"wait"}, ExitUsage, "usage: opstask"},
+		{[]string{"wait", "snap-1"}, ExitFailed, "no cluster"}, // nothing in the environment
+		{[]string{"create", "snapshot", "--etcd", "main", "--type", "incremental"}, ExitFailed, `--type "incremental": want full or delta`},
+		{[]string{"create", "snapshot", "--type", "full"}, ExitFailed, "--etcd is required"},
+		{[]string{"create", "maintenance", "--etcd", "main"}, ExitFailed, "give --compaction, --defragmentation or both"},
+		{[]string{"create", "copy-backups", "--source", "backups", "--target", "GCS:dr"}, ExitFailed, `--source "backups": want PROVIDER:CONTAINER[/PREFIX]`},
+		{[]string{"create", "copy-backups", "--source", "S3:b", "--target", "GCS:dr", "--max-backups", "-1"}, ExitFailed, "--max-backups -1"},
+	} {
+		t.Setenv("KUBECONFIG", "")
+		t.Setenv("HOME", t.TempDir())
+		var out, errOut bytes.Buffer
+		code := Run(context.Background(), tc.args, &out, &errOut)
+		if code != tc.code || !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("opstask %q: exit %d, stderr %q; want exit %d and %q", tc.args, code, errOut.String(), tc.code, tc.want)
+		}
+	}
+}
+
+func TestParseStore(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want exampleapi.StoreSpec
+	}{
+		{"S3:backups", exampleapi.StoreSpec{Provider: "S3", Container: "backups", SecretRef: "s"}},
+		{"GCS:dr/eu/main/", exampleapi.StoreSpec{Provider: "GCS", Container: "dr", Prefix: "eu/main/", SecretRef: "s"}},
+		{"Local:/var/backups/main", exampleapi.StoreSpec{Provider: "Local", Container: "/var/backups/main", SecretRef: "s"}},
+	} {
+		got, err := parseStore("--source", tc.in, "s")
+		if err != nil || got != tc.want {
+			t.Errorf("parseStore(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
+		}
+	}
+}
