@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -110,9 +111,10 @@ func (r *reconciler) reconcile(ctx context.Context, set *api.ReplicatedSet) erro
 	}
 	var condemned []int // highest ordinal first
 	terminating := false
-	for i, pod := range byOrdinal {
+	for _, i := range slices.Backward(slices.Sorted(maps.Keys(byOrdinal))) {
+		pod := byOrdinal[i]
 		if i < replicas {
-			continue
+			break
 		}
 		if pod.DeletionTimestamp != nil {
 			terminating = true
@@ -121,8 +123,6 @@ func (r *reconciler) reconcile(ctx context.Context, set *api.ReplicatedSet) erro
 		condemned = append(condemned, i)
 		members = append(members, lifecycle.Member{Pod: lifecycle.PodRef(pod), Condemned: true, Claims: claimNames(set, i)})
 	}
-	slices.Sort(condemned)
-	slices.Reverse(condemned)
 
 	// Owner references before the scale-down: a condemned pod's claims get
 	// their pod reference while the pod still exists.
@@ -195,10 +195,14 @@ func (r *reconciler) ensureClaims(ctx context.Context, set *api.ReplicatedSet, o
 			continue
 		}
 		// The claim is created with the owner references the policy wants,
-		// so that it is never without them.
+		// so that it is never without them; in dry-run with none (SyncOwner's
+		// report then says what they would be).
 		plan, err := lifecycle.OwnerReferences(lifecycle.Ownership{Policy: policy, Owner: owner, Pod: lifecycle.Ref{Name: podName}}, nil)
 		if err != nil {
 			return "", err
+		}
+		if r.dryRun {
+			plan.OwnerReferences = nil
 		}
 		claim := &corev1.PersistentVolumeClaim{
 			ObjectMeta: metav1.ObjectMeta{
