@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 
 	"github.com/groundskeeper-io/groundskeeper/examples/statefulset-pvc/api"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
@@ -107,6 +108,7 @@ func runController(ctx context.Context, cfg *rest.Config, o controllerOptions) e
 		status: dynamicStatus{dyn},
 		events: recorder,
 		dryRun: o.dryRun,
+		clock:  clock.RealClock{},
 	}
 	core.Start(ctx.Done())
 	pods.Start(ctx.Done())

@@ -54,7 +54,7 @@ var policiesPassed atomic.Bool
 // 3, and deleted; after each step the test checks which claims exist, their
 // UIDs (reused or fresh) and their owner references.
 func TestPolicies(t *testing.T) {
-	testenv.StartKubernetes(t) // skip early when the control plane is not built
+	testenv.StartKubernetes(t)                              // skip early when the control plane is not built
 	t.Cleanup(func() { policiesPassed.Store(!t.Failed()) }) // after the subtests
 	for i, name := range []lifecycle.Name{lifecycle.Retain, lifecycle.DeleteOnOwnerDeletionOnly, lifecycle.DeleteOnScaledownOnly, lifecycle.DeleteOnScaledownAndOwnerDeletion} {
 		t.Run(string(name), func(t *testing.T) {
@@ -139,8 +139,9 @@ func TestPolicies(t *testing.T) {
 }
 
 // KEP-1847: a pod deleted by hand (not by a scale-down) comes back on the
-// same claim, whatever the policy; and a policy change re-converges the
-// owner references of existing claims, to and from Retain.
+// same claim, whatever the policy; a policy change re-converges the owner
+// references of existing claims, to and from Retain; and a non-cascading
+// deletion of the set deletes no claim.
 func TestManualPodDeletionAndPolicyChange(t *testing.T) {
 	k := testenv.StartKubernetes(t)
 	dyn := installCRD(t, k.Config)
@@ -173,7 +174,22 @@ func TestManualPodDeletionAndPolicyChange(t *testing.T) {
 	owned := map[string]string{"data-db-0": "ReplicatedSet db controller block", "data-db-1": "ReplicatedSet db controller block"}
 	w.until("policy set to DeleteOnScaledownAndOwnerDeletion", func(s state) bool { return s.claimsAre(owned) })
 	setPolicy(lifecycle.Retain)
-	after := w.until("policy set to Retain", func(s state) bool { return s.claimsAre(none) })
+	w.until("policy set to Retain", func(s state) bool { return s.claimsAre(none) })
+
+	// Non-cascading deletion under a policy that deletes: the garbage
+	// collector orphans pods and claims (removes the set's references)
+	// instead of deleting them.
+	setPolicy(lifecycle.DeleteOnScaledownAndOwnerDeletion)
+	w.until("policy set to DeleteOnScaledownAndOwnerDeletion again", func(s state) bool { return s.claimsAre(owned) })
+	waitForGC(t)
+	orphan := metav1.DeletePropagationOrphan
+	if err := dyn.Resource(api.GroupVersionResource).Namespace(k.Namespace).Delete(context.Background(), "db", metav1.DeleteOptions{PropagationPolicy: &orphan}); err != nil {
+		t.Fatal(err)
+	}
+	after := w.until("set deleted with --cascade=orphan", func(s state) bool {
+		_, err := dyn.Resource(api.GroupVersionResource).Namespace(k.Namespace).Get(context.Background(), "db", metav1.GetOptions{})
+		return apierrors.IsNotFound(err) && s.pods == "db-0 db-1" && s.claimsAre(none)
+	})
 	for claim, c := range after.claims {
 		if c.uid != created.claims[claim].uid {
 			t.Errorf("claim %s replaced", claim)

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/groundskeeper-io/groundskeeper/examples/statefulset-pvc/api"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
@@ -53,6 +54,7 @@ type reconciler struct {
 	events lifecycle.EventRecorder
 	// dryRun: patch no claim and delete no pod; report what would be done.
 	dryRun bool
+	clock  clock.PassiveClock
 }
 
 // reconcile is one pass over a set: create the missing claims and pods of
@@ -128,7 +130,7 @@ func (r *reconciler) reconcile(ctx context.Context, set *api.ReplicatedSet) erro
 	// their pod reference while the pod still exists.
 	syncs, syncErr := r.syncOwner(ctx, set, owner, policy, members)
 	var conflicts []string
-	var failed error
+	var failures []error
 	for _, s := range syncs {
 		switch {
 		case s.Err == nil:
@@ -137,9 +139,13 @@ func (r *reconciler) reconcile(ctx context.Context, set *api.ReplicatedSet) erro
 			// references and recorded why. The policy does not apply to it.
 			conflicts = append(conflicts, s.Claim)
 		default:
-			failed = syncErr
+			failures = append(failures, s.Err)
 		}
 	}
+	if syncErr != nil && syncs == nil {
+		failures = append(failures, syncErr) // the claims could not be listed
+	}
+	failed := errors.Join(failures...)
 
 	// Scale down one pod at a time, highest ordinal first, and only once
 	// its claims carry the references the policy asks for.
@@ -179,7 +185,7 @@ func (r *reconciler) ensureClaims(ctx context.Context, set *api.ReplicatedSet, o
 		// Never mount a claim that is going away, or that still belongs to
 		// a condemned earlier pod of this name: the garbage collector is
 		// about to delete it (KEP-1847, "DeleteOnScaledownOnly").
-		dec, err := r.m.CheckReuse(ctx, set.Namespace, podName, name, &owner)
+		dec, err := r.checkReuse(ctx, set, podName, name, &owner)
 		if err != nil {
 			return "", err
 		}
@@ -228,6 +234,28 @@ func (r *reconciler) ensureClaims(ctx context.Context, set *api.ReplicatedSet, o
 		r.event(set, corev1.EventTypeNormal, reasonCreated, fmt.Sprintf("create Claim %s (uid %s) for Pod %s", name, created.UID, podName))
 	}
 	return "", nil
+}
+
+// checkReuse is lifecycle's CheckReuse or, in dry-run, the same decision
+// on the cached claim (Annotations.Reuse): CheckReuse deletes a claim whose
+// unmount TTL has run out (one a user annotated: this controller sets no
+// TTL), which dry-run must not.
+func (r *reconciler) checkReuse(ctx context.Context, set *api.ReplicatedSet, podName, claimName string, owner *lifecycle.Ref) (lifecycle.ReuseDecision, error) {
+	if !r.dryRun {
+		return r.m.CheckReuse(ctx, set.Namespace, podName, claimName, owner)
+	}
+	claim, err := r.claims.PersistentVolumeClaims(set.Namespace).Get(claimName)
+	if apierrors.IsNotFound(err) {
+		claim, err = nil, nil
+	}
+	if err != nil {
+		return lifecycle.ReuseDecision{}, err
+	}
+	dec, err := r.m.Annotations().Reuse(claim, podName, "", 0, r.clock.Now())
+	if err == nil && dec.Verdict == lifecycle.DeleteFirst {
+		r.event(set, corev1.EventTypeNormal, reasonDryRun, "would delete Claim "+claimName+": "+dec.Reason)
+	}
+	return dec, err
 }
 
 func (r *reconciler) createPod(ctx context.Context, set *api.ReplicatedSet, owner lifecycle.Ref, i int) (*corev1.Pod, error) {

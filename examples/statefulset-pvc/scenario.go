@@ -103,6 +103,7 @@ func runScenario(out io.Writer) error {
 		m:      m,
 		status: simStatus{s},
 		events: events,
+		clock:  s.clk,
 	}
 
 	fmt.Fprintf(out, "Simulated timeline, %s UTC, namespace %q. One ReplicatedSet per KEP-1847 policy, each with\n", scenarioStart.Format(time.DateOnly), scenarioNamespace)
@@ -166,9 +167,9 @@ func runScenario(out io.Writer) error {
 	}
 
 	fmt.Fprintf(out, "\n== Summary: the claims of ordinals 0, 1, 2\n\n")
-	fmt.Fprintf(out, "%-34s %-22s %-22s %-22s %s\n", "policy", "whenDeleted/whenScaled", "after 3 -> 1", "after 1 -> 3", "after delete")
+	fmt.Fprintf(out, "%-34s %-24s %-22s %-22s %s\n", "policy", "whenDeleted/whenScaled", "after 3 -> 1", "after 1 -> 3", "after delete")
 	for _, r := range table {
-		fmt.Fprintf(out, "%-34s %-22s %-22s %-22s %s\n", r.name, string(r.policy.WhenDeleted)+"/"+string(r.policy.WhenScaled), r.scaledDown, r.scaledUp, r.gone)
+		fmt.Fprintf(out, "%-34s %-24s %-22s %-22s %s\n", r.name, string(r.policy.WhenDeleted)+"/"+string(r.policy.WhenScaled), r.scaledDown, r.scaledUp, r.gone)
 	}
 	return nil
 }
