@@ -312,6 +312,9 @@ func TestDryRunDeletesNothing(t *testing.T) {
 	scale(t, dyn, k.Namespace, "dry", 1)
 	waitEvent(t, k.Client, k.Namespace, "dry", reasonDryRun, "would delete Pod dry-2")
 	waitStatus(t, dyn, k.Namespace, "dry", func(st api.ReplicatedSetStatus) bool { return st.ObservedGeneration == 2 })
+	if s := w.read(); s.pods != "dry-0 dry-1 dry-2" || !s.claimsAre(all) {
+		t.Errorf("after a dry-run scale-down: %s", s)
+	}
 	waitForGC(t)
 	if err := dyn.Resource(api.GroupVersionResource).Namespace(k.Namespace).Delete(context.Background(), "dry",
 		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &set.UID}}); err != nil {

@@ -129,15 +129,19 @@ func (r *reconciler) reconcile(ctx context.Context, set *api.ReplicatedSet) erro
 	// Owner references before the scale-down: a condemned pod's claims get
 	// their pod reference while the pod still exists.
 	syncs, syncErr := r.syncOwner(ctx, set, owner, policy, members)
-	var conflicts []string
+	var conflicts, stale []string
 	var failures []error
 	for _, s := range syncs {
 		switch {
 		case s.Err == nil:
-		case errors.Is(s.Err, lifecycle.ErrConflictingController), errors.Is(s.Err, lifecycle.ErrStaleOwnerReference):
+		case errors.Is(s.Err, lifecycle.ErrConflictingController):
 			// The claim is not ours to manage: lifecycle removed only our
 			// references and recorded why. The policy does not apply to it.
 			conflicts = append(conflicts, s.Claim)
+		case errors.Is(s.Err, lifecycle.ErrStaleOwnerReference):
+			// It refers to an earlier set or pod of the same name: the
+			// garbage collector is about to decide its fate.
+			stale = append(stale, s.Claim)
 		default:
 			failures = append(failures, s.Err)
 		}
@@ -163,6 +167,9 @@ func (r *reconciler) reconcile(ctx context.Context, set *api.ReplicatedSet) erro
 	case len(conflicts) > 0:
 		status, reason, msg = metav1.ConditionFalse, lifecycle.ReasonConflictingController,
 			fmt.Sprintf("claims %s are controlled by another object; the policy does not apply to them", strings.Join(conflicts, ", "))
+	case len(stale) > 0:
+		status, reason, msg = metav1.ConditionFalse, "StaleOwnerReference",
+			fmt.Sprintf("claims %s refer to an earlier set or pod of the same name; left to the garbage collector", strings.Join(stale, ", "))
 	case len(waiting) > 0:
 		status, reason, msg = metav1.ConditionFalse, reasonWaiting, strings.Join(waiting, "; ")
 	}
