@@ -330,6 +330,47 @@ func TestDryRunDeletesNothing(t *testing.T) {
 	}
 }
 
+// The generated CRD rejects a bad policy before the controller sees it, with
+// an error naming the field and the value.
+func TestCRDRejectsBadPolicies(t *testing.T) {
+	k := testenv.StartKubernetes(t)
+	dyn := installCRD(t, k.Config)
+	for _, tc := range []struct {
+		name string
+		edit func(*api.ReplicatedSetSpec)
+		want []string
+	}{
+		{"unknown whenDeleted", func(s *api.ReplicatedSetSpec) {
+			s.PersistentVolumeClaimRetentionPolicy = &api.RetentionPolicy{WhenDeleted: "Orphan"}
+		}, []string{"spec.persistentVolumeClaimRetentionPolicy.whenDeleted", `"Orphan"`}},
+		{"unknown name", func(s *api.ReplicatedSetSpec) {
+			s.PersistentVolumeClaimDeletePolicy = "DeleteOnStatefulSetDeletionOnly"
+		},
+			[]string{"spec.persistentVolumeClaimDeletePolicy", `"DeleteOnStatefulSetDeletionOnly"`}},
+		{"both fields", func(s *api.ReplicatedSetSpec) {
+			s.PersistentVolumeClaimRetentionPolicy = &api.RetentionPolicy{WhenDeleted: "Delete"}
+			s.PersistentVolumeClaimDeletePolicy = "Retain"
+		}, []string{"set persistentVolumeClaimRetentionPolicy or persistentVolumeClaimDeletePolicy, not both"}},
+	} {
+		spec := setSpec(1)
+		tc.edit(&spec)
+		u, err := toUnstructured(&api.ReplicatedSet{ObjectMeta: metav1.ObjectMeta{Name: "bad"}, Spec: spec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = dyn.Resource(api.GroupVersionResource).Namespace(k.Namespace).Create(context.Background(), u, metav1.CreateOptions{})
+		if !apierrors.IsInvalid(err) {
+			t.Errorf("%s: got %v, want Invalid", tc.name, err)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %v does not mention %s", tc.name, err, w)
+			}
+		}
+	}
+}
+
 // The Role in deploy/rbac.yaml grants exactly what the controllers in these
 // tests asked the API server for: nothing they needed is missing, nothing
 // granted went unused (except what only some runs need, named below).
