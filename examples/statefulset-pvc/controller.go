@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -147,7 +148,11 @@ func runController(ctx context.Context, cfg *rest.Config, o controllerOptions) e
 				return
 			}
 			if err := r.reconcile(logr.NewContext(ctx, log), set); err != nil {
-				if ctx.Err() == nil {
+				switch {
+				case ctx.Err() != nil:
+				case apierrors.IsConflict(err): // the set changed meanwhile: its update is queued too
+					log.V(1).Info("set changed during reconcile; retrying", "error", err.Error())
+				default:
 					log.Error(err, "reconcile failed; retrying")
 				}
 				queue.AddRateLimited(key)

@@ -21,6 +21,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/groundskeeper-io/groundskeeper/examples/statefulset-pvc/api"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
@@ -125,7 +126,7 @@ func runScenario(out io.Writer) error {
 		set := &api.ReplicatedSet{
 			ObjectMeta: metav1.ObjectMeta{Namespace: scenarioNamespace, Name: setName, UID: s.uid("s"), Generation: 1},
 			Spec: api.ReplicatedSetSpec{
-				Replicas:             ptr(int32(3)),
+				Replicas:             ptr.To(int32(3)),
 				Template:             api.PodTemplate{Image: "registry.example/db:1"},
 				VolumeClaimTemplates: []api.ClaimTemplate{{Name: "data", Size: resource.MustParse("1Gi")}},
 				// The shipped form for two sets, the KEP's name for two.
@@ -185,7 +186,7 @@ func (s *sim) quickScaleUp(ctx context.Context) error {
 		s.sets["quick"] = &api.ReplicatedSet{
 			ObjectMeta: metav1.ObjectMeta{Namespace: scenarioNamespace, Name: "quick", UID: s.uid("s"), Generation: 1},
 			Spec: api.ReplicatedSetSpec{
-				Replicas:                          ptr(int32(2)),
+				Replicas:                          ptr.To(int32(2)),
 				Template:                          api.PodTemplate{Image: "registry.example/db:1"},
 				VolumeClaimTemplates:              []api.ClaimTemplate{{Name: "data", Size: resource.MustParse("1Gi")}},
 				PersistentVolumeClaimDeletePolicy: string(lifecycle.DeleteOnScaledownOnly),
@@ -222,7 +223,7 @@ func (s *sim) conflict(ctx context.Context) error {
 		s.sets["shared"] = &api.ReplicatedSet{
 			ObjectMeta: metav1.ObjectMeta{Namespace: scenarioNamespace, Name: "shared", UID: s.uid("s"), Generation: 1},
 			Spec: api.ReplicatedSetSpec{
-				Replicas:                          ptr(int32(1)),
+				Replicas:                          ptr.To(int32(1)),
 				Template:                          api.PodTemplate{Image: "registry.example/db:1"},
 				VolumeClaimTemplates:              []api.ClaimTemplate{{Name: "data", Size: resource.MustParse("1Gi")}},
 				PersistentVolumeClaimDeletePolicy: string(lifecycle.DeleteOnScaledownAndOwnerDeletion),
@@ -462,5 +463,3 @@ func (st simStatus) UpdateStatus(_ context.Context, set *api.ReplicatedSet) erro
 	}
 	return nil
 }
-
-func ptr[T any](v T) *T { return &v }
