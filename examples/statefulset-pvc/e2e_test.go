@@ -330,6 +330,43 @@ func TestDryRunDeletesNothing(t *testing.T) {
 	}
 }
 
+// A scale-down deletes exactly the pod it decided on: if the pod was
+// replaced by another of the same name since (a new UID), the UID
+// precondition makes the delete fail and the new pod stays.
+func TestScaleDownDeletesOnlyThePodDecidedOn(t *testing.T) {
+	k := testenv.StartKubernetes(t)
+	ctx := context.Background()
+	pods := k.Client.CoreV1().Pods(k.Namespace)
+	newPod := func() *corev1.Pod {
+		p, err := pods.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "db-2"},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "registry.example/db:1"}}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	decidedOn := newPod()
+	if err := pods.Delete(ctx, "db-2", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	replacement := newPod()
+	r := &reconciler{core: k.Client.CoreV1()}
+	set := &api.ReplicatedSet{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: "db"}}
+	if err := r.deletePod(ctx, set, decidedOn, lifecycle.Policy{}); err != nil {
+		t.Fatalf("deletePod of a replaced pod: %v (want nil: the next pass decides again)", err)
+	}
+	got, err := pods.Get(ctx, "db-2", metav1.GetOptions{})
+	if err != nil || got.UID != replacement.UID {
+		t.Fatalf("the replacement pod was deleted: %v", err)
+	}
+	if err := r.deletePod(ctx, set, got, lifecycle.Policy{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pods.Get(ctx, "db-2", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the pod decided on was not deleted: %v", err)
+	}
+}
+
 // The generated CRD rejects a bad policy before the controller sees it, with
 // an error naming the field and the value.
 func TestCRDRejectsBadPolicies(t *testing.T) {
