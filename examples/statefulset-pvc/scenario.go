@@ -211,15 +211,14 @@ func (s *sim) conflict(ctx context.Context) error {
 	s.clk.SetTime(scenarioStart.Add(5 * time.Hour))
 	backup := s.uid("b")
 	s.others[backup] = "Backup nightly"
-	yes := true
-	if err := s.user(ctx, "shared", "creates claim data-shared-0, controlled by Backup nightly, and ReplicatedSet shared, 1 replica", func() {
-		_, err := s.client.CoreV1().PersistentVolumeClaims(scenarioNamespace).Create(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{
-			Name: "data-shared-0", Namespace: scenarioNamespace,
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "backup.example/v1", Kind: "Backup", Name: "nightly", UID: backup, Controller: &yes}},
-		}}, metav1.CreateOptions{})
-		if err != nil {
-			panic(err) // the fake does not fail a create of a new name
-		}
+	s.printf("user", "creates claim data-shared-0, controlled by Backup nightly (uid %s)", backup)
+	if _, err := s.client.CoreV1().PersistentVolumeClaims(scenarioNamespace).Create(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{
+		Name: "data-shared-0", Namespace: scenarioNamespace,
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "backup.example/v1", Kind: "Backup", Name: "nightly", UID: backup, Controller: ptr.To(true)}},
+	}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	if err := s.user(ctx, "shared", "creates ReplicatedSet shared, 1 replica, persistentVolumeClaimDeletePolicy: DeleteOnScaledownAndOwnerDeletion", func() {
 		s.sets["shared"] = &api.ReplicatedSet{
 			ObjectMeta: metav1.ObjectMeta{Namespace: scenarioNamespace, Name: "shared", UID: s.uid("s"), Generation: 1},
 			Spec: api.ReplicatedSetSpec{
