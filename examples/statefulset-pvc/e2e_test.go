@@ -1,0 +1,871 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/testr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/groundskeeper-io/groundskeeper/examples/statefulset-pvc/api"
+	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
+	"github.com/groundskeeper-io/groundskeeper/lifecycle"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+const crdFile = "deploy/apps.examples.groundskeeper.io_replicatedsets.yaml"
+
+// requests records the API requests the controllers make, as RBAC sees them
+// (group, resource, verb), for TestRBACCoversExactlyTheRequests.
+var requests = &requestLog{seen: map[string]bool{}}
+
+// policiesPassed: TestPolicies ran and passed, so the controllers went
+// through every path (create, scale down, delete) for the RBAC check.
+var policiesPassed atomic.Bool
+
+// KEP-1847's table for a custom owner, against a real API server and the
+// real garbage collector and PVC protection controller: for each policy, a
+// ReplicatedSet of 3 is scaled to 1 (through the scale subresource), back to
+// 3, and deleted; after each step the test checks which claims exist, their
+// UIDs (reused or fresh) and their owner references.
+func TestPolicies(t *testing.T) {
+	testenv.StartKubernetes(t)                              // skip early when the control plane is not built
+	t.Cleanup(func() { policiesPassed.Store(!t.Failed()) }) // after the subtests
+	for i, name := range []lifecycle.Name{lifecycle.Retain, lifecycle.DeleteOnOwnerDeletionOnly, lifecycle.DeleteOnScaledownOnly, lifecycle.DeleteOnScaledownAndOwnerDeletion} {
+		t.Run(string(name), func(t *testing.T) {
+			t.Parallel()
+			p, _ := name.Policy()
+			k := testenv.StartKubernetes(t)
+			dyn := installCRD(t, k.Config)
+			startController(t, k.Config, controllerOptions{namespace: k.Namespace, resync: time.Minute})
+			spec := setSpec(3)
+			if i%2 == 0 { // both forms of the policy field
+				spec.PersistentVolumeClaimRetentionPolicy = &api.RetentionPolicy{WhenDeleted: string(p.WhenDeleted), WhenScaled: string(p.WhenScaled)}
+			} else {
+				spec.PersistentVolumeClaimDeletePolicy = string(name)
+			}
+			set := createSet(t, dyn, k.Namespace, "db", spec)
+			setOwner := ""
+			if p.DeletesOnOwnerDeletion() {
+				setOwner = "ReplicatedSet db controller block"
+			}
+			w := watcher{t: t, c: k.Client, ns: k.Namespace}
+
+			// Created: three pods, three claims; the set owns its claims
+			// from their creation when whenDeleted is Delete.
+			created := w.until("created", func(s state) bool {
+				return s.pods == "db-0 db-1 db-2" && s.claimsAre(map[string]string{"data-db-0": setOwner, "data-db-1": setOwner, "data-db-2": setOwner})
+			})
+			waitStatus(t, dyn, k.Namespace, "db", func(st api.ReplicatedSetStatus) bool {
+				return st.Replicas == 3 && st.Policy == string(name) && meta.IsStatusConditionTrue(st.Conditions, conditionClaimsReady)
+			})
+
+			// 3 -> 1: the claims of pods 1 and 2 go with their pods under
+			// whenScaled: Delete, and stay otherwise (no pod reference: the
+			// garbage collector will never delete them).
+			scale(t, dyn, k.Namespace, "db", 1)
+			want := map[string]string{"data-db-0": setOwner}
+			if !p.DeletesOnScaledown() {
+				want["data-db-1"], want["data-db-2"] = setOwner, setOwner
+			}
+			down := w.until("scaled to 1", func(s state) bool { return s.pods == "db-0" && s.claimsAre(want) })
+			for claim, c := range down.claims {
+				if c.uid != created.claims[claim].uid {
+					t.Errorf("after 3 -> 1, claim %s has uid %s, was %s", claim, c.uid, created.claims[claim].uid)
+				}
+			}
+
+			// 1 -> 3: retained claims are reused (same UID); deleted ones
+			// are created afresh.
+			scale(t, dyn, k.Namespace, "db", 3)
+			up := w.until("scaled back to 3", func(s state) bool {
+				return s.pods == "db-0 db-1 db-2" && s.claimsAre(map[string]string{"data-db-0": setOwner, "data-db-1": setOwner, "data-db-2": setOwner})
+			})
+			for _, claim := range []string{"data-db-1", "data-db-2"} {
+				reused := up.claims[claim].uid == created.claims[claim].uid
+				if reused == p.DeletesOnScaledown() {
+					t.Errorf("after 1 -> 3, claim %s: reused=%v (uid %s, first uid %s); policy %s wants reused=%v",
+						claim, reused, up.claims[claim].uid, created.claims[claim].uid, name, !p.DeletesOnScaledown())
+				}
+			}
+			if up.claims["data-db-0"].uid != created.claims["data-db-0"].uid {
+				t.Errorf("claim data-db-0 was replaced")
+			}
+
+			// Deleted: the garbage collector deletes the pods, and the
+			// claims under whenDeleted: Delete.
+			waitForGC(t)
+			if err := dyn.Resource(api.GroupVersionResource).Namespace(k.Namespace).Delete(context.Background(), "db",
+				metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &set.UID}}); err != nil {
+				t.Fatal(err)
+			}
+			want = map[string]string{}
+			if !p.DeletesOnOwnerDeletion() {
+				want = map[string]string{"data-db-0": "", "data-db-1": "", "data-db-2": ""}
+			}
+			gone := w.until("set deleted", func(s state) bool { return s.pods == "" && s.claimsAre(want) })
+			for claim, c := range gone.claims {
+				if c.uid != up.claims[claim].uid {
+					t.Errorf("after deletion, claim %s has uid %s, was %s", claim, c.uid, up.claims[claim].uid)
+				}
+			}
+		})
+	}
+}
+
+// KEP-1847: a pod deleted by hand (not by a scale-down) comes back on the
+// same claim, whatever the policy; a policy change re-converges the owner
+// references of existing claims, to and from Retain; and a non-cascading
+// deletion of the set deletes no claim.
+func TestManualPodDeletionAndPolicyChange(t *testing.T) {
+	k := testenv.StartKubernetes(t)
+	dyn := installCRD(t, k.Config)
+	startController(t, k.Config, controllerOptions{namespace: k.Namespace, resync: time.Minute})
+	spec := setSpec(2)
+	spec.PersistentVolumeClaimDeletePolicy = string(lifecycle.DeleteOnScaledownOnly)
+	createSet(t, dyn, k.Namespace, "db", spec)
+	w := watcher{t: t, c: k.Client, ns: k.Namespace}
+	none := map[string]string{"data-db-0": "", "data-db-1": ""}
+	created := w.until("created", func(s state) bool { return s.pods == "db-0 db-1" && s.claimsAre(none) })
+	pod, err := k.Client.CoreV1().Pods(k.Namespace).Get(context.Background(), "db-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Client.CoreV1().Pods(k.Namespace).Delete(context.Background(), "db-1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.until("pod db-1 recreated", func(s state) bool {
+		p, err := k.Client.CoreV1().Pods(k.Namespace).Get(context.Background(), "db-1", metav1.GetOptions{})
+		return err == nil && p.UID != pod.UID && s.claimsAre(none) && s.claims["data-db-1"].uid == created.claims["data-db-1"].uid
+	})
+
+	setPolicy := func(name lifecycle.Name) {
+		body := fmt.Appendf(nil, `{"spec":{"persistentVolumeClaimDeletePolicy":%q}}`, name)
+		if _, err := dyn.Resource(api.GroupVersionResource).Namespace(k.Namespace).Patch(context.Background(), "db", types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setPolicy(lifecycle.DeleteOnScaledownAndOwnerDeletion)
+	owned := map[string]string{"data-db-0": "ReplicatedSet db controller block", "data-db-1": "ReplicatedSet db controller block"}
+	w.until("policy set to DeleteOnScaledownAndOwnerDeletion", func(s state) bool { return s.claimsAre(owned) })
+	setPolicy(lifecycle.Retain)
+	w.until("policy set to Retain", func(s state) bool { return s.claimsAre(none) })
+
+	// Non-cascading deletion under a policy that deletes: the garbage
+	// collector orphans pods and claims (removes the set's references)
+	// instead of deleting them.
+	setPolicy(lifecycle.DeleteOnScaledownAndOwnerDeletion)
+	w.until("policy set to DeleteOnScaledownAndOwnerDeletion again", func(s state) bool { return s.claimsAre(owned) })
+	waitForGC(t)
+	orphan := metav1.DeletePropagationOrphan
+	if err := dyn.Resource(api.GroupVersionResource).Namespace(k.Namespace).Delete(context.Background(), "db", metav1.DeleteOptions{PropagationPolicy: &orphan}); err != nil {
+		t.Fatal(err)
+	}
+	after := w.until("set deleted with --cascade=orphan", func(s state) bool {
+		_, err := dyn.Resource(api.GroupVersionResource).Namespace(k.Namespace).Get(context.Background(), "db", metav1.GetOptions{})
+		return apierrors.IsNotFound(err) && s.pods == "db-0 db-1" && s.claimsAre(none)
+	})
+	for claim, c := range after.claims {
+		if c.uid != created.claims[claim].uid {
+			t.Errorf("claim %s replaced", claim)
+		}
+	}
+}
+
+// Claims the set does not own are left alone: one controlled by another
+// object keeps its controller (a ConflictingController event and status
+// condition say so, and the set's deletion leaves it), and claims whose
+// names are not the set's template names in range are never written to.
+// The command itself runs, flags and all, with leader election, against
+// the test API server's kubeconfig, stopped with SIGINT as a pod is with
+// SIGTERM.
+func TestForeignClaimsWithRun(t *testing.T) {
+	k := testenv.StartKubernetes(t)
+	dyn := installCRD(t, k.Config)
+	ctx := context.Background()
+	claims := k.Client.CoreV1().PersistentVolumeClaims(k.Namespace)
+
+	backup, err := k.Client.CoreV1().ConfigMaps(k.Namespace).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "backup"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	yes := true
+	foreign := map[string]*corev1.PersistentVolumeClaim{}
+	for _, c := range []*corev1.PersistentVolumeClaim{
+		// data-web-0 is the name of the set's claim for pod 0, but another
+		// controller controls it.
+		claim("data-web-0", nil, metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "backup", UID: backup.UID, Controller: &yes}),
+		claim("data-other-0", nil),                                     // another set's
+		claim("data-web-5", nil),                                       // out of range: no pod 5
+		claim("scratch-web-0", map[string]string{api.SetLabel: "web"}), // the set's label, not its template
+	} {
+		created, err := claims.Create(ctx, c, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		foreign[c.Name] = created
+	}
+
+	done := make(chan error, 1)
+	go func() {
+		done <- run([]string{"--kubeconfig", k.Kubeconfig, "--namespace", k.Namespace, "--zap-log-level", "1", "--leader-elect"})
+	}()
+	spec := setSpec(2)
+	spec.PersistentVolumeClaimDeletePolicy = string(lifecycle.DeleteOnScaledownAndOwnerDeletion)
+	set := createSet(t, dyn, k.Namespace, "web", spec)
+
+	w := watcher{t: t, c: k.Client, ns: k.Namespace}
+	backupOwner := "ConfigMap backup controller"
+	w.until("created", func(s state) bool {
+		return s.pods == "web-0 web-1" && s.claimsAre(map[string]string{"data-web-0": backupOwner, "data-web-1": "ReplicatedSet web controller block",
+			"data-other-0": "", "data-web-5": "", "scratch-web-0": ""})
+	})
+	waitStatus(t, dyn, k.Namespace, "web", func(st api.ReplicatedSetStatus) bool {
+		c := meta.FindStatusCondition(st.Conditions, conditionClaimsReady)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == lifecycle.ReasonConflictingController && strings.Contains(c.Message, "data-web-0")
+	})
+	waitEvent(t, k.Client, k.Namespace, "web", lifecycle.ReasonConflictingController, "data-web-0")
+
+	scale(t, dyn, k.Namespace, "web", 1)
+	w.until("scaled to 1", func(s state) bool {
+		return s.pods == "web-0" && s.claimsAre(map[string]string{"data-web-0": backupOwner, "data-other-0": "", "data-web-5": "", "scratch-web-0": ""})
+	})
+	waitForGC(t)
+	if err := dyn.Resource(api.GroupVersionResource).Namespace(k.Namespace).Delete(ctx, "web",
+		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &set.UID}}); err != nil {
+		t.Fatal(err)
+	}
+	w.until("set deleted", func(s state) bool {
+		return s.pods == "" && s.claimsAre(map[string]string{"data-web-0": backupOwner, "data-other-0": "", "data-web-5": "", "scratch-web-0": ""})
+	})
+	for name, before := range foreign {
+		now, err := claims.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "data-web-0" {
+			// CheckReuse recorded the pod that mounts it (an annotation);
+			// its owners are untouched.
+			if !slices.EqualFunc(now.OwnerReferences, before.OwnerReferences, func(a, b metav1.OwnerReference) bool { return a.UID == b.UID && *a.Controller == *b.Controller }) {
+				t.Errorf("claim %s owners changed: %v -> %v", name, before.OwnerReferences, now.OwnerReferences)
+			}
+		} else if now.ResourceVersion != before.ResourceVersion {
+			t.Errorf("claim %s was written to (resourceVersion %s -> %s): %+v", name, before.ResourceVersion, now.ResourceVersion, now.ObjectMeta)
+		}
+	}
+
+	if _, err := k.Client.CoordinationV1().Leases(k.Namespace).Get(ctx, "statefulset-pvc", metav1.GetOptions{}); err != nil {
+		t.Errorf("leader election Lease: %v", err)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("did not stop after SIGINT")
+	}
+}
+
+// With --dry-run, a scale-down and the deletion of the set delete no pod
+// and no claim: the controller only reports what it would do.
+func TestDryRunDeletesNothing(t *testing.T) {
+	k := testenv.StartKubernetes(t)
+	dyn := installCRD(t, k.Config)
+	startController(t, k.Config, controllerOptions{namespace: k.Namespace, dryRun: true, resync: time.Minute})
+	spec := setSpec(3)
+	spec.PersistentVolumeClaimDeletePolicy = string(lifecycle.DeleteOnScaledownAndOwnerDeletion)
+	set := createSet(t, dyn, k.Namespace, "dry", spec)
+	w := watcher{t: t, c: k.Client, ns: k.Namespace}
+	all := map[string]string{"data-dry-0": "", "data-dry-1": "", "data-dry-2": ""}
+	created := w.until("created", func(s state) bool { return s.pods == "dry-0 dry-1 dry-2" && s.claimsAre(all) })
+	waitEvent(t, k.Client, k.Namespace, "dry", reasonDryRun, "would set the owner references of Claim data-dry-0 to [ReplicatedSet dry (controller)]")
+
+	scale(t, dyn, k.Namespace, "dry", 1)
+	waitEvent(t, k.Client, k.Namespace, "dry", reasonDryRun, "would delete Pod dry-2")
+	waitStatus(t, dyn, k.Namespace, "dry", func(st api.ReplicatedSetStatus) bool { return st.ObservedGeneration == 2 })
+	if s := w.read(); s.pods != "dry-0 dry-1 dry-2" || !s.claimsAre(all) {
+		t.Errorf("after a dry-run scale-down: %s", s)
+	}
+	waitForGC(t)
+	if err := dyn.Resource(api.GroupVersionResource).Namespace(k.Namespace).Delete(context.Background(), "dry",
+		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &set.UID}}); err != nil {
+		t.Fatal(err)
+	}
+	// The garbage collector takes the pods (the set owns them); the claims
+	// carry no reference, so they stay.
+	gone := w.until("set deleted", func(s state) bool { return s.pods == "" && s.claimsAre(all) })
+	for name, c := range gone.claims {
+		if c.uid != created.claims[name].uid {
+			t.Errorf("claim %s replaced", name)
+		}
+	}
+}
+
+// A scale-down deletes exactly the pod it decided on: if the pod was
+// replaced by another of the same name since (a new UID), the UID
+// precondition makes the delete fail and the new pod stays.
+func TestScaleDownDeletesOnlyThePodDecidedOn(t *testing.T) {
+	k := testenv.StartKubernetes(t)
+	ctx := context.Background()
+	pods := k.Client.CoreV1().Pods(k.Namespace)
+	newPod := func() *corev1.Pod {
+		p, err := pods.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "db-2"},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "registry.example/db:1"}}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	decidedOn := newPod()
+	if err := pods.Delete(ctx, "db-2", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	replacement := newPod()
+	r := &reconciler{core: k.Client.CoreV1()}
+	set := &api.ReplicatedSet{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: "db"}}
+	if err := r.deletePod(ctx, set, decidedOn, lifecycle.Policy{}); err != nil {
+		t.Fatalf("deletePod of a replaced pod: %v (want nil: the next pass decides again)", err)
+	}
+	got, err := pods.Get(ctx, "db-2", metav1.GetOptions{})
+	if err != nil || got.UID != replacement.UID {
+		t.Fatalf("the replacement pod was deleted: %v", err)
+	}
+	if err := r.deletePod(ctx, set, got, lifecycle.Policy{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pods.Get(ctx, "db-2", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the pod decided on was not deleted: %v", err)
+	}
+}
+
+// The generated CRD rejects a bad policy before the controller sees it, with
+// an error naming the field and the value.
+func TestCRDRejectsBadPolicies(t *testing.T) {
+	k := testenv.StartKubernetes(t)
+	dyn := installCRD(t, k.Config)
+	for _, tc := range []struct {
+		name string
+		edit func(*api.ReplicatedSetSpec)
+		want []string
+	}{
+		{"unknown whenDeleted", func(s *api.ReplicatedSetSpec) {
+			s.PersistentVolumeClaimRetentionPolicy = &api.RetentionPolicy{WhenDeleted: "Orphan"}
+		}, []string{"spec.persistentVolumeClaimRetentionPolicy.whenDeleted", `"Orphan"`}},
+		{"unknown name", func(s *api.ReplicatedSetSpec) {
+			s.PersistentVolumeClaimDeletePolicy = "DeleteOnStatefulSetDeletionOnly"
+		},
+			[]string{"spec.persistentVolumeClaimDeletePolicy", `"DeleteOnStatefulSetDeletionOnly"`}},
+		{"both fields", func(s *api.ReplicatedSetSpec) {
+			s.PersistentVolumeClaimRetentionPolicy = &api.RetentionPolicy{WhenDeleted: "Delete"}
+			s.PersistentVolumeClaimDeletePolicy = "Retain"
+		}, []string{"set persistentVolumeClaimRetentionPolicy or persistentVolumeClaimDeletePolicy, not both"}},
+	} {
+		spec := setSpec(1)
+		tc.edit(&spec)
+		u, err := toUnstructured(&api.ReplicatedSet{ObjectMeta: metav1.ObjectMeta{Name: "bad"}, Spec: spec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = dyn.Resource(api.GroupVersionResource).Namespace(k.Namespace).Create(context.Background(), u, metav1.CreateOptions{})
+		if !apierrors.IsInvalid(err) {
+			t.Errorf("%s: got %v, want Invalid", tc.name, err)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %v does not mention %s", tc.name, err, w)
+			}
+		}
+	}
+}
+
+// The Role in deploy/rbac.yaml grants exactly what the controllers in these
+// tests asked the API server for: nothing they needed is missing, nothing
+// granted went unused (except what only some runs need, named below).
+func TestRBACCoversExactlyTheRequests(t *testing.T) {
+	if !policiesPassed.Load() {
+		t.Skip("needs the requests of a passing TestPolicies: run it in the same go test")
+	}
+	used := requests.list()
+	granted := roleRules(t)
+	// Needed only sometimes: a repeated event is patched; informers list
+	// only when the API server does not stream their initial watch
+	// (client-go's WatchListClient); the Lease only with --leader-elect
+	// (run() builds its own client, not recorded here).
+	sometimes := []string{"/events patch",
+		"/pods list", "/persistentvolumeclaims list", "apps.examples.groundskeeper.io/replicatedsets list",
+		"coordination.k8s.io/leases get", "coordination.k8s.io/leases create", "coordination.k8s.io/leases update"}
+	for _, u := range used {
+		if !slices.Contains(granted, u) {
+			t.Errorf("the controller sent %q, which deploy/rbac.yaml does not grant", u)
+		}
+	}
+	for _, g := range granted {
+		if !slices.Contains(used, g) && !slices.Contains(sometimes, g) {
+			t.Errorf("deploy/rbac.yaml grants %q, which the controller never used", g)
+		}
+	}
+	t.Logf("requests: %v", used)
+}
+
+// ---- helpers ----
+
+func setSpec(replicas int32) api.ReplicatedSetSpec {
+	return api.ReplicatedSetSpec{
+		Replicas:             &replicas,
+		Template:             api.PodTemplate{Image: "registry.example/db:1", Command: []string{"db", "--data=/data/data"}},
+		VolumeClaimTemplates: []api.ClaimTemplate{{Name: "data", Size: resource.MustParse("1Gi")}},
+	}
+}
+
+func claim(name string, labels map[string]string, owners ...metav1.OwnerReference) *corev1.PersistentVolumeClaim {
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, OwnerReferences: owners},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}
+}
+
+var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// The CRD is installed once per test binary (the control plane is shared).
+// The garbage collector discovers new resources only every 30 seconds, and
+// before it has, it does not notice that a ReplicatedSet was deleted; a
+// probe in the background finds out when it has, while the tests create and
+// scale their sets, and waitForGC waits for it before a set is deleted.
+var crd struct {
+	once    sync.Once
+	err     error
+	gcReady chan struct{}
+	gcErr   error
+}
+
+// installCRD creates the generated CRD (once per control plane) and waits
+// until ReplicatedSets are served.
+func installCRD(t *testing.T, cfg *rest.Config) dynamic.Interface {
+	t.Helper()
+	client, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd.once.Do(func() {
+		crd.gcReady = make(chan struct{})
+		if crd.err = createCRD(client); crd.err == nil {
+			go func() {
+				defer close(crd.gcReady)
+				crd.gcErr = probeGC(client)
+			}()
+		}
+	})
+	if crd.err != nil {
+		t.Fatal(crd.err)
+	}
+	return client
+}
+
+func createCRD(client dynamic.Interface) error {
+	f, err := os.Open(crdFile)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var obj unstructured.Unstructured
+	if err := yaml.NewYAMLOrJSONDecoder(f, 4096).Decode(&obj.Object); err != nil {
+		return fmt.Errorf("%s: %w", crdFile, err)
+	}
+	ctx := context.Background()
+	if _, err := client.Resource(crdGVR).Create(ctx, &obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := client.Resource(api.GroupVersionResource).Namespace("default").List(ctx, metav1.ListOptions{})
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("replicatedsets not served: %w", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// probeGC returns once the garbage collector deletes a ConfigMap owned by a
+// deleted ReplicatedSet (in namespace default, where no controller runs).
+func probeGC(client dynamic.Interface) error {
+	ctx := context.Background()
+	sets := client.Resource(api.GroupVersionResource).Namespace("default")
+	cms := client.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace("default")
+	deadline := time.Now().Add(90 * time.Second)
+	for i := 0; time.Now().Before(deadline); i++ {
+		name := fmt.Sprintf("gc-probe-%d", i)
+		u, err := toUnstructured(&api.ReplicatedSet{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: setSpec(0)})
+		if err != nil {
+			return err
+		}
+		set, err := sets.Create(ctx, u, metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		dep := &unstructured.Unstructured{}
+		dep.SetAPIVersion("v1")
+		dep.SetKind("ConfigMap")
+		dep.SetName(name)
+		dep.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: api.GroupVersionKind.GroupVersion().String(), Kind: api.Kind, Name: name, UID: set.GetUID()}})
+		if _, err := cms.Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		if err := sets.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			return err
+		}
+		for end := time.Now().Add(5 * time.Second); time.Now().Before(end); {
+			if _, err := cms.Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+				return nil
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	return errors.New("the garbage collector did not handle ReplicatedSets within 90s")
+}
+
+// waitForGC waits until the garbage collector handles ReplicatedSets.
+func waitForGC(t *testing.T) {
+	t.Helper()
+	start := time.Now()
+	<-crd.gcReady
+	if crd.gcErr != nil {
+		t.Fatal(crd.gcErr)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Logf("waited %s for the garbage collector to discover ReplicatedSets", d.Round(100*time.Millisecond))
+	}
+}
+
+func createSet(t *testing.T, dyn dynamic.Interface, ns, name string, spec api.ReplicatedSetSpec) *api.ReplicatedSet {
+	t.Helper()
+	u, err := toUnstructured(&api.ReplicatedSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err = dyn.Resource(api.GroupVersionResource).Namespace(ns).Create(context.Background(), u, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := fromUnstructured(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
+}
+
+// scale sets spec.replicas through the scale subresource, as kubectl scale
+// does.
+func scale(t *testing.T, dyn dynamic.Interface, ns, name string, n int) {
+	t.Helper()
+	body := fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, n)
+	if _, err := dyn.Resource(api.GroupVersionResource).Namespace(ns).Patch(context.Background(), name, types.MergePatchType, body, metav1.PatchOptions{}, "scale"); err != nil {
+		t.Fatalf("scale %s to %d: %v", name, n, err)
+	}
+}
+
+func waitStatus(t *testing.T, dyn dynamic.Interface, ns, name string, done func(api.ReplicatedSetStatus) bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		u, err := dyn.Resource(api.GroupVersionResource).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		set, err := fromUnstructured(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if done(set.Status) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status of %s: %+v", name, set.Status)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func waitEvent(t *testing.T, c kubernetes.Interface, ns, object, reason, contains string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		events, err := c.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + object + ",reason=" + reason})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range events.Items {
+			if strings.Contains(e.Message, contains) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s event on %s containing %q (have %d)", reason, object, contains, len(events.Items))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// state is what the test looks at: the pods and claims of the namespace.
+type state struct {
+	pods   string // names, sorted, space-separated
+	claims map[string]claimState
+}
+
+type claimState struct {
+	uid         types.UID
+	owners      string // "Kind name [controller] [block]", comma-separated
+	terminating bool
+}
+
+// claimsAre reports whether exactly the given claims exist (none being
+// deleted), with the given owners.
+func (s state) claimsAre(want map[string]string) bool {
+	if len(s.claims) != len(want) {
+		return false
+	}
+	for name, owners := range want {
+		c, ok := s.claims[name]
+		if !ok || c.terminating || c.owners != owners {
+			return false
+		}
+	}
+	return true
+}
+
+func (s state) String() string {
+	b, _ := json.Marshal(map[string]any{"pods": s.pods, "claims": fmt.Sprintf("%+v", s.claims)})
+	return string(b)
+}
+
+type watcher struct {
+	t  *testing.T
+	c  kubernetes.Interface
+	ns string
+}
+
+func (w watcher) read() state {
+	ctx := context.Background()
+	pods, err := w.c.CoreV1().Pods(w.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	claims, err := w.c.CoreV1().PersistentVolumeClaims(w.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	var names []string
+	for _, p := range pods.Items {
+		names = append(names, p.Name)
+	}
+	slices.Sort(names)
+	s := state{pods: strings.Join(names, " "), claims: map[string]claimState{}}
+	for _, c := range claims.Items {
+		var owners []string
+		for _, r := range c.OwnerReferences {
+			o := r.Kind + " " + r.Name
+			if r.Controller != nil && *r.Controller {
+				o += " controller"
+			}
+			if r.BlockOwnerDeletion != nil && *r.BlockOwnerDeletion {
+				o += " block"
+			}
+			owners = append(owners, o)
+		}
+		s.claims[c.Name] = claimState{uid: c.UID, owners: strings.Join(owners, ", "), terminating: c.DeletionTimestamp != nil}
+	}
+	return s
+}
+
+// until polls until done holds, for at most 30 s (the garbage collector
+// takes a few seconds).
+func (w watcher) until(step string, done func(state) bool) state {
+	w.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		s := w.read()
+		if done(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			w.t.Fatalf("%s: not reached after 30s; now %s", step, s)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// startController runs the controller until the test ends, its requests
+// recorded.
+func startController(t *testing.T, cfg *rest.Config, o controllerOptions) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(logr.NewContext(context.Background(), testr.NewWithOptions(t, testr.Options{LogTimestamp: true, Verbosity: 1})))
+	done := make(chan error, 1)
+	go func() { done <- runController(ctx, requests.wrap(cfg), o) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("controller: %v", err)
+		}
+	})
+}
+
+// requestLog records requests as "group/resource[/subresource] verb".
+type requestLog struct {
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func (l *requestLog) wrap(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			l.add(r)
+			return rt.RoundTrip(r)
+		})
+	})
+	return cfg
+}
+
+// add parses /api/v1/namespaces/NS/RES[/NAME[/SUB]] and
+// /apis/GROUP/VERSION/namespaces/NS/RES[/NAME[/SUB]].
+func (l *requestLog) add(r *http.Request) {
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	group := ""
+	switch {
+	case len(parts) >= 2 && parts[0] == "api":
+		parts = parts[2:]
+	case len(parts) >= 3 && parts[0] == "apis":
+		group, parts = parts[1], parts[3:]
+	default:
+		return
+	}
+	if len(parts) >= 2 && parts[0] == "namespaces" {
+		parts = parts[2:]
+	}
+	if len(parts) == 0 {
+		return
+	}
+	res, named := parts[0], len(parts) >= 2
+	if len(parts) >= 3 {
+		res += "/" + parts[2]
+	}
+	var verb string
+	switch r.Method {
+	case http.MethodGet:
+		switch {
+		case r.URL.Query().Get("watch") == "true":
+			verb = "watch"
+		case named:
+			verb = "get"
+		default:
+			verb = "list"
+		}
+	case http.MethodPost:
+		verb = "create"
+	case http.MethodPut:
+		verb = "update"
+	case http.MethodPatch:
+		verb = "patch"
+	case http.MethodDelete:
+		verb = "delete"
+		if !named {
+			verb = "deletecollection"
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seen[group+"/"+res+" "+verb] = true
+}
+
+func (l *requestLog) list() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for k := range l.seen {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// roleRules expands the Role of deploy/rbac.yaml into "group/resource verb".
+func roleRules(t *testing.T) []string {
+	t.Helper()
+	f, err := os.Open("deploy/rbac.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dec := yaml.NewYAMLOrJSONDecoder(f, 4096)
+	var out []string
+	for {
+		var doc struct {
+			Kind  string
+			Rules []struct {
+				APIGroups []string `json:"apiGroups"`
+				Resources []string
+				Verbs     []string
+			}
+		}
+		if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("deploy/rbac.yaml: %v", err)
+		}
+		if doc.Kind != "Role" {
+			continue
+		}
+		for _, r := range doc.Rules {
+			for _, g := range r.APIGroups {
+				for _, res := range r.Resources {
+					for _, v := range r.Verbs {
+						out = append(out, g+"/"+res+" "+v)
+					}
+				}
+			}
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("no Role rules in deploy/rbac.yaml")
+	}
+	return out
+}
