@@ -127,6 +127,19 @@ func TestLoadCredentialsFromSecret(t *testing.T) {
 				if err != nil || res.Deleted != 1 {
 					t.Errorf("DeletePrefix: %+v, %v", res, err)
 				}
+
+				// prefix= puts every key under it.
+				sep := "?"
+				if strings.Contains(s.URL, "?") {
+					sep = "&"
+				}
+				pb := openURL(t, s.URL+sep+"prefix=tenant-a/", c)
+				if err := pb.WriteAll(ctx, "backups/e/2", []byte("hello"), nil); err != nil {
+					t.Fatalf("write through prefix=: %v", err)
+				}
+				if got, err := b.ReadAll(ctx, "tenant-a/backups/e/2"); err != nil || string(got) != "hello" {
+					t.Errorf("tenant-a/backups/e/2 through the unprefixed bucket: %q, %v", got, err)
+				}
 			})
 		}
 	})

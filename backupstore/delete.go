@@ -175,6 +175,10 @@ type remover interface {
 	prepare(opts *blob.ListOptions)
 	// raw returns the store's own spelling of the key of obj.
 	raw(obj *blob.ListObject) (string, bool)
+	// listedPrefix returns the prefix of the last listing request as the
+	// store saw it: the prefix of a blob.PrefixedBucket followed by ours.
+	// Raw keys must be under it.
+	listedPrefix() (string, bool)
 	// remove deletes ts and returns one error per target: nil when it is
 	// gone, errGone when it was already gone.
 	remove(ctx context.Context, ts []target) []error
@@ -414,9 +418,15 @@ func (d *deletion) deleteBatch(ctx context.Context, ts []target) {
 	var failed []KeyError
 	pending := make([]target, 0, len(ts))
 	// The last line of defence: whatever the listing returned, only keys
-	// under the prefix, in both spellings, reach the store.
+	// under the prefix, in both spellings, reach the store. The store's
+	// spelling of the prefix ends with ours; it is longer when b is a
+	// blob.PrefixedBucket (a bucket URL with prefix=).
+	rawPrefix := d.prefix
+	if p, ok := d.rm.listedPrefix(); ok && strings.HasSuffix(p, d.prefix) {
+		rawPrefix = p
+	}
 	for _, t := range ts {
-		if underPrefix(t.key, d.prefix) && underPrefix(t.raw, d.prefix) {
+		if underPrefix(t.key, d.prefix) && underPrefix(t.raw, rawPrefix) {
 			pending = append(pending, t)
 		} else {
 			d.log.Error(errOutsidePrefix, "listing returned a key outside the prefix", "key", t.key)

@@ -214,3 +214,34 @@ func TestDeletePrefixCancel(t *testing.T) {
 
 var _ = fmt.Sprint
 var _ = blob.FirstPageToken
+
+// TestDeletePrefixOnPrefixedBucket deletes through gocloud's
+// blob.PrefixedBucket (what a bucket URL with prefix= opens): only the
+// objects under the bucket's prefix plus the deleted prefix go, on every
+// store, including those deleted through their native batch API. (Not mem:
+// every mem:// bucket opened is a new, empty one.)
+func TestDeletePrefixOnPrefixedBucket(t *testing.T) {
+	for _, st := range allStores[:4] {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			s := st.open(t)
+			b := openStore(t, s)
+			fill(t, b, "tenant/backups/a/", 30, 16)
+			outside := []string{"backups/a/00001", "tenant/backups/ab/00001", "other/tenant/backups/a/00001", "tenant-2/backups/a/00001"}
+			put(t, b, outside, 16)
+			pb := blob.PrefixedBucket(openStore(t, s), "tenant/") // closes the bucket it is given
+
+			res, err := backupstore.DeletePrefix(context.Background(), pb, "backups/a/", nil)
+			if err != nil {
+				t.Fatalf("DeletePrefix: %v", err)
+			}
+			if res.Deleted != 30 {
+				t.Errorf("deleted %d objects, want 30", res.Deleted)
+			}
+			left := slices.Sorted(maps.Keys(snapshot(t, b, "")))
+			if diff := cmp.Diff(slices.Sorted(slices.Values(outside)), left); diff != "" {
+				t.Errorf("objects left (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -42,8 +42,9 @@ func Scheme(rawURL string) (string, error) {
 // environment variable is read or written, so buckets of different tenants
 // can be open at once.
 //
-// URL parameters understood with creds: for s3, region, endpoint,
-// use_path_style and disable_https; for azblob, domain, protocol, localemu,
+// URL parameters understood with creds: prefix (as blob.PrefixedBucket:
+// every key is under it); for s3, region, endpoint, use_path_style and
+// disable_https; for azblob, domain, protocol, localemu,
 // cdn and storage_account. For gs, the emulator named by
 // STORAGE_EMULATOR_HOST is used when set, as gocloud does.
 func OpenBucket(ctx context.Context, rawURL string, creds *Credentials) (*blob.Bucket, error) {
@@ -60,14 +61,21 @@ func OpenBucket(ctx context.Context, rawURL string, creds *Credentials) (*blob.B
 	}
 	u, _ := url.Parse(rawURL) // parsed by Scheme
 	q := u.Query()
+	prefix := q.Get("prefix")
+	q.Del("prefix")
+	var b *blob.Bucket
 	switch scheme {
 	case "s3":
-		return openS3(ctx, u.Host, q, creds)
+		b, err = openS3(ctx, u.Host, q, creds)
 	case "gs":
-		return openGCS(ctx, u.Host, creds)
+		b, err = openGCS(ctx, u.Host, creds)
 	default: // azblob
-		return openAzure(ctx, u.Host, q, creds)
+		b, err = openAzure(ctx, u.Host, q, creds)
 	}
+	if err != nil || prefix == "" {
+		return b, err
+	}
+	return blob.PrefixedBucket(b, prefix), nil
 }
 
 func openS3(ctx context.Context, bucket string, q url.Values, c *Credentials) (*blob.Bucket, error) {

@@ -51,6 +51,7 @@ var forceAzureBatch atomic.Bool
 type s3Remover struct {
 	client *s3.Client
 	bucket atomic.Pointer[string]
+	listed atomic.Pointer[string]
 }
 
 func (r *s3Remover) method() string   { return "s3-batch" }
@@ -58,7 +59,7 @@ func (r *s3Remover) batchSize() int   { return 1000 }
 func (r *s3Remover) concurrency() int { return 4 }
 
 // prepare learns the bucket's name, which *blob.Bucket does not expose,
-// from the listing request.
+// and the listing's prefix as S3 sees it, from the listing request.
 func (r *s3Remover) prepare(opts *blob.ListOptions) {
 	opts.BeforeList = func(as func(any) bool) error {
 		var v2 *s3.ListObjectsV2Input
@@ -66,11 +67,18 @@ func (r *s3Remover) prepare(opts *blob.ListOptions) {
 		switch {
 		case as(&v2):
 			r.bucket.Store(v2.Bucket)
+			r.listed.Store(v2.Prefix)
 		case as(&v1):
 			r.bucket.Store(v1.Bucket)
+			r.listed.Store(v1.Prefix)
 		}
 		return nil
 	}
+}
+
+func (r *s3Remover) listedPrefix() (string, bool) {
+	p := r.listed.Load()
+	return aws.ToString(p), p != nil
 }
 
 func (r *s3Remover) raw(o *blob.ListObject) (string, bool) {
@@ -133,6 +141,7 @@ type azureRemover struct {
 	client    *container.Client
 	perObject int
 	fallback  atomic.Bool
+	listed    atomic.Pointer[string]
 }
 
 func (r *azureRemover) method() string {
@@ -143,8 +152,25 @@ func (r *azureRemover) method() string {
 }
 func (r *azureRemover) batchSize() int                 { return 256 }
 func (r *azureRemover) concurrency() int               { return 4 }
-func (r *azureRemover) prepare(opts *blob.ListOptions) {}
 
+// prepare learns the listing's prefix as Azure sees it from the request.
+func (r *azureRemover) prepare(opts *blob.ListOptions) {
+	opts.BeforeList = func(as func(any) bool) error {
+		var o *container.ListBlobsHierarchyOptions
+		if as(&o) && o != nil {
+			r.listed.Store(o.Prefix)
+		}
+		return nil
+	}
+}
+
+func (r *azureRemover) listedPrefix() (string, bool) {
+	p := r.listed.Load()
+	if p == nil {
+		return "", false
+	}
+	return *p, true
+}
 func (r *azureRemover) raw(o *blob.ListObject) (string, bool) {
 	var item container.BlobItem
 	if o.As(&item) && item.Name != nil {
@@ -225,6 +251,7 @@ func (r *objectRemover) batchSize() int                      { return 1 }
 func (r *objectRemover) concurrency() int                    { return 16 }
 func (r *objectRemover) prepare(*blob.ListOptions)           {}
 func (r *objectRemover) raw(*blob.ListObject) (string, bool) { return "", false }
+func (r *objectRemover) listedPrefix() (string, bool)        { return "", false }
 func (r *objectRemover) remove(ctx context.Context, ts []target) []error {
 	errs := make([]error, len(ts))
 	for i, t := range ts {
