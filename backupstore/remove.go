@@ -150,8 +150,8 @@ func (r *azureRemover) method() string {
 	}
 	return "azure-batch"
 }
-func (r *azureRemover) batchSize() int                 { return 256 }
-func (r *azureRemover) concurrency() int               { return 4 }
+func (r *azureRemover) batchSize() int   { return 256 }
+func (r *azureRemover) concurrency() int { return 4 }
 
 // prepare learns the listing's prefix as Azure sees it from the request.
 func (r *azureRemover) prepare(opts *blob.ListOptions) {
