@@ -179,6 +179,11 @@ func (c *collector) pass(ctx context.Context) (report, error) {
 		return rep, fmt.Errorf("list backups: %w", err)
 	}
 	slices.SortFunc(list, func(a, b *api.AerospikeNamespaceBackup) int { return strings.Compare(a.Name, b.Name) })
+	for uid := range c.notBefore { // forget backups that are gone
+		if !slices.ContainsFunc(list, func(b *api.AerospikeNamespaceBackup) bool { return b.UID == uid }) {
+			delete(c.notBefore, uid)
+		}
+	}
 	for _, b := range list {
 		if b.DeletionTimestamp != nil {
 			continue

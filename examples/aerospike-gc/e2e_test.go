@@ -367,6 +367,72 @@ func TestRunWithKubeconfig(t *testing.T) {
 	}
 }
 
+// The CRD refuses bad input, naming the field; the sample backup passes.
+func TestCRDValidation(t *testing.T) {
+	k := testenv.StartKubernetes(t)
+	client := installCRD(t, k.Config)
+	res := client.Resource(api.GroupVersionResource).Namespace(k.Namespace)
+	ctx := context.Background()
+
+	f, err := os.Open("deploy/backup.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dec := yaml.NewYAMLOrJSONDecoder(f, 4096)
+	var sample *unstructured.Unstructured
+	for {
+		var u unstructured.Unstructured
+		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if u.GetKind() == api.Kind {
+			sample = &u
+		}
+	}
+	if sample == nil {
+		t.Fatal("no backup in deploy/backup.yaml")
+	}
+	sample.SetNamespace(k.Namespace)
+	if _, err := res.Create(ctx, sample, metav1.CreateOptions{}); err != nil {
+		t.Errorf("sample backup: %v", err)
+	}
+
+	for _, tc := range []struct {
+		name   string
+		change func(*api.AerospikeNamespaceBackup)
+		field  string
+	}{
+		{"ttl in upper case", func(b *api.AerospikeNamespaceBackup) { b.Spec.TTL = "30D" }, "spec.ttl"},
+		{"ttl without a unit", func(b *api.AerospikeNamespaceBackup) { b.Spec.TTL = "30" }, "spec.ttl"},
+		{"unknown storage type", func(b *api.AerospikeNamespaceBackup) { b.Spec.Storage.Type = "ftp" }, "spec.storage.type"},
+		{"no secret", func(b *api.AerospikeNamespaceBackup) { b.Spec.Storage.Secret = "" }, "spec.storage.secret"},
+		{"prefix with a trailing slash", func(b *api.AerospikeNamespaceBackup) { b.Spec.Storage.Prefix = "backups/" }, "spec.storage.prefix"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &api.AerospikeNamespaceBackup{
+				ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: "bad"},
+				Spec: api.AerospikeNamespaceBackupSpec{
+					Target:  api.TargetNamespace{Cluster: "orders", Namespace: "orders"},
+					Storage: api.BackupStorageSpec{Type: "s3", Bucket: "b", Secret: "s"},
+					TTL:     "7d",
+				},
+			}
+			tc.change(b)
+			u, err := toUnstructured(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = res.Create(ctx, u, metav1.CreateOptions{})
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.field) {
+				t.Errorf("create: %v; want Invalid naming %s", err, tc.field)
+			}
+		})
+	}
+}
+
 // Bad flags are refused with the flag and the value.
 func TestRunRejectsBadFlags(t *testing.T) {
 	for _, args := range [][]string{

@@ -278,8 +278,6 @@ func (s *sim) createBackup(name, ttl, bucket, secret string) {
 	s.say("user", fmt.Sprintf("backup %s: ttl %s, %s/%s (3 objects), secret %s", name, ttl, bucket, prefix, secret))
 }
 
-var claimGVR = schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"}
-
 // createPodAndClaim is what aerospike-operator does for a new pod: a claim
 // with the unmount tracking annotations (pod-name, pvc-ttl from the
 // cluster's persistentVolumeClaimTTL), then the pod that mounts it.
