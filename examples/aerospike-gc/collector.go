@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/utils/clock"
@@ -339,7 +340,8 @@ func backupRef(b *api.AerospikeNamespaceBackup) *corev1.ObjectReference {
 // the seed's last-unmounted-on annotation, set when the pod that mounted the
 // claim is deleted. Only a claim that belongs to the pod (its pod-name
 // annotation names it) is marked, and only once; it reports whether it
-// marked it (in a dry run: would have).
+// marked it (in a dry run: would have). Claims outside --claim-selector are
+// left alone.
 func (c *collector) markUnmounted(ctx context.Context, claimName, podName string) (bool, error) {
 	ann := c.lifecycle.Annotations()
 	claim, err := c.claims.PersistentVolumeClaims(c.namespace).Get(ctx, claimName, metav1.GetOptions{})
@@ -351,6 +353,9 @@ func (c *collector) markUnmounted(ctx context.Context, claimName, podName string
 	}
 	if claim.Annotations[ann.PodNameKey()] != podName {
 		return false, nil
+	}
+	if sel := c.claimScope.Selector; sel != nil && !sel.Matches(labels.Set(claim.Labels)) {
+		return false, nil // not one of the claims this collector looks after
 	}
 	if _, done := claim.Annotations[ann.LastUnmountedKey()]; done || claim.DeletionTimestamp != nil {
 		return false, nil

@@ -48,9 +48,9 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // Backups: ns1-b1 (7d, expires), ns1-b10 (30d; its prefix shares the
 // leading characters of ns1-b1's), ns1-missing (3d, its Secret does not
 // exist), ns1-badcreds (3d, its Secret holds a wrong key), ns1-forever
-// (0d). Claims of pods pod-0..3, with pvc-ttl 3d except data-2 (30d): pod-0
-// stays, pods 1 to 3 are deleted, and pod-3 is re-created mounting its claim
-// again.
+// (0d). Claims of pods pod-0..4, with pvc-ttl 3d except data-2 (30d): pod-0
+// stays, pods 1 to 4 are deleted, pod-3 is re-created mounting its claim
+// again, and data-4 is outside --claim-selector.
 //
 // First a --dry-run controller, eight days later, must delete nothing; then
 // the real one must delete exactly ns1-b1's data and resource and claim
@@ -88,21 +88,26 @@ func TestCollector(t *testing.T) {
 		}
 	}
 	ann := lifecycle.Annotations{Prefix: lifecycle.AerospikeAnnotationPrefix}
-	for i := range 4 {
+	for i := range 5 {
 		ttl := 3 * retention.Day
 		if i == 2 {
 			ttl = 30 * retention.Day
 		}
-		createClaim(t, k, fmt.Sprintf("data-%d", i), ann.Track(fmt.Sprintf("pod-%d", i), ttl))
+		labels := map[string]string{"app": "aerospike"}
+		if i == 4 {
+			labels = nil // not one of the collector's claims (--claim-selector)
+		}
+		createClaim(t, k, fmt.Sprintf("data-%d", i), labels, ann.Track(fmt.Sprintf("pod-%d", i), ttl))
 		createPod(t, k, i)
 	}
 
-	// A real controller sees pods 1 to 3 go away and marks their claims.
-	opts := controllerOptions{namespace: ns, retryAfter: 5 * time.Minute}
+	// A real controller sees pods 1 to 4 go away and marks the claims of
+	// pods 1 to 3.
+	opts := controllerOptions{namespace: ns, retryAfter: 5 * time.Minute, claimSelector: "app=aerospike"}
 	requests := &requestLog{}
 	reports, stop := startController(t, k.Config, opts, clk, requests)
 	waitPass(t, reports, clk.Now())
-	for i := 1; i <= 3; i++ {
+	for i := 4; i >= 1; i-- {
 		if err := k.Client.CoreV1().Pods(ns).Delete(ctx, fmt.Sprintf("pod-%d", i), metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +151,7 @@ func TestCollector(t *testing.T) {
 	}
 	assertKeys(t, bucket, ns, allKeys)
 	assertBackups(t, client, ns, "ns1-b1", "ns1-b10", "ns1-badcreds", "ns1-forever", "ns1-missing")
-	assertClaims(t, k, "data-0", "data-1", "data-2", "data-3")
+	assertClaims(t, k, "data-0", "data-1", "data-2", "data-3", "data-4")
 	for _, name := range []string{"ns1-missing", "ns1-badcreds"} {
 		if c := condition(t, client, ns, name); c != nil {
 			t.Errorf("dry run wrote a condition on %s: %+v", name, c)
@@ -165,7 +170,7 @@ func TestCollector(t *testing.T) {
 	}
 	assertKeys(t, bucket, ns, left)
 	eventually(t, "claim data-1 deleted", func() error {
-		return claimsAre(k, "data-0", "data-2", "data-3")
+		return claimsAre(k, "data-0", "data-2", "data-3", "data-4")
 	})
 	assertBackups(t, client, ns, "ns1-b10", "ns1-badcreds", "ns1-forever", "ns1-missing")
 	for name, reason := range map[string]string{"ns1-missing": api.ReasonSecretNotFound, "ns1-badcreds": api.ReasonDeletionFailed} {
@@ -193,7 +198,12 @@ func TestCollector(t *testing.T) {
 	}
 	assertKeys(t, bucket, ns, left2)
 	assertBackups(t, client, ns, "ns1-b10", "ns1-badcreds", "ns1-forever")
-	assertClaims(t, k, "data-0", "data-2", "data-3")
+	assertClaims(t, k, "data-0", "data-2", "data-3", "data-4")
+	if c, err := k.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-4", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	} else if v, ok := c.Annotations[ann.LastUnmountedKey()]; ok {
+		t.Errorf("claim data-4, outside --claim-selector, was marked unmounted (%s)", v)
+	}
 
 	// deploy/rbac.yaml grants exactly what the controller asked for.
 	requests.check(t, "deploy/rbac.yaml", map[string]string{
@@ -577,10 +587,10 @@ func createBackup(t *testing.T, client dynamic.Interface, namespace, name, ttl, 
 	}
 }
 
-func createClaim(t *testing.T, k *testenv.Kubernetes, name string, annotations map[string]string) {
+func createClaim(t *testing.T, k *testenv.Kubernetes, name string, labels, annotations map[string]string) {
 	t.Helper()
 	_, err := k.Client.CoreV1().PersistentVolumeClaims(k.Namespace).Create(context.Background(), &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: annotations},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
