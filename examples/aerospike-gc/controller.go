@@ -75,7 +75,6 @@ func runController(ctx context.Context, cfg *rest.Config, o controllerOptions, c
 
 	manager, err := lifecycle.New(lifecycle.Config{
 		Client:      cs.CoreV1(),
-		Recorder:    recorder,
 		Clock:       clk,
 		Annotations: lifecycle.Annotations{Prefix: lifecycle.AerospikeAnnotationPrefix},
 	})
