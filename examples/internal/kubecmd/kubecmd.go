@@ -99,8 +99,10 @@ func (f *Flags) Logger() (logr.Logger, error) {
 }
 
 // Leading runs fn while this replica leads, through client-go's leader
-// election on the Lease namespace/name, and returns fn's error. It returns
-// an error if leadership is lost before ctx ends.
+// election on the Lease namespace/name, and returns fn's error. When fn
+// returns, the replica steps down (the Lease is released). Leading returns
+// an error if leadership is lost before ctx ends; it returns only after fn
+// has returned.
 func Leading(ctx context.Context, cfg *rest.Config, namespace, name string, fn func(context.Context) error) error {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -110,8 +112,14 @@ func Leading(ctx context.Context, cfg *rest.Config, namespace, name string, fn f
 	if err != nil {
 		return err
 	}
-	var runErr error
-	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+	// client-go runs OnStartedLeading on its own goroutine and keeps
+	// renewing until its context ends: end it when fn returns, and hand
+	// fn's error over a channel.
+	electionCtx, stepDown := context.WithCancel(ctx)
+	defer stepDown()
+	started := make(chan struct{})
+	done := make(chan error, 1)
+	leaderelection.RunOrDie(electionCtx, leaderelection.LeaderElectionConfig{
 		Lock: &resourcelock.LeaseLock{
 			LeaseMeta:  metav1.ObjectMeta{Namespace: namespace, Name: name},
 			Client:     cs.CoordinationV1(),
@@ -122,10 +130,20 @@ func Leading(ctx context.Context, cfg *rest.Config, namespace, name string, fn f
 		RetryPeriod:     2 * time.Second,
 		ReleaseOnCancel: true,
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) { runErr = fn(ctx) },
+			OnStartedLeading: func(ctx context.Context) {
+				close(started)
+				done <- fn(ctx)
+				stepDown()
+			},
 			OnStoppedLeading: func() {},
 		},
 	})
+	select {
+	case <-started:
+	default:
+		return nil // ctx ended before this replica led
+	}
+	runErr := <-done
 	if runErr == nil && ctx.Err() == nil {
 		runErr = errors.New("leader election lost")
 	}

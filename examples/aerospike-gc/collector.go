@@ -1,0 +1,370 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"gocloud.dev/blob"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/groundskeeper-io/groundskeeper/backupstore"
+	"github.com/groundskeeper-io/groundskeeper/examples/aerospike-gc/api"
+	"github.com/groundskeeper-io/groundskeeper/lifecycle"
+	"github.com/groundskeeper-io/groundskeeper/retention"
+)
+
+// backups reads and writes AerospikeNamespaceBackups: the dynamic client
+// (and its informer cache) in a cluster, a map in the scenario.
+type backups interface {
+	// List returns the backups of a namespace; it may read a cache.
+	List(ctx context.Context, namespace string) ([]*api.AerospikeNamespaceBackup, error)
+	// Get reads one backup from the API server.
+	Get(ctx context.Context, namespace, name string) (*api.AerospikeNamespaceBackup, error)
+	UpdateStatus(ctx context.Context, b *api.AerospikeNamespaceBackup) error
+	// Delete deletes the backup only if it still has this UID and
+	// resourceVersion; otherwise the API server answers Conflict.
+	Delete(ctx context.Context, namespace, name string, uid types.UID, resourceVersion string) error
+}
+
+// bucketOpener opens a bucket URL with the credentials of a backup's Secret,
+// and returns the function that releases it: backupstore.OpenBucket and
+// Bucket.Close, except in the scenario, whose in-memory buckets outlive a
+// pass.
+type bucketOpener func(ctx context.Context, url string, creds *backupstore.Credentials) (*blob.Bucket, func() error, error)
+
+// openBucket is the bucketOpener of the controller.
+func openBucket(ctx context.Context, url string, creds *backupstore.Credentials) (*blob.Bucket, func() error, error) {
+	b, err := backupstore.OpenBucket(ctx, url, creds)
+	if err != nil {
+		return nil, nil, err
+	}
+	return b, b.Close, nil
+}
+
+// collector is aerospike-operator's garbage collector: one pass deletes the
+// expired backups (their data first, then the resource) and the expired
+// claims. It decides from (objects, clock.Now()); everything it does goes
+// through the interfaces above, so that the controller and the scenario run
+// the same code.
+type collector struct {
+	namespace string
+	backups   backups
+	secrets   corev1client.SecretsGetter
+	claims    corev1client.PersistentVolumeClaimsGetter
+	open      bucketOpener
+	// lifecycle tracks unmounts and collects expired claims.
+	lifecycle  *lifecycle.Manager
+	claimScope lifecycle.Scope
+	recorder   lifecycle.EventRecorder
+	clock      clock.PassiveClock
+	// dryRun: decide and report, write nothing.
+	dryRun bool
+	// retryAfter is how long a backup whose data could not be deleted waits
+	// before the next attempt.
+	retryAfter time.Duration
+	// notBefore holds, per backup UID, when its next attempt is due after
+	// a failure, so that the passes that status updates and other changes
+	// trigger do not hammer a store that is down.
+	notBefore map[types.UID]time.Time
+}
+
+// Event reasons besides the DataDeleted condition's.
+const (
+	reasonInvalidTTL      = "InvalidTTL"
+	reasonBackupCollected = "BackupCollected"
+)
+
+// outcome is what a pass did (or, in a dry run, would do) with one expired
+// backup.
+type outcome struct {
+	Backup string
+	// Deleted: the data and the resource are gone (in a dry run: would be).
+	Deleted bool
+	// Reason is a condition reason when the backup was kept (Deleted false).
+	Reason string
+	// Message says what happened, for people.
+	Message string
+}
+
+// report is the result of one pass.
+type report struct {
+	Now     time.Time
+	Backups []outcome
+	Claims  lifecycle.CollectResult
+	// RequeueAfter is when the next pass is due by time alone (a backup or
+	// a claim expires, a failed deletion is retried); 0 if never.
+	RequeueAfter time.Duration
+}
+
+// backupPolicy is the retention policy of one backup: spec.ttl from the
+// creation timestamp, where "0d" (or no ttl) keeps it forever.
+func backupPolicy(b *api.AerospikeNamespaceBackup) (retention.Policy, error) {
+	if b.Spec.TTL == "" {
+		return retention.TTL{ZeroMeansForever: true}, nil
+	}
+	ttl, err := retention.ParseDuration(b.Spec.TTL)
+	if err != nil {
+		return nil, fmt.Errorf("backup %s/%s: spec.ttl %q: %w", b.Namespace, b.Name, b.Spec.TTL, err)
+	}
+	return retention.TTL{After: ttl, ZeroMeansForever: true}, nil
+}
+
+// decide reports whether b has expired at now and, if not, when it will
+// (zero: never).
+func decide(b *api.AerospikeNamespaceBackup, now time.Time) (expired bool, at time.Time, err error) {
+	p, err := backupPolicy(b)
+	if err != nil {
+		return false, time.Time{}, err
+	}
+	var res retention.Result
+	item := retention.Item{ID: b.Namespace + "/" + b.Name, Time: b.CreationTimestamp.Time}
+	if err := retention.Evaluate(p, now, []retention.Item{item}, &res); err != nil {
+		return false, time.Time{}, err
+	}
+	d := res.Decisions[0]
+	return !d.Keep, d.DeletableAt, nil
+}
+
+// storageURL is the gocloud URL of a backup's bucket.
+func storageURL(s api.BackupStorageSpec) (string, error) {
+	scheme, ok := map[string]string{"gcs": "gs", "s3": "s3", "azure": "azblob"}[s.Type]
+	if !ok {
+		return "", fmt.Errorf("spec.storage.type %q: want gcs, s3 or azure", s.Type)
+	}
+	if s.Bucket == "" || strings.ContainsAny(s.Bucket, "/?#") {
+		return "", fmt.Errorf("spec.storage.bucket %q: want a bucket name", s.Bucket)
+	}
+	return scheme + "://" + s.Bucket, nil
+}
+
+// dataPrefix is where a backup's data is: every key under
+// <prefix>/<namespace>/<name>/. The trailing "/" keeps backup "b1" away from
+// "b10"; backupstore.DeletePrefix refuses prefixes without it.
+func dataPrefix(b *api.AerospikeNamespaceBackup) string {
+	p := b.Spec.Storage.Prefix
+	if p == "" {
+		p = api.DefaultPrefix
+	}
+	// Joined as it is, not cleaned: a ".." in spec.storage.prefix must
+	// reach backupstore.CheckPrefix and be refused, not be resolved away.
+	return p + "/" + b.Namespace + "/" + b.Name + "/"
+}
+
+// pass runs one collection over the backups and the claims of the
+// namespace. Errors that concern one backup are in its outcome (and its
+// event and condition); the error is for what stopped the pass.
+func (c *collector) pass(ctx context.Context) (report, error) {
+	now := c.clock.Now()
+	rep := report{Now: now}
+	var next time.Time
+	soonest := func(t time.Time) {
+		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+
+	list, err := c.backups.List(ctx, c.namespace)
+	if err != nil {
+		return rep, fmt.Errorf("list backups: %w", err)
+	}
+	slices.SortFunc(list, func(a, b *api.AerospikeNamespaceBackup) int { return strings.Compare(a.Name, b.Name) })
+	for uid := range c.notBefore { // forget backups that are gone
+		if !slices.ContainsFunc(list, func(b *api.AerospikeNamespaceBackup) bool { return b.UID == uid }) {
+			delete(c.notBefore, uid)
+		}
+	}
+	for _, b := range list {
+		if b.DeletionTimestamp != nil {
+			continue
+		}
+		if t, ok := c.notBefore[b.UID]; ok && now.Before(t) {
+			soonest(t)
+			continue
+		}
+		var o outcome
+		expired, at, err := decide(b, now)
+		switch {
+		case err != nil:
+			// Never delete on the strength of a field we cannot read.
+			o = c.keep(ctx, b, reasonInvalidTTL, err.Error())
+		case !expired:
+			soonest(at)
+			continue
+		default:
+			o = c.collectBackup(ctx, b)
+		}
+		if !o.Deleted && !c.dryRun && o.Reason != "" {
+			c.notBefore[b.UID] = now.Add(c.retryAfter)
+			soonest(now.Add(c.retryAfter))
+		}
+		if o.Backup != "" {
+			rep.Backups = append(rep.Backups, o)
+		}
+	}
+
+	res, err := c.lifecycle.Collect(ctx, lifecycle.CollectOptions{Scope: c.claimScope, DryRun: c.dryRun})
+	rep.Claims = res
+	if !c.dryRun {
+		for _, d := range res.Deleted {
+			c.recorder.Event(&corev1.ObjectReference{APIVersion: "v1", Kind: "PersistentVolumeClaim",
+				Namespace: c.namespace, Name: d.Claim, UID: d.UID}, corev1.EventTypeNormal, lifecycle.ReasonClaimCollected, d.Reason)
+		}
+	}
+	if err != nil {
+		return rep, fmt.Errorf("collect claims: %w", err)
+	}
+	soonest(res.Next)
+	if !next.IsZero() {
+		rep.RequeueAfter = max(next.Sub(now), time.Nanosecond)
+	}
+	return rep, nil
+}
+
+// collectBackup deletes an expired backup's data, then the resource. It
+// reads the backup afresh and decides again first: the cache may be behind
+// a change of spec.ttl. The resource is deleted only after the data is, and
+// only in the version decided on (UID and resourceVersion preconditions).
+func (c *collector) collectBackup(ctx context.Context, cached *api.AerospikeNamespaceBackup) outcome {
+	log := logr.FromContextOrDiscard(ctx).WithValues("backup", cached.Name)
+	b, err := c.backups.Get(ctx, cached.Namespace, cached.Name)
+	switch {
+	case apierrors.IsNotFound(err):
+		return outcome{}
+	case err != nil:
+		return outcome{Backup: cached.Name, Reason: api.ReasonDeletionFailed, Message: fmt.Sprintf("read backup: %v", err)}
+	case b.UID != cached.UID || b.DeletionTimestamp != nil:
+		return outcome{}
+	}
+	if expired, _, err := decide(b, c.clock.Now()); err != nil || !expired {
+		return outcome{} // changed since: the next pass decides on the new version
+	}
+	s := b.Spec.Storage
+	url, err := storageURL(s)
+	if err != nil {
+		return c.keep(ctx, b, api.ReasonDeletionFailed, err.Error())
+	}
+	prefix := dataPrefix(b)
+	where := url + "/" + prefix
+	scheme, _ := backupstore.Scheme(url) // valid: storageURL built it
+
+	creds, err := backupstore.LoadCredentials(ctx, c.secrets, b.Namespace, s.Secret, scheme)
+	switch {
+	case errors.Is(err, backupstore.ErrSecretNotFound):
+		// aerospike-operator's rule: warn, and delete nothing.
+		return c.keep(ctx, b, api.ReasonSecretNotFound,
+			fmt.Sprintf("spec.storage.secret %q not found: the data under %s was not deleted and the backup is kept", s.Secret, where))
+	case errors.Is(err, backupstore.ErrSecretKeyMissing):
+		return c.keep(ctx, b, api.ReasonInvalidCredentials, fmt.Sprintf("%v: the data under %s was not deleted", err, where))
+	case err != nil:
+		return c.keep(ctx, b, api.ReasonDeletionFailed, fmt.Sprintf("read spec.storage.secret %q: %v", s.Secret, err))
+	}
+	bucket, release, err := c.open(ctx, url, creds)
+	if err != nil {
+		return c.keep(ctx, b, api.ReasonDeletionFailed, fmt.Sprintf("open %s: %v", url, err))
+	}
+	defer release()
+	res, err := backupstore.DeletePrefix(ctx, bucket, prefix, &backupstore.DeleteOptions{DryRun: c.dryRun})
+	if err != nil {
+		// Never delete the resource while data may be left: it is the only
+		// record of where the data is.
+		return c.keep(ctx, b, api.ReasonDeletionFailed,
+			fmt.Sprintf("deleted %d objects under %s, then: %v", res.Deleted, where, err))
+	}
+	ttlNote := fmt.Sprintf("spec.ttl %s from %s ran out", b.Spec.TTL, b.CreationTimestamp.UTC().Format(time.RFC3339))
+	if c.dryRun {
+		log.Info("dry run: would delete the backup's data and the resource", "objects", len(res.Keys), "bytes", res.Bytes, "where", where)
+		return outcome{Backup: b.Name, Deleted: true,
+			Message: fmt.Sprintf("dry run: would delete %d objects (%d bytes) under %s, then the resource (%s)", len(res.Keys), res.Bytes, where, ttlNote)}
+	}
+	msg := fmt.Sprintf("deleted %d objects (%d bytes) under %s (%s)", res.Deleted, res.DeletedBytes, where, ttlNote)
+	err = c.backups.Delete(ctx, b.Namespace, b.Name, b.UID, b.ResourceVersion)
+	switch {
+	case err == nil, apierrors.IsNotFound(err):
+	case apierrors.IsConflict(err):
+		// Changed after the fresh read: the next pass decides again; if it
+		// is still expired, the deletion finds no data and goes on.
+		log.Info("backup changed while its data was deleted; deciding again", "error", err)
+		return outcome{Backup: b.Name, Message: msg + "; the resource changed meanwhile and is decided on again"}
+	default:
+		return c.keep(ctx, b, api.ReasonDeletionFailed, msg+"; deleting the resource failed: "+err.Error())
+	}
+	delete(c.notBefore, b.UID)
+	log.Info("collected expired backup", "message", msg)
+	c.recorder.Event(backupRef(b), corev1.EventTypeNormal, reasonBackupCollected, msg+", then the resource")
+	return outcome{Backup: b.Name, Deleted: true, Message: msg + ", then the resource"}
+}
+
+// keep records why an expired backup is kept: a Warning event and the
+// DataDeleted=False condition. A dry run only reports it.
+func (c *collector) keep(ctx context.Context, b *api.AerospikeNamespaceBackup, reason, msg string) outcome {
+	log := logr.FromContextOrDiscard(ctx).WithValues("backup", b.Name)
+	o := outcome{Backup: b.Name, Reason: reason, Message: msg}
+	log.Info("backup kept", "reason", reason, "message", msg, "dryRun", c.dryRun)
+	if c.dryRun {
+		return o
+	}
+	c.recorder.Event(backupRef(b), corev1.EventTypeWarning, reason, msg)
+	if reason == reasonInvalidTTL {
+		return o // not about the data: no DataDeleted condition
+	}
+	b = b.DeepCopy()
+	if meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{
+		Type: api.ConditionDataDeleted, Status: metav1.ConditionFalse, Reason: reason, Message: msg,
+		ObservedGeneration: b.Generation, LastTransitionTime: metav1.NewTime(c.clock.Now()),
+	}) {
+		if err := c.backups.UpdateStatus(ctx, b); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			log.Error(err, "update status")
+		}
+	}
+	return o
+}
+
+func backupRef(b *api.AerospikeNamespaceBackup) *corev1.ObjectReference {
+	return &corev1.ObjectReference{APIVersion: api.Group + "/" + api.Version, Kind: api.Kind,
+		Namespace: b.Namespace, Name: b.Name, UID: b.UID, ResourceVersion: b.ResourceVersion}
+}
+
+// markUnmounted records on the claim that its pod podName is gone, now:
+// the seed's last-unmounted-on annotation, set when the pod that mounted the
+// claim is deleted. Only a claim that belongs to the pod (its pod-name
+// annotation names it) is marked, and only once; it reports whether it
+// marked it (in a dry run: would have). Claims outside --claim-selector are
+// left alone.
+func (c *collector) markUnmounted(ctx context.Context, claimName, podName string) (bool, error) {
+	ann := c.lifecycle.Annotations()
+	claim, err := c.claims.PersistentVolumeClaims(c.namespace).Get(ctx, claimName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if claim.Annotations[ann.PodNameKey()] != podName {
+		return false, nil
+	}
+	if sel := c.claimScope.Selector; sel != nil && !sel.Matches(labels.Set(claim.Labels)) {
+		return false, nil // not one of the claims this collector looks after
+	}
+	if _, done := claim.Annotations[ann.LastUnmountedKey()]; done || claim.DeletionTimestamp != nil {
+		return false, nil
+	}
+	if c.dryRun {
+		return true, nil
+	}
+	if err := c.lifecycle.MarkUnmounted(ctx, c.namespace, claimName, podName); err != nil {
+		return false, err
+	}
+	return true, nil
+}

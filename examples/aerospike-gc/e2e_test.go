@@ -1,0 +1,859 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/testr"
+	"gocloud.dev/blob"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/groundskeeper-io/groundskeeper/backupstore"
+	"github.com/groundskeeper-io/groundskeeper/examples/aerospike-gc/api"
+	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
+	"github.com/groundskeeper-io/groundskeeper/lifecycle"
+	"github.com/groundskeeper-io/groundskeeper/retention"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// The garbage collector as a controller, on a real API server and
+// controller manager, with the backup data in MinIO. The clock is fake and
+// stepped by the test, since spec.ttl counts days; everything else is real.
+//
+// Backups: ns1-b1 (7d, expires), ns1-b10 (30d; its prefix shares the
+// leading characters of ns1-b1's), ns1-missing (3d, its Secret does not
+// exist), ns1-badcreds (3d, its Secret holds a wrong key), ns1-forever
+// (0d). Claims of pods pod-0..4, with pvc-ttl 3d except data-2 (30d): pod-0
+// stays, pods 1 to 4 are deleted, pod-3 is re-created mounting its claim
+// again, and data-4 is outside --claim-selector.
+//
+// First a --dry-run controller, eight days later, must delete nothing; then
+// the real one must delete exactly ns1-b1's data and resource and claim
+// data-1, keep ns1-missing (Warning event, condition) and ns1-badcreds
+// (Warning event, condition, data intact), and collect ns1-missing once its
+// Secret exists.
+func TestCollector(t *testing.T) {
+	k := testenv.StartKubernetes(t)
+	client := installCRD(t, k.Config)
+	store := testenv.S3(t)
+	bucket := store.Open(t)
+	ctx := context.Background()
+	ns := k.Namespace
+	clk := clocktesting.NewFakeClock(time.Now())
+
+	createSecret(t, k, "minio", testenv.S3SecretAccessKey, store)
+	createSecret(t, k, "wrong-creds", "not-the-secret-key", store)
+	backups := map[string]struct{ ttl, secret string }{
+		"ns1-b1":       {"7d", "minio"},
+		"ns1-b10":      {"30d", "minio"},
+		"ns1-missing":  {"3d", "absent"},
+		"ns1-badcreds": {"3d", "wrong-creds"},
+		"ns1-forever":  {"0d", "minio"},
+	}
+	allKeys := []string{"backups/" + ns + "/ns1-b1.log"} // beside ns1-b1/, not under it
+	for name, b := range backups {
+		for _, part := range []string{"part-0001.asb", "part-0002.asb", "metadata.json"} {
+			allKeys = append(allKeys, "backups/"+ns+"/"+name+"/"+part)
+		}
+		createBackup(t, client, ns, name, b.ttl, b.secret, store.Bucket)
+	}
+	for _, key := range allKeys {
+		if err := bucket.WriteAll(ctx, key, []byte("data of "+key), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ann := lifecycle.Annotations{Prefix: lifecycle.AerospikeAnnotationPrefix}
+	for i := range 5 {
+		ttl := 3 * retention.Day
+		if i == 2 {
+			ttl = 30 * retention.Day
+		}
+		labels := map[string]string{"app": "aerospike"}
+		if i == 4 {
+			labels = nil // not one of the collector's claims (--claim-selector)
+		}
+		createClaim(t, k, fmt.Sprintf("data-%d", i), labels, ann.Track(fmt.Sprintf("pod-%d", i), ttl))
+		createPod(t, k, i)
+	}
+
+	// A real controller sees pods 1 to 4 go away and marks the claims of
+	// pods 1 to 3.
+	opts := controllerOptions{namespace: ns, retryAfter: 5 * time.Minute, claimSelector: "app=aerospike"}
+	requests := &requestLog{}
+	reports, stop := startController(t, k.Config, opts, clk, requests)
+	waitPass(t, reports, clk.Now())
+	for i := 4; i >= 1; i-- {
+		if err := k.Client.CoreV1().Pods(ns).Delete(ctx, fmt.Sprintf("pod-%d", i), metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "claims 1 to 3 marked unmounted", func() error {
+		for i := 1; i <= 3; i++ {
+			c, err := k.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, fmt.Sprintf("data-%d", i), metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if _, ok := c.Annotations[ann.LastUnmountedKey()]; !ok {
+				return fmt.Errorf("claim %s has annotations %v", c.Name, c.Annotations)
+			}
+		}
+		return nil
+	})
+	// pod-3 comes back without the operator's CheckReuse: its claim keeps
+	// a stale last-unmounted-on, and the mount must protect it.
+	createPod(t, k, 3)
+	stop()
+
+	// Eight days later, a dry run deletes nothing, and says what it would.
+	opts.dryRun = true
+	reports, stop = startController(t, k.Config, opts, clk, requests)
+	waitPass(t, reports, clk.Now())
+	clk.Step(8 * retention.Day)
+	rep := waitPass(t, reports, clk.Now())
+	stop()
+	var would []string
+	for _, o := range rep.Backups {
+		if o.Deleted {
+			would = append(would, o.Backup)
+		}
+	}
+	for _, d := range rep.Claims.Deleted {
+		would = append(would, d.Claim)
+	}
+	slices.Sort(would)
+	if want := []string{"data-1", "ns1-b1"}; !slices.Equal(would, want) {
+		t.Errorf("dry run would delete %v, want %v (report %+v)", would, want, rep)
+	}
+	assertKeys(t, bucket, ns, allKeys)
+	assertBackups(t, client, ns, "ns1-b1", "ns1-b10", "ns1-badcreds", "ns1-forever", "ns1-missing")
+	assertClaims(t, k, "data-0", "data-1", "data-2", "data-3", "data-4")
+	for _, name := range []string{"ns1-missing", "ns1-badcreds"} {
+		if c := condition(t, client, ns, name); c != nil {
+			t.Errorf("dry run wrote a condition on %s: %+v", name, c)
+		}
+	}
+
+	// The real controller, at the same instant.
+	opts.dryRun = false
+	reports, _ = startController(t, k.Config, opts, clk, requests)
+	waitPass(t, reports, clk.Now())
+	var left []string
+	for _, key := range allKeys {
+		if !strings.Contains(key, "/ns1-b1/") {
+			left = append(left, key)
+		}
+	}
+	assertKeys(t, bucket, ns, left)
+	eventually(t, "claim data-1 deleted", func() error {
+		return claimsAre(k, "data-0", "data-2", "data-3", "data-4")
+	})
+	assertBackups(t, client, ns, "ns1-b10", "ns1-badcreds", "ns1-forever", "ns1-missing")
+	for name, reason := range map[string]string{"ns1-missing": api.ReasonSecretNotFound, "ns1-badcreds": api.ReasonDeletionFailed} {
+		c := condition(t, client, ns, name)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != reason {
+			t.Errorf("backup %s: condition %s = %+v, want False with reason %s", name, api.ConditionDataDeleted, c, reason)
+		} else {
+			t.Logf("backup %s: %s=%s %s: %s", name, c.Type, c.Status, c.Reason, c.Message)
+		}
+		waitEvent(t, k, name, corev1.EventTypeWarning, reason)
+	}
+	waitEvent(t, k, "ns1-b1", corev1.EventTypeNormal, reasonBackupCollected)
+	waitEvent(t, k, "data-1", corev1.EventTypeNormal, lifecycle.ReasonClaimCollected)
+
+	// The missing Secret appears; the next attempt, after --retry-interval,
+	// deletes the backup's data and then the backup.
+	createSecret(t, k, "absent", testenv.S3SecretAccessKey, store)
+	clk.Step(opts.retryAfter)
+	waitPass(t, reports, clk.Now())
+	var left2 []string
+	for _, key := range left {
+		if !strings.Contains(key, "/ns1-missing/") {
+			left2 = append(left2, key)
+		}
+	}
+	assertKeys(t, bucket, ns, left2)
+	assertBackups(t, client, ns, "ns1-b10", "ns1-badcreds", "ns1-forever")
+	assertClaims(t, k, "data-0", "data-2", "data-3", "data-4")
+	if c, err := k.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-4", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	} else if v, ok := c.Annotations[ann.LastUnmountedKey()]; ok {
+		t.Errorf("claim data-4, outside --claim-selector, was marked unmounted (%s)", v)
+	}
+
+	// deploy/rbac.yaml grants exactly what the controller asked for.
+	requests.check(t, "deploy/rbac.yaml", map[string]string{
+		"events patch":                      "client-go's event correlator patches an event that repeats",
+		"leases.coordination.k8s.io get":    "--leader-elect (TestRunWithKubeconfig)",
+		"leases.coordination.k8s.io update": "--leader-elect (TestRunWithKubeconfig)",
+		"leases.coordination.k8s.io create": "--leader-elect (TestRunWithKubeconfig)",
+	})
+}
+
+// racingBackups lets another writer act between the collector's decision
+// and its delete of the resource, as the API server's preconditions must
+// catch.
+type racingBackups struct {
+	dynamicBackups
+	beforeDelete func()
+}
+
+func (r racingBackups) List(ctx context.Context, namespace string) ([]*api.AerospikeNamespaceBackup, error) {
+	list, err := r.client.Resource(api.GroupVersionResource).Namespace(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var out []*api.AerospikeNamespaceBackup
+	for i := range list.Items {
+		b, err := fromUnstructured(&list.Items[i])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+func (r racingBackups) Delete(ctx context.Context, namespace, name string, uid types.UID, resourceVersion string) error {
+	r.beforeDelete()
+	return r.dynamicBackups.Delete(ctx, namespace, name, uid, resourceVersion)
+}
+
+// A backup that changed, or was deleted and created again, after the
+// collector decided on it is not deleted: the delete carries the UID and
+// resourceVersion of the version decided on. (Its data is gone by then:
+// the decision is re-made on the fresh copy just before the data is
+// deleted, so this window is a few requests wide.)
+func TestBackupChangedMeanwhileIsKept(t *testing.T) {
+	k := testenv.StartKubernetes(t)
+	client := installCRD(t, k.Config)
+	store := testenv.S3(t)
+	ctx := logr.NewContext(context.Background(), testr.New(t))
+	ns := k.Namespace
+	createSecret(t, k, "minio", testenv.S3SecretAccessKey, store)
+	res := client.Resource(api.GroupVersionResource).Namespace(ns)
+	manager, err := lifecycle.New(lifecycle.Config{Client: k.Client.CoreV1()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clocktesting.NewFakeClock(time.Now().Add(8 * retention.Day))
+	for _, tc := range []struct {
+		name   string
+		change func(t *testing.T, name string)
+	}{
+		{"labelled meanwhile", func(t *testing.T, name string) {
+			u, err := res.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			u.SetLabels(map[string]string{"keep": "please"})
+			if _, err := res.Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"deleted and created again meanwhile", func(t *testing.T, name string) {
+			if err := res.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			createBackup(t, client, ns, name, "7d", "minio", store.Bucket)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := strings.ReplaceAll(tc.name, " ", "-")
+			createBackup(t, client, ns, name, "7d", "minio", store.Bucket)
+			before, err := res.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			raced := false
+			c := &collector{
+				namespace: ns,
+				backups: racingBackups{dynamicBackups{client: client}, func() {
+					if !raced {
+						raced = true
+						tc.change(t, name)
+					}
+				}},
+				secrets: k.Client.CoreV1(), claims: k.Client.CoreV1(), open: openBucket,
+				lifecycle: manager, claimScope: lifecycle.Scope{Namespace: ns},
+				recorder: lifecycle.EventFunc(func(runtime.Object, string, string, string) {}),
+				clock:    clk, retryAfter: time.Minute, notBefore: map[types.UID]time.Time{},
+			}
+			rep, err := c.pass(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !raced {
+				t.Fatalf("the collector did not try to delete %s: %+v", name, rep)
+			}
+			after, err := res.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatalf("backup %s was deleted: %v", name, err)
+			}
+			if after.GetResourceVersion() == before.GetResourceVersion() {
+				t.Fatalf("backup %s did not change", name)
+			}
+			for _, o := range rep.Backups {
+				if o.Backup == name && o.Deleted {
+					t.Errorf("reported deleted: %+v", o)
+				}
+			}
+			if err := res.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// The command itself, flags and all, with leader election, against the test
+// API server's kubeconfig and the real clock, stopped with SIGINT as a pod
+// is with SIGTERM: a backup with a two-second TTL is collected.
+func TestRunWithKubeconfig(t *testing.T) {
+	k := testenv.StartKubernetes(t)
+	client := installCRD(t, k.Config)
+	store := testenv.S3(t)
+	bucket := store.Open(t)
+	ctx := context.Background()
+	createSecret(t, k, "minio", testenv.S3SecretAccessKey, store)
+	keys := []string{"backups/" + k.Namespace + "/short/data.asb", "backups/" + k.Namespace + "/long/data.asb"}
+	for _, key := range keys {
+		if err := bucket.WriteAll(ctx, key, []byte("x"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	createBackup(t, client, k.Namespace, "short", "2s", "minio", store.Bucket)
+	createBackup(t, client, k.Namespace, "long", "1h", "minio", store.Bucket)
+
+	done := make(chan error, 1)
+	go func() {
+		done <- run([]string{"--kubeconfig", k.Kubeconfig, "--namespace", k.Namespace, "--zap-log-level", "1", "--leader-elect"})
+	}()
+	eventually(t, "backup short collected", func() error {
+		_, err := client.Resource(api.GroupVersionResource).Namespace(k.Namespace).Get(ctx, "short", metav1.GetOptions{})
+		if err == nil {
+			return errors.New("still there")
+		}
+		return ignoreNotFound(err)
+	})
+	assertKeys(t, bucket, k.Namespace, keys[1:])
+	assertBackups(t, client, k.Namespace, "long")
+	if _, err := k.Client.CoordinationV1().Leases(k.Namespace).Get(ctx, "aerospike-gc", metav1.GetOptions{}); err != nil {
+		t.Errorf("leader election Lease: %v", err)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("did not stop after SIGINT")
+	}
+}
+
+// The CRD refuses bad input, naming the field; the sample backup passes.
+func TestCRDValidation(t *testing.T) {
+	k := testenv.StartKubernetes(t)
+	client := installCRD(t, k.Config)
+	res := client.Resource(api.GroupVersionResource).Namespace(k.Namespace)
+	ctx := context.Background()
+
+	f, err := os.Open("deploy/backup.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dec := yaml.NewYAMLOrJSONDecoder(f, 4096)
+	var sample *unstructured.Unstructured
+	for {
+		var u unstructured.Unstructured
+		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if u.GetKind() == api.Kind {
+			sample = &u
+		}
+	}
+	if sample == nil {
+		t.Fatal("no backup in deploy/backup.yaml")
+	}
+	sample.SetNamespace(k.Namespace)
+	if _, err := res.Create(ctx, sample, metav1.CreateOptions{}); err != nil {
+		t.Errorf("sample backup: %v", err)
+	}
+
+	for _, tc := range []struct {
+		name   string
+		change func(*api.AerospikeNamespaceBackup)
+		field  string
+	}{
+		{"ttl in upper case", func(b *api.AerospikeNamespaceBackup) { b.Spec.TTL = "30D" }, "spec.ttl"},
+		{"ttl without a unit", func(b *api.AerospikeNamespaceBackup) { b.Spec.TTL = "30" }, "spec.ttl"},
+		{"unknown storage type", func(b *api.AerospikeNamespaceBackup) { b.Spec.Storage.Type = "ftp" }, "spec.storage.type"},
+		{"no secret", func(b *api.AerospikeNamespaceBackup) { b.Spec.Storage.Secret = "" }, "spec.storage.secret"},
+		{"prefix with a trailing slash", func(b *api.AerospikeNamespaceBackup) { b.Spec.Storage.Prefix = "backups/" }, "spec.storage.prefix"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &api.AerospikeNamespaceBackup{
+				ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: "bad"},
+				Spec: api.AerospikeNamespaceBackupSpec{
+					Target:  api.TargetNamespace{Cluster: "orders", Namespace: "orders"},
+					Storage: api.BackupStorageSpec{Type: "s3", Bucket: "b", Secret: "s"},
+					TTL:     "7d",
+				},
+			}
+			tc.change(b)
+			u, err := toUnstructured(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = res.Create(ctx, u, metav1.CreateOptions{})
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.field) {
+				t.Errorf("create: %v; want Invalid naming %s", err, tc.field)
+			}
+		})
+	}
+}
+
+// Bad flags are refused with the flag and the value.
+func TestRunRejectsBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--retry-interval", "0s"},
+	} {
+		err := run(args)
+		if err == nil || !strings.Contains(err.Error(), args[0]) || !strings.Contains(err.Error(), args[1]) {
+			t.Errorf("run(%q) = %v, want an error naming %s and %s", args, err, args[0], args[1])
+		}
+	}
+}
+
+func ignoreNotFound(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// startController runs the controller with its own clients until the test
+// ends, or until stop is called; it returns the reports of its passes.
+func startController(t *testing.T, cfg *rest.Config, o controllerOptions, clk *clocktesting.FakeClock, requests *requestLog) (<-chan report, func()) {
+	t.Helper()
+	cfg = requests.wrap(cfg)
+	reports := make(chan report, 100)
+	ctx, cancel := context.WithCancel(logr.NewContext(context.Background(), testr.NewWithOptions(t, testr.Options{LogTimestamp: true, Verbosity: 1})))
+	done := make(chan error, 1)
+	go func() {
+		done <- runController(ctx, rest.CopyConfig(cfg), o, clk, func(r report) { reports <- r })
+	}()
+	var stopped bool
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("controller: %v", err)
+		}
+	}
+	t.Cleanup(stop)
+	return reports, stop
+}
+
+// waitPass waits for a pass that ran at or after now, and returns its
+// report.
+func waitPass(t *testing.T, reports <-chan report, now time.Time) report {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case r := <-reports:
+			if !r.Now.Before(now) {
+				return r
+			}
+		case <-timeout:
+			t.Fatalf("no pass at or after %s", now.Format(time.RFC3339))
+		}
+	}
+}
+
+func eventually(t *testing.T, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// installCRD creates the generated CRD (once per control plane) and waits
+// until backups are served.
+func installCRD(t *testing.T, cfg *rest.Config) dynamic.Interface {
+	t.Helper()
+	client, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open("deploy/aerospike.examples.groundskeeper.io_aerospikenamespacebackups.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var crd unstructured.Unstructured
+	if err := yaml.NewYAMLOrJSONDecoder(f, 4096).Decode(&crd.Object); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := client.Resource(crdGVR).Create(ctx, &crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	eventually(t, "backups served", func() error {
+		_, err := client.Resource(api.GroupVersionResource).Namespace("default").List(ctx, metav1.ListOptions{})
+		return err
+	})
+	return client
+}
+
+// createSecret creates an S3 credentials Secret with the keys backupstore
+// reads (Gardener's), for the MinIO of store.
+func createSecret(t *testing.T, k *testenv.Kubernetes, name, secretKey string, store *testenv.BlobStore) {
+	t.Helper()
+	_, err := k.Client.CoreV1().Secrets(k.Namespace).Create(context.Background(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		StringData: map[string]string{
+			backupstore.SecretKeyAccessKeyID:     testenv.S3AccessKeyID,
+			backupstore.SecretKeySecretAccessKey: secretKey,
+			backupstore.SecretKeyRegion:          testenv.S3Region,
+			backupstore.SecretKeyEndpoint:        store.Endpoint,
+			backupstore.SecretKeyS3PathStyle:     "true",
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func createBackup(t *testing.T, client dynamic.Interface, namespace, name, ttl, secret, bucket string) {
+	t.Helper()
+	u, err := toUnstructured(&api.AerospikeNamespaceBackup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: api.AerospikeNamespaceBackupSpec{
+			Target:  api.TargetNamespace{Cluster: "orders", Namespace: "orders"},
+			Storage: api.BackupStorageSpec{Type: "s3", Bucket: bucket, Secret: secret},
+			TTL:     ttl,
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Resource(api.GroupVersionResource).Namespace(namespace).Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func createClaim(t *testing.T, k *testenv.Kubernetes, name string, labels, annotations map[string]string) {
+	t.Helper()
+	_, err := k.Client.CoreV1().PersistentVolumeClaims(k.Namespace).Create(context.Background(), &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: annotations},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func createPod(t *testing.T, k *testenv.Kubernetes, i int) {
+	t.Helper()
+	_, err := k.Client.CoreV1().Pods(k.Namespace).Create(context.Background(), &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pod-%d", i)},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "aerospike", Image: "aerospike/aerospike-server",
+				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/opt/aerospike/data"}}}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: fmt.Sprintf("data-%d", i)}}}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func assertKeys(t *testing.T, b *blob.Bucket, namespace string, want []string) {
+	t.Helper()
+	var got []string
+	iter := b.List(&blob.ListOptions{Prefix: "backups/" + namespace + "/"})
+	for {
+		o, err := iter.Next(context.Background())
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, o.Key)
+	}
+	want = slices.Clone(want)
+	slices.Sort(want)
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("objects in the bucket:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func assertBackups(t *testing.T, client dynamic.Interface, namespace string, want ...string) {
+	t.Helper()
+	list, err := client.Resource(api.GroupVersionResource).Namespace(namespace).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, u := range list.Items {
+		got = append(got, u.GetName())
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("backups %v, want %v", got, want)
+	}
+}
+
+// claimsAre reports whether exactly these claims exist and none is being
+// deleted.
+func claimsAre(k *testenv.Kubernetes, want ...string) error {
+	list, err := k.Client.CoreV1().PersistentVolumeClaims(k.Namespace).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	var got []string
+	for _, c := range list.Items {
+		name := c.Name
+		if c.DeletionTimestamp != nil {
+			name += " (terminating)"
+		}
+		got = append(got, name)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		return fmt.Errorf("claims %v, want %v", got, want)
+	}
+	return nil
+}
+
+func assertClaims(t *testing.T, k *testenv.Kubernetes, want ...string) {
+	t.Helper()
+	if err := claimsAre(k, want...); err != nil {
+		t.Error(err)
+	}
+}
+
+func condition(t *testing.T, client dynamic.Interface, namespace, name string) *metav1.Condition {
+	t.Helper()
+	b, err := dynamicBackups{client: client}.Get(context.Background(), namespace, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return meta.FindStatusCondition(b.Status.Conditions, api.ConditionDataDeleted)
+}
+
+func waitEvent(t *testing.T, k *testenv.Kubernetes, object, eventtype, reason string) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("%s event %s on %s", eventtype, reason, object), func() error {
+		list, err := k.Client.CoreV1().Events(k.Namespace).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		var seen []string
+		for _, e := range list.Items {
+			if e.InvolvedObject.Name == object && e.Type == eventtype && e.Reason == reason {
+				return nil
+			}
+			seen = append(seen, fmt.Sprintf("%s %s %s", e.InvolvedObject.Name, e.Type, e.Reason))
+		}
+		return fmt.Errorf("events: %v", seen)
+	})
+}
+
+// requestLog records the API requests made through a rest.Config as the
+// attributes RBAC authorizes: API group, resource (with subresource), verb
+// and name.
+type requestLog struct {
+	mu   sync.Mutex
+	seen map[request]bool
+}
+
+type request struct{ group, resource, verb, name string }
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func (l *requestLog) wrap(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	if l == nil {
+		return cfg
+	}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			l.add(r)
+			return rt.RoundTrip(r)
+		})
+	})
+	return cfg
+}
+
+func (l *requestLog) add(r *http.Request) {
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	var req request
+	switch {
+	case len(parts) >= 3 && parts[0] == "api":
+		parts = parts[2:]
+	case len(parts) >= 4 && parts[0] == "apis":
+		req.group, parts = parts[1], parts[3:]
+	default:
+		req.resource = r.URL.Path // discovery and such: no Role grants it
+	}
+	if len(parts) >= 3 && parts[0] == "namespaces" {
+		parts = parts[2:]
+	}
+	if req.resource == "" {
+		req.resource = parts[0]
+		if len(parts) > 1 {
+			req.name = parts[1]
+		}
+		if len(parts) > 2 {
+			req.resource += "/" + parts[2]
+		}
+	}
+	switch r.Method {
+	case http.MethodGet:
+		switch {
+		case r.URL.Query().Get("watch") == "true":
+			req.verb = "watch"
+		case req.name == "":
+			req.verb = "list"
+		default:
+			req.verb = "get"
+		}
+	case http.MethodPost:
+		req.verb = "create"
+	case http.MethodPut:
+		req.verb = "update"
+	case http.MethodPatch:
+		req.verb = "patch"
+	case http.MethodDelete:
+		req.verb = "delete"
+	default:
+		req.verb = strings.ToLower(r.Method)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.seen == nil {
+		l.seen = map[request]bool{}
+	}
+	l.seen[req] = true
+	if req.verb == "watch" && r.URL.Query().Get("sendInitialEvents") == "true" {
+		// client-go's informers list through a watch that starts with the
+		// current objects; against servers without it they list.
+		req.verb = "list"
+		l.seen[req] = true
+	}
+}
+
+// check fails the test for every request the Role in file does not grant,
+// and for every verb it grants that no request used, unless unused lists it
+// (by "resource[.group] verb") with the reason.
+func (l *requestLog) check(t *testing.T, file string, unused map[string]string) {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var role *rbacv1.Role
+	dec := yaml.NewYAMLOrJSONDecoder(f, 4096)
+	for {
+		var r rbacv1.Role
+		if err := dec.Decode(&r); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if r.Kind == "Role" {
+			role = &r
+		}
+	}
+	if role == nil {
+		t.Fatalf("no Role in %s", file)
+	}
+	key := func(group, resource, verb string) string {
+		if group != "" {
+			resource += "." + group
+		}
+		return resource + " " + verb
+	}
+	used := map[string]bool{}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for req := range l.seen {
+		granted := false
+		for _, rule := range role.Rules {
+			if slices.Contains(rule.APIGroups, req.group) && slices.Contains(rule.Resources, req.resource) &&
+				slices.Contains(rule.Verbs, req.verb) && (len(rule.ResourceNames) == 0 || slices.Contains(rule.ResourceNames, req.name)) {
+				granted = true
+			}
+		}
+		if !granted {
+			t.Errorf("%s does not grant %+v", file, req)
+		}
+		used[key(req.group, req.resource, req.verb)] = true
+	}
+	for _, rule := range role.Rules {
+		for _, g := range rule.APIGroups {
+			for _, r := range rule.Resources {
+				for _, v := range rule.Verbs {
+					if k := key(g, r, v); !used[k] && unused[k] == "" {
+						t.Errorf("%s grants %q, which the controller did not use", file, k)
+					}
+				}
+			}
+		}
+	}
+}
