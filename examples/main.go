@@ -16,7 +16,7 @@ type example struct {
 }
 
 var examples = []example{
-	{"aerospike-gc", "aerospike-operator garbage collection", "backups and claims deleted after their TTL, data before the resource", false},
+	{"aerospike-gc", "aerospike-operator garbage collection", "backups and claims deleted after their TTL, data before the resource", true},
 	{"backup-entry", "Gardener backup buckets and entries", "per-cluster prefixes in a shared bucket, deleted after a grace period", true},
 	{"etcd-opstask", "etcd-druid DEP-05 out-of-band tasks", "on-demand snapshots, compaction and copies as a FIFO task queue", true},
 	{"statefulset-pvc", "Kubernetes KEP-1847", "the four claim delete policies for a custom workload", true},
