@@ -477,10 +477,14 @@ func (c *Controller) kindAndKey(t *Task) (*Kind, string, error) {
 	return k, key, nil
 }
 
+// admit checks the preconditions of k in order. Their error is returned as
+// it is: it becomes the task's lastErrors message, which is for people; the
+// log says which precondition it was.
 func (c *Controller) admit(ctx context.Context, k *Kind, t *Task) error {
 	for i, p := range k.Preconditions {
 		if err := p.Check(ctx, t.DeepCopy()); err != nil {
-			return fmt.Errorf("kind %s precondition %d: %w", k.Name, i, err)
+			logr.FromContextOrDiscard(ctx).V(1).Info("opstask precondition failed", "task", t.Key(), "kind", k.Name, "precondition", i, "error", err.Error())
+			return err
 		}
 	}
 	return nil

@@ -98,7 +98,7 @@ func Example() {
 	// 1-full: Succeeded, last operation Execution Completed
 	// 2-delta: Succeeded, last operation Execution Completed
 	// 3-full-again: Rejected, last operation Admit Failed (DuplicateTask: duplicate of unfinished task 1-full (kind onDemandSnapshot) for the same target)
-	// 4-recover: Rejected, last operation Admit Failed (QuorumPresent: kind recoverFromQuorumLoss precondition 0: precondition not met: etcd-main has quorum)
+	// 4-recover: Rejected, last operation Admit Failed (QuorumPresent: precondition not met: etcd-main has quorum)
 }
 
 // The state machine allows only DEP-05's transitions and records each one in
