@@ -393,6 +393,11 @@ func (m *Manager) SyncOwner(ctx context.Context, scope Scope, owner Ref, policy 
 //   - ReuseClaim: the claim may be mounted. Its last-unmounted-on annotation
 //     has been removed (and pod-name set), guarded by its resourceVersion, so
 //     a collector that decided on the earlier version cannot delete it.
+//
+// With owner given, a claim controlled by another object (neither owner nor
+// the pod podName) is left as it is: it may be reused, its annotations
+// untouched; expired, it is not deleted but answered Wait, with a
+// ConflictingController event on owner.
 func (m *Manager) CheckReuse(ctx context.Context, namespace, podName, claimName string, owner *Ref) (ReuseDecision, error) {
 	log := logr.FromContextOrDiscard(ctx).WithValues("claim", claimName, "pod", podName)
 	var dec ReuseDecision
@@ -401,8 +406,21 @@ func (m *Manager) CheckReuse(ctx context.Context, namespace, podName, claimName 
 		var err error
 		decidedOn = c
 		dec, err = m.ann.Reuse(c, podName, "", m.defaultTTL, m.clock.Now())
-		if err != nil || dec.Verdict != ReuseClaim {
+		if err != nil {
 			return nil, err
+		}
+		if ctl := foreignController(c, owner, podName); ctl != nil {
+			// Another object controls the claim: it is neither deleted nor
+			// written to here.
+			if dec.Verdict == DeleteFirst {
+				dec = ReuseDecision{Verdict: Wait, Expiry: dec.Expiry, Reason: fmt.Sprintf(
+					"%s, but it is controlled by %s %s: not deleted; its controller must release it, or delete it by hand", dec.Reason, ctl.Kind, ctl.Name)}
+				m.event(namespace, owner, corev1.EventTypeWarning, ReasonConflictingController, dec.Reason)
+			}
+			return nil, nil
+		}
+		if dec.Verdict != ReuseClaim {
+			return nil, nil
 		}
 		return annotationPatch(m.ann.MarkMounted(c, podName)), nil
 	})
@@ -461,4 +479,20 @@ func annotationPatch(changes map[string]*string) map[string]any {
 		}
 	}
 	return map[string]any{"annotations": ann}
+}
+
+// foreignController returns the controller reference of claim when owner is
+// known and the controller is neither owner nor a pod named podName.
+func foreignController(claim *corev1.PersistentVolumeClaim, owner *Ref, podName string) *metav1.OwnerReference {
+	if owner == nil {
+		return nil
+	}
+	pod := Ref{APIVersion: "v1", Kind: "Pod", Name: podName}
+	for i := range claim.OwnerReferences {
+		ref := &claim.OwnerReferences[i]
+		if isController(ref) && !owner.matches(ref) && !pod.matches(ref) {
+			return ref
+		}
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package lifecycle_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -294,5 +296,70 @@ func TestCollectorNeverDeletesChangedClaims(t *testing.T) {
 		if name == "recreated" && err == nil && c.UID != recreatedUID {
 			t.Errorf("recreated claim has uid %s, want %s", c.UID, recreatedUID)
 		}
+	}
+}
+
+// A claim another object controls is never deleted or written to by the
+// reuse check, expired or not.
+func TestCheckReuseLeavesForeignClaims(t *testing.T) {
+	t.Parallel()
+	env := testenv.StartKubernetes(t)
+	ctx := context.Background()
+	ns := env.Namespace
+	claims := env.Client.CoreV1().PersistentVolumeClaims(ns)
+	clk := testingclock.NewFakeClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
+	var mu sync.Mutex
+	var events []string
+	m := must[*lifecycle.Manager](t)(lifecycle.New(lifecycle.Config{Client: env.Client.CoreV1(), Clock: clk,
+		Annotations: lifecycle.Annotations{Prefix: lifecycle.AerospikeAnnotationPrefix},
+		Recorder: lifecycle.EventFunc(func(_ runtime.Object, typ, reason, msg string) {
+			mu.Lock()
+			defer mu.Unlock()
+			events = append(events, typ+" "+reason+": "+msg)
+		})}))
+	ann := m.Annotations()
+
+	// The claim's controller, a real object so the garbage collector leaves
+	// the claim alone.
+	cm := must[*corev1.ConfigMap](t)(env.Client.CoreV1().ConfigMaps(ns).Create(ctx,
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "nightly-backup"}}, metav1.CreateOptions{}))
+	yes := true
+	foreign := []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: cm.Name, UID: cm.UID, Controller: &yes}}
+	owner := lifecycle.Ref{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "as", UID: "0b5a7e55-0000-4000-8000-000000000001"}
+
+	old := clk.Now().Add(-3 * time.Hour).Format(time.RFC3339)
+	expired := newClaim("data-as-0", "as", map[string]string{ann.TTLKey(): "1h", ann.PodNameKey(): "as-0", ann.LastUnmountedKey(): old})
+	expired.OwnerReferences = foreign
+	expired = must[*corev1.PersistentVolumeClaim](t)(claims.Create(ctx, expired, metav1.CreateOptions{}))
+	fresh := newClaim("data-as-1", "as", map[string]string{ann.TTLKey(): "1h", ann.PodNameKey(): "as-1", ann.LastUnmountedKey(): clk.Now().Format(time.RFC3339)})
+	fresh.OwnerReferences = foreign
+	fresh = must[*corev1.PersistentVolumeClaim](t)(claims.Create(ctx, fresh, metav1.CreateOptions{}))
+
+	dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, "as-0", expired.Name, &owner))
+	if dec.Verdict != lifecycle.Wait {
+		t.Errorf("expired foreign claim: %v (%s), want Wait", dec.Verdict, dec.Reason)
+	}
+	dec = must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, "as-1", fresh.Name, &owner))
+	if dec.Verdict != lifecycle.ReuseClaim {
+		t.Errorf("unexpired foreign claim: %v (%s), want ReuseClaim", dec.Verdict, dec.Reason)
+	}
+	for _, c := range []*corev1.PersistentVolumeClaim{expired, fresh} {
+		got := must[*corev1.PersistentVolumeClaim](t)(claims.Get(ctx, c.Name, metav1.GetOptions{}))
+		if got.UID != c.UID || got.ResourceVersion != c.ResourceVersion || got.DeletionTimestamp != nil {
+			t.Errorf("claim %s was written to or deleted: uid %s→%s, resourceVersion %s→%s, deletionTimestamp %v",
+				c.Name, c.UID, got.UID, c.ResourceVersion, got.ResourceVersion, got.DeletionTimestamp)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(events) != 1 || !strings.Contains(events[0], "Warning ConflictingController") || !strings.Contains(events[0], "ConfigMap nightly-backup") {
+		t.Errorf("events %q, want one ConflictingController warning naming the ConfigMap", events)
+	}
+
+	// Without an owner to compare with, the check cannot tell: the expired
+	// claim is deleted first, as before.
+	dec = must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, "as-0", expired.Name, nil))
+	if dec.Verdict != lifecycle.DeleteFirst {
+		t.Errorf("expired claim, no owner given: %v, want DeleteFirst", dec.Verdict)
 	}
 }
