@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,7 +16,6 @@ import (
 	"github.com/go-logr/logr/testr"
 	"gocloud.dev/blob"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -34,6 +31,7 @@ import (
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/examples/aerospike-gc/api"
+	"github.com/groundskeeper-io/groundskeeper/examples/internal/rbactest"
 	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
 	"github.com/groundskeeper-io/groundskeeper/retention"
@@ -104,7 +102,7 @@ func TestCollector(t *testing.T) {
 	// A real controller sees pods 1 to 4 go away and marks the claims of
 	// pods 1 to 3.
 	opts := controllerOptions{namespace: ns, retryAfter: 5 * time.Minute, claimSelector: "app=aerospike"}
-	requests := &requestLog{}
+	requests := &rbactest.Recorder{}
 	reports, stop := startController(t, k.Config, opts, clk, requests)
 	waitPass(t, reports, clk.Now())
 	for i := 4; i >= 1; i-- {
@@ -206,11 +204,12 @@ func TestCollector(t *testing.T) {
 	}
 
 	// deploy/rbac.yaml grants exactly what the controller asked for.
-	requests.check(t, "deploy/rbac.yaml", map[string]string{
-		"events patch":                      "client-go's event correlator patches an event that repeats",
-		"leases.coordination.k8s.io get":    "--leader-elect (TestRunWithKubeconfig)",
-		"leases.coordination.k8s.io update": "--leader-elect (TestRunWithKubeconfig)",
-		"leases.coordination.k8s.io create": "--leader-elect (TestRunWithKubeconfig)",
+	rules := rbactest.Rules(t, "deploy/rbac.yaml", map[string]string{"aerospike": ns})
+	rbactest.Check(t, rules, requests.Requests(), map[string]string{
+		"patch events":                      "client-go's event correlator patches an event that repeats",
+		"get leases.coordination.k8s.io":    "--leader-elect (TestRunWithKubeconfig)",
+		"update leases.coordination.k8s.io": "--leader-elect (TestRunWithKubeconfig)",
+		"create leases.coordination.k8s.io": "--leader-elect (TestRunWithKubeconfig)",
 	})
 }
 
@@ -464,9 +463,9 @@ func ignoreNotFound(err error) error {
 
 // startController runs the controller with its own clients until the test
 // ends, or until stop is called; it returns the reports of its passes.
-func startController(t *testing.T, cfg *rest.Config, o controllerOptions, clk *clocktesting.FakeClock, requests *requestLog) (<-chan report, func()) {
+func startController(t *testing.T, cfg *rest.Config, o controllerOptions, clk *clocktesting.FakeClock, requests *rbactest.Recorder) (<-chan report, func()) {
 	t.Helper()
-	cfg = requests.wrap(cfg)
+	cfg = requests.Wrap(cfg)
 	reports := make(chan report, 100)
 	ctx, cancel := context.WithCancel(logr.NewContext(context.Background(), testr.NewWithOptions(t, testr.Options{LogTimestamp: true, Verbosity: 1})))
 	done := make(chan error, 1)
@@ -709,151 +708,4 @@ func waitEvent(t *testing.T, k *testenv.Kubernetes, object, eventtype, reason st
 		}
 		return fmt.Errorf("events: %v", seen)
 	})
-}
-
-// requestLog records the API requests made through a rest.Config as the
-// attributes RBAC authorizes: API group, resource (with subresource), verb
-// and name.
-type requestLog struct {
-	mu   sync.Mutex
-	seen map[request]bool
-}
-
-type request struct{ group, resource, verb, name string }
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-func (l *requestLog) wrap(cfg *rest.Config) *rest.Config {
-	cfg = rest.CopyConfig(cfg)
-	if l == nil {
-		return cfg
-	}
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			l.add(r)
-			return rt.RoundTrip(r)
-		})
-	})
-	return cfg
-}
-
-func (l *requestLog) add(r *http.Request) {
-	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
-	var req request
-	switch {
-	case len(parts) >= 3 && parts[0] == "api":
-		parts = parts[2:]
-	case len(parts) >= 4 && parts[0] == "apis":
-		req.group, parts = parts[1], parts[3:]
-	default:
-		req.resource = r.URL.Path // discovery and such: no Role grants it
-	}
-	if len(parts) >= 3 && parts[0] == "namespaces" {
-		parts = parts[2:]
-	}
-	if req.resource == "" {
-		req.resource = parts[0]
-		if len(parts) > 1 {
-			req.name = parts[1]
-		}
-		if len(parts) > 2 {
-			req.resource += "/" + parts[2]
-		}
-	}
-	switch r.Method {
-	case http.MethodGet:
-		switch {
-		case r.URL.Query().Get("watch") == "true":
-			req.verb = "watch"
-		case req.name == "":
-			req.verb = "list"
-		default:
-			req.verb = "get"
-		}
-	case http.MethodPost:
-		req.verb = "create"
-	case http.MethodPut:
-		req.verb = "update"
-	case http.MethodPatch:
-		req.verb = "patch"
-	case http.MethodDelete:
-		req.verb = "delete"
-	default:
-		req.verb = strings.ToLower(r.Method)
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.seen == nil {
-		l.seen = map[request]bool{}
-	}
-	l.seen[req] = true
-	if req.verb == "watch" && r.URL.Query().Get("sendInitialEvents") == "true" {
-		// client-go's informers list through a watch that starts with the
-		// current objects; against servers without it they list.
-		req.verb = "list"
-		l.seen[req] = true
-	}
-}
-
-// check fails the test for every request the Role in file does not grant,
-// and for every verb it grants that no request used, unless unused lists it
-// (by "resource[.group] verb") with the reason.
-func (l *requestLog) check(t *testing.T, file string, unused map[string]string) {
-	t.Helper()
-	f, err := os.Open(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var role *rbacv1.Role
-	dec := yaml.NewYAMLOrJSONDecoder(f, 4096)
-	for {
-		var r rbacv1.Role
-		if err := dec.Decode(&r); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if r.Kind == "Role" {
-			role = &r
-		}
-	}
-	if role == nil {
-		t.Fatalf("no Role in %s", file)
-	}
-	key := func(group, resource, verb string) string {
-		if group != "" {
-			resource += "." + group
-		}
-		return resource + " " + verb
-	}
-	used := map[string]bool{}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for req := range l.seen {
-		granted := false
-		for _, rule := range role.Rules {
-			if slices.Contains(rule.APIGroups, req.group) && slices.Contains(rule.Resources, req.resource) &&
-				slices.Contains(rule.Verbs, req.verb) && (len(rule.ResourceNames) == 0 || slices.Contains(rule.ResourceNames, req.name)) {
-				granted = true
-			}
-		}
-		if !granted {
-			t.Errorf("%s does not grant %+v", file, req)
-		}
-		used[key(req.group, req.resource, req.verb)] = true
-	}
-	for _, rule := range role.Rules {
-		for _, g := range rule.APIGroups {
-			for _, r := range rule.Resources {
-				for _, v := range rule.Verbs {
-					if k := key(g, r, v); !used[k] && unused[k] == "" {
-						t.Errorf("%s grants %q, which the controller did not use", file, k)
-					}
-				}
-			}
-		}
-	}
 }
