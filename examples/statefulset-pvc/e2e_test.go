@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -31,6 +29,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/groundskeeper-io/groundskeeper/examples/internal/rbactest"
 	"github.com/groundskeeper-io/groundskeeper/examples/statefulset-pvc/api"
 	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
@@ -40,9 +39,13 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 const crdFile = "deploy/apps.examples.groundskeeper.io_replicatedsets.yaml"
 
-// requests records the API requests the controllers make, as RBAC sees them
-// (group, resource, verb), for TestRBACCoversExactlyTheRequests.
-var requests = &requestLog{seen: map[string]bool{}}
+// requests holds, for TestRBACCoversExactlyTheRequests, the API requests of
+// every controller the tests ran, as RBAC sees them, each test's namespace
+// replaced by statefulset-pvc, the controller's in deploy/rbac.yaml.
+var requests struct {
+	mu   sync.Mutex
+	reqs []rbactest.Request
+}
 
 // policiesPassed: TestPolicies ran and passed, so the controllers went
 // through every path (create, scale down, delete) for the RBAC check.
@@ -415,26 +418,16 @@ func TestRBACCoversExactlyTheRequests(t *testing.T) {
 	if !policiesPassed.Load() {
 		t.Skip("needs the requests of a passing TestPolicies: run it in the same go test")
 	}
-	used := requests.list()
-	granted := roleRules(t)
-	// Needed only sometimes: a repeated event is patched; informers list
-	// only when the API server does not stream their initial watch
-	// (client-go's WatchListClient); the Lease only with --leader-elect
-	// (run() builds its own client, not recorded here).
-	sometimes := []string{"/events patch",
-		"/pods list", "/persistentvolumeclaims list", "apps.examples.groundskeeper.io/replicatedsets list",
-		"coordination.k8s.io/leases get", "coordination.k8s.io/leases create", "coordination.k8s.io/leases update"}
-	for _, u := range used {
-		if !slices.Contains(granted, u) {
-			t.Errorf("the controller sent %q, which deploy/rbac.yaml does not grant", u)
-		}
-	}
-	for _, g := range granted {
-		if !slices.Contains(used, g) && !slices.Contains(sometimes, g) {
-			t.Errorf("deploy/rbac.yaml grants %q, which the controller never used", g)
-		}
-	}
-	t.Logf("requests: %v", used)
+	rules := rbactest.Rules(t, "deploy/rbac.yaml", nil)
+	requests.mu.Lock()
+	defer requests.mu.Unlock()
+	rbactest.Check(t, rules, requests.reqs, map[string]string{
+		"patch events": "client-go's event correlator patches an event that repeats",
+		// --leader-elect only: run() builds its own client, not recorded here.
+		"get leases.coordination.k8s.io":    "--leader-elect",
+		"update leases.coordination.k8s.io": "--leader-elect",
+		"create leases.coordination.k8s.io": "--leader-elect",
+	})
 }
 
 // ---- helpers ----
@@ -730,142 +723,25 @@ func (w watcher) until(step string, done func(state) bool) state {
 }
 
 // startController runs the controller until the test ends, its requests
-// recorded.
+// added to requests.
 func startController(t *testing.T, cfg *rest.Config, o controllerOptions) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(logr.NewContext(context.Background(), testr.NewWithOptions(t, testr.Options{LogTimestamp: true, Verbosity: 1})))
 	done := make(chan error, 1)
-	go func() { done <- runController(ctx, requests.wrap(cfg), o) }()
+	var rec rbactest.Recorder
+	go func() { done <- runController(ctx, rec.Wrap(cfg), o) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("controller: %v", err)
 		}
-	})
-}
-
-// requestLog records requests as "group/resource[/subresource] verb".
-type requestLog struct {
-	mu   sync.Mutex
-	seen map[string]bool
-}
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-func (l *requestLog) wrap(cfg *rest.Config) *rest.Config {
-	cfg = rest.CopyConfig(cfg)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			l.add(r)
-			return rt.RoundTrip(r)
-		})
-	})
-	return cfg
-}
-
-// add parses /api/v1/namespaces/NS/RES[/NAME[/SUB]] and
-// /apis/GROUP/VERSION/namespaces/NS/RES[/NAME[/SUB]].
-func (l *requestLog) add(r *http.Request) {
-	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
-	group := ""
-	switch {
-	case len(parts) >= 2 && parts[0] == "api":
-		parts = parts[2:]
-	case len(parts) >= 3 && parts[0] == "apis":
-		group, parts = parts[1], parts[3:]
-	default:
-		return
-	}
-	if len(parts) >= 2 && parts[0] == "namespaces" {
-		parts = parts[2:]
-	}
-	if len(parts) == 0 {
-		return
-	}
-	res, named := parts[0], len(parts) >= 2
-	if len(parts) >= 3 {
-		res += "/" + parts[2]
-	}
-	var verb string
-	switch r.Method {
-	case http.MethodGet:
-		switch {
-		case r.URL.Query().Get("watch") == "true":
-			verb = "watch"
-		case named:
-			verb = "get"
-		default:
-			verb = "list"
-		}
-	case http.MethodPost:
-		verb = "create"
-	case http.MethodPut:
-		verb = "update"
-	case http.MethodPatch:
-		verb = "patch"
-	case http.MethodDelete:
-		verb = "delete"
-		if !named {
-			verb = "deletecollection"
-		}
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.seen[group+"/"+res+" "+verb] = true
-}
-
-func (l *requestLog) list() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for k := range l.seen {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
-
-// roleRules expands the Role of deploy/rbac.yaml into "group/resource verb".
-func roleRules(t *testing.T) []string {
-	t.Helper()
-	f, err := os.Open("deploy/rbac.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	dec := yaml.NewYAMLOrJSONDecoder(f, 4096)
-	var out []string
-	for {
-		var doc struct {
-			Kind  string
-			Rules []struct {
-				APIGroups []string `json:"apiGroups"`
-				Resources []string
-				Verbs     []string
+		requests.mu.Lock()
+		defer requests.mu.Unlock()
+		for _, r := range rec.Requests() {
+			if r.Namespace == o.namespace {
+				r.Namespace = "statefulset-pvc"
 			}
+			requests.reqs = append(requests.reqs, r)
 		}
-		if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			t.Fatalf("deploy/rbac.yaml: %v", err)
-		}
-		if doc.Kind != "Role" {
-			continue
-		}
-		for _, r := range doc.Rules {
-			for _, g := range r.APIGroups {
-				for _, res := range r.Resources {
-					for _, v := range r.Verbs {
-						out = append(out, g+"/"+res+" "+v)
-					}
-				}
-			}
-		}
-	}
-	if len(out) == 0 {
-		t.Fatal("no Role rules in deploy/rbac.yaml")
-	}
-	return out
+	})
 }
