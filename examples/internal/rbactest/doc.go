@@ -2,12 +2,13 @@
 // API requests its controller really makes, both ways: everything the
 // controller asks for is granted, and everything granted is asked for.
 //
-// A [Recorder] wraps the controller's *rest.Config and records each request
-// as RBAC authorizes it: verb, API group, resource (with "/subresource"),
-// namespace and name. [Rules] reads the Roles and ClusterRoles of a manifest
-// file, and [Check] fails the test for each request no rule allows and for
-// each granted verb no request used, unless the test excuses it with a
-// reason.
+// A [Recorder] wraps the controller's *rest.Config, or serves a command
+// that reads a kubeconfig through a proxy ([Recorder.Kubeconfig]), and
+// records each request as RBAC authorizes it: verb, API group, resource
+// (with "/subresource"), namespace and name. [Rules] reads the Roles and
+// ClusterRoles of a manifest file, and [Check] fails the test for each
+// request no rule allows and for each granted verb no request used, unless
+// the test excuses it with a reason.
 //
 // Guarantees:
 //   - Requests are mapped to verbs as the API server does (its
@@ -29,9 +30,9 @@
 //     verb granted by two Roles is reported for the Role that went unused.
 //
 // Not guaranteed:
-//   - Requests made without the wrapped config (another client built from a
-//     kubeconfig, for instance) are not seen; whatever they need looks
-//     unused.
+//   - Requests made without the wrapped config or the recorder's kubeconfig
+//     (another client built from the test's kubeconfig, for instance) are
+//     not seen; whatever they need looks unused.
 //   - Bindings are not read: a Role nobody is bound to still counts.
 //   - Aggregated ClusterRoles and the cluster's default roles (such as
 //     system:discovery) are not taken into account.

@@ -2,17 +2,22 @@ package rbactest
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 func TestParseRequest(t *testing.T) {
@@ -155,6 +160,63 @@ func TestRecorderWrap(t *testing.T) {
 	}
 	if got := rec.Requests(); !slices.Equal(got, want) {
 		t.Errorf("recorded %v, want %v", got, want)
+	}
+}
+
+// A program that reads the kubeconfig is recorded, its requests reach the
+// API server with the config's credentials, and a watch streams its events.
+func TestRecorderKubeconfig(t *testing.T) {
+	var auth []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth = append(auth, r.Header.Get("Authorization"))
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Query().Get("watch") == "true" {
+			fmt.Fprint(w, `{"type":"ADDED","object":{"kind":"Secret","apiVersion":"v1","metadata":{"name":"s","namespace":"ns"}}}`+"\n")
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+			return
+		}
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`))
+	}))
+	defer srv.Close()
+	var rec Recorder
+	path := rec.Kubeconfig(t, &rest.Config{Host: srv.URL, BearerToken: "admin"})
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.BearerToken != "" {
+		t.Errorf("the kubeconfig has the token %q", cfg.BearerToken)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	client := kubernetes.NewForConfigOrDie(cfg)
+	if _, err := client.CoreV1().Secrets("ns").Get(ctx, "s", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("get through the proxy: %v, want the server's NotFound", err)
+	}
+	w, err := client.CoreV1().Secrets("ns").Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-w.ResultChan():
+		if ev.Type != watch.Added {
+			t.Errorf("watch event %+v, want ADDED", ev)
+		}
+	case <-ctx.Done():
+		t.Error("the watch event did not come through the proxy")
+	}
+	w.Stop()
+	want := []Request{
+		{Verb: "get", Resource: "secrets", Namespace: "ns", Name: "s"},
+		{Verb: "watch", Resource: "secrets", Namespace: "ns"},
+	}
+	if got := rec.Requests(); !slices.Equal(got, want) {
+		t.Errorf("recorded %v, want %v", got, want)
+	}
+	if want := []string{"Bearer admin", "Bearer admin"}; !slices.Equal(auth, want) {
+		t.Errorf("the server saw Authorization %q, want %q", auth, want)
 	}
 }
 
