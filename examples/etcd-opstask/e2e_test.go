@@ -14,6 +14,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -34,6 +35,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/groundskeeper-io/groundskeeper/examples/etcd-opstask/opsctl"
+	"github.com/groundskeeper-io/groundskeeper/examples/internal/rbactest"
 	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
 	"github.com/groundskeeper-io/groundskeeper/opstask"
 	"github.com/groundskeeper-io/groundskeeper/opstask/exampleapi"
@@ -86,6 +88,12 @@ func TestTasksOnRealEtcdAndStores(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The controller and the CLI reach the API server through kubeconfigs
+	// of their own, which record their requests for the RBAC check.
+	var controllerRequests, cliRequests rbactest.Recorder
+	controllerKubeconfig := controllerRequests.Kubeconfig(t, k.Config)
+	cliKubeconfig := cliRequests.Kubeconfig(t, k.Config)
+
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -94,14 +102,15 @@ func TestTasksOnRealEtcdAndStores(t *testing.T) {
 	l.Close()
 	done := make(chan error, 1)
 	go func() {
-		done <- run([]string{"--kubeconfig", k.Kubeconfig, "--namespace", ns, "--metrics-bind-address", metricsAddr,
+		done <- run([]string{"--kubeconfig", controllerKubeconfig, "--namespace", ns, "--metrics-bind-address", metricsAddr,
 			"--etcd", "main=" + strings.Join(e.Endpoints, ","), "--etcd", "down=http://127.0.0.1:1",
 			"--backup-store", "main=s3://" + s3.Bucket + "?prefix=main/", "--backup-secret", "main=minio",
 			"--leader-elect", "--zap-log-level", "1"})
 	}()
-	defer func() {
+	stopController := sync.OnceFunc(func() {
 		if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
-			t.Fatal(err)
+			t.Error(err)
+			return
 		}
 		select {
 		case err := <-done:
@@ -111,12 +120,13 @@ func TestTasksOnRealEtcdAndStores(t *testing.T) {
 		case <-time.After(30 * time.Second):
 			t.Error("controller did not stop after SIGINT")
 		}
-	}()
+	})
+	defer stopController()
 
 	const ttl = "8"
 	cli := func(wantCode int, args ...string) string {
 		t.Helper()
-		args = append(args, "--kubeconfig", k.Kubeconfig, "--namespace", ns, "--timeout", "60s")
+		args = append(args, "--kubeconfig", cliKubeconfig, "--namespace", ns, "--timeout", "60s")
 		if args[0] == "create" {
 			args = append(args, "--ttl", ttl)
 		}
@@ -309,6 +319,31 @@ func TestTasksOnRealEtcdAndStores(t *testing.T) {
 	if got := contents(t, backups, "main/"); !equalContents(got, source) {
 		t.Errorf("backups changed by the tasks' cleanup: %v → %v", names(source), names(got))
 	}
+
+	// deploy/rbac.yaml grants the controller's Role exactly what it asked
+	// for, from its start to its stop (which releases the Lease), and the
+	// CLI's ClusterRole exactly what the CLI asked for.
+	stopController()
+	rules := rbactest.Rules(t, "deploy/rbac.yaml", map[string]string{"etcd-opstask": ns})
+	rbactest.Check(t, roleRules(t, rules, "Role etcd-opstask/etcd-opstask"), controllerRequests.Requests(), nil)
+	rbactest.Check(t, roleRules(t, rules, "ClusterRole etcd-opstask-user"), cliRequests.Requests(), nil)
+}
+
+// roleRules returns the rules of one Role or ClusterRole, named as
+// rbactest.Rule.Role names it after the file ("Role namespace/name"), so
+// that each client is held to its own role, not to the other's grants.
+func roleRules(t *testing.T, rules []rbactest.Rule, role string) []rbactest.Rule {
+	t.Helper()
+	var out []rbactest.Rule
+	for _, r := range rules {
+		if strings.HasSuffix(r.Role, ": "+role) {
+			out = append(out, r)
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("deploy/rbac.yaml has no %s", role)
+	}
+	return out
 }
 
 func sha256Of(b []byte) []byte { s := sha256.Sum256(b); return s[:] }
