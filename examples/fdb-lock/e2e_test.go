@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
+	"github.com/groundskeeper-io/groundskeeper/examples/internal/rbactest"
 	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
 	"github.com/groundskeeper-io/groundskeeper/locking"
 )
@@ -119,9 +120,10 @@ func TestInstancesTakeTurns(t *testing.T) {
 				LockOptions:       LockOptions{DenyList: []DenyListEntry{{ID: "dc3"}}},
 			})
 			rec := &recorder{duration: time.Second}
+			var requests rbactest.Recorder
 			stop := map[string]func(){}
 			for _, id := range []string{"dc1", "dc2", "dc3"} {
-				stop[id] = startController(t, k.Config, opts, id, rec)
+				stop[id] = startController(t, requests.Wrap(k.Config), opts, id, rec)
 			}
 			b, closer, err := backends[backend](context.Background(), opts, k.Config)
 			if err != nil {
@@ -214,6 +216,17 @@ func TestInstancesTakeTurns(t *testing.T) {
 			// the instances wrote from the spec.
 			if ids, err := observer.DenyList(context.Background()); err != nil || !slices.Equal(ids, []string{"dc3"}) {
 				t.Errorf("deny list in the backend = %v, %v; want [dc3]", ids, err)
+			}
+
+			// deploy/rbac.yaml, written for --lock-backend=kubernetes,
+			// grants exactly what the controllers asked for.
+			if backend == "kubernetes" {
+				rules := rbactest.Rules(t, "deploy/rbac.yaml", map[string]string{"fdb-lock": k.Namespace})
+				rbactest.Check(t, rules, requests.Requests(), map[string]string{
+					"get leases.coordination.k8s.io":    "--leader-elect (TestRunWithKubeconfig)",
+					"update leases.coordination.k8s.io": "--leader-elect (TestRunWithKubeconfig)",
+					"create leases.coordination.k8s.io": "--leader-elect (TestRunWithKubeconfig)",
+				})
 			}
 		})
 	}
@@ -360,9 +373,13 @@ func TestRunWithKubeconfig(t *testing.T) {
 	k := testenv.StartKubernetes(t)
 	client := installCRD(t, k.Config)
 	createDatabase(t, client, k.Namespace, DatabaseSpec{Version: "v1", Coordinators: 3})
+	// The command reaches the API server through a kubeconfig that records
+	// its requests, for the RBAC check.
+	var requests rbactest.Recorder
+	kubeconfig := requests.Kubeconfig(t, k.Config)
 	done := make(chan error, 1)
 	go func() {
-		done <- run([]string{"--kubeconfig", k.Kubeconfig, "--namespace", k.Namespace, "--lock-id", "dc1",
+		done <- run([]string{"--kubeconfig", kubeconfig, "--namespace", k.Namespace, "--lock-id", "dc1",
 			"--lock-backend", "kubernetes", "--action-duration", "10ms", "--zap-log-level", "1", "--leader-elect"})
 	}()
 	waitFor(t, client, k.Namespace, 60*time.Second, func(d *Database) bool {
@@ -382,4 +399,9 @@ func TestRunWithKubeconfig(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("did not stop after SIGINT")
 	}
+
+	// deploy/rbac.yaml grants exactly what the command asked for, from its
+	// start to its stop (which releases the Lease).
+	rules := rbactest.Rules(t, "deploy/rbac.yaml", map[string]string{"fdb-lock": k.Namespace})
+	rbactest.Check(t, rules, requests.Requests(), nil)
 }
