@@ -65,7 +65,10 @@
 //     still refers to an earlier pod of the same name, or one whose TTL has
 //     run out since it was unmounted (that one it deletes first). A reused
 //     claim's last-unmounted-on is removed with a resourceVersion guard, so a
-//     collector that decided on the earlier version cannot delete it.
+//     collector that decided on the earlier version cannot delete it. Given
+//     the owner, it neither deletes nor writes to a claim another object
+//     controls: expired, such a claim is answered Wait, with a
+//     ConflictingController warning.
 //   - Collect deletes a claim only if it carries last-unmounted-on, its TTL
 //     (retention.TTL, from that instant) has run out, it is not being
 //     deleted and the pod named by pod-name does not exist or does not mount
