@@ -159,6 +159,15 @@ func (a Annotations) MarkMounted(claim *corev1.PersistentVolumeClaim, podName st
 	return changes
 }
 
+// clearUnmounted returns the change that removes last-unmounted-on, or nil
+// when the claim carries none. pod-name is left as it is.
+func (a Annotations) clearUnmounted(claim *corev1.PersistentVolumeClaim) map[string]*string {
+	if _, ok := claim.Annotations[a.LastUnmountedKey()]; !ok {
+		return nil
+	}
+	return map[string]*string{a.LastUnmountedKey(): nil}
+}
+
 // Verdict is the answer of Reuse.
 type Verdict int
 
@@ -235,14 +244,4 @@ func (a Annotations) Reuse(claim *corev1.PersistentVolumeClaim, podName string, 
 			claim.Name, exp.UTC().Format(time.RFC3339), u.Since.UTC().Format(time.RFC3339))}, nil
 	}
 	return ReuseDecision{Verdict: ReuseClaim, Expiry: exp}, nil
-}
-
-// mounts reports whether pod has a volume for the claim.
-func mounts(pod *corev1.Pod, claim string) bool {
-	for i := range pod.Spec.Volumes {
-		if v := pod.Spec.Volumes[i].PersistentVolumeClaim; v != nil && v.ClaimName == claim {
-			return true
-		}
-	}
-	return false
 }

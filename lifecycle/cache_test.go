@@ -25,8 +25,10 @@ type snapshotLister[T any] struct{ items []T }
 
 func (l snapshotLister[T]) List(sel labels.Selector) ([]T, error) { return l.items, nil }
 
-// With caches in the scope, a collector pass sends no list and no get: its
-// only requests are the deletes of expired claims.
+// With caches in the scope, a collector pass reads claims and pods from
+// them; its only requests are one list of pods from the API server to
+// confirm that no pod mounts the claims about to be deleted, the deletes,
+// and the removal of a mounted claim's out-of-date mark.
 func TestCollectorFromCaches(t *testing.T) {
 	t.Parallel()
 	env := testenv.StartKubernetes(t)
@@ -71,8 +73,8 @@ func TestCollectorFromCaches(t *testing.T) {
 	if len(res.Deleted) != 2 || len(res.Skipped) != 1 || res.Skipped[0].Claim != "data-0" || res.Skipped[0].Reason != lifecycle.SkipMounted {
 		t.Errorf("deleted %v, skipped %v; want data-1 and data-2 deleted, data-0 skipped as mounted", res.Deleted, res.Skipped)
 	}
-	if got["delete"] != 2 || len(got) != 1 {
-		t.Errorf("requests by verb %v, want exactly 2 deletes", got)
+	if got["delete"] != 2 || got["list"] != 1 || got["patch"] != 1 || len(got) != 3 {
+		t.Errorf("requests by verb %v, want 2 deletes, 1 list of pods and 1 patch of data-0", got)
 	}
 	if res.RequeueAfter != 50*time.Minute {
 		t.Errorf("requeue after %s, want 50m", res.RequeueAfter)

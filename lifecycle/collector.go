@@ -2,8 +2,10 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,8 +47,8 @@ type SkipReason string
 
 // The reasons an expired claim is not deleted.
 const (
-	// SkipMounted: the pod named by pod-name exists and mounts the claim;
-	// its last-unmounted-on annotation is out of date.
+	// SkipMounted: a pod mounts the claim (whatever its name); its
+	// last-unmounted-on annotation is out of date and is removed.
 	SkipMounted SkipReason = "Mounted"
 	// SkipChanged: the claim changed or was recreated between the decision
 	// and the delete (the preconditions failed).
@@ -58,8 +60,8 @@ const (
 	SkipInvalid SkipReason = "InvalidAnnotation"
 )
 
-// Skip is a claim the collector left alone although it looked expired (or
-// whose annotations do not parse).
+// Skip is a claim the collector left alone although it was marked unmounted
+// (or whose annotations do not parse).
 type Skip struct {
 	Claim  string
 	Reason SkipReason
@@ -72,8 +74,8 @@ type CollectResult struct {
 	Listed int
 	// Deleted are the claims deleted, or those a dry run would delete.
 	Deleted []Deletion
-	// Skipped are expired claims left alone, and claims with bad
-	// annotations.
+	// Skipped are claims marked unmounted that a pod mounts, expired claims
+	// left alone, and claims with bad annotations.
 	Skipped []Skip
 	// Next is the earliest instant another claim expires; zero when none
 	// expires by time alone.
@@ -88,34 +90,44 @@ type CollectResult struct {
 //   - it carries last-unmounted-on, and the claim's pvc-ttl (else the
 //     Manager's DefaultTTL) has run out since then, as retention.TTL decides;
 //   - it is not already being deleted;
-//   - the pod named by its pod-name annotation does not exist, or does not
-//     mount it;
+//   - no pod of the namespace mounts it, whatever the pod's name: first as
+//     the pods of scope (or its cache) say, then, for the claims about to be
+//     deleted, as a fresh list of every pod of the namespace from the API
+//     server says (a cache may not have seen a pod just created);
 //
 // and it is deleted with UID and resourceVersion preconditions, so that a
 // claim that changed (re-mounted, re-annotated) or was recreated since it was
-// listed is never deleted. Claims and pods are read with paginated lists (or
-// the caches in scope): never one request per claim, except the deletes.
-// Pods are listed only when some claim has expired.
+// listed is never deleted.
 //
-// The error reports a failed list, or failed deletes (other than
-// precondition failures and NotFound, which are reported in Skipped); the
-// result holds everything decided so far.
+// A claim that carries last-unmounted-on although a pod mounts it (its pod
+// was recreated; a late pod-delete event marked it) has that mark removed,
+// guarded by its resourceVersion, and is reported in Skipped as
+// SkipMounted; it never expires on the strength of that mark.
+//
+// Claims and pods are read with paginated lists (or the caches in scope):
+// never one request per claim, except the deletes and the removal of
+// out-of-date marks. Pods are read only when some claim is marked, and
+// listed from the API server only when some claim is about to be deleted and
+// the first read was from a cache or by a pod selector. A dry run makes the
+// same reads and no write.
+//
+// The error reports an invalid scope, a failed list, or failed writes
+// (other than precondition failures and NotFound, which are reported in
+// Skipped); the result holds everything decided so far.
 func (m *Manager) Collect(ctx context.Context, opts CollectOptions) (CollectResult, error) {
+	var res CollectResult
+	if err := opts.Scope.validate(); err != nil {
+		return res, err
+	}
 	log := logr.FromContextOrDiscard(ctx).WithValues("namespace", opts.Namespace)
 	now := m.clock.Now()
-	var res CollectResult
 	claims, err := m.listClaims(ctx, opts.Scope)
 	if err != nil {
 		return res, err
 	}
 	res.Listed = len(claims)
 
-	// Group the tracked claims by TTL: retention.TTL has a single After.
-	type tracked struct {
-		claim *corev1.PersistentVolumeClaim
-		u     Unmount
-	}
-	groups := map[time.Duration][]tracked{}
+	var marked []tracked
 	for _, c := range claims {
 		if c.DeletionTimestamp != nil {
 			continue
@@ -125,68 +137,40 @@ func (m *Manager) Collect(ctx context.Context, opts CollectOptions) (CollectResu
 			res.Skipped = append(res.Skipped, Skip{Claim: c.Name, Reason: SkipInvalid, Detail: err.Error()})
 			continue
 		}
-		if u.Since.IsZero() {
-			continue // mounted, or not tracked
-		}
-		ttl := m.defaultTTL
-		if u.HasTTL {
-			ttl = u.TTL
-		} else if ttl <= 0 {
-			continue // no TTL applies
-		}
-		groups[ttl] = append(groups[ttl], tracked{c, u})
-	}
-	var expired []tracked
-	var items []retention.Item
-	var eval retention.Result
-	ttls := make([]time.Duration, 0, len(groups))
-	for ttl := range groups {
-		ttls = append(ttls, ttl)
-	}
-	slices.Sort(ttls)
-	for _, ttl := range ttls {
-		g := groups[ttl]
-		items = items[:0]
-		for _, t := range g {
-			items = append(items, retention.Item{ID: t.claim.Name, Time: t.u.Since})
-		}
-		if err := retention.Evaluate(retention.TTL{After: ttl}, now, items, &eval); err != nil {
-			return res, fmt.Errorf("lifecycle: evaluate TTL %s: %w", retention.Format(ttl), err)
-		}
-		for i, d := range eval.Decisions {
-			if !d.Keep {
-				expired = append(expired, g[i])
-			}
-		}
-		if !eval.Next.IsZero() && (res.Next.IsZero() || eval.Next.Before(res.Next)) {
-			res.Next = eval.Next
+		if !u.Since.IsZero() {
+			marked = append(marked, tracked{c, u})
 		}
 	}
-	if !res.Next.IsZero() {
-		res.RequeueAfter = res.Next.Sub(now)
-		if res.RequeueAfter <= 0 {
-			res.RequeueAfter = time.Nanosecond
-		}
-	}
-	if len(expired) == 0 {
+	if len(marked) == 0 {
 		return res, nil
 	}
-
-	pods, err := m.listPods(ctx, opts.Scope)
+	var errs []error
+	mt, err := m.listMounters(ctx, opts.Scope, false)
 	if err != nil {
 		return res, err
 	}
+	marked = m.keepMounted(ctx, opts, mt, marked, &res, &errs)
+	expired, err := m.expired(now, marked, &res)
+	if err != nil {
+		return res, err
+	}
+	if len(expired) > 0 && (opts.Pods != nil || opts.PodSelector != nil) {
+		// The first read may have missed a pod: confirm on the API server.
+		if mt, err = m.listMounters(ctx, opts.Scope, true); err != nil {
+			return res, err
+		}
+		expired = m.keepMounted(ctx, opts, mt, expired, &res, &errs)
+	}
+	if len(expired) == 0 {
+		return res, errors.Join(errs...)
+	}
+
 	// Decide everything first, then delete: the deletes are independent and
 	// run on a few workers; outcomes land in per-claim slots so the result
 	// does not depend on their timing.
-	var todo []Deletion
+	todo := make([]Deletion, 0, len(expired))
 	for _, t := range expired {
 		c := t.claim
-		if pod, ok := pods[t.u.Pod]; ok && mounts(pod, c.Name) {
-			res.Skipped = append(res.Skipped, Skip{Claim: c.Name, Reason: SkipMounted,
-				Detail: fmt.Sprintf("pod %s mounts it; its %s annotation is out of date", pod.Name, m.ann.LastUnmountedKey())})
-			continue
-		}
 		exp := t.u.Expiry(m.defaultTTL)
 		todo = append(todo, Deletion{Claim: c.Name, UID: c.UID, ResourceVersion: c.ResourceVersion, Pod: t.u.Pod,
 			UnmountedSince: t.u.Since, Expired: exp,
@@ -195,7 +179,7 @@ func (m *Manager) Collect(ctx context.Context, opts CollectOptions) (CollectResu
 	}
 	if opts.DryRun {
 		res.Deleted = todo
-		return res, nil
+		return res, errors.Join(errs...)
 	}
 	outcomes := make([]error, len(todo))
 	attempted := make([]bool, len(todo))
@@ -217,7 +201,6 @@ func (m *Manager) Collect(ctx context.Context, opts CollectOptions) (CollectResu
 		})
 	}
 	wg.Wait()
-	var errs []error
 	for i, err := range outcomes {
 		d := todo[i]
 		switch {
@@ -235,8 +218,92 @@ func (m *Manager) Collect(ctx context.Context, opts CollectOptions) (CollectResu
 			errs = append(errs, fmt.Errorf("lifecycle: delete expired claim %s/%s: %w", opts.Namespace, d.Claim, err))
 		}
 	}
-	if len(errs) > 0 {
-		return res, joinErrs(errs)
+	return res, errors.Join(errs...)
+}
+
+// tracked is a claim marked unmounted, with its annotations read.
+type tracked struct {
+	claim *corev1.PersistentVolumeClaim
+	u     Unmount
+}
+
+// keepMounted returns the claims of ts that no pod mounts. A mounted one is
+// reported as SkipMounted and, outside a dry run, its out-of-date mark is
+// removed (guarded by its resourceVersion); a failed removal goes to errs.
+func (m *Manager) keepMounted(ctx context.Context, opts CollectOptions, mt mounters, ts []tracked, res *CollectResult, errs *[]error) []tracked {
+	out := ts[:0:0]
+	for _, t := range ts {
+		pods := mt[t.claim.Name]
+		if len(pods) == 0 {
+			out = append(out, t)
+			continue
+		}
+		detail := fmt.Sprintf("pod %s mounts it; its %s annotation is out of date", strings.Join(pods, ", "), m.ann.LastUnmountedKey())
+		if !opts.DryRun {
+			_, err := m.mutate(ctx, opts.Namespace, t.claim.Name, t.claim, func(c *corev1.PersistentVolumeClaim) (map[string]any, error) {
+				if c.UID != t.claim.UID {
+					return nil, nil // recreated: the next pass decides on it
+				}
+				return annotationPatch(m.ann.clearUnmounted(c)), nil
+			})
+			switch {
+			case err == nil:
+				detail += " and was removed"
+			case apierrors.IsNotFound(err):
+			default:
+				*errs = append(*errs, err)
+			}
+		}
+		res.Skipped = append(res.Skipped, Skip{Claim: t.claim.Name, Reason: SkipMounted, Detail: detail})
 	}
-	return res, nil
+	return out
+}
+
+// expired evaluates the TTL of each claim of ts at now, and returns those
+// whose TTL has run out; it sets res.Next and res.RequeueAfter for the rest.
+func (m *Manager) expired(now time.Time, ts []tracked, res *CollectResult) ([]tracked, error) {
+	// Group the claims by TTL: retention.TTL has a single After.
+	groups := map[time.Duration][]tracked{}
+	for _, t := range ts {
+		ttl := m.defaultTTL
+		if t.u.HasTTL {
+			ttl = t.u.TTL
+		} else if ttl <= 0 {
+			continue // no TTL applies
+		}
+		groups[ttl] = append(groups[ttl], t)
+	}
+	var expired []tracked
+	var items []retention.Item
+	var eval retention.Result
+	ttls := make([]time.Duration, 0, len(groups))
+	for ttl := range groups {
+		ttls = append(ttls, ttl)
+	}
+	slices.Sort(ttls)
+	for _, ttl := range ttls {
+		g := groups[ttl]
+		items = items[:0]
+		for _, t := range g {
+			items = append(items, retention.Item{ID: t.claim.Name, Time: t.u.Since})
+		}
+		if err := retention.Evaluate(retention.TTL{After: ttl}, now, items, &eval); err != nil {
+			return nil, fmt.Errorf("lifecycle: evaluate TTL %s: %w", retention.Format(ttl), err)
+		}
+		for i, d := range eval.Decisions {
+			if !d.Keep {
+				expired = append(expired, g[i])
+			}
+		}
+		if !eval.Next.IsZero() && (res.Next.IsZero() || eval.Next.Before(res.Next)) {
+			res.Next = eval.Next
+		}
+	}
+	if !res.Next.IsZero() {
+		res.RequeueAfter = res.Next.Sub(now)
+		if res.RequeueAfter <= 0 {
+			res.RequeueAfter = time.Nanosecond
+		}
+	}
+	return expired, nil
 }

@@ -62,23 +62,35 @@
 //   - Non-cascading (orphan) deletion of the owner deletes no claim: the
 //     garbage collector removes the owner's references from them instead.
 //   - CheckReuse never answers ReuseClaim for a claim being deleted, one that
-//     still refers to an earlier pod of the same name, or one whose TTL has
-//     run out since it was unmounted (that one it deletes first). A reused
+//     still refers to an earlier pod of the same name, one that (given the
+//     owner) still refers to an earlier owner of the same name, which the
+//     garbage collector is about to delete, or one whose TTL has run out
+//     since it was unmounted (that one it deletes first). A reused
 //     claim's last-unmounted-on is removed with a resourceVersion guard, so a
 //     collector that decided on the earlier version cannot delete it. Given
 //     the owner, it neither deletes nor writes to a claim another object
 //     controls: expired, such a claim is answered Wait, with a
 //     ConflictingController warning.
+//   - MarkUnmounted decides on a fresh read, never on the pod-delete event
+//     that triggered it: it marks a claim unmounted only when no pod of the
+//     namespace mounts it, as a list from the API server says; a late event
+//     for a pod already recreated writes nothing.
 //   - Collect deletes a claim only if it carries last-unmounted-on, its TTL
 //     (retention.TTL, from that instant) has run out, it is not being
-//     deleted and the pod named by pod-name does not exist or does not mount
-//     it; and it deletes with UID and resourceVersion preconditions, so a
-//     claim changed or recreated since the decision is never deleted. A claim
-//     whose annotations do not parse is never deleted. DryRun returns exactly
-//     the claims it would delete and why.
+//     deleted and no pod of the namespace mounts it (whatever the pod's
+//     name; for the claims about to be deleted, checked on a fresh list from
+//     the API server when the first read came from a cache); and it deletes
+//     with UID and resourceVersion preconditions, so a claim changed or
+//     recreated since the decision is never deleted. A mark found on a
+//     mounted claim is removed. A claim whose annotations do not parse is
+//     never deleted. DryRun returns exactly the claims it would delete and
+//     why.
 //   - Collect reads claims and pods with paginated lists (or the informer
 //     caches given in Scope), never one request per claim; its only other
-//     requests are the deletes.
+//     requests are the deletes, the removal of out-of-date marks and, when
+//     it is about to delete, one list of pods from the API server.
+//   - A Scope must name its namespace; objects of other namespaces served by
+//     a cluster-wide cache are ignored.
 //   - Time comes from the injected clock (Config.Clock); Collect returns when
 //     the next claim expires (RequeueAfter) instead of polling.
 //
@@ -96,6 +108,16 @@
 //     it down.
 //   - that two operators with different prefixes agree: each reads only its
 //     own annotations.
+//   - that a claim marked unmounted just before a pod was created to mount
+//     it (without CheckReuse, which clears the mark) is never deleted: that
+//     pod must exist when Collect lists pods from the API server. The PVC
+//     protection controller then still keeps the claim while the pod uses
+//     it.
+//   - that a mark is renewed when a pod mounts the claim and goes again
+//     before any Collect pass or CheckReuse saw that pod: the claim keeps the
+//     earlier instant and may expire that much early. Run Collect when pods
+//     are created (as the examples do), or call CheckReuse before creating
+//     a pod.
 //
 // Two differences from the StatefulSet controller, both deliberate: owner
 // references are matched by API group, kind and name (not by the exact

@@ -467,7 +467,7 @@ func (o *operator) step(ctx context.Context) error {
 			return err
 		}
 		i, _ := ordinalOf(pod.Name, o.name+"-")
-		if err := o.m.MarkUnmounted(ctx, o.ns, o.claimName(i), pod.Name); err != nil {
+		if _, err := o.m.MarkUnmounted(ctx, o.ns, o.claimName(i), pod.Name); err != nil {
 			return err
 		}
 	}

@@ -69,5 +69,3 @@ func (e *ConflictError) Error() string {
 }
 
 func (e *ConflictError) Unwrap() error { return ErrConflictingController }
-
-func joinErrs(errs []error) error { return errors.Join(errs...) }

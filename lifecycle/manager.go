@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -266,6 +267,15 @@ type Scope struct {
 	}
 }
 
+// validate rejects a scope that would send deletes to the wrong namespace:
+// claims are namespaced, and every delete goes to Scope.Namespace.
+func (s Scope) validate() error {
+	if s.Namespace == "" {
+		return fmt.Errorf("%w: Scope.Namespace = %q: a namespace is required (claims are deleted in it)", ErrInvalidInput, s.Namespace)
+	}
+	return nil
+}
+
 func selectorOrEverything(s labels.Selector) labels.Selector {
 	if s == nil {
 		return labels.Everything()
@@ -276,9 +286,16 @@ func selectorOrEverything(s labels.Selector) labels.Selector {
 func (m *Manager) listClaims(ctx context.Context, s Scope) ([]*corev1.PersistentVolumeClaim, error) {
 	sel := selectorOrEverything(s.Selector)
 	if s.Claims != nil {
-		out, err := s.Claims.List(sel)
+		all, err := s.Claims.List(sel)
 		if err != nil {
 			return nil, fmt.Errorf("lifecycle: list claims in %s from cache: %w", s.Namespace, err)
+		}
+		// A cluster-wide lister serves every namespace: keep the scope's.
+		out := all[:0:0]
+		for _, c := range all {
+			if c.Namespace == s.Namespace {
+				out = append(out, c)
+			}
 		}
 		return out, nil
 	}
@@ -299,18 +316,41 @@ func (m *Manager) listClaims(ctx context.Context, s Scope) ([]*corev1.Persistent
 	}
 }
 
-func (m *Manager) listPods(ctx context.Context, s Scope) (map[string]*corev1.Pod, error) {
-	sel := selectorOrEverything(s.PodSelector)
-	byName := map[string]*corev1.Pod{}
-	if s.Pods != nil {
-		pods, err := s.Pods.List(sel)
+// mounters maps a claim name to the pods of the scope's namespace that have
+// a volume for it, whatever their names: a claim may be mounted by a pod other
+// than the one its pod-name annotation names.
+type mounters map[string][]string
+
+func (mt mounters) add(pod *corev1.Pod) {
+	for i := range pod.Spec.Volumes {
+		if v := pod.Spec.Volumes[i].PersistentVolumeClaim; v != nil && !slices.Contains(mt[v.ClaimName], pod.Name) {
+			mt[v.ClaimName] = append(mt[v.ClaimName], pod.Name)
+		}
+	}
+}
+
+// listMounters reads which pods of s mount which claims. A live read is a
+// paginated list of every pod of the namespace from the API server, whatever
+// s.PodSelector says: it is the read a deletion or an unmount mark rests on.
+// Otherwise the pods of s.PodSelector are read from s.Pods when it is set, or
+// listed from the API server.
+func (m *Manager) listMounters(ctx context.Context, s Scope, live bool) (mounters, error) {
+	mt := mounters{}
+	if !live && s.Pods != nil {
+		pods, err := s.Pods.List(selectorOrEverything(s.PodSelector))
 		if err != nil {
 			return nil, fmt.Errorf("lifecycle: list pods in %s from cache: %w", s.Namespace, err)
 		}
 		for _, p := range pods {
-			byName[p.Name] = p
+			if p.Namespace == s.Namespace { // a cluster-wide lister serves every namespace
+				mt.add(p)
+			}
 		}
-		return byName, nil
+		return mt, nil
+	}
+	sel := labels.Everything()
+	if !live {
+		sel = selectorOrEverything(s.PodSelector)
 	}
 	opts := metav1.ListOptions{LabelSelector: sel.String(), Limit: m.pageSize}
 	for {
@@ -319,10 +359,10 @@ func (m *Manager) listPods(ctx context.Context, s Scope) (map[string]*corev1.Pod
 			return nil, fmt.Errorf("lifecycle: list pods in %s (%q): %w", s.Namespace, opts.LabelSelector, err)
 		}
 		for i := range list.Items {
-			byName[list.Items[i].Name] = &list.Items[i]
+			mt.add(&list.Items[i])
 		}
 		if list.Continue == "" {
-			return byName, nil
+			return mt, nil
 		}
 		opts.Continue = list.Continue
 	}
@@ -346,6 +386,9 @@ type ClaimSync struct {
 // patches); each is also in its ClaimSync.
 func (m *Manager) SyncOwner(ctx context.Context, scope Scope, owner Ref, policy Policy, members []Member) ([]ClaimSync, error) {
 	if err := policy.Validate(); err != nil {
+		return nil, err
+	}
+	if err := scope.validate(); err != nil {
 		return nil, err
 	}
 	claims, err := m.listClaims(ctx, scope)
@@ -409,6 +452,16 @@ func (m *Manager) CheckReuse(ctx context.Context, namespace, podName, claimName 
 		if err != nil {
 			return nil, err
 		}
+		if stale := staleOwner(c, owner); stale != nil {
+			// The owner was deleted and recreated under its name: the
+			// garbage collector will delete this claim with the earlier
+			// owner. Reusing it now would give the new pod a claim that is
+			// about to go.
+			dec = ReuseDecision{Verdict: Wait, Expiry: dec.Expiry, Reason: fmt.Sprintf(
+				"claim %s still belongs to an earlier %s %s (uid %s); the garbage collector deletes it with that owner",
+				c.Name, stale.Kind, stale.Name, stale.UID)}
+			return nil, nil
+		}
 		if ctl := foreignController(c, owner, podName); ctl != nil {
 			// Another object controls the claim: it is neither deleted nor
 			// written to here.
@@ -449,21 +502,51 @@ func (m *Manager) CheckReuse(ctx context.Context, namespace, podName, claimName 
 	return dec, nil
 }
 
-// MarkUnmounted records on the claim that its pod podName was deleted now
-// (see Annotations.MarkUnmounted). Call it after deleting the pod. A claim
-// that does not exist is not an error.
-func (m *Manager) MarkUnmounted(ctx context.Context, namespace, claimName, podName string) error {
+// MarkUnmounted records on the claim that its pod podName is gone: call it
+// after the pod was deleted (from a pod-delete event, however late). It
+// decides on a fresh read, never on the event: it reads the claim and lists
+// every pod of the namespace from the API server, and
+//
+//   - when no pod mounts the claim, it sets last-unmounted-on to now (see
+//     Annotations.MarkUnmounted: a claim already marked keeps its earlier
+//     instant);
+//   - when some pod mounts it (the pod was recreated, or another pod uses
+//     the claim), it writes no mark, and removes one the claim carries: that
+//     mark is out of date.
+//
+// The write carries the resourceVersion of the claim read before the pods
+// were listed, so a claim changed meanwhile (CheckReuse removing the mark
+// for a new pod) is read and decided again. A claim that does not exist or
+// is being deleted is left alone and is not an error. Each call costs one
+// get, one paginated pod list and at most one patch per attempt.
+//
+// unmounted reports that the claim now carries last-unmounted-on (written
+// now or earlier); false when a pod mounts it, or it is gone or going.
+func (m *Manager) MarkUnmounted(ctx context.Context, namespace, claimName, podName string) (unmounted bool, err error) {
+	if namespace == "" || claimName == "" {
+		return false, fmt.Errorf("%w: MarkUnmounted(namespace %q, claim %q): both are required", ErrInvalidInput, namespace, claimName)
+	}
 	now := m.clock.Now()
-	_, err := m.mutate(ctx, namespace, claimName, nil, func(c *corev1.PersistentVolumeClaim) (map[string]any, error) {
+	_, err = m.mutate(ctx, namespace, claimName, nil, func(c *corev1.PersistentVolumeClaim) (map[string]any, error) {
+		unmounted = false
 		if c.DeletionTimestamp != nil {
 			return nil, nil
 		}
+		mt, err := m.listMounters(ctx, Scope{Namespace: namespace}, true)
+		if err != nil {
+			return nil, err
+		}
+		if pods := mt[c.Name]; len(pods) > 0 {
+			logr.FromContextOrDiscard(ctx).V(1).Info("claim is mounted: not marked unmounted", "claim", c.Name, "pods", pods)
+			return annotationPatch(m.ann.clearUnmounted(c)), nil
+		}
+		unmounted = true
 		return annotationPatch(m.ann.MarkUnmounted(c, podName, now)), nil
 	})
 	if apierrors.IsNotFound(err) {
-		return nil
+		return false, nil
 	}
-	return err
+	return unmounted && err == nil, err
 }
 
 func annotationPatch(changes map[string]*string) map[string]any {
@@ -479,6 +562,22 @@ func annotationPatch(changes map[string]*string) map[string]any {
 		}
 	}
 	return map[string]any{"annotations": ann}
+}
+
+// staleOwner returns a reference of claim to an object with owner's group,
+// kind and name but another UID: an earlier owner of the same name. Nil when
+// owner or its UID is not known.
+func staleOwner(claim *corev1.PersistentVolumeClaim, owner *Ref) *metav1.OwnerReference {
+	if owner == nil || owner.UID == "" {
+		return nil
+	}
+	for i := range claim.OwnerReferences {
+		ref := &claim.OwnerReferences[i]
+		if owner.matches(ref) && ref.UID != owner.UID {
+			return ref
+		}
+	}
+	return nil
 }
 
 // foreignController returns the controller reference of claim when owner is

@@ -139,8 +139,8 @@ func TestUnmountTTLFlow(t *testing.T) {
 	if err := pods.Delete(ctx, "as-0", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.MarkUnmounted(ctx, ns, claim.Name, "as-0"); err != nil {
-		t.Fatal(err)
+	if unmounted, err := m.MarkUnmounted(ctx, ns, claim.Name, "as-0"); err != nil || !unmounted {
+		t.Fatalf("MarkUnmounted: unmounted %v, %v", unmounted, err)
 	}
 	got := must[*corev1.PersistentVolumeClaim](t)(claims.Get(ctx, claim.Name, metav1.GetOptions{}))
 	if v := got.Annotations["aerospike.travelaudience.com/last-unmounted-on"]; v != "2026-11-22T12:00:00Z" {
@@ -173,8 +173,8 @@ func TestUnmountTTLFlow(t *testing.T) {
 	if err := pods.Delete(ctx, "as-0", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.MarkUnmounted(ctx, ns, claim.Name, "as-0"); err != nil {
-		t.Fatal(err)
+	if unmounted, err := m.MarkUnmounted(ctx, ns, claim.Name, "as-0"); err != nil || !unmounted {
+		t.Fatalf("MarkUnmounted: unmounted %v, %v", unmounted, err)
 	}
 	clk.Step(59 * time.Minute)
 	if res := collect(false); len(res.Deleted) != 0 || res.RequeueAfter != time.Minute {

@@ -339,9 +339,11 @@ func backupRef(b *api.AerospikeNamespaceBackup) *corev1.ObjectReference {
 // markUnmounted records on the claim that its pod podName is gone, now:
 // the seed's last-unmounted-on annotation, set when the pod that mounted the
 // claim is deleted. Only a claim that belongs to the pod (its pod-name
-// annotation names it) is marked, and only once; it reports whether it
-// marked it (in a dry run: would have). Claims outside --claim-selector are
-// left alone.
+// annotation names it) is looked at. lifecycle decides on a fresh list of
+// the namespace's pods, not on the event, which may come late: a claim that
+// a pod mounts again is not marked (and an out-of-date mark is removed). It
+// reports whether the claim is marked unmounted (in a dry run: would be).
+// Claims outside --claim-selector are left alone.
 func (c *collector) markUnmounted(ctx context.Context, claimName, podName string) (bool, error) {
 	ann := c.lifecycle.Annotations()
 	claim, err := c.claims.PersistentVolumeClaims(c.namespace).Get(ctx, claimName, metav1.GetOptions{})
@@ -351,20 +353,15 @@ func (c *collector) markUnmounted(ctx context.Context, claimName, podName string
 	if err != nil {
 		return false, err
 	}
-	if claim.Annotations[ann.PodNameKey()] != podName {
+	if claim.Annotations[ann.PodNameKey()] != podName || claim.DeletionTimestamp != nil {
 		return false, nil
 	}
 	if sel := c.claimScope.Selector; sel != nil && !sel.Matches(labels.Set(claim.Labels)) {
 		return false, nil // not one of the claims this collector looks after
 	}
-	if _, done := claim.Annotations[ann.LastUnmountedKey()]; done || claim.DeletionTimestamp != nil {
-		return false, nil
-	}
 	if c.dryRun {
-		return true, nil
+		_, done := claim.Annotations[ann.LastUnmountedKey()]
+		return !done, nil
 	}
-	if err := c.lifecycle.MarkUnmounted(ctx, c.namespace, claimName, podName); err != nil {
-		return false, err
-	}
-	return true, nil
+	return c.lifecycle.MarkUnmounted(ctx, c.namespace, claimName, podName)
 }
