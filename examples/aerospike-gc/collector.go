@@ -162,6 +162,31 @@ func dataPrefix(b *api.AerospikeNamespaceBackup) string {
 	return p + "/" + b.Namespace + "/" + b.Name + "/"
 }
 
+// nestedWith returns a backup of all, other than b, whose data in the same
+// bucket lies under b's data prefix, or under which b's lies; nil if none.
+// Two prefixes in the same bucket are compared whatever their credentials:
+// the same bucket name behind another endpoint is refused too, which costs
+// a kept backup at worst.
+func nestedWith(b *api.AerospikeNamespaceBackup, all []*api.AerospikeNamespaceBackup) *api.AerospikeNamespaceBackup {
+	url, err := storageURL(b.Spec.Storage)
+	if err != nil {
+		return nil
+	}
+	p := dataPrefix(b)
+	for _, o := range all {
+		if o.Name == b.Name { // the same backup: all are of one namespace
+			continue
+		}
+		if u, err := storageURL(o.Spec.Storage); err != nil || u != url {
+			continue
+		}
+		if q := dataPrefix(o); strings.HasPrefix(q, p) || strings.HasPrefix(p, q) {
+			return o
+		}
+	}
+	return nil
+}
+
 // pass runs one collection over the backups and the claims of the
 // namespace. Errors that concern one backup are in its outcome (and its
 // event and condition); the error is for what stopped the pass.
@@ -203,7 +228,7 @@ func (c *collector) pass(ctx context.Context) (report, error) {
 			soonest(at)
 			continue
 		default:
-			o = c.collectBackup(ctx, b)
+			o = c.collectBackup(ctx, b, list)
 		}
 		if !o.Deleted && !c.dryRun && o.Reason != "" {
 			c.notBefore[b.UID] = now.Add(c.retryAfter)
@@ -236,7 +261,11 @@ func (c *collector) pass(ctx context.Context) (report, error) {
 // reads the backup afresh and decides again first: the cache may be behind
 // a change of spec.ttl. The resource is deleted only after the data is, and
 // only in the version decided on (UID and resourceVersion preconditions).
-func (c *collector) collectBackup(ctx context.Context, cached *api.AerospikeNamespaceBackup) outcome {
+//
+// It refuses, and keeps the backup, when the data prefix of another backup of
+// all (the namespace's) in the same bucket nests with this one's: deleting
+// this data would delete some of the other's.
+func (c *collector) collectBackup(ctx context.Context, cached *api.AerospikeNamespaceBackup, all []*api.AerospikeNamespaceBackup) outcome {
 	log := logr.FromContextOrDiscard(ctx).WithValues("backup", cached.Name)
 	b, err := c.backups.Get(ctx, cached.Namespace, cached.Name)
 	switch {
@@ -257,6 +286,11 @@ func (c *collector) collectBackup(ctx context.Context, cached *api.AerospikeName
 	}
 	prefix := dataPrefix(b)
 	where := url + "/" + prefix
+	if o := nestedWith(b, all); o != nil {
+		return c.keep(ctx, b, api.ReasonNestedPrefix, fmt.Sprintf(
+			"the data of backup %s is under %s%s, which nests with %s: deleting %s would delete some of its data; nothing was deleted, move one of them",
+			o.Name, url+"/", dataPrefix(o), where, where))
+	}
 	scheme, _ := backupstore.Scheme(url) // valid: storageURL built it
 
 	creds, err := backupstore.LoadCredentials(ctx, c.secrets, b.Namespace, s.Secret, scheme)

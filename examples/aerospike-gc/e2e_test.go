@@ -328,6 +328,54 @@ func TestBackupChangedMeanwhileIsKept(t *testing.T) {
 	}
 }
 
+// A backup whose spec.storage.prefix puts its data under another backup's
+// data prefix: when the outer one expires, deleting its data would delete the
+// inner one's. Both are kept, with their data, and the expired one says why.
+func TestNestedDataPrefixesAreNeverDeleted(t *testing.T) {
+	k := testenv.StartKubernetes(t)
+	client := installCRD(t, k.Config)
+	store := testenv.S3(t)
+	bucket := store.Open(t)
+	ctx := context.Background()
+	ns := k.Namespace
+	createSecret(t, k, "minio", testenv.S3SecretAccessKey, store)
+	createBackup(t, client, ns, "outer", "7d", "minio", store.Bucket)
+	createBackupWithPrefix(t, client, ns, "inner", "30d", "minio", store.Bucket, "backups/"+ns+"/outer")
+	keys := []string{"backups/" + ns + "/outer/part-0001.asb", "backups/" + ns + "/outer/" + ns + "/inner/part-0001.asb"}
+	for _, key := range keys {
+		if err := bucket.WriteAll(ctx, key, []byte("data of "+key), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	manager, err := lifecycle.New(lifecycle.Config{Client: k.Client.CoreV1()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &collector{
+		namespace: ns, backups: racingBackups{dynamicBackups{client: client}, func() {}},
+		secrets: k.Client.CoreV1(), claims: k.Client.CoreV1(), open: openBucket,
+		lifecycle: manager, claimScope: lifecycle.Scope{Namespace: ns},
+		recorder: lifecycle.EventFunc(func(runtime.Object, string, string, string) {}),
+		clock:    clocktesting.NewFakeClock(time.Now().Add(8 * retention.Day)), retryAfter: time.Minute,
+		notBefore: map[types.UID]time.Time{},
+	}
+	for _, dry := range []bool{true, false} {
+		c.dryRun = dry
+		rep, err := c.pass(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Backups) != 1 || rep.Backups[0].Backup != "outer" || rep.Backups[0].Deleted || rep.Backups[0].Reason != api.ReasonNestedPrefix {
+			t.Errorf("dry run %v: outcomes %+v, want outer kept as %s", dry, rep.Backups, api.ReasonNestedPrefix)
+		}
+	}
+	assertKeys(t, bucket, ns, keys)
+	assertBackups(t, client, ns, "inner", "outer")
+	if cond := condition(t, client, ns, "outer"); cond == nil || cond.Reason != api.ReasonNestedPrefix || !strings.Contains(cond.Message, "inner") {
+		t.Errorf("condition of outer: %+v, want DataDeleted=False NestedPrefix naming inner", cond)
+	}
+}
+
 // The command itself, flags and all, with leader election, against the test
 // API server's kubeconfig and the real clock, stopped with SIGINT as a pod
 // is with SIGTERM: a backup with a two-second TTL is collected.
@@ -570,11 +618,16 @@ func createSecret(t *testing.T, k *testenv.Kubernetes, name, secretKey string, s
 
 func createBackup(t *testing.T, client dynamic.Interface, namespace, name, ttl, secret, bucket string) {
 	t.Helper()
+	createBackupWithPrefix(t, client, namespace, name, ttl, secret, bucket, "")
+}
+
+func createBackupWithPrefix(t *testing.T, client dynamic.Interface, namespace, name, ttl, secret, bucket, prefix string) {
+	t.Helper()
 	u, err := toUnstructured(&api.AerospikeNamespaceBackup{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
 		Spec: api.AerospikeNamespaceBackupSpec{
 			Target:  api.TargetNamespace{Cluster: "orders", Namespace: "orders"},
-			Storage: api.BackupStorageSpec{Type: "s3", Bucket: bucket, Secret: secret},
+			Storage: api.BackupStorageSpec{Type: "s3", Bucket: bucket, Secret: secret, Prefix: prefix},
 			TTL:     ttl,
 		},
 	})

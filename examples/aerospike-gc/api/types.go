@@ -102,6 +102,11 @@ const (
 	// ReasonDeletionFailed: the store refused or failed the deletion, or
 	// could not be reached; some data may be left.
 	ReasonDeletionFailed = "DeletionFailed"
+	// ReasonNestedPrefix: another backup's data prefix in the same bucket
+	// lies inside this one's, or this one's inside it: deleting this data
+	// would delete some of the other's. Neither is deleted until a person
+	// moves one of them.
+	ReasonNestedPrefix = "NestedPrefix"
 )
 
 // DefaultPrefix is spec.storage.prefix when it is empty.
