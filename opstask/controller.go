@@ -456,7 +456,7 @@ func (c *Controller) syncQueue(ctx context.Context, q []*Task, now time.Time, sl
 			return next, nil
 		}
 		slot = false // start takes the reservation over
-		return next, c.start(ctx, k, t, now)
+		return next, c.start(ctx, k, t)
 	}
 	return next, nil
 }
@@ -529,22 +529,24 @@ func (c *Controller) releaseSlot() {
 }
 
 // start claims a pending task (Pending → InProgress, guarded by its
-// resourceVersion) and runs it in the slot reserved for it.
-func (c *Controller) start(ctx context.Context, k *Kind, t *Task, now time.Time) error {
+// resourceVersion) and runs it in the slot reserved for it. The claim is the
+// lease's first write, so it has the lease's deadline too: a claim that
+// takes longer than 2/3 of the lease is given up, not run.
+func (c *Controller) start(ctx context.Context, k *Kind, t *Task) error {
 	runID := c.newRunID()
-	if err := t.Status.Transition(TaskStateInProgress, now, runID, "execution started"); err != nil {
+	l := c.newLease(t, runID)
+	err := l.write(ctx, func(t *Task, now time.Time) error {
+		return t.Status.Transition(TaskStateInProgress, now, runID, "execution started")
+	})
+	if err != nil {
 		c.releaseSlot()
-		return err
-	}
-	if err := c.cfg.Store.UpdateStatus(ctx, t); err != nil {
-		c.releaseSlot()
-		if errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) {
+		if errors.Is(err, ErrLostClaim) {
 			c.notify() // another controller got there first: look again
 			return nil
 		}
 		return fmt.Errorf("opstask: start task %s: %w", t.Key(), err)
 	}
-	c.launch(ctx, k, t, runID, false)
+	c.launch(ctx, k, l, false)
 	return nil
 }
 
@@ -603,20 +605,20 @@ func (c *Controller) checkForeign(ctx context.Context, t *Task, now time.Time) (
 		c.notify()
 		return time.Time{}, nil
 	}
-	if err := t.Status.Progress(now, runID, fmt.Sprintf("resumed: run %s stopped renewing", prev)); err != nil {
+	l := c.newLease(t, runID)
+	err = l.write(ctx, func(t *Task, now time.Time) error {
+		return t.Status.Progress(now, runID, fmt.Sprintf("resumed: run %s stopped renewing", prev))
+	})
+	if err != nil {
 		c.releaseSlot()
-		return time.Time{}, err
-	}
-	if err := c.cfg.Store.UpdateStatus(ctx, t); err != nil {
-		c.releaseSlot()
-		if errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) {
+		if errors.Is(err, ErrLostClaim) {
 			c.notify()
 			return time.Time{}, nil
 		}
 		return time.Time{}, fmt.Errorf("opstask: take over task %s: %w", t.Key(), err)
 	}
 	logr.FromContextOrDiscard(ctx).Info("opstask taking over interrupted execution", "task", t.Key(), "previousRun", prev, "run", runID)
-	c.launch(ctx, k, t, runID, true)
+	c.launch(ctx, k, l, true)
 	return time.Time{}, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -92,6 +93,36 @@ func (w *world) waitState(name string, state opstask.TaskState) *opstask.Task {
 		}
 		if time.Now().After(deadline) {
 			w.t.Fatalf("task %s did not reach %s in 10s: %+v (err %v)", name, state, task, err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// waitRenewed waits (in real time) until the task's lastOperation was
+// written at the clock's current time.
+func (w *world) waitRenewed(name string) {
+	w.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		task := w.get(name)
+		if lo := task.Status.LastOperation; lo != nil && lo.LastUpdateTime.Time.Equal(w.clock.Now()) {
+			return
+		}
+		if time.Now().After(deadline) {
+			w.t.Fatalf("task %s not renewed at %v in 10s: %+v", name, w.clock.Now(), task.Status.LastOperation)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// waitStarted waits (in real time) until g started the task: the
+// execution's timers exist from then on.
+func (w *world) waitStarted(g *gate, name string) {
+	w.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !slices.Contains(g.startedList(), name) {
+		if time.Now().After(deadline) {
+			w.t.Fatalf("task %s not started in 10s", name)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -220,15 +251,22 @@ func TestTimeoutFailsTheTask(t *testing.T) {
 	w.create("slow", "etcd-main", map[string]any{"snapshot": map[string]any{}})
 	w.sync(t.Context(), c)
 	w.waitState("slow", opstask.TaskStateInProgress)
-	// Renewals keep the lease while the executor runs.
-	for range 7 {
-		w.clock.Step(time.Minute)
-		time.Sleep(5 * time.Millisecond)
+	w.waitStarted(g, "slow") // its timers are set
+	// Renewals (every 20s) keep the lease while the executor runs. Each
+	// step waits for its renewal: a claim not confirmed for 2/3 of the lease
+	// is given up.
+	for range 7 * 3 {
+		w.clock.Step(20 * time.Second)
+		w.waitRenewed("slow")
 	}
 	if got := w.get("slow").State(); got != opstask.TaskStateInProgress {
 		t.Fatalf("after 7 of 8 minutes: %s, want InProgress", got)
 	}
-	w.clock.Step(time.Minute)
+	w.clock.Step(20 * time.Second)
+	w.waitRenewed("slow")
+	w.clock.Step(20 * time.Second)
+	w.waitRenewed("slow")
+	w.clock.Step(20 * time.Second) // 8 minutes
 	failed := w.waitState("slow", opstask.TaskStateFailed)
 	if e := lastError(failed); e.Code != opstask.CodeTimeout {
 		t.Errorf("timeout recorded as %+v, want code Timeout", e)

@@ -74,10 +74,18 @@
 //     the executor again with Run.Resumed set if the kind is Resumable, fails
 //     the task with code Interrupted if not, and with code Timeout if the
 //     kind's timeout (counted from startedAt) has passed.
-//   - A controller that lost its claim (its renewal conflicted, or it could
-//     not renew for 2/3 of the lease) cancels its executor's context with
+//   - A controller that lost its claim cancels its executor's context with
 //     cause ErrLostClaim and writes nothing more; a timeout cancels it with
-//     cause ErrTimeout and fails the task with code Timeout.
+//     cause ErrTimeout and fails the task with code Timeout. A claim is
+//     lost when a write conflicts or finds the task gone, and when no write
+//     confirmed it for 2/3 of LeaseDuration: the claim counts as confirmed
+//     until 2/3 of the lease after the start of its last successful write
+//     (the others count their lease from when they see that write, which is
+//     later). Every write of a claim (taking it, renewals, progress
+//     reports, the final state) has that instant as its deadline on
+//     Config.Clock, and a watchdog timer cancels the executor at that
+//     instant even while a write still hangs (client-go has no request
+//     timeout by default).
 //   - A controller that is stopped (Run's context canceled) cancels its
 //     executors and leaves their tasks InProgress, untouched, for takeover:
 //     shutting down is not a failure.
@@ -96,10 +104,19 @@
 //
 // It does not guarantee:
 //
-//   - fencing of side effects. A controller that lost its claim learns it at
-//     its next write (at most LeaseDuration/3 later) or after 2/3 of the lease
-//     without a successful write; until its executor honors the canceled
-//     context, it may still run while another controller resumes the task.
+//   - fencing of side effects. The lease only stops this controller's
+//     executor a third of the lease before another controller may take over.
+//     What that does not cover: an executor that does not honor its canceled
+//     context (or a side effect already sent when it is canceled) may still
+//     act while another controller resumes the task; a controller whose
+//     process is paused (a long garbage collection, a suspended VM) for more
+//     than a third of the lease runs its watchdog too late; the lease is
+//     measured on each controller's own clock, so clocks that run at
+//     different rates shift the margin (their offsets do not matter). A
+//     write the store applies after the controller gave it up is no overlap
+//     (the executor was canceled at the same instant) but delays the
+//     takeover by up to a lease. A controller that lost its claim by a
+//     conflict learns it at its next write, at most LeaseDuration/3 later.
 //     Executors whose side effects must never overlap need their own fence
 //     (e.g. the runID on the object they change).
 //   - queue order for a task that becomes visible later than Settle after
