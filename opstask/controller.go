@@ -88,8 +88,8 @@ type Controller struct {
 	wg       sync.WaitGroup
 }
 
-// observation is when this controller first saw an InProgress task of
-// another run at its current version.
+// observation is when this controller first saw a task claimed by another
+// run (an execution or a cleanup) at its current version.
 type observation struct {
 	rv     string
 	seenAt time.Time
@@ -308,11 +308,12 @@ func (c *Controller) Sync(ctx context.Context) (time.Duration, error) {
 	return d, errors.Join(errs...)
 }
 
-// forgetObservations drops lease observations of tasks no longer InProgress.
+// forgetObservations drops lease observations of tasks no longer claimed
+// (InProgress, or in a cleanup).
 func (c *Controller) forgetObservations(tasks []*Task) {
 	inProgress := make(map[string]bool, len(tasks))
 	for _, t := range tasks {
-		if t.State() == TaskStateInProgress {
+		if t.State() == TaskStateInProgress || cleanupClaimed(t) {
 			inProgress[t.Key()] = true
 		}
 	}
@@ -559,14 +560,8 @@ func (c *Controller) checkForeign(ctx context.Context, t *Task, now time.Time) (
 		c.mu.Unlock()
 		return time.Time{}, nil
 	}
-	o, ok := c.observed[t.Key()]
-	if !ok || o.rv != t.ResourceVersion {
-		o = observation{rv: t.ResourceVersion, seenAt: now}
-		c.observed[t.Key()] = o
-	}
 	c.mu.Unlock()
-	expires := o.seenAt.Add(c.cfg.LeaseDuration)
-	if now.Before(expires) {
+	if expires := c.leaseExpiry(t, now); now.Before(expires) {
 		return expires, nil
 	}
 	if !c.reserveSlot() {
@@ -704,44 +699,111 @@ func (c *Controller) expiry(t *Task, now time.Time) (*Expired, time.Time, error)
 }
 
 // cleanup deletes a finished task whose TTL ran out, after the kind's
-// cleanup, and otherwise returns when it runs out.
+// cleanup, and otherwise returns when it runs out. A cleanup is claimed like
+// an execution: lastOperation Cleanup/InProgress with this controller's run
+// ID, renewed through a lease (see lease) while Kind.Cleanup runs, so that
+// of several controllers only one runs a task's cleanup at a time. Another
+// controller's claim is taken over only when nobody wrote the task for
+// LeaseDuration.
 func (c *Controller) cleanup(ctx context.Context, t *Task, now time.Time) (time.Time, error) {
 	e, next, err := c.expiry(t, now)
 	if err != nil || e == nil {
 		return next, err
 	}
-	log := logr.FromContextOrDiscard(ctx)
+	log := logr.FromContextOrDiscard(ctx).WithValues("task", t.Key())
 	k := c.kinds[t.Kind()]
-	if k != nil && k.Cleanup != nil {
-		runID := c.newRunID()
-		if err := t.Status.Cleanup(now, LastOperationStateInProgress, runID, "deleting what the task created"); err != nil {
-			return time.Time{}, err
-		}
-		if err := c.cfg.Store.UpdateStatus(ctx, t); err != nil {
+	if k == nil || k.Cleanup == nil {
+		if err := c.cfg.Store.Delete(ctx, t); err != nil {
 			if errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) {
-				c.notify()
 				return time.Time{}, nil
 			}
-			return time.Time{}, fmt.Errorf("opstask: begin cleanup of task %s: %w", t.Key(), err)
+			return time.Time{}, fmt.Errorf("opstask: delete task %s: %w", t.Key(), err)
 		}
-		if err := k.Cleanup(ctx, t.DeepCopy()); err != nil {
-			_ = t.Status.Cleanup(now, LastOperationStateFailed, runID, err.Error())
-			t.Status.AddError(CodeCleanupFailed, err.Error(), now)
-			if uerr := c.cfg.Store.UpdateStatus(ctx, t); uerr != nil && !errors.Is(uerr, ErrConflict) && !errors.Is(uerr, ErrNotFound) {
-				log.Error(uerr, "opstask could not record failed cleanup", "task", t.Key())
-			}
-			log.Info("opstask cleanup failed; retrying", "task", t.Key(), "error", err.Error())
-			return now.Add(c.cfg.RetryInterval), nil
-		}
+		log.V(1).Info("opstask task deleted after its TTL", "state", t.State())
+		return time.Time{}, nil
 	}
-	if err := c.cfg.Store.Delete(ctx, t); err != nil {
-		if errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) {
+
+	desc := "deleting what the task created"
+	if lo := t.Status.LastOperation; cleanupClaimed(t) {
+		// Another run's cleanup (this controller's own cleanups end before
+		// the Sync that started them): it holds the task until nobody
+		// wrote it for LeaseDuration.
+		if expires := c.leaseExpiry(t, now); now.Before(expires) {
+			return expires, nil
+		}
+		desc = fmt.Sprintf("resumed: cleanup run %s stopped renewing; deleting what the task created", lo.RunID)
+	}
+	runID := c.newRunID()
+	l := c.newLease(t, runID)
+	err = l.write(ctx, func(t *Task, now time.Time) error {
+		return t.Status.Cleanup(now, LastOperationStateInProgress, runID, desc)
+	})
+	if err != nil {
+		if errors.Is(err, ErrLostClaim) {
+			c.notify() // another controller got there first: look again
+			return time.Time{}, nil
+		}
+		return time.Time{}, fmt.Errorf("opstask: begin cleanup of task %s: %w", t.Key(), err)
+	}
+	log = log.WithValues("run", runID)
+	cleanCtx, cancel := context.WithCancelCause(ctx)
+	stop := l.keep(ctx, cancel, func(t *Task, now time.Time) error {
+		return t.Status.Cleanup(now, LastOperationStateInProgress, runID, desc)
+	})
+	err = k.Cleanup(cleanCtx, l.last())
+	stop()
+	cancel(nil)
+	switch {
+	case ctx.Err() != nil:
+		// The controller stops: the claim lapses and another controller
+		// (or this one, restarted) takes the cleanup over.
+		return time.Time{}, ctx.Err()
+	case l.isLost():
+		log.Info("opstask cleanup abandoned: claim lost", "error", err)
+		c.notify()
+		return time.Time{}, nil
+	case err != nil:
+		werr := l.write(ctx, func(t *Task, now time.Time) error {
+			if err := t.Status.Cleanup(now, LastOperationStateFailed, runID, err.Error()); err != nil {
+				return err
+			}
+			t.Status.AddError(CodeCleanupFailed, err.Error(), now)
+			return nil
+		})
+		if werr != nil && !errors.Is(werr, ErrLostClaim) {
+			log.Error(werr, "opstask could not record failed cleanup")
+		}
+		log.Info("opstask cleanup failed; retrying", "error", err.Error())
+		return c.cfg.Clock.Now().Add(c.cfg.RetryInterval), nil
+	}
+	if err := l.delete(ctx); err != nil {
+		if errors.Is(err, ErrLostClaim) {
 			return time.Time{}, nil
 		}
 		return time.Time{}, fmt.Errorf("opstask: delete task %s: %w", t.Key(), err)
 	}
-	log.V(1).Info("opstask task deleted after its TTL", "task", t.Key(), "state", t.State())
+	log.V(1).Info("opstask task deleted after its TTL and cleanup", "state", t.State())
 	return time.Time{}, nil
+}
+
+// cleanupClaimed reports whether a run claims t's cleanup: its last
+// operation is a Cleanup in progress.
+func cleanupClaimed(t *Task) bool {
+	lo := t.Status.LastOperation
+	return t.State().Finished() && lo != nil && lo.Type == LastOperationTypeCleanup && lo.State == LastOperationStateInProgress
+}
+
+// leaseExpiry returns when the claim of another run on t lapses: LeaseDuration
+// after this controller first saw t at its current version.
+func (c *Controller) leaseExpiry(t *Task, now time.Time) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	o, ok := c.observed[t.Key()]
+	if !ok || o.rv != t.ResourceVersion {
+		o = observation{rv: t.ResourceVersion, seenAt: now}
+		c.observed[t.Key()] = o
+	}
+	return o.seenAt.Add(c.cfg.LeaseDuration)
 }
 
 // newRunID returns a fresh run ID.

@@ -94,19 +94,29 @@
 //     the retention package, never a second early — after the kind's Cleanup
 //     succeeded, with UID and resourceVersion preconditions. Sync returns the
 //     exact time to the next expiry, so Run wakes then and does not poll.
+//   - A cleanup runs once at a time across controllers: it is claimed like
+//     an execution (lastOperation Cleanup/InProgress with the run's ID,
+//     written guarded by the resourceVersion), renewed every LeaseDuration/3
+//     with the same deadlines and watchdog, and Kind.Cleanup's context is
+//     canceled with cause ErrLostClaim when the claim is lost. Another
+//     controller takes a cleanup over only when nobody wrote the task for
+//     LeaseDuration; the delete that follows a cleanup is guarded by the
+//     resourceVersion of the claim's last write.
 //   - LastErrors holds at most MaxLastErrors (10) entries, the newest; the
 //     generated CRD says the same (a test checks the two agree).
 //   - Writes per task: one status write per state after Pending and the
 //     delete (3 for a task that succeeds), plus one per progress report or
-//     renewal of a long execution and one for a kind with a Cleanup.
+//     renewal of a long execution, and for a kind with a Cleanup one to
+//     claim it plus one per renewal of a long cleanup.
 //   - The controller reads time only from Config.Clock and logs through the
 //     logr.Logger in Run's context.
 //
 // It does not guarantee:
 //
 //   - fencing of side effects. The lease only stops this controller's
-//     executor a third of the lease before another controller may take over.
-//     What that does not cover: an executor that does not honor its canceled
+//     executor (or Kind.Cleanup) a third of the lease before another
+//     controller may take over. What that does not cover: one that does not
+//     honor its canceled
 //     context (or a side effect already sent when it is canceled) may still
 //     act while another controller resumes the task; a controller whose
 //     process is paused (a long garbage collection, a suspended VM) for more

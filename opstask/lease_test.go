@@ -152,3 +152,100 @@ func TestHungWriteInTheLeaseLoop(t *testing.T) {
 		})
 	}
 }
+
+// A cleanup is claimed like an execution: while one controller runs a
+// task's Cleanup and renews its claim, another leaves the task alone; it
+// takes the cleanup over only after the claim lapsed for LeaseDuration.
+func TestCleanupIsClaimed(t *testing.T) {
+	t.Run("cleanup another controller runs is not run again until its claim lapses", func(t *testing.T) {
+		w := newWorld(t)
+		lease := 30 * time.Second
+		var running atomic.Int32
+		calls := make(chan string, 8)
+		release := make(chan error)
+		cleanup := func(ctx context.Context, task *opstask.Task) error {
+			if running.Add(1) > 1 {
+				t.Errorf("two cleanups of %s run at once (the second by %s)", task.Name, task.Status.LastOperation.RunID)
+			}
+			defer running.Add(-1)
+			calls <- task.Status.LastOperation.RunID
+			select {
+			case err := <-release:
+				return err
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+		}
+		nop := opstask.ExecutorFunc(func(context.Context, *opstask.Run) error { return nil })
+		kinds := []opstask.Kind{{Name: "job", Executor: nop, Cleanup: cleanup}}
+		a := w.controller(opstask.Config{Identity: "a", LeaseDuration: lease, DefaultTTL: time.Hour, Kinds: kinds})
+		b := w.controller(opstask.Config{Identity: "b", LeaseDuration: lease, DefaultTTL: time.Hour, Kinds: kinds})
+		w.create("job-1", "", map[string]any{"job": map[string]any{}})
+		ctxA, stopA := context.WithCancel(t.Context())
+		defer stopController(a, stopA)
+		ctxB, stopB := context.WithCancel(t.Context())
+		defer stopController(b, stopB)
+		w.sync(ctxA, a)
+		end := w.waitState("job-1", opstask.TaskStateSucceeded).Status.LastTransitionTime.Time
+		w.clock.SetTime(end.Add(time.Hour + time.Second)) // past the TTL
+
+		type result struct {
+			next time.Duration
+			err  error
+		}
+		syncing := func(c *opstask.Controller, ctx context.Context) <-chan result {
+			ch := make(chan result, 1)
+			go func() {
+				d, err := c.Sync(ctx)
+				ch <- result{d, err}
+			}()
+			return ch
+		}
+		aDone := syncing(a, ctxA)
+		if id := receive(t, calls, "a to start the cleanup"); !strings.HasPrefix(id, "a-") {
+			t.Fatalf("cleanup started by run %s, want one of a", id)
+		}
+		// b reads the task while a cleans it up, and a renews its claim.
+		for i := range 6 {
+			select {
+			case id := <-calls:
+				t.Fatalf("b runs the cleanup (run %s) while a runs it", id)
+			case r := <-syncing(b, ctxB):
+				if r.err != nil || r.next != lease {
+					t.Fatalf("b's Sync %d during a's cleanup: next %s, error %v; want the lease %s, nil", i, r.next, r.err, lease)
+				}
+			}
+			w.clock.Step(lease / 3)
+			w.waitRenewed("job-1")
+		}
+		if lo := w.get("job-1").Status.LastOperation; lo.Type != opstask.LastOperationTypeCleanup || lo.State != opstask.LastOperationStateInProgress || !strings.HasPrefix(lo.RunID, "a-") {
+			t.Fatalf("during a's cleanup: lastOperation %+v", lo)
+		}
+
+		// a stops mid-cleanup; its claim lapses one lease after its last
+		// renewal, as b measures it.
+		stopA()
+		if r := receive(t, aDone, "a's Sync to return after a stopped"); !errors.Is(r.err, context.Canceled) {
+			t.Errorf("a's Sync returned %v, want context.Canceled", r.err)
+		}
+		if r := receive(t, syncing(b, ctxB), "b's Sync"); r.err != nil || r.next != lease {
+			t.Fatalf("b's Sync after a stopped: next %s, error %v; want the lease %s, nil", r.next, r.err, lease)
+		}
+		w.clock.Step(lease - time.Nanosecond)
+		if r := receive(t, syncing(b, ctxB), "b's Sync"); r.err != nil || r.next != time.Nanosecond {
+			t.Fatalf("b's Sync 1ns before the lease lapses: next %s, error %v; want 1ns, nil", r.next, r.err)
+		}
+		w.clock.Step(time.Nanosecond)
+		bDone := syncing(b, ctxB)
+		if id := receive(t, calls, "b to take the cleanup over"); !strings.HasPrefix(id, "b-") {
+			t.Fatalf("cleanup taken over by run %s, want one of b", id)
+		}
+		release <- nil
+		if r := receive(t, bDone, "b's Sync"); r.err != nil {
+			t.Fatalf("b's Sync: %v", r.err)
+		}
+		if _, err := w.store.Get(t.Context(), "ns", "job-1"); !errors.Is(err, opstask.ErrNotFound) {
+			t.Errorf("after b's cleanup: task still there (%v)", err)
+		}
+	})
+}
