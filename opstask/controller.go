@@ -85,7 +85,10 @@ type Controller struct {
 	running  map[string]*runner // by task key
 	reserved int                // slots reserved for starts in flight
 	observed map[string]observation
-	wg       sync.WaitGroup
+	// withoutKind holds the UIDs of expired tasks this controller leaves
+	// alone because it lacks their kind, so that each is logged once.
+	withoutKind map[string]bool
+	wg          sync.WaitGroup
 }
 
 // observation is when this controller first saw a task claimed by another
@@ -221,8 +224,8 @@ func (c *Controller) notify() {
 
 // Sync reads every task once and acts on what it read: rejects invalid and
 // duplicate tasks, admits and starts the head of each idle queue, takes over
-// executions whose controller stopped, and cleans up tasks whose TTL ran
-// out. Executions run in goroutines under ctx: canceling it stops them as
+// executions whose controller stopped, and cleans up and deletes tasks
+// whose TTL ran out (executed tasks only if their kind is registered). Executions run in goroutines under ctx: canceling it stops them as
 // Run's shutdown does. It returns when the next Sync is due
 // because of time alone (0: none), and the first error. Run calls it; it is
 // exported for tests and for callers with their own loop.
@@ -268,11 +271,17 @@ func (c *Controller) Sync(ctx context.Context) (time.Duration, error) {
 		slot := needsSlot(q) && c.reserveSlot()
 		jobs = append(jobs, func() (time.Time, error) { return c.syncQueue(ctx, q, now, slot) })
 	}
+	var withoutKind []*Task
 	for _, t := range tasks {
-		if t.State().Finished() {
+		switch {
+		case !t.State().Finished():
+		case !c.canClean(t):
+			withoutKind = append(withoutKind, t)
+		default:
 			jobs = append(jobs, func() (time.Time, error) { return c.cleanup(ctx, t, now) })
 		}
 	}
+	c.reportWithoutKind(ctx, withoutKind, now)
 	work := make(chan func() (time.Time, error))
 	var wg sync.WaitGroup
 	for range min(syncWorkers, len(jobs)) {
@@ -324,6 +333,39 @@ func (c *Controller) forgetObservations(tasks []*Task) {
 			delete(c.observed, k)
 		}
 	}
+}
+
+// canClean reports whether this controller may clean up and delete the
+// finished task t after its TTL. Never delete what you cannot clean up: a
+// task whose kind is not registered here may have run an executor whose
+// Cleanup only a controller with the kind can run. A rejected task never
+// ran, so there is nothing to clean up whatever its kind.
+func (c *Controller) canClean(t *Task) bool {
+	return c.kinds[t.Kind()] != nil || t.State() == TaskStateRejected
+}
+
+// reportWithoutKind logs, once per task, the finished tasks past their TTL
+// that this controller leaves alone because it does not have their kind,
+// and sets the metric that counts them.
+func (c *Controller) reportWithoutKind(ctx context.Context, tasks []*Task, now time.Time) {
+	log := logr.FromContextOrDiscard(ctx)
+	expired := map[string]bool{}
+	byKind := map[string]int{}
+	c.mu.Lock()
+	for _, t := range tasks {
+		if e, _, err := c.expiry(t, now); err != nil || e == nil {
+			continue
+		}
+		expired[t.UID] = true
+		byKind[t.Kind()]++
+		if !c.withoutKind[t.UID] {
+			log.Info("opstask leaves a finished task past its TTL alone: its kind is not registered in this controller, which cannot run its Cleanup; a controller that has the kind cleans it up and deletes it",
+				"task", t.Key(), "kind", t.Kind(), "state", t.State())
+		}
+	}
+	c.withoutKind = expired
+	c.mu.Unlock()
+	c.cfg.Metrics.setWithoutKind(byKind)
 }
 
 // oldestUnfinished returns the first unfinished task of a sorted queue, or
@@ -645,7 +687,8 @@ type Expired struct {
 }
 
 // DryRun returns the tasks that Sync would clean up and delete if it ran
-// now, and why, without changing anything.
+// now, and why, without changing anything. Like Sync, it leaves out
+// executed tasks whose kind is not registered in this controller.
 func (c *Controller) DryRun(ctx context.Context) ([]Expired, error) {
 	tasks, err := c.cfg.Store.List(ctx)
 	if err != nil {
@@ -655,7 +698,7 @@ func (c *Controller) DryRun(ctx context.Context) ([]Expired, error) {
 	var out []Expired
 	var errs []error
 	for _, t := range tasks {
-		if !t.State().Finished() {
+		if !t.State().Finished() || !c.canClean(t) {
 			continue
 		}
 		e, _, err := c.expiry(t, now)
@@ -711,7 +754,7 @@ func (c *Controller) cleanup(ctx context.Context, t *Task, now time.Time) (time.
 		return next, err
 	}
 	log := logr.FromContextOrDiscard(ctx).WithValues("task", t.Key())
-	k := c.kinds[t.Kind()]
+	k := c.kinds[t.Kind()] // nil only for a rejected task: see canClean
 	if k == nil || k.Cleanup == nil {
 		if err := c.cfg.Store.Delete(ctx, t); err != nil {
 			if errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) {

@@ -496,3 +496,73 @@ func TestPreconditionInvalidSpecRejects(t *testing.T) {
 	g.ch("good") <- nil
 	w.waitState("good", opstask.TaskStateSucceeded)
 }
+
+// A controller that does not have a task's kind cannot run its Cleanup, so
+// it never deletes an executed task of that kind: it leaves it, past its
+// TTL, for a controller that has the kind, and says so in a metric. A
+// rejected task never ran, so there is nothing to clean up and any
+// controller deletes it after its TTL.
+func TestExpiredTaskOfAnUnregisteredKind(t *testing.T) {
+	w := newWorld(t)
+	var cleaned atomic.Int32
+	nop := opstask.ExecutorFunc(func(context.Context, *opstask.Run) error { return nil })
+	full := w.controller(opstask.Config{Identity: "full", DefaultTTL: time.Hour, Kinds: []opstask.Kind{
+		{Name: "snapshot", Executor: nop},
+		{Name: "copy", Executor: nop, Cleanup: func(context.Context, *opstask.Task) error { cleaned.Add(1); return nil }},
+	}})
+	reg := prometheus.NewRegistry()
+	m, err := opstask.NewMetrics(reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	partial := w.controller(opstask.Config{Identity: "partial", DefaultTTL: time.Hour, Metrics: m, Kinds: []opstask.Kind{
+		{Name: "snapshot", Executor: nop},
+	}})
+	w.create("copy-1", "", map[string]any{"copy": map[string]any{}})
+	w.sync(t.Context(), full)
+	w.waitState("copy-1", opstask.TaskStateSucceeded)
+	w.create("copy-2", "", map[string]any{"copy": map[string]any{}})
+	w.sync(t.Context(), partial) // rejects copy-2: no such kind here
+	w.waitState("copy-2", opstask.TaskStateRejected)
+	w.clock.Step(2 * time.Hour)
+
+	t.Run("controller without the kind leaves an executed task past its TTL alone", func(t *testing.T) {
+		dry, err := partial.DryRun(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var would []string
+		for _, e := range dry {
+			would = append(would, e.Task.Name)
+		}
+		if strings.Join(would, ",") != "copy-2" {
+			t.Errorf("dry run of the controller without the kind would delete %v, want [copy-2]", would)
+		}
+		if d := w.sync(t.Context(), partial); d != 0 {
+			t.Errorf("Sync wants to look again in %s for a task it leaves alone", d)
+		}
+		if _, err := w.store.Get(t.Context(), "ns", "copy-1"); err != nil {
+			t.Fatalf("the controller without the kind deleted copy-1 without its Cleanup: %v", err)
+		}
+		if _, err := w.store.Get(t.Context(), "ns", "copy-2"); !errors.Is(err, opstask.ErrNotFound) {
+			t.Errorf("rejected copy-2 not deleted after its TTL: %v", err)
+		}
+		want := `# HELP operator_expired_tasks_without_kind Finished tasks past their TTL that this controller leaves alone, neither cleaned up nor deleted, because their kind is not registered here.
+# TYPE operator_expired_tasks_without_kind gauge
+operator_expired_tasks_without_kind{type="copy"} 1
+`
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "operator_expired_tasks_without_kind"); err != nil {
+			t.Error(err)
+		}
+	})
+	t.Run("controller with the kind cleans it up and deletes it", func(t *testing.T) {
+		w.sync(t.Context(), full)
+		if _, err := w.store.Get(t.Context(), "ns", "copy-1"); !errors.Is(err, opstask.ErrNotFound) || cleaned.Load() != 1 {
+			t.Errorf("after the controller with the kind: get %v, cleanups %d; want not found, 1", err, cleaned.Load())
+		}
+		w.sync(t.Context(), partial)
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(""), "operator_expired_tasks_without_kind"); err != nil {
+			t.Error(err)
+		}
+	})
+}

@@ -94,6 +94,12 @@
 //     the retention package, never a second early — after the kind's Cleanup
 //     succeeded, with UID and resourceVersion preconditions. Sync returns the
 //     exact time to the next expiry, so Run wakes then and does not poll.
+//   - Never delete what you cannot clean up: a controller that does not
+//     have a task's kind registered leaves a finished task of that kind
+//     alone after its TTL (it logs it once and counts it in the metric
+//     operator_expired_tasks_without_kind; DryRun leaves it out), for a
+//     controller that has the kind to clean up and delete. A rejected task
+//     never ran, so any controller deletes it after its TTL.
 //   - A cleanup runs once at a time across controllers: it is claimed like
 //     an execution (lastOperation Cleanup/InProgress with the run's ID,
 //     written guarded by the resourceVersion), renewed every LeaseDuration/3
