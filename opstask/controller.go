@@ -684,6 +684,11 @@ type Expired struct {
 	// TTL is the time-to-live that applied: spec.ttlSecondsAfterFinished or
 	// Config.DefaultTTL.
 	TTL time.Duration
+	// At is when the TTL ran out: TTL after the end of the second
+	// FinishedAt falls in (timestamps in Kubernetes are truncated to the
+	// second, so the task may have finished up to a second after
+	// FinishedAt).
+	At time.Time
 }
 
 // DryRun returns the tasks that Sync would clean up and delete if it ran
@@ -725,20 +730,25 @@ func (c *Controller) expiry(t *Task, now time.Time) (*Expired, time.Time, error)
 		}
 		ttl = d
 	}
-	var res retention.Result
-	items := []retention.Item{{ID: t.Key(), Time: t.Status.finishedAt()}}
-	if items[0].Time.IsZero() {
+	finished := t.Status.finishedAt()
+	if finished.IsZero() {
 		// A finished task without a transition time was written by
 		// someone else; count from its creation rather than keep it forever.
-		items[0].Time = t.CreationTimestamp
+		finished = t.CreationTimestamp
 	}
+	// Kubernetes truncates timestamps to the second: a task stamped
+	// 10:00:00 may have finished at 10:00:00.9. Counting from the end of
+	// the second makes the TTL never run out early (and up to a second
+	// late).
+	var res retention.Result
+	items := []retention.Item{{ID: t.Key(), Time: finished.Truncate(time.Second).Add(time.Second)}}
 	if err := retention.Evaluate(retention.TTL{After: ttl}, now, items, &res); err != nil {
 		return nil, time.Time{}, err
 	}
 	if res.Decisions[0].Keep {
 		return nil, res.Next, nil
 	}
-	return &Expired{Task: t, FinishedAt: items[0].Time, TTL: ttl}, time.Time{}, nil
+	return &Expired{Task: t, FinishedAt: finished, TTL: ttl, At: items[0].Time.Add(ttl)}, time.Time{}, nil
 }
 
 // cleanup deletes a finished task whose TTL ran out, after the kind's

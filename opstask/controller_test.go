@@ -363,7 +363,8 @@ func TestCleanupAfterTTL(t *testing.T) {
 	_ = task
 	w.sync(t.Context(), c)
 	finished := w.waitState("job-1", opstask.TaskStateSucceeded)
-	end := finished.Status.LastTransitionTime.Time
+	// The TTL counts from the end of the second the task finished in.
+	end := finished.Status.LastTransitionTime.Time.Truncate(time.Second).Add(time.Second)
 	if d := w.sync(t.Context(), c); d != end.Add(time.Hour).Sub(w.clock.Now()) {
 		t.Errorf("requeue after %s, want exactly the TTL's end in %s", d, end.Add(time.Hour).Sub(w.clock.Now()))
 	}
@@ -565,4 +566,47 @@ operator_expired_tasks_without_kind{type="copy"} 1
 			t.Error(err)
 		}
 	})
+}
+
+// Kubernetes stores lastTransitionTime truncated to the second: a task
+// stamped 10:00:00 may have finished at 10:00:00.9. Its TTL counts from the
+// end of that second, so that it never expires early.
+func TestTTLNeverEarlyForATruncatedFinishTime(t *testing.T) {
+	w := newWorld(t)
+	nop := opstask.ExecutorFunc(func(context.Context, *opstask.Run) error { return nil })
+	c := w.controller(opstask.Config{Kinds: []opstask.Kind{{Name: "job", Executor: nop}}})
+	ttl := int32(60)
+	finished := t0.Add(time.Hour) // a whole second, as the API server returns it
+	status := opstask.Status{State: opstask.TaskStateSucceeded, StartedAt: metaTime(finished), LastTransitionTime: metaTime(finished),
+		LastOperation: &opstask.LastOperation{Type: opstask.LastOperationTypeExecution, State: opstask.LastOperationStateCompleted, RunID: "run-1"}}
+	if _, err := w.store.Create(t.Context(), &opstask.Task{Namespace: "ns", Name: "done", Status: status,
+		Spec: opstask.Spec{Config: map[string]json.RawMessage{"job": json.RawMessage(`{}`)}, TTLSecondsAfterFinished: &ttl}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		name    string
+		at      time.Duration // after the stamped finish
+		kept    bool
+		requeue time.Duration
+	}{
+		{"TTL after the stamped second, 0.9s early for a finish at .9: kept", 60 * time.Second, true, time.Second},
+		{"1ns before the end of the finish second plus TTL: kept", 61*time.Second - time.Nanosecond, true, time.Nanosecond},
+		{"end of the finish second plus TTL: deleted", 61 * time.Second, false, 0},
+	} {
+		w.clock.SetTime(finished.Add(step.at))
+		dry, err := c.DryRun(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := w.sync(t.Context(), c); d != step.requeue {
+			t.Errorf("%s: requeue after %s, want %s", step.name, d, step.requeue)
+		}
+		_, err = w.store.Get(t.Context(), "ns", "done")
+		if kept := err == nil; kept != step.kept {
+			t.Fatalf("%s: task kept = %v (%v)", step.name, kept, err)
+		}
+		if len(dry) == 0 == !step.kept {
+			t.Errorf("%s: dry run listed %d tasks", step.name, len(dry))
+		}
+	}
 }

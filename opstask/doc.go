@@ -90,9 +90,13 @@
 //     executors and leaves their tasks InProgress, untouched, for takeover:
 //     shutting down is not a failure.
 //   - A finished task is deleted when ttlSecondsAfterFinished (or
-//     Config.DefaultTTL, 1h) has passed since lastTransitionTime — decided by
-//     the retention package, never a second early — after the kind's Cleanup
-//     succeeded, with UID and resourceVersion preconditions. Sync returns the
+//     Config.DefaultTTL, 1h) has passed since the end of the second of its
+//     lastTransitionTime — decided by the retention package — after the
+//     kind's Cleanup succeeded, with UID and resourceVersion preconditions.
+//     Kubernetes truncates lastTransitionTime to the second, so counting
+//     from the end of that second makes the TTL never run out early on the
+//     clock of the controller that finished the task (and up to a second
+//     late); see the non-guarantees for clocks that disagree. Sync returns the
 //     exact time to the next expiry, so Run wakes then and does not poll.
 //   - Never delete what you cannot clean up: a controller that does not
 //     have a task's kind registered leaves a finished task of that kind
@@ -143,6 +147,12 @@
 //   - that an executor which ignores its canceled context after a timeout
 //     stops: the task is failed LeaseDuration after the timeout anyway and the
 //     next task of its target may start.
+//   - a TTL measured on one clock. lastTransitionTime comes from the clock
+//     of the controller that finished the task and is compared with the
+//     clock of the one that deletes it: a controller whose clock is ahead
+//     by d deletes tasks d early. The controllers' clocks are assumed to
+//     agree (NTP); a TTL that must not be early by even that should be
+//     longer by the worst skew.
 //   - exactly-once execution: a Resumable kind may be executed again after a
 //     takeover, which is why it must be idempotent.
 //   - metric durations finer than a second after a takeover: times come back

@@ -356,7 +356,9 @@ func TestKilledController(t *testing.T) {
 }
 
 // TestCleanupAtTTL: rejected, failed and succeeded tasks are deleted exactly
-// when their TTL runs out on a fake clock, not a second earlier.
+// when their TTL runs out on a fake clock, counted from the end of the
+// second they finished in (the API server truncates lastTransitionTime to
+// it), not a second earlier.
 func TestCleanupAtTTL(t *testing.T) {
 	k := startKube(t)
 	s := k.store(t, nil)
@@ -417,13 +419,13 @@ func TestCleanupAtTTL(t *testing.T) {
 		present []string
 		requeue time.Duration
 	}{
-		{0, []string{"ok", "broken", "refused"}, 60 * time.Second},
-		{59 * time.Second, []string{"ok", "broken", "refused"}, time.Second},
-		{60 * time.Second, []string{"broken", "refused"}, 60 * time.Second},
-		{119 * time.Second, []string{"broken", "refused"}, time.Second},
-		{120 * time.Second, []string{"refused"}, 180 * time.Second},
-		{299 * time.Second, []string{"refused"}, time.Second},
-		{300 * time.Second, nil, 0},
+		{0, []string{"ok", "broken", "refused"}, 61 * time.Second},
+		{60 * time.Second, []string{"ok", "broken", "refused"}, time.Second},
+		{61 * time.Second, []string{"broken", "refused"}, 60 * time.Second},
+		{120 * time.Second, []string{"broken", "refused"}, time.Second},
+		{121 * time.Second, []string{"refused"}, 180 * time.Second},
+		{300 * time.Second, []string{"refused"}, time.Second},
+		{301 * time.Second, nil, 0},
 	} {
 		clk.SetTime(finishedAt.Add(step.at))
 		var before []string
@@ -439,7 +441,7 @@ func TestCleanupAtTTL(t *testing.T) {
 		var would []string
 		for _, e := range dry {
 			would = append(would, e.Task.Name)
-			if !e.FinishedAt.Equal(finishedAt) || e.FinishedAt.Add(e.TTL).After(clk.Now()) {
+			if !e.FinishedAt.Equal(finishedAt) || !e.At.Equal(finishedAt.Add(time.Second+e.TTL)) || e.At.After(clk.Now()) {
 				t.Errorf("at +%s: dry run says %s finished at %v with TTL %s", step.at, e.Task.Name, e.FinishedAt, e.TTL)
 			}
 		}
