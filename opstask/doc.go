@@ -126,9 +126,8 @@
 //   - fencing of side effects. The lease only stops this controller's
 //     executor (or Kind.Cleanup) a third of the lease before another
 //     controller may take over. What that does not cover: one that does not
-//     honor its canceled
-//     context (or a side effect already sent when it is canceled) may still
-//     act while another controller resumes the task; a controller whose
+//     honor its canceled context (or a side effect already sent when it is
+//     canceled) may still act while another controller resumes the task; a controller whose
 //     process is paused (a long garbage collection, a suspended VM) for more
 //     than a third of the lease runs its watchdog too late; the lease is
 //     measured on each controller's own clock, so clocks that run at
