@@ -470,3 +470,68 @@ func TestCleanupAtTTL(t *testing.T) {
 		}
 	}
 }
+
+// TestTwoControllersCleanUpOnce: two controllers with their own clients
+// share finished tasks whose TTL has run out; each task's Cleanup runs once,
+// never by both at the same time, and then the task is deleted.
+func TestTwoControllersCleanUpOnce(t *testing.T) {
+	k := startKube(t)
+	s := k.store(t, nil)
+	const n = 8
+	var (
+		mu      sync.Mutex
+		running = map[string]string{} // task -> controller
+		cleaned = map[string][]string{}
+	)
+	cleanup := func(id string) func(context.Context, *opstask.Task) error {
+		return func(ctx context.Context, task *opstask.Task) error {
+			mu.Lock()
+			if other, busy := running[task.Name]; busy {
+				t.Errorf("%s and %s clean up %s at once", other, id, task.Name)
+			}
+			running[task.Name] = id
+			cleaned[task.Name] = append(cleaned[task.Name], id)
+			mu.Unlock()
+			select {
+			case <-time.After(300 * time.Millisecond): // deleting backups
+			case <-ctx.Done():
+			}
+			mu.Lock()
+			delete(running, task.Name)
+			mu.Unlock()
+			return ctx.Err()
+		}
+	}
+	ttl := int32(0)
+	for i := range n {
+		tk := task(fmt.Sprintf("snap-%d", i), "onDemandSnapshot", fullSnapshot, fmt.Sprintf("etcd-%d", i))
+		tk.Spec.TTLSecondsAfterFinished = &ttl
+		if _, err := k.create(t.Context(), s, tk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nop := opstask.ExecutorFunc(func(context.Context, *opstask.Run) error { return nil })
+	var stops []func()
+	defer func() {
+		for _, stop := range stops {
+			stop()
+		}
+	}()
+	for _, id := range []string{"replica-a", "replica-b"} {
+		c, err := opstask.New(opstask.Config{Store: k.store(t, k.Config), Identity: id, MaxConcurrent: n, LeaseDuration: 3 * time.Second,
+			Kinds: []opstask.Kind{{Name: "onDemandSnapshot", Executor: nop, Cleanup: cleanup(id)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stops = append(stops, runController(t, c))
+	}
+	waitFor(t, 60*time.Second, "all tasks to be cleaned up and deleted", func() bool { return len(k.tasks(t, s)) == 0 })
+	mu.Lock()
+	defer mu.Unlock()
+	for i := range n {
+		name := fmt.Sprintf("snap-%d", i)
+		if got := cleaned[name]; len(got) != 1 {
+			t.Errorf("%s cleaned up by %v, want once", name, got)
+		}
+	}
+}
