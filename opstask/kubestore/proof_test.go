@@ -471,67 +471,81 @@ func TestCleanupAtTTL(t *testing.T) {
 	}
 }
 
-// TestTwoControllersCleanUpOnce: two controllers with their own clients
-// share finished tasks whose TTL has run out; each task's Cleanup runs once,
-// never by both at the same time, and then the task is deleted.
+// TestTwoControllersCleanUpOnce: while one controller runs a task's
+// Cleanup, another controller, with its own client, reads the task and
+// leaves it alone; the first deletes it after its cleanup.
 func TestTwoControllersCleanUpOnce(t *testing.T) {
 	k := startKube(t)
 	s := k.store(t, nil)
-	const n = 8
 	var (
 		mu      sync.Mutex
-		running = map[string]string{} // task -> controller
-		cleaned = map[string][]string{}
+		cleaned []string
 	)
+	inCleanup := make(chan string, 2)
+	release := make(chan struct{})
 	cleanup := func(id string) func(context.Context, *opstask.Task) error {
 		return func(ctx context.Context, task *opstask.Task) error {
 			mu.Lock()
-			if other, busy := running[task.Name]; busy {
-				t.Errorf("%s and %s clean up %s at once", other, id, task.Name)
-			}
-			running[task.Name] = id
-			cleaned[task.Name] = append(cleaned[task.Name], id)
+			cleaned = append(cleaned, id)
 			mu.Unlock()
+			inCleanup <- id
 			select {
-			case <-time.After(300 * time.Millisecond): // deleting backups
+			case <-release: // deleting backups
+				return nil
 			case <-ctx.Done():
+				return ctx.Err()
 			}
-			mu.Lock()
-			delete(running, task.Name)
-			mu.Unlock()
-			return ctx.Err()
 		}
 	}
 	ttl := int32(0)
-	for i := range n {
-		tk := task(fmt.Sprintf("snap-%d", i), "onDemandSnapshot", fullSnapshot, fmt.Sprintf("etcd-%d", i))
-		tk.Spec.TTLSecondsAfterFinished = &ttl
-		if _, err := k.create(t.Context(), s, tk); err != nil {
-			t.Fatal(err)
-		}
+	tk := task("snap-1", "onDemandSnapshot", fullSnapshot, "etcd-main")
+	tk.Spec.TTLSecondsAfterFinished = &ttl
+	if _, err := k.create(t.Context(), s, tk); err != nil {
+		t.Fatal(err)
 	}
 	nop := opstask.ExecutorFunc(func(context.Context, *opstask.Run) error { return nil })
-	var stops []func()
-	defer func() {
-		for _, stop := range stops {
-			stop()
-		}
-	}()
-	for _, id := range []string{"replica-a", "replica-b"} {
-		c, err := opstask.New(opstask.Config{Store: k.store(t, k.Config), Identity: id, MaxConcurrent: n, LeaseDuration: 3 * time.Second,
+	controller := func(id string) *opstask.Controller {
+		c, err := opstask.New(opstask.Config{Store: k.store(t, k.Config), Identity: id, LeaseDuration: 30 * time.Second,
 			Kinds: []opstask.Kind{{Name: "onDemandSnapshot", Executor: nop, Cleanup: cleanup(id)}}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		stops = append(stops, runController(t, c))
+		return c
 	}
-	waitFor(t, 60*time.Second, "all tasks to be cleaned up and deleted", func() bool { return len(k.tasks(t, s)) == 0 })
+	stopA := runController(t, controller("replica-a"))
+	defer stopA()
+	select {
+	case id := <-inCleanup:
+		if id != "replica-a" {
+			t.Fatalf("cleanup started by %s", id)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no cleanup 30s after the task was created")
+	}
+	b := controller("replica-b")
+	bCtx, stopB := context.WithCancel(t.Context())
+	defer stopB()
+	synced := make(chan error, 1)
+	go func() {
+		_, err := b.Sync(bCtx)
+		synced <- err
+	}()
+	select {
+	case id := <-inCleanup:
+		t.Errorf("%s runs the cleanup while replica-a runs it", id)
+	case err := <-synced:
+		if err != nil {
+			t.Fatalf("replica-b's Sync: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("replica-b's Sync did not return in 30s")
+	}
+	close(release)
+	waitFor(t, 30*time.Second, "the task to be deleted", func() bool { return len(k.tasks(t, s)) == 0 })
+	stopB()
 	mu.Lock()
 	defer mu.Unlock()
-	for i := range n {
-		name := fmt.Sprintf("snap-%d", i)
-		if got := cleaned[name]; len(got) != 1 {
-			t.Errorf("%s cleaned up by %v, want once", name, got)
-		}
+	if len(cleaned) != 1 {
+		t.Errorf("cleaned up by %v, want once by replica-a", cleaned)
 	}
 }
