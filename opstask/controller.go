@@ -54,10 +54,12 @@ type Config struct {
 	DefaultTTL time.Duration
 	// DefaultTimeout applies to kinds without a Timeout.
 	DefaultTimeout time.Duration
-	// LeaseDuration is how long an InProgress task may go without a write
-	// before another controller takes its execution over. The controller
-	// running it renews every LeaseDuration/3 and stops its executor when it
-	// could not renew for 2/3 of it.
+	// LeaseDuration is how long an InProgress task (or a task in cleanup)
+	// may go without a write before another controller takes its execution
+	// (or cleanup) over. The controller running it renews every
+	// LeaseDuration/3, bounds each write by 2/3 of it, and stops its
+	// executor (or Kind.Cleanup) when no write confirmed its claim for 2/3
+	// of it.
 	LeaseDuration time.Duration
 	// Settle is how long after a task's creation second ends the
 	// controller waits before starting it, so that a task created at the

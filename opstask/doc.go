@@ -82,7 +82,8 @@
 //     until 2/3 of the lease after the start of its last successful write
 //     (the others count their lease from when they see that write, which is
 //     later). Every write of a claim (taking it, renewals, progress
-//     reports, the final state) has that instant as its deadline on
+//     reports, the final state, a cleanup's delete) has that instant as its
+//     deadline on
 //     Config.Clock, and a watchdog timer cancels the executor at that
 //     instant even while a write still hangs (client-go has no request
 //     timeout by default).
@@ -96,8 +97,9 @@
 //     Kubernetes truncates lastTransitionTime to the second, so counting
 //     from the end of that second makes the TTL never run out early on the
 //     clock of the controller that finished the task (and up to a second
-//     late); see the non-guarantees for clocks that disagree. Sync returns the
-//     exact time to the next expiry, so Run wakes then and does not poll.
+//     late); see the non-guarantees for clocks that disagree. Sync returns
+//     the exact time to the next expiry, so Run wakes then and does not
+//     poll.
 //   - Never delete what you cannot clean up: a controller that does not
 //     have a task's kind registered leaves a finished task of that kind
 //     alone after its TTL (it logs it once and counts it in the metric
@@ -110,7 +112,8 @@
 //     with the same deadlines and watchdog, and Kind.Cleanup's context is
 //     canceled with cause ErrLostClaim when the claim is lost. Another
 //     controller takes a cleanup over only when nobody wrote the task for
-//     LeaseDuration; the delete that follows a cleanup is guarded by the
+//     LeaseDuration (a controller stopped mid-cleanup leaves its claim to
+//     lapse); the delete that follows a cleanup is guarded by the
 //     resourceVersion of the claim's last write.
 //   - LastErrors holds at most MaxLastErrors (10) entries, the newest; the
 //     generated CRD says the same (a test checks the two agree).
@@ -127,9 +130,10 @@
 //     executor (or Kind.Cleanup) a third of the lease before another
 //     controller may take over. What that does not cover: one that does not
 //     honor its canceled context (or a side effect already sent when it is
-//     canceled) may still act while another controller resumes the task; a controller whose
-//     process is paused (a long garbage collection, a suspended VM) for more
-//     than a third of the lease runs its watchdog too late; the lease is
+//     canceled) may still act while another controller resumes the task; a
+//     controller whose process is paused (a long garbage collection, a
+//     suspended VM) for more than a third of the lease runs its watchdog too
+//     late; the lease is
 //     measured on each controller's own clock, so clocks that run at
 //     different rates shift the margin (their offsets do not matter). A
 //     write the store applies after the controller gave it up is no overlap
