@@ -54,10 +54,12 @@ type Config struct {
 	DefaultTTL time.Duration
 	// DefaultTimeout applies to kinds without a Timeout.
 	DefaultTimeout time.Duration
-	// LeaseDuration is how long an InProgress task may go without a write
-	// before another controller takes its execution over. The controller
-	// running it renews every LeaseDuration/3 and stops its executor when it
-	// could not renew for 2/3 of it.
+	// LeaseDuration is how long an InProgress task (or a task in cleanup)
+	// may go without a write before another controller takes its execution
+	// (or cleanup) over. The controller running it renews every
+	// LeaseDuration/3, bounds each write by 2/3 of it, and stops its
+	// executor (or Kind.Cleanup) when no write confirmed its claim for 2/3
+	// of it.
 	LeaseDuration time.Duration
 	// Settle is how long after a task's creation second ends the
 	// controller waits before starting it, so that a task created at the
@@ -85,11 +87,14 @@ type Controller struct {
 	running  map[string]*runner // by task key
 	reserved int                // slots reserved for starts in flight
 	observed map[string]observation
-	wg       sync.WaitGroup
+	// withoutKind holds the UIDs of expired tasks this controller leaves
+	// alone because it lacks their kind, so that each is logged once.
+	withoutKind map[string]bool
+	wg          sync.WaitGroup
 }
 
-// observation is when this controller first saw an InProgress task of
-// another run at its current version.
+// observation is when this controller first saw a task claimed by another
+// run (an execution or a cleanup) at its current version.
 type observation struct {
 	rv     string
 	seenAt time.Time
@@ -221,8 +226,8 @@ func (c *Controller) notify() {
 
 // Sync reads every task once and acts on what it read: rejects invalid and
 // duplicate tasks, admits and starts the head of each idle queue, takes over
-// executions whose controller stopped, and cleans up tasks whose TTL ran
-// out. Executions run in goroutines under ctx: canceling it stops them as
+// executions whose controller stopped, and cleans up and deletes tasks
+// whose TTL ran out (executed tasks only if their kind is registered). Executions run in goroutines under ctx: canceling it stops them as
 // Run's shutdown does. It returns when the next Sync is due
 // because of time alone (0: none), and the first error. Run calls it; it is
 // exported for tests and for callers with their own loop.
@@ -268,11 +273,17 @@ func (c *Controller) Sync(ctx context.Context) (time.Duration, error) {
 		slot := needsSlot(q) && c.reserveSlot()
 		jobs = append(jobs, func() (time.Time, error) { return c.syncQueue(ctx, q, now, slot) })
 	}
+	var withoutKind []*Task
 	for _, t := range tasks {
-		if t.State().Finished() {
+		switch {
+		case !t.State().Finished():
+		case !c.canClean(t):
+			withoutKind = append(withoutKind, t)
+		default:
 			jobs = append(jobs, func() (time.Time, error) { return c.cleanup(ctx, t, now) })
 		}
 	}
+	c.reportWithoutKind(ctx, withoutKind, now)
 	work := make(chan func() (time.Time, error))
 	var wg sync.WaitGroup
 	for range min(syncWorkers, len(jobs)) {
@@ -308,11 +319,12 @@ func (c *Controller) Sync(ctx context.Context) (time.Duration, error) {
 	return d, errors.Join(errs...)
 }
 
-// forgetObservations drops lease observations of tasks no longer InProgress.
+// forgetObservations drops lease observations of tasks no longer claimed
+// (InProgress, or in a cleanup).
 func (c *Controller) forgetObservations(tasks []*Task) {
 	inProgress := make(map[string]bool, len(tasks))
 	for _, t := range tasks {
-		if t.State() == TaskStateInProgress {
+		if t.State() == TaskStateInProgress || cleanupClaimed(t) {
 			inProgress[t.Key()] = true
 		}
 	}
@@ -323,6 +335,39 @@ func (c *Controller) forgetObservations(tasks []*Task) {
 			delete(c.observed, k)
 		}
 	}
+}
+
+// canClean reports whether this controller may clean up and delete the
+// finished task t after its TTL. Never delete what you cannot clean up: a
+// task whose kind is not registered here may have run an executor whose
+// Cleanup only a controller with the kind can run. A rejected task never
+// ran, so there is nothing to clean up whatever its kind.
+func (c *Controller) canClean(t *Task) bool {
+	return c.kinds[t.Kind()] != nil || t.State() == TaskStateRejected
+}
+
+// reportWithoutKind logs, once per task, the finished tasks past their TTL
+// that this controller leaves alone because it does not have their kind,
+// and sets the metric that counts them.
+func (c *Controller) reportWithoutKind(ctx context.Context, tasks []*Task, now time.Time) {
+	log := logr.FromContextOrDiscard(ctx)
+	expired := map[string]bool{}
+	byKind := map[string]int{}
+	c.mu.Lock()
+	for _, t := range tasks {
+		if e, _, err := c.expiry(t, now); err != nil || e == nil {
+			continue
+		}
+		expired[t.UID] = true
+		byKind[t.Kind()]++
+		if !c.withoutKind[t.UID] {
+			log.Info("opstask leaves a finished task past its TTL alone: its kind is not registered in this controller, which cannot run its Cleanup; a controller that has the kind cleans it up and deletes it",
+				"task", t.Key(), "kind", t.Kind(), "state", t.State())
+		}
+	}
+	c.withoutKind = expired
+	c.mu.Unlock()
+	c.cfg.Metrics.setWithoutKind(byKind)
 }
 
 // oldestUnfinished returns the first unfinished task of a sorted queue, or
@@ -456,7 +501,7 @@ func (c *Controller) syncQueue(ctx context.Context, q []*Task, now time.Time, sl
 			return next, nil
 		}
 		slot = false // start takes the reservation over
-		return next, c.start(ctx, k, t, now)
+		return next, c.start(ctx, k, t)
 	}
 	return next, nil
 }
@@ -529,22 +574,24 @@ func (c *Controller) releaseSlot() {
 }
 
 // start claims a pending task (Pending → InProgress, guarded by its
-// resourceVersion) and runs it in the slot reserved for it.
-func (c *Controller) start(ctx context.Context, k *Kind, t *Task, now time.Time) error {
+// resourceVersion) and runs it in the slot reserved for it. The claim is the
+// lease's first write, so it has the lease's deadline too: a claim that
+// takes longer than 2/3 of the lease is given up, not run.
+func (c *Controller) start(ctx context.Context, k *Kind, t *Task) error {
 	runID := c.newRunID()
-	if err := t.Status.Transition(TaskStateInProgress, now, runID, "execution started"); err != nil {
+	l := c.newLease(t, runID)
+	err := l.write(ctx, func(t *Task, now time.Time) error {
+		return t.Status.Transition(TaskStateInProgress, now, runID, "execution started")
+	})
+	if err != nil {
 		c.releaseSlot()
-		return err
-	}
-	if err := c.cfg.Store.UpdateStatus(ctx, t); err != nil {
-		c.releaseSlot()
-		if errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) {
+		if errors.Is(err, ErrLostClaim) {
 			c.notify() // another controller got there first: look again
 			return nil
 		}
 		return fmt.Errorf("opstask: start task %s: %w", t.Key(), err)
 	}
-	c.launch(ctx, k, t, runID, false)
+	c.launch(ctx, k, l, false)
 	return nil
 }
 
@@ -557,14 +604,8 @@ func (c *Controller) checkForeign(ctx context.Context, t *Task, now time.Time) (
 		c.mu.Unlock()
 		return time.Time{}, nil
 	}
-	o, ok := c.observed[t.Key()]
-	if !ok || o.rv != t.ResourceVersion {
-		o = observation{rv: t.ResourceVersion, seenAt: now}
-		c.observed[t.Key()] = o
-	}
 	c.mu.Unlock()
-	expires := o.seenAt.Add(c.cfg.LeaseDuration)
-	if now.Before(expires) {
+	if expires := c.leaseExpiry(t, now); now.Before(expires) {
 		return expires, nil
 	}
 	if !c.reserveSlot() {
@@ -603,20 +644,20 @@ func (c *Controller) checkForeign(ctx context.Context, t *Task, now time.Time) (
 		c.notify()
 		return time.Time{}, nil
 	}
-	if err := t.Status.Progress(now, runID, fmt.Sprintf("resumed: run %s stopped renewing", prev)); err != nil {
+	l := c.newLease(t, runID)
+	err = l.write(ctx, func(t *Task, now time.Time) error {
+		return t.Status.Progress(now, runID, fmt.Sprintf("resumed: run %s stopped renewing", prev))
+	})
+	if err != nil {
 		c.releaseSlot()
-		return time.Time{}, err
-	}
-	if err := c.cfg.Store.UpdateStatus(ctx, t); err != nil {
-		c.releaseSlot()
-		if errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) {
+		if errors.Is(err, ErrLostClaim) {
 			c.notify()
 			return time.Time{}, nil
 		}
 		return time.Time{}, fmt.Errorf("opstask: take over task %s: %w", t.Key(), err)
 	}
 	logr.FromContextOrDiscard(ctx).Info("opstask taking over interrupted execution", "task", t.Key(), "previousRun", prev, "run", runID)
-	c.launch(ctx, k, t, runID, true)
+	c.launch(ctx, k, l, true)
 	return time.Time{}, nil
 }
 
@@ -645,10 +686,16 @@ type Expired struct {
 	// TTL is the time-to-live that applied: spec.ttlSecondsAfterFinished or
 	// Config.DefaultTTL.
 	TTL time.Duration
+	// At is when the TTL ran out: TTL after the end of the second
+	// FinishedAt falls in (timestamps in Kubernetes are truncated to the
+	// second, so the task may have finished up to a second after
+	// FinishedAt).
+	At time.Time
 }
 
 // DryRun returns the tasks that Sync would clean up and delete if it ran
-// now, and why, without changing anything.
+// now, and why, without changing anything. Like Sync, it leaves out
+// executed tasks whose kind is not registered in this controller.
 func (c *Controller) DryRun(ctx context.Context) ([]Expired, error) {
 	tasks, err := c.cfg.Store.List(ctx)
 	if err != nil {
@@ -658,7 +705,7 @@ func (c *Controller) DryRun(ctx context.Context) ([]Expired, error) {
 	var out []Expired
 	var errs []error
 	for _, t := range tasks {
-		if !t.State().Finished() {
+		if !t.State().Finished() || !c.canClean(t) {
 			continue
 		}
 		e, _, err := c.expiry(t, now)
@@ -685,61 +732,133 @@ func (c *Controller) expiry(t *Task, now time.Time) (*Expired, time.Time, error)
 		}
 		ttl = d
 	}
-	var res retention.Result
-	items := []retention.Item{{ID: t.Key(), Time: t.Status.finishedAt()}}
-	if items[0].Time.IsZero() {
+	finished := t.Status.finishedAt()
+	if finished.IsZero() {
 		// A finished task without a transition time was written by
 		// someone else; count from its creation rather than keep it forever.
-		items[0].Time = t.CreationTimestamp
+		finished = t.CreationTimestamp
 	}
+	// Kubernetes truncates timestamps to the second: a task stamped
+	// 10:00:00 may have finished at 10:00:00.9. Counting from the end of
+	// the second makes the TTL never run out early (and up to a second
+	// late).
+	var res retention.Result
+	items := []retention.Item{{ID: t.Key(), Time: finished.Truncate(time.Second).Add(time.Second)}}
 	if err := retention.Evaluate(retention.TTL{After: ttl}, now, items, &res); err != nil {
 		return nil, time.Time{}, err
 	}
 	if res.Decisions[0].Keep {
 		return nil, res.Next, nil
 	}
-	return &Expired{Task: t, FinishedAt: items[0].Time, TTL: ttl}, time.Time{}, nil
+	return &Expired{Task: t, FinishedAt: finished, TTL: ttl, At: items[0].Time.Add(ttl)}, time.Time{}, nil
 }
 
 // cleanup deletes a finished task whose TTL ran out, after the kind's
-// cleanup, and otherwise returns when it runs out.
+// cleanup, and otherwise returns when it runs out. A cleanup is claimed like
+// an execution: lastOperation Cleanup/InProgress with this controller's run
+// ID, renewed through a lease (see lease) while Kind.Cleanup runs, so that
+// of several controllers only one runs a task's cleanup at a time. Another
+// controller's claim is taken over only when nobody wrote the task for
+// LeaseDuration.
 func (c *Controller) cleanup(ctx context.Context, t *Task, now time.Time) (time.Time, error) {
 	e, next, err := c.expiry(t, now)
 	if err != nil || e == nil {
 		return next, err
 	}
-	log := logr.FromContextOrDiscard(ctx)
-	k := c.kinds[t.Kind()]
-	if k != nil && k.Cleanup != nil {
-		runID := c.newRunID()
-		if err := t.Status.Cleanup(now, LastOperationStateInProgress, runID, "deleting what the task created"); err != nil {
-			return time.Time{}, err
-		}
-		if err := c.cfg.Store.UpdateStatus(ctx, t); err != nil {
+	log := logr.FromContextOrDiscard(ctx).WithValues("task", t.Key())
+	k := c.kinds[t.Kind()] // nil only for a rejected task: see canClean
+	if k == nil || k.Cleanup == nil {
+		if err := c.cfg.Store.Delete(ctx, t); err != nil {
 			if errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) {
-				c.notify()
 				return time.Time{}, nil
 			}
-			return time.Time{}, fmt.Errorf("opstask: begin cleanup of task %s: %w", t.Key(), err)
+			return time.Time{}, fmt.Errorf("opstask: delete task %s: %w", t.Key(), err)
 		}
-		if err := k.Cleanup(ctx, t.DeepCopy()); err != nil {
-			_ = t.Status.Cleanup(now, LastOperationStateFailed, runID, err.Error())
-			t.Status.AddError(CodeCleanupFailed, err.Error(), now)
-			if uerr := c.cfg.Store.UpdateStatus(ctx, t); uerr != nil && !errors.Is(uerr, ErrConflict) && !errors.Is(uerr, ErrNotFound) {
-				log.Error(uerr, "opstask could not record failed cleanup", "task", t.Key())
-			}
-			log.Info("opstask cleanup failed; retrying", "task", t.Key(), "error", err.Error())
-			return now.Add(c.cfg.RetryInterval), nil
-		}
+		log.V(1).Info("opstask task deleted after its TTL", "state", t.State())
+		return time.Time{}, nil
 	}
-	if err := c.cfg.Store.Delete(ctx, t); err != nil {
-		if errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) {
+
+	desc := "deleting what the task created"
+	if lo := t.Status.LastOperation; cleanupClaimed(t) {
+		// Another run's cleanup (this controller's own cleanups end before
+		// the Sync that started them): it holds the task until nobody
+		// wrote it for LeaseDuration.
+		if expires := c.leaseExpiry(t, now); now.Before(expires) {
+			return expires, nil
+		}
+		desc = fmt.Sprintf("resumed: cleanup run %s stopped renewing; deleting what the task created", lo.RunID)
+	}
+	runID := c.newRunID()
+	l := c.newLease(t, runID)
+	err = l.write(ctx, func(t *Task, now time.Time) error {
+		return t.Status.Cleanup(now, LastOperationStateInProgress, runID, desc)
+	})
+	if err != nil {
+		if errors.Is(err, ErrLostClaim) {
+			c.notify() // another controller got there first: look again
+			return time.Time{}, nil
+		}
+		return time.Time{}, fmt.Errorf("opstask: begin cleanup of task %s: %w", t.Key(), err)
+	}
+	log = log.WithValues("run", runID)
+	cleanCtx, cancel := context.WithCancelCause(ctx)
+	stop := l.keep(ctx, cancel, func(t *Task, now time.Time) error {
+		return t.Status.Cleanup(now, LastOperationStateInProgress, runID, desc)
+	})
+	err = k.Cleanup(cleanCtx, l.last())
+	stop()
+	cancel(nil)
+	switch {
+	case ctx.Err() != nil:
+		// The controller stops: the claim lapses and another controller
+		// (or this one, restarted) takes the cleanup over.
+		return time.Time{}, ctx.Err()
+	case l.isLost():
+		log.Info("opstask cleanup abandoned: claim lost", "error", err)
+		c.notify()
+		return time.Time{}, nil
+	case err != nil:
+		werr := l.write(ctx, func(t *Task, now time.Time) error {
+			if err := t.Status.Cleanup(now, LastOperationStateFailed, runID, err.Error()); err != nil {
+				return err
+			}
+			t.Status.AddError(CodeCleanupFailed, err.Error(), now)
+			return nil
+		})
+		if werr != nil && !errors.Is(werr, ErrLostClaim) {
+			log.Error(werr, "opstask could not record failed cleanup")
+		}
+		log.Info("opstask cleanup failed; retrying", "error", err.Error())
+		return c.cfg.Clock.Now().Add(c.cfg.RetryInterval), nil
+	}
+	if err := l.delete(ctx); err != nil {
+		if errors.Is(err, ErrLostClaim) {
 			return time.Time{}, nil
 		}
 		return time.Time{}, fmt.Errorf("opstask: delete task %s: %w", t.Key(), err)
 	}
-	log.V(1).Info("opstask task deleted after its TTL", "task", t.Key(), "state", t.State())
+	log.V(1).Info("opstask task deleted after its TTL and cleanup", "state", t.State())
 	return time.Time{}, nil
+}
+
+// cleanupClaimed reports whether a run claims t's cleanup: its last
+// operation is a Cleanup in progress.
+func cleanupClaimed(t *Task) bool {
+	lo := t.Status.LastOperation
+	return t.State().Finished() && lo != nil && lo.Type == LastOperationTypeCleanup && lo.State == LastOperationStateInProgress
+}
+
+// leaseExpiry returns when the claim of another run on t lapses: LeaseDuration
+// after this controller first saw t at its current version.
+func (c *Controller) leaseExpiry(t *Task, now time.Time) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	o, ok := c.observed[t.Key()]
+	if !ok || o.rv != t.ResourceVersion {
+		o = observation{rv: t.ResourceVersion, seenAt: now}
+		c.observed[t.Key()] = o
+	}
+	return o.seenAt.Add(c.cfg.LeaseDuration)
 }
 
 // newRunID returns a fresh run ID.

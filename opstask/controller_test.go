@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -92,6 +93,36 @@ func (w *world) waitState(name string, state opstask.TaskState) *opstask.Task {
 		}
 		if time.Now().After(deadline) {
 			w.t.Fatalf("task %s did not reach %s in 10s: %+v (err %v)", name, state, task, err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// waitRenewed waits (in real time) until the task's lastOperation was
+// written at the clock's current time.
+func (w *world) waitRenewed(name string) {
+	w.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		task := w.get(name)
+		if lo := task.Status.LastOperation; lo != nil && lo.LastUpdateTime.Time.Equal(w.clock.Now()) {
+			return
+		}
+		if time.Now().After(deadline) {
+			w.t.Fatalf("task %s not renewed at %v in 10s: %+v", name, w.clock.Now(), task.Status.LastOperation)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// waitStarted waits (in real time) until g started the task: the
+// execution's timers exist from then on.
+func (w *world) waitStarted(g *gate, name string) {
+	w.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !slices.Contains(g.startedList(), name) {
+		if time.Now().After(deadline) {
+			w.t.Fatalf("task %s not started in 10s", name)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -220,15 +251,22 @@ func TestTimeoutFailsTheTask(t *testing.T) {
 	w.create("slow", "etcd-main", map[string]any{"snapshot": map[string]any{}})
 	w.sync(t.Context(), c)
 	w.waitState("slow", opstask.TaskStateInProgress)
-	// Renewals keep the lease while the executor runs.
-	for range 7 {
-		w.clock.Step(time.Minute)
-		time.Sleep(5 * time.Millisecond)
+	w.waitStarted(g, "slow") // its timers are set
+	// Renewals (every 20s) keep the lease while the executor runs. Each
+	// step waits for its renewal: a claim not confirmed for 2/3 of the lease
+	// is given up.
+	for range 7 * 3 {
+		w.clock.Step(20 * time.Second)
+		w.waitRenewed("slow")
 	}
 	if got := w.get("slow").State(); got != opstask.TaskStateInProgress {
 		t.Fatalf("after 7 of 8 minutes: %s, want InProgress", got)
 	}
-	w.clock.Step(time.Minute)
+	w.clock.Step(20 * time.Second)
+	w.waitRenewed("slow")
+	w.clock.Step(20 * time.Second)
+	w.waitRenewed("slow")
+	w.clock.Step(20 * time.Second) // 8 minutes
 	failed := w.waitState("slow", opstask.TaskStateFailed)
 	if e := lastError(failed); e.Code != opstask.CodeTimeout {
 		t.Errorf("timeout recorded as %+v, want code Timeout", e)
@@ -325,7 +363,8 @@ func TestCleanupAfterTTL(t *testing.T) {
 	_ = task
 	w.sync(t.Context(), c)
 	finished := w.waitState("job-1", opstask.TaskStateSucceeded)
-	end := finished.Status.LastTransitionTime.Time
+	// The TTL counts from the end of the second the task finished in.
+	end := finished.Status.LastTransitionTime.Time.Truncate(time.Second).Add(time.Second)
 	if d := w.sync(t.Context(), c); d != end.Add(time.Hour).Sub(w.clock.Now()) {
 		t.Errorf("requeue after %s, want exactly the TTL's end in %s", d, end.Add(time.Hour).Sub(w.clock.Now()))
 	}
@@ -457,4 +496,117 @@ func TestPreconditionInvalidSpecRejects(t *testing.T) {
 	w.waitState("good", opstask.TaskStateInProgress)
 	g.ch("good") <- nil
 	w.waitState("good", opstask.TaskStateSucceeded)
+}
+
+// A controller that does not have a task's kind cannot run its Cleanup, so
+// it never deletes an executed task of that kind: it leaves it, past its
+// TTL, for a controller that has the kind, and says so in a metric. A
+// rejected task never ran, so there is nothing to clean up and any
+// controller deletes it after its TTL.
+func TestExpiredTaskOfAnUnregisteredKind(t *testing.T) {
+	w := newWorld(t)
+	var cleaned atomic.Int32
+	nop := opstask.ExecutorFunc(func(context.Context, *opstask.Run) error { return nil })
+	full := w.controller(opstask.Config{Identity: "full", DefaultTTL: time.Hour, Kinds: []opstask.Kind{
+		{Name: "snapshot", Executor: nop},
+		{Name: "copy", Executor: nop, Cleanup: func(context.Context, *opstask.Task) error { cleaned.Add(1); return nil }},
+	}})
+	reg := prometheus.NewRegistry()
+	m, err := opstask.NewMetrics(reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	partial := w.controller(opstask.Config{Identity: "partial", DefaultTTL: time.Hour, Metrics: m, Kinds: []opstask.Kind{
+		{Name: "snapshot", Executor: nop},
+	}})
+	w.create("copy-1", "", map[string]any{"copy": map[string]any{}})
+	w.sync(t.Context(), full)
+	w.waitState("copy-1", opstask.TaskStateSucceeded)
+	w.create("copy-2", "", map[string]any{"copy": map[string]any{}})
+	w.sync(t.Context(), partial) // rejects copy-2: no such kind here
+	w.waitState("copy-2", opstask.TaskStateRejected)
+	w.clock.Step(2 * time.Hour)
+
+	t.Run("controller without the kind leaves an executed task past its TTL alone", func(t *testing.T) {
+		dry, err := partial.DryRun(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var would []string
+		for _, e := range dry {
+			would = append(would, e.Task.Name)
+		}
+		if strings.Join(would, ",") != "copy-2" {
+			t.Errorf("dry run of the controller without the kind would delete %v, want [copy-2]", would)
+		}
+		if d := w.sync(t.Context(), partial); d != 0 {
+			t.Errorf("Sync wants to look again in %s for a task it leaves alone", d)
+		}
+		if _, err := w.store.Get(t.Context(), "ns", "copy-1"); err != nil {
+			t.Fatalf("the controller without the kind deleted copy-1 without its Cleanup: %v", err)
+		}
+		if _, err := w.store.Get(t.Context(), "ns", "copy-2"); !errors.Is(err, opstask.ErrNotFound) {
+			t.Errorf("rejected copy-2 not deleted after its TTL: %v", err)
+		}
+		want := `# HELP operator_expired_tasks_without_kind Finished tasks past their TTL that this controller leaves alone, neither cleaned up nor deleted, because their kind is not registered here.
+# TYPE operator_expired_tasks_without_kind gauge
+operator_expired_tasks_without_kind{type="copy"} 1
+`
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "operator_expired_tasks_without_kind"); err != nil {
+			t.Error(err)
+		}
+	})
+	t.Run("controller with the kind cleans it up and deletes it", func(t *testing.T) {
+		w.sync(t.Context(), full)
+		if _, err := w.store.Get(t.Context(), "ns", "copy-1"); !errors.Is(err, opstask.ErrNotFound) || cleaned.Load() != 1 {
+			t.Errorf("after the controller with the kind: get %v, cleanups %d; want not found, 1", err, cleaned.Load())
+		}
+		w.sync(t.Context(), partial)
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(""), "operator_expired_tasks_without_kind"); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+// Kubernetes stores lastTransitionTime truncated to the second: a task
+// stamped 10:00:00 may have finished at 10:00:00.9. Its TTL counts from the
+// end of that second, so that it never expires early.
+func TestTTLNeverEarlyForATruncatedFinishTime(t *testing.T) {
+	w := newWorld(t)
+	nop := opstask.ExecutorFunc(func(context.Context, *opstask.Run) error { return nil })
+	c := w.controller(opstask.Config{Kinds: []opstask.Kind{{Name: "job", Executor: nop}}})
+	ttl := int32(60)
+	finished := t0.Add(time.Hour) // a whole second, as the API server returns it
+	status := opstask.Status{State: opstask.TaskStateSucceeded, StartedAt: metaTime(finished), LastTransitionTime: metaTime(finished),
+		LastOperation: &opstask.LastOperation{Type: opstask.LastOperationTypeExecution, State: opstask.LastOperationStateCompleted, RunID: "run-1"}}
+	if _, err := w.store.Create(t.Context(), &opstask.Task{Namespace: "ns", Name: "done", Status: status,
+		Spec: opstask.Spec{Config: map[string]json.RawMessage{"job": json.RawMessage(`{}`)}, TTLSecondsAfterFinished: &ttl}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		name    string
+		at      time.Duration // after the stamped finish
+		kept    bool
+		requeue time.Duration
+	}{
+		{"TTL after the stamped second, 0.9s early for a finish at .9: kept", 60 * time.Second, true, time.Second},
+		{"1ns before the end of the finish second plus TTL: kept", 61*time.Second - time.Nanosecond, true, time.Nanosecond},
+		{"end of the finish second plus TTL: deleted", 61 * time.Second, false, 0},
+	} {
+		w.clock.SetTime(finished.Add(step.at))
+		dry, err := c.DryRun(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := w.sync(t.Context(), c); d != step.requeue {
+			t.Errorf("%s: requeue after %s, want %s", step.name, d, step.requeue)
+		}
+		_, err = w.store.Get(t.Context(), "ns", "done")
+		if kept := err == nil; kept != step.kept {
+			t.Fatalf("%s: task kept = %v (%v)", step.name, kept, err)
+		}
+		if len(dry) == 0 == !step.kept {
+			t.Errorf("%s: dry run listed %d tasks", step.name, len(dry))
+		}
+	}
 }

@@ -74,32 +74,72 @@
 //     the executor again with Run.Resumed set if the kind is Resumable, fails
 //     the task with code Interrupted if not, and with code Timeout if the
 //     kind's timeout (counted from startedAt) has passed.
-//   - A controller that lost its claim (its renewal conflicted, or it could
-//     not renew for 2/3 of the lease) cancels its executor's context with
+//   - A controller that lost its claim cancels its executor's context with
 //     cause ErrLostClaim and writes nothing more; a timeout cancels it with
-//     cause ErrTimeout and fails the task with code Timeout.
+//     cause ErrTimeout and fails the task with code Timeout. A claim is
+//     lost when a write conflicts or finds the task gone, and when no write
+//     confirmed it for 2/3 of LeaseDuration: the claim counts as confirmed
+//     until 2/3 of the lease after the start of its last successful write
+//     (the others count their lease from when they see that write, which is
+//     later). Every write of a claim (taking it, renewals, progress
+//     reports, the final state, a cleanup's delete) has that instant as its
+//     deadline on
+//     Config.Clock, and a watchdog timer cancels the executor at that
+//     instant even while a write still hangs (client-go has no request
+//     timeout by default).
 //   - A controller that is stopped (Run's context canceled) cancels its
 //     executors and leaves their tasks InProgress, untouched, for takeover:
 //     shutting down is not a failure.
 //   - A finished task is deleted when ttlSecondsAfterFinished (or
-//     Config.DefaultTTL, 1h) has passed since lastTransitionTime — decided by
-//     the retention package, never a second early — after the kind's Cleanup
-//     succeeded, with UID and resourceVersion preconditions. Sync returns the
-//     exact time to the next expiry, so Run wakes then and does not poll.
+//     Config.DefaultTTL, 1h) has passed since the end of the second of its
+//     lastTransitionTime — decided by the retention package — after the
+//     kind's Cleanup succeeded, with UID and resourceVersion preconditions.
+//     Kubernetes truncates lastTransitionTime to the second, so counting
+//     from the end of that second makes the TTL never run out early on the
+//     clock of the controller that finished the task (and up to a second
+//     late); see the non-guarantees for clocks that disagree. Sync returns
+//     the exact time to the next expiry, so Run wakes then and does not
+//     poll.
+//   - Never delete what you cannot clean up: a controller that does not
+//     have a task's kind registered leaves a finished task of that kind
+//     alone after its TTL (it logs it once and counts it in the metric
+//     operator_expired_tasks_without_kind; DryRun leaves it out), for a
+//     controller that has the kind to clean up and delete. A rejected task
+//     never ran, so any controller deletes it after its TTL.
+//   - A cleanup runs once at a time across controllers: it is claimed like
+//     an execution (lastOperation Cleanup/InProgress with the run's ID,
+//     written guarded by the resourceVersion), renewed every LeaseDuration/3
+//     with the same deadlines and watchdog, and Kind.Cleanup's context is
+//     canceled with cause ErrLostClaim when the claim is lost. Another
+//     controller takes a cleanup over only when nobody wrote the task for
+//     LeaseDuration (a controller stopped mid-cleanup leaves its claim to
+//     lapse); the delete that follows a cleanup is guarded by the
+//     resourceVersion of the claim's last write.
 //   - LastErrors holds at most MaxLastErrors (10) entries, the newest; the
 //     generated CRD says the same (a test checks the two agree).
 //   - Writes per task: one status write per state after Pending and the
 //     delete (3 for a task that succeeds), plus one per progress report or
-//     renewal of a long execution and one for a kind with a Cleanup.
+//     renewal of a long execution, and for a kind with a Cleanup one to
+//     claim it plus one per renewal of a long cleanup.
 //   - The controller reads time only from Config.Clock and logs through the
 //     logr.Logger in Run's context.
 //
 // It does not guarantee:
 //
-//   - fencing of side effects. A controller that lost its claim learns it at
-//     its next write (at most LeaseDuration/3 later) or after 2/3 of the lease
-//     without a successful write; until its executor honors the canceled
-//     context, it may still run while another controller resumes the task.
+//   - fencing of side effects. The lease only stops this controller's
+//     executor (or Kind.Cleanup) a third of the lease before another
+//     controller may take over. What that does not cover: one that does not
+//     honor its canceled context (or a side effect already sent when it is
+//     canceled) may still act while another controller resumes the task; a
+//     controller whose process is paused (a long garbage collection, a
+//     suspended VM) for more than a third of the lease runs its watchdog too
+//     late; the lease is
+//     measured on each controller's own clock, so clocks that run at
+//     different rates shift the margin (their offsets do not matter). A
+//     write the store applies after the controller gave it up is no overlap
+//     (the executor was canceled at the same instant) but delays the
+//     takeover by up to a lease. A controller that lost its claim by a
+//     conflict learns it at its next write, at most LeaseDuration/3 later.
 //     Executors whose side effects must never overlap need their own fence
 //     (e.g. the runID on the object they change).
 //   - queue order for a task that becomes visible later than Settle after
@@ -110,6 +150,12 @@
 //   - that an executor which ignores its canceled context after a timeout
 //     stops: the task is failed LeaseDuration after the timeout anyway and the
 //     next task of its target may start.
+//   - a TTL measured on one clock. lastTransitionTime comes from the clock
+//     of the controller that finished the task and is compared with the
+//     clock of the one that deletes it: a controller whose clock is ahead
+//     by d deletes tasks d early. The controllers' clocks are assumed to
+//     agree (NTP); a TTL that must not be early by even that should be
+//     longer by the worst skew.
 //   - exactly-once execution: a Resumable kind may be executed again after a
 //     takeover, which is why it must be idempotent.
 //   - metric durations finer than a second after a takeover: times come back

@@ -36,9 +36,10 @@ var (
 	// Interrupted.
 	ErrInterrupted = errors.New("task execution interrupted and kind cannot resume")
 
-	// ErrLostClaim is the cause of an executor context canceled because
-	// this controller no longer owns the execution: another controller took
-	// it over, or the lease could not be renewed in time.
+	// ErrLostClaim is the cause of an executor's (or a Kind.Cleanup's)
+	// context canceled because this controller no longer owns the execution
+	// (or the cleanup): another controller took it over, or no write
+	// confirmed the claim within 2/3 of the lease.
 	ErrLostClaim = errors.New("execution claim lost")
 )
 

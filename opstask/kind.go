@@ -45,7 +45,10 @@ type Kind struct {
 
 	// Cleanup deletes what the executor created for t. It runs after the
 	// TTL, before the task is deleted, and must be idempotent: it is
-	// retried when it fails. Nil means nothing to clean up.
+	// retried when it fails, and taken over by another controller when the
+	// one running it stops. Its ctx is canceled with cause ErrLostClaim
+	// when this controller loses its claim on the cleanup; it must return
+	// promptly then. Nil means nothing to clean up.
 	Cleanup func(ctx context.Context, t *Task) error
 }
 

@@ -29,9 +29,15 @@ type MetricsOptions struct {
 // of tasks that reached a final state, both labelled by type (the kind),
 // state, target and target namespace. A task rejected at admission counts
 // with a duration of zero.
+//
+// <prefix>operator_expired_tasks_without_kind, a gauge by type, counts the
+// finished tasks past their TTL that the controller leaves alone, neither
+// cleaned up nor deleted, because their kind is not registered in it (see
+// Controller.Sync); it is set at every Sync.
 type Metrics struct {
-	duration *prometheus.HistogramVec
-	total    *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+	total       *prometheus.CounterVec
+	withoutKind *prometheus.GaugeVec
 }
 
 // NewMetrics creates the metrics and registers them on reg. It returns an
@@ -64,15 +70,40 @@ func NewMetrics(reg prometheus.Registerer, opts *MetricsOptions) (*Metrics, erro
 			Name: o.Prefix + "operator_tasks_total",
 			Help: "Tasks that reached a final state, by type, final state and target.",
 		}, labels),
+		withoutKind: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: o.Prefix + "operator_expired_tasks_without_kind",
+			Help: "Finished tasks past their TTL that this controller leaves alone, neither cleaned up nor deleted, because their kind is not registered here.",
+		}, []string{"type"}),
 	}
-	if err := reg.Register(m.duration); err != nil {
-		return nil, fmt.Errorf("opstask: register %s: %w", o.Prefix+"operator_task_duration_seconds", err)
-	}
-	if err := reg.Register(m.total); err != nil {
-		reg.Unregister(m.duration)
-		return nil, fmt.Errorf("opstask: register %s: %w", o.Prefix+"operator_tasks_total", err)
+	var registered []prometheus.Collector
+	for _, c := range []struct {
+		name string
+		c    prometheus.Collector
+	}{
+		{"operator_task_duration_seconds", m.duration},
+		{"operator_tasks_total", m.total},
+		{"operator_expired_tasks_without_kind", m.withoutKind},
+	} {
+		if err := reg.Register(c.c); err != nil {
+			for _, r := range registered {
+				reg.Unregister(r)
+			}
+			return nil, fmt.Errorf("opstask: register %s: %w", o.Prefix+c.name, err)
+		}
+		registered = append(registered, c.c)
 	}
 	return m, nil
+}
+
+// setWithoutKind sets the count of expired tasks left alone, by kind.
+func (m *Metrics) setWithoutKind(byKind map[string]int) {
+	if m == nil {
+		return
+	}
+	m.withoutKind.Reset()
+	for k, n := range byKind {
+		m.withoutKind.WithLabelValues(k).Set(float64(n))
+	}
 }
 
 // finished records a task that reached a final state.

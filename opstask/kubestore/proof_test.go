@@ -356,7 +356,9 @@ func TestKilledController(t *testing.T) {
 }
 
 // TestCleanupAtTTL: rejected, failed and succeeded tasks are deleted exactly
-// when their TTL runs out on a fake clock, not a second earlier.
+// when their TTL runs out on a fake clock, counted from the end of the
+// second they finished in (the API server truncates lastTransitionTime to
+// it), not a second earlier.
 func TestCleanupAtTTL(t *testing.T) {
 	k := startKube(t)
 	s := k.store(t, nil)
@@ -417,13 +419,13 @@ func TestCleanupAtTTL(t *testing.T) {
 		present []string
 		requeue time.Duration
 	}{
-		{0, []string{"ok", "broken", "refused"}, 60 * time.Second},
-		{59 * time.Second, []string{"ok", "broken", "refused"}, time.Second},
-		{60 * time.Second, []string{"broken", "refused"}, 60 * time.Second},
-		{119 * time.Second, []string{"broken", "refused"}, time.Second},
-		{120 * time.Second, []string{"refused"}, 180 * time.Second},
-		{299 * time.Second, []string{"refused"}, time.Second},
-		{300 * time.Second, nil, 0},
+		{0, []string{"ok", "broken", "refused"}, 61 * time.Second},
+		{60 * time.Second, []string{"ok", "broken", "refused"}, time.Second},
+		{61 * time.Second, []string{"broken", "refused"}, 60 * time.Second},
+		{120 * time.Second, []string{"broken", "refused"}, time.Second},
+		{121 * time.Second, []string{"refused"}, 180 * time.Second},
+		{300 * time.Second, []string{"refused"}, time.Second},
+		{301 * time.Second, nil, 0},
 	} {
 		clk.SetTime(finishedAt.Add(step.at))
 		var before []string
@@ -439,7 +441,7 @@ func TestCleanupAtTTL(t *testing.T) {
 		var would []string
 		for _, e := range dry {
 			would = append(would, e.Task.Name)
-			if !e.FinishedAt.Equal(finishedAt) || e.FinishedAt.Add(e.TTL).After(clk.Now()) {
+			if !e.FinishedAt.Equal(finishedAt) || !e.At.Equal(finishedAt.Add(time.Second+e.TTL)) || e.At.After(clk.Now()) {
 				t.Errorf("at +%s: dry run says %s finished at %v with TTL %s", step.at, e.Task.Name, e.FinishedAt, e.TTL)
 			}
 		}
@@ -466,5 +468,84 @@ func TestCleanupAtTTL(t *testing.T) {
 				t.Errorf("at +%s: %s exists = %v, want %v", step.at, name, !want, want)
 			}
 		}
+	}
+}
+
+// TestTwoControllersCleanUpOnce: while one controller runs a task's
+// Cleanup, another controller, with its own client, reads the task and
+// leaves it alone; the first deletes it after its cleanup.
+func TestTwoControllersCleanUpOnce(t *testing.T) {
+	k := startKube(t)
+	s := k.store(t, nil)
+	var (
+		mu      sync.Mutex
+		cleaned []string
+	)
+	inCleanup := make(chan string, 2)
+	release := make(chan struct{})
+	cleanup := func(id string) func(context.Context, *opstask.Task) error {
+		return func(ctx context.Context, task *opstask.Task) error {
+			mu.Lock()
+			cleaned = append(cleaned, id)
+			mu.Unlock()
+			inCleanup <- id
+			select {
+			case <-release: // deleting backups
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	ttl := int32(0)
+	tk := task("snap-1", "onDemandSnapshot", fullSnapshot, "etcd-main")
+	tk.Spec.TTLSecondsAfterFinished = &ttl
+	if _, err := k.create(t.Context(), s, tk); err != nil {
+		t.Fatal(err)
+	}
+	nop := opstask.ExecutorFunc(func(context.Context, *opstask.Run) error { return nil })
+	controller := func(id string) *opstask.Controller {
+		c, err := opstask.New(opstask.Config{Store: k.store(t, k.Config), Identity: id, LeaseDuration: 30 * time.Second,
+			Kinds: []opstask.Kind{{Name: "onDemandSnapshot", Executor: nop, Cleanup: cleanup(id)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	stopA := runController(t, controller("replica-a"))
+	defer stopA()
+	select {
+	case id := <-inCleanup:
+		if id != "replica-a" {
+			t.Fatalf("cleanup started by %s", id)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no cleanup 30s after the task was created")
+	}
+	b := controller("replica-b")
+	bCtx, stopB := context.WithCancel(t.Context())
+	defer stopB()
+	synced := make(chan error, 1)
+	go func() {
+		_, err := b.Sync(bCtx)
+		synced <- err
+	}()
+	select {
+	case id := <-inCleanup:
+		t.Errorf("%s runs the cleanup while replica-a runs it", id)
+	case err := <-synced:
+		if err != nil {
+			t.Fatalf("replica-b's Sync: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("replica-b's Sync did not return in 30s")
+	}
+	close(release)
+	waitFor(t, 30*time.Second, "the task to be deleted", func() bool { return len(k.tasks(t, s)) == 0 })
+	stopB()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(cleaned) != 1 {
+		t.Errorf("cleaned up by %v, want once by replica-a", cleaned)
 	}
 }
