@@ -203,14 +203,22 @@ const (
 )
 
 // DeletePrefix deletes every object whose key starts with prefix, and
-// nothing else. The prefix must pass CheckPrefix with opts.PrefixRules.
+// nothing else. The prefix must pass CheckPrefix with opts.PrefixRules, and
+// so must the effective prefix the store lists where b has a prefix of its
+// own (a blob.PrefixedBucket, or a URL with prefix= opened by OpenBucket):
+// that prefix must end in Separator too unless opts.AllowPartial, so a
+// bucket opened with prefix=tenant-a is refused, because its keys include
+// those of "tenant-ab/". The effective prefix is known from the listing
+// request on S3, GCS and Azure, and from OpenBucket for the others; it is
+// checked before anything is deleted.
 // Listing and deletion run at the same time; deletion uses the store's batch
 // API where there is one (S3 DeleteObjects, Azure Blob Batch) and bounded
 // concurrency elsewhere. Objects that are already gone count as deleted, so
 // a rerun after an interruption finishes the job.
 //
-// The result is never nil. The error is a *PrefixError (nothing was listed
-// or deleted) or a *DeleteError naming the keys that failed.
+// The result is never nil. The error is a *PrefixError (nothing was
+// deleted; for an effective prefix, one listing request was made) or a
+// *DeleteError naming the keys that failed.
 func DeletePrefix(ctx context.Context, b *blob.Bucket, prefix string, opts *DeleteOptions) (*DeleteResult, error) {
 	if opts == nil {
 		opts = &DeleteOptions{}
@@ -236,6 +244,10 @@ func DeletePrefix(ctx context.Context, b *blob.Bucket, prefix string, opts *Dele
 			return nil
 		})
 		res.Bytes = res.ListedBytes
+		if pe := (*PrefixError)(nil); errors.As(err, &pe) {
+			res.Keys, res.Bytes = nil, 0
+			return res, err
+		}
 		if err != nil {
 			return res, &DeleteError{Prefix: prefix, Err: err}
 		}
@@ -257,6 +269,9 @@ func DeletePrefix(ctx context.Context, b *blob.Bucket, prefix string, opts *Dele
 			err = fmt.Errorf("objects still appear under the prefix after %d passes", maxPasses)
 			break
 		}
+	}
+	if pe := (*PrefixError)(nil); errors.As(err, &pe) {
+		return res, err
 	}
 	res.Method = rm.method()
 	d.report(func(p *DeleteProgress) { p.Done = true })
@@ -312,6 +327,11 @@ func (d *deletion) list(ctx context.Context, pageSize int, emit func([]target) e
 		if err != nil {
 			return fmt.Errorf("list: %w", err)
 		}
+		// The request just made tells the prefix the store listed: check
+		// it before any key of it is handed on.
+		if err := d.checkEffectivePrefix(); err != nil {
+			return err
+		}
 		var listed, bytes int64
 		d.mu.Lock()
 		failed := d.failed
@@ -342,6 +362,42 @@ func (d *deletion) list(ctx context.Context, pageSize int, emit func([]target) e
 	}
 	if len(batch) > 0 {
 		return emit(batch)
+	}
+	return nil
+}
+
+// effectivePrefix returns the prefix the store lists: the bucket's own
+// prefix (a blob.PrefixedBucket, or prefix= in a URL opened by OpenBucket)
+// followed by d.prefix. ok is false when neither the store's listing
+// request nor OpenBucket tells the bucket's prefix.
+func (d *deletion) effectivePrefix() (p string, ok bool) {
+	if p, ok := d.rm.listedPrefix(); ok {
+		return p, true
+	}
+	if bp, ok := openedPrefix(d.bucket); ok {
+		return bp + d.prefix, true
+	}
+	return d.prefix, false
+}
+
+// checkEffectivePrefix applies the rules of CheckPrefix to the prefix the
+// store lists, not only to the caller's: a bucket opened with
+// prefix=tenant-a holds "tenant-ab/secret" as key "b/secret", so deleting
+// its "" (or "b/") would delete another tenant's data.
+func (d *deletion) checkEffectivePrefix() error {
+	eff, ok := d.effectivePrefix()
+	if !ok || eff == d.prefix {
+		return nil
+	}
+	if !strings.HasSuffix(eff, d.prefix) {
+		return &PrefixError{Prefix: eff, Reason: fmt.Sprintf("the store listed this prefix, which does not end in the prefix %q given", d.prefix)}
+	}
+	bucketPrefix := strings.TrimSuffix(eff, d.prefix)
+	if err := CheckPrefix(eff, PrefixRules{AllowPartial: d.opts.AllowPartial}); err != nil {
+		return &PrefixError{Prefix: eff, Reason: fmt.Sprintf("bucket prefix %q followed by %q: %s", bucketPrefix, d.prefix, err.(*PrefixError).Reason)}
+	}
+	if !d.opts.AllowPartial && !strings.HasSuffix(bucketPrefix, Separator) {
+		return &PrefixError{Prefix: eff, Reason: fmt.Sprintf("bucket prefix %q does not end in %s, so the bucket also holds the keys of siblings sharing its leading characters", bucketPrefix, Separator)}
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -240,6 +241,78 @@ func TestDeletePrefixOnPrefixedBucket(t *testing.T) {
 			}
 			left := slices.Sorted(maps.Keys(snapshot(t, b, "")))
 			if diff := cmp.Diff(slices.Sorted(slices.Values(outside)), left); diff != "" {
+				t.Errorf("objects left (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// withParam adds a query parameter to a bucket URL.
+func withParam(rawURL, kv string) string {
+	if strings.Contains(rawURL, "?") {
+		return rawURL + "&" + kv
+	}
+	return rawURL + "?" + kv
+}
+
+// TestDeletePrefixOnPrefixedBucketLeavesSiblingTenant: a shared bucket
+// opened with prefix=tenant-a (no trailing "/") holds "tenant-ab/secret" as
+// key "b/secret". DeletePrefix through it is refused before anything is
+// deleted, whatever prefix the caller gives; with prefix=tenant-a/ it deletes
+// exactly tenant-a's keys.
+func TestDeletePrefixOnPrefixedBucketLeavesSiblingTenant(t *testing.T) {
+	for _, st := range allStores[:4] {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			s := st.open(t)
+			direct := openStore(t, s)
+			own := []string{"tenant-a/00001", "tenant-a/00002"}
+			others := []string{"tenant-ab/secret", "tenant-ab/b/00001", "tenant-b/00001"}
+			put(t, direct, append(slices.Clone(own), others...), 16)
+			before := snapshot(t, direct, "")
+			ctx := context.Background()
+
+			partial := map[string]*blob.Bucket{
+				"URL prefix=tenant-a": openURL(t, withParam(s.URL, "prefix=tenant-a"), credsFor(s.Scheme)),
+			}
+			if s.Scheme != "file" {
+				// The store's listing request shows the effective prefix
+				// even of a bucket OpenBucket did not open (fileblob's
+				// does not: see the package doc).
+				partial["blob.PrefixedBucket tenant-a"] = blob.PrefixedBucket(openStore(t, s), "tenant-a")
+			}
+			for name, b := range partial {
+				for _, tc := range []struct {
+					prefix string
+					rules  backupstore.PrefixRules
+				}{{"", backupstore.PrefixRules{AllowEmpty: true}}, {"b/", backupstore.PrefixRules{}}} {
+					for _, dry := range []bool{true, false} {
+						res, err := backupstore.DeletePrefix(ctx, b, tc.prefix, &backupstore.DeleteOptions{PrefixRules: tc.rules, DryRun: dry})
+						var pe *backupstore.PrefixError
+						if !errors.Is(err, backupstore.ErrUnsafePrefix) || !errors.As(err, &pe) || !strings.HasPrefix(pe.Prefix, "tenant-a") {
+							t.Errorf("%s: DeletePrefix(%q, dry run %v) = %+v, %v; want a *PrefixError naming the effective prefix", name, tc.prefix, dry, res.DeleteProgress, err)
+						}
+						if res.Deleted != 0 || len(res.Keys) != 0 {
+							t.Errorf("%s: DeletePrefix(%q, dry run %v): %d deleted, keys %v; want none", name, tc.prefix, dry, res.Deleted, res.Keys)
+						}
+					}
+				}
+			}
+			if diff := cmp.Diff(before, snapshot(t, direct, "")); diff != "" {
+				t.Fatalf("a refused deletion changed the bucket (-before +after):\n%s", diff)
+			}
+
+			// With the separator, the bucket is tenant-a's alone.
+			b := openURL(t, withParam(s.URL, "prefix=tenant-a/"), credsFor(s.Scheme))
+			res, err := backupstore.DeletePrefix(ctx, b, "", &backupstore.DeleteOptions{PrefixRules: backupstore.PrefixRules{AllowEmpty: true}})
+			if err != nil || res.Deleted != int64(len(own)) {
+				t.Fatalf("DeletePrefix on prefix=tenant-a/: %+v, %v; want %d deleted", res.DeleteProgress, err, len(own))
+			}
+			want := maps.Clone(before)
+			for _, k := range own {
+				delete(want, k)
+			}
+			if diff := cmp.Diff(want, snapshot(t, direct, "")); diff != "" {
 				t.Errorf("objects left (-want +got):\n%s", diff)
 			}
 		})

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"cloud.google.com/go/storage"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
@@ -244,14 +245,44 @@ func (r *azureRemover) removeEach(ctx context.Context, ts []target) []error {
 }
 
 // objectRemover deletes one object per request through gocloud.
-type objectRemover struct{ bucket *blob.Bucket }
+type objectRemover struct {
+	bucket *blob.Bucket
+	listed atomic.Pointer[string]
+}
 
-func (r *objectRemover) method() string                      { return "per-object" }
-func (r *objectRemover) batchSize() int                      { return 1 }
-func (r *objectRemover) concurrency() int                    { return 16 }
-func (r *objectRemover) prepare(*blob.ListOptions)           {}
-func (r *objectRemover) raw(*blob.ListObject) (string, bool) { return "", false }
-func (r *objectRemover) listedPrefix() (string, bool)        { return "", false }
+func (r *objectRemover) method() string   { return "per-object" }
+func (r *objectRemover) batchSize() int   { return 1 }
+func (r *objectRemover) concurrency() int { return 16 }
+
+// raw returns the GCS object name, checked (not used) before the delete.
+func (r *objectRemover) raw(o *blob.ListObject) (string, bool) {
+	var attrs storage.ObjectAttrs
+	if o.As(&attrs) {
+		return attrs.Name, true
+	}
+	return "", false
+}
+
+// prepare learns the listing's prefix as GCS sees it from the request;
+// fileblob and memblob do not tell it.
+func (r *objectRemover) prepare(opts *blob.ListOptions) {
+	opts.BeforeList = func(as func(any) bool) error {
+		var q *storage.Query
+		if as(&q) && q != nil {
+			p := q.Prefix
+			r.listed.Store(&p)
+		}
+		return nil
+	}
+}
+
+func (r *objectRemover) listedPrefix() (string, bool) {
+	p := r.listed.Load()
+	if p == nil {
+		return "", false
+	}
+	return *p, true
+}
 func (r *objectRemover) remove(ctx context.Context, ts []target) []error {
 	errs := make([]error, len(ts))
 	for i, t := range ts {
