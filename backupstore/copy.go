@@ -88,7 +88,11 @@ type CopyOptions struct {
 	Concurrency int
 	// ManifestKey, when set, is where the manifest is kept in the target
 	// bucket: read at the start, written before copying and every 100
-	// objects, and at the end. It is never copied or compared.
+	// objects, and at the end. It is never copied or compared: an object
+	// at ManifestKey in the source (the manifest of an earlier copy into
+	// it) is not selected, and CopyBackups refuses to start when a selected
+	// object would be written at ManifestKey in the target, or when the
+	// manifest found there belongs to a copy with other prefixes.
 	ManifestKey string
 	// Retry configures the retries of transient errors.
 	Retry Retry
@@ -200,8 +204,10 @@ func CopyBackups(ctx context.Context, src, dst *blob.Bucket, opts *CopyOptions) 
 	res := &CopyResult{}
 	c.res = res
 
-	// 1. What the source holds, and which of it the filters select.
-	srcObjs, err := c.listAll(ctx, src, opts.SourcePrefix, "")
+	// 1. What the source holds, and which of it the filters select. A
+	// manifest in the source (an earlier copy into it, A to B before B to
+	// C) is not a backup: it is never selected.
+	srcObjs, err := c.listAll(ctx, src, opts.SourcePrefix, opts.ManifestKey)
 	if err != nil {
 		return res, &CopyError{Err: fmt.Errorf("list source: %w", err)}
 	}
@@ -210,6 +216,13 @@ func CopyBackups(ctx context.Context, src, dst *blob.Bucket, opts *CopyOptions) 
 		return res, err
 	}
 	res.Excluded = len(srcObjs) - len(selected)
+	if opts.ManifestKey != "" {
+		for _, o := range selected {
+			if c.targetKey(o.Key) == opts.ManifestKey {
+				return res, fmt.Errorf("backupstore: copy: source object %q would be written over the manifest, ManifestKey = %q: choose another ManifestKey", o.Key, opts.ManifestKey)
+			}
+		}
+	}
 
 	// 2. What the target holds, and what an earlier run recorded.
 	dstObjs, err := c.listAll(ctx, dst, opts.TargetPrefix, opts.ManifestKey)
@@ -223,6 +236,16 @@ func CopyBackups(ctx context.Context, src, dst *blob.Bucket, opts *CopyOptions) 
 	prev, err := c.loadManifest(ctx)
 	if err != nil {
 		return res, &CopyError{Err: err}
+	}
+	if prev != nil && (prev.SourcePrefix != opts.SourcePrefix || prev.TargetPrefix != opts.TargetPrefix) {
+		// Resuming from it would record objects of another copy; writing
+		// over it would lose that copy's record.
+		return res, fmt.Errorf("backupstore: copy: the manifest at ManifestKey = %q belongs to a copy from SourcePrefix = %q to TargetPrefix = %q, not from %q to %q: choose another ManifestKey",
+			opts.ManifestKey, prev.SourcePrefix, prev.TargetPrefix, opts.SourcePrefix, opts.TargetPrefix)
+	}
+	listed := make(map[string]bool, len(srcObjs))
+	for _, o := range srcObjs {
+		listed[o.Key] = true
 	}
 
 	// 3. The manifest: every selected object, Copied where the target has it.
@@ -251,10 +274,16 @@ func CopyBackups(ctx context.Context, src, dst *blob.Bucket, opts *CopyOptions) 
 		}
 		m.Entries = append(m.Entries, e)
 	}
-	// Objects an earlier run selected that have left the source since.
+	// Objects an earlier run selected that this run does not: those that
+	// have left the source since, and those the filters now exclude. Only
+	// what is known is recorded: NotFound only for an object gone from the
+	// source; an excluded object that was not copied leaves the manifest.
 	if prev != nil {
 		for _, e := range prev.Entries {
 			if inSource[e.Key] {
+				continue
+			}
+			if listed[e.Key] && e.Status != StatusCopied {
 				continue
 			}
 			if e.Status == StatusNone {
