@@ -334,10 +334,10 @@ func (d *deletion) list(ctx context.Context, pageSize int, emit func([]target) e
 		}
 		var listed, bytes int64
 		d.mu.Lock()
-		failed := d.failed
+		anyFailed := len(d.failed) > 0 // read under the lock: workers add to it
 		d.mu.Unlock()
 		for _, o := range objs {
-			if o.IsDir || len(failed) > 0 && d.isFailed(o.Key) {
+			if o.IsDir || anyFailed && d.isFailed(o.Key) {
 				continue
 			}
 			t := target{key: o.Key, raw: o.Key, size: o.Size}

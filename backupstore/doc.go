@@ -47,9 +47,12 @@
 //     it before deleting anything.
 //   - A dry run lists exactly the keys and bytes a deletion would remove,
 //     and deletes nothing.
-//   - Objects already gone count as deleted. A failed or interrupted
-//     DeletePrefix can be run again and finishes the job; its *DeleteError
-//     names exactly the keys whose deletion failed.
+//   - An object counts as deleted only when the store confirms it (on S3,
+//     a Deleted entry of the DeleteObjects response for its key; an error
+//     entry that names no key of the request never lets a key pass) or
+//     says it is already gone. Objects already gone count as deleted. A
+//     failed or interrupted DeletePrefix can be run again and finishes the
+//     job; its *DeleteError names exactly the keys whose deletion failed.
 //   - DeletePrefix lists the prefix again when it is done, and deletes what
 //     the first listing missed (fileblob's paging can skip keys) or what was
 //     written meanwhile; it gives up with an error after five passes.
