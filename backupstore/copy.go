@@ -96,8 +96,11 @@ type CopyOptions struct {
 	ManifestKey string
 	// Retry configures the retries of transient errors.
 	Retry Retry
-	// Progress, when set, is called after every object with the running
-	// totals. Calls are serialized.
+	// Progress, when set, is called with the running totals after every
+	// object. Calls come from one goroutine, in order, and all return
+	// before CopyBackups does; no lock is held during a call, so a slow
+	// callback never stalls the copy workers, it only falls behind (the
+	// copy may be further along than the totals a call sees).
 	Progress func(CopyProgress)
 	// Clock gives the current time for MaxBackupAge and times retries.
 	// Default clock.RealClock{}.
@@ -203,6 +206,8 @@ func CopyBackups(ctx context.Context, src, dst *blob.Bucket, opts *CopyOptions) 
 	}
 	res := &CopyResult{}
 	c.res = res
+	c.progress = newNotifier(opts.Progress)
+	defer c.progress.close()
 
 	// 1. What the source holds, and which of it the filters select. A
 	// manifest in the source (an earlier copy into it, A to B before B to
@@ -345,6 +350,7 @@ type copier struct {
 	res      *CopyResult
 	done     int
 	saveMu   sync.Mutex
+	progress *notifier[CopyProgress]
 }
 
 func (c *copier) targetKey(key string) string {
@@ -550,9 +556,9 @@ func (c *copier) finish(ctx context.Context, i int, status Status, size int64, e
 	}
 	c.done++
 	save := c.done%100 == 0
-	if c.opts.Progress != nil {
-		c.opts.Progress(c.res.CopyProgress)
-	}
+	// Queued under the lock, so the calls see the totals in order; run on
+	// the notifier's goroutine, outside it.
+	c.progress.send(c.res.CopyProgress)
 	c.mu.Unlock()
 	if save {
 		if err := c.saveManifest(ctx); err != nil {

@@ -32,9 +32,11 @@ type DeleteOptions struct {
 	Concurrency int
 	// Retry configures the retries of transient errors.
 	Retry Retry
-	// Progress, when set, is called after every completed request (and once
-	// more at the end, with Done set) with the running totals. Calls are
-	// serialized; the callback must return quickly.
+	// Progress, when set, is called with the running totals after every
+	// listed page and every completed request, and once more at the end,
+	// with Done set. Calls come from one goroutine, in order, and all
+	// return before DeletePrefix does; no lock is held during a call, so a
+	// slow callback never stalls the deletion, it only falls behind.
 	Progress func(DeleteProgress)
 	// Clock times the waits between retries. Default clock.RealClock{}.
 	Clock clock.WithTicker
@@ -109,8 +111,9 @@ type KeyError struct {
 func (e KeyError) Error() string { return fmt.Sprintf("%s: %v", e.Key, e.Err) }
 
 // DeleteError is returned when DeletePrefix did not finish. Failed names
-// exactly the keys whose deletion failed; keys not yet listed when it stopped
-// are not named (rerun to delete them). It unwraps to ErrIncomplete and to
+// exactly the keys whose deletion was not confirmed (those of a request in
+// flight when the context ended may be gone nevertheless); keys not yet
+// listed when it stopped are not named (rerun to delete them). It unwraps to ErrIncomplete and to
 // Err, the cause that stopped the run (a listing error or the context's
 // error), when there is one.
 type DeleteError struct {
@@ -232,7 +235,9 @@ func DeletePrefix(ctx context.Context, b *blob.Bucket, prefix string, opts *Dele
 	d := &deletion{
 		bucket: b, prefix: prefix, rm: rm, opts: opts, log: log, res: res,
 		retry: opts.Retry.withDefaults(), clock: opts.Clock, failed: map[string]bool{},
+		progress: newNotifier(opts.Progress),
 	}
+	defer d.progress.close()
 	if d.clock == nil {
 		d.clock = clock.RealClock{}
 	}
@@ -292,19 +297,21 @@ type deletion struct {
 	retry  Retry
 	clock  clock.WithTicker
 
-	mu     sync.Mutex // guards res, failed and the Progress calls
+	mu     sync.Mutex // guards res and failed
 	res    *DeleteResult
 	failed map[string]bool // keys that failed for good: not retried by later passes
+
+	progress *notifier[DeleteProgress]
 }
 
-// report applies f to the running totals and calls Progress.
+// report applies f to the running totals and queues them for Progress.
+// The queueing happens under the lock so that the calls see the totals in
+// order; the calls themselves run on the notifier's goroutine.
 func (d *deletion) report(f func(*DeleteProgress)) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	f(&d.res.DeleteProgress)
-	if d.opts.Progress != nil {
-		d.opts.Progress(d.res.DeleteProgress)
-	}
+	d.progress.send(d.res.DeleteProgress)
 }
 
 // list pages through the prefix and hands batches of targets to emit.

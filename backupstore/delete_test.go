@@ -190,21 +190,27 @@ func TestDeletePrefixCancel(t *testing.T) {
 			if res.Deleted == 0 || res.Deleted >= int64(len(keys)) {
 				t.Errorf("deleted %d of %d before the cancel took effect", res.Deleted, len(keys))
 			}
-			// Every key that failed is still there: failures are exact.
+			// Every key that failed is still there, except those of a
+			// request in flight when the context ended (Progress runs
+			// asynchronously, so the worker may have sent the next
+			// request): the store may have carried that out.
 			left := snapshot(t, b, "backups/c/")
 			var de *backupstore.DeleteError
 			if errors.As(err, &de) {
-				for _, k := range de.Keys() {
-					if _, ok := left[k]; !ok {
-						t.Errorf("%s reported failed but is gone", k)
+				for _, f := range de.Failed {
+					if _, ok := left[f.Key]; !ok && !errors.Is(f.Err, context.Canceled) {
+						t.Errorf("%s reported failed (%v) but is gone", f.Key, f.Err)
 					}
 				}
 			}
 			t.Logf("canceled after %d deleted, %d failed, %d left, returned %v after cancel", res.Deleted, len(res.FailedKeys), len(left), returned)
 			// A rerun finishes the job.
 			res, err = backupstore.DeletePrefix(context.Background(), b, "backups/c/", nil)
-			if err != nil || res.Deleted != int64(len(left)) {
-				t.Errorf("rerun: %+v, %v; want %d deleted", res.DeleteProgress, err, len(left))
+			if err != nil || res.Deleted > int64(len(left)) {
+				t.Errorf("rerun: %+v, %v; want at most %d deleted", res.DeleteProgress, err, len(left))
+			}
+			if got := snapshot(t, b, "backups/c/"); len(got) != 0 {
+				t.Errorf("after rerun %d objects under the prefix", len(got))
 			}
 			if got := snapshot(t, b, "backups/"); len(got) != len(snapshot(t, b, ""))-1 || len(got) == 0 {
 				t.Errorf("after rerun %d objects under backups/; want the siblings", len(got))

@@ -52,7 +52,10 @@
 //     entry that names no key of the request never lets a key pass) or
 //     says it is already gone. Objects already gone count as deleted. A
 //     failed or interrupted DeletePrefix can be run again and finishes the
-//     job; its *DeleteError names exactly the keys whose deletion failed.
+//     job; its *DeleteError names exactly the keys whose deletion was not
+//     confirmed. (The keys of a request in flight when the context ends are
+//     named, with the context's error, although the store may still carry
+//     the request out: a rerun counts them as already gone.)
 //   - DeletePrefix lists the prefix again when it is done, and deletes what
 //     the first listing missed (fileblob's paging can skip keys) or what was
 //     written meanwhile; it gives up with an error after five passes.
