@@ -71,7 +71,9 @@ func (m *Manifest) Count(s Status) int {
 // CopyOptions configure CopyBackups. nil means the defaults.
 type CopyOptions struct {
 	// SourcePrefix selects the source objects; TargetPrefix replaces it in
-	// the target keys. Both may be empty.
+	// the target keys. Each is empty or passes CheckPrefix (so it ends in
+	// Separator): CopyBackups refuses anything else, which would also
+	// select, or write over, the keys of siblings.
 	SourcePrefix, TargetPrefix string
 	// MaxBackupAge, when positive, copies only backups younger than it
 	// (etcd-druid's maxBackupAge; convert days with retention.Days).
@@ -198,6 +200,14 @@ func CopyBackups(ctx context.Context, src, dst *blob.Bucket, opts *CopyOptions) 
 	}
 	if opts.MaxBackupAge < 0 || opts.MaxBackups < 0 {
 		return nil, fmt.Errorf("backupstore: copy: MaxBackupAge = %v, MaxBackups = %d: must not be negative", opts.MaxBackupAge, opts.MaxBackups)
+	}
+	// A prefix that does not end in Separator selects (SourcePrefix) or
+	// writes over (TargetPrefix) the keys of siblings sharing its leading
+	// characters: "tenant-a" + "b/x" is tenant-ab's "tenant-ab/x".
+	for _, p := range []struct{ field, value string }{{"SourcePrefix", opts.SourcePrefix}, {"TargetPrefix", opts.TargetPrefix}} {
+		if err := CheckPrefix(p.value, PrefixRules{AllowEmpty: true}); err != nil {
+			return nil, fmt.Errorf("backupstore: copy: %s: %w", p.field, err)
+		}
 	}
 	c := &copier{src: src, dst: dst, opts: opts, retry: opts.Retry.withDefaults(), clock: opts.Clock,
 		log: logr.FromContextOrDiscard(ctx).WithValues("sourcePrefix", opts.SourcePrefix, "targetPrefix", opts.TargetPrefix)}

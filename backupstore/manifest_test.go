@@ -3,6 +3,7 @@ package backupstore_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"maps"
 	"slices"
 	"strings"
@@ -153,4 +154,43 @@ func TestCopyManifestRecordsOnlyWhatIsKnown(t *testing.T) {
 			t.Errorf("target holds %d objects; want only the manifest", n)
 		}
 	})
+}
+
+// TestCopyRefusesPrefixesThatReachSiblings: a TargetPrefix without its
+// trailing "/" would write "b/x" over tenant-ab's "tenant-ab/x", and a
+// SourcePrefix without it would copy another tenant's backups.
+func TestCopyRefusesPrefixesThatReachSiblings(t *testing.T) {
+	for _, tc := range []struct{ field, source, target string }{
+		{"TargetPrefix", "", "tenant-a"},
+		{"SourcePrefix", "tenant-a", "copy/"},
+	} {
+		t.Run(tc.field, func(t *testing.T) {
+			src, dst := openURL(t, "mem://", nil), openURL(t, "mem://", nil)
+			put(t, src, []string{"b/x", "tenant-ab/secret"}, 10)
+			put(t, dst, []string{"tenant-ab/x"}, 20)
+			before := snapshot(t, dst, "")
+			_, err := backupstore.CopyBackups(context.Background(), src, dst, &backupstore.CopyOptions{SourcePrefix: tc.source, TargetPrefix: tc.target})
+			if !errors.Is(err, backupstore.ErrUnsafePrefix) || !strings.Contains(err.Error(), tc.field) || !strings.Contains(err.Error(), `"tenant-a"`) {
+				t.Errorf("CopyBackups = %v; want ErrUnsafePrefix naming %s and its value", err, tc.field)
+			}
+			if diff := cmp.Diff(before, snapshot(t, dst, "")); diff != "" {
+				t.Errorf("target changed (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestEntriesRefusesARootThatReachesSiblings: root "etcd" would list the
+// entries of "etcd-old/" as well.
+func TestEntriesRefusesARootThatReachesSiblings(t *testing.T) {
+	b := openURL(t, "mem://", nil)
+	put(t, b, []string{"etcd/a--1/x", "etcd-old/b--2/x"}, 4)
+	got, err := backupstore.Entries(context.Background(), b, "etcd")
+	if !errors.Is(err, backupstore.ErrUnsafePrefix) {
+		t.Errorf("Entries(root \"etcd\") = %q, %v; want ErrUnsafePrefix", got, err)
+	}
+	got, err = backupstore.Entries(context.Background(), b, "etcd/")
+	if err != nil || !slices.Equal(got, []string{"a--1"}) {
+		t.Errorf("Entries(root \"etcd/\") = %q, %v; want [a--1]", got, err)
+	}
 }
