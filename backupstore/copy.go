@@ -71,7 +71,9 @@ func (m *Manifest) Count(s Status) int {
 // CopyOptions configure CopyBackups. nil means the defaults.
 type CopyOptions struct {
 	// SourcePrefix selects the source objects; TargetPrefix replaces it in
-	// the target keys. Both may be empty.
+	// the target keys. Each is empty or passes CheckPrefix (so it ends in
+	// Separator): CopyBackups refuses anything else, which would also
+	// select, or write over, the keys of siblings.
 	SourcePrefix, TargetPrefix string
 	// MaxBackupAge, when positive, copies only backups younger than it
 	// (etcd-druid's maxBackupAge; convert days with retention.Days).
@@ -88,12 +90,19 @@ type CopyOptions struct {
 	Concurrency int
 	// ManifestKey, when set, is where the manifest is kept in the target
 	// bucket: read at the start, written before copying and every 100
-	// objects, and at the end. It is never copied or compared.
+	// objects, and at the end. It is never copied or compared: an object
+	// at ManifestKey in the source (the manifest of an earlier copy into
+	// it) is not selected, and CopyBackups refuses to start when a selected
+	// object would be written at ManifestKey in the target, or when the
+	// manifest found there belongs to a copy with other prefixes.
 	ManifestKey string
 	// Retry configures the retries of transient errors.
 	Retry Retry
-	// Progress, when set, is called after every object with the running
-	// totals. Calls are serialized.
+	// Progress, when set, is called with the running totals after every
+	// object. Calls come from one goroutine, in order, and all return
+	// before CopyBackups does; no lock is held during a call, so a slow
+	// callback never stalls the copy workers, it only falls behind (the
+	// copy may be further along than the totals a call sees).
 	Progress func(CopyProgress)
 	// Clock gives the current time for MaxBackupAge and times retries.
 	// Default clock.RealClock{}.
@@ -192,6 +201,14 @@ func CopyBackups(ctx context.Context, src, dst *blob.Bucket, opts *CopyOptions) 
 	if opts.MaxBackupAge < 0 || opts.MaxBackups < 0 {
 		return nil, fmt.Errorf("backupstore: copy: MaxBackupAge = %v, MaxBackups = %d: must not be negative", opts.MaxBackupAge, opts.MaxBackups)
 	}
+	// A prefix that does not end in Separator selects (SourcePrefix) or
+	// writes over (TargetPrefix) the keys of siblings sharing its leading
+	// characters: "tenant-a" + "b/x" is tenant-ab's "tenant-ab/x".
+	for _, p := range []struct{ field, value string }{{"SourcePrefix", opts.SourcePrefix}, {"TargetPrefix", opts.TargetPrefix}} {
+		if err := CheckPrefix(p.value, PrefixRules{AllowEmpty: true}); err != nil {
+			return nil, fmt.Errorf("backupstore: copy: %s: %w", p.field, err)
+		}
+	}
 	c := &copier{src: src, dst: dst, opts: opts, retry: opts.Retry.withDefaults(), clock: opts.Clock,
 		log: logr.FromContextOrDiscard(ctx).WithValues("sourcePrefix", opts.SourcePrefix, "targetPrefix", opts.TargetPrefix)}
 	if c.clock == nil {
@@ -199,9 +216,13 @@ func CopyBackups(ctx context.Context, src, dst *blob.Bucket, opts *CopyOptions) 
 	}
 	res := &CopyResult{}
 	c.res = res
+	c.progress = newNotifier(opts.Progress)
+	defer c.progress.close()
 
-	// 1. What the source holds, and which of it the filters select.
-	srcObjs, err := c.listAll(ctx, src, opts.SourcePrefix, "")
+	// 1. What the source holds, and which of it the filters select. A
+	// manifest in the source (an earlier copy into it, A to B before B to
+	// C) is not a backup: it is never selected.
+	srcObjs, err := c.listAll(ctx, src, opts.SourcePrefix, opts.ManifestKey)
 	if err != nil {
 		return res, &CopyError{Err: fmt.Errorf("list source: %w", err)}
 	}
@@ -210,6 +231,13 @@ func CopyBackups(ctx context.Context, src, dst *blob.Bucket, opts *CopyOptions) 
 		return res, err
 	}
 	res.Excluded = len(srcObjs) - len(selected)
+	if opts.ManifestKey != "" {
+		for _, o := range selected {
+			if c.targetKey(o.Key) == opts.ManifestKey {
+				return res, fmt.Errorf("backupstore: copy: source object %q would be written over the manifest, ManifestKey = %q: choose another ManifestKey", o.Key, opts.ManifestKey)
+			}
+		}
+	}
 
 	// 2. What the target holds, and what an earlier run recorded.
 	dstObjs, err := c.listAll(ctx, dst, opts.TargetPrefix, opts.ManifestKey)
@@ -223,6 +251,16 @@ func CopyBackups(ctx context.Context, src, dst *blob.Bucket, opts *CopyOptions) 
 	prev, err := c.loadManifest(ctx)
 	if err != nil {
 		return res, &CopyError{Err: err}
+	}
+	if prev != nil && (prev.SourcePrefix != opts.SourcePrefix || prev.TargetPrefix != opts.TargetPrefix) {
+		// Resuming from it would record objects of another copy; writing
+		// over it would lose that copy's record.
+		return res, fmt.Errorf("backupstore: copy: the manifest at ManifestKey = %q belongs to a copy from SourcePrefix = %q to TargetPrefix = %q, not from %q to %q: choose another ManifestKey",
+			opts.ManifestKey, prev.SourcePrefix, prev.TargetPrefix, opts.SourcePrefix, opts.TargetPrefix)
+	}
+	listed := make(map[string]bool, len(srcObjs))
+	for _, o := range srcObjs {
+		listed[o.Key] = true
 	}
 
 	// 3. The manifest: every selected object, Copied where the target has it.
@@ -251,10 +289,16 @@ func CopyBackups(ctx context.Context, src, dst *blob.Bucket, opts *CopyOptions) 
 		}
 		m.Entries = append(m.Entries, e)
 	}
-	// Objects an earlier run selected that have left the source since.
+	// Objects an earlier run selected that this run does not: those that
+	// have left the source since, and those the filters now exclude. Only
+	// what is known is recorded: NotFound only for an object gone from the
+	// source; an excluded object that was not copied leaves the manifest.
 	if prev != nil {
 		for _, e := range prev.Entries {
 			if inSource[e.Key] {
+				continue
+			}
+			if listed[e.Key] && e.Status != StatusCopied {
 				continue
 			}
 			if e.Status == StatusNone {
@@ -316,6 +360,7 @@ type copier struct {
 	res      *CopyResult
 	done     int
 	saveMu   sync.Mutex
+	progress *notifier[CopyProgress]
 }
 
 func (c *copier) targetKey(key string) string {
@@ -521,9 +566,9 @@ func (c *copier) finish(ctx context.Context, i int, status Status, size int64, e
 	}
 	c.done++
 	save := c.done%100 == 0
-	if c.opts.Progress != nil {
-		c.opts.Progress(c.res.CopyProgress)
-	}
+	// Queued under the lock, so the calls see the totals in order; run on
+	// the notifier's goroutine, outside it.
+	c.progress.send(c.res.CopyProgress)
 	c.mu.Unlock()
 	if save {
 		if err := c.saveManifest(ctx); err != nil {

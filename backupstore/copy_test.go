@@ -218,16 +218,19 @@ func TestCopyResume(t *testing.T) {
 }
 
 // TestCopyVanishingSource removes a source object between listing and
-// reading: it is NotFound, not an error.
+// reading: it is NotFound, not an error. The Backup func, called after the
+// listing and before any copy, removes it.
 func TestCopyVanishingSource(t *testing.T) {
 	src, dst := openURL(t, "mem://", nil), openURL(t, "mem://", nil)
 	keys := fill(t, src, "b/", 5, 10)
 	res, err := backupstore.CopyBackups(context.Background(), src, dst, &backupstore.CopyOptions{
 		Concurrency: 1,
-		Progress: func(p backupstore.CopyProgress) {
-			if p.Copied == 1 {
+		MaxBackups:  len(keys), // selects all; makes CopyBackups call Backup
+		Backup: func(key string, mod time.Time) (string, time.Time) {
+			if key == keys[len(keys)-1] {
 				src.Delete(context.Background(), keys[3])
 			}
+			return key, mod
 		},
 	})
 	if err != nil {

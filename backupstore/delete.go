@@ -32,9 +32,11 @@ type DeleteOptions struct {
 	Concurrency int
 	// Retry configures the retries of transient errors.
 	Retry Retry
-	// Progress, when set, is called after every completed request (and once
-	// more at the end, with Done set) with the running totals. Calls are
-	// serialized; the callback must return quickly.
+	// Progress, when set, is called with the running totals after every
+	// listed page and every completed request, and once more at the end,
+	// with Done set. Calls come from one goroutine, in order, and all
+	// return before DeletePrefix does; no lock is held during a call, so a
+	// slow callback never stalls the deletion, it only falls behind.
 	Progress func(DeleteProgress)
 	// Clock times the waits between retries. Default clock.RealClock{}.
 	Clock clock.WithTicker
@@ -109,8 +111,9 @@ type KeyError struct {
 func (e KeyError) Error() string { return fmt.Sprintf("%s: %v", e.Key, e.Err) }
 
 // DeleteError is returned when DeletePrefix did not finish. Failed names
-// exactly the keys whose deletion failed; keys not yet listed when it stopped
-// are not named (rerun to delete them). It unwraps to ErrIncomplete and to
+// exactly the keys whose deletion was not confirmed (those of a request in
+// flight when the context ended may be gone nevertheless); keys not yet
+// listed when it stopped are not named (rerun to delete them). It unwraps to ErrIncomplete and to
 // Err, the cause that stopped the run (a listing error or the context's
 // error), when there is one.
 type DeleteError struct {
@@ -203,14 +206,22 @@ const (
 )
 
 // DeletePrefix deletes every object whose key starts with prefix, and
-// nothing else. The prefix must pass CheckPrefix with opts.PrefixRules.
+// nothing else. The prefix must pass CheckPrefix with opts.PrefixRules, and
+// so must the effective prefix the store lists where b has a prefix of its
+// own (a blob.PrefixedBucket, or a URL with prefix= opened by OpenBucket):
+// that prefix must end in Separator too unless opts.AllowPartial, so a
+// bucket opened with prefix=tenant-a is refused, because its keys include
+// those of "tenant-ab/". The effective prefix is known from the listing
+// request on S3, GCS and Azure, and from OpenBucket for the others; it is
+// checked before anything is deleted.
 // Listing and deletion run at the same time; deletion uses the store's batch
 // API where there is one (S3 DeleteObjects, Azure Blob Batch) and bounded
 // concurrency elsewhere. Objects that are already gone count as deleted, so
 // a rerun after an interruption finishes the job.
 //
-// The result is never nil. The error is a *PrefixError (nothing was listed
-// or deleted) or a *DeleteError naming the keys that failed.
+// The result is never nil. The error is a *PrefixError (nothing was
+// deleted; for an effective prefix, one listing request was made) or a
+// *DeleteError naming the keys that failed.
 func DeletePrefix(ctx context.Context, b *blob.Bucket, prefix string, opts *DeleteOptions) (*DeleteResult, error) {
 	if opts == nil {
 		opts = &DeleteOptions{}
@@ -224,7 +235,9 @@ func DeletePrefix(ctx context.Context, b *blob.Bucket, prefix string, opts *Dele
 	d := &deletion{
 		bucket: b, prefix: prefix, rm: rm, opts: opts, log: log, res: res,
 		retry: opts.Retry.withDefaults(), clock: opts.Clock, failed: map[string]bool{},
+		progress: newNotifier(opts.Progress),
 	}
+	defer d.progress.close()
 	if d.clock == nil {
 		d.clock = clock.RealClock{}
 	}
@@ -236,6 +249,10 @@ func DeletePrefix(ctx context.Context, b *blob.Bucket, prefix string, opts *Dele
 			return nil
 		})
 		res.Bytes = res.ListedBytes
+		if pe := (*PrefixError)(nil); errors.As(err, &pe) {
+			res.Keys, res.Bytes = nil, 0
+			return res, err
+		}
 		if err != nil {
 			return res, &DeleteError{Prefix: prefix, Err: err}
 		}
@@ -258,6 +275,9 @@ func DeletePrefix(ctx context.Context, b *blob.Bucket, prefix string, opts *Dele
 			break
 		}
 	}
+	if pe := (*PrefixError)(nil); errors.As(err, &pe) {
+		return res, err
+	}
 	res.Method = rm.method()
 	d.report(func(p *DeleteProgress) { p.Done = true })
 	if err != nil || len(res.FailedKeys) > 0 {
@@ -277,19 +297,21 @@ type deletion struct {
 	retry  Retry
 	clock  clock.WithTicker
 
-	mu     sync.Mutex // guards res, failed and the Progress calls
+	mu     sync.Mutex // guards res and failed
 	res    *DeleteResult
 	failed map[string]bool // keys that failed for good: not retried by later passes
+
+	progress *notifier[DeleteProgress]
 }
 
-// report applies f to the running totals and calls Progress.
+// report applies f to the running totals and queues them for Progress.
+// The queueing happens under the lock so that the calls see the totals in
+// order; the calls themselves run on the notifier's goroutine.
 func (d *deletion) report(f func(*DeleteProgress)) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	f(&d.res.DeleteProgress)
-	if d.opts.Progress != nil {
-		d.opts.Progress(d.res.DeleteProgress)
-	}
+	d.progress.send(d.res.DeleteProgress)
 }
 
 // list pages through the prefix and hands batches of targets to emit.
@@ -312,12 +334,17 @@ func (d *deletion) list(ctx context.Context, pageSize int, emit func([]target) e
 		if err != nil {
 			return fmt.Errorf("list: %w", err)
 		}
+		// The request just made tells the prefix the store listed: check
+		// it before any key of it is handed on.
+		if err := d.checkEffectivePrefix(); err != nil {
+			return err
+		}
 		var listed, bytes int64
 		d.mu.Lock()
-		failed := d.failed
+		anyFailed := len(d.failed) > 0 // read under the lock: workers add to it
 		d.mu.Unlock()
 		for _, o := range objs {
-			if o.IsDir || len(failed) > 0 && d.isFailed(o.Key) {
+			if o.IsDir || anyFailed && d.isFailed(o.Key) {
 				continue
 			}
 			t := target{key: o.Key, raw: o.Key, size: o.Size}
@@ -342,6 +369,42 @@ func (d *deletion) list(ctx context.Context, pageSize int, emit func([]target) e
 	}
 	if len(batch) > 0 {
 		return emit(batch)
+	}
+	return nil
+}
+
+// effectivePrefix returns the prefix the store lists: the bucket's own
+// prefix (a blob.PrefixedBucket, or prefix= in a URL opened by OpenBucket)
+// followed by d.prefix. ok is false when neither the store's listing
+// request nor OpenBucket tells the bucket's prefix.
+func (d *deletion) effectivePrefix() (p string, ok bool) {
+	if p, ok := d.rm.listedPrefix(); ok {
+		return p, true
+	}
+	if bp, ok := openedPrefix(d.bucket); ok {
+		return bp + d.prefix, true
+	}
+	return d.prefix, false
+}
+
+// checkEffectivePrefix applies the rules of CheckPrefix to the prefix the
+// store lists, not only to the caller's: a bucket opened with
+// prefix=tenant-a holds "tenant-ab/secret" as key "b/secret", so deleting
+// its "" (or "b/") would delete another tenant's data.
+func (d *deletion) checkEffectivePrefix() error {
+	eff, ok := d.effectivePrefix()
+	if !ok || eff == d.prefix {
+		return nil
+	}
+	if !strings.HasSuffix(eff, d.prefix) {
+		return &PrefixError{Prefix: eff, Reason: fmt.Sprintf("the store listed this prefix, which does not end in the prefix %q given", d.prefix)}
+	}
+	bucketPrefix := strings.TrimSuffix(eff, d.prefix)
+	if err := CheckPrefix(eff, PrefixRules{AllowPartial: d.opts.AllowPartial}); err != nil {
+		return &PrefixError{Prefix: eff, Reason: fmt.Sprintf("bucket prefix %q followed by %q: %s", bucketPrefix, d.prefix, err.(*PrefixError).Reason)}
+	}
+	if !d.opts.AllowPartial && !strings.HasSuffix(bucketPrefix, Separator) {
+		return &PrefixError{Prefix: eff, Reason: fmt.Sprintf("bucket prefix %q does not end in %s, so the bucket also holds the keys of siblings sharing its leading characters", bucketPrefix, Separator)}
 	}
 	return nil
 }

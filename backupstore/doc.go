@@ -40,12 +40,22 @@
 //     is checked (CheckPrefix) before anything is listed, and every listed key
 //     is checked again, in gocloud's spelling and in the store's own, right
 //     before it is sent to the store. By default the prefix must end in "/",
-//     so "backups/a/" never touches "backups/ab/".
+//     so "backups/a/" never touches "backups/ab/". The same rules apply to
+//     the effective prefix the store lists when the bucket has a prefix of
+//     its own (prefix= in the URL, blob.PrefixedBucket): a bucket opened
+//     with prefix=tenant-a holds "tenant-ab/" too, and DeletePrefix refuses
+//     it before deleting anything.
 //   - A dry run lists exactly the keys and bytes a deletion would remove,
 //     and deletes nothing.
-//   - Objects already gone count as deleted. A failed or interrupted
-//     DeletePrefix can be run again and finishes the job; its *DeleteError
-//     names exactly the keys whose deletion failed.
+//   - An object counts as deleted only when the store confirms it (on S3,
+//     a Deleted entry of the DeleteObjects response for its key; an error
+//     entry that names no key of the request never lets a key pass) or
+//     says it is already gone. Objects already gone count as deleted. A
+//     failed or interrupted DeletePrefix can be run again and finishes the
+//     job; its *DeleteError names exactly the keys whose deletion was not
+//     confirmed. (The keys of a request in flight when the context ends are
+//     named, with the context's error, although the store may still carry
+//     the request out: a rerun counts them as already gone.)
 //   - DeletePrefix lists the prefix again when it is done, and deletes what
 //     the first listing missed (fileblob's paging can skip keys) or what was
 //     written meanwhile; it gives up with an error after five passes.
@@ -68,6 +78,10 @@
 //
 // It does not guarantee:
 //
+//   - the effective-prefix check for a blob.PrefixedBucket made by the
+//     caller over fileblob or memblob, whose listing requests do not show
+//     the prefix: open such buckets with OpenBucket and prefix=, which
+//     remembers it.
 //   - that nothing is written under the prefix after DeletePrefix returns:
 //     stop the writers first (for etcd, the backup sidecar).
 //   - atomicity: a deletion that fails part-way leaves part of the data.

@@ -3,6 +3,7 @@ package backupstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"cloud.google.com/go/storage"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
@@ -104,15 +106,21 @@ func (r *s3Remover) remove(ctx context.Context, ts []target) []error {
 		}
 		return errs
 	}
-	ids := make([]s3types.ObjectIdentifier, len(ts))
-	index := make(map[string]int, len(ts))
+	// A key is deleted only when the response says so: Quiet mode lists
+	// only the failures, and an error entry that names no key of the batch
+	// (spelled otherwise, or no key at all) would leave a failed key
+	// looking deleted.
+	ids := make([]s3types.ObjectIdentifier, 0, len(ts))
+	index := make(map[string][]int, len(ts))
 	for i, t := range ts {
-		ids[i] = s3types.ObjectIdentifier{Key: aws.String(t.raw)}
-		index[t.raw] = i
+		if _, dup := index[t.raw]; !dup {
+			ids = append(ids, s3types.ObjectIdentifier{Key: aws.String(t.raw)})
+		}
+		index[t.raw] = append(index[t.raw], i)
 	}
 	out, err := r.client.DeleteObjects(ctx, &s3.DeleteObjectsInput{
 		Bucket: bucket,
-		Delete: &s3types.Delete{Objects: ids, Quiet: aws.Bool(true)},
+		Delete: &s3types.Delete{Objects: ids, Quiet: aws.Bool(false)},
 	})
 	if err != nil {
 		for i := range errs {
@@ -120,19 +128,46 @@ func (r *s3Remover) remove(ctx context.Context, ts []target) []error {
 		}
 		return errs
 	}
+	confirmed := make([]bool, len(ts))
+	for _, d := range out.Deleted {
+		for _, i := range index[aws.ToString(d.Key)] {
+			confirmed[i] = true
+		}
+	}
+	var unmatched []string
 	for _, e := range out.Errors {
-		i, ok := index[aws.ToString(e.Key)]
-		if !ok {
+		is, ok := index[aws.ToString(e.Key)]
+		if !ok || e.Key == nil {
+			unmatched = append(unmatched, fmt.Sprintf("%s for key %q", aws.ToString(e.Code), aws.ToString(e.Key)))
 			continue
 		}
-		if aws.ToString(e.Code) == "NoSuchKey" {
-			errs[i] = errGone
-			continue
+		for _, i := range is {
+			switch {
+			case aws.ToString(e.Code) == "NoSuchKey":
+				if errs[i] == nil {
+					errs[i] = errGone
+				}
+			case errs[i] == nil || errors.Is(errs[i], errGone):
+				// An error entry wins over a Deleted one for the same key.
+				errs[i] = &s3KeyError{Code: aws.ToString(e.Code), Message: aws.ToString(e.Message)}
+			}
 		}
-		errs[i] = &s3KeyError{Code: aws.ToString(e.Code), Message: aws.ToString(e.Message)}
+	}
+	for i := range errs {
+		if errs[i] == nil && !confirmed[i] {
+			msg := "the DeleteObjects response does not confirm this key's deletion"
+			if len(unmatched) > 0 {
+				msg += "; it has error entries naming no key of the request: " + strings.Join(unmatched, ", ")
+			}
+			errs[i] = &s3KeyError{Code: s3Unconfirmed, Message: msg}
+		}
 	}
 	return errs
 }
+
+// s3Unconfirmed is the code of a key that a DeleteObjects response neither
+// confirms deleted nor names in an error entry.
+const s3Unconfirmed = "Unconfirmed"
 
 // azureRemover deletes with Blob Batch, up to 256 blobs a request. Where the
 // service does not support batches (Azurite), it falls back to one request
@@ -244,14 +279,44 @@ func (r *azureRemover) removeEach(ctx context.Context, ts []target) []error {
 }
 
 // objectRemover deletes one object per request through gocloud.
-type objectRemover struct{ bucket *blob.Bucket }
+type objectRemover struct {
+	bucket *blob.Bucket
+	listed atomic.Pointer[string]
+}
 
-func (r *objectRemover) method() string                      { return "per-object" }
-func (r *objectRemover) batchSize() int                      { return 1 }
-func (r *objectRemover) concurrency() int                    { return 16 }
-func (r *objectRemover) prepare(*blob.ListOptions)           {}
-func (r *objectRemover) raw(*blob.ListObject) (string, bool) { return "", false }
-func (r *objectRemover) listedPrefix() (string, bool)        { return "", false }
+func (r *objectRemover) method() string   { return "per-object" }
+func (r *objectRemover) batchSize() int   { return 1 }
+func (r *objectRemover) concurrency() int { return 16 }
+
+// raw returns the GCS object name, checked (not used) before the delete.
+func (r *objectRemover) raw(o *blob.ListObject) (string, bool) {
+	var attrs storage.ObjectAttrs
+	if o.As(&attrs) {
+		return attrs.Name, true
+	}
+	return "", false
+}
+
+// prepare learns the listing's prefix as GCS sees it from the request;
+// fileblob and memblob do not tell it.
+func (r *objectRemover) prepare(opts *blob.ListOptions) {
+	opts.BeforeList = func(as func(any) bool) error {
+		var q *storage.Query
+		if as(&q) && q != nil {
+			p := q.Prefix
+			r.listed.Store(&p)
+		}
+		return nil
+	}
+}
+
+func (r *objectRemover) listedPrefix() (string, bool) {
+	p := r.listed.Load()
+	if p == nil {
+		return "", false
+	}
+	return *p, true
+}
 func (r *objectRemover) remove(ctx context.Context, ts []target) []error {
 	errs := make([]error, len(ts))
 	for i, t := range ts {

@@ -41,8 +41,13 @@ func EntryPrefix(root, entry string) (string, error) {
 }
 
 // Entries lists the entries (the first path segment below root) of a shared
-// bucket. It costs one listing request per 1,000 entries.
+// bucket. root is empty or ends in Separator, as for EntryPrefix: a root
+// such as "etcd" would also list the entries under "etcd-old/". It costs
+// one listing request per 1,000 entries.
 func Entries(ctx context.Context, b *blob.Bucket, root string) ([]string, error) {
+	if root != "" && !strings.HasSuffix(root, Separator) {
+		return nil, &PrefixError{Prefix: root, Reason: "root must be empty or end in " + Separator}
+	}
 	var out []string
 	token := blob.FirstPageToken
 	for {

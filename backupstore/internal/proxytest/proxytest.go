@@ -1,7 +1,8 @@
 // Package proxytest is a loopback HTTP proxy for tests and benchmarks of
 // backupstore: it sits in front of a real object store, counts requests,
-// adds a fixed delay to each (a cloud region 10 ms away) and fails the
-// requests a test chooses (an outage part-way through a deletion).
+// adds a fixed delay to each (a cloud region 10 ms away), fails the
+// requests a test chooses (an outage part-way through a deletion) and lets a
+// test answer requests itself (a store that answers oddly).
 package proxytest
 
 import (
@@ -27,6 +28,7 @@ type Proxy struct {
 	mu       sync.Mutex
 	delay    time.Duration
 	fail     func(*http.Request) bool
+	handle   func(http.ResponseWriter, *http.Request) bool
 	srv      *http.Server
 }
 
@@ -56,7 +58,7 @@ func Start(tb testing.TB, backend string) *Proxy {
 	p.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.requests.Add(1)
 		p.mu.Lock()
-		delay, fail := p.delay, p.fail
+		delay, fail, handle := p.delay, p.fail, p.handle
 		p.mu.Unlock()
 		if delay > 0 {
 			time.Sleep(delay)
@@ -64,6 +66,9 @@ func Start(tb testing.TB, backend string) *Proxy {
 		if fail != nil && fail(r) {
 			p.failed.Add(1)
 			http.Error(w, "proxytest: injected failure", http.StatusServiceUnavailable)
+			return
+		}
+		if handle != nil && handle(w, r) {
 			return
 		}
 		rp.ServeHTTP(w, r)
@@ -85,6 +90,15 @@ func (p *Proxy) SetDelay(d time.Duration) {
 func (p *Proxy) SetFail(f func(*http.Request) bool) {
 	p.mu.Lock()
 	p.fail = f
+	p.mu.Unlock()
+}
+
+// SetHandler lets h answer requests itself, without forwarding them: a
+// request is forwarded only when h returns false (and then h must not have
+// written to w). nil forwards every request.
+func (p *Proxy) SetHandler(h func(w http.ResponseWriter, r *http.Request) bool) {
+	p.mu.Lock()
+	p.handle = h
 	p.mu.Unlock()
 }
 

@@ -1,0 +1,196 @@
+package backupstore_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"gocloud.dev/blob"
+
+	"github.com/groundskeeper-io/groundskeeper/backupstore"
+)
+
+// takenFromNameOrModTime reads the time out of a snapshot name, and uses
+// the modification time for any other key (as a Backup func that does not
+// know manifests would).
+func takenFromNameOrModTime(key string, mod time.Time) (string, time.Time) {
+	if id, taken := takenFromName(key, mod); !taken.IsZero() {
+		return id, taken
+	}
+	return key, mod
+}
+
+func readManifest(t *testing.T, b interface {
+	ReadAll(context.Context, string) ([]byte, error)
+}, key string) *backupstore.Manifest {
+	t.Helper()
+	data, err := b.ReadAll(context.Background(), key)
+	if err != nil {
+		t.Fatalf("read manifest %s: %v", key, err)
+	}
+	var m backupstore.Manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatalf("manifest %s: %v", key, err)
+	}
+	return &m
+}
+
+func manifestKeys(m *backupstore.Manifest) []string {
+	var keys []string
+	for _, e := range m.Entries {
+		keys = append(keys, e.Key+"="+string(e.Status))
+	}
+	return keys
+}
+
+// TestCopyChainedMigrationNeverCopiesTheManifest: A to B, then B to C, with
+// the same ManifestKey. B holds the first copy's manifest, newer than every
+// backup; it is not a backup, so it is never selected (MaxBackups counts
+// the snapshots only) and never written over C's own manifest.
+func TestCopyChainedMigrationNeverCopiesTheManifest(t *testing.T) {
+	a, b, c := openStore(t, allStores[0].open(t)), openStore(t, allStores[1].open(t)), openStore(t, allStores[2].open(t))
+	now := time.Now()
+	keys := []string{snapshotName(1, now.Add(-48*time.Hour)), snapshotName(2, now.Add(-24*time.Hour))}
+	put(t, a, keys, 100)
+	ctx := context.Background()
+	opts := &backupstore.CopyOptions{MaxBackups: 2, Backup: takenFromNameOrModTime, ManifestKey: "migration.json"}
+	if res, err := backupstore.CopyBackups(ctx, a, b, opts); err != nil || res.Copied != 2 {
+		t.Fatalf("A to B: %+v, %v; want 2 copied", res.CopyProgress, err)
+	}
+	res, err := backupstore.CopyBackups(ctx, b, c, opts)
+	if err != nil {
+		t.Fatalf("B to C: %v", err)
+	}
+	if res.Copied != 2 || res.Excluded != 0 {
+		t.Errorf("B to C: %+v, excluded %d; want both snapshots copied, nothing excluded", res.CopyProgress, res.Excluded)
+	}
+	checkContents(t, c, keys, 100)
+	want := []string{keys[0] + "=Copied", keys[1] + "=Copied"}
+	if diff := cmp.Diff(want, manifestKeys(res.Manifest)); diff != "" {
+		t.Errorf("B to C manifest (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(want, manifestKeys(readManifest(t, c, "migration.json"))); diff != "" {
+		t.Errorf("C's stored manifest (-want +got):\n%s", diff)
+	}
+}
+
+// TestCopyRefusesToWriteDataOverTheManifest: a source object whose target
+// key is ManifestKey is refused before anything is written.
+func TestCopyRefusesToWriteDataOverTheManifest(t *testing.T) {
+	src, dst := openURL(t, "mem://", nil), openURL(t, "mem://", nil)
+	put(t, src, []string{"a/Full-1", "a/m.json"}, 10)
+	_, err := backupstore.CopyBackups(context.Background(), src, dst, &backupstore.CopyOptions{SourcePrefix: "a/", ManifestKey: "m.json"})
+	if err == nil || !strings.Contains(err.Error(), `"a/m.json"`) || !strings.Contains(err.Error(), `ManifestKey = "m.json"`) {
+		t.Errorf("CopyBackups = %v; want an error naming the source key and ManifestKey", err)
+	}
+	if got := snapshot(t, dst, ""); len(got) != 0 {
+		t.Errorf("target holds %v; want nothing written", slices.Sorted(maps.Keys(got)))
+	}
+}
+
+// TestCopyManifestRecordsOnlyWhatIsKnown: a rerun after an interruption
+// whose filters now exclude entries still None does not record them
+// NotFound (they are still in the source), and a manifest of a copy with
+// other prefixes is neither merged nor overwritten.
+func TestCopyManifestRecordsOnlyWhatIsKnown(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	keys := []string{snapshotName(1, now.Add(-3*time.Hour)), snapshotName(2, now.Add(-2*time.Hour)), snapshotName(3, now.Add(-time.Hour))}
+	ctx := context.Background()
+	writeManifest := func(t *testing.T, dst interface {
+		WriteAll(context.Context, string, []byte, *blob.WriterOptions) error
+	}, m backupstore.Manifest) []byte {
+		t.Helper()
+		data, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := dst.WriteAll(ctx, "manifest.json", data, nil); err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	t.Run("an interrupted entry now excluded by the filters is not recorded NotFound", func(t *testing.T) {
+		src, dst := openURL(t, "mem://", nil), openURL(t, "mem://", nil)
+		put(t, src, keys, 10)
+		// What an interrupted run with no filters leaves: every entry None.
+		var m backupstore.Manifest
+		for _, k := range keys {
+			m.Entries = append(m.Entries, backupstore.ManifestEntry{Key: k, Size: 10, Status: backupstore.StatusNone})
+		}
+		writeManifest(t, dst, m)
+		res, err := backupstore.CopyBackups(ctx, src, dst, &backupstore.CopyOptions{
+			MaxBackups: 1, Backup: takenFromName, ManifestKey: "manifest.json"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.NotFound != 0 || res.Copied != 1 {
+			t.Errorf("%+v; want the newest copied and nothing NotFound", res.CopyProgress)
+		}
+		want := []string{keys[2] + "=Copied"}
+		if diff := cmp.Diff(want, manifestKeys(readManifest(t, dst, "manifest.json"))); diff != "" {
+			t.Errorf("manifest (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("a manifest of a copy with other prefixes is not merged", func(t *testing.T) {
+		src, dst := openURL(t, "mem://", nil), openURL(t, "mem://", nil)
+		put(t, src, keys, 10)
+		foreign := writeManifest(t, dst, backupstore.Manifest{SourcePrefix: "other/", TargetPrefix: "x/",
+			Entries: []backupstore.ManifestEntry{{Key: "other/Full-1", Size: 10, Status: backupstore.StatusNone}}})
+		res, err := backupstore.CopyBackups(ctx, src, dst, &backupstore.CopyOptions{SourcePrefix: "backups/", ManifestKey: "manifest.json"})
+		if err == nil || !strings.Contains(err.Error(), `SourcePrefix = "other/"`) {
+			t.Errorf("CopyBackups = %+v, %v; want an error naming the manifest's SourcePrefix", res, err)
+		}
+		got, _ := dst.ReadAll(ctx, "manifest.json")
+		if string(got) != string(foreign) {
+			t.Errorf("the other copy's manifest was changed:\n%s", got)
+		}
+		if n := len(snapshot(t, dst, "")); n != 1 {
+			t.Errorf("target holds %d objects; want only the manifest", n)
+		}
+	})
+}
+
+// TestCopyRefusesPrefixesThatReachSiblings: a TargetPrefix without its
+// trailing "/" would write "b/x" over tenant-ab's "tenant-ab/x", and a
+// SourcePrefix without it would copy another tenant's backups.
+func TestCopyRefusesPrefixesThatReachSiblings(t *testing.T) {
+	for _, tc := range []struct{ field, source, target string }{
+		{"TargetPrefix", "", "tenant-a"},
+		{"SourcePrefix", "tenant-a", "copy/"},
+	} {
+		t.Run(tc.field, func(t *testing.T) {
+			src, dst := openURL(t, "mem://", nil), openURL(t, "mem://", nil)
+			put(t, src, []string{"b/x", "tenant-ab/secret"}, 10)
+			put(t, dst, []string{"tenant-ab/x"}, 20)
+			before := snapshot(t, dst, "")
+			_, err := backupstore.CopyBackups(context.Background(), src, dst, &backupstore.CopyOptions{SourcePrefix: tc.source, TargetPrefix: tc.target})
+			if !errors.Is(err, backupstore.ErrUnsafePrefix) || !strings.Contains(err.Error(), tc.field) || !strings.Contains(err.Error(), `"tenant-a"`) {
+				t.Errorf("CopyBackups = %v; want ErrUnsafePrefix naming %s and its value", err, tc.field)
+			}
+			if diff := cmp.Diff(before, snapshot(t, dst, "")); diff != "" {
+				t.Errorf("target changed (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestEntriesRefusesARootThatReachesSiblings: root "etcd" would list the
+// entries of "etcd-old/" as well.
+func TestEntriesRefusesARootThatReachesSiblings(t *testing.T) {
+	b := openURL(t, "mem://", nil)
+	put(t, b, []string{"etcd/a--1/x", "etcd-old/b--2/x"}, 4)
+	got, err := backupstore.Entries(context.Background(), b, "etcd")
+	if !errors.Is(err, backupstore.ErrUnsafePrefix) {
+		t.Errorf("Entries(root \"etcd\") = %q, %v; want ErrUnsafePrefix", got, err)
+	}
+	got, err = backupstore.Entries(context.Background(), b, "etcd/")
+	if err != nil || !slices.Equal(got, []string{"a--1"}) {
+		t.Errorf("Entries(root \"etcd/\") = %q, %v; want [a--1]", got, err)
+	}
+}
