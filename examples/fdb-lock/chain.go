@@ -108,8 +108,21 @@ func (o *operator) global(name string, p plan) subreconcile.Named[*Database, *lo
 		if what, _ := p(db, o.id); what == "" {
 			return nil
 		}
-		if r := o.take(ctx, loop); r != nil {
+		lease, r := o.take(ctx, loop)
+		if r != nil {
 			return r
+		}
+		if lease.Outcome != locking.Bypassed {
+			// Act only while the lock is ours: a Take that returned late
+			// (a hung request) may hand back a lock that has run out, and
+			// the operation must not outlive it.
+			left := lease.End.Sub(o.now())
+			if left <= 0 {
+				return subreconcile.RequeueAfter(time.Nanosecond, fmt.Sprintf("the global lock ran out at %s before %s could act", clockTime(lease.End), o.id))
+			}
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, left)
+			defer cancel()
 		}
 		fresh, err := o.dbs.Get(ctx, db.Namespace, db.Name)
 		if err != nil {
@@ -134,19 +147,27 @@ func (o *operator) global(name string, p plan) subreconcile.Named[*Database, *lo
 	})
 }
 
+// now reads the lock's clock.
+func (o *operator) now() time.Time {
+	if o.lockOptions.Clock == nil {
+		return time.Now()
+	}
+	return o.lockOptions.Clock.Now()
+}
+
 // take takes or extends the lock, or says when to come back.
-func (o *operator) take(ctx context.Context, loop subreconcile.Loop[*loopState]) *subreconcile.Requeue {
+func (o *operator) take(ctx context.Context, loop subreconcile.Loop[*loopState]) (locking.Lease, *subreconcile.Requeue) {
 	st := loop.State()
 	lease, err := st.lock.Take(ctx)
 	var held *locking.HeldError
 	switch {
 	case errors.As(err, &held):
-		return subreconcile.RequeueAfter(held.RetryAfter,
+		return lease, subreconcile.RequeueAfter(held.RetryAfter,
 			fmt.Sprintf("%s holds the global lock until %s", held.Holder, clockTime(held.End)))
 	case errors.Is(err, locking.ErrDenied):
-		return subreconcile.RequeueAfter(o.deniedRetry, fmt.Sprintf("%s is on the deny list: no global operations", o.id))
+		return lease, subreconcile.RequeueAfter(o.deniedRetry, fmt.Sprintf("%s is on the deny list: no global operations", o.id))
 	case err != nil:
-		return subreconcile.RequeueOnError(err)
+		return lease, subreconcile.RequeueOnError(err)
 	}
 	switch lease.Outcome {
 	case locking.Taken:
@@ -158,10 +179,10 @@ func (o *operator) take(ctx context.Context, loop subreconcile.Loop[*loopState])
 			loop.Acted("locks are disabled: acting without the global lock")
 		}
 		st.bypassed = true
-		return nil
+		return lease, nil
 	}
 	st.held = true
-	return nil
+	return lease, nil
 }
 
 // releaseLock releases the lock once every global step of the loop is done,
