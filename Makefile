@@ -14,7 +14,7 @@ BIN   := $(CURDIR)/.cache/bin
 
 # Integration tests start real control planes and object stores: give them
 # room on a 2-core machine.
-TEST_FLAGS  ?= -timeout 30m
+TEST_FLAGS  ?= -race -timeout 30m
 BENCH_FLAGS ?= -run '^$$' -bench . -benchmem -timeout 60m
 
 .PHONY: all test testenv lint vet fmt-check tidy-check staticcheck bench

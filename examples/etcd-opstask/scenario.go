@@ -261,8 +261,9 @@ func (s *sim) flush() {
 }
 
 // settle waits (in real time) until every InProgress task is in a simulated
-// wait that ends later than now, before its timeout: until then its
-// goroutine still has work to do at the current simulated time.
+// wait that ends later than now, before its timeout, and its claim was
+// renewed at the latest renewal due: until then a goroutine still has work
+// to do at the current simulated time.
 func (s *sim) settle(kinds []opstask.Kind) error {
 	timeouts := map[string]func(*opstask.Task) (time.Duration, error){}
 	for _, k := range kinds {
@@ -289,6 +290,13 @@ func (s *sim) settle(kinds []opstask.Kind) error {
 				}
 			}
 			if !now.Before(t.Status.StartedAt.Add(timeout)) {
+				settled = false
+			}
+			// The controller renews its claim every third of the lease and
+			// gives the execution up two thirds after its last write: a
+			// renewal due at this simulated time must be written before the
+			// clock moves on, as it would be in real time.
+			if op := t.Status.LastOperation; op == nil || !op.LastUpdateTime.Add(opstask.DefaultLeaseDuration/3).After(now) {
 				settled = false
 			}
 		}
