@@ -95,7 +95,7 @@ func BenchmarkCollect10000Claims1000Expired(b *testing.B) {
 	counting := &countingTransport{counts: map[string]int{}}
 	cfg := rest.CopyConfig(env.Config)
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { counting.rt = rt; return counting }
-	m, err := lifecycle.New(lifecycle.Config{Client: kubernetes.NewForConfigOrDie(cfg).CoreV1(), Clock: clk, PageSize: pageSize})
+	m, err := lifecycle.New(lifecycle.Config{Client: lifecycle.ClientGo(kubernetes.NewForConfigOrDie(cfg).CoreV1()), Clock: clk, PageSize: pageSize})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -17,13 +17,19 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 )
 
-// snapshotLister stands for an informer's lister (the List method of
-// corelisters.PersistentVolumeClaimNamespaceLister and PodNamespaceLister):
-// it serves the objects of one list made before the pass. (client-go's
-// listers would need github.com/pmezard/go-difflib in go.mod.)
+// snapshotLister stands for a cache (lifecycle.ClaimLister and PodLister):
+// it serves the objects of one list made before the pass, of every
+// namespace, as a cluster-wide cache that ignores the namespace asked for
+// would.
 type snapshotLister[T any] struct{ items []T }
 
-func (l snapshotLister[T]) List(sel labels.Selector) ([]T, error) { return l.items, nil }
+func (l snapshotLister[T]) ListClaims(context.Context, string, labels.Selector) ([]T, error) {
+	return l.items, nil
+}
+
+func (l snapshotLister[T]) ListPods(context.Context, string, labels.Selector) ([]T, error) {
+	return l.items, nil
+}
 
 // With caches in the scope, a collector pass reads claims and pods from
 // them; its only requests are one list of pods from the API server to
@@ -38,7 +44,7 @@ func TestCollectorFromCaches(t *testing.T) {
 	counting := &countingTransport{counts: map[string]int{}}
 	cfg := rest.CopyConfig(env.Config)
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { counting.rt = rt; return counting }
-	m := must[*lifecycle.Manager](t)(lifecycle.New(lifecycle.Config{Client: kubernetes.NewForConfigOrDie(cfg).CoreV1(), Clock: clk}))
+	m := must[*lifecycle.Manager](t)(lifecycle.New(lifecycle.Config{Client: lifecycle.ClientGo(kubernetes.NewForConfigOrDie(cfg).CoreV1()), Clock: clk}))
 	ann := m.Annotations()
 	for i := range 10 {
 		since := clk.Now().Add(-10 * time.Minute)

@@ -195,8 +195,7 @@ func (m *Manager) Collect(ctx context.Context, opts CollectOptions) (CollectResu
 				attempted[i] = true
 				d := &todo[i]
 				uid, rv := d.UID, d.ResourceVersion
-				outcomes[i] = m.client.PersistentVolumeClaims(opts.Namespace).Delete(ctx, d.Claim, metav1.DeleteOptions{
-					Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
+				outcomes[i] = m.client.DeleteClaim(ctx, opts.Namespace, d.Claim, metav1.Preconditions{UID: &uid, ResourceVersion: &rv})
 			}
 		})
 	}

@@ -139,7 +139,7 @@ func TestCustomResourceOwner(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 				defer cancel()
 				env := testenv.StartKubernetes(t)
-				m, err := lifecycle.New(lifecycle.Config{Client: env.Client.CoreV1()})
+				m, err := lifecycle.New(lifecycle.Config{Client: lifecycle.ClientGo(env.Client.CoreV1())})
 				if err != nil {
 					t.Fatal(err)
 				}

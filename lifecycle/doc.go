@@ -38,6 +38,15 @@
 //	res, err := m.Collect(ctx, lifecycle.CollectOptions{Scope: scope})
 //	return reconcile.Result{RequeueAfter: res.RequeueAfter}
 //
+// # Clients
+//
+// A Manager sends its requests through Client, the few calls it makes on
+// claims and pods, each with a context: ClientGo adapts a client-go
+// clientset, and package crt a controller-runtime manager (its client, and
+// its API reader for the reads that must be fresh). Scope.Claims and
+// Scope.Pods take caches: InformerClaims and InformerPods over client-go
+// listers, crt.ClaimCache and crt.PodCache over a controller-runtime cache.
+//
 // # Unmount tracking
 //
 // Annotations names three annotations under a prefix (DefaultAnnotationPrefix
@@ -85,8 +94,8 @@
 //     mounted claim is removed. A claim whose annotations do not parse is
 //     never deleted. DryRun returns exactly the claims it would delete and
 //     why.
-//   - Collect reads claims and pods with paginated lists (or the informer
-//     caches given in Scope), never one request per claim; its only other
+//   - Collect reads claims and pods with paginated lists (or the caches
+//     given in Scope), never one request per claim; its only other
 //     requests are the deletes, the removal of out-of-date marks and, when
 //     it is about to delete, one list of pods from the API server.
 //   - A Scope must name its namespace; objects of other namespaces served by

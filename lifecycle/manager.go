@@ -14,17 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/utils/clock"
 )
-
-// Client is the part of a clientset this package uses:
-// kubernetes.Interface.CoreV1() satisfies it.
-type Client interface {
-	corev1client.PersistentVolumeClaimsGetter
-	corev1client.PodsGetter
-}
 
 // EventRecorder is the part of client-go's record.EventRecorder this package
 // uses; a record.EventRecorder satisfies it as is.
@@ -53,7 +44,9 @@ const (
 
 // Config configures a Manager. Only Client is required.
 type Config struct {
-	// Client reads and writes claims and reads pods.
+	// Client reads and writes claims and reads pods: ClientGo over a
+	// client-go clientset, or crt.LifecycleClient over a controller-runtime
+	// manager.
 	Client Client
 	// Recorder receives events about the owner; nil records none.
 	Recorder EventRecorder
@@ -141,11 +134,10 @@ func (m *Manager) event(namespace string, owner *Ref, eventtype, reason, msg str
 // version we have not seen.
 func (m *Manager) mutate(ctx context.Context, namespace, name string, claim *corev1.PersistentVolumeClaim,
 	compute func(*corev1.PersistentVolumeClaim) (map[string]any, error)) (*corev1.PersistentVolumeClaim, error) {
-	claims := m.client.PersistentVolumeClaims(namespace)
 	for attempt := 0; ; attempt++ {
 		if claim == nil {
 			var err error
-			claim, err = claims.Get(ctx, name, metav1.GetOptions{})
+			claim, err = m.client.GetClaim(ctx, namespace, name)
 			if err != nil {
 				return nil, fmt.Errorf("lifecycle: get claim %s/%s: %w", namespace, name, err)
 			}
@@ -162,7 +154,7 @@ func (m *Manager) mutate(ctx context.Context, namespace, name string, claim *cor
 		if err != nil {
 			return claim, fmt.Errorf("lifecycle: patch claim %s/%s: %w", namespace, name, err)
 		}
-		patched, err := claims.Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{})
+		patched, err := m.client.PatchClaim(ctx, namespace, name, body)
 		switch {
 		case err == nil:
 			return patched, nil
@@ -256,15 +248,13 @@ type Scope struct {
 	// selects every pod in the namespace.
 	PodSelector labels.Selector
 	// Claims, when set, is read instead of listing claims from the API
-	// server (a corelisters.PersistentVolumeClaimNamespaceLister).
-	Claims interface {
-		List(selector labels.Selector) ([]*corev1.PersistentVolumeClaim, error)
-	}
+	// server: a cache (InformerClaims over a client-go lister, or
+	// crt.ClaimCache over a controller-runtime cache).
+	Claims ClaimLister
 	// Pods, when set, is read instead of listing pods from the API server
-	// (a corelisters.PodNamespaceLister).
-	Pods interface {
-		List(selector labels.Selector) ([]*corev1.Pod, error)
-	}
+	// for the first mount check: a cache (InformerPods, crt.PodCache). The
+	// check before a deletion always lists pods from the API server.
+	Pods PodLister
 }
 
 // validate rejects a scope that would send deletes to the wrong namespace:
@@ -286,7 +276,7 @@ func selectorOrEverything(s labels.Selector) labels.Selector {
 func (m *Manager) listClaims(ctx context.Context, s Scope) ([]*corev1.PersistentVolumeClaim, error) {
 	sel := selectorOrEverything(s.Selector)
 	if s.Claims != nil {
-		all, err := s.Claims.List(sel)
+		all, err := s.Claims.ListClaims(ctx, s.Namespace, sel)
 		if err != nil {
 			return nil, fmt.Errorf("lifecycle: list claims in %s from cache: %w", s.Namespace, err)
 		}
@@ -302,7 +292,7 @@ func (m *Manager) listClaims(ctx context.Context, s Scope) ([]*corev1.Persistent
 	var out []*corev1.PersistentVolumeClaim
 	opts := metav1.ListOptions{LabelSelector: sel.String(), Limit: m.pageSize}
 	for {
-		list, err := m.client.PersistentVolumeClaims(s.Namespace).List(ctx, opts)
+		list, err := m.client.ListClaims(ctx, s.Namespace, opts)
 		if err != nil {
 			return nil, fmt.Errorf("lifecycle: list claims in %s (%q): %w", s.Namespace, opts.LabelSelector, err)
 		}
@@ -337,7 +327,7 @@ func (mt mounters) add(pod *corev1.Pod) {
 func (m *Manager) listMounters(ctx context.Context, s Scope, live bool) (mounters, error) {
 	mt := mounters{}
 	if !live && s.Pods != nil {
-		pods, err := s.Pods.List(selectorOrEverything(s.PodSelector))
+		pods, err := s.Pods.ListPods(ctx, s.Namespace, selectorOrEverything(s.PodSelector))
 		if err != nil {
 			return nil, fmt.Errorf("lifecycle: list pods in %s from cache: %w", s.Namespace, err)
 		}
@@ -354,7 +344,7 @@ func (m *Manager) listMounters(ctx context.Context, s Scope, live bool) (mounter
 	}
 	opts := metav1.ListOptions{LabelSelector: sel.String(), Limit: m.pageSize}
 	for {
-		list, err := m.client.Pods(s.Namespace).List(ctx, opts)
+		list, err := m.client.ListPods(ctx, s.Namespace, opts)
 		if err != nil {
 			return nil, fmt.Errorf("lifecycle: list pods in %s (%q): %w", s.Namespace, opts.LabelSelector, err)
 		}
@@ -487,8 +477,7 @@ func (m *Manager) CheckReuse(ctx context.Context, namespace, podName, claimName 
 		// Delete exactly the version decided on: if it changed since (a
 		// pod re-mounted it, say), the preconditions fail and we wait.
 		uid, rv := decidedOn.UID, decidedOn.ResourceVersion
-		err := m.client.PersistentVolumeClaims(namespace).Delete(ctx, claimName, metav1.DeleteOptions{
-			Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
+		err := m.client.DeleteClaim(ctx, namespace, claimName, metav1.Preconditions{UID: &uid, ResourceVersion: &rv})
 		switch {
 		case err == nil:
 			log.Info("deleted expired claim before reuse", "reason", dec.Reason)

@@ -32,7 +32,7 @@ func TestLateUnmountMarkOnRemountedClaimIsNotWrittenClaimKept(t *testing.T) {
 	ns := env.Namespace
 	claims, pods := env.Client.CoreV1().PersistentVolumeClaims(ns), env.Client.CoreV1().Pods(ns)
 	clk := testingclock.NewFakeClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
-	m := must[*lifecycle.Manager](t)(lifecycle.New(lifecycle.Config{Client: env.Client.CoreV1(), Clock: clk,
+	m := must[*lifecycle.Manager](t)(lifecycle.New(lifecycle.Config{Client: lifecycle.ClientGo(env.Client.CoreV1()), Clock: clk,
 		Annotations: lifecycle.Annotations{Prefix: lifecycle.AerospikeAnnotationPrefix}}))
 	ann := m.Annotations()
 
@@ -83,7 +83,7 @@ func TestMarkOnMountedClaimIsClearedWhicheverPodMountsIt(t *testing.T) {
 	ns := env.Namespace
 	claims, pods := env.Client.CoreV1().PersistentVolumeClaims(ns), env.Client.CoreV1().Pods(ns)
 	clk := testingclock.NewFakeClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
-	m := must[*lifecycle.Manager](t)(lifecycle.New(lifecycle.Config{Client: env.Client.CoreV1(), Clock: clk, DefaultTTL: time.Hour}))
+	m := must[*lifecycle.Manager](t)(lifecycle.New(lifecycle.Config{Client: lifecycle.ClientGo(env.Client.CoreV1()), Clock: clk, DefaultTTL: time.Hour}))
 	ann := m.Annotations()
 	expired := clk.Now().Add(-2 * time.Hour).Format(time.RFC3339)
 	recent := clk.Now().Add(-time.Minute).Format(time.RFC3339)
@@ -150,7 +150,7 @@ func TestClaimMountedByPodMissingFromCacheIsKept(t *testing.T) {
 	ns := env.Namespace
 	claims := env.Client.CoreV1().PersistentVolumeClaims(ns)
 	clk := testingclock.NewFakeClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
-	m := must[*lifecycle.Manager](t)(lifecycle.New(lifecycle.Config{Client: env.Client.CoreV1(), Clock: clk, DefaultTTL: time.Hour}))
+	m := must[*lifecycle.Manager](t)(lifecycle.New(lifecycle.Config{Client: lifecycle.ClientGo(env.Client.CoreV1()), Clock: clk, DefaultTTL: time.Hour}))
 	ann := m.Annotations()
 	expired := map[string]string{ann.PodNameKey(): "db-0", ann.LastUnmountedKey(): clk.Now().Add(-2 * time.Hour).Format(time.RFC3339)}
 	claim := must[*corev1.PersistentVolumeClaim](t)(claims.Create(ctx, newClaim("data-db-0", "db", expired), metav1.CreateOptions{}))
@@ -186,7 +186,7 @@ func TestReuseWaitsForClaimOfEarlierOwnerOfSameName(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace
 	claims, cms := env.Client.CoreV1().PersistentVolumeClaims(ns), env.Client.CoreV1().ConfigMaps(ns)
-	m := must[*lifecycle.Manager](t)(lifecycle.New(lifecycle.Config{Client: env.Client.CoreV1()}))
+	m := must[*lifecycle.Manager](t)(lifecycle.New(lifecycle.Config{Client: lifecycle.ClientGo(env.Client.CoreV1())}))
 	yes := true
 
 	// The garbage collector may win the race to the claim; then the check
@@ -228,7 +228,7 @@ func TestCollectRejectsScopeWithoutNamespace(t *testing.T) {
 	t.Parallel()
 	// Nothing listens there: a request would fail with another error.
 	cs := kubernetes.NewForConfigOrDie(&rest.Config{Host: "http://127.0.0.1:1"})
-	m := must[*lifecycle.Manager](t)(lifecycle.New(lifecycle.Config{Client: cs.CoreV1()}))
+	m := must[*lifecycle.Manager](t)(lifecycle.New(lifecycle.Config{Client: lifecycle.ClientGo(cs.CoreV1())}))
 	_, err := m.Collect(context.Background(), lifecycle.CollectOptions{})
 	if !errors.Is(err, lifecycle.ErrInvalidInput) || !strings.Contains(err.Error(), `Scope.Namespace = ""`) {
 		t.Errorf("Collect without a namespace: %v, want ErrInvalidInput naming Scope.Namespace", err)
@@ -248,7 +248,7 @@ func TestClusterWideCachesKeyByNamespace(t *testing.T) {
 	other := testenv.StartKubernetes(t)
 	ctx := context.Background()
 	clk := testingclock.NewFakeClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
-	m := must[*lifecycle.Manager](t)(lifecycle.New(lifecycle.Config{Client: env.Client.CoreV1(), Clock: clk, DefaultTTL: time.Hour}))
+	m := must[*lifecycle.Manager](t)(lifecycle.New(lifecycle.Config{Client: lifecycle.ClientGo(env.Client.CoreV1()), Clock: clk, DefaultTTL: time.Hour}))
 	ann := m.Annotations()
 	expired := map[string]string{ann.PodNameKey(): "db-0", ann.LastUnmountedKey(): clk.Now().Add(-2 * time.Hour).Format(time.RFC3339)}
 

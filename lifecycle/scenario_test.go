@@ -187,7 +187,7 @@ func TestScenarios(t *testing.T) {
 				defer cancel()
 				stsEnv := testenv.StartKubernetes(t)
 				opEnv := testenv.StartKubernetes(t)
-				m, err := lifecycle.New(lifecycle.Config{Client: opEnv.Client.CoreV1()})
+				m, err := lifecycle.New(lifecycle.Config{Client: lifecycle.ClientGo(opEnv.Client.CoreV1())})
 				if err != nil {
 					t.Fatal(err)
 				}

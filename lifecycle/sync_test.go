@@ -51,7 +51,7 @@ func TestSyncClaimRetriesConflictsFromAFreshRead(t *testing.T) {
 	// the garbage collector has no reason to touch the claim.
 	other := createOwner(t, env, "other")
 	must[*corev1.PersistentVolumeClaim](t)(claims.Create(ctx, newClaim("data-db-0", "db", nil), metav1.CreateOptions{}))
-	hooks := &hookClient{Client: env.Client.CoreV1()}
+	hooks := &hookClient{Client: lifecycle.ClientGo(env.Client.CoreV1())}
 	var once sync.Once
 	hooks.beforePatch = func(ctx context.Context, name string) {
 		once.Do(func() {
@@ -103,7 +103,7 @@ func TestSyncClaimConflictingControllerAndStaleReference(t *testing.T) {
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "lifecycle-test"})
 	var mu sync.Mutex
 	var seen []string
-	hooks := &hookClient{Client: env.Client.CoreV1()}
+	hooks := &hookClient{Client: lifecycle.ClientGo(env.Client.CoreV1())}
 	m := must[*lifecycle.Manager](t)(lifecycle.New(lifecycle.Config{Client: hooks,
 		Recorder: lifecycle.EventFunc(func(obj runtime.Object, typ, reason, msg string) {
 			mu.Lock()

@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	testingclock "k8s.io/utils/clock/testing"
 )
 
@@ -34,35 +33,26 @@ type hookClient struct {
 	deletes      int
 }
 
-func (h *hookClient) PersistentVolumeClaims(ns string) corev1client.PersistentVolumeClaimInterface {
-	return &hookClaims{h.Client.PersistentVolumeClaims(ns), h}
-}
-
-type hookClaims struct {
-	corev1client.PersistentVolumeClaimInterface
-	h *hookClient
-}
-
-func (c *hookClaims) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
-	c.h.mu.Lock()
-	c.h.deletes++
-	hook := c.h.beforeDelete
-	c.h.mu.Unlock()
+func (h *hookClient) DeleteClaim(ctx context.Context, namespace, name string, pre metav1.Preconditions) error {
+	h.mu.Lock()
+	h.deletes++
+	hook := h.beforeDelete
+	h.mu.Unlock()
 	if hook != nil {
 		hook(ctx, name)
 	}
-	return c.PersistentVolumeClaimInterface.Delete(ctx, name, opts)
+	return h.Client.DeleteClaim(ctx, namespace, name, pre)
 }
 
-func (c *hookClaims) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*corev1.PersistentVolumeClaim, error) {
-	c.h.mu.Lock()
-	c.h.patches++
-	hook := c.h.beforePatch
-	c.h.mu.Unlock()
+func (h *hookClient) PatchClaim(ctx context.Context, namespace, name string, patch []byte) (*corev1.PersistentVolumeClaim, error) {
+	h.mu.Lock()
+	h.patches++
+	hook := h.beforePatch
+	h.mu.Unlock()
 	if hook != nil {
 		hook(ctx, name)
 	}
-	return c.PersistentVolumeClaimInterface.Patch(ctx, name, pt, data, opts, sub...)
+	return h.Client.PatchClaim(ctx, namespace, name, patch)
 }
 
 func newClaim(name, app string, ann map[string]string) *corev1.PersistentVolumeClaim {
@@ -112,7 +102,7 @@ func TestUnmountTTLFlow(t *testing.T) {
 	ns := env.Namespace
 	claims, pods := env.Client.CoreV1().PersistentVolumeClaims(ns), env.Client.CoreV1().Pods(ns)
 	clk := testingclock.NewFakeClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
-	m := must[*lifecycle.Manager](t)(lifecycle.New(lifecycle.Config{Client: env.Client.CoreV1(), Clock: clk,
+	m := must[*lifecycle.Manager](t)(lifecycle.New(lifecycle.Config{Client: lifecycle.ClientGo(env.Client.CoreV1()), Clock: clk,
 		Annotations: lifecycle.Annotations{Prefix: lifecycle.AerospikeAnnotationPrefix}}))
 	ann := m.Annotations()
 	scope := lifecycle.Scope{Namespace: ns, Selector: labels.SelectorFromSet(map[string]string{"app": "as"})}
@@ -218,7 +208,7 @@ func TestCollectorNeverDeletesChangedClaims(t *testing.T) {
 	ns := env.Namespace
 	claims, pods := env.Client.CoreV1().PersistentVolumeClaims(ns), env.Client.CoreV1().Pods(ns)
 	clk := testingclock.NewFakeClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
-	hooks := &hookClient{Client: env.Client.CoreV1()}
+	hooks := &hookClient{Client: lifecycle.ClientGo(env.Client.CoreV1())}
 	// One delete worker: the hooks below run in order, and their writes
 	// happen before Collect returns.
 	m := must[*lifecycle.Manager](t)(lifecycle.New(lifecycle.Config{Client: hooks, Clock: clk, DefaultTTL: time.Hour, DeleteWorkers: 1}))
@@ -310,7 +300,7 @@ func TestCheckReuseLeavesForeignClaims(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
 	var mu sync.Mutex
 	var events []string
-	m := must[*lifecycle.Manager](t)(lifecycle.New(lifecycle.Config{Client: env.Client.CoreV1(), Clock: clk,
+	m := must[*lifecycle.Manager](t)(lifecycle.New(lifecycle.Config{Client: lifecycle.ClientGo(env.Client.CoreV1()), Clock: clk,
 		Annotations: lifecycle.Annotations{Prefix: lifecycle.AerospikeAnnotationPrefix},
 		Recorder: lifecycle.EventFunc(func(_ runtime.Object, typ, reason, msg string) {
 			mu.Lock()

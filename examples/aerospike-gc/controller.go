@@ -74,7 +74,7 @@ func runController(ctx context.Context, cfg *rest.Config, o controllerOptions, c
 	backupInformer := dynFactory.ForResource(api.GroupVersionResource)
 
 	manager, err := lifecycle.New(lifecycle.Config{
-		Client:      cs.CoreV1(),
+		Client:      lifecycle.ClientGo(cs.CoreV1()),
 		Clock:       clk,
 		Annotations: lifecycle.Annotations{Prefix: lifecycle.AerospikeAnnotationPrefix},
 	})
@@ -89,7 +89,7 @@ func runController(ctx context.Context, cfg *rest.Config, o controllerOptions, c
 		open:      openBucket,
 		lifecycle: manager,
 		claimScope: lifecycle.Scope{Namespace: o.namespace, Selector: selector,
-			Claims: claims.Lister().PersistentVolumeClaims(o.namespace), Pods: pods.Lister().Pods(o.namespace)},
+			Claims: lifecycle.InformerClaims(claims.Lister()), Pods: lifecycle.InformerPods(pods.Lister())},
 		recorder:   recorder,
 		clock:      clk,
 		dryRun:     o.dryRun,

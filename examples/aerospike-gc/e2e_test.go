@@ -255,7 +255,7 @@ func TestBackupChangedMeanwhileIsKept(t *testing.T) {
 	ns := k.Namespace
 	createSecret(t, k, "minio", testenv.S3SecretAccessKey, store)
 	res := client.Resource(api.GroupVersionResource).Namespace(ns)
-	manager, err := lifecycle.New(lifecycle.Config{Client: k.Client.CoreV1()})
+	manager, err := lifecycle.New(lifecycle.Config{Client: lifecycle.ClientGo(k.Client.CoreV1())})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +347,7 @@ func TestNestedDataPrefixesAreNeverDeleted(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	manager, err := lifecycle.New(lifecycle.Config{Client: k.Client.CoreV1()})
+	manager, err := lifecycle.New(lifecycle.Config{Client: lifecycle.ClientGo(k.Client.CoreV1())})
 	if err != nil {
 		t.Fatal(err)
 	}

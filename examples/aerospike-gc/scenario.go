@@ -84,7 +84,7 @@ func runScenario(out io.Writer) error {
 		}
 	}()
 	manager, err := lifecycle.New(lifecycle.Config{
-		Client:      s.core.CoreV1(),
+		Client:      lifecycle.ClientGo(s.core.CoreV1()),
 		Clock:       s.clk,
 		Annotations: lifecycle.Annotations{Prefix: lifecycle.AerospikeAnnotationPrefix},
 	})

@@ -51,7 +51,7 @@ func runController(ctx context.Context, cfg *rest.Config, o controllerOptions) e
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "statefulset-pvc"})
 
-	m, err := lifecycle.New(lifecycle.Config{Client: cs.CoreV1(), Recorder: recorder})
+	m, err := lifecycle.New(lifecycle.Config{Client: lifecycle.ClientGo(cs.CoreV1()), Recorder: recorder})
 	if err != nil {
 		return err
 	}

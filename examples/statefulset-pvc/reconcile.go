@@ -319,10 +319,10 @@ func (r *reconciler) deletePod(ctx context.Context, set *api.ReplicatedSet, pod 
 // syncOwner is lifecycle's SyncOwner on the informer cache or, in dry-run,
 // the same decision (lifecycle.OwnerReferences) reported instead of written.
 func (r *reconciler) syncOwner(ctx context.Context, set *api.ReplicatedSet, owner lifecycle.Ref, policy lifecycle.Policy, members []lifecycle.Member) ([]lifecycle.ClaimSync, error) {
-	claims := r.claims.PersistentVolumeClaims(set.Namespace)
 	if !r.dryRun {
-		return r.m.SyncOwner(ctx, lifecycle.Scope{Namespace: set.Namespace, Claims: claims}, owner, policy, members)
+		return r.m.SyncOwner(ctx, lifecycle.Scope{Namespace: set.Namespace, Claims: lifecycle.InformerClaims(r.claims)}, owner, policy, members)
 	}
+	claims := r.claims.PersistentVolumeClaims(set.Namespace)
 	var out []lifecycle.ClaimSync
 	for _, mem := range members {
 		for _, name := range mem.Claims {

@@ -93,7 +93,7 @@ func runScenario(out io.Writer) error {
 		}
 		s.printf(ref.Name, "%s: %s", reason, msg)
 	})
-	m, err := lifecycle.New(lifecycle.Config{Client: s.client.CoreV1(), Recorder: events, Clock: s.clk})
+	m, err := lifecycle.New(lifecycle.Config{Client: lifecycle.ClientGo(s.client.CoreV1()), Recorder: events, Clock: s.clk})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,122 @@
+package crt
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/groundskeeper-io/groundskeeper/lifecycle"
+)
+
+// LifecycleClient returns the lifecycle.Client of a controller-runtime
+// manager: writes and claim lists through c (mgr.GetClient(), whose reads
+// come from the manager's cache), and the reads lifecycle needs fresh (a
+// claim before a read-modify-write, pods before a deletion or an unmount
+// mark) through apiReader (mgr.GetAPIReader()).
+func LifecycleClient(c client.Client, apiReader client.Reader) lifecycle.Client {
+	return lifecycleClient{c: c, live: apiReader}
+}
+
+type lifecycleClient struct {
+	c    client.Client
+	live client.Reader
+}
+
+var _ lifecycle.Client = lifecycleClient{}
+
+func (l lifecycleClient) GetClaim(ctx context.Context, namespace, name string) (*corev1.PersistentVolumeClaim, error) {
+	var claim corev1.PersistentVolumeClaim
+	if err := l.live.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &claim); err != nil {
+		return nil, err
+	}
+	return &claim, nil
+}
+
+func (l lifecycleClient) ListClaims(ctx context.Context, namespace string, opts metav1.ListOptions) (*corev1.PersistentVolumeClaimList, error) {
+	lo, err := listOptions(namespace, opts)
+	if err != nil {
+		return nil, err
+	}
+	var list corev1.PersistentVolumeClaimList
+	if err := l.c.List(ctx, &list, lo); err != nil {
+		return nil, err
+	}
+	return &list, nil
+}
+
+func (l lifecycleClient) PatchClaim(ctx context.Context, namespace, name string, mergePatch []byte) (*corev1.PersistentVolumeClaim, error) {
+	claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	if err := l.c.Patch(ctx, claim, client.RawPatch(types.MergePatchType, mergePatch)); err != nil {
+		return nil, err
+	}
+	return claim, nil
+}
+
+func (l lifecycleClient) DeleteClaim(ctx context.Context, namespace, name string, pre metav1.Preconditions) error {
+	claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	return l.c.Delete(ctx, claim, client.Preconditions(pre))
+}
+
+func (l lifecycleClient) ListPods(ctx context.Context, namespace string, opts metav1.ListOptions) (*corev1.PodList, error) {
+	lo, err := listOptions(namespace, opts)
+	if err != nil {
+		return nil, err
+	}
+	var list corev1.PodList
+	if err := l.live.List(ctx, &list, lo); err != nil {
+		return nil, err
+	}
+	return &list, nil
+}
+
+// listOptions turns a page request of client-go's form into
+// controller-runtime's.
+func listOptions(namespace string, opts metav1.ListOptions) (*client.ListOptions, error) {
+	sel, err := labels.Parse(opts.LabelSelector)
+	if err != nil {
+		return nil, fmt.Errorf("crt: label selector %q: %w", opts.LabelSelector, err)
+	}
+	return &client.ListOptions{Namespace: namespace, LabelSelector: sel, Limit: opts.Limit, Continue: opts.Continue}, nil
+}
+
+// ClaimCache returns a lifecycle.ClaimLister over a controller-runtime
+// reader, normally the manager's cache-backed client: lifecycle.Scope's
+// Claims.
+func ClaimCache(r client.Reader) lifecycle.ClaimLister { return claimCache{r} }
+
+// PodCache returns a lifecycle.PodLister over a controller-runtime reader,
+// normally the manager's cache-backed client: lifecycle.Scope's Pods.
+func PodCache(r client.Reader) lifecycle.PodLister { return podCache{r} }
+
+type claimCache struct{ r client.Reader }
+
+func (c claimCache) ListClaims(ctx context.Context, namespace string, sel labels.Selector) ([]*corev1.PersistentVolumeClaim, error) {
+	var list corev1.PersistentVolumeClaimList
+	if err := c.r.List(ctx, &list, &client.ListOptions{Namespace: namespace, LabelSelector: sel}); err != nil {
+		return nil, err
+	}
+	out := make([]*corev1.PersistentVolumeClaim, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
+	return out, nil
+}
+
+type podCache struct{ r client.Reader }
+
+func (c podCache) ListPods(ctx context.Context, namespace string, sel labels.Selector) ([]*corev1.Pod, error) {
+	var list corev1.PodList
+	if err := c.r.List(ctx, &list, &client.ListOptions{Namespace: namespace, LabelSelector: sel}); err != nil {
+		return nil, err
+	}
+	out := make([]*corev1.Pod, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
+	return out, nil
+}

@@ -1,0 +1,197 @@
+package crt_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
+	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/groundskeeper-io/groundskeeper/crt"
+	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
+	"github.com/groundskeeper-io/groundskeeper/lifecycle"
+)
+
+// startManager starts a controller-runtime manager on the test API server,
+// caching the namespace only, and returns it once its cache has synced.
+func startManager(t *testing.T, env *testenv.Kubernetes) ctrl.Manager {
+	t.Helper()
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                 scheme.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{env.Namespace: {}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	// Informers start on first use: ask for the two this test reads.
+	for _, obj := range []client.Object{&corev1.PersistentVolumeClaim{}, &corev1.Pod{}} {
+		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		t.Fatal("cache did not sync")
+	}
+	return mgr
+}
+
+func claim(name string, ann map[string]string) *corev1.PersistentVolumeClaim {
+	return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: ann},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+}
+
+func pod(name, claimName string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{
+		Containers:                    []corev1.Container{{Name: "db", Image: "db:1"}},
+		TerminationGracePeriodSeconds: ptr.To[int64](0),
+		Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claimName}}}}}}
+}
+
+// staleCache is a manager client whose cache has not seen any pod yet.
+type staleCache struct{ client.Client }
+
+func (s staleCache) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if _, ok := list.(*corev1.PodList); ok {
+		return nil
+	}
+	return s.Client.List(ctx, list, opts...)
+}
+
+// lifecycle wired into a controller-runtime manager: the collector reads
+// claims and pods from the manager's cache, marks and deletes through its
+// client, and reads fresh what it must from the API reader.
+func TestLifecycleOnAManager(t *testing.T) {
+	env := testenv.StartKubernetes(t)
+	mgr := startManager(t, env)
+	ctx := context.Background()
+	ns := env.Namespace
+	clk := testingclock.NewFakeClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
+	m, err := lifecycle.New(lifecycle.Config{
+		Client:     crt.LifecycleClient(mgr.GetClient(), mgr.GetAPIReader()),
+		Clock:      clk,
+		DefaultTTL: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ann := m.Annotations()
+	expired := clk.Now().Add(-2 * time.Hour).Format(time.RFC3339)
+	claims, pods := env.Client.CoreV1().PersistentVolumeClaims(ns), env.Client.CoreV1().Pods(ns)
+	for _, c := range []*corev1.PersistentVolumeClaim{
+		claim("data-0", map[string]string{ann.PodNameKey(): "db-0", ann.LastUnmountedKey(): expired}),
+		claim("data-1", map[string]string{ann.PodNameKey(): "db-1", ann.LastUnmountedKey(): expired}),
+		claim("data-2", map[string]string{ann.PodNameKey(): "db-2"}),
+	} {
+		if _, err := claims.Create(ctx, c, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []*corev1.Pod{pod("db-1", "data-1"), pod("db-2", "data-2")} {
+		if _, err := pods.Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scope := lifecycle.Scope{Namespace: ns, Claims: crt.ClaimCache(mgr.GetClient()), Pods: crt.PodCache(mgr.GetClient())}
+	var res lifecycle.CollectResult
+	// The cache catches up with the creations above within a moment.
+	deadline := time.Now().Add(30 * time.Second)
+	for res.Listed != 3 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		if res, err = m.Collect(ctx, lifecycle.CollectOptions{Scope: scope, DryRun: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res.Listed != 3 || len(res.Deleted) != 1 || res.Deleted[0].Claim != "data-0" {
+		t.Fatalf("dry run: listed %d, would delete %+v; want data-0 of 3", res.Listed, res.Deleted)
+	}
+	if res, err = m.Collect(ctx, lifecycle.CollectOptions{Scope: scope}); err != nil || len(res.Deleted) != 1 || res.Deleted[0].Claim != "data-0" {
+		t.Fatalf("collect: deleted %+v, %v; want data-0", res.Deleted, err)
+	}
+	got, err := claims.Get(ctx, "data-1", metav1.GetOptions{})
+	if err != nil || got.DeletionTimestamp != nil {
+		t.Fatalf("mounted claim data-1: %v, deleting %v", err, got.DeletionTimestamp)
+	}
+	if _, ok := got.Annotations[ann.LastUnmountedKey()]; ok {
+		t.Errorf("mounted claim data-1 still carries its out-of-date mark")
+	}
+
+	// A pod the cache has not seen still counts: MarkUnmounted lists pods
+	// through the API reader.
+	stale := crt.LifecycleClient(staleCache{mgr.GetClient()}, mgr.GetAPIReader())
+	ms, err := lifecycle.New(lifecycle.Config{Client: stale, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if unmounted, err := ms.MarkUnmounted(ctx, ns, "data-2", "db-2"); err != nil || unmounted {
+		t.Errorf("MarkUnmounted of data-2, mounted by db-2: unmounted %v, %v; want false", unmounted, err)
+	}
+}
+
+// The adapter returns the API server's errors with their type.
+func TestLifecycleClientKeepsErrorTypes(t *testing.T) {
+	env := testenv.StartKubernetes(t)
+	c, err := client.New(env.Config, client.Options{Scheme: scheme.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc := crt.LifecycleClient(c, c)
+	ctx := context.Background()
+	ns := env.Namespace
+	if _, err := lc.GetClaim(ctx, ns, "absent"); !apierrors.IsNotFound(err) {
+		t.Errorf("GetClaim of an absent claim: %v, want NotFound", err)
+	}
+	created, err := env.Client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, claim("data", nil), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := types.UID("00000000-0000-4000-8000-000000000000")
+	if err := lc.DeleteClaim(ctx, ns, "data", metav1.Preconditions{UID: &other}); !apierrors.IsConflict(err) {
+		t.Errorf("DeleteClaim with another UID: %v, want Conflict", err)
+	}
+	stale := "1"
+	if _, err := lc.PatchClaim(ctx, ns, "data", []byte(`{"metadata":{"resourceVersion":"`+stale+`","labels":{"a":"b"}}}`)); !apierrors.IsConflict(err) {
+		t.Errorf("PatchClaim on an old resourceVersion: %v, want Conflict", err)
+	}
+	patched, err := lc.PatchClaim(ctx, ns, "data", []byte(`{"metadata":{"labels":{"a":"b"}}}`))
+	if err != nil || patched.Labels["a"] != "b" || patched.UID != created.UID {
+		t.Errorf("PatchClaim: %+v, %v", patched, err)
+	}
+	list, err := lc.ListClaims(ctx, ns, metav1.ListOptions{LabelSelector: "a=b", Limit: 10})
+	if err != nil || len(list.Items) != 1 {
+		t.Errorf("ListClaims a=b: %v, %v", list, err)
+	}
+	if _, err := lc.ListPods(ctx, ns, metav1.ListOptions{LabelSelector: "a=("}); err == nil {
+		t.Error("ListPods with a bad selector: no error")
+	}
+	uid := created.UID
+	if err := lc.DeleteClaim(ctx, ns, "data", metav1.Preconditions{UID: &uid}); err != nil {
+		t.Errorf("DeleteClaim with its UID: %v", err)
+	}
+	if err := lc.DeleteClaim(ctx, ns, "data", metav1.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("DeleteClaim again: %v, want nil or NotFound", err)
+	}
+}
