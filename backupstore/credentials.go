@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -143,13 +144,32 @@ func CredentialsFromSecretData(scheme, namespace, name string, data map[string][
 	return c, nil
 }
 
+// SecretGetter reads one Secret from the API server: the one call
+// LoadCredentials makes. SecretsFrom adapts a client-go clientset, and
+// crt.Secrets a controller-runtime reader. Implementations return the API
+// server's errors with their type (apierrors.IsNotFound works on them).
+type SecretGetter interface {
+	GetSecret(ctx context.Context, namespace, name string) (*corev1.Secret, error)
+}
+
+// SecretsFrom returns the SecretGetter of a client-go clientset:
+// backupstore.SecretsFrom(clientset.CoreV1()).
+func SecretsFrom(c corev1client.SecretsGetter) SecretGetter { return clientGoSecrets{c} }
+
+type clientGoSecrets struct{ c corev1client.SecretsGetter }
+
+func (g clientGoSecrets) GetSecret(ctx context.Context, namespace, name string) (*corev1.Secret, error) {
+	return g.c.Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
 // LoadCredentials reads the Secret namespace/name and returns the
 // credentials for scheme ("s3", "gs", "azblob"; nil for "file" and "mem").
 // A missing Secret gives a *SecretError that is ErrSecretNotFound; a missing
 // or empty key gives one that is ErrSecretKeyMissing and names the key. Other
 // API errors are wrapped in a *SecretError as they are (test them with
-// k8s.io/apimachinery/pkg/api/errors).
-func LoadCredentials(ctx context.Context, secrets corev1client.SecretsGetter, namespace, name, scheme string) (*Credentials, error) {
+// k8s.io/apimachinery/pkg/api/errors: apierrors.IsForbidden works on what
+// LoadCredentials returns).
+func LoadCredentials(ctx context.Context, secrets SecretGetter, namespace, name, scheme string) (*Credentials, error) {
 	switch scheme {
 	case "file", "mem":
 		return nil, nil
@@ -157,7 +177,7 @@ func LoadCredentials(ctx context.Context, secrets corev1client.SecretsGetter, na
 	default:
 		return nil, fmt.Errorf("%w %q", ErrUnsupportedScheme, scheme)
 	}
-	s, err := secrets.Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+	s, err := secrets.GetSecret(ctx, namespace, name)
 	if apierrors.IsNotFound(err) {
 		return nil, &SecretError{Namespace: namespace, Name: name, Err: ErrSecretNotFound}
 	}

@@ -17,11 +17,11 @@ import (
 func TestLoadCredentialsFromSecret(t *testing.T) {
 	k := testenv.StartKubernetes(t)
 	ctx := context.Background()
-	secrets := k.Client.CoreV1()
+	secrets := backupstore.SecretsFrom(k.Client.CoreV1())
 	create := func(name string, data map[string]string) {
 		t.Helper()
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: k.Namespace}, StringData: data}
-		if _, err := secrets.Secrets(k.Namespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+		if _, err := k.Client.CoreV1().Secrets(k.Namespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

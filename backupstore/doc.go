@@ -7,7 +7,7 @@
 // A garbage collector (aerospike-operator's backup collector, Gardener's
 // BackupEntry controller) does:
 //
-//	creds, err := backupstore.LoadCredentials(ctx, client.CoreV1(), ns, secretName, scheme)
+//	creds, err := backupstore.LoadCredentials(ctx, backupstore.SecretsFrom(client.CoreV1()), ns, secretName, scheme)
 //	if errors.Is(err, backupstore.ErrSecretNotFound) {
 //		// warn, delete nothing, keep the finalizer
 //	}

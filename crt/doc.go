@@ -25,7 +25,8 @@
 //     retry" (listed on Terminal) in reconcile.TerminalError, and leaves every
 //     other error as it is.
 //
-// It does not yet cover every package: opstask's controller as a Runnable,
-// subreconcile as a reconcile.Reconciler, and LoadCredentials over a
-// client.Reader follow.
+// backupstore.LoadCredentials reads Secrets through Secrets(mgr.GetAPIReader()).
+//
+// It does not yet cover every package: opstask's controller as a Runnable
+// on every replica, and subreconcile as a reconcile.Reconciler, follow.
 package crt

@@ -256,7 +256,29 @@ func (s *statefulSet) ready(ctx context.Context) (bool, error) {
 	if set.Status.ObservedGeneration < set.Generation {
 		return false, nil
 	}
-	return podsReady(ctx, s.c, s.ns, s.name, s.replicas)
+	if ok, err := podsReady(ctx, s.c, s.ns, s.name, s.replicas); !ok || err != nil {
+		return ok, err
+	}
+	// Under whenDeleted: Delete the controller gives each claim of a pod in
+	// range a reference to the set, sometimes seconds after creating it:
+	// until then it has not converged.
+	if p := set.Spec.PersistentVolumeClaimRetentionPolicy; p == nil || p.WhenDeleted != appsv1.DeletePersistentVolumeClaimRetentionPolicyType {
+		return true, nil
+	}
+	claims, err := s.c.CoreV1().PersistentVolumeClaims(s.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return false, err
+	}
+	for _, c := range claims.Items {
+		i, ok := ordinalOf(c.Name, "data-"+s.name+"-")
+		if !ok || i >= s.replicas || c.DeletionTimestamp != nil {
+			continue
+		}
+		if !slices.ContainsFunc(c.OwnerReferences, func(r metav1.OwnerReference) bool { return s.ownerRef(&r) }) {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // client returns err unless it is NotFound.

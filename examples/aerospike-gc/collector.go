@@ -293,7 +293,7 @@ func (c *collector) collectBackup(ctx context.Context, cached *api.AerospikeName
 	}
 	scheme, _ := backupstore.Scheme(url) // valid: storageURL built it
 
-	creds, err := backupstore.LoadCredentials(ctx, c.secrets, b.Namespace, s.Secret, scheme)
+	creds, err := backupstore.LoadCredentials(ctx, backupstore.SecretsFrom(c.secrets), b.Namespace, s.Secret, scheme)
 	switch {
 	case errors.Is(err, backupstore.ErrSecretNotFound):
 		// aerospike-operator's rule: warn, and delete nothing.

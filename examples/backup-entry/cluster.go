@@ -114,7 +114,7 @@ func runController(ctx context.Context, cfg *rest.Config, o controllerOptions) e
 	}
 	c := &controller{
 		cluster: cl,
-		open:    secretStoreOpener(cs.CoreV1()),
+		open:    secretStoreOpener(backupstore.SecretsFrom(cs.CoreV1())),
 		events:  broadcaster.NewRecorder(runtime.NewScheme(), corev1.EventSource{Component: "backup-entry"}),
 		clock:   clock.RealClock{},
 		grace:   o.grace,
@@ -160,7 +160,7 @@ func statusOnlyChange(old, cur *unstructured.Unstructured) bool {
 
 // secretStoreOpener opens a BackupBucket's store with the credentials in its
 // spec.secretRef, read afresh each time so that a rotated Secret is used.
-func secretStoreOpener(secrets typedcorev1.SecretsGetter) storeOpener {
+func secretStoreOpener(secrets backupstore.SecretGetter) storeOpener {
 	return func(ctx context.Context, b *api.BackupBucket) (*blob.Bucket, func(), error) {
 		scheme, err := backupstore.Scheme(b.Spec.URL)
 		if err != nil {

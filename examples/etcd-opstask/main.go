@@ -131,7 +131,7 @@ func runController(ctx context.Context, cfg *rest.Config, o options) error {
 		}
 		var creds *backupstore.Credentials
 		if s.SecretRef != "" {
-			if creds, err = backupstore.LoadCredentials(ctx, cs.CoreV1(), namespace, s.SecretRef, scheme); err != nil {
+			if creds, err = backupstore.LoadCredentials(ctx, backupstore.SecretsFrom(cs.CoreV1()), namespace, s.SecretRef, scheme); err != nil {
 				return nil, err
 			}
 		}
@@ -168,7 +168,7 @@ func runController(ctx context.Context, cfg *rest.Config, o options) error {
 					return openBucket(ctx, rawURL, nil)
 				}
 				scheme, _ := backupstore.Scheme(rawURL)
-				creds, err := backupstore.LoadCredentials(ctx, cs.CoreV1(), o.namespace, secret, scheme)
+				creds, err := backupstore.LoadCredentials(ctx, backupstore.SecretsFrom(cs.CoreV1()), o.namespace, secret, scheme)
 				if err != nil {
 					return nil, err
 				}

@@ -13,10 +13,12 @@
 // # Building
 //
 // The bindings need the FoundationDB C client (libfdb_c and its headers),
-// so this package is behind the build tag fdb and is not in groundskeeper's
-// go.mod, which keeps `go build ./...`, `go vet` and `go mod tidy` working
-// where the client is not installed. To use it, install the client, then in
-// your module:
+// so this package is behind the build tag fdb: `go build ./...` and `go
+// vet` leave it out, and work where the client is not installed. The
+// bindings' module is required in groundskeeper's go.mod (so that `go mod
+// tidy` keeps the version this package was written against), but nothing
+// compiles it without the tag. To use it, install the client, then in your
+// module:
 //
 //	go get github.com/apple/foundationdb/bindings/go@<the version matching your client>
 //	go build -tags fdb ./...

@@ -37,10 +37,11 @@
 //     version and updates the ConfigMap with its resourceVersion (or
 //     creates it, if it did not exist); if another write came first, the
 //     API server refuses it and Update returns locking.ErrConflict.
-//   - One Update is at most one GET and one write. A transaction that
-//     wrote without reading is applied to the current version, and again
-//     to a newer one if that changed meanwhile (its writes do not depend on
-//     what it would have read).
+//   - One Update that read something is at most one GET and one write. A
+//     transaction that wrote without reading is applied to the current
+//     version, and again to a newer one if that changed meanwhile (its
+//     writes do not depend on what it would have read): up to 5 GETs and 5
+//     writes, after which Update returns locking.ErrConflict.
 //   - A write whose reply was lost (connection cut, timeout, canceled
 //     context, server timeout) is reported as locking.ErrUnknownResult,
 //     never as success or as a plain failure.
@@ -57,8 +58,9 @@
 //
 // # Errors
 //
-// API errors are translated, and apimachinery's error types are not
-// exposed:
+// API errors are translated to the package's sentinels, and the API
+// server's error stays in the chain, so apierrors.IsForbidden, IsConflict
+// and the like also work on what the backend returns:
 //
 //   - Conflict on update, AlreadyExists on create and NotFound on update:
 //     locking.ErrConflict;
@@ -68,8 +70,8 @@
 //     refuse: locking.ErrUnknownResult, which also wraps
 //     locking.ErrUnavailable;
 //   - a canceled or expired context: also wraps the context's error;
-//   - refusals (Forbidden, Unauthorized, Invalid, too large): a plain error
-//     with the API server's message, status code and reason.
+//   - refusals (Forbidden, Unauthorized, Invalid, too large): the API
+//     server's error, its text giving the message, status code and reason.
 //
 // # As
 //

@@ -348,9 +348,9 @@ func translateRead(ctx context.Context, what string, err error) error {
 		return fmt.Errorf("kubelock: %s: %w", what, cerr)
 	}
 	if definite(err) {
-		return fmt.Errorf("kubelock: %s: %s", what, message(err))
+		return fmt.Errorf("kubelock: %s: %w", what, apiError{err})
 	}
-	return fmt.Errorf("kubelock: %s: %w: %s", what, locking.ErrUnavailable, message(err))
+	return fmt.Errorf("kubelock: %s: %w: %w", what, locking.ErrUnavailable, apiError{err})
 }
 
 // translateWrite maps a failed create or update to the package's errors.
@@ -361,16 +361,16 @@ func translateWrite(ctx context.Context, what string, err error) error {
 	case apierrors.IsConflict(err), apierrors.IsAlreadyExists(err), apierrors.IsNotFound(err):
 		// Another instance wrote (or created, or deleted) the ConfigMap
 		// after our snapshot.
-		return fmt.Errorf("kubelock: %s: changed since it was read: %w", what, locking.ErrConflict)
+		return fmt.Errorf("kubelock: %s: changed since it was read: %w (%w)", what, locking.ErrConflict, apiError{err})
 	case apierrors.IsTooManyRequests(err):
 		// Rejected by the API server's flow control before processing.
-		return fmt.Errorf("kubelock: %s: %w: %s", what, locking.ErrUnavailable, message(err))
+		return fmt.Errorf("kubelock: %s: %w: %w", what, locking.ErrUnavailable, apiError{err})
 	case definite(err) && ctx.Err() == nil:
-		return fmt.Errorf("kubelock: %s: %s", what, message(err))
+		return fmt.Errorf("kubelock: %s: %w", what, apiError{err})
 	case ctx.Err() != nil:
 		return fmt.Errorf("kubelock: %s: %w: %w (%w)", what, locking.ErrUnknownResult, locking.ErrUnavailable, ctx.Err())
 	}
-	return fmt.Errorf("kubelock: %s: %w: %w: %s", what, locking.ErrUnknownResult, locking.ErrUnavailable, message(err))
+	return fmt.Errorf("kubelock: %s: %w: %w: %w", what, locking.ErrUnknownResult, locking.ErrUnavailable, apiError{err})
 }
 
 // definite reports whether the API server refused the request for a reason
@@ -382,8 +382,18 @@ func definite(err error) bool {
 		apierrors.IsUnsupportedMediaType(err) || apierrors.IsGone(err)
 }
 
-// message is the error's text, without its type: callers must not need
-// apimachinery to understand our errors.
+// apiError keeps the API server's error for errors.As, so that
+// apierrors.IsForbidden, IsNotFound and the like work on what this package
+// returns, while its text gives the status's message, code and reason:
+// callers need not know apimachinery to read it, and need not parse it to
+// test it.
+type apiError struct{ err error }
+
+func (e apiError) Error() string { return message(e.err) }
+func (e apiError) Unwrap() error { return e.err }
+
+// message is the error's text, with the status code and reason of an API
+// error.
 func message(err error) string {
 	var status apierrors.APIStatus
 	if errors.As(err, &status) {

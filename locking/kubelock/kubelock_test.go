@@ -2,11 +2,14 @@ package kubelock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
@@ -87,4 +90,22 @@ func TestStorage(t *testing.T) {
 func BenchmarkLock(b *testing.B) {
 	kube := testenv.StartKubernetes(b)
 	locktest.RunBenchmarks(b, func(b *testing.B) locking.Backend { return newBackend(b, kube.Client.CoreV1(), kube.Namespace) })
+}
+
+// The API server's error stays in the chain beside the package's sentinel:
+// a write into a namespace that does not exist is a conflict for the lock
+// (the ConfigMap changed under it) and NotFound for apierrors.
+func TestErrorsKeepTheAPIServersType(t *testing.T) {
+	kube := testenv.StartKubernetes(t)
+	b, err := kubelock.New(kube.Client.CoreV1(), "no-such-namespace", "lock", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = b.Update(t.Context(), func(txn locking.Txn) error { return txn.Set([]byte("k"), []byte("v")) })
+	if !errors.Is(err, locking.ErrConflict) || !apierrors.IsNotFound(err) {
+		t.Errorf("write into a missing namespace: %v; want locking.ErrConflict and apierrors.IsNotFound", err)
+	}
+	if !strings.Contains(err.Error(), "no-such-namespace") {
+		t.Errorf("error %q does not name the namespace", err)
+	}
 }

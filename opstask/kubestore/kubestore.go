@@ -15,7 +15,7 @@
 //
 // # As
 //
-// Store.Client returns the dynamic.NamespaceableResourceInterface it uses.
+// Store.Client returns the dynamic.ResourceInterface it uses.
 package kubestore
 
 import (
