@@ -21,12 +21,21 @@
 //     package documents that a cache may serve them.
 //   - Errors keep their type: apierrors.IsNotFound, IsConflict and
 //     IsForbidden work on what the adapters return.
+//   - EveryReplica's Runnable runs on every replica, leader or not;
+//     TaskStore changes only where an opstask Controller hears of changes
+//     (the manager's informer), never what it claims on (the store's
+//     consistent List).
 //   - Terminal wraps exactly the errors the packages document as "do not
 //     retry" (listed on Terminal) in reconcile.TerminalError, and leaves every
 //     other error as it is.
 //
 // backupstore.LoadCredentials reads Secrets through Secrets(mgr.GetAPIReader()).
+// An opstask Controller runs on every replica, fed by the manager's cache:
 //
-// It does not yet cover every package: opstask's controller as a Runnable
-// on every replica, and subreconcile as a reconcile.Reconciler, follow.
+//	store, err := kubestore.New(kubestore.Config{Client: dynamicClient, ...})
+//	ctl, err := opstask.New(opstask.Config{Store: crt.TaskStore(store, mgr.GetCache(), taskObject), ...})
+//	err = mgr.Add(crt.EveryReplica(ctl.Run))
+//
+// It does not yet cover every package: subreconcile as a
+// reconcile.Reconciler follows.
 package crt
