@@ -36,6 +36,11 @@
 //	ctl, err := opstask.New(opstask.Config{Store: crt.TaskStore(store, mgr.GetCache(), taskObject), ...})
 //	err = mgr.Add(crt.EveryReplica(ctl.Run))
 //
-// It does not yet cover every package: subreconcile as a
-// reconcile.Reconciler follows.
+// A subreconcile chain becomes a controller-runtime reconciler:
+//
+//	r := crt.Reconciler(mgr.GetClient(), runner, func() *v1.Database { return new(v1.Database) })
+//	err = ctrl.NewControllerManagedBy(mgr).For(&v1.Database{}).Complete(r)
+//
+// The examples still wire the packages with client-go; moving them onto a
+// manager is the next step.
 package crt
