@@ -29,7 +29,7 @@
 // reconcile:
 //
 //	for each ordinal in range whose pod is missing:
-//		dec, err := m.CheckReuse(ctx, ns, podName, claimName, &owner)
+//		dec, err := m.CheckReuse(ctx, ns, podName, claimName, &lifecycle.ReuseOptions{Owner: &owner})
 //		// Wait or DeleteFirst: requeue; CreateClaim: create the claim with
 //		// m.Annotations().Track(podName, ttl); then create the pod
 //	m.SyncOwner(ctx, scope, owner, policy, members) // condemned ones included

@@ -432,7 +432,7 @@ func (o *operator) step(ctx context.Context) error {
 		if pod == nil {
 			// Before creating the pod: never reuse a claim that is going
 			// away or still belongs to the previous pod of this name.
-			dec, err := o.m.CheckReuse(ctx, o.ns, o.podName(i), o.claimName(i), &o.owner)
+			dec, err := o.m.CheckReuse(ctx, o.ns, o.podName(i), o.claimName(i), &lifecycle.ReuseOptions{Owner: &o.owner})
 			if err != nil {
 				return err
 			}

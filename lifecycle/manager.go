@@ -413,6 +413,16 @@ func (m *Manager) SyncOwner(ctx context.Context, scope Scope, owner Ref, policy 
 	return out, errors.Join(errs...)
 }
 
+// ReuseOptions are the per-call settings of CheckReuse; nil means the
+// defaults (no owner, no dry run).
+type ReuseOptions struct {
+	// Owner is the object the pods and claims belong to, when known (see
+	// CheckReuse).
+	Owner *Ref
+	// DryRun decides and writes nothing.
+	DryRun bool
+}
+
 // CheckReuse is the check an operator makes before creating pod podName
 // that will mount claimName (see Annotations.Reuse). It reads the claim and:
 //
@@ -420,19 +430,28 @@ func (m *Manager) SyncOwner(ctx context.Context, scope Scope, owner Ref, policy 
 //   - Wait: the claim is terminating or belongs to an earlier pod;
 //   - DeleteFirst: the claim had expired; the version decided on has been
 //     deleted here, with UID and resourceVersion preconditions (an
-//     ExpiredClaimDeleted event is recorded on owner when given; if the
+//     ExpiredClaimDeleted event is recorded on the owner when given; if the
 //     claim changed in between, nothing is deleted). Requeue: wait for it
 //     to be gone, then create a fresh one;
 //   - ReuseClaim: the claim may be mounted. Its last-unmounted-on annotation
 //     has been removed (and pod-name set), guarded by its resourceVersion, so
 //     a collector that decided on the earlier version cannot delete it.
 //
-// With owner given, a claim controlled by another object (neither owner nor
-// the pod podName) is left as it is: it may be reused, its annotations
-// untouched; expired, it is not deleted but answered Wait, with a
-// ConflictingController event on owner.
-func (m *Manager) CheckReuse(ctx context.Context, namespace, podName, claimName string, owner *Ref) (ReuseDecision, error) {
-	log := logr.FromContextOrDiscard(ctx).WithValues("claim", claimName, "pod", podName)
+// With opts.Owner given, a claim controlled by another object (neither the
+// owner nor the pod podName) is left as it is: it may be reused, its
+// annotations untouched; expired, it is not deleted but answered Wait, with
+// a ConflictingController event on the owner. A claim that refers to an
+// earlier owner of the same name (another UID) is answered Wait.
+//
+// With opts.DryRun it decides the same and writes nothing: DeleteFirst
+// leaves the claim as it is, ReuseClaim leaves its mark, and no event is
+// recorded. opts nil means no owner and no dry run.
+func (m *Manager) CheckReuse(ctx context.Context, namespace, podName, claimName string, opts *ReuseOptions) (ReuseDecision, error) {
+	if opts == nil {
+		opts = &ReuseOptions{}
+	}
+	owner := opts.Owner
+	log := logr.FromContextOrDiscard(ctx).WithValues("claim", claimName, "pod", podName, "dryRun", opts.DryRun)
 	var dec ReuseDecision
 	var decidedOn *corev1.PersistentVolumeClaim
 	_, err := m.mutate(ctx, namespace, claimName, nil, func(c *corev1.PersistentVolumeClaim) (map[string]any, error) {
@@ -458,11 +477,13 @@ func (m *Manager) CheckReuse(ctx context.Context, namespace, podName, claimName 
 			if dec.Verdict == DeleteFirst {
 				dec = ReuseDecision{Verdict: Wait, Expiry: dec.Expiry, Reason: fmt.Sprintf(
 					"%s, but it is controlled by %s %s: not deleted; its controller must release it, or delete it by hand", dec.Reason, ctl.Kind, ctl.Name)}
-				m.event(namespace, owner, corev1.EventTypeWarning, ReasonConflictingController, dec.Reason)
+				if !opts.DryRun {
+					m.event(namespace, owner, corev1.EventTypeWarning, ReasonConflictingController, dec.Reason)
+				}
 			}
 			return nil, nil
 		}
-		if dec.Verdict != ReuseClaim {
+		if dec.Verdict != ReuseClaim || opts.DryRun {
 			return nil, nil
 		}
 		return annotationPatch(m.ann.MarkMounted(c, podName)), nil
@@ -473,7 +494,10 @@ func (m *Manager) CheckReuse(ctx context.Context, namespace, podName, claimName 
 	case err != nil:
 		return ReuseDecision{}, err
 	}
-	if dec.Verdict == DeleteFirst {
+	if dec.Verdict == DeleteFirst && opts.DryRun {
+		log.Info("dry run: would delete expired claim before reuse", "reason", dec.Reason)
+	}
+	if dec.Verdict == DeleteFirst && !opts.DryRun {
 		// Delete exactly the version decided on: if it changed since (a
 		// pod re-mounted it, say), the preconditions fail and we wait.
 		uid, rv := decidedOn.UID, decidedOn.ResourceVersion

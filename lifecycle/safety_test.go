@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -206,7 +208,7 @@ func TestReuseWaitsForClaimOfEarlierOwnerOfSameName(t *testing.T) {
 		later := must[*corev1.ConfigMap](t)(cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}))
 		owner := lifecycle.Ref{APIVersion: "v1", Kind: "ConfigMap", Name: name, UID: later.UID}
 
-		dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, name+"-0", claim.Name, &owner))
+		dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, name+"-0", claim.Name, &lifecycle.ReuseOptions{Owner: &owner}))
 		if (dec.Verdict == lifecycle.CreateClaim || strings.Contains(dec.Reason, "is being deleted")) && attempt < 30 {
 			t.Logf("attempt %d: the garbage collector reached the claim first (%v: %s); again", attempt, dec.Verdict, dec.Reason)
 			continue
@@ -216,7 +218,7 @@ func TestReuseWaitsForClaimOfEarlierOwnerOfSameName(t *testing.T) {
 		}
 		// Reusing it would have lost it: the garbage collector deletes it.
 		waitGone(t, env.Client, ns, claim.Name)
-		if dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, name+"-0", claim.Name, &owner)); dec.Verdict != lifecycle.CreateClaim {
+		if dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, name+"-0", claim.Name, &lifecycle.ReuseOptions{Owner: &owner})); dec.Verdict != lifecycle.CreateClaim {
 			t.Errorf("after the garbage collector: %v, want Create", dec.Verdict)
 		}
 		return
@@ -277,4 +279,47 @@ func TestClusterWideCachesKeyByNamespace(t *testing.T) {
 			t.Errorf("claim %s/data-db-0 was deleted", ns)
 		}
 	}
+}
+
+// CheckReuse's dry run decides as the real check and writes nothing: an
+// expired claim is answered DeleteFirst and stays, a reusable claim keeps
+// its mark, and no event is recorded.
+func TestCheckReuseDryRunWritesNothing(t *testing.T) {
+	t.Parallel()
+	env := testenv.StartKubernetes(t)
+	ctx := context.Background()
+	ns := env.Namespace
+	claims := env.Client.CoreV1().PersistentVolumeClaims(ns)
+	clk := testingclock.NewFakeClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
+	var events atomic.Int32
+	m := must[*lifecycle.Manager](t)(lifecycle.New(lifecycle.Config{Client: lifecycle.ClientGo(env.Client.CoreV1()), Clock: clk,
+		Recorder: lifecycle.EventFunc(func(runtime.Object, string, string, string) { events.Add(1) })}))
+	ann := m.Annotations()
+	owner := lifecycle.Ref{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "as", UID: "0b5a7e55-0000-4000-8000-000000000002"}
+	expired := must[*corev1.PersistentVolumeClaim](t)(claims.Create(ctx, newClaim("data-as-0", "as", map[string]string{ann.TTLKey(): "1h",
+		ann.PodNameKey(): "as-0", ann.LastUnmountedKey(): clk.Now().Add(-3 * time.Hour).Format(time.RFC3339)}), metav1.CreateOptions{}))
+	fresh := must[*corev1.PersistentVolumeClaim](t)(claims.Create(ctx, newClaim("data-as-1", "as", map[string]string{ann.TTLKey(): "1h",
+		ann.PodNameKey(): "as-1", ann.LastUnmountedKey(): clk.Now().Format(time.RFC3339)}), metav1.CreateOptions{}))
+	dry := &lifecycle.ReuseOptions{Owner: &owner, DryRun: true}
+
+	if dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, "as-0", expired.Name, dry)); dec.Verdict != lifecycle.DeleteFirst {
+		t.Errorf("expired claim, dry run: %v, want DeleteFirst", dec.Verdict)
+	}
+	if dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, "as-1", fresh.Name, dry)); dec.Verdict != lifecycle.ReuseClaim {
+		t.Errorf("fresh claim, dry run: %v, want Reuse", dec.Verdict)
+	}
+	for _, c := range []*corev1.PersistentVolumeClaim{expired, fresh} {
+		got := must[*corev1.PersistentVolumeClaim](t)(claims.Get(ctx, c.Name, metav1.GetOptions{}))
+		if got.ResourceVersion != c.ResourceVersion || got.DeletionTimestamp != nil {
+			t.Errorf("dry run wrote claim %s: resourceVersion %s→%s, deletionTimestamp %v", c.Name, c.ResourceVersion, got.ResourceVersion, got.DeletionTimestamp)
+		}
+	}
+	if n := events.Load(); n != 0 {
+		t.Errorf("dry run recorded %d events", n)
+	}
+	// The same check for real deletes the expired claim.
+	if dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, "as-0", expired.Name, &lifecycle.ReuseOptions{Owner: &owner})); dec.Verdict != lifecycle.DeleteFirst {
+		t.Errorf("expired claim: %v, want DeleteFirst", dec.Verdict)
+	}
+	waitGone(t, env.Client, ns, expired.Name)
 }

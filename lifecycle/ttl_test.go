@@ -325,11 +325,11 @@ func TestCheckReuseLeavesForeignClaims(t *testing.T) {
 	fresh.OwnerReferences = foreign
 	fresh = must[*corev1.PersistentVolumeClaim](t)(claims.Create(ctx, fresh, metav1.CreateOptions{}))
 
-	dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, "as-0", expired.Name, &owner))
+	dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, "as-0", expired.Name, &lifecycle.ReuseOptions{Owner: &owner}))
 	if dec.Verdict != lifecycle.Wait {
 		t.Errorf("expired foreign claim: %v (%s), want Wait", dec.Verdict, dec.Reason)
 	}
-	dec = must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, "as-1", fresh.Name, &owner))
+	dec = must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, "as-1", fresh.Name, &lifecycle.ReuseOptions{Owner: &owner}))
 	if dec.Verdict != lifecycle.ReuseClaim {
 		t.Errorf("unexpired foreign claim: %v (%s), want ReuseClaim", dec.Verdict, dec.Reason)
 	}

@@ -243,23 +243,11 @@ func (r *reconciler) ensureClaims(ctx context.Context, set *api.ReplicatedSet, o
 	return "", nil
 }
 
-// checkReuse is lifecycle's CheckReuse or, in dry-run, the same decision
-// on the cached claim (Annotations.Reuse): CheckReuse deletes a claim whose
-// unmount TTL has run out (one a user annotated: this controller sets no
-// TTL), which dry-run must not.
+// checkReuse is lifecycle's CheckReuse; in dry-run it decides the same and
+// writes nothing, and a claim it would delete first is reported.
 func (r *reconciler) checkReuse(ctx context.Context, set *api.ReplicatedSet, podName, claimName string, owner *lifecycle.Ref) (lifecycle.ReuseDecision, error) {
-	if !r.dryRun {
-		return r.m.CheckReuse(ctx, set.Namespace, podName, claimName, owner)
-	}
-	claim, err := r.claims.PersistentVolumeClaims(set.Namespace).Get(claimName)
-	if apierrors.IsNotFound(err) {
-		claim, err = nil, nil
-	}
-	if err != nil {
-		return lifecycle.ReuseDecision{}, err
-	}
-	dec, err := r.m.Annotations().Reuse(claim, podName, "", 0, r.clock.Now())
-	if err == nil && dec.Verdict == lifecycle.DeleteFirst {
+	dec, err := r.m.CheckReuse(ctx, set.Namespace, podName, claimName, &lifecycle.ReuseOptions{Owner: owner, DryRun: r.dryRun})
+	if err == nil && r.dryRun && dec.Verdict == lifecycle.DeleteFirst {
 		r.event(set, corev1.EventTypeNormal, reasonDryRun, "would delete Claim "+claimName+": "+dec.Reason)
 	}
 	return dec, err
