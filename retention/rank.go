@@ -6,9 +6,9 @@ import (
 	"strings"
 )
 
-// newerFirst orders rank keys newest first: later instant first, then by ID,
-// then by position in the input.
-func newerFirst(items []Item) func(a, b rankKey) int {
+// newerFirst orders rank keys newest first: later instant first, then by ID
+// (unless byInput), then by position in the input.
+func newerFirst(items []Item, byInput bool) func(a, b rankKey) int {
 	return func(a, b rankKey) int {
 		switch {
 		case a.sec != b.sec:
@@ -22,6 +22,9 @@ func newerFirst(items []Item) func(a, b rankKey) int {
 			}
 			return 1
 		}
+		if byInput {
+			return int(a.idx - b.idx)
+		}
 		if c := strings.Compare(items[a.idx].ID, items[b.idx].ID); c != 0 {
 			return c
 		}
@@ -33,15 +36,15 @@ func newerFirst(items []Item) func(a, b rankKey) int {
 // newerFirst), using tmp as scratch, and returns tmp for reuse. Instants that
 // fit in int64 nanoseconds (1678 to 2262) are sorted by an LSD radix sort,
 // which is stable and so keeps input order among equal instants; only runs of
-// equal instants are then sorted by ID. A comparison sort handles the rest.
-func sortNewestFirst(keys, tmp []rankKey, items []Item) []rankKey {
+// equal instants are then sorted by ID, unless byInput. A comparison sort handles the rest.
+func sortNewestFirst(keys, tmp []rankKey, items []Item, byInput bool) []rankKey {
 	if len(keys) < 2 {
 		return tmp
 	}
 	const maxSec = math.MaxInt64/1_000_000_000 - 1
 	for _, k := range keys {
 		if k.sec > maxSec || k.sec < -maxSec {
-			slices.SortFunc(keys, newerFirst(items))
+			slices.SortFunc(keys, newerFirst(items, byInput))
 			return tmp
 		}
 	}
@@ -79,8 +82,11 @@ func sortNewestFirst(keys, tmp []rankKey, items []Item) []rankKey {
 	if &src[0] != &keys[0] {
 		copy(keys, src)
 	}
+	if byInput {
+		return tmp // the radix sort is stable: equal instants in input order
+	}
 	// Equal instants: by ID, then input order.
-	cmp := newerFirst(items)
+	cmp := newerFirst(items, false)
 	for i := 0; i < len(keys); {
 		j := i + 1
 		for j < len(keys) && keys[j].sec == keys[i].sec && keys[j].nsec == keys[i].nsec {
