@@ -31,7 +31,10 @@ func resticKeeps(p Calendar, items []Item, group []int) map[int]bool {
 		}
 		return t.UTC()
 	}
-	ymdh := func(t time.Time, _ int) int { t = zone(t); return t.Year()*1000000 + int(t.Month())*10000 + t.Day()*100 + t.Hour() }
+	ymdh := func(t time.Time, _ int) int {
+		t = zone(t)
+		return t.Year()*1000000 + int(t.Month())*10000 + t.Day()*100 + t.Hour()
+	}
 	ymd := func(t time.Time, _ int) int { t = zone(t); return t.Year()*10000 + int(t.Month())*100 + t.Day() }
 	yw := func(t time.Time, _ int) int { y, w := zone(t).ISOWeek(); return y*100 + w }
 	ym := func(t time.Time, _ int) int { t = zone(t); return t.Year()*100 + int(t.Month()) }
