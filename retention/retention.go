@@ -690,14 +690,18 @@ func (e *evaluation) rank() []group {
 			anyFailed = anyFailed || it.Outcome == Failed
 		}
 	}
-	e.tmp = sortNewestFirst(e.ranked, e.tmp, e.items, e.tieByInput)
 	if len(e.groups) == 0 {
 		return e.groups
 	}
 	if !multi && !anyFailed {
+		e.tmp = sortNewestFirst(e.ranked, e.tmp, e.items, e.tieByInput)
 		e.groups[0].ok, e.groups[0].failed = e.ranked, nil
 		return e.groups
 	}
+	// Ties are broken by ID within each class only: items of different
+	// groups often share a scheduled instant, and ordering those long runs
+	// by ID would cost more than the rest of the ranking.
+	e.tmp = sortByInstant(e.ranked, e.tmp, e.items)
 	// A stable counting sort by (group, failed) keeps the ranking within
 	// each class.
 	classes := 2 * len(e.groups)
@@ -731,6 +735,12 @@ func (e *evaluation) rank() []group {
 		e.counts[c]++
 	}
 	copy(e.ranked, e.tmp)
+	if !e.tieByInput {
+		for g := range e.groups {
+			sortTies(e.groups[g].ok, e.items)
+			sortTies(e.groups[g].failed, e.items)
+		}
+	}
 	return e.groups
 }
 
