@@ -4,7 +4,8 @@
 // pure: no clients, no I/O, and the current time is always passed in.
 //
 // A caller turns its objects into Items (an ID, the Time a policy measures
-// from, and Hold and Force flags), picks a Policy and calls Evaluate:
+// from, Hold and Force flags, and for backups a Group, Tags and an Outcome),
+// picks a Policy and calls Evaluate:
 //
 //	var res retention.Result // reuse across reconciles
 //	err := retention.Evaluate(retention.Any{
@@ -24,14 +25,79 @@
 //     time-to-live counts from (creation, finish, an annotation, a deletion
 //     timestamp); a maximum age is a TTL from creation.
 //   - Newest: keep the newest N (a maximum count).
-//   - Calendar: restic's "forget" buckets (keep-last, -hourly, -daily,
-//     -weekly, -monthly, -yearly, -within).
+//   - Calendar: everything restic's "forget" keeps (keep-last, -hourly,
+//     -daily, -weekly, -monthly, -yearly, -within, -within-hourly ...
+//     -within-yearly, -tag), plus a count of failed items to keep. Its
+//     string form ("last=3,daily=7,weekly=4,within=1y") comes from
+//     ParsePolicy and Calendar.String, for a custom resource field.
 //   - Exponential: etcd-backup-restore's thinning of full snapshots.
 //   - Any (keep wins) and All (delete wins) combine policies; Newest inside
 //     Any is the guard "always keep the newest N".
 //
 // Durations come from ParseDuration ("30d", "2w", "1d12h", "720h0m0s"),
-// Seconds and Days; Format prints the canonical form.
+// Seconds and Days; Format prints the canonical form. Calendar spans, where
+// "m" is a month, come from ParseSpan ("1y6m", "30d"): a separate type and
+// parser, so that a month is never read as a minute.
+//
+// Options.Evaluate adds the safety rails and restic's tie-break: the guard
+// that keeps the newest successful item of each group (on unless
+// AllowDeleteNewest), MaxDeletions, and TieByInput. Explain turns a Result
+// into what `restic forget --dry-run --json` prints: per group, the kept and
+// removed items and, for each kept one, the rules it matched and the counters
+// left.
+//
+// # restic's forget options
+//
+//	restic                         here
+//	--keep-last n                  Calendar.Last, "last=n"
+//	--keep-hourly n                Calendar.Hourly, "hourly=n"
+//	--keep-daily n                 Calendar.Daily, "daily=n"
+//	--keep-weekly n                Calendar.Weekly, "weekly=n"
+//	--keep-monthly n               Calendar.Monthly, "monthly=n"
+//	--keep-yearly n                Calendar.Yearly, "yearly=n"
+//	unlimited (-1)                 Unlimited, "unlimited"
+//	--keep-within 1y2m3d4h         Calendar.WithinSpan (ParseSpan), "within=1y2m3d4h"
+//	--keep-within-hourly span      Calendar.WithinHourly, "within-hourly=span"
+//	  ... -daily/-weekly/-monthly  Calendar.WithinDaily/Weekly/Monthly
+//	--keep-within-yearly span      Calendar.WithinYearly, "within-yearly=span"
+//	--keep-tag a,b (repeatable)    Calendar.Tags = [][]string{{"a", "b"}}, "tag=a+b"
+//	--keep-tag ''                  Calendar.Tags = [][]string{{""}}, "tag="
+//	--group-by host,paths,tags     Item.Group: the caller builds the key
+//	--host, --tag, --path filters  the caller passes only those items
+//	--dry-run, --json              Evaluate deletes nothing; Explain, encoding/json
+//	snapshot time in its own zone  Calendar.ItemZone, "tz=item"
+//	stable sort of equal times     Options{TieBreak: TieByInput}
+//	"oldest daily snapshot"        ReasonOldest with Decision.Oldest = ReasonDaily
+//	--prune, --max-unused, ...     none: pruning is I/O, not policy
+//
+// Deliberate differences from restic, each with its reason:
+//
+//   - Buckets and spans are in UTC by default, where restic uses the zone
+//     each snapshot was recorded in: the recorded offset depends on the
+//     machine that made the backup, and UTC days cannot be merged or split by
+//     daylight saving time. Calendar.ItemZone gives restic's behaviour and
+//     Calendar.Location a fixed zone.
+//   - Equal Times are ranked by ID by default, where restic keeps the input
+//     order: a Kubernetes list has no stable order, and decisions should not
+//     change with it. TieByInput gives restic's order.
+//   - Items whose Time is after now, forced items, items without a Time and
+//     failed items take no part in counting, where restic counts every
+//     snapshot (future ones included, though its spans start from the newest
+//     snapshot not in the future): a wrong clock or a run of failed attempts
+//     must not push a good item out. restic's "oldest" rule applies to the
+//     oldest counted item.
+//   - ParseSpan is stricter than restic's duration parser: no spaces, no
+//     sign, no unit twice, units in the order y, m, d, h, and "m" after "d"
+//     or "h" ("1h30m") is rejected, because there it almost certainly meant
+//     minutes; restic would read months. Each field is at most 1,000,000.
+//   - An empty tag list is rejected, where restic's would match every
+//     snapshot: it is almost certainly a mistake in a policy string.
+//   - restic fails a group whose tag-only policy would remove everything;
+//     here the guard keeps the newest successful item of each group, whatever
+//     the policy (and MaxDeletions turns any mass deletion into an error).
+//   - Failed items, their separate count (Calendar.Failed, Newest.Failed),
+//     the guard, the deletion cap, a fixed-duration Within and a fixed
+//     Location are extensions restic does not have.
 //
 // Each seed's fields map onto the policies as follows: aerospike-operator's
 // backup .spec.ttl is TTL from the creation timestamp with ZeroMeansForever,
@@ -67,11 +133,26 @@
 //     decision changes if the items do not change: requeue then, not by
 //     polling.
 //   - Decisions do not depend on the order of the input when IDs are unique:
-//     equal Times are ordered by ID.
+//     equal Times are ordered by ID (unless Options.TieBreak is TieByInput,
+//     restic's order).
+//   - Ranking policies (Newest, Calendar, Exponential) and the guard judge
+//     each Item.Group on its own: one group's items never push another's
+//     out, and Result.Groups reports each group.
+//   - No failed item (Outcome Failed) takes a keep slot, a bucket or the
+//     place of the newest item that spans count from: failed items are kept
+//     only by their own counts, tags, TTL, Hold or an empty Calendar.
+//   - With the guard on (the default), the newest item of each group whose
+//     Outcome is Succeeded is kept (ReasonGuard) unless it is forced.
+//   - With Options.MaxDeletions set, a policy never deletes more than that
+//     many items in one evaluation: above it, it deletes none
+//     (ReasonMaxDeletions) and Evaluate returns ErrTooManyDeletions.
 //   - Decisions are stable: evaluating again, at the same instant, over the
 //     items that were kept keeps all of them.
-//   - Calendar and Exponential bucket in UTC: no daylight saving time, a day
-//     is 24 hours, leap days are ordinary days.
+//   - Exponential, and Calendar unless given a Location or ItemZone, bucket
+//     in UTC: no daylight saving time, a day is 24 hours, leap days are
+//     ordinary days. In a Location, buckets follow its wall clock: the hour
+//     repeated when daylight saving time ends is one hourly bucket, as in
+//     restic, and a day-long span may be 23 or 25 hours.
 //   - Evaluate reads no clock, does no I/O, does not modify its input and is
 //     safe for concurrent use with distinct Results. With a reused Result it
 //     allocates nothing in steady state.
@@ -91,7 +172,12 @@
 // # Errors
 //
 // ParseDuration, Seconds and Days reject bad input with a *DurationError
-// that names the input and unwraps to ErrInvalidDuration. Evaluate rejects a
+// that names the input and unwraps to ErrInvalidDuration. ParseSpan rejects
+// with a *SpanError (ErrInvalidSpan), ParsePolicy with a *PolicyError that
+// names the bad token and unwraps to ErrInvalidPolicy. An evaluation above
+// Options.MaxDeletions returns an error wrapping ErrTooManyDeletions that
+// names the cap and the count; its Result keeps every item the policy would
+// have deleted. Evaluate rejects a
 // nil or misconfigured policy (a negative count or duration, an empty Any or
 // All) with an error that wraps ErrInvalidPolicy and names the field and its
 // value, e.g. "retention: invalid policy: Any[1].Newest.N = -1: must not be

@@ -36,12 +36,17 @@ type Exponential struct{}
 func (Exponential) check(string) error { return nil }
 
 func (Exponential) eval(e *evaluation, out []Decision) {
-	ranked := e.startRanked(out)
+	groups := e.startRanked(out)
 	defer e.finishRanked(out)
+	for gi := range groups {
+		expGroup(groups[gi].ok, e.now.Unix(), out)
+	}
+}
+
+func expGroup(ranked []rankKey, now int64, out []Decision) {
 	if len(ranked) == 0 {
 		return
 	}
-	now := e.now.Unix()
 	out[ranked[0].idx].keepUntil(ReasonNewest, time.Time{})
 	for j := 1; j < len(ranked); j++ {
 		t, newer := ranked[j].sec, ranked[j-1].sec

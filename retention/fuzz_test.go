@@ -39,11 +39,15 @@ func (r *fuzzInput) policy(depth int) Policy {
 	case 0, 1:
 		return TTL{After: time.Duration(r.byte()) * 37 * time.Minute, ZeroMeansForever: r.byte()&1 == 1}
 	case 2:
-		return Newest{N: int(r.byte() % 6)}
+		return Newest{N: int(r.byte() % 6), Failed: int(r.byte() % 3)}
 	case 3:
 		c := Calendar{Last: r.count(), Hourly: r.count(), Daily: r.count(), Weekly: r.count(), Monthly: r.count(), Yearly: r.count()}
 		if w := r.byte(); w&1 == 1 {
 			c.Within = time.Duration(w) * 13 * time.Minute
+		}
+		c.Failed = r.count()
+		if w := r.byte(); w&1 == 1 {
+			c.WithinDaily = Span{Days: int(w % 9), Hours: int(w % 5)}
 		}
 		return c
 	case 4:
@@ -76,6 +80,9 @@ func (r *fuzzInput) items() (time.Time, []Item) {
 		flags := r.byte()
 		off := time.Duration(r.u16()) * unit
 		it := Item{ID: fmt.Sprintf("%c%02d", 'a'+flags%5, i), Hold: flags&0xe0 == 0xe0, Force: flags&0x1c == 0x1c}
+		kind := r.byte()
+		it.Outcome = Outcome(kind % 3)
+		it.Group = []string{"", "g", "h"}[kind/3%3]
 		switch {
 		case flags&0x03 == 0x03 && flags&0x40 != 0:
 			// zero Time
@@ -221,7 +228,7 @@ func FuzzEvaluate(f *testing.F) {
 		if n := newestGuard(p); n > 0 {
 			newest := -1
 			for i, it := range items {
-				if it.Time.IsZero() || it.Time.After(now) || (it.Force && !it.Hold) {
+				if it.Time.IsZero() || it.Time.After(now) || (it.Force && !it.Hold) || it.Outcome == Failed || it.Group != "" {
 					continue
 				}
 				if newest < 0 || it.Time.After(items[newest].Time) || (it.Time.Equal(items[newest].Time) && it.ID < items[newest].ID) {
@@ -240,6 +247,22 @@ func FuzzEvaluate(f *testing.F) {
 				if !it.Force && (forever || now.Before(it.Time.Add(ttl.After))) && !res.Decisions[i].Keep {
 					fail("%s deleted before its TTL %v ran out", it.ID, ttl.After)
 				}
+			}
+		}
+
+		// The guard keeps the newest successful item of each group.
+		guarded := map[string]int{}
+		for i, it := range items {
+			if it.Outcome != Succeeded || it.Time.IsZero() || it.Time.After(now) || (it.Force && !it.Hold) {
+				continue
+			}
+			if j, ok := guarded[it.Group]; !ok || it.Time.After(items[j].Time) || (it.Time.Equal(items[j].Time) && it.ID < items[j].ID) {
+				guarded[it.Group] = i
+			}
+		}
+		for _, i := range guarded {
+			if d := res.Decisions[i]; !d.Keep || d.Reasons&ReasonGuard == 0 {
+				fail("newest successful item %s of group %q not guarded: %+v", items[i].ID, items[i].Group, d)
 			}
 		}
 

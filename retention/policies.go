@@ -87,20 +87,35 @@ func (p TTL) eval(e *evaluation, out []Decision) {
 //
 // Items whose Time is after now are kept (ReasonFuture) but take no place
 // among the N, so a wrong clock cannot push a good item out.
+//
+// N counts the items that did not fail, per group (Item.Group); Failed
+// counts, separately, the newest failed items to keep, so that a run of
+// failures never pushes a good item out.
 type Newest struct {
 	// N is the number of items to keep. Negative values are invalid.
 	N int
+	// Failed is the number of newest failed items to keep. Negative values
+	// are invalid.
+	Failed int
 }
 
-func (p Newest) check(path string) error { return checkCount(path, "Newest.N", p.N) }
+func (p Newest) check(path string) error {
+	if err := checkCount(path, "Newest.N", p.N); err != nil {
+		return err
+	}
+	return checkCount(path, "Newest.Failed", p.Failed)
+}
 
 func (p Newest) eval(e *evaluation, out []Decision) {
-	ranked := e.startRanked(out)
-	for r, k := range ranked {
-		if r >= p.N {
-			break
+	groups := e.startRanked(out)
+	for gi := range groups {
+		for r, k := range groups[gi].ok {
+			if r >= p.N {
+				break
+			}
+			out[k.idx].keepUntil(ReasonNewest, time.Time{})
 		}
-		out[k.idx].keepUntil(ReasonNewest, time.Time{})
+		keepFailed(groups[gi].failed, p.Failed, out)
 	}
 	e.finishRanked(out)
 }
@@ -130,6 +145,7 @@ func (p Any) eval(e *evaluation, out []Decision) {
 		for i := range out {
 			if b := &buf[i]; b.Keep {
 				out[i].keepUntil(b.Reasons, b.DeletableAt)
+				out[i].Oldest |= b.Oldest
 			}
 		}
 	}
@@ -165,6 +181,7 @@ func (p All) eval(e *evaluation, out []Decision) {
 				*a = Decision{}
 			default:
 				a.Reasons |= b.Reasons
+				a.Oldest |= b.Oldest
 				a.DeletableAt = earliest(a.DeletableAt, b.DeletableAt)
 			}
 		}

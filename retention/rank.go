@@ -6,9 +6,9 @@ import (
 	"strings"
 )
 
-// newerFirst orders rank keys newest first: later instant first, then by ID,
-// then by position in the input.
-func newerFirst(items []Item) func(a, b rankKey) int {
+// newerFirst orders rank keys newest first: later instant first, then by ID
+// (unless byInput), then by position in the input.
+func newerFirst(items []Item, byInput bool) func(a, b rankKey) int {
 	return func(a, b rankKey) int {
 		switch {
 		case a.sec != b.sec:
@@ -22,6 +22,9 @@ func newerFirst(items []Item) func(a, b rankKey) int {
 			}
 			return 1
 		}
+		if byInput {
+			return int(a.idx - b.idx)
+		}
 		if c := strings.Compare(items[a.idx].ID, items[b.idx].ID); c != 0 {
 			return c
 		}
@@ -30,18 +33,27 @@ func newerFirst(items []Item) func(a, b rankKey) int {
 }
 
 // sortNewestFirst sorts keys, which are in input order, newest first (see
-// newerFirst), using tmp as scratch, and returns tmp for reuse. Instants that
-// fit in int64 nanoseconds (1678 to 2262) are sorted by an LSD radix sort,
-// which is stable and so keeps input order among equal instants; only runs of
-// equal instants are then sorted by ID. A comparison sort handles the rest.
-func sortNewestFirst(keys, tmp []rankKey, items []Item) []rankKey {
+// newerFirst), using tmp as scratch, and returns tmp for reuse.
+func sortNewestFirst(keys, tmp []rankKey, items []Item, byInput bool) []rankKey {
+	tmp = sortByInstant(keys, tmp, items)
+	if !byInput {
+		sortTies(keys, items)
+	}
+	return tmp
+}
+
+// sortByInstant sorts keys, which are in input order, newest first and
+// stably: equal instants stay in input order. Instants that fit in int64
+// nanoseconds (1678 to 2262) are sorted by an LSD radix sort; a comparison
+// sort handles the rest.
+func sortByInstant(keys, tmp []rankKey, items []Item) []rankKey {
 	if len(keys) < 2 {
 		return tmp
 	}
 	const maxSec = math.MaxInt64/1_000_000_000 - 1
 	for _, k := range keys {
 		if k.sec > maxSec || k.sec < -maxSec {
-			slices.SortFunc(keys, newerFirst(items))
+			slices.SortFunc(keys, newerFirst(items, true))
 			return tmp
 		}
 	}
@@ -79,8 +91,13 @@ func sortNewestFirst(keys, tmp []rankKey, items []Item) []rankKey {
 	if &src[0] != &keys[0] {
 		copy(keys, src)
 	}
-	// Equal instants: by ID, then input order.
-	cmp := newerFirst(items)
+	return tmp
+}
+
+// sortTies sorts the runs of equal instants in keys, which are sorted newest
+// first and stably, by ID and then input order.
+func sortTies(keys []rankKey, items []Item) {
+	cmp := newerFirst(items, false)
 	for i := 0; i < len(keys); {
 		j := i + 1
 		for j < len(keys) && keys[j].sec == keys[i].sec && keys[j].nsec == keys[i].nsec {
@@ -91,5 +108,4 @@ func sortNewestFirst(keys, tmp []rankKey, items []Item) []rankKey {
 		}
 		i = j
 	}
-	return tmp
 }

@@ -38,8 +38,8 @@ func TestSortNewestFirstMatchesTheComparison(t *testing.T) {
 					keys[i] = rankKey{sec: items[i].Time.Unix(), nsec: int32(items[i].Time.Nanosecond()), idx: int32(i)}
 				}
 				want := slices.Clone(keys)
-				slices.SortFunc(want, newerFirst(items))
-				sortNewestFirst(keys, nil, items)
+				slices.SortFunc(want, newerFirst(items, false))
+				sortNewestFirst(keys, nil, items, false)
 				if !slices.Equal(keys, want) {
 					t.Fatalf("radix order differs from the comparison order")
 				}

@@ -17,14 +17,32 @@ var ErrInvalidPolicy = errors.New("retention: invalid policy")
 // Item is one thing that may be deleted: a backup, a claim, a finished task.
 type Item struct {
 	// ID names the item in the caller's terms (a name, a UID, an object key).
-	// It breaks ties between items with equal Times, so that decisions do not
-	// depend on the order of the input: of two items with the same Time, the
-	// one whose ID sorts first counts as the newer.
+	// By default it breaks ties between items with equal Times, so that
+	// decisions do not depend on the order of the input: of two items with
+	// the same Time, the one whose ID sorts first counts as the newer (see
+	// Options.TieBreak for restic's input order).
 	ID string
 	// Time is the instant the policy measures from: a creation timestamp, a
 	// finish time, an annotation's RFC 3339 timestamp, a deletion timestamp.
 	// An item with the zero Time is never deleted by a policy (see NoTime).
+	// Its Location matters only to a Calendar with ItemZone set, which
+	// buckets the item in the offset it was recorded with, as restic does.
 	Time time.Time
+	// Group names the set the item is judged in: a backup target, a
+	// schedule, restic's host and paths. Ranking policies (Newest, Calendar,
+	// Exponential) and the newest-successful guard apply to each group on
+	// its own, so that one target's backups never push out another's. The
+	// empty Group is a group like any other; when every item has the same
+	// Group, there is one group.
+	Group string
+	// Tags are labels a Calendar's Tags option matches (restic's
+	// --keep-tag).
+	Tags []string
+	// Outcome says whether the item is a successful or a failed attempt
+	// (a backup that completed or one that failed). The zero Outcome,
+	// Unspecified, is for things that are not attempts (claims, tasks): they
+	// rank like successful items but the guard does not protect them.
+	Outcome Outcome
 	// Hold keeps the item whatever the policy and Force say.
 	Hold bool
 	// Force deletes the item whatever the policy says, unless Hold is set.
@@ -34,8 +52,40 @@ type Item struct {
 	Force bool
 }
 
+// Outcome is how the attempt an item records ended.
+type Outcome uint8
+
+// The outcomes of an item.
+const (
+	// Unspecified: the item is not an attempt, or the caller does not say.
+	// It ranks like a successful item; the guard does not protect it.
+	Unspecified Outcome = iota
+	// Succeeded: the item is a good backup. It takes part in ranking, and
+	// the newest one of each group is protected by the guard (see Options).
+	Succeeded
+	// Failed: the item is a failed attempt. It never takes a place among
+	// the newest, in a bucket or in a span: no failed item displaces a
+	// successful one, and "the newest item" that Within spans count from is
+	// the newest item that did not fail. Failed items are kept only by TTL,
+	// a tag, Hold, their own counts (Calendar.Failed, Newest.Failed) or an
+	// empty Calendar.
+	Failed
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Unspecified:
+		return "unspecified"
+	case Succeeded:
+		return "succeeded"
+	case Failed:
+		return "failed"
+	}
+	return fmt.Sprintf("outcome(%d)", uint8(o))
+}
+
 // Reason is a set of reasons an item is kept. Several may hold at once.
-type Reason uint16
+type Reason uint32
 
 // The reasons an item is kept.
 const (
@@ -71,13 +121,39 @@ const (
 	ReasonWithin
 	// ReasonOldest: the item is the oldest one and a Calendar bucket rule
 	// still had room for it (restic's "oldest daily snapshot" and so on).
+	// Decision.Oldest says which bucket rules.
 	ReasonOldest
+	// ReasonTag: the item has every tag of one of Calendar.Tags.
+	ReasonTag
+	// ReasonWithinHourly: the item is the newest of its hour, within
+	// Calendar.WithinHourly of the newest item (restic's
+	// --keep-within-hourly).
+	ReasonWithinHourly
+	// ReasonWithinDaily: as ReasonWithinHourly, for days.
+	ReasonWithinDaily
+	// ReasonWithinWeekly: as ReasonWithinHourly, for ISO weeks.
+	ReasonWithinWeekly
+	// ReasonWithinMonthly: as ReasonWithinHourly, for months.
+	ReasonWithinMonthly
+	// ReasonWithinYearly: as ReasonWithinHourly, for years.
+	ReasonWithinYearly
+	// ReasonFailed: the item failed and is among the newest failed items
+	// kept by Calendar.Failed or Newest.Failed.
+	ReasonFailed
+	// ReasonGuard: the item is the newest successful item of its group,
+	// which the guard never lets go (see Options.AllowDeleteNewest).
+	ReasonGuard
+	// ReasonMaxDeletions: the policy would delete the item, but it would
+	// delete more than Options.MaxDeletions items, so nothing is deleted.
+	ReasonMaxDeletions
 	reasonEnd
 )
 
 var reasonNames = [...]string{
 	"hold", "no-time", "future", "empty-policy", "ttl", "newest", "current-hour",
 	"hourly", "daily", "weekly", "monthly", "yearly", "within", "oldest",
+	"tag", "within-hourly", "within-daily", "within-weekly", "within-monthly",
+	"within-yearly", "failed", "guard", "max-deletions",
 }
 
 // String lists the reasons, separated by "+", e.g. "ttl+newest"; "none" for
@@ -88,7 +164,7 @@ func (r Reason) String() string {
 	}
 	var parts []string
 	for r != 0 {
-		i := bits.TrailingZeros16(uint16(r))
+		i := bits.TrailingZeros32(uint32(r))
 		r &^= 1 << i
 		if i < len(reasonNames) {
 			parts = append(parts, reasonNames[i])
@@ -114,6 +190,11 @@ type Decision struct {
 	// Reasons holds every reason the item is kept; it is empty when Keep is
 	// false.
 	Reasons Reason
+	// Oldest holds the bucket reasons (ReasonHourly ... ReasonYearly,
+	// ReasonWithinHourly ... ReasonWithinYearly) for which a Calendar kept
+	// the item only because it is the oldest and the rule had room left
+	// (restic's "oldest daily snapshot"). Reasons then has ReasonOldest.
+	Oldest Reason
 	// DeletableAt is, for a kept item, the instant at which it becomes
 	// deletable if no item is added, removed or changed. It is never later
 	// than that instant; it is exactly that instant unless some item's Time is
@@ -136,10 +217,29 @@ type Result struct {
 	Next time.Time
 	// Kept and Deleted count the decisions each way.
 	Kept, Deleted int
+	// FailedKept and FailedDeleted count, of Kept and Deleted, the items
+	// whose Outcome is Failed.
+	FailedKept, FailedDeleted int
 	// Skewed counts the items whose Time is after now.
 	Skewed int
+	// Groups has one entry per distinct Item.Group, ordered by Group: the
+	// report of a group-by evaluation. It is empty when there are no items.
+	Groups []GroupResult
 
 	ev evaluation
+}
+
+// GroupResult sums up the decisions about the items of one group.
+type GroupResult struct {
+	// Group is the Item.Group the items share.
+	Group string
+	// Kept, Deleted, FailedKept and FailedDeleted count the group's
+	// decisions, as the Result's fields of the same names do.
+	Kept, Deleted, FailedKept, FailedDeleted int
+	// Guarded is the index, in the items passed to Evaluate, of the group's
+	// newest successful item, which the guard kept; -1 when the guard is off
+	// or the group has no present, unforced item whose Outcome is Succeeded.
+	Guarded int
 }
 
 // RequeueAfter returns how long after now the caller should evaluate again
@@ -169,23 +269,90 @@ type Policy interface {
 	eval(e *evaluation, out []Decision)
 }
 
+// ErrTooManyDeletions is returned, wrapped with the cap and the count, when
+// an evaluation would delete more items than Options.MaxDeletions allows.
+// Test for it with errors.Is.
+var ErrTooManyDeletions = errors.New("retention: too many deletions")
+
+// TieBreak says how items with equal Times are ranked.
+type TieBreak uint8
+
+// The ways to break ties between equal Times.
+const (
+	// TieByID, the default, ranks the item whose ID sorts first as the
+	// newer, then the one first in the input: decisions do not depend on the
+	// order of the input when IDs are unique.
+	TieByID TieBreak = iota
+	// TieByInput ranks the item first in the input as the newer, as
+	// restic's stable sort of its snapshot list does. Use it to reproduce
+	// restic's decisions exactly; decisions then depend on the input order.
+	TieByInput
+)
+
+// Options adjusts an evaluation. The zero Options is the default used by
+// Evaluate: the guard is on, there is no cap, and ties are broken by ID.
+type Options struct {
+	// AllowDeleteNewest turns off the guard. With the guard on, the newest
+	// item of each group whose Outcome is Succeeded is always kept
+	// (ReasonGuard), whatever the policy says, unless it is forced: a
+	// policy cannot delete the last good backup (rancher #36492). Items
+	// whose Outcome is Unspecified are never guarded, so claims and tasks,
+	// which have no outcome, are judged by their policy alone.
+	AllowDeleteNewest bool
+	// MaxDeletions caps the number of items a policy may delete in one
+	// evaluation: when the policy would delete more, Evaluate keeps every
+	// one of them (ReasonMaxDeletions) and returns an error wrapping
+	// ErrTooManyDeletions, so that a mistyped policy or a clock jump
+	// becomes a clear error instead of a mass deletion. Forced items are
+	// deleted and not counted. 0 means no cap; negative values are invalid.
+	MaxDeletions int
+	// TieBreak says how equal Times are ranked; the zero value is TieByID.
+	TieBreak TieBreak
+}
+
+func (o Options) check() error {
+	if o.MaxDeletions < 0 {
+		return fmt.Errorf("%w: Options.MaxDeletions = %d: must not be negative (0 means no cap)", ErrInvalidPolicy, o.MaxDeletions)
+	}
+	if o.TieBreak > TieByInput {
+		return fmt.Errorf("%w: Options.TieBreak = %d: must be TieByID or TieByInput", ErrInvalidPolicy, o.TieBreak)
+	}
+	return nil
+}
+
+// Evaluate applies p to items at the instant now with the default Options
+// (the guard on, no cap, ties by ID); see Options.Evaluate.
+func Evaluate(p Policy, now time.Time, items []Item, res *Result) error {
+	return Options{}.Evaluate(p, now, items, res)
+}
+
 // Evaluate applies p to items at the instant now and stores a decision per
-// item in res, reusing res's memory. Afterwards, for every item:
+// item in res, reusing res's memory. Items are judged per Group. Afterwards,
+// for every item:
 //
 //   - Hold keeps it (ReasonHold), whatever Force and the policy say;
 //   - otherwise Force deletes it (Decision.Forced);
 //   - otherwise an item with the zero Time is kept (ReasonNoTime);
-//   - otherwise the policy decides.
+//   - otherwise the policy decides, and the guard keeps the newest
+//     successful item of each group (ReasonGuard) unless AllowDeleteNewest
+//     is set;
+//   - then, if more than MaxDeletions items would be deleted by the policy,
+//     none is (ReasonMaxDeletions) and the error wraps ErrTooManyDeletions.
 //
 // Evaluate returns an error wrapping ErrInvalidPolicy, and leaves res empty,
-// when p is nil or misconfigured. It does not read the clock and does not
-// modify items.
-func Evaluate(p Policy, now time.Time, items []Item, res *Result) error {
+// when p is nil or misconfigured or o is invalid. It does not read the clock
+// and does not modify items.
+func (o Options) Evaluate(p Policy, now time.Time, items []Item, res *Result) error {
 	res.Decisions = res.Decisions[:0]
+	res.Groups = res.Groups[:0]
 	res.Next = time.Time{}
 	res.Kept, res.Deleted, res.Skewed = 0, 0, 0
+	res.FailedKept, res.FailedDeleted = 0, 0
 	if p == nil {
 		return fmt.Errorf("%w: nil Policy", ErrInvalidPolicy)
+	}
+	if err := o.check(); err != nil {
+		return err
 	}
 	if err := p.check(""); err != nil {
 		return err
@@ -194,9 +361,15 @@ func Evaluate(p Policy, now time.Time, items []Item, res *Result) error {
 	res.Decisions = slices.Grow(res.Decisions, len(items))[:len(items)]
 	out := res.Decisions
 	e := &res.ev
-	e.reset(now, items)
-	e.top = true
+	e.reset(now, items, o)
+	guard := !o.AllowDeleteNewest && e.anySucceeded
+	// The single-pass fast path of a lone policy needs no per-group or
+	// per-outcome pass afterwards.
+	e.top = !guard && o.MaxDeletions == 0 && len(e.groups) <= 1 && !e.anyFailed
 	p.eval(e, out)
+	if guard {
+		e.guard(out)
+	}
 	if !e.finished {
 		for i := range out {
 			e.finish(&items[i], &out[i])
@@ -204,8 +377,92 @@ func Evaluate(p Policy, now time.Time, items []Item, res *Result) error {
 	}
 	res.Next, res.Kept, res.Skewed = e.next, e.kept, e.skewed
 	res.Deleted = len(items) - e.kept
+	var err error
+	if o.MaxDeletions > 0 {
+		err = e.cap(o.MaxDeletions, out, res)
+	}
+	e.report(out, res)
 	e.items = nil // do not keep the caller's items alive
-	return nil
+	clear(e.gkeys)
+	clear(e.gmap)
+	return err
+}
+
+// cap keeps every item the policy would delete when there are more than max
+// of them.
+func (e *evaluation) cap(max int, out []Decision, res *Result) error {
+	n := 0
+	for i := range out {
+		if !out[i].Keep && !out[i].Forced {
+			n++
+		}
+	}
+	if n <= max {
+		return nil
+	}
+	for i := range out {
+		if d := &out[i]; !d.Keep && !d.Forced {
+			*d = Decision{Keep: true, Skew: d.Skew, Reasons: ReasonMaxDeletions}
+		}
+	}
+	res.Kept += n
+	res.Deleted -= n
+	return fmt.Errorf("%w: Options.MaxDeletions = %d: the policy would delete %d of %d items; nothing is deleted", ErrTooManyDeletions, max, n, len(out))
+}
+
+// report fills the failed counts and the per-group summaries.
+func (e *evaluation) report(out []Decision, res *Result) {
+	if len(e.items) == 0 {
+		return
+	}
+	res.Groups = slices.Grow(res.Groups, len(e.groups))[:len(e.groups)]
+	for g := range e.groups {
+		res.Groups[g] = GroupResult{Group: e.groups[g].key, Guarded: e.groups[g].guarded}
+	}
+	if len(e.groups) == 1 && !e.anyFailed {
+		res.Groups[0].Kept, res.Groups[0].Deleted = res.Kept, res.Deleted
+		return
+	}
+	for i := range out {
+		g := &res.Groups[0]
+		if len(e.groups) > 1 {
+			g = &res.Groups[e.gidx[i]]
+		}
+		failed := e.items[i].Outcome == Failed
+		switch {
+		case out[i].Keep && failed:
+			g.Kept++
+			g.FailedKept++
+			res.FailedKept++
+		case out[i].Keep:
+			g.Kept++
+		case failed:
+			g.Deleted++
+			g.FailedDeleted++
+			res.FailedDeleted++
+		default:
+			g.Deleted++
+		}
+	}
+}
+
+// guard keeps the newest successful item of each group.
+func (e *evaluation) guard(out []Decision) {
+	for gi := range e.rank() {
+		g := &e.groups[gi]
+		for _, k := range g.ok {
+			if e.items[k.idx].Outcome != Succeeded {
+				continue
+			}
+			d := &out[k.idx]
+			d.keepUntil(ReasonGuard, time.Time{})
+			// When an item from the future arrives it may be the newer
+			// successful one.
+			d.DeletableAt = earliest(d.DeletableAt, g.firstSkew)
+			g.guarded = int(k.idx)
+			break
+		}
+	}
 }
 
 // finish applies Hold, Force and zero Times to the policy's decision d about
@@ -226,6 +483,7 @@ func (e *evaluation) finish(it *Item, d *Decision) {
 	case it.Time.IsZero():
 		d.Keep = true
 		d.Reasons = ReasonNoTime
+		d.Oldest = 0
 		d.DeletableAt = time.Time{}
 	}
 	if d.Skew {
@@ -277,15 +535,28 @@ func earliest(a, b time.Time) time.Time {
 // evaluation is the per-call state shared by the policies of one Evaluate,
 // kept in Result so that its buffers are reused.
 type evaluation struct {
-	now   time.Time
-	items []Item
+	now        time.Time
+	items      []Item
+	tieByInput bool
+
+	// anySucceeded and anyFailed report whether some item has that Outcome.
+	anySucceeded, anyFailed bool
+
+	// groups has one entry per distinct Item.Group, ordered by Group; gidx
+	// maps each item to its group when there are several.
+	groups []group
+	gidx   []int32
+	gmap   map[string]int32
+	gkeys  []string
+	gorder []int32
+	counts []int32
 
 	// ranked holds the present items (Time not zero, not after now, not
-	// forced), newest first; built on first use.
-	ranked    []rankKey
-	tmp       []rankKey // scratch for sorting ranked
-	rankedOK  bool
-	firstSkew time.Time // earliest Time after now; zero when none
+	// forced) by group, successful before failed, newest first; built on
+	// first use. The groups' ok and failed slices point into it.
+	ranked   []rankKey
+	tmp      []rankKey // scratch for sorting ranked
+	rankedOK bool
 
 	bufs  [][]Decision // scratch decisions for composites, one per depth
 	depth int
@@ -299,31 +570,105 @@ type evaluation struct {
 	next         time.Time
 }
 
+// group is one group's share of the ranking.
+type group struct {
+	key string
+	// ok holds the group's present items that did not fail, failed those
+	// that did, each newest first.
+	ok, failed []rankKey
+	firstSkew  time.Time // earliest Time after now in the group; zero when none
+	guarded    int
+}
+
 type rankKey struct {
 	sec  int64 // Unix seconds, floored
 	nsec int32
 	idx  int32
 }
 
-func (e *evaluation) reset(now time.Time, items []Item) {
+func (e *evaluation) reset(now time.Time, items []Item, o Options) {
 	e.now = now
 	e.items = items
+	e.tieByInput = o.TieBreak == TieByInput
 	e.ranked = e.ranked[:0]
 	e.rankedOK = false
-	e.firstSkew = time.Time{}
 	e.depth = 0
 	e.top, e.finished = false, false
 	e.kept, e.skewed = 0, 0
 	e.next = time.Time{}
+	e.anySucceeded, e.anyFailed = false, false
+	multi := false
+	for i := range items {
+		switch items[i].Outcome {
+		case Succeeded:
+			e.anySucceeded = true
+		case Failed:
+			e.anyFailed = true
+		}
+		if !multi && items[i].Group != items[0].Group {
+			multi = true
+		}
+	}
+	e.groups = e.groups[:0]
+	if len(items) == 0 {
+		return
+	}
+	if !multi {
+		e.groups = append(e.groups, group{key: items[0].Group, guarded: -1})
+		return
+	}
+	// Several groups: number them by first appearance, then renumber them
+	// in the order of their keys, so that the report does not depend on the
+	// input order.
+	if e.gmap == nil {
+		e.gmap = make(map[string]int32)
+	}
+	e.gkeys = e.gkeys[:0]
+	e.gidx = slices.Grow(e.gidx[:0], len(items))[:len(items)]
+	last, lastG := items[0].Group, int32(-1)
+	for i := range items {
+		k := items[i].Group
+		if lastG < 0 || k != last {
+			g, ok := e.gmap[k]
+			if !ok {
+				g = int32(len(e.gkeys))
+				e.gmap[k] = g
+				e.gkeys = append(e.gkeys, k)
+			}
+			last, lastG = k, g
+		}
+		e.gidx[i] = lastG
+	}
+	n := len(e.gkeys)
+	e.gorder = slices.Grow(e.gorder[:0], 2*n)[:n]
+	for g := range e.gorder {
+		e.gorder[g] = int32(g)
+	}
+	keys := e.gkeys
+	slices.SortFunc(e.gorder, func(a, b int32) int { return strings.Compare(keys[a], keys[b]) })
+	remap := e.gorder[n : 2*n]
+	for newG, oldG := range e.gorder {
+		remap[oldG] = int32(newG)
+	}
+	for i := range e.gidx {
+		e.gidx[i] = remap[e.gidx[i]]
+	}
+	e.groups = slices.Grow(e.groups, n)[:n]
+	for newG, oldG := range e.gorder {
+		e.groups[newG] = group{key: keys[oldG], guarded: -1}
+	}
 }
 
-// rank returns the present items newest first: later Time first, equal Times
-// by ID, then by position in the input.
-func (e *evaluation) rank() []rankKey {
+// rank returns the groups with their present items ranked: later Time
+// first, equal Times by ID then by position in the input (or by position
+// alone with TieByInput).
+func (e *evaluation) rank() []group {
 	if e.rankedOK {
-		return e.ranked
+		return e.groups
 	}
 	e.rankedOK = true
+	multi := len(e.groups) > 1
+	anyFailed := false
 	for i := range e.items {
 		it := &e.items[i]
 		t := it.Time
@@ -333,43 +678,114 @@ func (e *evaluation) rank() []rankKey {
 			// take a place among the newest, or a forced deletion of the
 			// newest item would take the next one with it.
 		case t.After(e.now):
-			if e.firstSkew.IsZero() || t.Before(e.firstSkew) {
-				e.firstSkew = t
+			g := &e.groups[0]
+			if multi {
+				g = &e.groups[e.gidx[i]]
+			}
+			if g.firstSkew.IsZero() || t.Before(g.firstSkew) {
+				g.firstSkew = t
 			}
 		default:
 			e.ranked = append(e.ranked, rankKey{sec: t.Unix(), nsec: int32(t.Nanosecond()), idx: int32(i)})
+			anyFailed = anyFailed || it.Outcome == Failed
 		}
 	}
-	e.tmp = sortNewestFirst(e.ranked, e.tmp, e.items)
-	return e.ranked
+	if len(e.groups) == 0 {
+		return e.groups
+	}
+	if !multi && !anyFailed {
+		e.tmp = sortNewestFirst(e.ranked, e.tmp, e.items, e.tieByInput)
+		e.groups[0].ok, e.groups[0].failed = e.ranked, nil
+		return e.groups
+	}
+	// Ties are broken by ID within each class only: items of different
+	// groups often share a scheduled instant, and ordering those long runs
+	// by ID would cost more than the rest of the ranking.
+	e.tmp = sortByInstant(e.ranked, e.tmp, e.items)
+	// A stable counting sort by (group, failed) keeps the ranking within
+	// each class.
+	classes := 2 * len(e.groups)
+	e.counts = slices.Grow(e.counts[:0], classes+1)[:classes+1]
+	clear(e.counts)
+	class := func(k rankKey) int32 {
+		c := int32(0)
+		if multi {
+			c = 2 * e.gidx[k.idx]
+		}
+		if e.items[k.idx].Outcome == Failed {
+			c++
+		}
+		return c
+	}
+	for _, k := range e.ranked {
+		e.counts[class(k)+1]++
+	}
+	for c := 1; c <= classes; c++ {
+		e.counts[c] += e.counts[c-1]
+	}
+	for g := range e.groups {
+		s, m, end := e.counts[2*g], e.counts[2*g+1], e.counts[2*g+2]
+		e.groups[g].ok = e.ranked[s:m:m]
+		e.groups[g].failed = e.ranked[m:end:end]
+	}
+	e.tmp = slices.Grow(e.tmp[:0], len(e.ranked))[:len(e.ranked)]
+	for _, k := range e.ranked {
+		c := class(k)
+		e.tmp[e.counts[c]] = k
+		e.counts[c]++
+	}
+	copy(e.ranked, e.tmp)
+	if !e.tieByInput {
+		for g := range e.groups {
+			sortTies(e.groups[g].ok, e.items)
+			sortTies(e.groups[g].failed, e.items)
+		}
+	}
+	return e.groups
 }
 
 // startRanked prepares out for a policy that ranks items: every decision is
 // reset to delete, and items whose Time is after now are kept with
 // ReasonFuture until their Time, when they are judged for the first time.
-func (e *evaluation) startRanked(out []Decision) []rankKey {
+func (e *evaluation) startRanked(out []Decision) []group {
 	e.top = false
-	ranked := e.rank()
+	groups := e.rank()
 	for i := range out {
 		out[i] = Decision{}
 		if t := e.items[i].Time; t.After(e.now) {
 			out[i].keepUntil(ReasonFuture, t)
 		}
 	}
-	return ranked
+	return groups
 }
 
 // finishRanked bounds the release instants of the kept present items by the
-// first future Time: when that item's Time comes it joins the ranking, and
-// every decision may change.
+// first future Time of their group: when that item's Time comes it joins the
+// ranking, and every decision in the group may change.
 func (e *evaluation) finishRanked(out []Decision) {
-	if e.firstSkew.IsZero() {
-		return
-	}
-	for _, k := range e.ranked {
-		if d := &out[k.idx]; d.Keep {
-			d.DeletableAt = earliest(d.DeletableAt, e.firstSkew)
+	for gi := range e.groups {
+		g := &e.groups[gi]
+		if g.firstSkew.IsZero() {
+			continue
 		}
+		for _, ks := range [2][]rankKey{g.ok, g.failed} {
+			for _, k := range ks {
+				if d := &out[k.idx]; d.Keep {
+					d.DeletableAt = earliest(d.DeletableAt, g.firstSkew)
+				}
+			}
+		}
+	}
+}
+
+// keepFailed keeps the n newest of a group's failed items (all of them for
+// Unlimited).
+func keepFailed(failed []rankKey, n int, out []Decision) {
+	for r, k := range failed {
+		if n != Unlimited && r >= n {
+			break
+		}
+		out[k.idx].keepUntil(ReasonFailed, time.Time{})
 	}
 }
 

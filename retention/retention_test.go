@@ -2,6 +2,7 @@ package retention
 
 import (
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -463,10 +464,11 @@ func TestReasonString(t *testing.T) {
 		{ReasonTTL, "ttl"},
 		{ReasonHold | ReasonTTL | ReasonNewest, "hold+ttl+newest"},
 		{ReasonDaily | ReasonOldest, "daily+oldest"},
-		{1 << 15, "reason(15)"},
+		{1 << 15, "within-hourly"}, // bit 15 was unnamed before issue 17
+		{1 << 30, "reason(30)"},
 	} {
 		if got := tc.r.String(); got != tc.want {
-			t.Errorf("Reason(%d).String() = %q, want %q", uint16(tc.r), got, tc.want)
+			t.Errorf("Reason(%d).String() = %q, want %q", uint32(tc.r), got, tc.want)
 		}
 	}
 }
@@ -492,7 +494,7 @@ func TestEvaluateDoesNotModifyItems(t *testing.T) {
 	items := []Item{{ID: "b", Time: now.Add(-time.Hour)}, {ID: "a", Time: now.Add(-2 * time.Hour)}, {ID: "c", Time: now.Add(time.Hour)}}
 	before := slices.Clone(items)
 	evaluate(t, Any{Calendar{Daily: 1}, Exponential{}, Newest{N: 1}, TTL{After: time.Minute}}, now, items)
-	if !slices.Equal(items, before) {
+	if !reflect.DeepEqual(items, before) { // Item has Tags: not comparable with ==
 		t.Fatalf("items changed: %v, was %v", items, before)
 	}
 }
