@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"gocloud.dev/blob"
 	_ "gocloud.dev/blob/azureblob" // azblob:// URLs
 	_ "gocloud.dev/blob/fileblob"  // file:// URLs
@@ -79,6 +80,22 @@ var minioOnce, gcsOnce, azuriteOnce shared[*blobServer]
 // S3 returns a fresh bucket on a shared MinIO server.
 func S3(t testing.TB) *BlobStore {
 	t.Helper()
+	return S3With(t, S3Options{})
+}
+
+// S3Options say how S3With creates its bucket.
+type S3Options struct {
+	// Versioning enables versioning on the bucket.
+	Versioning bool
+	// ObjectLock creates the bucket with Object Lock enabled (which also
+	// enables versioning), without a default retention.
+	ObjectLock bool
+}
+
+// S3With returns a fresh bucket on a shared MinIO server, versioned or
+// with Object Lock as o says.
+func S3With(t testing.TB, o S3Options) *BlobStore {
+	t.Helper()
 	srv, err := minioOnce.get(startMinIO)
 	if err != nil {
 		unavailable(t, err)
@@ -90,8 +107,20 @@ func S3(t testing.TB) *BlobStore {
 		UsePathStyle: true,
 		Credentials:  credentials.NewStaticCredentialsProvider(S3AccessKeyID, S3SecretAccessKey, ""),
 	})
-	if _, err := client.CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
+	in := &s3.CreateBucketInput{Bucket: aws.String(name)}
+	if o.ObjectLock {
+		in.ObjectLockEnabledForBucket = aws.Bool(true)
+	}
+	if _, err := client.CreateBucket(context.Background(), in); err != nil {
 		t.Fatalf("testenv: create S3 bucket %s: %v", name, err)
+	}
+	if o.Versioning && !o.ObjectLock {
+		if _, err := client.PutBucketVersioning(context.Background(), &s3.PutBucketVersioningInput{
+			Bucket:                  aws.String(name),
+			VersioningConfiguration: &s3types.VersioningConfiguration{Status: s3types.BucketVersioningStatusEnabled},
+		}); err != nil {
+			t.Fatalf("testenv: enable versioning on S3 bucket %s: %v", name, err)
+		}
 	}
 	return &BlobStore{
 		Scheme:   "s3",

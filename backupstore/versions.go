@@ -1,0 +1,323 @@
+package backupstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+	smithy "github.com/aws/smithy-go"
+	"gocloud.dev/blob"
+)
+
+// ObjectVersion is one version or delete marker of an object on a
+// versioned bucket, as a dry run lists it.
+type ObjectVersion struct {
+	Key       string
+	VersionID string
+	// DeleteMarker: the version is a delete marker (no data, Size 0).
+	DeleteMarker bool
+	// Latest: the version is the current one of its key.
+	Latest bool
+	Size   int64
+}
+
+// ErrRetained is matched (errors.Is) by the error of a DeletePrefix that
+// left object versions because the store keeps them under S3 Object Lock:
+// a retention period (governance or compliance mode) or a legal hold.
+// errors.As gives the *RetainedError, which says which and until when.
+var ErrRetained = errors.New("backupstore: retained by object lock")
+
+// Retention is why the store refused to delete one object version: the
+// per-key error of a *DeleteError (KeyError.Err) for such a version. It is
+// ErrRetained.
+type Retention struct {
+	// Mode is the retention mode, "GOVERNANCE" or "COMPLIANCE", or empty
+	// when the version has no retention period (only a legal hold).
+	Mode string
+	// RetainUntil is the end of the retention period; zero without one.
+	RetainUntil time.Time
+	// LegalHold is set while a legal hold is on: it has no end, and only
+	// someone who may remove it (s3:PutObjectLegalHold) can.
+	LegalHold bool
+}
+
+func (r *Retention) Error() string {
+	var parts []string
+	if !r.RetainUntil.IsZero() {
+		parts = append(parts, fmt.Sprintf("retained until %s by object lock (%s mode)", r.RetainUntil.UTC().Format(time.RFC3339), strings.ToLower(r.Mode)))
+	}
+	if r.LegalHold {
+		parts = append(parts, "under a legal hold")
+	}
+	if len(parts) == 0 {
+		return "retained by object lock"
+	}
+	return strings.Join(parts, " and ")
+}
+
+// Is makes every *Retention ErrRetained.
+func (r *Retention) Is(target error) bool { return target == ErrRetained }
+
+// RetainedObject is one object version DeletePrefix left because of its
+// Object Lock.
+type RetainedObject struct {
+	Key, VersionID string
+	Retention
+}
+
+// RetainedError lists the object versions that DeletePrefix did not delete
+// because the store keeps them under Object Lock, and says when a rerun can
+// make progress. It is ErrRetained, and is reached with errors.As from the
+// *DeleteError that DeletePrefix returns (which is also ErrIncomplete).
+//
+// A controller keeps the owning resource, sets a condition from Error()
+// ("retained until 2027-01-01T00:00:00Z by object lock") and requeues at
+// RetryAt instead of retrying in a loop.
+type RetainedError struct {
+	Prefix  string
+	Objects []RetainedObject
+	// RetryAt is the earliest time a rerun could delete more: the earliest
+	// RetainUntil among the retained versions not under a legal hold. It
+	// is zero when every retained version is under a legal hold, which no
+	// amount of waiting lifts.
+	RetryAt time.Time
+}
+
+func (e *RetainedError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "backupstore: delete prefix %q: %d object versions retained by object lock", e.Prefix, len(e.Objects))
+	if e.RetryAt.IsZero() {
+		b.WriteString(", all under a legal hold")
+	} else {
+		fmt.Fprintf(&b, ", the first until %s", e.RetryAt.UTC().Format(time.RFC3339))
+	}
+	for i, o := range e.Objects {
+		if i == 3 {
+			fmt.Fprintf(&b, ", and %d more", len(e.Objects)-3)
+			break
+		}
+		fmt.Fprintf(&b, "; %s: %s", o.Key, o.Retention.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns ErrRetained.
+func (e *RetainedError) Unwrap() error { return ErrRetained }
+
+// Retained returns the versions among Failed that the store keeps under
+// Object Lock, or nil when there are none.
+func (e *DeleteError) Retained() *RetainedError {
+	var re *RetainedError
+	for _, f := range e.Failed {
+		var r *Retention
+		if !errors.As(f.Err, &r) {
+			continue
+		}
+		if re == nil {
+			re = &RetainedError{Prefix: e.Prefix}
+		}
+		re.Objects = append(re.Objects, RetainedObject{Key: f.Key, VersionID: f.VersionID, Retention: *r})
+		if !r.LegalHold && !r.RetainUntil.IsZero() && (re.RetryAt.IsZero() || r.RetainUntil.Before(re.RetryAt)) {
+			re.RetryAt = r.RetainUntil
+		}
+	}
+	return re
+}
+
+// errProbed stops gocloud's SignedURL before it signs anything: only its
+// request input, which names the bucket and the key as S3 spells it, is
+// wanted.
+var errProbed = errors.New("probed")
+
+// probeVersioning learns the bucket's name and the prefix S3 lists (with
+// the prefix of a blob.PrefixedBucket) without a request, checks that
+// prefix, and asks S3 once whether the bucket is versioned. A bucket whose
+// versioning is Suspended still holds versions: it counts as versioned.
+func (d *deletion) probeVersioning(ctx context.Context, r *s3Remover) (bool, error) {
+	const probe = "versioning-probe"
+	_, _ = d.bucket.SignedURL(ctx, d.prefix+probe, &blob.SignedURLOptions{
+		BeforeSign: func(as func(any) bool) error {
+			var in *s3.GetObjectInput
+			if as(&in) && in != nil && strings.HasSuffix(aws.ToString(in.Key), probe) {
+				r.bucket.Store(in.Bucket)
+				p := strings.TrimSuffix(aws.ToString(in.Key), probe)
+				r.listed.Store(&p)
+			}
+			return errProbed
+		},
+	})
+	bucket := r.bucket.Load()
+	if bucket == nil {
+		return false, errors.New("s3: the bucket's name is unknown (gocloud did not reveal it)")
+	}
+	if err := d.checkEffectivePrefix(); err != nil {
+		return false, err
+	}
+	var out *s3.GetBucketVersioningOutput
+	err := d.withRetry(ctx, func() error {
+		var err error
+		out, err = r.client.GetBucketVersioning(ctx, &s3.GetBucketVersioningInput{Bucket: bucket})
+		return err
+	})
+	var ae smithy.APIError
+	if errors.As(err, &ae) && ae.ErrorCode() == "NotImplemented" {
+		// A store without versioning (some S3-compatible ones).
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("s3: GetBucketVersioning of bucket %q (needs s3:GetBucketVersioning; set KeepNoncurrentVersions to delete only current versions without asking): %w", *bucket, err)
+	}
+	return out.Status != "", nil
+}
+
+// listVersions pages through every version and delete marker under the
+// prefix with ListObjectVersions and hands batches of targets to emit. The
+// keys handed on are the store's keys less the bucket's own prefix (of a
+// blob.PrefixedBucket); gocloud's escaping of unusual characters (which
+// the prefix itself never has: CheckPrefix) is not undone in them.
+func (d *deletion) listVersions(ctx context.Context, emit func([]target) error) error {
+	r := d.rm.(*s3Remover)
+	if err := d.checkEffectivePrefix(); err != nil {
+		return err
+	}
+	listed, _ := r.listedPrefix()
+	bucketPrefix := strings.TrimSuffix(listed, d.prefix)
+	in := &s3.ListObjectVersionsInput{Bucket: r.bucket.Load(), Prefix: aws.String(listed), MaxKeys: aws.Int32(listPageSize)}
+	n := r.batchSize()
+	batch := make([]target, 0, n)
+	for {
+		var out *s3.ListObjectVersionsOutput
+		err := d.withRetry(ctx, func() error {
+			var err error
+			out, err = r.client.ListObjectVersions(ctx, in)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("list versions: %w", err)
+		}
+		page := make([]target, 0, len(out.Versions)+len(out.DeleteMarkers))
+		for _, v := range out.Versions {
+			page = append(page, versionTarget(bucketPrefix, v.Key, v.VersionId, aws.ToInt64(v.Size), false, aws.ToBool(v.IsLatest)))
+		}
+		for _, m := range out.DeleteMarkers {
+			page = append(page, versionTarget(bucketPrefix, m.Key, m.VersionId, 0, true, aws.ToBool(m.IsLatest)))
+		}
+		// S3 lists versions and markers apart; list them by key, the
+		// latest of a key first, as S3 orders each list.
+		slices.SortStableFunc(page, func(a, b target) int {
+			if c := strings.Compare(a.raw, b.raw); c != 0 {
+				return c
+			}
+			switch {
+			case a.latest && !b.latest:
+				return -1
+			case b.latest && !a.latest:
+				return 1
+			}
+			return 0
+		})
+		d.mu.Lock()
+		anyFailed := len(d.failed) > 0
+		d.mu.Unlock()
+		var listedN, bytes int64
+		for _, t := range page {
+			if anyFailed && d.isFailed(t.id()) {
+				continue
+			}
+			listedN++
+			bytes += t.size
+			batch = append(batch, t)
+			if len(batch) == n {
+				if err := emit(batch); err != nil {
+					return err
+				}
+				batch = make([]target, 0, n)
+			}
+		}
+		d.report(func(p *DeleteProgress) { p.Listed += listedN; p.ListedBytes += bytes })
+		if !aws.ToBool(out.IsTruncated) {
+			break
+		}
+		if out.NextKeyMarker == nil && out.NextVersionIdMarker == nil {
+			return errors.New("list versions: a truncated page without a marker to continue from")
+		}
+		in.KeyMarker, in.VersionIdMarker = out.NextKeyMarker, out.NextVersionIdMarker
+	}
+	if len(batch) > 0 {
+		return emit(batch)
+	}
+	return nil
+}
+
+// versionTarget makes the target of one listed version. A key outside the
+// bucket's prefix keeps its raw spelling, which the check before deletion
+// refuses.
+func versionTarget(bucketPrefix string, key, version *string, size int64, marker, latest bool) target {
+	raw := aws.ToString(key)
+	k := raw
+	if strings.HasPrefix(raw, bucketPrefix) {
+		k = raw[len(bucketPrefix):]
+	}
+	return target{key: k, raw: raw, size: size, version: aws.ToString(version), marker: marker, latest: latest}
+}
+
+// lockCodes are the codes of a DeleteObjects error entry for a version the
+// store keeps under Object Lock: AWS says AccessDenied, MinIO
+// InvalidRequest ("Object is WORM protected").
+var lockCodes = []string{"AccessDenied", "InvalidRequest"}
+
+// retention looks up the Object Lock of the versions whose deletion was
+// refused with one of lockCodes (one HeadObject each, 16 at a time), on
+// buckets with Object Lock enabled (one GetObjectLockConfiguration per
+// call, the first time a deletion is refused), and replaces their errors
+// with a *Retention where a lock is on.
+func (r *s3Remover) retention(ctx context.Context, ts []target, errs []error) {
+	var idx []int
+	for i, err := range errs {
+		var ke *s3KeyError
+		if ts[i].version != "" && !ts[i].marker && errors.As(err, &ke) && slices.Contains(lockCodes, ke.Code) {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) == 0 || !r.lockEnabled(ctx) {
+		return
+	}
+	bucket := r.bucket.Load()
+	forEach(ctx, len(idx), 16, func(j int) error {
+		i := idx[j]
+		out, err := r.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: bucket, Key: aws.String(ts[i].raw), VersionId: aws.String(ts[i].version)})
+		if err != nil {
+			// The refusal stays the error; the lookup's failure is noted.
+			errs[i] = fmt.Errorf("%w (looking up its object lock: %v)", errs[i], err)
+			return nil
+		}
+		ret := &Retention{Mode: string(out.ObjectLockMode), LegalHold: out.ObjectLockLegalHoldStatus == s3types.ObjectLockLegalHoldStatusOn}
+		if out.ObjectLockRetainUntilDate != nil && ret.Mode != "" {
+			ret.RetainUntil = out.ObjectLockRetainUntilDate.UTC()
+		}
+		if ret.LegalHold || !ret.RetainUntil.IsZero() {
+			errs[i] = ret
+		}
+		return nil
+	})
+}
+
+// lockEnabled reports whether the bucket has Object Lock enabled, asking
+// S3 the first time only.
+func (r *s3Remover) lockEnabled(ctx context.Context) bool {
+	r.lockOnce.Do(func() {
+		out, err := r.client.GetObjectLockConfiguration(ctx, &s3.GetObjectLockConfigurationInput{Bucket: r.bucket.Load()})
+		// A bucket without Object Lock answers an error
+		// (ObjectLockConfigurationNotFoundError); any other error leaves
+		// the refusals as they are.
+		r.lock = err == nil && out.ObjectLockConfiguration != nil &&
+			out.ObjectLockConfiguration.ObjectLockEnabled == s3types.ObjectLockEnabledEnabled
+	})
+	return r.lock
+}
