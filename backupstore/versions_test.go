@@ -395,3 +395,91 @@ func TestDeletePrefixGovernanceBypass(t *testing.T) {
 		t.Errorf("versions left (-want +got):\n%s", diff)
 	}
 }
+
+// TestDeletePrefixVersionedRefusesKeysOutsideThePrefix: the store answers
+// the version listing of "backups/a/" with the versions of all of
+// "backups/" (a broken store or proxy). DeletePrefix deletes the versions
+// under its prefix and refuses every other one, naming it as failed, and
+// the siblings' versions stay as they were.
+func TestDeletePrefixVersionedRefusesKeysOutsideThePrefix(t *testing.T) {
+	s := testenv.S3With(t, testenv.S3Options{Versioning: true})
+	direct := openStore(t, s)
+	c := s3Client(t, direct)
+	nv, nm, _ := versionedFixture(t, direct, c, s.Bucket, "backups/a/", 20, 8)
+	versionedFixture(t, direct, c, s.Bucket, "backups/ab/", 5, 8)
+	siblingsBefore := versions(t, c, s.Bucket, "backups/ab/")
+	p := proxytest.Start(t, s.Endpoint)
+	p.SetHandler(func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method != http.MethodGet || !r.URL.Query().Has("versions") {
+			return false
+		}
+		var b strings.Builder
+		b.WriteString(`<?xml version="1.0" encoding="UTF-8"?><ListVersionsResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><IsTruncated>false</IsTruncated>`)
+		for _, v := range versions(t, c, s.Bucket, "backups/") {
+			if v.Marker {
+				fmt.Fprintf(&b, "<DeleteMarker><Key>%s</Key><VersionId>%s</VersionId><IsLatest>%v</IsLatest></DeleteMarker>", v.Key, v.VersionID, v.Latest)
+			} else {
+				fmt.Fprintf(&b, "<Version><Key>%s</Key><VersionId>%s</VersionId><IsLatest>%v</IsLatest><Size>%d</Size></Version>", v.Key, v.VersionID, v.Latest, v.Size)
+			}
+		}
+		b.WriteString("</ListVersionsResult>")
+		writeXML(w, b.String())
+		return true
+	})
+	res, err := backupstore.DeletePrefix(context.Background(), viaProxy(t, s, p), "backups/a/", nil)
+	var de *backupstore.DeleteError
+	if !errors.As(err, &de) || len(de.Failed) != len(siblingsBefore) {
+		t.Fatalf("DeletePrefix = %+v, %v; want the %d sibling versions refused", res.DeleteProgress, err, len(siblingsBefore))
+	}
+	for _, f := range de.Failed {
+		if !strings.HasPrefix(f.Key, "backups/ab/") || !strings.Contains(f.Err.Error(), "not under the prefix") {
+			t.Errorf("failed %v; want a sibling key refused as outside the prefix", f)
+		}
+	}
+	if res.Deleted != nv+nm {
+		t.Errorf("deleted %d; want %d", res.Deleted, nv+nm)
+	}
+	if left := versions(t, c, s.Bucket, "backups/a/"); len(left) != 0 {
+		t.Errorf("%d versions left under the prefix", len(left))
+	}
+	if diff := cmp.Diff(siblingsBefore, versions(t, c, s.Bucket, "backups/ab/")); diff != "" {
+		t.Errorf("sibling versions changed (-before +after):\n%s", diff)
+	}
+}
+
+// TestDeletePrefixVersionedCountsOnlyConfirmedVersions: the store answers
+// every DeleteObjects of versions with Deleted entries that name the key
+// but not the version (what a delete by key, which only writes a delete
+// marker, returns). No version counts as deleted; all are named as failed.
+func TestDeletePrefixVersionedCountsOnlyConfirmedVersions(t *testing.T) {
+	s := testenv.S3With(t, testenv.S3Options{Versioning: true})
+	direct := openStore(t, s)
+	c := s3Client(t, direct)
+	nv, nm, _ := versionedFixture(t, direct, c, s.Bucket, "backups/c/", 10, 8)
+	before := versions(t, c, s.Bucket, "")
+	p := proxytest.Start(t, s.Endpoint)
+	p.SetHandler(func(w http.ResponseWriter, r *http.Request) bool {
+		if !isDeleteObjects(r) {
+			return false
+		}
+		var b strings.Builder
+		b.WriteString(`<?xml version="1.0" encoding="UTF-8"?><DeleteResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">`)
+		for _, k := range deleteRequestKeys(t, r) {
+			fmt.Fprintf(&b, "<Deleted><Key>%s</Key><DeleteMarker>true</DeleteMarker><DeleteMarkerVersionId>new</DeleteMarkerVersionId></Deleted>", k)
+		}
+		b.WriteString("</DeleteResult>")
+		writeXML(w, b.String())
+		return true
+	})
+	res, err := backupstore.DeletePrefix(context.Background(), viaProxy(t, s, p), "backups/c/", nil)
+	var de *backupstore.DeleteError
+	if !errors.As(err, &de) || int64(len(de.Failed)) != nv+nm || res.Deleted != 0 {
+		t.Fatalf("DeletePrefix = %+v, %v; want all %d versions unconfirmed", res.DeleteProgress, err, nv+nm)
+	}
+	if !strings.Contains(de.Failed[0].Err.Error(), "does not confirm") || de.Failed[0].VersionID == "" {
+		t.Errorf("failure %v; want the version named and its deletion unconfirmed", de.Failed[0])
+	}
+	if diff := cmp.Diff(before, versions(t, c, s.Bucket, "")); diff != "" {
+		t.Errorf("versions changed (-before +after):\n%s", diff)
+	}
+}
