@@ -46,7 +46,33 @@
 //     with prefix=tenant-a holds "tenant-ab/" too, and DeletePrefix refuses
 //     it before deleting anything.
 //   - A dry run lists exactly the keys and bytes a deletion would remove,
-//     and deletes nothing.
+//     and deletes nothing. On a versioned S3 bucket it lists every version
+//     and delete marker (DeleteResult.Versions) with its bytes.
+//   - On a versioned S3 bucket (versioning Enabled or Suspended),
+//     DeletePrefix deletes every version and every delete marker under the
+//     prefix (ListObjectVersions, then DeleteObjects naming each version,
+//     1,000 a request, pipelined like the plain path), so that a deleted
+//     backup stops being stored and billed. It asks whether the bucket is
+//     versioned once per call (one GetBucketVersioning request; the
+//     bucket's name and effective prefix come from gocloud without a
+//     request); on a bucket that is not versioned it then deletes exactly
+//     as before. A version counts as deleted only when the DeleteObjects
+//     response names its key and version. KeepNoncurrentVersions deletes
+//     only the current versions (the store writes delete markers and keeps
+//     the rest) and skips the question.
+//   - Nothing under S3 Object Lock is deleted by default: a version under
+//     retention (governance or compliance mode) or a legal hold stays, and
+//     DeletePrefix deletes everything else it may and returns an error that
+//     is ErrRetained, naming each retained version with its retain-until
+//     time or legal hold, and the earliest time a rerun can make progress
+//     (RetainedError.RetryAt). Versions in governance mode are deleted
+//     only with the explicit BypassGovernanceRetention (which needs the
+//     s3:BypassGovernanceRetention permission); compliance mode and legal
+//     holds are never bypassed. A version is identified as retained from
+//     the store's refusal (AccessDenied on AWS, InvalidRequest on MinIO)
+//     followed by one HeadObject of that version, and only on a bucket
+//     with Object Lock enabled (one GetObjectLockConfiguration per call,
+//     at the first refusal).
 //   - An object counts as deleted only when the store confirms it (on S3,
 //     a Deleted entry of the DeleteObjects response for its key; an error
 //     entry that names no key of the request never lets a key pass) or
@@ -93,6 +119,18 @@
 //   - the Azure batch API against Azurite: Azurite deletes a batch more
 //     slowly than the same blobs one by one, so DeletePrefix deletes one by
 //     one there (account devstoreaccount1).
+//   - that noncurrent versions are deleted on GCS or Azure: DeletePrefix
+//     deletes the live object of each key there, and a bucket with object
+//     versioning (GCS) or blob versioning (Azure) keeps the older ones.
+//     Nor are GCS retention policies and holds or Azure immutability
+//     policies reported as ErrRetained: their refusals are plain per-key
+//     failures. The emulators cannot show these: fake-gcs-server keeps
+//     object generations but stores retention settings without enforcing
+//     them, and Azurite does not support blob versioning or immutability.
+//   - that a dry run tells retained versions apart: it lists what a
+//     deletion would try to delete, retained or not.
+//   - that a version a listing found is not replaced meanwhile: a version
+//     written after the last listing of the last pass stays.
 //
 // # Errors
 //
@@ -100,6 +138,14 @@
 // ErrUnsafePrefix, before any request. A deletion that did not finish returns
 // a *DeleteError that is ErrIncomplete, names the failed keys (Keys), and also
 // matches the cause that stopped it (context.Canceled, a listing error).
+// Versions the store keeps under Object Lock make that *DeleteError also
+// ErrRetained: errors.As gives a *RetainedError listing each retained
+// version (key, version, mode, retain-until, legal hold) and RetryAt, the
+// earliest retain-until of a version not under a legal hold (zero when all
+// are held: waiting does not help); each such version's KeyError.Err is a
+// *Retention. A bucket whose versioning cannot be read (GetBucketVersioning
+// refused) fails with a *DeleteError naming that request, before anything
+// is deleted.
 // CopyBackups returns a *CopyError that is ErrIncomplete likewise.
 // LoadCredentials returns a *SecretError that is ErrSecretNotFound or
 // ErrSecretKeyMissing (naming the key), never quoting a value; an unknown
