@@ -43,7 +43,8 @@ type DeleteOptions struct {
 
 	// KeepNoncurrentVersions deletes only the current version of each
 	// object on a versioned bucket, as a plain delete does: the store
-	// writes a delete marker and keeps (and bills) every older version.
+	// writes a delete marker (GCS: makes the live generation noncurrent)
+	// and keeps, and bills, every older version.
 	// By default DeletePrefix deletes every version and every delete
 	// marker under the prefix, so that a deleted backup stops costing
 	// money. With it set, DeletePrefix does not ask whether the bucket is
@@ -113,18 +114,20 @@ type DeleteResult struct {
 	Keys  []string
 	Bytes int64
 	// Versions are, for a dry run on a versioned bucket, the versions and
-	// delete markers that would be deleted, in listing order (by key, the
-	// newest version of a key first). Listed and Deleted count them too.
+	// delete markers (GCS: generations) that would be deleted, in listing
+	// order (by key, the current version of a key first). Listed and
+	// Deleted count them too.
 	Versions []ObjectVersion
 	// Versioned is set when DeletePrefix found the bucket versioned (S3
-	// versioning Enabled or Suspended) and deleted versions, not keys.
+	// versioning Enabled or Suspended, GCS object versioning enabled) and
+	// deleted versions, not keys.
 	Versioned bool
 	// FailedKeys are the keys that could not be deleted, with the reason.
 	FailedKeys []KeyError
 	// Method is how objects were deleted: "s3-batch" (DeleteObjects),
 	// "s3-versions" (DeleteObjects naming each version, on a versioned
-	// bucket), "azure-batch" (Blob Batch), "per-object", or "none" for a
-	// dry run.
+	// bucket), "azure-batch" (Blob Batch), "per-object", "per-version"
+	// (one request per GCS generation), or "none" for a dry run.
 	Method string
 }
 
@@ -293,10 +296,10 @@ func DeletePrefix(ctx context.Context, b *blob.Bucket, prefix string, opts *Dele
 	if d.clock == nil {
 		d.clock = clock.RealClock{}
 	}
-	if s3r, ok := rm.(*s3Remover); ok && !opts.KeepNoncurrentVersions {
-		// One GetBucketVersioning request per call; the bucket's name and
-		// the prefix it lists come from gocloud without a request.
-		versioned, err := d.probeVersioning(ctx, s3r)
+	if vl, ok := rm.(versionLister); ok && !opts.KeepNoncurrentVersions {
+		// One request per call; the bucket's name and the prefix it lists
+		// come from gocloud without a request.
+		versioned, err := vl.probeVersioning(ctx, d)
 		if pe := (*PrefixError)(nil); errors.As(err, &pe) {
 			return res, err
 		}
@@ -305,8 +308,6 @@ func DeletePrefix(ctx context.Context, b *blob.Bucket, prefix string, opts *Dele
 		}
 		d.versioned = versioned
 		res.Versioned = versioned
-		s3r.versioned = versioned
-		s3r.bypassGovernance = opts.BypassGovernanceRetention
 	}
 	if opts.DryRun {
 		err := d.list(ctx, listAllPageSize, func(ts []target) error {

@@ -60,6 +60,11 @@
 //     response names its key and version. KeepNoncurrentVersions deletes
 //     only the current versions (the store writes delete markers and keeps
 //     the rest) and skips the question.
+//   - On a GCS bucket with object versioning enabled, likewise: every
+//     generation under the prefix, live or noncurrent, is listed
+//     (Versions) and deleted by generation, one request each with bounded
+//     concurrency; the question costs one bucket attributes request per
+//     call (none on fileblob and memblob, which have no versions).
 //   - Nothing under S3 Object Lock is deleted by default: a version under
 //     retention (governance or compliance mode) or a legal hold stays, and
 //     DeletePrefix deletes everything else it may and returns an error that
@@ -119,14 +124,18 @@
 //   - the Azure batch API against Azurite: Azurite deletes a batch more
 //     slowly than the same blobs one by one, so DeletePrefix deletes one by
 //     one there (account devstoreaccount1).
-//   - that noncurrent versions are deleted on GCS or Azure: DeletePrefix
-//     deletes the live object of each key there, and a bucket with object
-//     versioning (GCS) or blob versioning (Azure) keeps the older ones.
-//     Nor are GCS retention policies and holds or Azure immutability
-//     policies reported as ErrRetained: their refusals are plain per-key
-//     failures. The emulators cannot show these: fake-gcs-server keeps
-//     object generations but stores retention settings without enforcing
-//     them, and Azurite does not support blob versioning or immutability.
+//   - that noncurrent versions are deleted on Azure: DeletePrefix deletes
+//     the current blob of each name there, and a container with blob
+//     versioning keeps the older versions (Azurite 3.37 does not support
+//     blob versions, so no code path for them is shipped untested). Nor
+//     that noncurrent generations are deleted on a GCS bucket whose
+//     versioning was turned off after it kept some.
+//   - that GCS retention policies and holds or Azure immutability policies
+//     and legal holds are reported as ErrRetained: their refusals are
+//     plain per-key failures in the *DeleteError. The emulators cannot show
+//     them: fake-gcs-server (1.56) accepts a bucket retention policy and a
+//     temporary hold but neither returns nor enforces them, and Azurite
+//     lists blob immutability policies and legal holds as unsupported.
 //   - that a dry run tells retained versions apart: it lists what a
 //     deletion would try to delete, retained or not.
 //   - that a version a listing found is not replaced meanwhile: a version

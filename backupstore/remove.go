@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,7 +40,9 @@ func removerFor(b *blob.Bucket, opts *DeleteOptions) remover {
 		}
 		return r
 	}
-	return &objectRemover{bucket: b}
+	r := &objectRemover{bucket: b}
+	b.As(&r.gcs)
+	return r
 }
 
 // azuriteAccount is the account of the Azure Storage emulator.
@@ -313,13 +316,25 @@ func (r *azureRemover) removeEach(ctx context.Context, ts []target) []error {
 	})
 }
 
-// objectRemover deletes one object per request through gocloud.
+// objectRemover deletes one object per request through gocloud, and on a
+// GCS bucket with object versioning one generation per request through
+// the GCS client.
 type objectRemover struct {
 	bucket *blob.Bucket
 	listed atomic.Pointer[string]
+	// gcs is the client of a GCS bucket, gcsBucket its name; versioned:
+	// targets name generations.
+	gcs       *storage.Client
+	gcsBucket string
+	versioned bool
 }
 
-func (r *objectRemover) method() string   { return "per-object" }
+func (r *objectRemover) method() string {
+	if r.versioned {
+		return "per-version"
+	}
+	return "per-object"
+}
 func (r *objectRemover) batchSize() int   { return 1 }
 func (r *objectRemover) concurrency() int { return 16 }
 
@@ -355,13 +370,26 @@ func (r *objectRemover) listedPrefix() (string, bool) {
 func (r *objectRemover) remove(ctx context.Context, ts []target) []error {
 	errs := make([]error, len(ts))
 	for i, t := range ts {
-		err := r.bucket.Delete(ctx, t.key)
-		if notFound(err) {
+		var err error
+		if t.version != "" {
+			err = r.deleteGeneration(ctx, t)
+		} else {
+			err = r.bucket.Delete(ctx, t.key)
+		}
+		if notFound(err) || errors.Is(err, storage.ErrObjectNotExist) {
 			err = errGone
 		}
 		errs[i] = err
 	}
 	return errs
+}
+
+func (r *objectRemover) deleteGeneration(ctx context.Context, t target) error {
+	gen, err := strconv.ParseInt(t.version, 10, 64)
+	if err != nil {
+		return fmt.Errorf("gcs: generation %q: not a number", t.version)
+	}
+	return r.gcs.Bucket(r.gcsBucket).Object(t.raw).Generation(gen).Delete(ctx)
 }
 
 // forEach calls f(0..n-1) with at most limit calls at once and returns the

@@ -5,14 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"cloud.google.com/go/storage"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	smithy "github.com/aws/smithy-go"
 	"gocloud.dev/blob"
+	"google.golang.org/api/iterator"
 )
 
 // ObjectVersion is one version or delete marker of an object on a
@@ -130,16 +133,30 @@ func (e *DeleteError) Retained() *RetainedError {
 	return re
 }
 
-// errProbed stops gocloud's SignedURL before it signs anything: only its
-// request input, which names the bucket and the key as S3 spells it, is
+// errProbed stops gocloud before it makes a request: only the request's
+// input, which names the bucket and the key as the store spells it, is
 // wanted.
 var errProbed = errors.New("probed")
 
-// probeVersioning learns the bucket's name and the prefix S3 lists (with
-// the prefix of a blob.PrefixedBucket) without a request, checks that
-// prefix, and asks S3 once whether the bucket is versioned. A bucket whose
-// versioning is Suspended still holds versions: it counts as versioned.
-func (d *deletion) probeVersioning(ctx context.Context, r *s3Remover) (bool, error) {
+// versionLister is a remover that can list and delete the versions of
+// objects (S3 versions and delete markers, GCS generations).
+type versionLister interface {
+	// probeVersioning learns the bucket's name and the prefix the store
+	// lists (with the prefix of a blob.PrefixedBucket) without a request,
+	// so that d.checkEffectivePrefix can check it, and asks the store once
+	// whether the bucket keeps versions. When it does, the remover deletes
+	// versions from then on.
+	probeVersioning(ctx context.Context, d *deletion) (bool, error)
+	// versionsPage lists one page of versions under listed, the prefix in
+	// the store's spelling, from token (nil: the first page). Targets have
+	// raw, size, version, marker and latest set. next is nil after the
+	// last page.
+	versionsPage(ctx context.Context, listed string, token any) (ts []target, next any, err error)
+}
+
+// probeVersioning: see versionLister. A bucket whose versioning is
+// Suspended still holds versions: it counts as versioned.
+func (r *s3Remover) probeVersioning(ctx context.Context, d *deletion) (bool, error) {
 	const probe = "versioning-probe"
 	_, _ = d.bucket.SignedURL(ctx, d.prefix+probe, &blob.SignedURLOptions{
 		BeforeSign: func(as func(any) bool) error {
@@ -173,43 +190,127 @@ func (d *deletion) probeVersioning(ctx context.Context, r *s3Remover) (bool, err
 	if err != nil {
 		return false, fmt.Errorf("s3: GetBucketVersioning of bucket %q (needs s3:GetBucketVersioning; set KeepNoncurrentVersions to delete only current versions without asking): %w", *bucket, err)
 	}
-	return out.Status != "", nil
+	r.versioned = out.Status != ""
+	r.bypassGovernance = d.opts.BypassGovernanceRetention
+	return r.versioned, nil
 }
 
-// listVersions pages through every version and delete marker under the
-// prefix with ListObjectVersions and hands batches of targets to emit. The
-// keys handed on are the store's keys less the bucket's own prefix (of a
-// blob.PrefixedBucket); gocloud's escaping of unusual characters (which
-// the prefix itself never has: CheckPrefix) is not undone in them.
+// s3VersionMarker is where a ListObjectVersions page starts.
+type s3VersionMarker struct{ key, version *string }
+
+func (r *s3Remover) versionsPage(ctx context.Context, listed string, token any) ([]target, any, error) {
+	in := &s3.ListObjectVersionsInput{Bucket: r.bucket.Load(), Prefix: aws.String(listed), MaxKeys: aws.Int32(listPageSize)}
+	if m, ok := token.(s3VersionMarker); ok {
+		in.KeyMarker, in.VersionIdMarker = m.key, m.version
+	}
+	out, err := r.client.ListObjectVersions(ctx, in)
+	if err != nil {
+		return nil, nil, err
+	}
+	ts := make([]target, 0, len(out.Versions)+len(out.DeleteMarkers))
+	for _, v := range out.Versions {
+		ts = append(ts, target{raw: aws.ToString(v.Key), version: aws.ToString(v.VersionId), size: aws.ToInt64(v.Size), latest: aws.ToBool(v.IsLatest)})
+	}
+	for _, m := range out.DeleteMarkers {
+		ts = append(ts, target{raw: aws.ToString(m.Key), version: aws.ToString(m.VersionId), marker: true, latest: aws.ToBool(m.IsLatest)})
+	}
+	if !aws.ToBool(out.IsTruncated) {
+		return ts, nil, nil
+	}
+	if out.NextKeyMarker == nil && out.NextVersionIdMarker == nil {
+		return nil, nil, errors.New("a truncated page without a marker to continue from")
+	}
+	return ts, s3VersionMarker{out.NextKeyMarker, out.NextVersionIdMarker}, nil
+}
+
+// probeVersioning: see versionLister. Only GCS buckets have versions
+// here: on fileblob and memblob it makes no request and says no. A GCS
+// bucket counts as versioned while its object versioning is enabled.
+func (r *objectRemover) probeVersioning(ctx context.Context, d *deletion) (bool, error) {
+	if r.gcs == nil {
+		return false, nil
+	}
+	const probe = "versioning-probe"
+	rd, err := d.bucket.NewReader(ctx, d.prefix+probe, &blob.ReaderOptions{
+		BeforeRead: func(as func(any) bool) error {
+			var oh **storage.ObjectHandle
+			if as(&oh) && oh != nil && *oh != nil && strings.HasSuffix((*oh).ObjectName(), probe) {
+				r.gcsBucket = (*oh).BucketName()
+				p := strings.TrimSuffix((*oh).ObjectName(), probe)
+				r.listed.Store(&p)
+			}
+			return errProbed
+		},
+	})
+	if err == nil {
+		rd.Close()
+	}
+	if r.gcsBucket == "" {
+		return false, errors.New("gcs: the bucket's name is unknown (gocloud did not reveal it)")
+	}
+	if err := d.checkEffectivePrefix(); err != nil {
+		return false, err
+	}
+	var attrs *storage.BucketAttrs
+	err = d.withRetry(ctx, func() error {
+		var err error
+		attrs, err = r.gcs.Bucket(r.gcsBucket).Attrs(ctx)
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("gcs: attributes of bucket %q (needs storage.buckets.get; set KeepNoncurrentVersions to delete only live objects without asking): %w", r.gcsBucket, err)
+	}
+	r.versioned = attrs.VersioningEnabled
+	return r.versioned, nil
+}
+
+func (r *objectRemover) versionsPage(ctx context.Context, listed string, token any) ([]target, any, error) {
+	it := r.gcs.Bucket(r.gcsBucket).Objects(ctx, &storage.Query{Prefix: listed, Versions: true})
+	tok, _ := token.(string)
+	var attrs []*storage.ObjectAttrs
+	next, err := iterator.NewPager(it, listPageSize, tok).NextPage(&attrs)
+	if err != nil {
+		return nil, nil, err
+	}
+	ts := make([]target, 0, len(attrs))
+	for _, a := range attrs {
+		// A noncurrent generation has the time it stopped being live.
+		ts = append(ts, target{raw: a.Name, version: strconv.FormatInt(a.Generation, 10), size: a.Size, latest: a.Deleted.IsZero()})
+	}
+	if next == "" {
+		return ts, nil, nil
+	}
+	return ts, next, nil
+}
+
+// listVersions pages through every version under the prefix and hands
+// batches of targets to emit. The keys handed on are the store's keys less
+// the bucket's own prefix (of a blob.PrefixedBucket); gocloud's escaping
+// of unusual characters (which the prefix itself never has: CheckPrefix)
+// is not undone in them.
 func (d *deletion) listVersions(ctx context.Context, emit func([]target) error) error {
-	r := d.rm.(*s3Remover)
+	vl := d.rm.(versionLister)
 	if err := d.checkEffectivePrefix(); err != nil {
 		return err
 	}
-	listed, _ := r.listedPrefix()
+	listed, _ := d.rm.listedPrefix()
 	bucketPrefix := strings.TrimSuffix(listed, d.prefix)
-	in := &s3.ListObjectVersionsInput{Bucket: r.bucket.Load(), Prefix: aws.String(listed), MaxKeys: aws.Int32(listPageSize)}
-	n := r.batchSize()
+	n := d.rm.batchSize()
 	batch := make([]target, 0, n)
+	var token any
 	for {
-		var out *s3.ListObjectVersionsOutput
+		var page []target
+		var next any
 		err := d.withRetry(ctx, func() error {
 			var err error
-			out, err = r.client.ListObjectVersions(ctx, in)
+			page, next, err = vl.versionsPage(ctx, listed, token)
 			return err
 		})
 		if err != nil {
 			return fmt.Errorf("list versions: %w", err)
 		}
-		page := make([]target, 0, len(out.Versions)+len(out.DeleteMarkers))
-		for _, v := range out.Versions {
-			page = append(page, versionTarget(bucketPrefix, v.Key, v.VersionId, aws.ToInt64(v.Size), false, aws.ToBool(v.IsLatest)))
-		}
-		for _, m := range out.DeleteMarkers {
-			page = append(page, versionTarget(bucketPrefix, m.Key, m.VersionId, 0, true, aws.ToBool(m.IsLatest)))
-		}
-		// S3 lists versions and markers apart; list them by key, the
-		// latest of a key first, as S3 orders each list.
+		// Stores list versions and markers apart (S3) or oldest first
+		// (GCS): list them by key, the latest version of a key first.
 		slices.SortStableFunc(page, func(a, b target) int {
 			if c := strings.Compare(a.raw, b.raw); c != 0 {
 				return c
@@ -227,6 +328,12 @@ func (d *deletion) listVersions(ctx context.Context, emit func([]target) error) 
 		d.mu.Unlock()
 		var listedN, bytes int64
 		for _, t := range page {
+			// A key outside the bucket's prefix keeps its raw spelling,
+			// which the check before deletion refuses.
+			t.key = t.raw
+			if strings.HasPrefix(t.raw, bucketPrefix) {
+				t.key = t.raw[len(bucketPrefix):]
+			}
 			if anyFailed && d.isFailed(t.id()) {
 				continue
 			}
@@ -241,30 +348,15 @@ func (d *deletion) listVersions(ctx context.Context, emit func([]target) error) 
 			}
 		}
 		d.report(func(p *DeleteProgress) { p.Listed += listedN; p.ListedBytes += bytes })
-		if !aws.ToBool(out.IsTruncated) {
+		if next == nil {
 			break
 		}
-		if out.NextKeyMarker == nil && out.NextVersionIdMarker == nil {
-			return errors.New("list versions: a truncated page without a marker to continue from")
-		}
-		in.KeyMarker, in.VersionIdMarker = out.NextKeyMarker, out.NextVersionIdMarker
+		token = next
 	}
 	if len(batch) > 0 {
 		return emit(batch)
 	}
 	return nil
-}
-
-// versionTarget makes the target of one listed version. A key outside the
-// bucket's prefix keeps its raw spelling, which the check before deletion
-// refuses.
-func versionTarget(bucketPrefix string, key, version *string, size int64, marker, latest bool) target {
-	raw := aws.ToString(key)
-	k := raw
-	if strings.HasPrefix(raw, bucketPrefix) {
-		k = raw[len(bucketPrefix):]
-	}
-	return target{key: k, raw: raw, size: size, version: aws.ToString(version), marker: marker, latest: latest}
 }
 
 // lockCodes are the codes of a DeleteObjects error entry for a version the

@@ -1,6 +1,7 @@
 package backupstore_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,11 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/storage"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
-	"github.com/google/go-cmp/cmp"
+	gocmp "github.com/google/go-cmp/cmp"
 	"gocloud.dev/blob"
+	"google.golang.org/api/iterator"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/internal/proxytest"
@@ -105,7 +108,7 @@ func versionedFixture(t testing.TB, b *blob.Bucket, c *s3.Client, bucket, prefix
 // look-alike sibling prefix's versions and markers as they were. The dry
 // run lists each version and marker with its bytes.
 func TestDeletePrefixVersioned(t *testing.T) {
-	s := testenv.S3With(t, testenv.S3Options{Versioning: true})
+	s := testenv.S3With(t, testenv.BucketOptions{Versioning: true})
 	p := proxytest.Start(t, s.Endpoint)
 	direct := openStore(t, s)
 	c := s3Client(t, direct)
@@ -169,7 +172,7 @@ func TestDeletePrefixVersioned(t *testing.T) {
 	if left := versions(t, c, s.Bucket, "backups/a/"); len(left) != 0 {
 		t.Errorf("%d versions or markers left under the prefix, first %+v", len(left), left[0])
 	}
-	if diff := cmp.Diff(siblingsBefore, versions(t, c, s.Bucket, "")); diff != "" {
+	if diff := gocmp.Diff(siblingsBefore, versions(t, c, s.Bucket, "")); diff != "" {
 		t.Errorf("versions outside the prefix changed (-before +after):\n%s", diff)
 	}
 	checkContents(t, direct, slices.DeleteFunc(siblingsOn("s3"), func(k string) bool { return k == "backups/a-old/00001" }), 16)
@@ -191,7 +194,7 @@ func TestDeletePrefixVersioned(t *testing.T) {
 // DeletePrefix deletes only the current versions (the store writes delete
 // markers) and keeps every older one, as a plain delete does.
 func TestDeletePrefixKeepNoncurrentVersions(t *testing.T) {
-	s := testenv.S3With(t, testenv.S3Options{Versioning: true})
+	s := testenv.S3With(t, testenv.BucketOptions{Versioning: true})
 	b := openStore(t, s)
 	c := s3Client(t, b)
 	nv, nm, _ := versionedFixture(t, b, c, s.Bucket, "backups/k/", 30, 8)
@@ -247,7 +250,7 @@ func TestDeletePrefixUnversionedAsksOnce(t *testing.T) {
 		t.Fatalf("%+v, %v, method %q, versioned %v", res.DeleteProgress, err, res.Method, res.Versioned)
 	}
 	want := map[string]int{"GET versioning": 1, "GET list-type": 4, "POST delete": 3}
-	if diff := cmp.Diff(want, kinds); diff != "" {
+	if diff := gocmp.Diff(want, kinds); diff != "" {
 		t.Errorf("requests (-want +got):\n%s", diff)
 	}
 }
@@ -292,7 +295,7 @@ func setHold(t testing.TB, c *s3.Client, bucket, key, versionID string, status s
 // hold, and the earliest retain-until as the time to come back. After the
 // hold is lifted and the retention periods pass, a rerun finishes.
 func TestDeletePrefixObjectLock(t *testing.T) {
-	s := testenv.S3With(t, testenv.S3Options{ObjectLock: true})
+	s := testenv.S3With(t, testenv.BucketOptions{ObjectLock: true})
 	b := openStore(t, s)
 	c := s3Client(t, b)
 	ctx := context.Background()
@@ -323,7 +326,7 @@ func TestDeletePrefixObjectLock(t *testing.T) {
 		{Key: "backups/l/hold", VersionID: hold, Retention: backupstore.Retention{LegalHold: true}},
 	}
 	got := slices.SortedFunc(slices.Values(re.Objects), func(a, b backupstore.RetainedObject) int { return strings.Compare(a.Key, b.Key) })
-	if diff := cmp.Diff(want, got); diff != "" {
+	if diff := gocmp.Diff(want, got); diff != "" {
 		t.Errorf("retained objects (-want +got):\n%s", diff)
 	}
 	if !re.RetryAt.Equal(govUntil) {
@@ -339,7 +342,7 @@ func TestDeletePrefixObjectLock(t *testing.T) {
 		{Key: "backups/l/gov", VersionID: gov, Latest: true, Size: 32}, // the marker above it is gone
 		{Key: "backups/l/hold", VersionID: hold, Latest: true, Size: 32},
 	}
-	if diff := cmp.Diff(wantLeft, versions(t, c, s.Bucket, "backups/l/")); diff != "" {
+	if diff := gocmp.Diff(wantLeft, versions(t, c, s.Bucket, "backups/l/")); diff != "" {
 		t.Fatalf("versions left (-want +got):\n%s", diff)
 	}
 	if res.Deleted != 2*40+1 || res.Failed != 3 {
@@ -370,7 +373,7 @@ func TestDeletePrefixObjectLock(t *testing.T) {
 // deleted only with BypassGovernanceRetention; compliance retention holds
 // even then.
 func TestDeletePrefixGovernanceBypass(t *testing.T) {
-	s := testenv.S3With(t, testenv.S3Options{ObjectLock: true})
+	s := testenv.S3With(t, testenv.BucketOptions{ObjectLock: true})
 	b := openStore(t, s)
 	c := s3Client(t, b)
 	ctx := context.Background()
@@ -391,7 +394,7 @@ func TestDeletePrefixGovernanceBypass(t *testing.T) {
 	if !errors.As(err, &re) || len(re.Objects) != 1 || re.Objects[0].Key != "backups/g/comp" || re.Objects[0].Mode != "COMPLIANCE" || !re.RetryAt.Equal(until) {
 		t.Fatalf("with the bypass: %+v, %v; want only the compliance version retained until %v", res.DeleteProgress, err, until)
 	}
-	if diff := cmp.Diff([]version{{Key: "backups/g/comp", VersionID: comp, Latest: true, Size: 32}}, versions(t, c, s.Bucket, "backups/g/")); diff != "" {
+	if diff := gocmp.Diff([]version{{Key: "backups/g/comp", VersionID: comp, Latest: true, Size: 32}}, versions(t, c, s.Bucket, "backups/g/")); diff != "" {
 		t.Errorf("versions left (-want +got):\n%s", diff)
 	}
 }
@@ -402,7 +405,7 @@ func TestDeletePrefixGovernanceBypass(t *testing.T) {
 // under its prefix and refuses every other one, naming it as failed, and
 // the siblings' versions stay as they were.
 func TestDeletePrefixVersionedRefusesKeysOutsideThePrefix(t *testing.T) {
-	s := testenv.S3With(t, testenv.S3Options{Versioning: true})
+	s := testenv.S3With(t, testenv.BucketOptions{Versioning: true})
 	direct := openStore(t, s)
 	c := s3Client(t, direct)
 	nv, nm, _ := versionedFixture(t, direct, c, s.Bucket, "backups/a/", 20, 8)
@@ -442,7 +445,7 @@ func TestDeletePrefixVersionedRefusesKeysOutsideThePrefix(t *testing.T) {
 	if left := versions(t, c, s.Bucket, "backups/a/"); len(left) != 0 {
 		t.Errorf("%d versions left under the prefix", len(left))
 	}
-	if diff := cmp.Diff(siblingsBefore, versions(t, c, s.Bucket, "backups/ab/")); diff != "" {
+	if diff := gocmp.Diff(siblingsBefore, versions(t, c, s.Bucket, "backups/ab/")); diff != "" {
 		t.Errorf("sibling versions changed (-before +after):\n%s", diff)
 	}
 }
@@ -452,7 +455,7 @@ func TestDeletePrefixVersionedRefusesKeysOutsideThePrefix(t *testing.T) {
 // but not the version (what a delete by key, which only writes a delete
 // marker, returns). No version counts as deleted; all are named as failed.
 func TestDeletePrefixVersionedCountsOnlyConfirmedVersions(t *testing.T) {
-	s := testenv.S3With(t, testenv.S3Options{Versioning: true})
+	s := testenv.S3With(t, testenv.BucketOptions{Versioning: true})
 	direct := openStore(t, s)
 	c := s3Client(t, direct)
 	nv, nm, _ := versionedFixture(t, direct, c, s.Bucket, "backups/c/", 10, 8)
@@ -479,7 +482,92 @@ func TestDeletePrefixVersionedCountsOnlyConfirmedVersions(t *testing.T) {
 	if !strings.Contains(de.Failed[0].Err.Error(), "does not confirm") || de.Failed[0].VersionID == "" {
 		t.Errorf("failure %v; want the version named and its deletion unconfirmed", de.Failed[0])
 	}
-	if diff := cmp.Diff(before, versions(t, c, s.Bucket, "")); diff != "" {
+	if diff := gocmp.Diff(before, versions(t, c, s.Bucket, "")); diff != "" {
 		t.Errorf("versions changed (-before +after):\n%s", diff)
+	}
+}
+
+// gcsGeneration is what a test remembers of one GCS object generation.
+type gcsGeneration struct {
+	Key        string
+	Generation int64
+	Live       bool
+	Size       int64
+}
+
+func generations(t testing.TB, b *blob.Bucket, bucket, prefix string) []gcsGeneration {
+	t.Helper()
+	var c *storage.Client
+	if !b.As(&c) {
+		t.Fatal("bucket is not a gcsblob bucket")
+	}
+	var out []gcsGeneration
+	it := c.Bucket(bucket).Objects(context.Background(), &storage.Query{Prefix: prefix, Versions: true})
+	for {
+		a, err := it.Next()
+		if err == iterator.Done {
+			break
+		}
+		if err != nil {
+			t.Fatalf("list generations under %q: %v", prefix, err)
+		}
+		out = append(out, gcsGeneration{Key: a.Name, Generation: a.Generation, Live: a.Deleted.IsZero(), Size: a.Size})
+	}
+	slices.SortFunc(out, func(a, b gcsGeneration) int {
+		if c := strings.Compare(a.Key, b.Key); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Generation, b.Generation)
+	})
+	return out
+}
+
+// TestDeletePrefixVersionedGCS: on a fake-gcs-server bucket with object
+// versioning, DeletePrefix deletes every generation under the prefix, live
+// or noncurrent (also of keys whose live object was deleted), and leaves a
+// look-alike sibling prefix's generations as they were.
+func TestDeletePrefixVersionedGCS(t *testing.T) {
+	s := testenv.GCSWith(t, testenv.BucketOptions{Versioning: true})
+	b := openStore(t, s)
+	const n = 300
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("backups/a/%05d", i)
+	}
+	var bytes int64
+	for v := range 3 {
+		put(t, b, keys, 16+v)
+		bytes += int64(n * (16 + v))
+	}
+	for i := 0; i < n; i += 3 {
+		if err := b.Delete(context.Background(), keys[i]); err != nil { // the live object becomes noncurrent
+			t.Fatal(err)
+		}
+	}
+	put(t, b, []string{"backups/ab/00001", "backups/a-old/00001", "backups/a0/00001"}, 8)
+	put(t, b, []string{"backups/ab/00001"}, 9)
+	siblingsBefore := slices.DeleteFunc(generations(t, b, s.Bucket, ""), func(g gcsGeneration) bool { return strings.HasPrefix(g.Key, "backups/a/") })
+	if len(siblingsBefore) != 4 {
+		t.Fatalf("fixture: %d sibling generations", len(siblingsBefore))
+	}
+
+	dry, err := backupstore.DeletePrefix(context.Background(), b, "backups/a/", &backupstore.DeleteOptions{DryRun: true})
+	if err != nil || !dry.Versioned || len(dry.Versions) != 3*n || dry.Bytes != bytes || len(dry.Keys) != n {
+		t.Fatalf("dry run: %v, versioned %v, %d versions, %d bytes, %d keys; want %d versions, %d bytes, %d keys", err, dry.Versioned, len(dry.Versions), dry.Bytes, len(dry.Keys), 3*n, bytes, n)
+	}
+	start := time.Now()
+	res, err := backupstore.DeletePrefix(context.Background(), b, "backups/a/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("deleted %d generations in %v (%s)", res.Deleted, time.Since(start), res.Method)
+	if !res.Versioned || res.Method != "per-version" || res.Deleted != 3*n || res.DeletedBytes != bytes {
+		t.Errorf("%+v, method %q; want %d generations, %d bytes deleted, per-version", res.DeleteProgress, res.Method, 3*n, bytes)
+	}
+	if left := generations(t, b, s.Bucket, "backups/a/"); len(left) != 0 {
+		t.Errorf("%d generations left under the prefix, first %+v", len(left), left[0])
+	}
+	if diff := gocmp.Diff(siblingsBefore, generations(t, b, s.Bucket, "")); diff != "" {
+		t.Errorf("generations outside the prefix changed (-before +after):\n%s", diff)
 	}
 }

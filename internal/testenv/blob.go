@@ -80,21 +80,22 @@ var minioOnce, gcsOnce, azuriteOnce shared[*blobServer]
 // S3 returns a fresh bucket on a shared MinIO server.
 func S3(t testing.TB) *BlobStore {
 	t.Helper()
-	return S3With(t, S3Options{})
+	return S3With(t, BucketOptions{})
 }
 
-// S3Options say how S3With creates its bucket.
-type S3Options struct {
-	// Versioning enables versioning on the bucket.
+// BucketOptions say how S3With and GCSWith create their bucket.
+type BucketOptions struct {
+	// Versioning enables versioning on the bucket (object versioning on
+	// GCS).
 	Versioning bool
-	// ObjectLock creates the bucket with Object Lock enabled (which also
-	// enables versioning), without a default retention.
+	// ObjectLock creates the bucket with S3 Object Lock enabled (which
+	// also enables versioning), without a default retention. S3 only.
 	ObjectLock bool
 }
 
 // S3With returns a fresh bucket on a shared MinIO server, versioned or
 // with Object Lock as o says.
-func S3With(t testing.TB, o S3Options) *BlobStore {
+func S3With(t testing.TB, o BucketOptions) *BlobStore {
 	t.Helper()
 	srv, err := minioOnce.get(startMinIO)
 	if err != nil {
@@ -203,12 +204,22 @@ func startBlobServer(spec blobServerSpec) (*blobServer, error) {
 // GCS returns a fresh bucket on a shared fake-gcs-server.
 func GCS(t testing.TB) *BlobStore {
 	t.Helper()
+	return GCSWith(t, BucketOptions{})
+}
+
+// GCSWith returns a fresh bucket on a shared fake-gcs-server, with object
+// versioning as o says.
+func GCSWith(t testing.TB, o BucketOptions) *BlobStore {
+	t.Helper()
+	if o.ObjectLock {
+		t.Fatal("testenv: GCS buckets have no Object Lock")
+	}
 	srv, err := gcsOnce.get(startFakeGCS)
 	if err != nil {
 		unavailable(t, err)
 	}
 	name := uniqueName(t, 63)
-	body := fmt.Sprintf(`{"name":%q}`, name)
+	body := fmt.Sprintf(`{"name":%q,"versioning":{"enabled":%v}}`, name, o.Versioning)
 	resp, err := http.Post("http://"+srv.endpoint+"/storage/v1/b?project=groundskeeper", "application/json", bytes.NewBufferString(body))
 	if err != nil {
 		t.Fatalf("testenv: create GCS bucket %s: %v", name, err)
