@@ -20,6 +20,13 @@
 //	res, err := backupstore.CopyBackups(ctx, src, dst, &backupstore.CopyOptions{
 //		MaxBackupAge: age, MaxBackups: n, ManifestKey: "migration.json"})
 //
+// and a controller that wants data gone even if it is uninstalled installs
+// a backstop with the store's own lifecycle engine:
+//
+//	_, err := backupstore.ExpirePrefix(ctx, b, prefix, entry.ExpiresAt, nil)
+//	// later, once the prefix is empty and the date past:
+//	_, err = backupstore.PruneExpiry(ctx, b, nil)
+//
 // # Credentials
 //
 // Scheme, Secret keys (Gardener's provider extensions use the same):
@@ -102,6 +109,17 @@
 //     source modification time recorded in the target's metadata), writes
 //     with the source MD5 as an integrity check, and keeps a Manifest with a
 //     status per object (None, Copied, NotFound) from which a rerun resumes.
+//   - ExpirePrefix installs S3 lifecycle rules that expire everything under
+//     a prefix from the first midnight UTC at or after the given time (S3
+//     date rules are whole days at midnight UTC), with no request per
+//     object; on versioned buckets also noncurrent versions (one day after
+//     they become noncurrent) and expired delete markers. It reads, changes
+//     and writes the bucket's configuration: rules whose ID does not start
+//     with "groundskeeper/" are written back as read, its own are found by
+//     ID, and the rule limit (1,000) is checked before writing. The prefix
+//     is checked as for DeletePrefix. RemoveExpiry removes the rules of a
+//     prefix; PruneExpiry removes those whose date has passed and whose
+//     prefix holds nothing, and keeps the others. Each has a dry run.
 //   - Credentials never appear in logs or errors; Credentials print redacted.
 //   - No function reads the wall clock except through the injected
 //     clock.WithTicker (k8s.io/utils/clock). Logging goes to the logr.Logger
@@ -138,6 +156,22 @@
 //     lists blob immutability policies and legal holds as unsupported.
 //   - that a dry run tells retained versions apart: it lists what a
 //     deletion would try to delete, retained or not.
+//   - when the store acts on an expiry rule: AWS evaluates lifecycle rules
+//     about once a day, so data outlives the time given to ExpirePrefix by
+//     up to about two days (MinIO hides due objects from listings at once
+//     and deletes them in its scanner). Use it as a backstop ("no data
+//     outlives its TTL by more than a day or two, even with the operator
+//     gone") and as the fast path for huge prefixes, not for deletion now.
+//   - that a concurrent change to the lifecycle configuration is never
+//     lost: S3 has no conditional write of it. ExpirePrefix, RemoveExpiry
+//     and PruneExpiry read it again right before writing and start over
+//     when it changed, and check their rules after writing, which leaves a
+//     window of one PUT request. Fields of foreign rules that the
+//     aws-sdk-go-v2 version in use does not know are not written back.
+//   - server-side expiry on GCS or Azure: they return ErrExpiryUnsupported.
+//     Their lifecycle APIs exist, but fake-gcs-server has no lifecycle
+//     engine and Azurite no lifecycle management, so no code path that
+//     cannot be run here is shipped.
 //   - that a version a listing found is not replaced meanwhile: a version
 //     written after the last listing of the last pass stays.
 //
@@ -156,6 +190,10 @@
 // refused) fails with a *DeleteError naming that request, before anything
 // is deleted.
 // CopyBackups returns a *CopyError that is ErrIncomplete likewise.
+// ExpirePrefix, RemoveExpiry and PruneExpiry return ErrExpiryUnsupported for
+// stores other than S3, ErrTooManyRules (naming the bucket, the count and
+// the limit) when the configuration would pass the store's rule limit, and
+// a *PrefixError for an unsafe prefix, each before anything is written.
 // LoadCredentials returns a *SecretError that is ErrSecretNotFound or
 // ErrSecretKeyMissing (naming the key), never quoting a value; an unknown
 // scheme is ErrUnsupportedScheme. Quota.Admit returns an error wrapping

@@ -157,25 +157,10 @@ type versionLister interface {
 // probeVersioning: see versionLister. A bucket whose versioning is
 // Suspended still holds versions: it counts as versioned.
 func (r *s3Remover) probeVersioning(ctx context.Context, d *deletion) (bool, error) {
-	const probe = "versioning-probe"
-	_, _ = d.bucket.SignedURL(ctx, d.prefix+probe, &blob.SignedURLOptions{
-		BeforeSign: func(as func(any) bool) error {
-			var in *s3.GetObjectInput
-			if as(&in) && in != nil && strings.HasSuffix(aws.ToString(in.Key), probe) {
-				r.bucket.Store(in.Bucket)
-				p := strings.TrimSuffix(aws.ToString(in.Key), probe)
-				r.listed.Store(&p)
-			}
-			return errProbed
-		},
-	})
-	bucket := r.bucket.Load()
-	if bucket == nil {
-		return false, errors.New("s3: the bucket's name is unknown (gocloud did not reveal it)")
-	}
-	if err := d.checkEffectivePrefix(); err != nil {
+	if err := r.learn(ctx, d); err != nil {
 		return false, err
 	}
+	bucket := r.bucket.Load()
 	var out *s3.GetBucketVersioningOutput
 	err := d.withRetry(ctx, func() error {
 		var err error
@@ -193,6 +178,27 @@ func (r *s3Remover) probeVersioning(ctx context.Context, d *deletion) (bool, err
 	r.versioned = out.Status != ""
 	r.bypassGovernance = d.opts.BypassGovernanceRetention
 	return r.versioned, nil
+}
+
+// learn learns the bucket's name and the prefix S3 lists for d.prefix
+// from gocloud, without a request, and checks that prefix.
+func (r *s3Remover) learn(ctx context.Context, d *deletion) error {
+	const probe = "versioning-probe"
+	_, _ = d.bucket.SignedURL(ctx, d.prefix+probe, &blob.SignedURLOptions{
+		BeforeSign: func(as func(any) bool) error {
+			var in *s3.GetObjectInput
+			if as(&in) && in != nil && strings.HasSuffix(aws.ToString(in.Key), probe) {
+				r.bucket.Store(in.Bucket)
+				p := strings.TrimSuffix(aws.ToString(in.Key), probe)
+				r.listed.Store(&p)
+			}
+			return errProbed
+		},
+	})
+	if r.bucket.Load() == nil {
+		return errors.New("s3: the bucket's name is unknown (gocloud did not reveal it)")
+	}
+	return d.checkEffectivePrefix()
 }
 
 // s3VersionMarker is where a ListObjectVersions page starts.

@@ -143,6 +143,10 @@ func startMinIO() (*blobServer, error) {
 			"MINIO_ROOT_PASSWORD=" + S3SecretAccessKey,
 			"MINIO_BROWSER=off",
 			"MINIO_UPDATE=off",
+			// Lifecycle rules are applied by the scanner: a scan cycle
+			// of a second, so that a due rule expires objects within
+			// seconds.
+			"MINIO_SCANNER_SPEED=fastest",
 		},
 		args: func(dir, endpoint string, _ int) []string {
 			return []string{"server", "--quiet", "--address", endpoint,
