@@ -109,6 +109,11 @@
 //     source modification time recorded in the target's metadata), writes
 //     with the source MD5 as an integrity check, and keeps a Manifest with a
 //     status per object (None, Copied, NotFound) from which a rerun resumes.
+//     It works against an S3 target with Object Lock (and a default
+//     retention): objects already there are skipped, retained or not, and a
+//     key whose retained version differs gets a new version on top, the
+//     retained one staying (Object Lock protects versions, not keys), so
+//     there is no locked conflict to report on S3.
 //   - ExpirePrefix installs S3 lifecycle rules that expire everything under
 //     a prefix from the first midnight UTC at or after the given time (S3
 //     date rules are whole days at midnight UTC), with no request per

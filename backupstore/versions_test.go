@@ -571,3 +571,53 @@ func TestDeletePrefixVersionedGCS(t *testing.T) {
 		t.Errorf("generations outside the prefix changed (-before +after):\n%s", diff)
 	}
 }
+
+// TestCopyBackupsToALockedBucket: CopyBackups into a bucket with Object
+// Lock and a default retention (every object written gets one) skips what
+// the target already has, even retained, and writes the rest; a key whose
+// retained version differs gets a new version on top, and the retained one
+// stays, as S3 Object Lock protects versions, not keys. A rerun copies
+// nothing.
+func TestCopyBackupsToALockedBucket(t *testing.T) {
+	srcStore, dstStore := testenv.S3(t), testenv.S3With(t, testenv.BucketOptions{ObjectLock: true})
+	src, dst := openStore(t, srcStore), openStore(t, dstStore)
+	c := s3Client(t, dst)
+	ctx := context.Background()
+	keys := fill(t, src, "etcd/main/", 5, 100)
+	until := time.Now().Add(time.Hour)
+	// key 0 is there already, identical and retained; key 1 is there,
+	// different and retained.
+	same := lockKey(t, dst, c, dstStore.Bucket, "etcd/main/00000", s3types.ObjectLockRetentionModeCompliance, until, false)
+	if err := dst.Delete(ctx, "etcd/main/00000"); err != nil { // lockKey wrote 32 bytes: write the source's on top
+		t.Fatal(err)
+	}
+	put(t, dst, keys[:1], 100)
+	other := lockKey(t, dst, c, dstStore.Bucket, "etcd/main/00001", s3types.ObjectLockRetentionModeCompliance, until, false)
+	// From now on every object written is retained for a day.
+	if _, err := c.PutObjectLockConfiguration(ctx, &s3.PutObjectLockConfigurationInput{
+		Bucket: aws.String(dstStore.Bucket),
+		ObjectLockConfiguration: &s3types.ObjectLockConfiguration{
+			ObjectLockEnabled: s3types.ObjectLockEnabledEnabled,
+			Rule:              &s3types.ObjectLockRule{DefaultRetention: &s3types.DefaultRetention{Mode: s3types.ObjectLockRetentionModeGovernance, Days: aws.Int32(1)}},
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	opts := &backupstore.CopyOptions{SourcePrefix: "etcd/main/", TargetPrefix: "etcd/main/", ManifestKey: "manifest.json"}
+	res, err := backupstore.CopyBackups(ctx, src, dst, opts)
+	if err != nil || res.Skipped != 1 || res.Copied != 4 {
+		t.Fatalf("CopyBackups: %+v, %v; want 1 skipped, 4 copied", res.CopyProgress, err)
+	}
+	checkContents(t, dst, keys, 100)
+	vs := versions(t, c, dstStore.Bucket, "etcd/main/00001")
+	if len(vs) != 2 || !slices.ContainsFunc(vs, func(v version) bool { return v.VersionID == other && !v.Latest }) {
+		t.Errorf("versions of the conflicting key: %+v; want the retained one kept under the copy", vs)
+	}
+	if !slices.ContainsFunc(versions(t, c, dstStore.Bucket, "etcd/main/00000"), func(v version) bool { return v.VersionID == same }) {
+		t.Error("the retained version of key 0 is gone")
+	}
+	res, err = backupstore.CopyBackups(ctx, src, dst, opts)
+	if err != nil || res.Copied != 0 || res.Skipped != 5 {
+		t.Errorf("rerun: %+v, %v; want everything skipped", res.CopyProgress, err)
+	}
+}
