@@ -121,13 +121,23 @@ func ExpirePrefix(ctx context.Context, b *blob.Bucket, prefix string, at time.Ti
 	}
 	want := ownRules(lc.prefix, midnightAtOrAfter(at), versioned)
 	res, err := lc.update(ctx, func(rules []s3types.LifecycleRule) []s3types.LifecycleRule {
+		// Our rules take the place of the first of them, so that a call
+		// that changes nothing writes nothing.
 		out := make([]s3types.LifecycleRule, 0, len(rules)+len(want))
+		placed := false
 		for _, r := range rules {
-			if !lc.ownsForPrefix(r) {
+			switch {
+			case !lc.ownsForPrefix(r):
 				out = append(out, r)
+			case !placed:
+				out = append(out, want...)
+				placed = true
 			}
 		}
-		return append(out, want...)
+		if !placed {
+			out = append(out, want...)
+		}
+		return out
 	})
 	if err != nil {
 		return res, err

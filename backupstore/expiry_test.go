@@ -107,6 +107,13 @@ func TestExpirePrefixMinIOExpires(t *testing.T) {
 	if err != nil || again.Changed {
 		t.Errorf("second call: %+v, %v; want no change", again, err)
 	}
+	// Nor after someone appended a rule of their own behind ours.
+	foreign = append(foreign, foreignRule("foreign-late", "late/", 9))
+	putRules(t, c, s.Bucket, append(getRules(t, c, s.Bucket), foreign[2]))
+	again, err = backupstore.ExpirePrefix(ctx, b, "backups/x/", at, nil)
+	if err != nil || again.Changed || again.TotalRules != 4 {
+		t.Errorf("call after a foreign rule was appended: %+v, %v; want no change, 4 rules", again, err)
+	}
 
 	start := time.Now()
 	deadline := start.Add(3 * time.Minute)
@@ -145,7 +152,7 @@ func TestExpirePrefixMinIOExpires(t *testing.T) {
 	if err != nil || len(pruned.Rules) != 1 || pruned.Rules[0].ID != want[0].ID {
 		t.Fatalf("PruneExpiry: %+v, %v; want our rule for the expired prefix removed", pruned, err)
 	}
-	if diff := gocmp.Diff(append(ruleIDs(foreign), "groundskeeper/expire/backups/later/"), ruleIDs(getRules(t, c, s.Bucket))); diff != "" {
+	if diff := gocmp.Diff([]string{"foreign-logs", "foreign-tmp", "foreign-late", "groundskeeper/expire/backups/later/"}, ruleIDs(getRules(t, c, s.Bucket))); diff != "" {
 		t.Errorf("after PruneExpiry (-want +got):\n%s", diff)
 	}
 }
