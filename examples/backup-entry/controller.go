@@ -240,6 +240,23 @@ func (c *controller) finalizeEntry(ctx context.Context, e *api.BackupEntry) (tim
 	}
 	defer closeStore()
 	dr, err := backupstore.DeletePrefix(ctx, store, prefix, &backupstore.DeleteOptions{DryRun: c.dryRun, Clock: c.clock})
+	if re := retainedOnly(err); re != nil {
+		// Object Lock keeps part of the data: no amount of retrying helps
+		// before the retention ends. Say so, and come back then.
+		msg := fmt.Sprintf("BackupBucket %q: %v", b.Name, re)
+		changed, werr := c.setEntryCondition(ctx, e, api.ConditionPrefixDeleted, metav1.ConditionFalse, "Retained", msg)
+		if changed {
+			c.events.Event(e, corev1.EventTypeWarning, "Retained", msg+"; the finalizer stays")
+			log.Info("prefix retained by object lock; the finalizer stays", "retryAt", re.RetryAt, "versions", len(re.Objects))
+		}
+		if werr != nil {
+			return 0, werr
+		}
+		if re.RetryAt.IsZero() {
+			return legalHoldRecheck, nil // only lifting the hold helps
+		}
+		return max(re.RetryAt.Sub(c.clock.Now()), time.Second), nil
+	}
 	if err != nil {
 		return fail("StoreError", fmt.Sprintf("delete prefix %q from BackupBucket %q: %v", prefix, b.Name, err), err)
 	}
@@ -259,6 +276,25 @@ func (c *controller) finalizeEntry(ctx context.Context, e *api.BackupEntry) (tim
 	}
 	c.enqueue(bucketKey(b.Name))
 	return 0, nil
+}
+
+// legalHoldRecheck is how often a prefix kept only by legal holds, which
+// have no end, is tried again.
+const legalHoldRecheck = time.Hour
+
+// retainedOnly returns the *RetainedError of a deletion that failed only
+// because the store keeps some versions under Object Lock; nil otherwise
+// (any other failure is a StoreError, retried with backoff).
+func retainedOnly(err error) *backupstore.RetainedError {
+	var de *backupstore.DeleteError
+	if !errors.As(err, &de) || de.Err != nil {
+		return nil
+	}
+	re := de.Retained()
+	if re == nil || len(re.Objects) != len(de.Failed) {
+		return nil
+	}
+	return re
 }
 
 // keepPrefix decides, from the entry and the time alone, whether a deleted
