@@ -198,6 +198,7 @@ func (c *controller) finalizeEntry(ctx context.Context, e *api.BackupEntry) (tim
 	if keep {
 		deleteAfter := metav1.NewTime(at)
 		msg := fmt.Sprintf("prefix %q is deleted at %s (deletion grace period %s)", e.Status.Prefix, at.UTC().Format(time.RFC3339), retention.Format(c.grace))
+		msg += c.installBackstop(ctx, e, at)
 		e.Status.DeleteAfter = &deleteAfter
 		changed, err := c.setEntryCondition(ctx, e, api.ConditionPrefixDeleted, metav1.ConditionFalse, "GracePeriod", msg)
 		if err != nil {
@@ -269,6 +270,11 @@ func (c *controller) finalizeEntry(ctx context.Context, e *api.BackupEntry) (tim
 		}
 		return 0, err
 	}
+	// The backstop rule goes before the finalizer: left behind, it would
+	// expire the data of a new entry of the same name.
+	if _, err := backupstore.RemoveExpiry(ctx, store, prefix, nil); err != nil && !errors.Is(err, backupstore.ErrExpiryUnsupported) {
+		return fail("StoreError", fmt.Sprintf("remove the lifecycle rule of prefix %q from BackupBucket %q: %v", prefix, b.Name, err), err)
+	}
 	msg := fmt.Sprintf("deleted %d objects (%d bytes) under %q from BackupBucket %q", dr.Deleted, dr.DeletedBytes, prefix, b.Name)
 	c.events.Event(e, corev1.EventTypeNormal, "PrefixDeleted", msg)
 	if err := c.removeEntryFinalizer(ctx, e, msg); err != nil {
@@ -276,6 +282,45 @@ func (c *controller) finalizeEntry(ctx context.Context, e *api.BackupEntry) (tim
 	}
 	c.enqueue(bucketKey(b.Name))
 	return 0, nil
+}
+
+// installBackstop asks the store to expire a deleted entry's prefix itself
+// from at (S3 lifecycle rules: the first midnight UTC after it), so that the
+// data does not outlive its grace period by more than a day or two even if
+// this controller is gone by then. It returns a note for the condition, or
+// "" where the store has no lifecycle API here or the rule could not be
+// written (logged; the controller still deletes the prefix at at).
+func (c *controller) installBackstop(ctx context.Context, e *api.BackupEntry, at time.Time) string {
+	log := logr.FromContextOrDiscard(ctx)
+	b, err := c.cluster.Bucket(e.Spec.BucketName)
+	if err != nil {
+		return ""
+	}
+	prefix, err := backupstore.EntryPrefix("", e.Name)
+	if err != nil {
+		return ""
+	}
+	store, closeStore, err := c.open(ctx, b)
+	if err != nil {
+		log.Info("backstop lifecycle rule not installed", "error", err.Error())
+		return ""
+	}
+	defer closeStore()
+	res, err := backupstore.ExpirePrefix(ctx, store, prefix, at, &backupstore.ExpiryOptions{DryRun: c.dryRun, Clock: c.clock})
+	switch {
+	case errors.Is(err, backupstore.ErrExpiryUnsupported):
+		return ""
+	case err != nil:
+		log.Info("backstop lifecycle rule not installed", "error", err.Error())
+		return ""
+	case len(res.Rules) == 0:
+		return ""
+	}
+	verb := "expires"
+	if c.dryRun {
+		verb = "would expire (dry run: not installed)"
+	}
+	return fmt.Sprintf("; backstop: the store's lifecycle rule %q %s it from %s even without this controller", res.Rules[0].ID, verb, res.Rules[0].Date.Format(time.RFC3339))
 }
 
 // legalHoldRecheck is how often a prefix kept only by legal holds, which
