@@ -40,6 +40,23 @@ type DeleteOptions struct {
 	Progress func(DeleteProgress)
 	// Clock times the waits between retries. Default clock.RealClock{}.
 	Clock clock.WithTicker
+
+	// KeepNoncurrentVersions deletes only the current version of each
+	// object on a versioned bucket, as a plain delete does: the store
+	// writes a delete marker (GCS: makes the live generation noncurrent)
+	// and keeps, and bills, every older version.
+	// By default DeletePrefix deletes every version and every delete
+	// marker under the prefix, so that a deleted backup stops costing
+	// money. With it set, DeletePrefix does not ask whether the bucket is
+	// versioned.
+	KeepNoncurrentVersions bool
+	// BypassGovernanceRetention deletes object versions under S3 Object
+	// Lock retention in governance mode (the request carries
+	// x-amz-bypass-governance-retention, and the caller needs the
+	// s3:BypassGovernanceRetention permission). Versions in compliance
+	// mode or under a legal hold are never deleted. Without it, nothing
+	// under retention is deleted: see RetainedError.
+	BypassGovernanceRetention bool
 }
 
 // Retry configures how transient errors (5xx, 429, timeouts, broken
@@ -92,23 +109,43 @@ type DeleteResult struct {
 	// between listing and deletion; they are included in Deleted.
 	AlreadyGone int64
 	// Keys are, for a dry run, the keys that would be deleted, in listing
-	// order. Bytes is their total size.
+	// order, each once. Bytes is the total size of what would be deleted:
+	// on a versioned bucket, of every version.
 	Keys  []string
 	Bytes int64
+	// Versions are, for a dry run on a versioned bucket, the versions and
+	// delete markers (GCS: generations) that would be deleted, in listing
+	// order (by key, the current version of a key first). Listed and
+	// Deleted count them too.
+	Versions []ObjectVersion
+	// Versioned is set when DeletePrefix found the bucket versioned (S3
+	// versioning Enabled or Suspended, GCS object versioning enabled) and
+	// deleted versions, not keys.
+	Versioned bool
 	// FailedKeys are the keys that could not be deleted, with the reason.
 	FailedKeys []KeyError
 	// Method is how objects were deleted: "s3-batch" (DeleteObjects),
-	// "azure-batch" (Blob Batch), "per-object", or "none" for a dry run.
+	// "s3-versions" (DeleteObjects naming each version, on a versioned
+	// bucket), "azure-batch" (Blob Batch), "per-object", "per-version"
+	// (one request per GCS generation), or "none" for a dry run.
 	Method string
 }
 
-// KeyError is the failure to delete or copy one key.
+// KeyError is the failure to delete or copy one key, or one version of it.
 type KeyError struct {
 	Key string
-	Err error
+	// VersionID is the version whose deletion failed, on a versioned
+	// bucket; empty otherwise.
+	VersionID string
+	Err       error
 }
 
-func (e KeyError) Error() string { return fmt.Sprintf("%s: %v", e.Key, e.Err) }
+func (e KeyError) Error() string {
+	if e.VersionID != "" {
+		return fmt.Sprintf("%s (version %s): %v", e.Key, e.VersionID, e.Err)
+	}
+	return fmt.Sprintf("%s: %v", e.Key, e.Err)
+}
 
 // DeleteError is returned when DeletePrefix did not finish. Failed names
 // exactly the keys whose deletion was not confirmed (those of a request in
@@ -141,12 +178,17 @@ func (e *DeleteError) Error() string {
 	return b.String()
 }
 
-// Unwrap returns ErrIncomplete and Err.
+// Unwrap returns ErrIncomplete, Err, and a *RetainedError (which is
+// ErrRetained) when some of the failed versions are under Object Lock.
 func (e *DeleteError) Unwrap() []error {
+	errs := []error{ErrIncomplete}
 	if e.Err != nil {
-		return []error{ErrIncomplete, e.Err}
+		errs = append(errs, e.Err)
 	}
-	return []error{ErrIncomplete}
+	if re := e.Retained(); re != nil {
+		errs = append(errs, re)
+	}
+	return errs
 }
 
 // Keys returns the failed keys.
@@ -164,6 +206,19 @@ func (e *DeleteError) Keys() []string {
 type target struct {
 	key, raw string
 	size     int64
+	// version is the version to delete on a versioned bucket, and marker
+	// says it is a delete marker; empty for the current object.
+	version string
+	marker  bool
+	latest  bool
+}
+
+// id identifies the target among those of a run.
+func (t target) id() string {
+	if t.version == "" {
+		return t.key
+	}
+	return t.key + "\x00" + t.version
 }
 
 // remover deletes objects through one store's API.
@@ -241,10 +296,28 @@ func DeletePrefix(ctx context.Context, b *blob.Bucket, prefix string, opts *Dele
 	if d.clock == nil {
 		d.clock = clock.RealClock{}
 	}
+	if vl, ok := rm.(versionLister); ok && !opts.KeepNoncurrentVersions {
+		// One request per call; the bucket's name and the prefix it lists
+		// come from gocloud without a request.
+		versioned, err := vl.probeVersioning(ctx, d)
+		if pe := (*PrefixError)(nil); errors.As(err, &pe) {
+			return res, err
+		}
+		if err != nil {
+			return res, &DeleteError{Prefix: prefix, Err: err}
+		}
+		d.versioned = versioned
+		res.Versioned = versioned
+	}
 	if opts.DryRun {
 		err := d.list(ctx, listAllPageSize, func(ts []target) error {
 			for _, t := range ts {
-				res.Keys = append(res.Keys, t.key)
+				if n := len(res.Keys); n == 0 || res.Keys[n-1] != t.key || !d.versioned {
+					res.Keys = append(res.Keys, t.key)
+				}
+				if d.versioned {
+					res.Versions = append(res.Versions, ObjectVersion{Key: t.key, VersionID: t.version, DeleteMarker: t.marker, Latest: t.latest, Size: t.size})
+				}
 			}
 			return nil
 		})
@@ -254,6 +327,7 @@ func DeletePrefix(ctx context.Context, b *blob.Bucket, prefix string, opts *Dele
 			return res, err
 		}
 		if err != nil {
+			res.Keys, res.Versions, res.Bytes = nil, nil, 0
 			return res, &DeleteError{Prefix: prefix, Err: err}
 		}
 		return res, nil
@@ -296,10 +370,13 @@ type deletion struct {
 	log    logr.Logger
 	retry  Retry
 	clock  clock.WithTicker
+	// versioned: the store is an S3 bucket with versioning, and every
+	// version and delete marker under the prefix is deleted.
+	versioned bool
 
 	mu     sync.Mutex // guards res and failed
 	res    *DeleteResult
-	failed map[string]bool // keys that failed for good: not retried by later passes
+	failed map[string]bool // target ids that failed for good: not retried by later passes
 
 	progress *notifier[DeleteProgress]
 }
@@ -316,6 +393,9 @@ func (d *deletion) report(f func(*DeleteProgress)) {
 
 // list pages through the prefix and hands batches of targets to emit.
 func (d *deletion) list(ctx context.Context, pageSize int, emit func([]target) error) error {
+	if d.versioned {
+		return d.listVersions(ctx, emit)
+	}
 	lo := &blob.ListOptions{Prefix: d.prefix}
 	d.rm.prepare(lo)
 	n := d.rm.batchSize()
@@ -409,10 +489,10 @@ func (d *deletion) checkEffectivePrefix() error {
 	return nil
 }
 
-func (d *deletion) isFailed(key string) bool {
+func (d *deletion) isFailed(id string) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.failed[key]
+	return d.failed[id]
 }
 
 // withRetry calls f until it succeeds, fails for good, or runs out of tries.
@@ -493,14 +573,14 @@ func (d *deletion) deleteBatch(ctx context.Context, ts []target) {
 			pending = append(pending, t)
 		} else {
 			d.log.Error(errOutsidePrefix, "listing returned a key outside the prefix", "key", t.key)
-			failed = append(failed, KeyError{Key: t.key, Err: errOutsidePrefix})
+			failed = append(failed, KeyError{Key: t.key, VersionID: t.version, Err: errOutsidePrefix})
 		}
 	}
 	var deleted, gone, bytes int64
 	for attempt := 1; len(pending) > 0; attempt++ {
 		if ctx.Err() != nil {
 			for _, t := range pending {
-				failed = append(failed, KeyError{Key: t.key, Err: ctx.Err()})
+				failed = append(failed, KeyError{Key: t.key, VersionID: t.version, Err: ctx.Err()})
 			}
 			break
 		}
@@ -517,7 +597,7 @@ func (d *deletion) deleteBatch(ctx context.Context, ts []target) {
 			case attempt < d.retry.Attempts && transient(ctx, err):
 				again = append(again, t)
 			default:
-				failed = append(failed, KeyError{Key: t.key, Err: err})
+				failed = append(failed, KeyError{Key: t.key, VersionID: t.version, Err: err})
 			}
 		}
 		pending = again
@@ -525,7 +605,7 @@ func (d *deletion) deleteBatch(ctx context.Context, ts []target) {
 			d.log.V(1).Info("retrying transient delete failures", "keys", len(pending), "attempt", attempt)
 			if err := d.wait(ctx, attempt); err != nil {
 				for _, t := range pending {
-					failed = append(failed, KeyError{Key: t.key, Err: err})
+					failed = append(failed, KeyError{Key: t.key, VersionID: t.version, Err: err})
 				}
 				break
 			}
@@ -538,7 +618,7 @@ func (d *deletion) deleteBatch(ctx context.Context, ts []target) {
 		d.res.AlreadyGone += gone
 		d.res.FailedKeys = append(d.res.FailedKeys, failed...)
 		for _, f := range failed {
-			d.failed[f.Key] = true
+			d.failed[target{key: f.Key, version: f.VersionID}.id()] = true
 		}
 	})
 }

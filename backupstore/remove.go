@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,7 +40,9 @@ func removerFor(b *blob.Bucket, opts *DeleteOptions) remover {
 		}
 		return r
 	}
-	return &objectRemover{bucket: b}
+	r := &objectRemover{bucket: b}
+	b.As(&r.gcs)
+	return r
 }
 
 // azuriteAccount is the account of the Azure Storage emulator.
@@ -54,9 +57,19 @@ type s3Remover struct {
 	client *s3.Client
 	bucket atomic.Pointer[string]
 	listed atomic.Pointer[string]
+	// versioned: targets name versions, deleted with their VersionId.
+	versioned        bool
+	bypassGovernance bool
+	lockOnce         sync.Once
+	lock             bool // the bucket has Object Lock enabled
 }
 
-func (r *s3Remover) method() string   { return "s3-batch" }
+func (r *s3Remover) method() string {
+	if r.versioned {
+		return "s3-versions"
+	}
+	return "s3-batch"
+}
 func (r *s3Remover) batchSize() int   { return 1000 }
 func (r *s3Remover) concurrency() int { return 4 }
 
@@ -110,18 +123,30 @@ func (r *s3Remover) remove(ctx context.Context, ts []target) []error {
 	// only the failures, and an error entry that names no key of the batch
 	// (spelled otherwise, or no key at all) would leave a failed key
 	// looking deleted.
+	// On a versioned bucket an entry is matched on its key and version: a
+	// Deleted entry for the key alone (a new delete marker) confirms
+	// nothing.
 	ids := make([]s3types.ObjectIdentifier, 0, len(ts))
 	index := make(map[string][]int, len(ts))
 	for i, t := range ts {
-		if _, dup := index[t.raw]; !dup {
-			ids = append(ids, s3types.ObjectIdentifier{Key: aws.String(t.raw)})
+		id := t.raw + "\x00" + t.version
+		if _, dup := index[id]; !dup {
+			oid := s3types.ObjectIdentifier{Key: aws.String(t.raw)}
+			if t.version != "" {
+				oid.VersionId = aws.String(t.version)
+			}
+			ids = append(ids, oid)
 		}
-		index[t.raw] = append(index[t.raw], i)
+		index[id] = append(index[id], i)
 	}
-	out, err := r.client.DeleteObjects(ctx, &s3.DeleteObjectsInput{
+	in := &s3.DeleteObjectsInput{
 		Bucket: bucket,
 		Delete: &s3types.Delete{Objects: ids, Quiet: aws.Bool(false)},
-	})
+	}
+	if r.bypassGovernance {
+		in.BypassGovernanceRetention = aws.Bool(true)
+	}
+	out, err := r.client.DeleteObjects(ctx, in)
 	if err != nil {
 		for i := range errs {
 			errs[i] = err
@@ -130,20 +155,20 @@ func (r *s3Remover) remove(ctx context.Context, ts []target) []error {
 	}
 	confirmed := make([]bool, len(ts))
 	for _, d := range out.Deleted {
-		for _, i := range index[aws.ToString(d.Key)] {
+		for _, i := range index[aws.ToString(d.Key)+"\x00"+r.versionOf(d.VersionId)] {
 			confirmed[i] = true
 		}
 	}
 	var unmatched []string
 	for _, e := range out.Errors {
-		is, ok := index[aws.ToString(e.Key)]
+		is, ok := index[aws.ToString(e.Key)+"\x00"+r.versionOf(e.VersionId)]
 		if !ok || e.Key == nil {
 			unmatched = append(unmatched, fmt.Sprintf("%s for key %q", aws.ToString(e.Code), aws.ToString(e.Key)))
 			continue
 		}
 		for _, i := range is {
 			switch {
-			case aws.ToString(e.Code) == "NoSuchKey":
+			case aws.ToString(e.Code) == "NoSuchKey" || aws.ToString(e.Code) == "NoSuchVersion":
 				if errs[i] == nil {
 					errs[i] = errGone
 				}
@@ -162,7 +187,20 @@ func (r *s3Remover) remove(ctx context.Context, ts []target) []error {
 			errs[i] = &s3KeyError{Code: s3Unconfirmed, Message: msg}
 		}
 	}
+	if r.versioned {
+		r.retention(ctx, ts, errs)
+	}
 	return errs
+}
+
+// versionOf is the version ID of a DeleteObjects response entry as it is
+// matched with the request: none for an unversioned deletion, whatever
+// version the store names (the new delete marker's, or "null").
+func (r *s3Remover) versionOf(v *string) string {
+	if !r.versioned {
+		return ""
+	}
+	return aws.ToString(v)
 }
 
 // s3Unconfirmed is the code of a key that a DeleteObjects response neither
@@ -278,13 +316,25 @@ func (r *azureRemover) removeEach(ctx context.Context, ts []target) []error {
 	})
 }
 
-// objectRemover deletes one object per request through gocloud.
+// objectRemover deletes one object per request through gocloud, and on a
+// GCS bucket with object versioning one generation per request through
+// the GCS client.
 type objectRemover struct {
 	bucket *blob.Bucket
 	listed atomic.Pointer[string]
+	// gcs is the client of a GCS bucket, gcsBucket its name; versioned:
+	// targets name generations.
+	gcs       *storage.Client
+	gcsBucket string
+	versioned bool
 }
 
-func (r *objectRemover) method() string   { return "per-object" }
+func (r *objectRemover) method() string {
+	if r.versioned {
+		return "per-version"
+	}
+	return "per-object"
+}
 func (r *objectRemover) batchSize() int   { return 1 }
 func (r *objectRemover) concurrency() int { return 16 }
 
@@ -320,13 +370,26 @@ func (r *objectRemover) listedPrefix() (string, bool) {
 func (r *objectRemover) remove(ctx context.Context, ts []target) []error {
 	errs := make([]error, len(ts))
 	for i, t := range ts {
-		err := r.bucket.Delete(ctx, t.key)
-		if notFound(err) {
+		var err error
+		if t.version != "" {
+			err = r.deleteGeneration(ctx, t)
+		} else {
+			err = r.bucket.Delete(ctx, t.key)
+		}
+		if notFound(err) || errors.Is(err, storage.ErrObjectNotExist) {
 			err = errGone
 		}
 		errs[i] = err
 	}
 	return errs
+}
+
+func (r *objectRemover) deleteGeneration(ctx context.Context, t target) error {
+	gen, err := strconv.ParseInt(t.version, 10, 64)
+	if err != nil {
+		return fmt.Errorf("gcs: generation %q: not a number", t.version)
+	}
+	return r.gcs.Bucket(r.gcsBucket).Object(t.raw).Generation(gen).Delete(ctx)
 }
 
 // forEach calls f(0..n-1) with at most limit calls at once and returns the
@@ -358,7 +421,7 @@ func forEach(ctx context.Context, n, limit int, f func(int) error) []error {
 // transient reports whether err may go away if the request is repeated.
 // Errors of the context are not transient: the caller gave up.
 func transient(ctx context.Context, err error) bool {
-	if err == nil || ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, errOutsidePrefix) {
+	if err == nil || ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, errOutsidePrefix) || errors.Is(err, ErrRetained) {
 		return false
 	}
 	var ke *s3KeyError

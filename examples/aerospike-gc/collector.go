@@ -96,6 +96,9 @@ type outcome struct {
 	Reason string
 	// Message says what happened, for people.
 	Message string
+	// retryAt, for a backup kept because of Object Lock, is when the
+	// retention ends: the next attempt waits for it, not for retryAfter.
+	retryAt time.Time
 }
 
 // report is the result of one pass.
@@ -231,8 +234,12 @@ func (c *collector) pass(ctx context.Context) (report, error) {
 			o = c.collectBackup(ctx, b, list)
 		}
 		if !o.Deleted && !c.dryRun && o.Reason != "" {
-			c.notBefore[b.UID] = now.Add(c.retryAfter)
-			soonest(now.Add(c.retryAfter))
+			at := now.Add(c.retryAfter)
+			if !o.retryAt.IsZero() {
+				at = o.retryAt
+			}
+			c.notBefore[b.UID] = at
+			soonest(at)
 		}
 		if o.Backup != "" {
 			rep.Backups = append(rep.Backups, o)
@@ -310,6 +317,16 @@ func (c *collector) collectBackup(ctx context.Context, cached *api.AerospikeName
 	}
 	defer release()
 	res, err := backupstore.DeletePrefix(ctx, bucket, prefix, &backupstore.DeleteOptions{DryRun: c.dryRun})
+	if re := retainedOnly(err); re != nil {
+		// Nothing helps before the retention ends: keep the backup, say
+		// until when, and come back then.
+		o := c.keep(ctx, b, api.ReasonRetained, fmt.Sprintf("deleted %d objects under %s; %v", res.Deleted, where, re))
+		o.retryAt = re.RetryAt
+		if o.retryAt.IsZero() { // only legal holds, which have no end
+			o.retryAt = c.clock.Now().Add(max(c.retryAfter, time.Hour))
+		}
+		return o
+	}
 	if err != nil {
 		// Never delete the resource while data may be left: it is the only
 		// record of where the data is.
@@ -338,6 +355,20 @@ func (c *collector) collectBackup(ctx context.Context, cached *api.AerospikeName
 	log.Info("collected expired backup", "message", msg)
 	c.recorder.Event(backupRef(b), corev1.EventTypeNormal, reasonBackupCollected, msg+", then the resource")
 	return outcome{Backup: b.Name, Deleted: true, Message: msg + ", then the resource"}
+}
+
+// retainedOnly returns the *RetainedError of a deletion that failed only
+// because the store keeps some versions under Object Lock; nil otherwise.
+func retainedOnly(err error) *backupstore.RetainedError {
+	var de *backupstore.DeleteError
+	if !errors.As(err, &de) || de.Err != nil {
+		return nil
+	}
+	re := de.Retained()
+	if re == nil || len(re.Objects) != len(de.Failed) {
+		return nil
+	}
+	return re
 }
 
 // keep records why an expired backup is kept: a Warning event and the

@@ -198,6 +198,7 @@ func (c *controller) finalizeEntry(ctx context.Context, e *api.BackupEntry) (tim
 	if keep {
 		deleteAfter := metav1.NewTime(at)
 		msg := fmt.Sprintf("prefix %q is deleted at %s (deletion grace period %s)", e.Status.Prefix, at.UTC().Format(time.RFC3339), retention.Format(c.grace))
+		msg += c.installBackstop(ctx, e, at)
 		e.Status.DeleteAfter = &deleteAfter
 		changed, err := c.setEntryCondition(ctx, e, api.ConditionPrefixDeleted, metav1.ConditionFalse, "GracePeriod", msg)
 		if err != nil {
@@ -240,6 +241,23 @@ func (c *controller) finalizeEntry(ctx context.Context, e *api.BackupEntry) (tim
 	}
 	defer closeStore()
 	dr, err := backupstore.DeletePrefix(ctx, store, prefix, &backupstore.DeleteOptions{DryRun: c.dryRun, Clock: c.clock})
+	if re := retainedOnly(err); re != nil {
+		// Object Lock keeps part of the data: no amount of retrying helps
+		// before the retention ends. Say so, and come back then.
+		msg := fmt.Sprintf("BackupBucket %q: %v", b.Name, re)
+		changed, werr := c.setEntryCondition(ctx, e, api.ConditionPrefixDeleted, metav1.ConditionFalse, "Retained", msg)
+		if changed {
+			c.events.Event(e, corev1.EventTypeWarning, "Retained", msg+"; the finalizer stays")
+			log.Info("prefix retained by object lock; the finalizer stays", "retryAt", re.RetryAt, "versions", len(re.Objects))
+		}
+		if werr != nil {
+			return 0, werr
+		}
+		if re.RetryAt.IsZero() {
+			return legalHoldRecheck, nil // only lifting the hold helps
+		}
+		return max(re.RetryAt.Sub(c.clock.Now()), time.Second), nil
+	}
 	if err != nil {
 		return fail("StoreError", fmt.Sprintf("delete prefix %q from BackupBucket %q: %v", prefix, b.Name, err), err)
 	}
@@ -252,6 +270,11 @@ func (c *controller) finalizeEntry(ctx context.Context, e *api.BackupEntry) (tim
 		}
 		return 0, err
 	}
+	// The backstop rule goes before the finalizer: left behind, it would
+	// expire the data of a new entry of the same name.
+	if _, err := backupstore.RemoveExpiry(ctx, store, prefix, nil); err != nil && !errors.Is(err, backupstore.ErrExpiryUnsupported) {
+		return fail("StoreError", fmt.Sprintf("remove the lifecycle rule of prefix %q from BackupBucket %q: %v", prefix, b.Name, err), err)
+	}
 	msg := fmt.Sprintf("deleted %d objects (%d bytes) under %q from BackupBucket %q", dr.Deleted, dr.DeletedBytes, prefix, b.Name)
 	c.events.Event(e, corev1.EventTypeNormal, "PrefixDeleted", msg)
 	if err := c.removeEntryFinalizer(ctx, e, msg); err != nil {
@@ -259,6 +282,64 @@ func (c *controller) finalizeEntry(ctx context.Context, e *api.BackupEntry) (tim
 	}
 	c.enqueue(bucketKey(b.Name))
 	return 0, nil
+}
+
+// installBackstop asks the store to expire a deleted entry's prefix itself
+// from at (S3 lifecycle rules: the first midnight UTC after it), so that the
+// data does not outlive its grace period by more than a day or two even if
+// this controller is gone by then. It returns a note for the condition, or
+// "" where the store has no lifecycle API here or the rule could not be
+// written (logged; the controller still deletes the prefix at at).
+func (c *controller) installBackstop(ctx context.Context, e *api.BackupEntry, at time.Time) string {
+	log := logr.FromContextOrDiscard(ctx)
+	b, err := c.cluster.Bucket(e.Spec.BucketName)
+	if err != nil {
+		return ""
+	}
+	prefix, err := backupstore.EntryPrefix("", e.Name)
+	if err != nil {
+		return ""
+	}
+	store, closeStore, err := c.open(ctx, b)
+	if err != nil {
+		log.Info("backstop lifecycle rule not installed", "error", err.Error())
+		return ""
+	}
+	defer closeStore()
+	res, err := backupstore.ExpirePrefix(ctx, store, prefix, at, &backupstore.ExpiryOptions{DryRun: c.dryRun, Clock: c.clock})
+	switch {
+	case errors.Is(err, backupstore.ErrExpiryUnsupported):
+		return ""
+	case err != nil:
+		log.Info("backstop lifecycle rule not installed", "error", err.Error())
+		return ""
+	case len(res.Rules) == 0:
+		return ""
+	}
+	verb := "expires"
+	if c.dryRun {
+		verb = "would expire (dry run: not installed)"
+	}
+	return fmt.Sprintf("; backstop: the store's lifecycle rule %q %s it from %s even without this controller", res.Rules[0].ID, verb, res.Rules[0].Date.Format(time.RFC3339))
+}
+
+// legalHoldRecheck is how often a prefix kept only by legal holds, which
+// have no end, is tried again.
+const legalHoldRecheck = time.Hour
+
+// retainedOnly returns the *RetainedError of a deletion that failed only
+// because the store keeps some versions under Object Lock; nil otherwise
+// (any other failure is a StoreError, retried with backoff).
+func retainedOnly(err error) *backupstore.RetainedError {
+	var de *backupstore.DeleteError
+	if !errors.As(err, &de) || de.Err != nil {
+		return nil
+	}
+	re := de.Retained()
+	if re == nil || len(re.Objects) != len(de.Failed) {
+		return nil
+	}
+	return re
 }
 
 // keepPrefix decides, from the entry and the time alone, whether a deleted

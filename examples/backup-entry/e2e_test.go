@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
 	"gocloud.dev/blob"
@@ -45,8 +48,10 @@ type env struct {
 	client dynamic.Interface
 	store  *blob.Bucket
 	scheme string
-	bucket string // BackupBucket name
-	secret string // in k.Namespace
+	// storeBucket is the bucket's (container's) name in the store.
+	storeBucket string
+	bucket      string // BackupBucket name
+	secret      string // in k.Namespace
 	// prefix makes the cluster-scoped names of this test unique.
 	prefix string
 }
@@ -54,7 +59,7 @@ type env struct {
 func newEnv(t *testing.T, store *testenv.BlobStore, maxEntries int) *env {
 	t.Helper()
 	k := testenv.StartKubernetes(t)
-	e := &env{t: t, k: k, client: installCRDs(t, k.Config), store: store.Open(t), scheme: store.Scheme,
+	e := &env{t: t, k: k, client: installCRDs(t, k.Config), store: store.Open(t), scheme: store.Scheme, storeBucket: store.Bucket,
 		bucket: "shared-" + k.Namespace, secret: "backup-" + store.Scheme, prefix: "shoot--" + k.Namespace}
 	e.setSecret(true)
 	e.create(api.BucketResource, &api.BackupBucket{
@@ -202,6 +207,23 @@ func (e *env) write(p string, names ...string) {
 			e.t.Fatal(err)
 		}
 	}
+}
+
+// lifecycleRules reads the S3 bucket's lifecycle rules.
+func (e *env) lifecycleRules() []s3types.LifecycleRule {
+	e.t.Helper()
+	var c *s3.Client
+	if !e.store.As(&c) {
+		e.t.Fatal("not an S3 bucket")
+	}
+	out, err := c.GetBucketLifecycleConfiguration(context.Background(), &s3.GetBucketLifecycleConfigurationInput{Bucket: aws.String(e.storeBucket)})
+	if err != nil {
+		if strings.Contains(err.Error(), "NoSuchLifecycleConfiguration") {
+			return nil
+		}
+		e.t.Fatal(err)
+	}
+	return out.Rules
 }
 
 // keys lists every key in the store.
@@ -352,7 +374,22 @@ func TestSharedBucketOnMinIO(t *testing.T) {
 	if k := e.keysUnder(b + "/"); len(k) != 3 {
 		t.Errorf("within the grace period, %s/ holds %v; want the marker and two backups", b, k)
 	}
+	// Meanwhile a lifecycle rule of the store's expires the prefix even if
+	// the controller is gone: from the first midnight after deleteAfter.
+	backstop := "groundskeeper/expire/" + b + "/"
+	if msg := condition(waiting, api.ConditionPrefixDeleted).Message; !strings.Contains(msg, backstop) {
+		t.Errorf("grace period condition %q does not name the backstop rule", msg)
+	}
+	if rules := e.lifecycleRules(); !slices.ContainsFunc(rules, func(r s3types.LifecycleRule) bool {
+		return aws.ToString(r.ID) == backstop && r.Expiration != nil && r.Expiration.Date != nil &&
+			!r.Expiration.Date.Before(waiting.Status.DeleteAfter.Time) && r.Expiration.Date.Sub(waiting.Status.DeleteAfter.Time) <= 24*time.Hour
+	}) {
+		t.Errorf("no backstop rule %s expiring at the midnight after %v: %+v", backstop, waiting.Status.DeleteAfter, rules)
+	}
 	e.waitEntry(b, "gone", gone)
+	if rules := e.lifecycleRules(); slices.ContainsFunc(rules, func(r s3types.LifecycleRule) bool { return aws.ToString(r.ID) == backstop }) {
+		t.Errorf("backstop rule %s left after the prefix was deleted", backstop)
+	}
 	if since := time.Since(waiting.DeletionTimestamp.Time); since < grace {
 		t.Errorf("entry gone %s after its deletion timestamp, before the %s grace period", since, grace)
 	}

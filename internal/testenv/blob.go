@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"gocloud.dev/blob"
 	_ "gocloud.dev/blob/azureblob" // azblob:// URLs
 	_ "gocloud.dev/blob/fileblob"  // file:// URLs
@@ -79,6 +80,23 @@ var minioOnce, gcsOnce, azuriteOnce shared[*blobServer]
 // S3 returns a fresh bucket on a shared MinIO server.
 func S3(t testing.TB) *BlobStore {
 	t.Helper()
+	return S3With(t, BucketOptions{})
+}
+
+// BucketOptions say how S3With and GCSWith create their bucket.
+type BucketOptions struct {
+	// Versioning enables versioning on the bucket (object versioning on
+	// GCS).
+	Versioning bool
+	// ObjectLock creates the bucket with S3 Object Lock enabled (which
+	// also enables versioning), without a default retention. S3 only.
+	ObjectLock bool
+}
+
+// S3With returns a fresh bucket on a shared MinIO server, versioned or
+// with Object Lock as o says.
+func S3With(t testing.TB, o BucketOptions) *BlobStore {
+	t.Helper()
 	srv, err := minioOnce.get(startMinIO)
 	if err != nil {
 		unavailable(t, err)
@@ -90,8 +108,20 @@ func S3(t testing.TB) *BlobStore {
 		UsePathStyle: true,
 		Credentials:  credentials.NewStaticCredentialsProvider(S3AccessKeyID, S3SecretAccessKey, ""),
 	})
-	if _, err := client.CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
+	in := &s3.CreateBucketInput{Bucket: aws.String(name)}
+	if o.ObjectLock {
+		in.ObjectLockEnabledForBucket = aws.Bool(true)
+	}
+	if _, err := client.CreateBucket(context.Background(), in); err != nil {
 		t.Fatalf("testenv: create S3 bucket %s: %v", name, err)
+	}
+	if o.Versioning && !o.ObjectLock {
+		if _, err := client.PutBucketVersioning(context.Background(), &s3.PutBucketVersioningInput{
+			Bucket:                  aws.String(name),
+			VersioningConfiguration: &s3types.VersioningConfiguration{Status: s3types.BucketVersioningStatusEnabled},
+		}); err != nil {
+			t.Fatalf("testenv: enable versioning on S3 bucket %s: %v", name, err)
+		}
 	}
 	return &BlobStore{
 		Scheme:   "s3",
@@ -113,6 +143,10 @@ func startMinIO() (*blobServer, error) {
 			"MINIO_ROOT_PASSWORD=" + S3SecretAccessKey,
 			"MINIO_BROWSER=off",
 			"MINIO_UPDATE=off",
+			// Lifecycle rules are applied by the scanner: a scan cycle
+			// of a second, so that a due rule expires objects within
+			// seconds.
+			"MINIO_SCANNER_SPEED=fastest",
 		},
 		args: func(dir, endpoint string, _ int) []string {
 			return []string{"server", "--quiet", "--address", endpoint,
@@ -174,12 +208,22 @@ func startBlobServer(spec blobServerSpec) (*blobServer, error) {
 // GCS returns a fresh bucket on a shared fake-gcs-server.
 func GCS(t testing.TB) *BlobStore {
 	t.Helper()
+	return GCSWith(t, BucketOptions{})
+}
+
+// GCSWith returns a fresh bucket on a shared fake-gcs-server, with object
+// versioning as o says.
+func GCSWith(t testing.TB, o BucketOptions) *BlobStore {
+	t.Helper()
+	if o.ObjectLock {
+		t.Fatal("testenv: GCS buckets have no Object Lock")
+	}
 	srv, err := gcsOnce.get(startFakeGCS)
 	if err != nil {
 		unavailable(t, err)
 	}
 	name := uniqueName(t, 63)
-	body := fmt.Sprintf(`{"name":%q}`, name)
+	body := fmt.Sprintf(`{"name":%q,"versioning":{"enabled":%v}}`, name, o.Versioning)
 	resp, err := http.Post("http://"+srv.endpoint+"/storage/v1/b?project=groundskeeper", "application/json", bytes.NewBufferString(body))
 	if err != nil {
 		t.Fatalf("testenv: create GCS bucket %s: %v", name, err)

@@ -107,6 +107,10 @@ const (
 	// would delete some of the other's. Neither is deleted until a person
 	// moves one of them.
 	ReasonNestedPrefix = "NestedPrefix"
+	// ReasonRetained: the store keeps some of the data under S3 Object
+	// Lock (a retention period or a legal hold); the rest was deleted, and
+	// the backup is collected when the retention ends.
+	ReasonRetained = "Retained"
 )
 
 // DefaultPrefix is spec.storage.prefix when it is empty.
