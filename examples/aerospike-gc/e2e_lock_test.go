@@ -56,7 +56,7 @@ func TestObjectLockedBackupIsCollectedWhenTheRetentionEnds(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	manager, err := lifecycle.New(lifecycle.Config{Client: k.Client.CoreV1()})
+	manager, err := lifecycle.New(lifecycle.Config{Client: lifecycle.ClientGo(k.Client.CoreV1())})
 	if err != nil {
 		t.Fatal(err)
 	}
