@@ -267,16 +267,19 @@ const (
 // that prefix must end in Separator too unless opts.AllowPartial, so a
 // bucket opened with prefix=tenant-a is refused, because its keys include
 // those of "tenant-ab/". The effective prefix is known from the listing
-// request on S3, GCS and Azure, and from OpenBucket for the others; it is
-// checked before anything is deleted.
+// request on Azure, from gocloud without a request on S3 and GCS, and from
+// OpenBucket for the others; it is checked before anything is deleted.
 // Listing and deletion run at the same time; deletion uses the store's batch
 // API where there is one (S3 DeleteObjects, Azure Blob Batch) and bounded
 // concurrency elsewhere. Objects that are already gone count as deleted, so
-// a rerun after an interruption finishes the job.
+// a rerun after an interruption finishes the job. On a versioned S3 or GCS
+// bucket every version (and delete marker) under the prefix is deleted,
+// unless opts.KeepNoncurrentVersions; versions under S3 Object Lock are
+// left, and reported in a *RetainedError (see the package doc).
 //
 // The result is never nil. The error is a *PrefixError (nothing was
-// deleted; for an effective prefix, one listing request was made) or a
-// *DeleteError naming the keys that failed.
+// deleted; for an effective prefix on Azure, one listing request was made)
+// or a *DeleteError naming the keys that failed.
 func DeletePrefix(ctx context.Context, b *blob.Bucket, prefix string, opts *DeleteOptions) (*DeleteResult, error) {
 	if opts == nil {
 		opts = &DeleteOptions{}
