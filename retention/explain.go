@@ -1,7 +1,6 @@
 package retention
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -34,7 +33,7 @@ type KeepReason struct {
 	Item ItemRef `json:"item"`
 	// Matches names each rule that keeps the item, in restic's words where
 	// restic has the rule: "last snapshot", "daily snapshot", "oldest
-	// monthly snapshot", "within 1y", "daily within 7d", "has tags [a b]";
+	// monthly snapshot", "within 1y", "daily within 7d", "has tags [a, b]";
 	// and "failed snapshot", "newest successful (guard)", "max deletions",
 	// "ttl until <time>", "hold", "no time", "future", "empty policy",
 	// "current hour" for this package's own.
@@ -169,22 +168,25 @@ func firstCalendar(p Policy) (Calendar, bool) {
 	return Calendar{}, false
 }
 
+// matchOrder is the order restic lists its matches in (tags, within, the
+// counted buckets, the within-buckets), then this package's own reasons.
+var matchOrder = [...]Reason{
+	ReasonTag, ReasonWithin, ReasonNewest, ReasonHourly, ReasonDaily, ReasonWeekly, ReasonMonthly, ReasonYearly,
+	ReasonWithinHourly, ReasonWithinDaily, ReasonWithinWeekly, ReasonWithinMonthly, ReasonWithinYearly,
+	ReasonFailed, ReasonGuard, ReasonMaxDeletions, ReasonTTL, ReasonHold, ReasonNoTime, ReasonFuture,
+	ReasonEmptyPolicy, ReasonCurrentHour,
+}
+
 // matches words the reasons of d as restic does.
 func matches(cal Calendar, it *Item, d *Decision) []string {
 	var m []string
-	spanText := func(sp Span) string {
-		if sp.IsZero() {
-			return ""
-		}
-		return " " + sp.String()
-	}
 	oldest := func(r Reason, s string) string {
 		if d.Oldest&r != 0 {
 			return "oldest " + s
 		}
 		return s
 	}
-	for r := Reason(1); r < reasonEnd; r <<= 1 {
+	for _, r := range matchOrder {
 		if d.Reasons&r == 0 {
 			continue
 		}
@@ -195,20 +197,28 @@ func matches(cal Calendar, it *Item, d *Decision) []string {
 			m = append(m, oldest(r, r.String()+" snapshot"))
 		case ReasonWithinHourly, ReasonWithinDaily, ReasonWithinWeekly, ReasonWithinMonthly, ReasonWithinYearly:
 			sp := [...]Span{cal.WithinHourly, cal.WithinDaily, cal.WithinWeekly, cal.WithinMonthly, cal.WithinYearly}[bitIndex(r)-bitIndex(ReasonWithinHourly)]
-			m = append(m, oldest(r, strings.TrimPrefix(r.String(), "within-")+" within"+spanText(sp)))
+			s := strings.TrimPrefix(r.String(), "within-") + " within"
+			if !sp.IsZero() {
+				s += " " + sp.String()
+			}
+			m = append(m, oldest(r, s))
 		case ReasonWithin:
 			switch {
 			case !cal.WithinSpan.IsZero():
-				m = append(m, "within"+spanText(cal.WithinSpan))
+				m = append(m, "within "+cal.WithinSpan.String())
 			case cal.Within != 0:
 				m = append(m, "within "+Format(cal.Within))
 			default:
 				m = append(m, "within")
 			}
 		case ReasonTag:
-			if i := cal.matchTags(it); i >= 0 {
-				m = append(m, fmt.Sprintf("has tags %v", cal.Tags[i]))
-			} else {
+			n := len(m)
+			for _, l := range cal.Tags {
+				if hasTags(it.Tags, l) {
+					m = append(m, "has tags ["+strings.Join(l, ", ")+"]") // restic's TagList.String
+				}
+			}
+			if len(m) == n {
 				m = append(m, "has tags")
 			}
 		case ReasonFailed:
@@ -223,8 +233,6 @@ func matches(cal Calendar, it *Item, d *Decision) []string {
 			} else {
 				m = append(m, "ttl until "+d.DeletableAt.UTC().Format(time.RFC3339))
 			}
-		case ReasonOldest:
-			// Worded with the bucket it applies to.
 		default:
 			m = append(m, strings.ReplaceAll(r.String(), "-", " "))
 		}

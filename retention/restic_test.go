@@ -1,7 +1,9 @@
 package retention
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -217,4 +219,151 @@ func TestResticKeepOptionsOnThirtySixSnapshots(t *testing.T) {
 			t.Fatalf("s36 kept for %v, want %v", got, want)
 		}
 	})
+}
+
+// resticSnapshots is the snapshot list of restic's TestApplyPolicy
+// (internal/data/snapshot_policy_test.go), in its order, with its tags.
+func resticSnapshots() []Item {
+	var items []Item
+	add := func(ts string, tags ...string) {
+		t, err := time.Parse("2006-01-02 15:04:05", ts)
+		if err != nil {
+			panic(err)
+		}
+		items = append(items, Item{ID: fmt.Sprintf("sn%03d", len(items)), Time: t, Tags: tags})
+	}
+	for _, y := range []string{"2014", "2015"} {
+		for _, d := range []string{"09-01", "09-02", "09-05", "09-06", "09-08", "09-09", "09-10", "09-11", "09-20", "09-22",
+			"08-08", "08-10", "08-12", "08-13"} {
+			add(y + "-" + d + " 10:20:30")
+		}
+		add(y + "-08-13 10:20:30.1")
+		for _, d := range []string{"08-15", "08-18", "08-20", "08-21", "08-22"} {
+			add(y + "-" + d + " 10:20:30")
+		}
+		var foo []string
+		if y == "2014" {
+			foo = []string{"foo"}
+		}
+		for _, d := range []string{"10-01", "10-02", "10-05", "10-06", "10-08", "10-09", "10-10", "10-11", "10-20", "10-22"} {
+			add(y+"-"+d+" 10:20:30", foo...)
+		}
+		if y == "2015" {
+			add("2015-10-22 10:20:30")
+			add("2015-10-22 10:20:30", "foo", "bar")
+			add("2015-10-22 10:20:30", "foo", "bar")
+			add("2015-10-22 10:20:30", "foo", "bar") // restic's has paths too
+		}
+		for _, d := range []string{"11-08", "11-10", "11-12", "11-13"} {
+			add(y+"-"+d+" 10:20:30", foo...)
+		}
+		if y == "2014" {
+			add("2014-11-13 10:20:30.1", "bar")
+			add("2014-11-15 10:20:30", "foo", "bar")
+		} else {
+			add("2015-11-13 10:20:30.1")
+			add("2015-11-15 10:20:30")
+		}
+		for _, d := range []string{"11-18", "11-20", "11-21", "11-22"} {
+			add(y + "-" + d + " 10:20:30")
+		}
+	}
+	for _, ts := range []string{"2016-01-01 01:02:03", "2016-01-01 01:03:03", "2016-01-01 07:08:03", "2016-01-03 07:02:03",
+		"2016-01-04 10:23:03", "2016-01-04 11:23:03", "2016-01-04 12:23:03", "2016-01-04 12:24:03", "2016-01-04 12:28:03",
+		"2016-01-04 12:30:03", "2016-01-04 16:23:03", "2016-01-05 09:02:03", "2016-01-06 08:02:03", "2016-01-07 10:02:03",
+		"2016-01-08 20:02:03", "2016-01-09 21:02:03", "2016-01-12 21:02:03", "2016-01-12 21:08:03", "2016-01-18 12:02:03"} {
+		add(ts)
+	}
+	return items
+}
+
+// resticPolicies are the policies of restic's TestApplyPolicy, in its order.
+// restic parses "1y1d1m" as 1 year, 1 month and 1 day; ParseSpan rejects
+// that spelling, so the Span is written out.
+var resticPolicies = []Calendar{
+	{},
+	{Last: 10}, {Last: 15}, {Last: 99}, {Last: 200},
+	{Hourly: 20}, {Daily: 3}, {Daily: 10}, {Daily: 30},
+	{Last: 5, Daily: 5}, {Last: 2, Daily: 10},
+	{Weekly: 2}, {Weekly: 4}, {Daily: 3, Weekly: 4},
+	{Monthly: 6}, {Daily: 2, Weekly: 2, Monthly: 6},
+	{Yearly: 10}, {Daily: 7, Weekly: 2, Monthly: 3, Yearly: 10},
+	{Tags: [][]string{{"foo"}}}, {Tags: [][]string{{"foo", "bar"}}}, {Tags: [][]string{{"foo"}, {"bar"}}},
+	{WithinSpan: Span{Days: 1}}, {WithinSpan: Span{Days: 2}}, {WithinSpan: Span{Days: 7}},
+	{WithinSpan: Span{Months: 1}}, {WithinSpan: Span{Months: 1, Days: 14}}, {WithinSpan: Span{Years: 1, Months: 1, Days: 1}},
+	{WithinSpan: Span{Days: 13, Hours: 23}}, {WithinSpan: Span{Months: 2, Hours: 2}}, {WithinSpan: Span{1, 2, 3, 3}},
+	{WithinHourly: Span{1, 2, 3, 3}}, {WithinDaily: Span{1, 2, 3, 3}}, {WithinWeekly: Span{1, 2, 3, 3}},
+	{WithinMonthly: Span{1, 2, 3, 3}}, {WithinYearly: Span{1, 2, 3, 3}},
+	{WithinSpan: Span{Hours: 1}, WithinHourly: Span{Days: 1}, WithinDaily: Span{Days: 7}, WithinWeekly: Span{Months: 1},
+		WithinMonthly: Span{Years: 1}, WithinYearly: Span{Years: 9999}},
+	{Last: Unlimited}, {Last: Unlimited, Hourly: Unlimited}, {Hourly: Unlimited},
+	{Daily: 3, Weekly: 2, Monthly: Unlimited, Yearly: Unlimited},
+}
+
+// TestResticApplyPolicyGoldenFiles reproduces restic's own golden files for
+// ApplyPolicy: for each of its policies, the snapshots kept, the rules each
+// matched and the counters left, in restic's words (through Explain), with
+// restic's tie-break (input order). restic's empty policy keeps nothing in
+// ApplyPolicy (its forget command refuses to run it); the empty Calendar keeps
+// everything, by design, so policy 0 is skipped.
+func TestResticApplyPolicyGoldenFiles(t *testing.T) {
+	raw, err := os.ReadFile("testdata/restic_apply_policy.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var golden struct {
+		Policies [][]struct {
+			Time     time.Time `json:"time"`
+			Tags     []string  `json:"tags"`
+			Matches  []string  `json:"matches"`
+			Counters Counters  `json:"counters"`
+		} `json:"policies"`
+	}
+	if err := json.Unmarshal(raw, &golden); err != nil {
+		t.Fatal(err)
+	}
+	if len(golden.Policies) != len(resticPolicies) {
+		t.Fatalf("%d golden files for %d policies", len(golden.Policies), len(resticPolicies))
+	}
+	items := resticSnapshots()
+	if len(items) != 103 {
+		t.Fatalf("%d snapshots, restic's test has 103", len(items))
+	}
+	line := func(tm time.Time, tags []string, matches []string, c Counters) string {
+		return fmt.Sprintf("%s %v %q %+v", tm.UTC().Format(time.RFC3339Nano), tags, matches, c)
+	}
+	for i, p := range resticPolicies {
+		if i == 0 {
+			continue
+		}
+		t.Run(fmt.Sprintf("policy %d %s", i, p), func(t *testing.T) {
+			var res Result
+			if err := (Options{TieBreak: TieByInput, AllowDeleteNewest: true}).Evaluate(p, at("2026-01-01T00:00:00Z"), items, &res); err != nil {
+				t.Fatal(err)
+			}
+			var got, want []string
+			for _, r := range Explain(p, items, &res)[0].Reasons {
+				tags := timeTags(items, r.Item.ID)
+				got = append(got, line(r.Item.Time, tags, r.Matches, r.Counters))
+			}
+			for _, g := range golden.Policies[i] {
+				want = append(want, line(g.Time, g.Tags, g.Matches, g.Counters))
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("kept %d, restic %d\n\tgot  %q\n\twant %q", len(got), len(want), got, want)
+			}
+		})
+	}
+}
+
+func timeTags(items []Item, id string) []string {
+	for _, it := range items {
+		if it.ID == id {
+			if it.Tags == nil {
+				return []string{}
+			}
+			return it.Tags
+		}
+	}
+	panic(id)
 }

@@ -384,7 +384,6 @@ func (o Options) Evaluate(p Policy, now time.Time, items []Item, res *Result) er
 	e.report(out, res)
 	e.items = nil // do not keep the caller's items alive
 	clear(e.gkeys)
-	clear(e.gmap)
 	return err
 }
 
@@ -546,10 +545,12 @@ type evaluation struct {
 	// maps each item to its group when there are several.
 	groups []group
 	gidx   []int32
-	gmap   map[string]int32
+	gmap   map[string]uint64 // group key -> generation<<32 | index
+	gen    uint32
 	gkeys  []string
 	gorder []int32
 	counts []int32
+	cls    []int32 // class of each ranked item, by input position
 
 	// ranked holds the present items (Time not zero, not after now, not
 	// forced) by group, successful before failed, newest first; built on
@@ -620,24 +621,38 @@ func (e *evaluation) reset(now time.Time, items []Item, o Options) {
 	// Several groups: number them by first appearance, then renumber them
 	// in the order of their keys, so that the report does not depend on the
 	// input order.
+	//
+	// The map outlives the call, its values tagged with the evaluation's
+	// generation, because clearing a large map and filling it again
+	// allocates; it is cleared only when stale keys outnumber live ones.
 	if e.gmap == nil {
-		e.gmap = make(map[string]int32)
+		e.gmap = make(map[string]uint64)
 	}
+	e.gen++
+	if e.gen == 0 {
+		clear(e.gmap)
+		e.gen = 1
+	}
+	gen := uint64(e.gen) << 32
 	e.gkeys = e.gkeys[:0]
 	e.gidx = slices.Grow(e.gidx[:0], len(items))[:len(items)]
 	last, lastG := items[0].Group, int32(-1)
 	for i := range items {
 		k := items[i].Group
 		if lastG < 0 || k != last {
-			g, ok := e.gmap[k]
-			if !ok {
+			v, ok := e.gmap[k]
+			g := int32(uint32(v))
+			if !ok || v&^(1<<32-1) != gen {
 				g = int32(len(e.gkeys))
-				e.gmap[k] = g
+				e.gmap[k] = gen | uint64(uint32(g))
 				e.gkeys = append(e.gkeys, k)
 			}
 			last, lastG = k, g
 		}
 		e.gidx[i] = lastG
+	}
+	if len(e.gmap) > 2*len(e.gkeys)+64 {
+		clear(e.gmap) // mostly stale: let the old keys go
 	}
 	n := len(e.gkeys)
 	e.gorder = slices.Grow(e.gorder[:0], 2*n)[:n]
@@ -701,13 +716,15 @@ func (e *evaluation) rank() []group {
 	// Ties are broken by ID within each class only: items of different
 	// groups often share a scheduled instant, and ordering those long runs
 	// by ID would cost more than the rest of the ranking.
-	e.tmp = sortByInstant(e.ranked, e.tmp, e.items)
 	// A stable counting sort by (group, failed) keeps the ranking within
 	// each class.
 	classes := 2 * len(e.groups)
 	e.counts = slices.Grow(e.counts[:0], classes+1)[:classes+1]
 	clear(e.counts)
-	class := func(k rankKey) int32 {
+	// The class of each ranked item, by input position, read in input
+	// order: the placement below then reads a small array, not the items.
+	e.cls = slices.Grow(e.cls[:0], len(e.items))[:len(e.items)]
+	for _, k := range e.ranked {
 		c := int32(0)
 		if multi {
 			c = 2 * e.gidx[k.idx]
@@ -715,11 +732,11 @@ func (e *evaluation) rank() []group {
 		if e.items[k.idx].Outcome == Failed {
 			c++
 		}
-		return c
+		e.cls[k.idx] = c
+		e.counts[c+1]++
 	}
-	for _, k := range e.ranked {
-		e.counts[class(k)+1]++
-	}
+	class := func(k rankKey) int32 { return e.cls[k.idx] }
+	e.tmp = sortByInstant(e.ranked, e.tmp, e.items)
 	for c := 1; c <= classes; c++ {
 		e.counts[c] += e.counts[c-1]
 	}
