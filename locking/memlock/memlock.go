@@ -27,10 +27,6 @@ type Store struct {
 	version uint64           // version of the last commit
 	data    map[string]entry // includes tombstones of deleted keys
 	active  int              // transactions in progress
-
-	// skipConflictChecks breaks the store on purpose, for the test showing
-	// that the conformance suite catches a backend without isolation.
-	skipConflictChecks bool
 }
 
 type entry struct {
@@ -129,9 +125,6 @@ func (s *Store) commit(tx *txn) error {
 // checkKey fails if key changed after the snapshot at version v. Callers
 // hold s.mu.
 func (s *Store) checkKey(key string, v uint64) error {
-	if s.skipConflictChecks {
-		return nil
-	}
 	if e, ok := s.data[key]; ok && e.modRev > v {
 		return fmt.Errorf("memlock: key %q changed since the transaction started: %w", key, locking.ErrConflict)
 	}
@@ -139,9 +132,6 @@ func (s *Store) checkKey(key string, v uint64) error {
 }
 
 func (s *Store) checkPrefix(prefix string, v uint64) error {
-	if s.skipConflictChecks {
-		return nil
-	}
 	for k, e := range s.data {
 		if e.modRev > v && strings.HasPrefix(k, prefix) {
 			return fmt.Errorf("memlock: key %q under prefix %q changed since the transaction started: %w", k, prefix, locking.ErrConflict)
