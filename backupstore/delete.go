@@ -30,6 +30,12 @@ type DeleteOptions struct {
 	// for stores with a batch API (each request deletes up to 1,000 S3 keys
 	// or 256 Azure blobs) and 16 for the others.
 	Concurrency int
+	// AzureBatch chooses how Azure Blob deletes are sent: BatchAuto (the
+	// zero value) uses the Blob Batch API except against the Azure Storage
+	// emulator (account devstoreaccount1), where single deletes 16 at a time
+	// are faster; BatchAlways and BatchNever force the choice. Other stores
+	// ignore it.
+	AzureBatch BatchMode
 	// Retry configures the retries of transient errors.
 	Retry Retry
 	// Progress, when set, is called with the running totals after every
@@ -222,6 +228,19 @@ func (t target) id() string {
 }
 
 // remover deletes objects through one store's API.
+// BatchMode says whether a store's batch delete API is used.
+type BatchMode int
+
+// The batch modes of DeleteOptions.AzureBatch.
+const (
+	// BatchAuto uses the batch API where it is the faster way.
+	BatchAuto BatchMode = iota
+	// BatchAlways uses the batch API.
+	BatchAlways
+	// BatchNever deletes one object per request.
+	BatchNever
+)
+
 type remover interface {
 	method() string
 	// batchSize is the most targets one call of remove takes.
@@ -287,6 +306,9 @@ func DeletePrefix(ctx context.Context, b *blob.Bucket, prefix string, opts *Dele
 	res := &DeleteResult{Method: "none"}
 	if err := CheckPrefix(prefix, opts.PrefixRules); err != nil {
 		return res, err
+	}
+	if opts.AzureBatch < BatchAuto || opts.AzureBatch > BatchNever {
+		return res, fmt.Errorf("backupstore: DeleteOptions.AzureBatch = %d: want BatchAuto, BatchAlways or BatchNever", opts.AzureBatch)
 	}
 	log := logr.FromContextOrDiscard(ctx).WithValues("prefix", prefix)
 	rm := removerFor(b, opts)

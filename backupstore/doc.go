@@ -144,9 +144,10 @@
 //   - that empty directories are removed on file:// stores.
 //   - that user metadata is copied: CopyBackups copies content and content
 //     type, and adds MetadataSourceModTime.
-//   - the Azure batch API against Azurite: Azurite deletes a batch more
-//     slowly than the same blobs one by one, so DeletePrefix deletes one by
-//     one there (account devstoreaccount1).
+//   - the Azure batch API against Azurite by default: Azurite deletes a
+//     batch more slowly than the same blobs one by one, so DeletePrefix
+//     deletes one by one there (account devstoreaccount1) unless
+//     DeleteOptions.AzureBatch is BatchAlways.
 //   - that noncurrent versions are deleted on Azure: DeletePrefix deletes
 //     the current blob of each name there, and a container with blob
 //     versioning keeps the older versions (Azurite 3.37 does not support

@@ -133,13 +133,11 @@ func TestDeletePrefixFlakyStore(t *testing.T) {
 // (which DeletePrefix otherwise avoids there, for speed), with a key that
 // is already gone.
 func TestDeletePrefixAzureBatch(t *testing.T) {
-	backupstore.ForceAzureBatch(true)
-	defer backupstore.ForceAzureBatch(false)
 	s := testenv.Azure(t)
 	b := openStore(t, s)
 	keys := fill(t, b, "backups/z/", 600, 16)
 	put(t, b, siblings, 16)
-	res, err := backupstore.DeletePrefix(context.Background(), b, "backups/z/", nil)
+	res, err := backupstore.DeletePrefix(context.Background(), b, "backups/z/", &backupstore.DeleteOptions{AzureBatch: backupstore.BatchAlways})
 	if err != nil || res.Deleted != int64(len(keys)) || res.Method != "azure-batch" {
 		t.Fatalf("%+v %s, %v; want %d deleted by azure-batch", res.DeleteProgress, res.Method, err, len(keys))
 	}

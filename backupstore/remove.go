@@ -33,10 +33,14 @@ func removerFor(b *blob.Bucket, opts *DeleteOptions) remover {
 	var cc *container.Client
 	if b.As(&cc) {
 		r := &azureRemover{client: cc, perObject: max(opts.Concurrency, 16)}
-		// Azurite (whose account is always devstoreaccount1) takes longer
-		// for a batch of n deletes than for n deletes 16 at a time.
-		if strings.Contains(cc.URL(), "/"+azuriteAccount+"/") && !forceAzureBatch.Load() {
+		switch opts.AzureBatch {
+		case BatchNever:
 			r.fallback.Store(true)
+		case BatchAuto:
+			// Azurite (whose account is always devstoreaccount1) takes
+			// longer for a batch of n deletes than for n deletes 16 at a
+			// time.
+			r.fallback.Store(strings.Contains(cc.URL(), "/"+azuriteAccount+"/"))
 		}
 		return r
 	}
@@ -47,9 +51,6 @@ func removerFor(b *blob.Bucket, opts *DeleteOptions) remover {
 
 // azuriteAccount is the account of the Azure Storage emulator.
 const azuriteAccount = "devstoreaccount1"
-
-// forceAzureBatch makes tests use batches against Azurite.
-var forceAzureBatch atomic.Bool
 
 // s3Remover deletes with DeleteObjects, up to 1,000 keys a request, instead
 // of gocloud's HEAD and DELETE per key.
