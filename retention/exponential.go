@@ -28,6 +28,9 @@ import "time"
 // items whose Time is after now are kept (ReasonFuture) and not counted as the
 // newest, where upstream would compare them by hour.
 //
+// Each Item.Group is thinned on its own, and failed items (Outcome Failed)
+// are never kept by it: they take no place among the newest.
+//
 // Exponential has no configuration; its zero value is the policy. Its
 // decisions change as time passes: an item kept as the newest of its hour may
 // be let go when its day is thinned, and DeletableAt says when.
