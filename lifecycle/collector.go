@@ -239,15 +239,19 @@ func (m *Manager) keepMounted(ctx context.Context, opts CollectOptions, mt mount
 		}
 		detail := fmt.Sprintf("pod %s mounts it; its %s annotation is out of date", strings.Join(pods, ", "), m.ann.LastUnmountedKey())
 		if !opts.DryRun {
+			removed := false
 			_, err := m.mutate(ctx, opts.Namespace, t.claim.Name, t.claim, func(c *corev1.PersistentVolumeClaim) (map[string]any, error) {
 				if c.UID != t.claim.UID {
 					return nil, nil // recreated: the next pass decides on it
 				}
-				return annotationPatch(m.ann.clearUnmounted(c)), nil
+				patch := annotationPatch(m.ann.clearUnmounted(c))
+				removed = patch != nil
+				return patch, nil
 			})
 			switch {
-			case err == nil:
+			case err == nil && removed:
 				detail += " and was removed"
+			case err == nil:
 			case apierrors.IsNotFound(err):
 			default:
 				*errs = append(*errs, err)
