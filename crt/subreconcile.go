@@ -3,7 +3,6 @@ package crt
 import (
 	"context"
 
-	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,7 +32,8 @@ type ChainObject[T any] interface {
 //     changes;
 //   - any other error: returned, for the controller's rate-limited retry;
 //   - a status write that conflicts (the cache was behind): a requeue after
-//     subreconcile.DefaultConflictDelay, logged at V(1), not an error.
+//     subreconcile.DefaultConflictDelay, logged at V(1), not an error (see
+//     Result).
 func Reconciler[T ChainObject[T], S any](c client.Client, runner *subreconcile.Runner[T, S], newObj func() T) reconcile.Reconciler {
 	return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 		obj := newObj()
@@ -44,16 +44,12 @@ func Reconciler[T ChainObject[T], S any](c client.Client, runner *subreconcile.R
 		out := runner.Run(ctx, obj)
 		if !equality.Semantic.DeepEqual(before, obj) {
 			if err := c.Status().Update(ctx, obj); err != nil {
-				if apierrors.IsConflict(err) {
-					logr.FromContextOrDiscard(ctx).V(1).Info("status changed since it was read; requeue", "error", err.Error())
-					return reconcile.Result{RequeueAfter: subreconcile.DefaultConflictDelay}, nil
-				}
-				if !apierrors.IsNotFound(err) && out.Err == nil {
-					return reconcile.Result{}, err
+				if IsStale(err) || (!apierrors.IsNotFound(err) && out.Err == nil) {
+					return Result(ctx, 0, err)
 				}
 			}
 		}
 		after, err := out.Result()
-		return reconcile.Result{RequeueAfter: after}, Terminal(err)
+		return Result(ctx, after, err)
 	})
 }

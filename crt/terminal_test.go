@@ -1,9 +1,14 @@
 package crt_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -16,6 +21,7 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/locking"
 	"github.com/groundskeeper-io/groundskeeper/opstask"
 	"github.com/groundskeeper-io/groundskeeper/retention"
+	"github.com/groundskeeper-io/groundskeeper/subreconcile"
 )
 
 func TestTerminal(t *testing.T) {
@@ -61,5 +67,44 @@ func TestEventsNameTheReasonAsAction(t *testing.T) {
 	crt.Events(fake).Event(&corev1.Pod{}, corev1.EventTypeWarning, lifecycle.ReasonConflictingController, "claim data has another controller")
 	if got, want := <-fake.Events, "Warning ConflictingController claim data has another controller"; got != want {
 		t.Errorf("event %q, want %q", got, want)
+	}
+}
+
+func TestResult(t *testing.T) {
+	gr := schema.GroupResource{Resource: "persistentvolumeclaims"}
+	for _, tc := range []struct {
+		name     string
+		after    time.Duration
+		err      error
+		want     reconcile.Result
+		wantErr  bool
+		terminal bool
+	}{
+		{"success requeues when asked", time.Minute, nil, reconcile.Result{RequeueAfter: time.Minute}, false, false},
+		{"success without a requeue", 0, nil, reconcile.Result{}, false, false},
+		{"a conflict from a stale cache is a quiet requeue", time.Minute,
+			fmt.Errorf("patch: %w", apierrors.NewConflict(gr, "data-0", errors.New("changed"))),
+			reconcile.Result{RequeueAfter: subreconcile.DefaultConflictDelay}, false, false},
+		{"AlreadyExists from a stale cache is a quiet requeue", 0,
+			apierrors.NewAlreadyExists(gr, "data-0"),
+			reconcile.Result{RequeueAfter: subreconcile.DefaultConflictDelay}, false, false},
+		{"a retryable error is returned", time.Minute, errors.New("connection refused"), reconcile.Result{}, true, false},
+		{"a do-not-retry error is terminal", 0, fmt.Errorf("scope: %w", lifecycle.ErrInvalidPolicy), reconcile.Result{}, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := crt.Result(context.Background(), tc.after, tc.err)
+			if got != tc.want {
+				t.Errorf("Result = %+v, want %+v", got, tc.want)
+			}
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("error = %v, want an error: %t", err, tc.wantErr)
+			}
+			if err != nil && !errors.Is(err, tc.err) {
+				t.Errorf("error %v does not wrap %v", err, tc.err)
+			}
+			if isTerminal := errors.Is(err, reconcile.TerminalError(nil)); isTerminal != tc.terminal {
+				t.Errorf("terminal = %t, want %t", isTerminal, tc.terminal)
+			}
+		})
 	}
 }

@@ -1,0 +1,47 @@
+package crt
+
+import (
+	"context"
+	"time"
+
+	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/groundskeeper-io/groundskeeper/subreconcile"
+)
+
+// Result maps what a reconcile ended with to what controller-runtime
+// expects, so that a controller stays quiet about what is no fault:
+//
+//   - err nil: Result.RequeueAfter is requeueAfter (zero: none);
+//   - a conflict or an AlreadyExists from the API server: the manager's
+//     cache was behind the API server. The watch brings the newer object
+//     and reconciles again; as a backstop Result requeues after
+//     subreconcile.DefaultConflictDelay. It logs at V(1), never as an error;
+//   - an error Terminal treats as terminal: a reconcile.TerminalError, not
+//     retried until the object changes;
+//   - any other error: returned, for the controller's rate-limited retry.
+//
+// A typical Reconcile ends with:
+//
+//	return crt.Result(ctx, next, err)
+func Result(ctx context.Context, requeueAfter time.Duration, err error) (reconcile.Result, error) {
+	switch {
+	case err == nil:
+		return reconcile.Result{RequeueAfter: requeueAfter}, nil
+	case IsStale(err):
+		logr.FromContextOrDiscard(ctx).V(1).Info("the cache was behind the API server; requeue", "error", err.Error())
+		return reconcile.Result{RequeueAfter: subreconcile.DefaultConflictDelay}, nil
+	default:
+		return reconcile.Result{}, Terminal(err)
+	}
+}
+
+// IsStale reports whether err is what a write based on a stale read gets
+// from the API server: a conflict (the object changed since it was read)
+// or AlreadyExists (an object the cache did not show yet). Wrapped errors
+// count; a "do not retry" error never does.
+func IsStale(err error) bool {
+	return (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) && !IsTerminal(err)
+}
