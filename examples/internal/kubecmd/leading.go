@@ -22,7 +22,6 @@ import (
 // leaseDuration after it last saw it change; this one stops fn renewDeadline
 // after the start of its last write that renewed it.
 
-
 // errNotRenewed is the cause of fn's context canceled because the Lease was
 // not renewed in time.
 var errNotRenewed = errors.New("leader election: Lease not renewed within the renew deadline; stopped leading")
