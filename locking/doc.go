@@ -7,11 +7,11 @@
 // done by one instance at a time. A Lock is one instance's handle on that
 // lock:
 //
-//	l, err := locking.New(backend, lockID, nil)
+//	l, err := locking.New(locking.Config{Backend: backend, LockID: lockID})
 //	lease, err := l.Take(ctx)   // take, extend or take over
 //	var held *locking.HeldError
 //	if errors.As(err, &held) {
-//		return reconcile.Result{RequeueAfter: held.RetryAfter}, nil
+//		return reconcile.Result{RequeueAfter: held.RequeueAfter}, nil
 //	}
 //	defer l.Release(ctx)
 //
@@ -96,7 +96,7 @@
 // # Errors
 //
 //   - ErrLocked, as a *HeldError: another live instance holds the lock;
-//     retry after HeldError.RetryAfter.
+//     retry after HeldError.RequeueAfter.
 //   - ErrDenied: this instance is on the deny list. Retrying does not help
 //     until an entry with Allow is applied.
 //   - ErrNotHeld, as a *HeldError: Release did not clear the record.

@@ -174,17 +174,17 @@ type Runner[T Object[T], S any] struct {
 // New validates cfg and returns a Runner.
 func New[T Object[T], S any](cfg Config[T, S]) (*Runner[T, S], error) {
 	if cfg.Name == "" {
-		return nil, errors.New("subreconcile: Config.Name must not be empty")
+		return nil, fmt.Errorf("%w: Config.Name is empty", ErrInvalidConfig)
 	}
 	if len(cfg.Steps) == 0 {
-		return nil, errors.New("subreconcile: Config.Steps must not be empty")
+		return nil, fmt.Errorf("%w: Config.Steps is empty", ErrInvalidConfig)
 	}
 	for i, s := range cfg.Steps {
 		if s.Name == "" {
-			return nil, fmt.Errorf("subreconcile: Config.Steps[%d].Name must not be empty", i)
+			return nil, fmt.Errorf("%w: Config.Steps[%d].Name is empty", ErrInvalidConfig, i)
 		}
 		if s.Step == nil {
-			return nil, fmt.Errorf("subreconcile: Config.Steps[%d].Step (%q) must not be nil", i, s.Name)
+			return nil, fmt.Errorf("%w: Config.Steps[%d].Step (%q) is nil", ErrInvalidConfig, i, s.Name)
 		}
 		if f, ok := s.Step.(Func[T, S]); ok && f == nil {
 			return nil, fmt.Errorf("subreconcile: Config.Steps[%d].Step (%q) is a nil Func", i, s.Name)
@@ -585,22 +585,22 @@ func (r *Runner[T, S]) record(loop Loop[S], out *Outcome, p *pending, req *Reque
 	var pe *panicError
 	switch {
 	case req.Err == nil && req.Delayed:
-		kind = KindDelayed
+		kind = RequeueDelayed
 	case req.Err == nil:
-		kind = KindImmediate
+		kind = RequeueImmediate
 	case errors.As(req.Err, &pe):
-		kind = KindPanic
+		kind = RequeuePanic
 	case IsTerminal(req.Err): // before conflicts: the step said "do not retry"
-		kind = KindTerminal
+		kind = RequeueTerminal
 	case r.conflictDelay > 0 && r.isConflict(req.Err):
-		kind = KindConflict
+		kind = RequeueConflict
 		if req.Delay <= 0 {
 			delay = r.conflictDelay
 		}
 	default:
-		kind = KindError
+		kind = RequeueError
 	}
-	if req.Err != nil && kind != KindConflict {
+	if req.Err != nil && kind != RequeueConflict {
 		err = fmt.Errorf("subreconciler %q: %w", loop.step, req.Err)
 		p.errs = append(p.errs, err)
 	} else {
@@ -609,12 +609,12 @@ func (r *Runner[T, S]) record(loop Loop[S], out *Outcome, p *pending, req *Reque
 	if msg != "" {
 		out.Messages = append(out.Messages, msg)
 	}
-	stop = !req.Delayed || kind == KindTerminal || kind == KindPanic
+	stop = !req.Delayed || kind == RequeueTerminal || kind == RequeuePanic
 	if r.metrics != nil {
 		r.metrics.requeues.WithLabelValues(r.name, loop.step, kind).Inc()
 	}
 
-	kv := []any{"duration", took, "kind", kind, "delayed", req.Delayed, "message", msg}
+	kv := []any{"duration", took, "reason", kind, "delayed", req.Delayed, "message", msg}
 	if len(report.Actions) > 0 {
 		kv = append(kv, "actions", report.Actions)
 	}

@@ -349,7 +349,7 @@ func (s *sim) recreatePod(i int) {
 	if err != nil {
 		panic(err)
 	}
-	if dec.Verdict != lifecycle.ReuseClaim {
+	if dec.Verdict != lifecycle.VerdictReuse {
 		panic(fmt.Sprintf("claim %s: %s %s", claim, dec.Verdict, dec.Reason))
 	}
 	s.createPod(i)

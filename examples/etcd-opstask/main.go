@@ -189,14 +189,14 @@ func runController(ctx context.Context, cfg *rest.Config, o options) error {
 		return err
 	}
 	reg := prometheus.NewRegistry()
-	metrics, err := opstask.NewMetrics(reg, &opstask.MetricsOptions{Prefix: "etcdopstask_", TargetLabel: "etcd", NamespaceLabel: "etcd_namespace"})
+	metrics, err := opstask.NewMetrics(opstask.MetricsConfig{Registerer: reg, Prefix: "etcdopstask_", TargetLabel: "etcd", NamespaceLabel: "etcd_namespace"})
 	if err != nil {
 		return err
 	}
 	host, _ := os.Hostname()
 	c, err := opstask.New(opstask.Config{
 		Store:         store,
-		Kinds:         op.kinds(),
+		Handlers:      op.kinds(),
 		Metrics:       metrics,
 		Identity:      host,
 		DefaultTTL:    o.defaultTTL,

@@ -51,7 +51,7 @@ var backends = map[string]func(ctx context.Context, o controllerOptions, cfg *re
 		if err != nil {
 			return nil, nil, err
 		}
-		b, err := kubelock.New(cs.CoreV1(), o.namespace, o.lockConfigMap, nil)
+		b, err := kubelock.New(kubelock.Config{Client: cs.CoreV1(), Namespace: o.namespace, Name: o.lockConfigMap})
 		return b, io.NopCloser(nil), err
 	},
 	"etcd": func(_ context.Context, o controllerOptions, _ *rest.Config) (locking.Backend, io.Closer, error) {
@@ -62,7 +62,7 @@ var backends = map[string]func(ctx context.Context, o controllerOptions, cfg *re
 		if err != nil {
 			return nil, nil, fmt.Errorf("etcd client: %w", err)
 		}
-		b, err := etcdlock.New(c, &etcdlock.Options{Prefix: o.etcdPrefix})
+		b, err := etcdlock.New(etcdlock.Config{KV: c, Prefix: o.etcdPrefix})
 		if err != nil {
 			c.Close()
 			return nil, nil, err
@@ -94,7 +94,7 @@ func runController(ctx context.Context, cfg *rest.Config, o controllerOptions, a
 	op := &operator{
 		id:          o.lockID,
 		backend:     backend,
-		lockOptions: locking.Options{Duration: o.lockDuration},
+		lockConfig:  locking.Config{Duration: o.lockDuration},
 		dbs:         dynamicDatabases{client},
 		actor:       act,
 		deniedRetry: o.deniedRetry,

@@ -130,7 +130,7 @@ func TestInstancesTakeTurns(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer closer.Close()
-			observer, err := locking.New(b, "observer", nil)
+			observer, err := locking.New(locking.Config{Backend: b, LockID: "observer"})
 			if err != nil {
 				t.Fatal(err)
 			}

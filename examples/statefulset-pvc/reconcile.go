@@ -197,11 +197,11 @@ func (r *reconciler) ensureClaims(ctx context.Context, set *api.ReplicatedSet, o
 			return "", err
 		}
 		switch dec.Verdict {
-		case lifecycle.Wait, lifecycle.DeleteFirst:
+		case lifecycle.VerdictWait, lifecycle.VerdictDeleteFirst:
 			why := fmt.Sprintf("pod %s waits: %s", podName, dec.Reason)
 			r.event(set, corev1.EventTypeNormal, reasonWaiting, why)
 			return why, nil
-		case lifecycle.ReuseClaim:
+		case lifecycle.VerdictReuse:
 			if c, err := r.claims.PersistentVolumeClaims(set.Namespace).Get(name); err == nil {
 				r.event(set, corev1.EventTypeNormal, reasonReused, fmt.Sprintf("pod %s reuses claim %s (uid %s)", podName, name, c.UID))
 			}
@@ -247,7 +247,7 @@ func (r *reconciler) ensureClaims(ctx context.Context, set *api.ReplicatedSet, o
 // writes nothing, and a claim it would delete first is reported.
 func (r *reconciler) checkReuse(ctx context.Context, set *api.ReplicatedSet, podName, claimName string, owner *lifecycle.Ref) (lifecycle.ReuseDecision, error) {
 	dec, err := r.m.CheckReuse(ctx, set.Namespace, podName, claimName, &lifecycle.ReuseOptions{Owner: owner, DryRun: r.dryRun})
-	if err == nil && r.dryRun && dec.Verdict == lifecycle.DeleteFirst {
+	if err == nil && r.dryRun && dec.Verdict == lifecycle.VerdictDeleteFirst {
 		r.event(set, corev1.EventTypeNormal, reasonDryRun, "would delete Claim "+claimName+": "+dec.Reason)
 	}
 	return dec, err

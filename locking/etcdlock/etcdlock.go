@@ -17,8 +17,12 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/locking/internal/txnbuf"
 )
 
-// Options configures a Backend. A nil *Options means the defaults.
-type Options struct {
+// Config configures a Backend. KV is required.
+type Config struct {
+	// KV is where the keys are kept, usually a *clientv3.Client. The caller
+	// keeps ownership of it and closes it.
+	KV clientv3.KV
+
 	// Prefix is prepended to every key in etcd. Empty means none: the
 	// lock's keys are stored as they are. Set it when the etcd cluster is
 	// shared (for example with a Kubernetes API server, which owns
@@ -38,20 +42,16 @@ type Backend struct {
 
 var _ locking.Backend = (*Backend)(nil)
 
-// New returns a backend that keeps its keys in etcd through kv, usually a
-// *clientv3.Client. The caller keeps ownership of kv and closes it.
-func New(kv clientv3.KV, opts *Options) (*Backend, error) {
-	if kv == nil {
-		return nil, errors.New("etcdlock: kv is nil")
+// New validates cfg and returns a backend that keeps its keys in etcd
+// through cfg.KV.
+func New(cfg Config) (*Backend, error) {
+	if cfg.KV == nil {
+		return nil, fmt.Errorf("%w: etcdlock: Config.KV is nil", locking.ErrInvalidConfig)
 	}
-	b := &Backend{kv: kv}
-	if opts != nil {
-		b.prefix = opts.Prefix
-	}
-	return b, nil
+	return &Backend{kv: cfg.KV, prefix: cfg.Prefix}, nil
 }
 
-// As supports *clientv3.KV (the kv passed to New) and **clientv3.Client
+// As supports *clientv3.KV (Config.KV) and **clientv3.Client
 // (when that kv is a *clientv3.Client).
 func (b *Backend) As(i any) bool {
 	switch p := i.(type) {

@@ -8,7 +8,7 @@
 //
 //	fdb.MustAPIVersion(710)
 //	db, err := fdb.OpenDatabase(clusterFile)
-//	l, err := locking.New(fdblock.New(db), lockID, nil)
+//	l, err := locking.New(locking.Config{Backend: fdblock.New(db), LockID: lockID})
 //
 // # Building
 //

@@ -2,8 +2,8 @@
 // the lock lives in one ConfigMap, with optimistic concurrency on its
 // resourceVersion.
 //
-//	backend, err := kubelock.New(clientset.CoreV1(), "my-namespace", "my-operator-lock", nil)
-//	l, err := locking.New(backend, lockID, nil)
+//	backend, err := kubelock.New(kubelock.Config{Client: clientset.CoreV1(), Namespace: "my-namespace", Name: "my-operator-lock"})
+//	l, err := locking.New(locking.Config{Backend: backend, LockID: lockID})
 //
 // It needs only a corev1client.ConfigMapsGetter, and RBAC to get, create
 // and update ConfigMaps in the namespace.

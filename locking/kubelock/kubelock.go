@@ -20,8 +20,16 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/locking/kubelock/internal/configmapkey"
 )
 
-// Options configures a Backend. A nil *Options means the defaults.
-type Options struct {
+// Config configures a Backend. Client, Namespace and Name are required.
+// Instances that coordinate must use the same ConfigMap.
+type Config struct {
+	// Client reads and writes the ConfigMap.
+	Client corev1client.ConfigMapsGetter
+
+	// Namespace and Name name the ConfigMap that holds every key. It is
+	// created on the first write.
+	Namespace, Name string
+
 	// Labels are set on the ConfigMap when the backend creates it. They are
 	// not changed on an existing ConfigMap.
 	Labels map[string]string
@@ -46,27 +54,22 @@ type Backend struct {
 
 var _ locking.Backend = (*Backend)(nil)
 
-// New returns a backend that keeps its keys in the ConfigMap name in
-// namespace, creating it on the first write. Instances that coordinate must
-// use the same ConfigMap.
-func New(client corev1client.ConfigMapsGetter, namespace, name string, opts *Options) (*Backend, error) {
-	if client == nil {
-		return nil, errors.New("kubelock: client is nil")
+// New validates cfg and returns a backend that keeps its keys in the
+// ConfigMap cfg.Namespace/cfg.Name.
+func New(cfg Config) (*Backend, error) {
+	if cfg.Client == nil {
+		return nil, fmt.Errorf("%w: kubelock: Config.Client is nil", locking.ErrInvalidConfig)
 	}
-	if errs := validation.IsDNS1123Label(namespace); len(errs) > 0 {
-		return nil, fmt.Errorf("kubelock: namespace %q: %s", namespace, strings.Join(errs, "; "))
+	if errs := validation.IsDNS1123Label(cfg.Namespace); len(errs) > 0 {
+		return nil, fmt.Errorf("%w: kubelock: Config.Namespace = %q: %s", locking.ErrInvalidConfig, cfg.Namespace, strings.Join(errs, "; "))
 	}
-	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
-		return nil, fmt.Errorf("kubelock: ConfigMap name %q: %s", name, strings.Join(errs, "; "))
+	if errs := validation.IsDNS1123Subdomain(cfg.Name); len(errs) > 0 {
+		return nil, fmt.Errorf("%w: kubelock: Config.Name = %q: %s", locking.ErrInvalidConfig, cfg.Name, strings.Join(errs, "; "))
 	}
-	b := &Backend{client: client, namespace: namespace, name: name}
-	if opts != nil {
-		b.labels = maps.Clone(opts.Labels)
-	}
-	return b, nil
+	return &Backend{client: cfg.Client, namespace: cfg.Namespace, name: cfg.Name, labels: maps.Clone(cfg.Labels)}, nil
 }
 
-// As supports *corev1client.ConfigMapsGetter (the client given to New) and
+// As supports *corev1client.ConfigMapsGetter (Config.Client) and
 // **corev1.ConfigMap (a copy of the last version of the ConfigMap this
 // backend read or wrote; false if none yet).
 func (b *Backend) As(i any) bool {

@@ -21,7 +21,7 @@ import (
 
 // ErrExists is returned by Create for a task whose namespace and name are
 // taken.
-var ErrExists = errors.New("task already exists")
+var ErrExists = errors.New("memstore: task already exists")
 
 // Store is an in-memory opstask.Store. The zero value is not usable; call
 // New.

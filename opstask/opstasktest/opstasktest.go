@@ -408,7 +408,7 @@ func testControllerOrder(t *testing.T, h Harness) {
 	})
 	c, err := opstask.New(opstask.Config{
 		Store:      h.Store,
-		Kinds:      []opstask.Kind{{Name: h.Members[0].Name, Executor: exec, AllowDuplicates: true}},
+		Handlers:   []opstask.Handler{{Name: h.Members[0].Name, Executor: exec, AllowDuplicates: true}},
 		Settle:     -1,
 		DefaultTTL: time.Hour,
 	})
