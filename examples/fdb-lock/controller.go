@@ -51,7 +51,7 @@ var backends = map[string]func(ctx context.Context, o controllerOptions, cfg *re
 		if err != nil {
 			return nil, nil, err
 		}
-		b, err := kubelock.New(kubelock.Config{Client: cs.CoreV1(), Namespace: o.namespace, Name: o.lockConfigMap})
+		b, err := kubelock.New(kubelock.Config{Client: kubelock.ClientGo(cs.CoreV1()), Namespace: o.namespace, Name: o.lockConfigMap})
 		return b, io.NopCloser(nil), err
 	},
 	"etcd": func(_ context.Context, o controllerOptions, _ *rest.Config) (locking.Backend, io.Closer, error) {

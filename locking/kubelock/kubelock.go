@@ -20,11 +20,42 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/locking/kubelock/internal/configmapkey"
 )
 
+// Client is what a Backend needs of the API server: one ConfigMap, read,
+// created and updated. GetConfigMap must read from the API server, not
+// from a cache: the backend's transactions start from that read. Errors
+// must keep their Kubernetes API type (apierrors.IsNotFound, IsConflict).
+// ClientGo adapts a client-go clientset; crt.ConfigMaps a controller-runtime
+// client and API reader.
+type Client interface {
+	GetConfigMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error)
+	CreateConfigMap(ctx context.Context, cm *corev1.ConfigMap) (*corev1.ConfigMap, error)
+	UpdateConfigMap(ctx context.Context, cm *corev1.ConfigMap) (*corev1.ConfigMap, error)
+}
+
+// ClientGo returns the Client of a client-go typed client, e.g.
+// clientset.CoreV1().
+func ClientGo(c corev1client.ConfigMapsGetter) Client { return clientGo{c} }
+
+type clientGo struct{ c corev1client.ConfigMapsGetter }
+
+func (c clientGo) GetConfigMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error) {
+	return c.c.ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+func (c clientGo) CreateConfigMap(ctx context.Context, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+	return c.c.ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{})
+}
+
+func (c clientGo) UpdateConfigMap(ctx context.Context, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+	return c.c.ConfigMaps(cm.Namespace).Update(ctx, cm, metav1.UpdateOptions{})
+}
+
 // Config configures a Backend. Client, Namespace and Name are required.
 // Instances that coordinate must use the same ConfigMap.
 type Config struct {
-	// Client reads and writes the ConfigMap.
-	Client corev1client.ConfigMapsGetter
+	// Client reads and writes the ConfigMap: ClientGo(clientset.CoreV1())
+	// or crt.ConfigMaps(mgr.GetClient(), mgr.GetAPIReader()).
+	Client Client
 
 	// Namespace and Name name the ConfigMap that holds every key. It is
 	// created on the first write.
@@ -43,7 +74,7 @@ const blindAttempts = 5
 // Backend is a locking.Backend that keeps every key in one ConfigMap. It is
 // safe for concurrent use.
 type Backend struct {
-	client    corev1client.ConfigMapsGetter
+	client    Client
 	namespace string
 	name      string
 	labels    map[string]string
@@ -69,12 +100,12 @@ func New(cfg Config) (*Backend, error) {
 	return &Backend{client: cfg.Client, namespace: cfg.Namespace, name: cfg.Name, labels: maps.Clone(cfg.Labels)}, nil
 }
 
-// As supports *corev1client.ConfigMapsGetter (Config.Client) and
+// As supports *Client (Config.Client) and
 // **corev1.ConfigMap (a copy of the last version of the ConfigMap this
 // backend read or wrote; false if none yet).
 func (b *Backend) As(i any) bool {
 	switch p := i.(type) {
-	case *corev1client.ConfigMapsGetter:
+	case *Client:
 		*p = b.client
 		return true
 	case **corev1.ConfigMap:
@@ -96,10 +127,6 @@ func (b *Backend) remember(cm *corev1.ConfigMap) {
 	b.mu.Lock()
 	b.last = cm
 	b.mu.Unlock()
-}
-
-func (b *Backend) configMaps() corev1client.ConfigMapInterface {
-	return b.client.ConfigMaps(b.namespace)
 }
 
 func (b *Backend) ref() string { return b.namespace + "/" + b.name }
@@ -175,7 +202,7 @@ func (t *txn) load(ctx context.Context) error {
 
 // get reads the ConfigMap; nil if it does not exist.
 func (b *Backend) get(ctx context.Context) (*corev1.ConfigMap, map[string][]byte, error) {
-	obj, err := b.configMaps().Get(ctx, b.name, metav1.GetOptions{})
+	obj, err := b.client.GetConfigMap(ctx, b.namespace, b.name)
 	if apierrors.IsNotFound(err) {
 		return nil, map[string][]byte{}, nil
 	}
@@ -296,12 +323,12 @@ func (b *Backend) write(ctx context.Context, obj *corev1.ConfigMap, data map[str
 			ObjectMeta: metav1.ObjectMeta{Name: b.name, Namespace: b.namespace, Labels: maps.Clone(b.labels)},
 			BinaryData: encodeData(next, nil),
 		}
-		written, err = b.configMaps().Create(ctx, cm, metav1.CreateOptions{})
+		written, err = b.client.CreateConfigMap(ctx, cm)
 	} else {
 		verb = "update"
 		cm := obj.DeepCopy() // keeps its resourceVersion: the precondition
 		cm.BinaryData = encodeData(next, obj.BinaryData)
-		written, err = b.configMaps().Update(ctx, cm, metav1.UpdateOptions{})
+		written, err = b.client.UpdateConfigMap(ctx, cm)
 	}
 	if err != nil {
 		return translateWrite(ctx, verb+" ConfigMap "+b.ref(), err)

@@ -152,7 +152,7 @@ func TestConnectionCut(t *testing.T) {
 func TestLostReplyReportsUnknownResult(t *testing.T) {
 	kube, proxy, client := viaProxy(t)
 	name := fmt.Sprintf("lock-%d", seq.Add(1))
-	through, err := kubelock.New(kubelock.Config{Client: client.CoreV1(), Namespace: kube.Namespace, Name: name})
+	through, err := kubelock.New(kubelock.Config{Client: kubelock.ClientGo(client.CoreV1()), Namespace: kube.Namespace, Name: name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestLostReplyReportsUnknownResult(t *testing.T) {
 	t.Logf("Take: %v", err)
 	proxy.SetDropReplies(false)
 	proxy.Cut()
-	direct, err := kubelock.New(kubelock.Config{Client: kube.Client.CoreV1(), Namespace: kube.Namespace, Name: name})
+	direct, err := kubelock.New(kubelock.Config{Client: kubelock.ClientGo(kube.Client.CoreV1()), Namespace: kube.Namespace, Name: name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +190,7 @@ func TestLostReplyReportsUnknownResult(t *testing.T) {
 func TestCommitCutReportsUnknownResult(t *testing.T) {
 	kube, proxy, client := viaProxy(t)
 	name := fmt.Sprintf("lock-%d", seq.Add(1))
-	through, err := kubelock.New(kubelock.Config{Client: client.CoreV1(), Namespace: kube.Namespace, Name: name})
+	through, err := kubelock.New(kubelock.Config{Client: kubelock.ClientGo(client.CoreV1()), Namespace: kube.Namespace, Name: name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +207,7 @@ func TestCommitCutReportsUnknownResult(t *testing.T) {
 	}
 	t.Logf("Take: %v", err)
 	proxy.SetDown(false)
-	direct, err := kubelock.New(kubelock.Config{Client: kube.Client.CoreV1(), Namespace: kube.Namespace, Name: name})
+	direct, err := kubelock.New(kubelock.Config{Client: kubelock.ClientGo(kube.Client.CoreV1()), Namespace: kube.Namespace, Name: name})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 		if err != nil {
 			return nil, err
 		}
-		return kubelock.New(kubelock.Config{Client: client.CoreV1(), Namespace: os.Getenv(namespaceEnv), Name: os.Getenv(nameEnv)})
+		return kubelock.New(kubelock.Config{Client: kubelock.ClientGo(client.CoreV1()), Namespace: os.Getenv(namespaceEnv), Name: os.Getenv(nameEnv)})
 	})
 	testenv.Main(m)
 }
