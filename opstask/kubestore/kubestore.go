@@ -31,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/groundskeeper-io/groundskeeper/internal/pager"
 	"github.com/groundskeeper-io/groundskeeper/opstask"
 )
 
@@ -95,23 +96,27 @@ func (s *Store) Client() dynamic.ResourceInterface { return s.ri }
 func (s *Store) List(ctx context.Context) ([]*opstask.Task, error) {
 	var out []*opstask.Task
 	opts := metav1.ListOptions{LabelSelector: s.cfg.LabelSelector, Limit: s.cfg.PageSize}
-	for {
-		list, err := s.ri.List(ctx, opts)
+	list := func(ctx context.Context, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
+		l, err := s.ri.List(ctx, opts)
 		if err != nil {
 			return nil, fmt.Errorf("kubestore: list %s: %w", s.cfg.Resource.Resource, translate(err))
 		}
-		for i := range list.Items {
-			t, err := s.FromUnstructured(&list.Items[i])
+		return l, nil
+	}
+	err := pager.Each(ctx, opts, list, func(l *unstructured.UnstructuredList) error {
+		for i := range l.Items {
+			t, err := s.FromUnstructured(&l.Items[i])
 			if err != nil {
-				return nil, err
+				return err
 			}
 			out = append(out, t)
 		}
-		if list.GetContinue() == "" {
-			return out, nil
-		}
-		opts.Continue = list.GetContinue()
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return out, nil
 }
 
 // UpdateStatus writes t.Status to the status subresource, guarded by
