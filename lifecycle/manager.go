@@ -8,31 +8,25 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/groundskeeper-io/groundskeeper/internal/event"
 	"github.com/groundskeeper-io/groundskeeper/internal/pager"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 )
 
 // EventRecorder is the part of client-go's record.EventRecorder this package
-// uses; a record.EventRecorder satisfies it as is.
-type EventRecorder interface {
-	Event(object runtime.Object, eventtype, reason, message string)
-}
+// uses; a record.EventRecorder satisfies it as is. It is the same type as
+// subreconcile.EventRecorder, so one recorder serves both packages.
+type EventRecorder = event.Recorder
 
-// EventFunc adapts a function to an EventRecorder.
-type EventFunc func(object runtime.Object, eventtype, reason, message string)
-
-// Event calls f.
-func (f EventFunc) Event(object runtime.Object, eventtype, reason, message string) {
-	f(object, eventtype, reason, message)
-}
-
-var _ EventRecorder = EventFunc(nil)
+// EventFunc adapts a function to an EventRecorder (for example a
+// k8s.io/client-go/tools/events recorder; crt.Events does that for a
+// controller-runtime manager). It is the same type as subreconcile.EventFunc.
+type EventFunc = event.Func
 
 // Event reasons emitted on the owner.
 const (

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/groundskeeper-io/groundskeeper/internal/event"
 	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/clock"
 )
 
@@ -54,20 +54,14 @@ const (
 
 // EventRecorder is the part of client-go's record.EventRecorder that the
 // runner uses; a record.EventRecorder satisfies it as is. Wrap anything else
-// (for example a k8s.io/client-go/tools/events recorder) in an EventFunc.
-type EventRecorder interface {
-	Event(object runtime.Object, eventtype, reason, message string)
-}
+// (for example a k8s.io/client-go/tools/events recorder) in an EventFunc. It
+// is the same type as lifecycle.EventRecorder, so one recorder serves both
+// packages.
+type EventRecorder = event.Recorder
 
-// EventFunc adapts a function to an EventRecorder.
-type EventFunc func(object runtime.Object, eventtype, reason, message string)
-
-// Event calls f.
-func (f EventFunc) Event(object runtime.Object, eventtype, reason, message string) {
-	f(object, eventtype, reason, message)
-}
-
-var _ EventRecorder = EventFunc(nil)
+// EventFunc adapts a function to an EventRecorder. It is the same type as
+// lifecycle.EventFunc.
+type EventFunc = event.Func
 
 // Config configures a Runner. New validates it; errors name the bad field.
 // Only Name and Steps are required.
