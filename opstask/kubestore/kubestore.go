@@ -1,21 +1,3 @@
-// Package kubestore is an opstask.Store over Kubernetes custom resources:
-// any resource whose spec has DEP-05's fields (config, ttlSecondsAfterFinished
-// and a target name field) and whose status is an opstask.Status, served with
-// the status subresource. It talks to the API server with the dynamic client
-// and converts objects from unstructured form, so it needs no generated
-// client for the operator's type. It passes the conformance suite in
-// opstask/opstasktest against a real API server.
-//
-// List is a consistent read (resourceVersion ""), paged. UpdateStatus writes
-// the status subresource with the task's resourceVersion and UID in the
-// body, so the API server refuses it with a conflict when the object
-// changed; Delete carries UID and resourceVersion preconditions. Conflicts
-// become opstask.ErrConflict and missing objects opstask.ErrNotFound. Watch
-// watches the resource and notifies on every event.
-//
-// # As
-//
-// Store.Client returns the dynamic.ResourceInterface it uses.
 package kubestore
 
 import (
