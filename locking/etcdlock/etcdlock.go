@@ -73,9 +73,6 @@ func (b *Backend) As(i any) bool {
 // Writes are buffered, then sent as one etcd Txn whose guards fail if
 // anything fn read changed after the snapshot; see commit.
 func (b *Backend) Update(ctx context.Context, fn func(locking.Txn) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
 	tx := &txn{b: b, reads: map[string]int64{}, listed: map[string]bool{}}
 	tx.Backend = "etcdlock"
 	tx.CheckKey = func(key []byte) error {
@@ -84,11 +81,7 @@ func (b *Backend) Update(ctx context.Context, fn func(locking.Txn) error) error 
 		}
 		return nil
 	}
-	defer tx.Finish()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	return tx.commit(ctx)
+	return tx.Run(ctx, tx, fn, tx.commit)
 }
 
 type txn struct {

@@ -116,9 +116,6 @@ func (b *Backend) ref() string { return b.namespace + "/" + b.name }
 // did not read. That is sound (never a missed conflict) and, for a lock
 // whose transactions all read the lock key, costs nothing.
 func (b *Backend) Update(ctx context.Context, fn func(locking.Txn) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
 	tx := &txn{b: b}
 	tx.Backend = "kubelock"
 	tx.CheckKey = func(key []byte) error {
@@ -127,11 +124,7 @@ func (b *Backend) Update(ctx context.Context, fn func(locking.Txn) error) error 
 		}
 		return nil
 	}
-	defer tx.Finish()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	return tx.commit(ctx)
+	return tx.Run(ctx, tx, fn, tx.commit)
 }
 
 type txn struct {

@@ -6,6 +6,7 @@ package txnbuf
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -144,6 +145,22 @@ type Txn struct {
 
 	mu   sync.Mutex
 	done bool
+}
+
+// Run is the Update of a backend built on Txn, with self the backend's
+// transaction (which embeds t): on a live ctx it calls fn with self, then,
+// unless fn failed, commit; fn's error is returned unchanged. t is finished
+// when Run returns, so a transaction kept by fn fails with
+// locking.ErrTxnDone.
+func (t *Txn) Run(ctx context.Context, self locking.Txn, fn func(locking.Txn) error, commit func(context.Context) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	defer t.Finish()
+	if err := fn(self); err != nil {
+		return err
+	}
+	return commit(ctx)
 }
 
 // Lock locks the transaction, or returns locking.ErrTxnDone (unlocked) if
