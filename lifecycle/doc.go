@@ -94,6 +94,11 @@
 //     mounted claim is removed. A claim whose annotations do not parse is
 //     never deleted. DryRun returns exactly the claims it would delete and
 //     why.
+//   - Collect decides with Annotations.PlanCollect, a pure function of the
+//     claims, the pods and the instant (no request, no clock), and acts on
+//     that decision (after one more, live, check of the pods); PlanCollect
+//     on the same claims, pods and instant says what a pass would decide,
+//     so a tool can show it from any copy of them.
 //   - Collect reads claims and pods with paginated lists (or the caches
 //     given in Scope), never one request per claim; its only other
 //     requests are the deletes, the removal of out-of-date marks and, when

@@ -5,33 +5,28 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/groundskeeper-io/groundskeeper/internal/event"
+	"github.com/groundskeeper-io/groundskeeper/internal/pager"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 )
 
 // EventRecorder is the part of client-go's record.EventRecorder this package
-// uses; a record.EventRecorder satisfies it as is.
-type EventRecorder interface {
-	Event(object runtime.Object, eventtype, reason, message string)
-}
+// uses; a record.EventRecorder satisfies it as is. It is the same type as
+// subreconcile.EventRecorder, so one recorder serves both packages.
+type EventRecorder = event.Recorder
 
-// EventFunc adapts a function to an EventRecorder.
-type EventFunc func(object runtime.Object, eventtype, reason, message string)
-
-// Event calls f.
-func (f EventFunc) Event(object runtime.Object, eventtype, reason, message string) {
-	f(object, eventtype, reason, message)
-}
-
-var _ EventRecorder = EventFunc(nil)
+// EventFunc adapts a function to an EventRecorder (for example a
+// k8s.io/client-go/tools/events recorder; crt.Events does that for a
+// controller-runtime manager). It is the same type as subreconcile.EventFunc.
+type EventFunc = event.Func
 
 // Event reasons emitted on the owner.
 const (
@@ -291,71 +286,57 @@ func (m *Manager) listClaims(ctx context.Context, s Scope) ([]*corev1.Persistent
 	}
 	var out []*corev1.PersistentVolumeClaim
 	opts := metav1.ListOptions{LabelSelector: sel.String(), Limit: m.pageSize}
-	for {
-		list, err := m.client.ListClaims(ctx, s.Namespace, opts)
-		if err != nil {
-			return nil, fmt.Errorf("lifecycle: list claims in %s (%q): %w", s.Namespace, opts.LabelSelector, err)
-		}
+	err := pager.Each(ctx, opts, func(ctx context.Context, opts metav1.ListOptions) (*corev1.PersistentVolumeClaimList, error) {
+		return m.client.ListClaims(ctx, s.Namespace, opts)
+	}, func(list *corev1.PersistentVolumeClaimList) error {
 		for i := range list.Items {
 			out = append(out, &list.Items[i])
 		}
-		if list.Continue == "" {
-			return out, nil
-		}
-		opts.Continue = list.Continue
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lifecycle: list claims in %s (%q): %w", s.Namespace, opts.LabelSelector, err)
 	}
+	return out, nil
 }
 
-// mounters maps a claim name to the pods of the scope's namespace that have
-// a volume for it, whatever their names: a claim may be mounted by a pod other
-// than the one its pod-name annotation names.
-type mounters map[string][]string
-
-func (mt mounters) add(pod *corev1.Pod) {
-	for i := range pod.Spec.Volumes {
-		if v := pod.Spec.Volumes[i].PersistentVolumeClaim; v != nil && !slices.Contains(mt[v.ClaimName], pod.Name) {
-			mt[v.ClaimName] = append(mt[v.ClaimName], pod.Name)
-		}
-	}
-}
-
-// listMounters reads which pods of s mount which claims. A live read is a
-// paginated list of every pod of the namespace from the API server, whatever
-// s.PodSelector says: it is the read a deletion or an unmount mark rests on.
-// Otherwise the pods of s.PodSelector are read from s.Pods when it is set, or
-// listed from the API server.
-func (m *Manager) listMounters(ctx context.Context, s Scope, live bool) (mounters, error) {
-	mt := mounters{}
+// listPods reads the pods of s. A live read is a paginated list of every pod
+// of the namespace from the API server, whatever s.PodSelector says: it is
+// the read a deletion or an unmount mark rests on. Otherwise the pods of
+// s.PodSelector are read from s.Pods when it is set (those of other
+// namespaces left out), or listed from the API server.
+func (m *Manager) listPods(ctx context.Context, s Scope, live bool) ([]*corev1.Pod, error) {
 	if !live && s.Pods != nil {
-		pods, err := s.Pods.ListPods(ctx, s.Namespace, selectorOrEverything(s.PodSelector))
+		all, err := s.Pods.ListPods(ctx, s.Namespace, selectorOrEverything(s.PodSelector))
 		if err != nil {
 			return nil, fmt.Errorf("lifecycle: list pods in %s from cache: %w", s.Namespace, err)
 		}
-		for _, p := range pods {
+		out := all[:0:0]
+		for _, p := range all {
 			if p.Namespace == s.Namespace { // a cluster-wide lister serves every namespace
-				mt.add(p)
+				out = append(out, p)
 			}
 		}
-		return mt, nil
+		return out, nil
 	}
 	sel := labels.Everything()
 	if !live {
 		sel = selectorOrEverything(s.PodSelector)
 	}
+	var out []*corev1.Pod
 	opts := metav1.ListOptions{LabelSelector: sel.String(), Limit: m.pageSize}
-	for {
-		list, err := m.client.ListPods(ctx, s.Namespace, opts)
-		if err != nil {
-			return nil, fmt.Errorf("lifecycle: list pods in %s (%q): %w", s.Namespace, opts.LabelSelector, err)
-		}
+	err := pager.Each(ctx, opts, func(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error) {
+		return m.client.ListPods(ctx, s.Namespace, opts)
+	}, func(list *corev1.PodList) error {
 		for i := range list.Items {
-			mt.add(&list.Items[i])
+			out = append(out, &list.Items[i])
 		}
-		if list.Continue == "" {
-			return mt, nil
-		}
-		opts.Continue = list.Continue
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lifecycle: list pods in %s (%q): %w", s.Namespace, opts.LabelSelector, err)
 	}
+	return out, nil
 }
 
 // ClaimSync is the outcome of SyncOwner for one claim.
@@ -545,11 +526,11 @@ func (m *Manager) MarkUnmounted(ctx context.Context, namespace, claimName, podNa
 		if c.DeletionTimestamp != nil {
 			return nil, nil
 		}
-		mt, err := m.listMounters(ctx, Scope{Namespace: namespace}, true)
+		pods, err := m.listPods(ctx, Scope{Namespace: namespace}, true)
 		if err != nil {
 			return nil, err
 		}
-		if pods := mt[c.Name]; len(pods) > 0 {
+		if pods := mountersOf(pods)[types.NamespacedName{Namespace: namespace, Name: c.Name}]; len(pods) > 0 {
 			logr.FromContextOrDiscard(ctx).V(1).Info("claim is mounted: not marked unmounted", "claim", c.Name, "pods", pods)
 			return annotationPatch(m.ann.clearUnmounted(c)), nil
 		}

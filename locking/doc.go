@@ -132,10 +132,10 @@
 //     binaryData (keys escaped to the characters a ConfigMap key allows); a
 //     transaction reads one version of the object and writes with that
 //     version's resourceVersion, so conflicts are detected per object.
-//   - locking/fdblock: FoundationDB through the official bindings, behind
-//     the build tag fdb. It needs the FoundationDB C client and is not in
-//     this module's go.mod; it has not been compiled or run by this
-//     module's tests (see its documentation).
+//   - locking/fdblock: FoundationDB through the official bindings, in a Go
+//     module of its own. It needs the FoundationDB C client, which CI cannot
+//     install, so it is outside this module and has not been compiled or
+//     run by this module's tests (see its documentation).
 //
 // The etcd and Kubernetes backends are tested against real servers: the
 // conformance suite; 8 contenders, in goroutines and in separate processes,

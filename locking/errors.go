@@ -52,6 +52,10 @@ var (
 	// wrong shape. It is never treated as a free lock; a person has to look
 	// at the stored value. Retrying does not help.
 	ErrCorrupt = errors.New("locking: stored lock record is corrupt")
+
+	// ErrTxnDone means a Txn was used after the Update it was given to had
+	// returned: a bug in the caller. Every backend's Txn returns it.
+	ErrTxnDone = errors.New("locking: transaction used after Update returned")
 )
 
 // HeldError describes the lock record that made Take or Release refuse. It

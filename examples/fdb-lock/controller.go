@@ -41,7 +41,7 @@ type controllerOptions struct {
 }
 
 // backends open a lock backend by the --lock-backend name; backend_fdb.go
-// adds "fdb" when built with -tags fdb.
+// adds "fdb" when built along (it is not, by default: see that file).
 var backends = map[string]func(ctx context.Context, o controllerOptions, cfg *rest.Config) (locking.Backend, io.Closer, error){
 	"memory": func(context.Context, controllerOptions, *rest.Config) (locking.Backend, io.Closer, error) {
 		return memlock.New(), io.NopCloser(nil), nil
@@ -80,7 +80,7 @@ func runController(ctx context.Context, cfg *rest.Config, o controllerOptions, a
 	}
 	open, ok := backends[o.lockBackend]
 	if !ok {
-		return fmt.Errorf("--lock-backend %q: want one of memory, kubernetes, etcd (fdb needs -tags fdb)", o.lockBackend)
+		return fmt.Errorf("--lock-backend %q: want one of memory, kubernetes, etcd (fdb needs backend_fdb.go)", o.lockBackend)
 	}
 	backend, closer, err := open(ctx, o, cfg)
 	if err != nil {

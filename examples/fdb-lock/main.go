@@ -46,7 +46,7 @@ func run(args []string) error {
 	fs.StringVar(&o.lockConfigMap, "lock-configmap", "fdb-lock-global", "ConfigMap holding the lock, with --lock-backend=kubernetes")
 	fs.StringVar(&o.etcdEndpoints, "etcd-endpoints", "", "comma-separated etcd client URLs, with --lock-backend=etcd")
 	fs.StringVar(&o.etcdPrefix, "etcd-prefix", "/fdb-lock/", "etcd key prefix of the lock, with --lock-backend=etcd")
-	fs.StringVar(&o.fdbClusterFile, "fdb-cluster-file", "", "FoundationDB cluster file, with --lock-backend=fdb (built with -tags fdb)")
+	fs.StringVar(&o.fdbClusterFile, "fdb-cluster-file", "", "FoundationDB cluster file, with --lock-backend=fdb (with backend_fdb.go built in)")
 	fs.DurationVar(&o.lockDuration, "lock-duration", locking.DefaultDuration, "how long a taken or extended lock lasts")
 	fs.DurationVar(&o.actionDuration, "action-duration", 2*time.Second, "how long a simulated global operation takes")
 	fs.DurationVar(&o.deniedRetry, "denied-retry", time.Minute, "how often a denied instance looks again")

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"sync"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -74,22 +73,23 @@ func (b *Backend) As(i any) bool {
 // Writes are buffered, then sent as one etcd Txn whose guards fail if
 // anything fn read changed after the snapshot; see commit.
 func (b *Backend) Update(ctx context.Context, fn func(locking.Txn) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
 	tx := &txn{b: b, reads: map[string]int64{}, listed: map[string]bool{}}
-	defer tx.finish()
-	if err := fn(tx); err != nil {
-		return err
+	tx.Backend = "etcdlock"
+	tx.CheckKey = func(key []byte) error {
+		if len(b.prefix)+len(key) == 0 {
+			return errors.New("etcdlock: empty key (etcd has no empty key)")
+		}
+		return nil
 	}
-	return tx.commit(ctx)
+	return tx.Run(ctx, tx, fn, tx.commit)
 }
 
 type txn struct {
 	b *Backend
 
-	mu   sync.Mutex
-	done bool
+	// Txn holds the writes and the guard; Set, Clear and ClearPrefix are
+	// its.
+	txnbuf.Txn
 
 	// rev is the snapshot revision, 0 before the first read.
 	rev int64
@@ -100,35 +100,14 @@ type txn struct {
 	// the keys they returned.
 	prefixes []string
 	listed   map[string]bool
-
-	buf txnbuf.Buffer
-}
-
-var errDone = errors.New("etcdlock: transaction used after Update returned")
-
-func (t *txn) finish() {
-	t.mu.Lock()
-	t.done = true
-	t.mu.Unlock()
-}
-
-// lock serializes calls on one transaction (a caller may read from several
-// goroutines) and rejects use after Update returned.
-func (t *txn) lock() error {
-	t.mu.Lock()
-	if t.done {
-		t.mu.Unlock()
-		return errDone
-	}
-	return nil
 }
 
 func (t *txn) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
-	if err := t.lock(); err != nil {
+	if err := t.Lock(); err != nil {
 		return nil, false, err
 	}
-	defer t.mu.Unlock()
-	if v, ok, decided := t.buf.Lookup(key); decided {
+	defer t.Unlock()
+	if v, ok, decided := t.Buf.Lookup(key); decided {
 		return v, ok, nil
 	}
 	k := t.b.prefix + string(key)
@@ -146,10 +125,10 @@ func (t *txn) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
 }
 
 func (t *txn) GetPrefix(ctx context.Context, prefix []byte) ([]locking.KeyValue, error) {
-	if err := t.lock(); err != nil {
+	if err := t.Lock(); err != nil {
 		return nil, err
 	}
-	defer t.mu.Unlock()
+	defer t.Unlock()
 	p := t.b.prefix + string(prefix)
 	resp, err := t.get(ctx, p, clientv3.WithPrefix())
 	if err != nil {
@@ -162,7 +141,7 @@ func (t *txn) GetPrefix(ctx context.Context, prefix []byte) ([]locking.KeyValue,
 		t.listed[string(kv.Key)] = true
 		stored = append(stored, locking.KeyValue{Key: kv.Key[len(t.b.prefix):], Value: nonNil(kv.Value)})
 	}
-	return t.buf.Merge(prefix, stored), nil
+	return t.Buf.Merge(prefix, stored), nil
 }
 
 // get reads at the snapshot revision, fixing it on the first read. The
@@ -180,38 +159,6 @@ func (t *txn) get(ctx context.Context, key string, opts ...clientv3.OpOption) (*
 		t.rev = resp.Header.Revision
 	}
 	return resp, nil
-}
-
-func (t *txn) Set(key, value []byte) error {
-	if err := t.lock(); err != nil {
-		return err
-	}
-	defer t.mu.Unlock()
-	if len(t.b.prefix)+len(key) == 0 {
-		return errors.New("etcdlock: empty key (etcd has no empty key)")
-	}
-	t.buf.Set(key, value)
-	return nil
-}
-
-func (t *txn) Clear(key []byte) error {
-	if err := t.lock(); err != nil {
-		return err
-	}
-	defer t.mu.Unlock()
-	t.buf.Clear(key)
-	return nil
-}
-
-func (t *txn) ClearPrefix(prefix []byte) error {
-	if err := t.lock(); err != nil {
-		return err
-	}
-	defer t.mu.Unlock()
-	if err := t.buf.ClearPrefix(prefix); err != nil {
-		return fmt.Errorf("etcdlock: %w", err)
-	}
-	return nil
 }
 
 // commit sends the buffered writes as one etcd Txn, guarded so that it
@@ -240,9 +187,11 @@ func (t *txn) ClearPrefix(prefix []byte) error {
 // guards, and one that wrote nothing sends nothing: all its reads were at
 // one revision.
 func (t *txn) commit(ctx context.Context) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.buf.Empty() {
+	if err := t.Lock(); err != nil {
+		return err
+	}
+	defer t.Unlock()
+	if t.Buf.Empty() {
 		return nil
 	}
 	cmps := make([]clientv3.Cmp, 0, len(t.reads)+len(t.prefixes))
@@ -260,7 +209,7 @@ func (t *txn) commit(ctx context.Context) error {
 	for _, p := range t.prefixes {
 		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(p).WithPrefix(), "<", t.rev+1))
 	}
-	ops := writeOps(t.b.prefix, t.buf.Ops())
+	ops := writeOps(t.b.prefix, t.Buf.Ops())
 	resp, err := t.b.kv.Txn(ctx).If(cmps...).Then(ops...).Commit()
 	if err != nil {
 		return translateCommit(ctx, len(cmps), len(ops), err)

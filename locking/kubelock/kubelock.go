@@ -146,45 +146,28 @@ func (b *Backend) ref() string { return b.namespace + "/" + b.name }
 // did not read. That is sound (never a missed conflict) and, for a lock
 // whose transactions all read the lock key, costs nothing.
 func (b *Backend) Update(ctx context.Context, fn func(locking.Txn) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
 	tx := &txn{b: b}
-	defer tx.finish()
-	if err := fn(tx); err != nil {
-		return err
+	tx.Backend = "kubelock"
+	tx.CheckKey = func(key []byte) error {
+		if err := configmapkey.Check(key); err != nil {
+			return fmt.Errorf("kubelock: %w", err)
+		}
+		return nil
 	}
-	return tx.commit(ctx)
+	return tx.Run(ctx, tx, fn, tx.commit)
 }
 
 type txn struct {
 	b *Backend
 
-	mu   sync.Mutex
-	done bool
+	// Txn holds the writes and the guard; Set, Clear and ClearPrefix are
+	// its.
+	txnbuf.Txn
 
 	loaded bool
 	obj    *corev1.ConfigMap // the snapshot; nil if absent or not loaded
 	data   map[string][]byte // the snapshot's decoded keys
 
-	buf txnbuf.Buffer
-}
-
-var errDone = errors.New("kubelock: transaction used after Update returned")
-
-func (t *txn) finish() {
-	t.mu.Lock()
-	t.done = true
-	t.mu.Unlock()
-}
-
-func (t *txn) lock() error {
-	t.mu.Lock()
-	if t.done {
-		t.mu.Unlock()
-		return errDone
-	}
-	return nil
 }
 
 // load reads the snapshot on first use.
@@ -214,11 +197,11 @@ func (b *Backend) get(ctx context.Context) (*corev1.ConfigMap, map[string][]byte
 }
 
 func (t *txn) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
-	if err := t.lock(); err != nil {
+	if err := t.Lock(); err != nil {
 		return nil, false, err
 	}
-	defer t.mu.Unlock()
-	if v, ok, decided := t.buf.Lookup(key); decided {
+	defer t.Unlock()
+	if v, ok, decided := t.Buf.Lookup(key); decided {
 		return v, ok, nil
 	}
 	if err := t.load(ctx); err != nil {
@@ -232,10 +215,10 @@ func (t *txn) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
 }
 
 func (t *txn) GetPrefix(ctx context.Context, prefix []byte) ([]locking.KeyValue, error) {
-	if err := t.lock(); err != nil {
+	if err := t.Lock(); err != nil {
 		return nil, err
 	}
-	defer t.mu.Unlock()
+	defer t.Unlock()
 	if err := t.load(ctx); err != nil {
 		return nil, err
 	}
@@ -245,49 +228,19 @@ func (t *txn) GetPrefix(ctx context.Context, prefix []byte) ([]locking.KeyValue,
 			stored = append(stored, locking.KeyValue{Key: []byte(k), Value: v})
 		}
 	}
-	return t.buf.Merge(prefix, stored), nil
-}
-
-func (t *txn) Set(key, value []byte) error {
-	if err := t.lock(); err != nil {
-		return err
-	}
-	defer t.mu.Unlock()
-	if err := configmapkey.Check(key); err != nil {
-		return fmt.Errorf("kubelock: %w", err)
-	}
-	t.buf.Set(key, value)
-	return nil
-}
-
-func (t *txn) Clear(key []byte) error {
-	if err := t.lock(); err != nil {
-		return err
-	}
-	defer t.mu.Unlock()
-	t.buf.Clear(key)
-	return nil
-}
-
-func (t *txn) ClearPrefix(prefix []byte) error {
-	if err := t.lock(); err != nil {
-		return err
-	}
-	defer t.mu.Unlock()
-	if err := t.buf.ClearPrefix(prefix); err != nil {
-		return fmt.Errorf("kubelock: %w", err)
-	}
-	return nil
+	return t.Buf.Merge(prefix, stored), nil
 }
 
 func (t *txn) commit(ctx context.Context) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.buf.Empty() {
+	if err := t.Lock(); err != nil {
+		return err
+	}
+	defer t.Unlock()
+	if t.Buf.Empty() {
 		return nil // read-only: all reads came from one version
 	}
 	if t.loaded {
-		return t.b.write(ctx, t.obj, t.data, t.buf.Ops())
+		return t.b.write(ctx, t.obj, t.data, t.Buf.Ops())
 	}
 	// Blind writes: apply them to the current version, again if it changed.
 	var err error
@@ -299,7 +252,7 @@ func (t *txn) commit(ctx context.Context) error {
 		if obj, data, err = t.b.get(ctx); err != nil {
 			return err
 		}
-		err = t.b.write(ctx, obj, data, t.buf.Ops())
+		err = t.b.write(ctx, obj, data, t.Buf.Ops())
 		if !errors.Is(err, locking.ErrConflict) {
 			return err
 		}

@@ -1,34 +1,3 @@
-// Package locktest is the conformance suite every locking.Backend must pass,
-// and helpers to measure backends.
-//
-// A backend's test calls Run with a constructor:
-//
-//	func TestConformance(t *testing.T) {
-//		locktest.Run(t, func(t *testing.T) locking.Backend { return memlock.New() })
-//	}
-//
-// The suite uses only the Backend interface, so it runs unchanged against
-// networked backends. Each subtest keeps its keys under its own prefix
-// (below locking.DefaultPrefix + "/locktest/"), so a constructor may hand
-// out the same server to every subtest as long as that prefix starts empty.
-// Corrupted records are written through Backend.Update itself.
-//
-// Time comes from fake clocks: expiry is tested by stepping them, never by
-// sleeping.
-//
-// Beyond the suite, for backends' own tests and benchmarks:
-//
-//   - RunBenchmarks measures transactions per operation, latency and
-//     contended throughput; Counting counts transactions.
-//   - Hammer (in goroutines) and HammerProcesses (in child processes, see
-//     HammerChild) record a history of contenders taking, extending and
-//     releasing the lock on a fast-running clock; CheckLinearizable checks
-//     it with porcupine against a model of the lock, and CheckCatchesBroken
-//     shows the check rejects the same backend wrapped by
-//     WithoutIsolation.
-//   - Proxy and InjectFaults cut connections and drop replies between a
-//     client and a real server, to test failures in the middle of
-//     transactions.
 package locktest
 
 import (
@@ -334,6 +303,28 @@ func runBackend(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 		}
 		if _, ok := e.raw(k); ok {
 			t.Fatalf("a failed transaction's write was committed")
+		}
+	})
+
+	t.Run("a transaction kept after Update returned fails with ErrTxnDone", func(t *testing.T) {
+		e := newEnv(t, newBackend)
+		k := e.key("kept")
+		var kept locking.Txn
+		if err := e.backend.Update(e.ctx, func(tx locking.Txn) error { kept = tx; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		_, _, getErr := kept.Get(e.ctx, k)
+		_, prefixErr := kept.GetPrefix(e.ctx, k)
+		for name, err := range map[string]error{
+			"Get": getErr, "GetPrefix": prefixErr, "Set": kept.Set(k, []byte("x")),
+			"Clear": kept.Clear(k), "ClearPrefix": kept.ClearPrefix(k),
+		} {
+			if !errors.Is(err, locking.ErrTxnDone) {
+				t.Errorf("%s after Update returned: error %v, want ErrTxnDone", name, err)
+			}
+		}
+		if _, ok := e.raw(k); ok {
+			t.Errorf("a write after Update returned was stored")
 		}
 	})
 

@@ -1,10 +1,3 @@
-// Package memstore is an in-memory opstask.Store, for tests, examples and
-// operators that keep tasks in their own process. It passes the conformance
-// suite in opstask/opstasktest.
-//
-// Its resource versions are a counter, its UIDs are "uid-1", "uid-2", ...,
-// and Create stamps tasks with the store's clock, at full precision (the
-// Kubernetes API server truncates creation timestamps to seconds).
 package memstore
 
 import (

@@ -1,17 +1,3 @@
-// Package opstasktest is the conformance suite every opstask.Store must
-// pass. A store's test calls Run with a constructor:
-//
-//	func TestConformance(t *testing.T) {
-//		opstasktest.Run(t, func(t *testing.T) opstasktest.Harness {
-//			s := memstore.New(nil)
-//			return opstasktest.Harness{Store: s, Create: s.Create}
-//		})
-//	}
-//
-// The suite uses the Store interface, plus Harness.Create to make tasks the
-// way users do (kubectl for the Kubernetes store). Each subtest gets a fresh
-// harness and names its tasks after itself. Timestamps it writes are whole
-// seconds, because Kubernetes stores them at that resolution.
 package opstasktest
 
 import (
