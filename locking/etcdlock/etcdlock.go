@@ -33,10 +33,6 @@ type Config struct {
 type Backend struct {
 	kv     clientv3.KV
 	prefix string
-
-	// rangeGuardsOnly drops the per-key guards of prefix reads, for the
-	// test showing that the range guard alone misses deletions.
-	rangeGuardsOnly bool
 }
 
 var _ locking.Backend = (*Backend)(nil)
@@ -73,7 +69,7 @@ func (b *Backend) As(i any) bool {
 // Writes are buffered, then sent as one etcd Txn whose guards fail if
 // anything fn read changed after the snapshot; see commit.
 func (b *Backend) Update(ctx context.Context, fn func(locking.Txn) error) error {
-	tx := &txn{b: b, reads: map[string]int64{}, listed: map[string]bool{}}
+	tx := &txn{b: b, reads: map[string]int64{}}
 	tx.Backend = "etcdlock"
 	tx.CheckKey = func(key []byte) error {
 		if len(b.prefix)+len(key) == 0 {
@@ -96,10 +92,8 @@ type txn struct {
 	// reads maps every etcd key read from the store to its mod revision at
 	// the snapshot (0: absent). Keys listed by a prefix read are included.
 	reads map[string]int64
-	// prefixes are the etcd key prefixes read with GetPrefix, and listed
-	// the keys they returned.
+	// prefixes are the etcd key prefixes read with GetPrefix.
 	prefixes []string
-	listed   map[string]bool
 }
 
 func (t *txn) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
@@ -138,7 +132,6 @@ func (t *txn) GetPrefix(ctx context.Context, prefix []byte) ([]locking.KeyValue,
 	stored := make([]locking.KeyValue, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
 		t.reads[string(kv.Key)] = kv.ModRevision
-		t.listed[string(kv.Key)] = true
 		stored = append(stored, locking.KeyValue{Key: kv.Key[len(t.b.prefix):], Value: nonNil(kv.Value)})
 	}
 	return t.Buf.Merge(prefix, stored), nil
@@ -197,9 +190,6 @@ func (t *txn) commit(ctx context.Context) error {
 	cmps := make([]clientv3.Cmp, 0, len(t.reads)+len(t.prefixes))
 	keys := make([]string, 0, len(t.reads))
 	for k := range t.reads {
-		if t.b.rangeGuardsOnly && t.listed[k] {
-			continue
-		}
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
