@@ -383,6 +383,46 @@ func TestScaleDownDeletesOnlyThePodDecidedOn(t *testing.T) {
 	}
 }
 
+// Before a scale-down deletes a pod, the set is read again from the API
+// server: a scale-down that the manager's cache still shows but the user
+// has undone since deletes nothing (under whenScaled: Delete the claims
+// would go with the pod).
+func TestScaleDownRereadsTheSet(t *testing.T) {
+	k := testenv.StartKubernetes(t)
+	kc := installCRD(t, k.Config)
+	ctx := context.Background()
+	set := createSet(t, kc, k.Namespace, "db", setSpec(1))
+	r := &reconciler{Client: kc, live: kc}
+	for _, tc := range []struct {
+		name     string
+		replicas int // in the API server
+		ordinal  int
+		want     bool
+	}{
+		{"scaled to 1, pod 2 condemned", 1, 2, true},
+		{"scaled to 1, pod 1 condemned", 1, 1, true},
+		{"scaled back to 3 since, pod 2 in range", 3, 2, false},
+		{"scaled to 2 since, pod 1 in range", 2, 1, false},
+	} {
+		scale(t, kc, k.Namespace, "db", tc.replicas)
+		got, err := r.stillCondemned(ctx, set, tc.ordinal)
+		if err != nil || got != tc.want {
+			t.Errorf("%s: stillCondemned = %v, %v; want %v", tc.name, got, err, tc.want)
+		}
+	}
+	// A set deleted and created again under the same name is another set.
+	if err := kc.Delete(ctx, set); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := r.stillCondemned(ctx, set, 2); err != nil || got {
+		t.Errorf("deleted set: stillCondemned = %v, %v; want false", got, err)
+	}
+	createSet(t, kc, k.Namespace, "db", setSpec(0))
+	if got, err := r.stillCondemned(ctx, set, 2); err != nil || got {
+		t.Errorf("set recreated under the same name: stillCondemned = %v, %v; want false", got, err)
+	}
+}
+
 // The generated CRD rejects a bad policy before the controller sees it, with
 // an error naming the field and the value.
 func TestCRDRejectsBadPolicies(t *testing.T) {
