@@ -23,7 +23,7 @@ import (
 // FoundationDB operator's own keys. Like locking/fdblock, this file has not
 // been compiled here (no FoundationDB client on these machines).
 func init() {
-	backends["fdb"] = func(_ context.Context, o controllerOptions, _ *rest.Config) (locking.Backend, io.Closer, error) {
+	backends["fdb"] = func(_ context.Context, o controllerOptions, _ *rest.Config, _ string) (locking.Backend, io.Closer, error) {
 		if err := fdb.APIVersion(710); err != nil {
 			return nil, nil, err
 		}

@@ -11,8 +11,8 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/subreconcile"
 )
 
-// databases reads a Database afresh and writes its status: the dynamic
-// client in a cluster, a map in the scenario.
+// databases reads a Database afresh and writes its status: the manager's
+// API reader and client in a cluster, a map in the scenario.
 type databases interface {
 	Get(ctx context.Context, namespace, name string) (*Database, error)
 	UpdateStatus(ctx context.Context, db *Database) (*Database, error)
