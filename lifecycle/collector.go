@@ -265,7 +265,7 @@ func (m *Manager) delete(ctx context.Context, opts CollectOptions, todo []Deleti
 		case err == nil:
 			res.Deleted = append(res.Deleted, d)
 			log.V(1).Info("deleted expired claim", "claim", d.Claim, "expired", d.Expired)
-			m.event(opts.Namespace, opts.Owner, corev1.EventTypeNormal, ReasonClaimCollected, d.Reason)
+			m.event(opts.Namespace, opts.Owner, d.Claim, corev1.EventTypeNormal, ReasonClaimCollected, d.Reason)
 		case apierrors.IsConflict(err):
 			res.Skipped = append(res.Skipped, Skip{Claim: d.Claim, Reason: SkipChanged, Detail: err.Error()})
 		case apierrors.IsNotFound(err):

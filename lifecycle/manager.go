@@ -43,7 +43,10 @@ type Config struct {
 	// client-go clientset, or crt.LifecycleClient over a controller-runtime
 	// manager.
 	Client Client
-	// Recorder receives events about the owner; nil records none.
+	// Recorder receives events about the owner; nil records none. A
+	// recorder that also has EventRelated(regarding, related, eventtype,
+	// reason, message), as crt.Events does, is given the claim as the
+	// related object.
 	Recorder EventRecorder
 	// Clock is read for unmount times and TTL evaluation; nil is the real
 	// clock.
@@ -113,12 +116,15 @@ func New(cfg Config) (*Manager, error) {
 // Annotations returns the annotation names in use.
 func (m *Manager) Annotations() Annotations { return m.ann }
 
-func (m *Manager) event(namespace string, owner *Ref, eventtype, reason, msg string) {
+// event records an event on owner about the claim claimName of namespace.
+func (m *Manager) event(namespace string, owner *Ref, claimName, eventtype, reason, msg string) {
 	if m.recorder == nil || owner == nil || owner.Name == "" {
 		return
 	}
-	m.recorder.Event(&corev1.ObjectReference{APIVersion: owner.APIVersion, Kind: owner.Kind, Name: owner.Name,
-		Namespace: namespace, UID: owner.UID}, eventtype, reason, msg)
+	event.Record(m.recorder,
+		&corev1.ObjectReference{APIVersion: owner.APIVersion, Kind: owner.Kind, Name: owner.Name, Namespace: namespace, UID: owner.UID},
+		&corev1.ObjectReference{APIVersion: "v1", Kind: "PersistentVolumeClaim", Name: claimName, Namespace: namespace},
+		eventtype, reason, msg)
 }
 
 // mutate is a read-modify-write of one claim: compute returns the merge patch
@@ -187,7 +193,7 @@ func (m *Manager) SyncClaim(ctx context.Context, namespace string, o Ownership, 
 		}
 		if plan.Status == PlanConflict && !conflictReported {
 			conflictReported = true
-			m.event(namespace, &o.Owner, corev1.EventTypeWarning, ReasonConflictingController,
+			m.event(namespace, &o.Owner, claimName, corev1.EventTypeWarning, ReasonConflictingController,
 				fmt.Sprintf("PersistentVolumeClaim %s has a conflicting controller %s %s; the retention policy is ignored for this claim",
 					claimName, plan.Found.Kind, plan.Found.Name))
 		}
@@ -204,13 +210,13 @@ func (m *Manager) SyncClaim(ctx context.Context, namespace string, o Ownership, 
 		if apierrors.IsNotFound(err) {
 			return plan, err
 		}
-		m.event(namespace, &o.Owner, corev1.EventTypeWarning, ReasonClaimOwnersFailed,
+		m.event(namespace, &o.Owner, claimName, corev1.EventTypeWarning, ReasonClaimOwnersFailed,
 			fmt.Sprintf("update owner references of PersistentVolumeClaim %s: %v", claimName, err))
 		return plan, err
 	}
 	if plan.Changed {
 		log.V(1).Info("updated claim owner references", "status", plan.Status.String(), "resourceVersion", updated.ResourceVersion)
-		m.event(namespace, &o.Owner, corev1.EventTypeNormal, ReasonClaimOwnersUpdated,
+		m.event(namespace, &o.Owner, claimName, corev1.EventTypeNormal, ReasonClaimOwnersUpdated,
 			fmt.Sprintf("owner references of PersistentVolumeClaim %s set for policy whenDeleted=%s whenScaled=%s",
 				claimName, o.Policy.Normalize().WhenDeleted, o.Policy.Normalize().WhenScaled))
 	}
@@ -459,7 +465,7 @@ func (m *Manager) CheckReuse(ctx context.Context, namespace, podName, claimName 
 				dec = ReuseDecision{Verdict: VerdictWait, Expiry: dec.Expiry, Reason: fmt.Sprintf(
 					"%s, but it is controlled by %s %s: not deleted; its controller must release it, or delete it by hand", dec.Reason, ctl.Kind, ctl.Name)}
 				if !opts.DryRun {
-					m.event(namespace, owner, corev1.EventTypeWarning, ReasonConflictingController, dec.Reason)
+					m.event(namespace, owner, claimName, corev1.EventTypeWarning, ReasonConflictingController, dec.Reason)
 				}
 			}
 			return nil, nil
@@ -486,7 +492,7 @@ func (m *Manager) CheckReuse(ctx context.Context, namespace, podName, claimName 
 		switch {
 		case err == nil:
 			log.Info("deleted expired claim before reuse", "reason", dec.Reason)
-			m.event(namespace, owner, corev1.EventTypeNormal, ReasonExpiredClaimDeleted, dec.Reason)
+			m.event(namespace, owner, claimName, corev1.EventTypeNormal, ReasonExpiredClaimDeleted, dec.Reason)
 		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
 			// Gone or changed: the caller waits and checks again.
 		default:

@@ -23,3 +23,25 @@ func (f Func) Event(object runtime.Object, eventtype, reason, message string) {
 }
 
 var _ Recorder = Func(nil)
+
+// RelatedRecorder is a Recorder that can also name the object an event is
+// about besides the one it is recorded on: the "related" object of the
+// events.k8s.io API (the claim of an event recorded on its owner). The
+// packages use EventRelated when the recorder has it. An events.k8s.io
+// recorder needs it: it folds events of one object, reason and action into
+// one series whatever their messages, so the events about two claims of one
+// owner would show as one without it.
+type RelatedRecorder interface {
+	Recorder
+	EventRelated(regarding, related runtime.Object, eventtype, reason, message string)
+}
+
+// Record records an event on regarding through r, naming related when r is
+// a RelatedRecorder and related is not nil.
+func Record(r Recorder, regarding, related runtime.Object, eventtype, reason, message string) {
+	if rr, ok := r.(RelatedRecorder); ok && related != nil {
+		rr.EventRelated(regarding, related, eventtype, reason, message)
+		return
+	}
+	r.Event(regarding, eventtype, reason, message)
+}
