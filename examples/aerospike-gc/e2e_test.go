@@ -226,9 +226,7 @@ func TestCollector(t *testing.T) {
 
 	// deploy/rbac.yaml grants exactly what the controller asked for.
 	rules := rbactest.Rules(t, "deploy/rbac.yaml", map[string]string{"aerospike": ns})
-	// The manager's REST mapper reads discovery (/api, /apis), which the
-	// cluster's ClusterRole system:discovery grants every user.
-	reqs := slices.DeleteFunc(requests.Requests(), func(r rbactest.Request) bool { return r.Path == "/api" || r.Path == "/apis" })
+	reqs := requests.Requests()
 	rbactest.Check(t, rules, reqs, map[string]string{
 		"patch events.events.k8s.io": "the event recorder patches an event that repeats (a series)",
 	})

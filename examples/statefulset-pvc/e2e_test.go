@@ -470,15 +470,7 @@ func TestRBACCoversExactlyTheRequests(t *testing.T) {
 	rules := rbactest.Rules(t, "deploy/rbac.yaml", nil)
 	requests.mu.Lock()
 	defer requests.mu.Unlock()
-	// The manager's REST mapper reads the discovery documents (/api,
-	// /apis/<group>/<version>): Kubernetes grants them to every
-	// authenticated user (ClusterRole system:discovery), not the Role.
-	var reqs []rbactest.Request
-	for _, r := range requests.reqs {
-		if r.Path == "" {
-			reqs = append(reqs, r)
-		}
-	}
+	reqs := requests.reqs
 	rbactest.Check(t, rules, reqs, map[string]string{
 		"patch events.events.k8s.io": "an event that repeats becomes a series, which the recorder patches",
 	})

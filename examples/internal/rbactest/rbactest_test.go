@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -338,8 +339,8 @@ func TestCheck(t *testing.T) {
 			append(slices.Clone(all), Request{Verb: "create", Group: "coordination.k8s.io", Resource: "leases", Namespace: "ns"}),
 			nil, []string{`the controller sent create leases.coordination.k8s.io in namespace "ns", which no rule allows`}},
 		{"a non-resource request is not allowed by resource rules",
-			append(slices.Clone(all), Request{Verb: "get", Path: "/version"}),
-			nil, []string{`the controller sent get /version, which no rule allows`}},
+			append(slices.Clone(all), Request{Verb: "get", Path: "/metrics"}),
+			nil, []string{`the controller sent get /metrics, which no rule allows`}},
 		{"an unused grant is reported with its role",
 			without("watch", "things"), nil,
 			[]string{`rbac.yaml: ClusterRole op grants "watch things.g.io", which the controller never used`}},
@@ -398,5 +399,28 @@ func TestCheckWildcards(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// Reads of the discovery documents need no rule (system:discovery grants
+// them to every user); other non-resource requests and writes do.
+func TestCheckDiscovery(t *testing.T) {
+	reqs := []Request{
+		{Verb: "get", Path: "/api"},
+		{Verb: "get", Path: "/apis"},
+		{Verb: "get", Path: "/apis/apps/v1"},
+		{Verb: "get", Path: "/version"},
+		{Verb: "get", Path: "/openapi/v3"},
+		{Verb: "get", Path: "/metrics"},
+		{Verb: "post", Path: "/apis"},
+		{Verb: "get", Path: "/apiserver"},
+	}
+	want := []string{
+		"the controller sent get /metrics, which no rule allows",
+		"the controller sent post /apis, which no rule allows",
+		"the controller sent get /apiserver, which no rule allows",
+	}
+	if diff := cmp.Diff(want, check(nil, reqs, nil)); diff != "" {
+		t.Errorf("complaints (-want +got):\n%s", diff)
 	}
 }
