@@ -34,11 +34,11 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
+	"github.com/groundskeeper-io/groundskeeper/examples/etcd-opstask/api"
 	"github.com/groundskeeper-io/groundskeeper/examples/etcd-opstask/opsctl"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/rbactest"
 	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
 	"github.com/groundskeeper-io/groundskeeper/opstask"
-	"github.com/groundskeeper-io/groundskeeper/opstask/exampleapi"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -140,11 +140,11 @@ func TestTasksOnRealEtcdAndStores(t *testing.T) {
 	}
 	status := func(name string) opstask.Status {
 		t.Helper()
-		u, err := dyn.Resource(exampleapi.Resource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		u, err := dyn.Resource(api.Resource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		var task exampleapi.EtcdOpsTask
+		var task api.EtcdOpsTask
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &task); err != nil {
 			t.Fatal(err)
 		}
@@ -304,7 +304,7 @@ func TestTasksOnRealEtcdAndStores(t *testing.T) {
 	// Every task is deleted after its TTL; the backups stay.
 	deadline := time.Now().Add(45 * time.Second)
 	for {
-		l, err := dyn.Resource(exampleapi.Resource).Namespace(ns).List(ctx, metav1.ListOptions{})
+		l, err := dyn.Resource(api.Resource).Namespace(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -430,7 +430,7 @@ func installCRD(t *testing.T, cfg *rest.Config) dynamic.Interface {
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		_, err := client.Resource(exampleapi.Resource).Namespace("default").List(ctx, metav1.ListOptions{})
+		_, err := client.Resource(api.Resource).Namespace("default").List(ctx, metav1.ListOptions{})
 		if err == nil {
 			return client
 		}

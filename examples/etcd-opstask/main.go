@@ -16,9 +16,6 @@
 // simulated clock, and prints what happened to each task.
 package main
 
-// deploy/crd.yaml is opstask/exampleapi's generated CRD, copied.
-//go:generate cp ../../opstask/exampleapi/crd/example.opstask.groundskeeper.io_etcdopstasks.yaml deploy/crd.yaml
-
 import (
 	"context"
 	"errors"
@@ -43,9 +40,9 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
+	"github.com/groundskeeper-io/groundskeeper/examples/etcd-opstask/api"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
 	"github.com/groundskeeper-io/groundskeeper/opstask"
-	"github.com/groundskeeper-io/groundskeeper/opstask/exampleapi"
 	"github.com/groundskeeper-io/groundskeeper/opstask/kubestore"
 )
 
@@ -124,7 +121,7 @@ func runController(ctx context.Context, cfg *rest.Config, o options) error {
 	op := &operator{targets: map[string]*Target{}, clock: clock.RealClock{}, dryRun: o.dryRun}
 	// Credentials are read when a bucket is opened, so a rotated Secret is
 	// used by the next task.
-	op.openStore = func(ctx context.Context, namespace string, s exampleapi.StoreSpec) (*blob.Bucket, error) {
+	op.openStore = func(ctx context.Context, namespace string, s api.StoreSpec) (*blob.Bucket, error) {
 		scheme, err := providerScheme(s.Provider)
 		if err != nil {
 			return nil, err
@@ -180,10 +177,10 @@ func runController(ctx context.Context, cfg *rest.Config, o options) error {
 
 	store, err := kubestore.New(kubestore.Config{
 		Client:      dyn,
-		Resource:    exampleapi.Resource,
+		Resource:    api.Resource,
 		Kind:        "EtcdOpsTask",
 		Namespace:   o.namespace,
-		TargetField: exampleapi.TargetField,
+		TargetField: api.TargetField,
 	})
 	if err != nil {
 		return err

@@ -12,6 +12,12 @@
 // way users do (kubectl for the Kubernetes store). Each subtest gets a fresh
 // harness and names its tasks after itself. Timestamps it writes are whole
 // seconds, because Kubernetes stores them at that resolution.
+//
+// TestTask is a minimal task resource for Kubernetes stores' tests; InstallCRD
+// installs its CRD.
+//
+// +groupName=opstasktest.groundskeeper.io
+// +versionName=v1
 package opstasktest
 
 import (

@@ -1,8 +1,6 @@
-package exampleapi
+package api
 
 import (
-	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/groundskeeper-io/groundskeeper/opstask"
@@ -17,15 +15,7 @@ const (
 
 // SnapshotConfig decodes a task's onDemandSnapshot member.
 func SnapshotConfig(t *opstask.Task) (*OnDemandSnapshotConfig, error) {
-	raw, ok := t.Spec.Config["onDemandSnapshot"]
-	if !ok {
-		return nil, fmt.Errorf("%w: task %s has no spec.config.onDemandSnapshot", opstask.ErrInvalidSpec, t.Key())
-	}
-	var cfg OnDemandSnapshotConfig
-	if err := json.Unmarshal(raw, &cfg); err != nil {
-		return nil, fmt.Errorf("%w: task %s: spec.config.onDemandSnapshot: %v", opstask.ErrInvalidSpec, t.Key(), err)
-	}
-	return &cfg, nil
+	return opstask.DecodeConfig[OnDemandSnapshotConfig](t, "onDemandSnapshot")
 }
 
 // SnapshotTimeout is the Kind.Timeout of onDemandSnapshot: the config's
