@@ -25,8 +25,8 @@ import (
 // opstask.Status, with the rules opstask expects of every task resource
 // (exactly one config member; config and target immutable; lastErrors
 // bounded). Any member name is a kind, so a test registers the kinds it
-// likes. Install it with InstallCRD; kubestore.Config for it is
-// Resource, Kind and TargetField below.
+// likes. Install it with InstallCRD; a kubestore.Config for it takes
+// Resource, GroupVersionKind.Kind and TargetField below.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
