@@ -105,7 +105,7 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	ctrl.SetLogger(log)
+	setLogger.Do(func() { ctrl.SetLogger(log) })
 
 	scheme := runtime.NewScheme()
 	if err := errors.Join(corev1.AddToScheme(scheme), api.AddToScheme(scheme)); err != nil {
@@ -156,12 +156,19 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := mgr.Add(crt.EveryReplica(ctl.Run)); err != nil {
+	// The manager gives Runnables a context without its logger: opstask
+	// logs through the one in its context.
+	runTasks := func(ctx context.Context) error { return ctl.Run(ctrl.LoggerInto(ctx, log.WithName("opstask"))) }
+	if err := mgr.Add(crt.EveryReplica(runTasks)); err != nil {
 		return err
 	}
 	log.Info("etcd-opstask controller starting", "namespace", o.namespace, "etcds", sortedKeys(o.etcds), "dryRun", o.dryRun)
 	return mgr.Start(ctx)
 }
+
+// controller-runtime's logger is one per process, set once: the end-to-end
+// test runs two replicas in one process.
+var setLogger sync.Once
 
 // taskMetrics are the task metrics on controller-runtime's registry, which
 // the manager serves on --metrics-bind-address. That registry is one per
