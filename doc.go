@@ -26,7 +26,60 @@
 //     state machine per target.
 //   - [github.com/groundskeeper-io/groundskeeper/subreconcile] splits a
 //     reconcile loop into an ordered chain of small steps.
+//   - [github.com/groundskeeper-io/groundskeeper/crt] plugs them into a
+//     controller-runtime manager; the core packages never import
+//     controller-runtime.
 //
-// The examples directory holds thin operators that wire these packages
-// together, one per design the SDK comes from.
+// The examples directory holds thin operators, on controller-runtime, that
+// wire these packages together, one per design the SDK comes from.
+//
+// # Conventions
+//
+// Every package follows the same rules, so that what is learnt in one holds
+// in the others.
+//
+//   - A long-lived handle (a Manager, Controller, Lock, lock backend, task
+//     store, Metrics) is made by New (NewMetrics for metrics) from a Config
+//     struct, which New validates: required fields are named in the
+//     struct's doc, and every other zero field means the documented
+//     default. A single-argument constructor with nothing to configure
+//     (memlock.New, memstore.New) takes its argument directly.
+//   - A per-call setting is a *XOptions last argument (DeleteOptions,
+//     CopyOptions, CollectOptions, ReuseOptions, ExpiryOptions); nil means
+//     the defaults.
+//   - NewMetrics(MetricsConfig) (*Metrics, error) registers on
+//     MetricsConfig.Registerer, which is required: no package registers on
+//     a global registry.
+//   - Errors are tested with errors.Is against the package's sentinel
+//     errors, and errors.As against its typed errors. Every sentinel's
+//     message starts with the package name ("locking: lock is held by
+//     another instance"). A configuration a package cannot work with wraps
+//     that package's ErrInvalidConfig, naming the field and its value:
+//     "locking: invalid configuration: Config.Duration = 1ms: shorter than
+//     the one-second precision of the record". Bad input read from objects
+//     (a policy, an annotation, a task spec) has its own sentinel
+//     (ErrInvalidPolicy, ErrInvalidInput, ErrInvalidSpec), named the same
+//     way.
+//   - Kubernetes API errors keep their type through every wrapper:
+//     apierrors.IsNotFound, IsConflict and IsForbidden work on what the
+//     packages return.
+//   - "Do not retry" is spelled Terminal: subreconcile.Terminal marks an
+//     error, crt.Terminal turns the packages' do-not-retry errors (listed on
+//     it) into controller-runtime's reconcile.TerminalError. Every other
+//     error may be retried.
+//   - "Requeue after" is spelled RequeueAfter, always a duration counted
+//     from the decision (lifecycle.CollectResult.RequeueAfter,
+//     locking.HeldError.RequeueAfter, subreconcile's Outcome); an instant is
+//     a time.Time named for what happens then (retention.Decision.Next,
+//     backupstore.RetainedError.RetryAt).
+//   - Kind means a Kubernetes kind (lifecycle.Ref.Kind) or, in opstask, a
+//     task's kind (Task.Kind, the spec.config member it sets), whose
+//     registration is an opstask.Handler. Enumerations carry their type's
+//     name: lifecycle.PlanUpdate is a PlanStatus, lifecycle.VerdictWait a
+//     Verdict, subreconcile.RequeueConflict a requeue reason.
+//   - Every destructive call has a dry run, deletes with preconditions
+//     (UID and resourceVersion, or the store's equivalent), and says in its
+//     doc what it never deletes.
+//   - Time comes from an injected clock (k8s.io/utils/clock); nil means the
+//     real clock.
 package groundskeeper

@@ -95,11 +95,17 @@ func BenchmarkDeletePrefixVersioned(b *testing.B) {
 				rates[m.name] = rate
 				b.ReportMetric(rate, "versions/s")
 				b.ReportMetric(float64(reqs)/float64(n), "requests/version")
+				if m.name == "groundskeeper" && float64(reqs)/float64(n) > 0.0025 {
+					b.Errorf("%s: %.5f requests a version, want at most 0.0025", mode.name, float64(reqs)/float64(n))
+				}
 				b.Logf("%s/%s: %d versions in %v: %.0f versions/s, %.5f requests/version", mode.name, m.name, n, elapsed, rate, float64(reqs)/float64(n))
 			})
 		}
 		if gk, loop := rates["groundskeeper"], rates["versioned-deleteobjects-loop"]; gk > 0 && loop > 0 {
 			b.Logf("%s: groundskeeper / versioned-deleteobjects-loop = %.2f", mode.name, gk/loop)
+			if gk/loop < 0.9 {
+				b.Errorf("%s: groundskeeper deletes versions at %.2f× the loop's rate, want at least 0.9×", mode.name, gk/loop)
+			}
 		}
 	}
 }

@@ -138,22 +138,7 @@ type CopyError struct {
 }
 
 func (e *CopyError) Error() string {
-	var b strings.Builder
-	b.WriteString("backupstore: copy incomplete")
-	if e.Err != nil {
-		fmt.Fprintf(&b, ": %v", e.Err)
-	}
-	if n := len(e.Failed); n > 0 {
-		fmt.Fprintf(&b, "; %d keys failed", n)
-		for i, f := range e.Failed {
-			if i == 3 {
-				fmt.Fprintf(&b, ", and %d more", n-3)
-				break
-			}
-			fmt.Fprintf(&b, "; %s", f.Error())
-		}
-	}
-	return b.String()
+	return incomplete("backupstore: copy incomplete", e.Err, e.Failed)
 }
 
 // Unwrap returns ErrIncomplete and Err.
@@ -367,18 +352,10 @@ func (c *copier) targetKey(key string) string {
 	return c.opts.TargetPrefix + strings.TrimPrefix(key, c.opts.SourcePrefix)
 }
 
-func (c *copier) withRetry(ctx context.Context, f func() error) error {
-	for attempt := 1; ; attempt++ {
-		err := f()
-		if err == nil || attempt >= c.retry.Attempts || !transient(ctx, err) || notFound(err) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-c.clock.After(c.retry.backoff(attempt)):
-		}
-	}
+// transientPresent is transient, except for NotFound: a copy treats a
+// missing object as gone, not as a fault to wait out.
+func transientPresent(ctx context.Context, err error) bool {
+	return transient(ctx, err) && !notFound(err)
 }
 
 func (c *copier) listAll(ctx context.Context, b *blob.Bucket, prefix, skip string) ([]*blob.ListObject, error) {
@@ -387,7 +364,7 @@ func (c *copier) listAll(ctx context.Context, b *blob.Bucket, prefix, skip strin
 	for {
 		var objs []*blob.ListObject
 		var next []byte
-		err := c.withRetry(ctx, func() error {
+		err := c.retry.do(ctx, c.clock, transientPresent, func() error {
 			var err error
 			objs, next, err = b.ListPage(ctx, token, listAllPageSize, &blob.ListOptions{Prefix: prefix})
 			return err
@@ -468,7 +445,7 @@ func (c *copier) samePresent(ctx context.Context, o, t *blob.ListObject) (bool, 
 		return bytes.Equal(o.MD5, t.MD5), nil
 	}
 	var attrs *blob.Attributes
-	err := c.withRetry(ctx, func() error {
+	err := c.retry.do(ctx, c.clock, transientPresent, func() error {
 		var err error
 		attrs, err = c.dst.Attributes(ctx, t.Key)
 		return err
@@ -486,7 +463,7 @@ func (c *copier) samePresent(ctx context.Context, o, t *blob.ListObject) (bool, 
 // is gone.
 func (c *copier) md5(ctx context.Context, b *blob.Bucket, key string) ([]byte, error) {
 	var attrs *blob.Attributes
-	err := c.withRetry(ctx, func() error {
+	err := c.retry.do(ctx, c.clock, transientPresent, func() error {
 		var err error
 		attrs, err = b.Attributes(ctx, key)
 		return err
@@ -503,7 +480,7 @@ func (c *copier) md5(ctx context.Context, b *blob.Bucket, key string) ([]byte, e
 // copyOne streams one object and returns its status and the bytes copied.
 func (c *copier) copyOne(ctx context.Context, e ManifestEntry) (Status, int64, error) {
 	var n int64
-	err := c.withRetry(ctx, func() error {
+	err := c.retry.do(ctx, c.clock, transientPresent, func() error {
 		var err error
 		n, err = c.stream(ctx, e)
 		return err
@@ -582,7 +559,7 @@ func (c *copier) loadManifest(ctx context.Context) (*Manifest, error) {
 		return nil, nil
 	}
 	var data []byte
-	err := c.withRetry(ctx, func() error {
+	err := c.retry.do(ctx, c.clock, transientPresent, func() error {
 		var err error
 		data, err = c.dst.ReadAll(ctx, c.opts.ManifestKey)
 		return err
@@ -612,7 +589,7 @@ func (c *copier) saveManifest(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	err = c.withRetry(ctx, func() error {
+	err = c.retry.do(ctx, c.clock, transientPresent, func() error {
 		return c.dst.WriteAll(ctx, c.opts.ManifestKey, data, &blob.WriterOptions{ContentType: "application/json"})
 	})
 	if err != nil {

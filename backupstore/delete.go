@@ -86,6 +86,25 @@ func (r Retry) withDefaults() Retry {
 	return r
 }
 
+// do calls f until it succeeds, fails with an error that retryable
+// rejects, or has been tried r.Attempts times, waiting r.backoff on clk
+// between tries. A canceled ctx ends the wait; do returns the last error of
+// f. Deletion retries every transient error; a copy (transientPresent) does
+// not retry NotFound, which there means the object is gone.
+func (r Retry) do(ctx context.Context, clk clock.WithTicker, retryable func(context.Context, error) bool, f func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := f()
+		if err == nil || attempt >= r.Attempts || !retryable(ctx, err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-clk.After(r.backoff(attempt)):
+		}
+	}
+}
+
 // backoff returns the wait before try number attempt+1.
 func (r Retry) backoff(attempt int) time.Duration {
 	d := r.Initial
@@ -166,14 +185,20 @@ type DeleteError struct {
 }
 
 func (e *DeleteError) Error() string {
+	return incomplete(fmt.Sprintf("backupstore: delete prefix %q incomplete", e.Prefix), e.Err, e.Failed)
+}
+
+// incomplete is the message of an operation that did not finish: what,
+// the error that stopped it, and the first three keys that failed.
+func incomplete(what string, err error, failed []KeyError) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "backupstore: delete prefix %q incomplete", e.Prefix)
-	if e.Err != nil {
-		fmt.Fprintf(&b, ": %v", e.Err)
+	b.WriteString(what)
+	if err != nil {
+		fmt.Fprintf(&b, ": %v", err)
 	}
-	if n := len(e.Failed); n > 0 {
+	if n := len(failed); n > 0 {
 		fmt.Fprintf(&b, "; %d keys failed", n)
-		for i, f := range e.Failed {
+		for i, f := range failed {
 			if i == 3 {
 				fmt.Fprintf(&b, ", and %d more", n-3)
 				break
@@ -431,7 +456,7 @@ func (d *deletion) list(ctx context.Context, pageSize int, emit func([]target) e
 			objs []*blob.ListObject
 			next []byte
 		)
-		err := d.withRetry(ctx, func() error {
+		err := d.retry.do(ctx, d.clock, transient, func() error {
 			var err error
 			objs, next, err = d.bucket.ListPage(ctx, token, pageSize, lo)
 			return err
@@ -518,19 +543,6 @@ func (d *deletion) isFailed(id string) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.failed[id]
-}
-
-// withRetry calls f until it succeeds, fails for good, or runs out of tries.
-func (d *deletion) withRetry(ctx context.Context, f func() error) error {
-	for attempt := 1; ; attempt++ {
-		err := f()
-		if err == nil || attempt >= d.retry.Attempts || !transient(ctx, err) {
-			return err
-		}
-		if werr := d.wait(ctx, attempt); werr != nil {
-			return err
-		}
-	}
 }
 
 func (d *deletion) wait(ctx context.Context, attempt int) error {

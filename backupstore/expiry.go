@@ -363,7 +363,7 @@ func (lc *lifecycle) ownsForPrefix(r s3types.LifecycleRule) bool {
 
 func (lc *lifecycle) versioned(ctx context.Context) (bool, error) {
 	var out *s3.GetBucketVersioningOutput
-	err := lc.d.withRetry(ctx, func() error {
+	err := lc.d.retry.do(ctx, lc.d.clock, transient, func() error {
 		var err error
 		out, err = lc.client.GetBucketVersioning(ctx, &s3.GetBucketVersioningInput{Bucket: aws.String(lc.bucket)})
 		return err
@@ -378,7 +378,7 @@ func (lc *lifecycle) versioned(ctx context.Context) (bool, error) {
 // configuration.
 func (lc *lifecycle) get(ctx context.Context) ([]s3types.LifecycleRule, error) {
 	var out *s3.GetBucketLifecycleConfigurationOutput
-	err := lc.d.withRetry(ctx, func() error {
+	err := lc.d.retry.do(ctx, lc.d.clock, transient, func() error {
 		var err error
 		out, err = lc.client.GetBucketLifecycleConfiguration(ctx, &s3.GetBucketLifecycleConfigurationInput{Bucket: aws.String(lc.bucket)})
 		return err
@@ -394,7 +394,7 @@ func (lc *lifecycle) get(ctx context.Context) ([]s3types.LifecycleRule, error) {
 }
 
 func (lc *lifecycle) put(ctx context.Context, rules []s3types.LifecycleRule) error {
-	err := lc.d.withRetry(ctx, func() error {
+	err := lc.d.retry.do(ctx, lc.d.clock, transient, func() error {
 		var err error
 		if len(rules) == 0 {
 			// S3 refuses a configuration without rules.
@@ -498,7 +498,7 @@ func clone(rules []s3types.LifecycleRule) []s3types.LifecycleRule {
 // stored under prefix.
 func (lc *lifecycle) isEmpty(ctx context.Context, prefix string) (bool, error) {
 	var out *s3.ListObjectVersionsOutput
-	err := lc.d.withRetry(ctx, func() error {
+	err := lc.d.retry.do(ctx, lc.d.clock, transient, func() error {
 		var err error
 		out, err = lc.client.ListObjectVersions(ctx, &s3.ListObjectVersionsInput{Bucket: aws.String(lc.bucket), Prefix: aws.String(prefix), MaxKeys: aws.Int32(1)})
 		return err

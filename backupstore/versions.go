@@ -162,7 +162,7 @@ func (r *s3Remover) probeVersioning(ctx context.Context, d *deletion) (bool, err
 	}
 	bucket := r.bucket.Load()
 	var out *s3.GetBucketVersioningOutput
-	err := d.withRetry(ctx, func() error {
+	err := d.retry.do(ctx, d.clock, transient, func() error {
 		var err error
 		out, err = r.client.GetBucketVersioning(ctx, &s3.GetBucketVersioningInput{Bucket: bucket})
 		return err
@@ -258,7 +258,7 @@ func (r *objectRemover) probeVersioning(ctx context.Context, d *deletion) (bool,
 		return false, err
 	}
 	var attrs *storage.BucketAttrs
-	err = d.withRetry(ctx, func() error {
+	err = d.retry.do(ctx, d.clock, transient, func() error {
 		var err error
 		attrs, err = r.gcs.Bucket(r.gcsBucket).Attrs(ctx)
 		return err
@@ -307,7 +307,7 @@ func (d *deletion) listVersions(ctx context.Context, emit func([]target) error) 
 	for {
 		var page []target
 		var next any
-		err := d.withRetry(ctx, func() error {
+		err := d.retry.do(ctx, d.clock, transient, func() error {
 			var err error
 			page, next, err = vl.versionsPage(ctx, listed, token)
 			return err

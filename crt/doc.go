@@ -29,7 +29,9 @@
 //     retry" (listed on Terminal) in reconcile.TerminalError, and leaves every
 //     other error as it is.
 //
-// backupstore.LoadCredentials reads Secrets through Secrets(mgr.GetAPIReader()).
+// backupstore.LoadCredentials reads Secrets through Secrets(mgr.GetAPIReader());
+// kubelock keeps its lock in a ConfigMap through ConfigMaps(mgr.GetClient(),
+// mgr.GetAPIReader()).
 // An opstask Controller runs on every replica, fed by the manager's cache:
 //
 //	store, err := kubestore.New(kubestore.Config{Client: dynamicClient, ...})

@@ -76,7 +76,7 @@ func TestOpstaskRunsOnEveryReplicaFedByTheCache(t *testing.T) {
 		// storeOnly hides kubestore's own watch: news can come only from
 		// the manager's informer.
 		Store: crt.TaskStore(storeOnly{store}, mgr.GetCache(), tasks),
-		Kinds: []opstask.Kind{{Name: "snapshot",
+		Handlers: []opstask.Handler{{Name: "snapshot",
 			Executor: opstask.ExecutorFunc(func(context.Context, *opstask.Run) error { executed.Add(1); return nil })}},
 		Identity:     "replica-b",
 		ResyncPeriod: time.Hour,

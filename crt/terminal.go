@@ -16,6 +16,7 @@ import (
 // doNotRetry are the errors that retrying cannot cure: bad input or
 // configuration, a conflict a person must resolve, or corrupt state.
 var doNotRetry = []error{
+	lifecycle.ErrInvalidConfig,
 	lifecycle.ErrInvalidPolicy,
 	lifecycle.ErrInvalidInput,
 	lifecycle.ErrConflictingController,
@@ -25,9 +26,11 @@ var doNotRetry = []error{
 	opstask.ErrInvalidSpec,
 	opstask.ErrInvalidConfig,
 	opstask.ErrIllegalTransition,
+	locking.ErrInvalidConfig,
 	locking.ErrCorrupt,
 	retention.ErrInvalidPolicy,
 	retention.ErrInvalidDuration,
+	subreconcile.ErrInvalidConfig,
 	subreconcile.ErrTerminal,
 }
 
@@ -36,13 +39,14 @@ var doNotRetry = []error{
 // and does not requeue the object; any other error is returned as it is
 // (nil stays nil). The errors Terminal treats as terminal:
 //
-//   - lifecycle: ErrInvalidPolicy, ErrInvalidInput, ErrConflictingController
-//     (another controller owns the claim: a person must decide);
+//   - lifecycle: ErrInvalidConfig, ErrInvalidPolicy, ErrInvalidInput,
+//     ErrConflictingController (another controller owns the claim: a
+//     person must decide);
 //   - backupstore: ErrUnsafePrefix, ErrSecretKeyMissing, ErrUnsupportedScheme;
 //   - opstask: ErrInvalidSpec, ErrInvalidConfig, ErrIllegalTransition;
-//   - locking: ErrCorrupt;
+//   - locking: ErrInvalidConfig, ErrCorrupt;
 //   - retention: ErrInvalidPolicy, ErrInvalidDuration;
-//   - subreconcile: ErrTerminal.
+//   - subreconcile: ErrInvalidConfig, ErrTerminal.
 //
 // Errors that a later attempt may cure stay retryable: a missing Secret
 // (backupstore.ErrSecretNotFound), a full bucket, a held or denied lock,

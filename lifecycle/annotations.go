@@ -172,27 +172,27 @@ func (a Annotations) clearUnmounted(claim *corev1.PersistentVolumeClaim) map[str
 type Verdict int
 
 const (
-	// ReuseClaim: the claim may be mounted by the new pod.
-	ReuseClaim Verdict = iota
-	// CreateClaim: the claim does not exist; create it.
-	CreateClaim
-	// Wait: do not create the pod now; requeue. The claim is being deleted
+	// VerdictReuse: the claim may be mounted by the new pod.
+	VerdictReuse Verdict = iota
+	// VerdictCreate: the claim does not exist; create it.
+	VerdictCreate
+	// VerdictWait: do not create the pod now; requeue. The claim is being deleted
 	// or still belongs to an earlier pod.
-	Wait
-	// DeleteFirst: the claim has expired; delete it (with preconditions),
+	VerdictWait
+	// VerdictDeleteFirst: the claim has expired; delete it (with preconditions),
 	// then wait for it to be gone and create a fresh one. Never reuse it.
-	DeleteFirst
+	VerdictDeleteFirst
 )
 
 func (v Verdict) String() string {
 	switch v {
-	case ReuseClaim:
+	case VerdictReuse:
 		return "Reuse"
-	case CreateClaim:
+	case VerdictCreate:
 		return "Create"
-	case Wait:
+	case VerdictWait:
 		return "Wait"
-	case DeleteFirst:
+	case VerdictDeleteFirst:
 		return "DeleteFirst"
 	}
 	return fmt.Sprintf("Verdict(%d)", int(v))
@@ -201,7 +201,7 @@ func (v Verdict) String() string {
 // ReuseDecision says whether a pod about to be created may mount a claim.
 type ReuseDecision struct {
 	Verdict Verdict
-	// Reason explains a Wait or DeleteFirst, for logs and events.
+	// Reason explains a VerdictWait or VerdictDeleteFirst, for logs and events.
 	Reason string
 	// Expiry is the claim's expiry, when it is unmounted and has a TTL.
 	Expiry time.Time
@@ -210,28 +210,28 @@ type ReuseDecision struct {
 // Reuse decides, before an operator creates pod podName (not yet created:
 // podUID is empty, or the UID it will mount the claim as), whether the claim
 // it would mount may be reused. claim nil means the claim does not exist. It
-// never answers ReuseClaim for:
+// never answers VerdictReuse for:
 //
 //   - a claim being deleted (deletionTimestamp set): Wait;
 //   - a claim that refers to a pod named podName with another UID: an earlier
 //     pod was condemned and the garbage collector will delete the claim: Wait
 //     (this is the StatefulSet controller's scale-up check);
 //   - a claim whose unmounted time plus TTL (its own annotation, else
-//     defaultTTL when > 0) is not after now: DeleteFirst.
+//     defaultTTL when > 0) is not after now: VerdictDeleteFirst.
 //
 // Annotations that do not parse give an error, and no verdict.
 func (a Annotations) Reuse(claim *corev1.PersistentVolumeClaim, podName string, podUID types.UID, defaultTTL time.Duration, now time.Time) (ReuseDecision, error) {
 	if claim == nil {
-		return ReuseDecision{Verdict: CreateClaim}, nil
+		return ReuseDecision{Verdict: VerdictCreate}, nil
 	}
 	if claim.DeletionTimestamp != nil {
-		return ReuseDecision{Verdict: Wait, Reason: fmt.Sprintf("claim %s is being deleted", claim.Name)}, nil
+		return ReuseDecision{Verdict: VerdictWait, Reason: fmt.Sprintf("claim %s is being deleted", claim.Name)}, nil
 	}
 	pod := Ref{APIVersion: "v1", Kind: "Pod", Name: podName, UID: podUID}
 	for i := range claim.OwnerReferences {
 		ref := &claim.OwnerReferences[i]
 		if pod.matches(ref) && ref.UID != podUID {
-			return ReuseDecision{Verdict: Wait, Reason: fmt.Sprintf("claim %s still belongs to an earlier pod %s (uid %s)", claim.Name, podName, ref.UID)}, nil
+			return ReuseDecision{Verdict: VerdictWait, Reason: fmt.Sprintf("claim %s still belongs to an earlier pod %s (uid %s)", claim.Name, podName, ref.UID)}, nil
 		}
 	}
 	u, err := a.Read(claim)
@@ -240,8 +240,8 @@ func (a Annotations) Reuse(claim *corev1.PersistentVolumeClaim, podName string, 
 	}
 	exp := u.Expiry(defaultTTL)
 	if !exp.IsZero() && !now.Before(exp) {
-		return ReuseDecision{Verdict: DeleteFirst, Expiry: exp, Reason: fmt.Sprintf("claim %s expired at %s (unmounted since %s)",
+		return ReuseDecision{Verdict: VerdictDeleteFirst, Expiry: exp, Reason: fmt.Sprintf("claim %s expired at %s (unmounted since %s)",
 			claim.Name, exp.UTC().Format(time.RFC3339), u.Since.UTC().Format(time.RFC3339))}, nil
 	}
-	return ReuseDecision{Verdict: ReuseClaim, Expiry: exp}, nil
+	return ReuseDecision{Verdict: VerdictReuse, Expiry: exp}, nil
 }

@@ -76,25 +76,25 @@ func TestReuse(t *testing.T) {
 		def   time.Duration
 		want  Verdict
 	}{
-		{"no claim: create", nil, 0, CreateClaim},
-		{"fresh claim: reuse", claimWith(nil), 0, ReuseClaim},
-		{"claim being deleted: wait", terminating, 0, Wait},
-		{"claim still owned by an earlier pod of the same name: wait", claimWith(nil, earlierPod), 0, Wait},
-		{"claim owned by the owner only: reuse", claimWith(nil, ctl(owner)), 0, ReuseClaim},
-		{"controller reference to another pod is not ours to judge: reuse", claimWith(nil, otherPod), 0, ReuseClaim},
-		{"unmounted 29d ago, 30d TTL: reuse", claimWith(unmounted(t0.Add(-29*retention.Day), "30d")), 0, ReuseClaim},
-		{"unmounted exactly 30d ago, 30d TTL: delete first", claimWith(unmounted(t0.Add(-30*retention.Day), "30d")), 0, DeleteFirst},
-		{"unmounted 1h ago, TTL 0: delete first", claimWith(unmounted(t0.Add(-time.Hour), "0")), 0, DeleteFirst},
-		{"unmounted 2h ago, no annotation, default 1h: delete first", claimWith(unmounted(t0.Add(-2*time.Hour), "")), time.Hour, DeleteFirst},
-		{"unmounted long ago, no TTL anywhere: reuse", claimWith(unmounted(t0.Add(-400*retention.Day), "")), 0, ReuseClaim},
-		{"mounted claim with TTL: reuse", claimWith(map[string]string{a.TTLKey(): "1s"}), 0, ReuseClaim},
+		{"no claim: create", nil, 0, VerdictCreate},
+		{"fresh claim: reuse", claimWith(nil), 0, VerdictReuse},
+		{"claim being deleted: wait", terminating, 0, VerdictWait},
+		{"claim still owned by an earlier pod of the same name: wait", claimWith(nil, earlierPod), 0, VerdictWait},
+		{"claim owned by the owner only: reuse", claimWith(nil, ctl(owner)), 0, VerdictReuse},
+		{"controller reference to another pod is not ours to judge: reuse", claimWith(nil, otherPod), 0, VerdictReuse},
+		{"unmounted 29d ago, 30d TTL: reuse", claimWith(unmounted(t0.Add(-29*retention.Day), "30d")), 0, VerdictReuse},
+		{"unmounted exactly 30d ago, 30d TTL: delete first", claimWith(unmounted(t0.Add(-30*retention.Day), "30d")), 0, VerdictDeleteFirst},
+		{"unmounted 1h ago, TTL 0: delete first", claimWith(unmounted(t0.Add(-time.Hour), "0")), 0, VerdictDeleteFirst},
+		{"unmounted 2h ago, no annotation, default 1h: delete first", claimWith(unmounted(t0.Add(-2*time.Hour), "")), time.Hour, VerdictDeleteFirst},
+		{"unmounted long ago, no TTL anywhere: reuse", claimWith(unmounted(t0.Add(-400*retention.Day), "")), 0, VerdictReuse},
+		{"mounted claim with TTL: reuse", claimWith(map[string]string{a.TTLKey(): "1s"}), 0, VerdictReuse},
 	}
 	for _, c := range cases {
 		d, err := a.Reuse(c.claim, "db-1", "", c.def, t0)
 		if err != nil || d.Verdict != c.want {
 			t.Errorf("%s: %v (%s), %v; want %v", c.desc, d.Verdict, d.Reason, err, c.want)
 		}
-		if (d.Verdict == Wait || d.Verdict == DeleteFirst) && d.Reason == "" {
+		if (d.Verdict == VerdictWait || d.Verdict == VerdictDeleteFirst) && d.Reason == "" {
 			t.Errorf("%s: no reason", c.desc)
 		}
 	}

@@ -84,6 +84,67 @@ type CollectResult struct {
 	RequeueAfter time.Duration
 }
 
+// CollectPlan is what a collector pass decides from the claims and pods it
+// read, at one instant, before it writes anything (see
+// Annotations.PlanCollect).
+type CollectPlan struct {
+	// Delete are the claims to delete: marked unmounted, their TTL run out,
+	// not being deleted, and mounted by no pod. Ordered by TTL, then as the
+	// claims were given.
+	Delete []Deletion
+	// Mounted are claims marked unmounted that a pod mounts (Reason
+	// SkipMounted; Detail names the pods): the mark is out of date and
+	// Collect removes it.
+	Mounted []Skip
+	// Invalid are claims whose annotations do not parse (Reason
+	// SkipInvalid): none is ever deleted on their strength.
+	Invalid []Skip
+	// Next is the earliest instant another claim expires; zero when none
+	// expires by time alone.
+	Next time.Time
+	// RequeueAfter is Next minus now (at least a nanosecond), or 0 when Next
+	// is zero.
+	RequeueAfter time.Duration
+}
+
+// PlanCollect decides, from claims and pods at the instant now, what a
+// collector pass would delete and why, and which marks it would remove:
+// Manager.Collect makes this decision on what it reads, then acts on it. It
+// sends no request, reads no clock and modifies nothing, so a tool can show
+// what would be collected from claims and pods read anywhere (a cache, a
+// dump), and a test can check the rules without an API server.
+//
+// A claim is in Delete when it carries last-unmounted-on, its pvc-ttl (else
+// defaultTTL; zero or negative means none) has run out at now as
+// retention.TTL decides, it is not being deleted, and no pod of pods in its
+// namespace has a volume for it, whatever the pod's name. Pods of other
+// namespaces are ignored. A claim without last-unmounted-on, or being
+// deleted, appears nowhere.
+//
+// The plan is a decision on what was given: Collect, before it deletes,
+// confirms on a fresh list of pods from the API server when the pods came
+// from a cache or a selector, and deletes with UID and resourceVersion
+// preconditions. The error is an invalid TTL (never one read from an
+// annotation, which Read has checked).
+func (a Annotations) PlanCollect(claims []*corev1.PersistentVolumeClaim, pods []*corev1.Pod, defaultTTL time.Duration, now time.Time) (CollectPlan, error) {
+	var plan CollectPlan
+	marked, invalid := a.marked(claims)
+	plan.Invalid = invalid
+	free, mounted := splitMounted(marked, mountersOf(pods))
+	for _, mc := range mounted {
+		plan.Mounted = append(plan.Mounted, a.mountedSkip(mc))
+	}
+	expired, next, err := expired(free, defaultTTL, now)
+	if err != nil {
+		return plan, err
+	}
+	for _, t := range expired {
+		plan.Delete = append(plan.Delete, t.deletion(defaultTTL))
+	}
+	plan.Next, plan.RequeueAfter = next, requeueAfter(next, now)
+	return plan, nil
+}
+
 // Collect runs one collector pass over the claims of scope. A claim is
 // deleted only when all of these hold at the decision:
 //
@@ -97,7 +158,8 @@ type CollectResult struct {
 //
 // and it is deleted with UID and resourceVersion preconditions, so that a
 // claim that changed (re-mounted, re-annotated) or was recreated since it was
-// listed is never deleted.
+// listed is never deleted. The decision is Annotations.PlanCollect's, on the
+// claims and pods read.
 //
 // A claim that carries last-unmounted-on although a pod mounts it (its pod
 // was recreated; a late pod-delete event marked it) has that mark removed,
@@ -119,7 +181,6 @@ func (m *Manager) Collect(ctx context.Context, opts CollectOptions) (CollectResu
 	if err := opts.Scope.validate(); err != nil {
 		return res, err
 	}
-	log := logr.FromContextOrDiscard(ctx).WithValues("namespace", opts.Namespace)
 	now := m.clock.Now()
 	claims, err := m.listClaims(ctx, opts.Scope)
 	if err != nil {
@@ -127,60 +188,56 @@ func (m *Manager) Collect(ctx context.Context, opts CollectOptions) (CollectResu
 	}
 	res.Listed = len(claims)
 
-	var marked []tracked
-	for _, c := range claims {
-		if c.DeletionTimestamp != nil {
-			continue
-		}
-		u, err := m.ann.Read(c)
-		if err != nil {
-			res.Skipped = append(res.Skipped, Skip{Claim: c.Name, Reason: SkipInvalid, Detail: err.Error()})
-			continue
-		}
-		if !u.Since.IsZero() {
-			marked = append(marked, tracked{c, u})
-		}
-	}
+	// Decide: the same steps as PlanCollect, with the reads between them
+	// made only when a step needs them.
+	marked, invalid := m.ann.marked(claims)
+	res.Skipped = invalid
 	if len(marked) == 0 {
 		return res, nil
 	}
+	pods, err := m.listPods(ctx, opts.Scope, false)
+	if err != nil {
+		return res, err
+	}
+	free, mounted := splitMounted(marked, mountersOf(pods))
+	expired, next, err := expired(free, m.defaultTTL, now)
+	if err != nil {
+		return res, err
+	}
+	res.Next, res.RequeueAfter = next, requeueAfter(next, now)
+
+	// Act.
 	var errs []error
-	mt, err := m.listMounters(ctx, opts.Scope, false)
-	if err != nil {
-		return res, err
-	}
-	marked = m.keepMounted(ctx, opts, mt, marked, &res, &errs)
-	expired, err := m.expired(now, marked, &res)
-	if err != nil {
-		return res, err
-	}
+	m.unmark(ctx, opts, mounted, &res, &errs)
 	if len(expired) > 0 && (opts.Pods != nil || opts.PodSelector != nil) {
 		// The first read may have missed a pod: confirm on the API server.
-		if mt, err = m.listMounters(ctx, opts.Scope, true); err != nil {
+		if pods, err = m.listPods(ctx, opts.Scope, true); err != nil {
 			return res, err
 		}
-		expired = m.keepMounted(ctx, opts, mt, expired, &res, &errs)
+		expired, mounted = splitMounted(expired, mountersOf(pods))
+		m.unmark(ctx, opts, mounted, &res, &errs)
 	}
 	if len(expired) == 0 {
 		return res, errors.Join(errs...)
 	}
-
-	// Decide everything first, then delete: the deletes are independent and
-	// run on a few workers; outcomes land in per-claim slots so the result
-	// does not depend on their timing.
 	todo := make([]Deletion, 0, len(expired))
 	for _, t := range expired {
-		c := t.claim
-		exp := t.u.Expiry(m.defaultTTL)
-		todo = append(todo, Deletion{Claim: c.Name, UID: c.UID, ResourceVersion: c.ResourceVersion, Pod: t.u.Pod,
-			UnmountedSince: t.u.Since, Expired: exp,
-			Reason: fmt.Sprintf("claim %s unmounted since %s expired at %s", c.Name,
-				t.u.Since.UTC().Format(time.RFC3339), exp.UTC().Format(time.RFC3339))})
+		todo = append(todo, t.deletion(m.defaultTTL))
 	}
 	if opts.DryRun {
 		res.Deleted = todo
 		return res, errors.Join(errs...)
 	}
+	m.delete(ctx, opts, todo, &res, &errs)
+	return res, errors.Join(errs...)
+}
+
+// delete deletes the claims of todo, each with UID and resourceVersion
+// preconditions, and reports each in res or errs. The deletes are
+// independent and run on a few workers; outcomes land in per-claim slots so
+// the result does not depend on their timing.
+func (m *Manager) delete(ctx context.Context, opts CollectOptions, todo []Deletion, res *CollectResult, errs *[]error) {
+	log := logr.FromContextOrDiscard(ctx).WithValues("namespace", opts.Namespace)
 	outcomes := make([]error, len(todo))
 	attempted := make([]bool, len(todo))
 	var next atomic.Int64
@@ -204,7 +261,7 @@ func (m *Manager) Collect(ctx context.Context, opts CollectOptions) (CollectResu
 		d := todo[i]
 		switch {
 		case !attempted[i]:
-			errs = append(errs, fmt.Errorf("lifecycle: delete expired claim %s/%s: %w", opts.Namespace, d.Claim, ctx.Err()))
+			*errs = append(*errs, fmt.Errorf("lifecycle: delete expired claim %s/%s: %w", opts.Namespace, d.Claim, ctx.Err()))
 		case err == nil:
 			res.Deleted = append(res.Deleted, d)
 			log.V(1).Info("deleted expired claim", "claim", d.Claim, "expired", d.Expired)
@@ -214,34 +271,21 @@ func (m *Manager) Collect(ctx context.Context, opts CollectOptions) (CollectResu
 		case apierrors.IsNotFound(err):
 			res.Skipped = append(res.Skipped, Skip{Claim: d.Claim, Reason: SkipGone})
 		default:
-			errs = append(errs, fmt.Errorf("lifecycle: delete expired claim %s/%s: %w", opts.Namespace, d.Claim, err))
+			*errs = append(*errs, fmt.Errorf("lifecycle: delete expired claim %s/%s: %w", opts.Namespace, d.Claim, err))
 		}
 	}
-	return res, errors.Join(errs...)
 }
 
-// tracked is a claim marked unmounted, with its annotations read.
-type tracked struct {
-	claim *corev1.PersistentVolumeClaim
-	u     Unmount
-}
-
-// keepMounted returns the claims of ts that no pod mounts. A mounted one is
-// reported as SkipMounted and, outside a dry run, its out-of-date mark is
-// removed (guarded by its resourceVersion); a failed removal goes to errs.
-func (m *Manager) keepMounted(ctx context.Context, opts CollectOptions, mt mounters, ts []tracked, res *CollectResult, errs *[]error) []tracked {
-	out := ts[:0:0]
-	for _, t := range ts {
-		pods := mt[t.claim.Name]
-		if len(pods) == 0 {
-			out = append(out, t)
-			continue
-		}
-		detail := fmt.Sprintf("pod %s mounts it; its %s annotation is out of date", strings.Join(pods, ", "), m.ann.LastUnmountedKey())
+// unmark reports each claim of mounted as SkipMounted and, outside a dry
+// run, removes its out-of-date mark (guarded by its resourceVersion); a
+// failed removal goes to errs.
+func (m *Manager) unmark(ctx context.Context, opts CollectOptions, mounted []mountedClaim, res *CollectResult, errs *[]error) {
+	for _, mc := range mounted {
+		skip := m.ann.mountedSkip(mc)
 		if !opts.DryRun {
 			removed := false
-			_, err := m.mutate(ctx, opts.Namespace, t.claim.Name, t.claim, func(c *corev1.PersistentVolumeClaim) (map[string]any, error) {
-				if c.UID != t.claim.UID {
+			_, err := m.mutate(ctx, opts.Namespace, mc.claim.Name, mc.claim, func(c *corev1.PersistentVolumeClaim) (map[string]any, error) {
+				if c.UID != mc.claim.UID {
 					return nil, nil // recreated: the next pass decides on it
 				}
 				patch := annotationPatch(m.ann.clearUnmounted(c))
@@ -250,25 +294,111 @@ func (m *Manager) keepMounted(ctx context.Context, opts CollectOptions, mt mount
 			})
 			switch {
 			case err == nil && removed:
-				detail += " and was removed"
+				skip.Detail += " and was removed"
 			case err == nil:
 			case apierrors.IsNotFound(err):
 			default:
 				*errs = append(*errs, err)
 			}
 		}
-		res.Skipped = append(res.Skipped, Skip{Claim: t.claim.Name, Reason: SkipMounted, Detail: detail})
+		res.Skipped = append(res.Skipped, skip)
 	}
-	return out
 }
 
-// expired evaluates the TTL of each claim of ts at now, and returns those
-// whose TTL has run out; it sets res.Next and res.RequeueAfter for the rest.
-func (m *Manager) expired(now time.Time, ts []tracked, res *CollectResult) ([]tracked, error) {
+// tracked is a claim marked unmounted, with its annotations read.
+type tracked struct {
+	claim *corev1.PersistentVolumeClaim
+	u     Unmount
+}
+
+// deletion describes the deletion of an expired claim.
+func (t tracked) deletion(defaultTTL time.Duration) Deletion {
+	c := t.claim
+	exp := t.u.Expiry(defaultTTL)
+	return Deletion{Claim: c.Name, UID: c.UID, ResourceVersion: c.ResourceVersion, Pod: t.u.Pod,
+		UnmountedSince: t.u.Since, Expired: exp,
+		Reason: fmt.Sprintf("claim %s unmounted since %s expired at %s", c.Name,
+			t.u.Since.UTC().Format(time.RFC3339), exp.UTC().Format(time.RFC3339))}
+}
+
+// mountedClaim is a claim marked unmounted that pods mount.
+type mountedClaim struct {
+	tracked
+	pods []string
+}
+
+func (a Annotations) mountedSkip(mc mountedClaim) Skip {
+	return Skip{Claim: mc.claim.Name, Reason: SkipMounted,
+		Detail: fmt.Sprintf("pod %s mounts it; its %s annotation is out of date", strings.Join(mc.pods, ", "), a.LastUnmountedKey())}
+}
+
+// marked returns the claims that carry last-unmounted-on and are not being
+// deleted, in order, and a SkipInvalid for each claim whose annotations do
+// not parse.
+func (a Annotations) marked(claims []*corev1.PersistentVolumeClaim) ([]tracked, []Skip) {
+	var marked []tracked
+	var invalid []Skip
+	for _, c := range claims {
+		if c.DeletionTimestamp != nil {
+			continue
+		}
+		u, err := a.Read(c)
+		if err != nil {
+			invalid = append(invalid, Skip{Claim: c.Name, Reason: SkipInvalid, Detail: err.Error()})
+			continue
+		}
+		if !u.Since.IsZero() {
+			marked = append(marked, tracked{c, u})
+		}
+	}
+	return marked, invalid
+}
+
+// mounters maps a claim to the pods of its namespace that have a volume for
+// it, whatever their names: a claim may be mounted by a pod other than the
+// one its pod-name annotation names.
+type mounters map[types.NamespacedName][]string
+
+func mountersOf(pods []*corev1.Pod) mounters {
+	mt := mounters{}
+	for _, pod := range pods {
+		for i := range pod.Spec.Volumes {
+			v := pod.Spec.Volumes[i].PersistentVolumeClaim
+			if v == nil {
+				continue
+			}
+			key := types.NamespacedName{Namespace: pod.Namespace, Name: v.ClaimName}
+			if !slices.Contains(mt[key], pod.Name) {
+				mt[key] = append(mt[key], pod.Name)
+			}
+		}
+	}
+	return mt
+}
+
+// splitMounted returns, in order, the claims of ts that no pod mounts and
+// those that some pod does.
+func splitMounted(ts []tracked, mt mounters) (free []tracked, mounted []mountedClaim) {
+	free = ts[:0:0]
+	for _, t := range ts {
+		pods := mt[types.NamespacedName{Namespace: t.claim.Namespace, Name: t.claim.Name}]
+		if len(pods) == 0 {
+			free = append(free, t)
+		} else {
+			mounted = append(mounted, mountedClaim{t, pods})
+		}
+	}
+	return free, mounted
+}
+
+// expired evaluates the TTL of each claim of ts at now and returns those
+// whose TTL has run out, ordered by TTL and then as in ts, and the earliest
+// instant another one expires (zero when none expires by time alone).
+func expired(ts []tracked, defaultTTL time.Duration, now time.Time) ([]tracked, time.Time, error) {
 	// Group the claims by TTL: retention.TTL has a single After.
 	groups := map[time.Duration][]tracked{}
 	for _, t := range ts {
-		ttl := m.defaultTTL
+		ttl := defaultTTL
 		if t.u.HasTTL {
 			ttl = t.u.TTL
 		} else if ttl <= 0 {
@@ -276,7 +406,8 @@ func (m *Manager) expired(now time.Time, ts []tracked, res *CollectResult) ([]tr
 		}
 		groups[ttl] = append(groups[ttl], t)
 	}
-	var expired []tracked
+	var out []tracked
+	var next time.Time
 	var items []retention.Item
 	var eval retention.Result
 	ttls := make([]time.Duration, 0, len(groups))
@@ -291,22 +422,25 @@ func (m *Manager) expired(now time.Time, ts []tracked, res *CollectResult) ([]tr
 			items = append(items, retention.Item{ID: t.claim.Name, Time: t.u.Since})
 		}
 		if err := retention.Evaluate(retention.TTL{After: ttl}, now, items, &eval); err != nil {
-			return nil, fmt.Errorf("lifecycle: evaluate TTL %s: %w", retention.Format(ttl), err)
+			return nil, time.Time{}, fmt.Errorf("lifecycle: evaluate TTL %s: %w", retention.Format(ttl), err)
 		}
 		for i, d := range eval.Decisions {
 			if !d.Keep {
-				expired = append(expired, g[i])
+				out = append(out, g[i])
 			}
 		}
-		if !eval.Next.IsZero() && (res.Next.IsZero() || eval.Next.Before(res.Next)) {
-			res.Next = eval.Next
+		if !eval.Next.IsZero() && (next.IsZero() || eval.Next.Before(next)) {
+			next = eval.Next
 		}
 	}
-	if !res.Next.IsZero() {
-		res.RequeueAfter = res.Next.Sub(now)
-		if res.RequeueAfter <= 0 {
-			res.RequeueAfter = time.Nanosecond
-		}
+	return out, next, nil
+}
+
+// requeueAfter is the wait from now until next: zero when next is zero, at
+// least a nanosecond otherwise (a requeue must not turn into none).
+func requeueAfter(next, now time.Time) time.Duration {
+	if next.IsZero() {
+		return 0
 	}
-	return expired, nil
+	return max(next.Sub(now), time.Nanosecond)
 }

@@ -30,7 +30,7 @@
 //
 //	for each ordinal in range whose pod is missing:
 //		dec, err := m.CheckReuse(ctx, ns, podName, claimName, &lifecycle.ReuseOptions{Owner: &owner})
-//		// Wait or DeleteFirst: requeue; CreateClaim: create the claim with
+//		// VerdictWait or VerdictDeleteFirst: requeue; VerdictCreate: create the claim with
 //		// m.Annotations().Track(podName, ttl); then create the pod
 //	m.SyncOwner(ctx, scope, owner, policy, members) // condemned ones included
 //	for each condemned pod:
@@ -70,7 +70,7 @@
 //     change computed again: another writer's change is never overwritten.
 //   - Non-cascading (orphan) deletion of the owner deletes no claim: the
 //     garbage collector removes the owner's references from them instead.
-//   - CheckReuse never answers ReuseClaim for a claim being deleted, one that
+//   - CheckReuse never answers VerdictReuse for a claim being deleted, one that
 //     still refers to an earlier pod of the same name, one that (given the
 //     owner) still refers to an earlier owner of the same name, which the
 //     garbage collector is about to delete, or one whose TTL has run out
@@ -78,7 +78,7 @@
 //     claim's last-unmounted-on is removed with a resourceVersion guard, so a
 //     collector that decided on the earlier version cannot delete it. Given
 //     the owner, it neither deletes nor writes to a claim another object
-//     controls: expired, such a claim is answered Wait, with a
+//     controls: expired, such a claim is answered VerdictWait, with a
 //     ConflictingController warning.
 //   - MarkUnmounted decides on a fresh read, never on the pod-delete event
 //     that triggered it: it marks a claim unmounted only when no pod of the
@@ -94,6 +94,11 @@
 //     mounted claim is removed. A claim whose annotations do not parse is
 //     never deleted. DryRun returns exactly the claims it would delete and
 //     why.
+//   - Collect decides with Annotations.PlanCollect, a pure function of the
+//     claims, the pods and the instant (no request, no clock), and acts on
+//     that decision (after one more, live, check of the pods); PlanCollect
+//     on the same claims, pods and instant says what a pass would decide,
+//     so a tool can show it from any copy of them.
 //   - Collect reads claims and pods with paginated lists (or the caches
 //     given in Scope), never one request per claim; its only other
 //     requests are the deletes, the removal of out-of-date marks and, when

@@ -437,9 +437,9 @@ func (o *operator) step(ctx context.Context) error {
 				return err
 			}
 			switch dec.Verdict {
-			case lifecycle.Wait, lifecycle.DeleteFirst:
+			case lifecycle.VerdictWait, lifecycle.VerdictDeleteFirst:
 				continue
-			case lifecycle.CreateClaim:
+			case lifecycle.VerdictCreate:
 				claim := &corev1.PersistentVolumeClaim{
 					ObjectMeta: metav1.ObjectMeta{Name: o.claimName(i), Labels: map[string]string{"app": o.name},
 						Annotations: o.m.Annotations().Track(o.podName(i), 0)},

@@ -14,6 +14,9 @@ var (
 	// one this package knows. Unknown values are rejected, never read as
 	// Retain or Delete.
 	ErrInvalidPolicy = errors.New("lifecycle: invalid policy")
+	// ErrInvalidConfig: New was given a Config it cannot work with. The
+	// error names the field and its value.
+	ErrInvalidConfig = errors.New("lifecycle: invalid configuration")
 	// ErrInvalidInput: a required field is missing (an owner without a UID,
 	// a claim without a name) or an annotation value cannot be parsed.
 	ErrInvalidInput = errors.New("lifecycle: invalid input")

@@ -34,10 +34,10 @@ func FuzzAnnotations(f *testing.F) {
 			t.Fatalf("expiry %s before unmount %s", exp, u.Since)
 		}
 		expired := !exp.IsZero() && !now.Before(exp)
-		if expired && dec.Verdict == ReuseClaim {
+		if expired && dec.Verdict == VerdictReuse {
 			t.Fatalf("expired claim (since %s, ttl %s, now %s) reused", since, ttl, now)
 		}
-		if !expired && dec.Verdict != ReuseClaim {
+		if !expired && dec.Verdict != VerdictReuse {
 			t.Fatalf("claim not expired but %v: %s", dec.Verdict, dec.Reason)
 		}
 	})

@@ -5,33 +5,28 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/groundskeeper-io/groundskeeper/internal/event"
+	"github.com/groundskeeper-io/groundskeeper/internal/pager"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 )
 
 // EventRecorder is the part of client-go's record.EventRecorder this package
-// uses; a record.EventRecorder satisfies it as is.
-type EventRecorder interface {
-	Event(object runtime.Object, eventtype, reason, message string)
-}
+// uses; a record.EventRecorder satisfies it as is. It is the same type as
+// subreconcile.EventRecorder, so one recorder serves both packages.
+type EventRecorder = event.Recorder
 
-// EventFunc adapts a function to an EventRecorder.
-type EventFunc func(object runtime.Object, eventtype, reason, message string)
-
-// Event calls f.
-func (f EventFunc) Event(object runtime.Object, eventtype, reason, message string) {
-	f(object, eventtype, reason, message)
-}
-
-var _ EventRecorder = EventFunc(nil)
+// EventFunc adapts a function to an EventRecorder (for example a
+// k8s.io/client-go/tools/events recorder; crt.Events does that for a
+// controller-runtime manager). It is the same type as subreconcile.EventFunc.
+type EventFunc = event.Func
 
 // Event reasons emitted on the owner.
 const (
@@ -84,19 +79,19 @@ type Manager struct {
 // New validates cfg and returns a Manager.
 func New(cfg Config) (*Manager, error) {
 	if cfg.Client == nil {
-		return nil, fmt.Errorf("%w: Config.Client is nil", ErrInvalidInput)
+		return nil, fmt.Errorf("%w: Config.Client is nil", ErrInvalidConfig)
 	}
 	if cfg.DefaultTTL < 0 {
-		return nil, fmt.Errorf("%w: Config.DefaultTTL = %s: must not be negative", ErrInvalidInput, cfg.DefaultTTL)
+		return nil, fmt.Errorf("%w: Config.DefaultTTL = %s: must not be negative", ErrInvalidConfig, cfg.DefaultTTL)
 	}
 	if cfg.MaxAttempts < 0 {
-		return nil, fmt.Errorf("%w: Config.MaxAttempts = %d: must not be negative", ErrInvalidInput, cfg.MaxAttempts)
+		return nil, fmt.Errorf("%w: Config.MaxAttempts = %d: must not be negative", ErrInvalidConfig, cfg.MaxAttempts)
 	}
 	if cfg.DeleteWorkers < 0 {
-		return nil, fmt.Errorf("%w: Config.DeleteWorkers = %d: must not be negative", ErrInvalidInput, cfg.DeleteWorkers)
+		return nil, fmt.Errorf("%w: Config.DeleteWorkers = %d: must not be negative", ErrInvalidConfig, cfg.DeleteWorkers)
 	}
 	if cfg.PageSize < 0 {
-		return nil, fmt.Errorf("%w: Config.PageSize = %d: must not be negative", ErrInvalidInput, cfg.PageSize)
+		return nil, fmt.Errorf("%w: Config.PageSize = %d: must not be negative", ErrInvalidConfig, cfg.PageSize)
 	}
 	m := &Manager{client: cfg.Client, recorder: cfg.Recorder, clock: cfg.Clock, ann: cfg.Annotations,
 		defaultTTL: cfg.DefaultTTL, maxAttempts: cfg.MaxAttempts, pageSize: cfg.PageSize, workers: cfg.DeleteWorkers}
@@ -190,7 +185,7 @@ func (m *Manager) SyncClaim(ctx context.Context, namespace string, o Ownership, 
 		if err != nil {
 			return nil, err
 		}
-		if plan.Status == Conflict && !conflictReported {
+		if plan.Status == PlanConflict && !conflictReported {
 			conflictReported = true
 			m.event(namespace, &o.Owner, corev1.EventTypeWarning, ReasonConflictingController,
 				fmt.Sprintf("PersistentVolumeClaim %s has a conflicting controller %s %s; the retention policy is ignored for this claim",
@@ -220,9 +215,9 @@ func (m *Manager) SyncClaim(ctx context.Context, namespace string, o Ownership, 
 				claimName, o.Policy.Normalize().WhenDeleted, o.Policy.Normalize().WhenScaled))
 	}
 	switch plan.Status {
-	case Conflict:
+	case PlanConflict:
 		return plan, &ConflictError{Claim: namespace + "/" + claimName, Controller: *plan.Found}
-	case Stale:
+	case PlanStale:
 		log.Info("claim refers to an earlier object of the same name; leaving it to the garbage collector", "reference", plan.Found.UID)
 		return plan, fmt.Errorf("%w: claim %s/%s refers to %s %s uid %s", ErrStaleOwnerReference, namespace, claimName, plan.Found.Kind, plan.Found.Name, plan.Found.UID)
 	}
@@ -291,71 +286,57 @@ func (m *Manager) listClaims(ctx context.Context, s Scope) ([]*corev1.Persistent
 	}
 	var out []*corev1.PersistentVolumeClaim
 	opts := metav1.ListOptions{LabelSelector: sel.String(), Limit: m.pageSize}
-	for {
-		list, err := m.client.ListClaims(ctx, s.Namespace, opts)
-		if err != nil {
-			return nil, fmt.Errorf("lifecycle: list claims in %s (%q): %w", s.Namespace, opts.LabelSelector, err)
-		}
+	err := pager.Each(ctx, opts, func(ctx context.Context, opts metav1.ListOptions) (*corev1.PersistentVolumeClaimList, error) {
+		return m.client.ListClaims(ctx, s.Namespace, opts)
+	}, func(list *corev1.PersistentVolumeClaimList) error {
 		for i := range list.Items {
 			out = append(out, &list.Items[i])
 		}
-		if list.Continue == "" {
-			return out, nil
-		}
-		opts.Continue = list.Continue
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lifecycle: list claims in %s (%q): %w", s.Namespace, opts.LabelSelector, err)
 	}
+	return out, nil
 }
 
-// mounters maps a claim name to the pods of the scope's namespace that have
-// a volume for it, whatever their names: a claim may be mounted by a pod other
-// than the one its pod-name annotation names.
-type mounters map[string][]string
-
-func (mt mounters) add(pod *corev1.Pod) {
-	for i := range pod.Spec.Volumes {
-		if v := pod.Spec.Volumes[i].PersistentVolumeClaim; v != nil && !slices.Contains(mt[v.ClaimName], pod.Name) {
-			mt[v.ClaimName] = append(mt[v.ClaimName], pod.Name)
-		}
-	}
-}
-
-// listMounters reads which pods of s mount which claims. A live read is a
-// paginated list of every pod of the namespace from the API server, whatever
-// s.PodSelector says: it is the read a deletion or an unmount mark rests on.
-// Otherwise the pods of s.PodSelector are read from s.Pods when it is set, or
-// listed from the API server.
-func (m *Manager) listMounters(ctx context.Context, s Scope, live bool) (mounters, error) {
-	mt := mounters{}
+// listPods reads the pods of s. A live read is a paginated list of every pod
+// of the namespace from the API server, whatever s.PodSelector says: it is
+// the read a deletion or an unmount mark rests on. Otherwise the pods of
+// s.PodSelector are read from s.Pods when it is set (those of other
+// namespaces left out), or listed from the API server.
+func (m *Manager) listPods(ctx context.Context, s Scope, live bool) ([]*corev1.Pod, error) {
 	if !live && s.Pods != nil {
-		pods, err := s.Pods.ListPods(ctx, s.Namespace, selectorOrEverything(s.PodSelector))
+		all, err := s.Pods.ListPods(ctx, s.Namespace, selectorOrEverything(s.PodSelector))
 		if err != nil {
 			return nil, fmt.Errorf("lifecycle: list pods in %s from cache: %w", s.Namespace, err)
 		}
-		for _, p := range pods {
+		out := all[:0:0]
+		for _, p := range all {
 			if p.Namespace == s.Namespace { // a cluster-wide lister serves every namespace
-				mt.add(p)
+				out = append(out, p)
 			}
 		}
-		return mt, nil
+		return out, nil
 	}
 	sel := labels.Everything()
 	if !live {
 		sel = selectorOrEverything(s.PodSelector)
 	}
+	var out []*corev1.Pod
 	opts := metav1.ListOptions{LabelSelector: sel.String(), Limit: m.pageSize}
-	for {
-		list, err := m.client.ListPods(ctx, s.Namespace, opts)
-		if err != nil {
-			return nil, fmt.Errorf("lifecycle: list pods in %s (%q): %w", s.Namespace, opts.LabelSelector, err)
-		}
+	err := pager.Each(ctx, opts, func(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error) {
+		return m.client.ListPods(ctx, s.Namespace, opts)
+	}, func(list *corev1.PodList) error {
 		for i := range list.Items {
-			mt.add(&list.Items[i])
+			out = append(out, &list.Items[i])
 		}
-		if list.Continue == "" {
-			return mt, nil
-		}
-		opts.Continue = list.Continue
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lifecycle: list pods in %s (%q): %w", s.Namespace, opts.LabelSelector, err)
 	}
+	return out, nil
 }
 
 // ClaimSync is the outcome of SyncOwner for one claim.
@@ -426,25 +407,25 @@ type ReuseOptions struct {
 // CheckReuse is the check an operator makes before creating pod podName
 // that will mount claimName (see Annotations.Reuse). It reads the claim and:
 //
-//   - CreateClaim: the claim does not exist;
-//   - Wait: the claim is terminating or belongs to an earlier pod;
-//   - DeleteFirst: the claim had expired; the version decided on has been
+//   - VerdictCreate: the claim does not exist;
+//   - VerdictWait: the claim is terminating or belongs to an earlier pod;
+//   - VerdictDeleteFirst: the claim had expired; the version decided on has been
 //     deleted here, with UID and resourceVersion preconditions (an
 //     ExpiredClaimDeleted event is recorded on the owner when given; if the
 //     claim changed in between, nothing is deleted). Requeue: wait for it
 //     to be gone, then create a fresh one;
-//   - ReuseClaim: the claim may be mounted. Its last-unmounted-on annotation
+//   - VerdictReuse: the claim may be mounted. Its last-unmounted-on annotation
 //     has been removed (and pod-name set), guarded by its resourceVersion, so
 //     a collector that decided on the earlier version cannot delete it.
 //
 // With opts.Owner given, a claim controlled by another object (neither the
 // owner nor the pod podName) is left as it is: it may be reused, its
-// annotations untouched; expired, it is not deleted but answered Wait, with
+// annotations untouched; expired, it is not deleted but answered VerdictWait, with
 // a ConflictingController event on the owner. A claim that refers to an
 // earlier owner of the same name (another UID) is answered Wait.
 //
-// With opts.DryRun it decides the same and writes nothing: DeleteFirst
-// leaves the claim as it is, ReuseClaim leaves its mark, and no event is
+// With opts.DryRun it decides the same and writes nothing: VerdictDeleteFirst
+// leaves the claim as it is, VerdictReuse leaves its mark, and no event is
 // recorded. opts nil means no owner and no dry run.
 func (m *Manager) CheckReuse(ctx context.Context, namespace, podName, claimName string, opts *ReuseOptions) (ReuseDecision, error) {
 	if opts == nil {
@@ -466,7 +447,7 @@ func (m *Manager) CheckReuse(ctx context.Context, namespace, podName, claimName 
 			// garbage collector will delete this claim with the earlier
 			// owner. Reusing it now would give the new pod a claim that is
 			// about to go.
-			dec = ReuseDecision{Verdict: Wait, Expiry: dec.Expiry, Reason: fmt.Sprintf(
+			dec = ReuseDecision{Verdict: VerdictWait, Expiry: dec.Expiry, Reason: fmt.Sprintf(
 				"claim %s still belongs to an earlier %s %s (uid %s); the garbage collector deletes it with that owner",
 				c.Name, stale.Kind, stale.Name, stale.UID)}
 			return nil, nil
@@ -474,8 +455,8 @@ func (m *Manager) CheckReuse(ctx context.Context, namespace, podName, claimName 
 		if ctl := foreignController(c, owner, podName); ctl != nil {
 			// Another object controls the claim: it is neither deleted nor
 			// written to here.
-			if dec.Verdict == DeleteFirst {
-				dec = ReuseDecision{Verdict: Wait, Expiry: dec.Expiry, Reason: fmt.Sprintf(
+			if dec.Verdict == VerdictDeleteFirst {
+				dec = ReuseDecision{Verdict: VerdictWait, Expiry: dec.Expiry, Reason: fmt.Sprintf(
 					"%s, but it is controlled by %s %s: not deleted; its controller must release it, or delete it by hand", dec.Reason, ctl.Kind, ctl.Name)}
 				if !opts.DryRun {
 					m.event(namespace, owner, corev1.EventTypeWarning, ReasonConflictingController, dec.Reason)
@@ -483,21 +464,21 @@ func (m *Manager) CheckReuse(ctx context.Context, namespace, podName, claimName 
 			}
 			return nil, nil
 		}
-		if dec.Verdict != ReuseClaim || opts.DryRun {
+		if dec.Verdict != VerdictReuse || opts.DryRun {
 			return nil, nil
 		}
 		return annotationPatch(m.ann.MarkMounted(c, podName)), nil
 	})
 	switch {
 	case apierrors.IsNotFound(err):
-		return ReuseDecision{Verdict: CreateClaim}, nil
+		return ReuseDecision{Verdict: VerdictCreate}, nil
 	case err != nil:
 		return ReuseDecision{}, err
 	}
-	if dec.Verdict == DeleteFirst && opts.DryRun {
+	if dec.Verdict == VerdictDeleteFirst && opts.DryRun {
 		log.Info("dry run: would delete expired claim before reuse", "reason", dec.Reason)
 	}
-	if dec.Verdict == DeleteFirst && !opts.DryRun {
+	if dec.Verdict == VerdictDeleteFirst && !opts.DryRun {
 		// Delete exactly the version decided on: if it changed since (a
 		// pod re-mounted it, say), the preconditions fail and we wait.
 		uid, rv := decidedOn.UID, decidedOn.ResourceVersion
@@ -545,11 +526,11 @@ func (m *Manager) MarkUnmounted(ctx context.Context, namespace, claimName, podNa
 		if c.DeletionTimestamp != nil {
 			return nil, nil
 		}
-		mt, err := m.listMounters(ctx, Scope{Namespace: namespace}, true)
+		pods, err := m.listPods(ctx, Scope{Namespace: namespace}, true)
 		if err != nil {
 			return nil, err
 		}
-		if pods := mt[c.Name]; len(pods) > 0 {
+		if pods := mountersOf(pods)[types.NamespacedName{Namespace: namespace, Name: c.Name}]; len(pods) > 0 {
 			logr.FromContextOrDiscard(ctx).V(1).Info("claim is mounted: not marked unmounted", "claim", c.Name, "pods", pods)
 			return annotationPatch(m.ann.clearUnmounted(c)), nil
 		}

@@ -103,37 +103,37 @@ func (o Ownership) wantPod() bool {
 	return o.Condemned && o.Policy.DeletesOnScaledown() && o.Pod.Name != ""
 }
 
-// Status classifies a Plan.
-type Status int
+// PlanStatus classifies a Plan.
+type PlanStatus int
 
 const (
-	// UpToDate: the claim's references are already as the policy wants.
-	UpToDate Status = iota
-	// Update: Plan.OwnerReferences must be written to the claim.
-	Update
-	// Stale: the claim refers to an earlier owner or pod of the same name
+	// PlanUpToDate: the claim's references are already as the policy wants.
+	PlanUpToDate PlanStatus = iota
+	// PlanUpdate: Plan.OwnerReferences must be written to the claim.
+	PlanUpdate
+	// PlanStale: the claim refers to an earlier owner or pod of the same name
 	// (another UID). Nothing is changed: the garbage collector will delete
 	// the claim if that earlier object is gone, and adding a reference now
 	// would fight it. Plan.Found is the stale reference.
-	Stale
-	// Conflict: another controller controls the claim. Only our own
-	// references are removed (Update may also be true), nothing is added.
+	PlanStale
+	// PlanConflict: another controller controls the claim. Only our own
+	// references are removed (Plan.Changed may also be true), nothing is added.
 	// Plan.Found is the other controller's reference.
-	Conflict
+	PlanConflict
 )
 
-func (s Status) String() string {
+func (s PlanStatus) String() string {
 	switch s {
-	case UpToDate:
+	case PlanUpToDate:
 		return "UpToDate"
-	case Update:
+	case PlanUpdate:
 		return "Update"
-	case Stale:
+	case PlanStale:
 		return "Stale"
-	case Conflict:
+	case PlanConflict:
 		return "Conflict"
 	}
-	return fmt.Sprintf("Status(%d)", int(s))
+	return fmt.Sprintf("PlanStatus(%d)", int(s))
 }
 
 // Plan is the outcome of OwnerReferences.
@@ -144,7 +144,7 @@ type Plan struct {
 	// Changed reports that OwnerReferences differs from the current list.
 	Changed bool
 	// Status classifies the decision.
-	Status Status
+	Status PlanStatus
 	// Found is the stale or conflicting reference, for Stale and Conflict.
 	Found *metav1.OwnerReference
 }
@@ -179,7 +179,7 @@ func OwnerReferences(o Ownership, current []metav1.OwnerReference) (Plan, error)
 		ref := &current[i]
 		if (o.Owner.matches(ref) && ref.UID != o.Owner.UID) || (o.Pod.matches(ref) && ref.UID != o.Pod.UID) {
 			found := *ref
-			return Plan{OwnerReferences: slices.Clone(current), Status: Stale, Found: &found}, nil
+			return Plan{OwnerReferences: slices.Clone(current), Status: PlanStale, Found: &found}, nil
 		}
 	}
 	ours := func(ref *metav1.OwnerReference) bool { return o.Owner.matches(ref) || o.Pod.matches(ref) }
@@ -196,7 +196,7 @@ func OwnerReferences(o Ownership, current []metav1.OwnerReference) (Plan, error)
 						out = append(out, current[j])
 					}
 				}
-				return Plan{OwnerReferences: out, Changed: len(out) != len(current), Status: Conflict, Found: &found}, nil
+				return Plan{OwnerReferences: out, Changed: len(out) != len(current), Status: PlanConflict, Found: &found}, nil
 			}
 		}
 	}
@@ -232,9 +232,9 @@ func OwnerReferences(o Ownership, current []metav1.OwnerReference) (Plan, error)
 		out = append(out, o.Pod.controllerRef())
 	}
 	changed := !equalRefs(out, current)
-	st := UpToDate
+	st := PlanUpToDate
 	if changed {
-		st = Update
+		st = PlanUpdate
 	}
 	return Plan{OwnerReferences: out, Changed: changed, Status: st}, nil
 }

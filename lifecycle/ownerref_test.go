@@ -53,45 +53,45 @@ func TestOwnerReferences(t *testing.T) {
 		noPod     bool
 		current   []metav1.OwnerReference
 		want      []metav1.OwnerReference
-		status    Status
+		status    PlanStatus
 	}{
 		// The four policies on a fresh claim.
-		{desc: "retain, pod in range: no reference", policy: Retain, want: nil, status: UpToDate},
-		{desc: "retain, pod condemned: no reference", policy: Retain, condemned: true, want: nil, status: UpToDate},
-		{desc: "owner deletion only, pod in range: owner", policy: DeleteOnOwnerDeletionOnly, want: refs(ctl(owner)), status: Update},
-		{desc: "owner deletion only, pod condemned: owner stays, no pod", policy: DeleteOnOwnerDeletionOnly, condemned: true, current: refs(ctl(owner)), want: refs(ctl(owner)), status: UpToDate},
-		{desc: "scale-down only, pod in range: no reference", policy: DeleteOnScaledownOnly, want: nil, status: UpToDate},
-		{desc: "scale-down only, pod condemned: pod", policy: DeleteOnScaledownOnly, condemned: true, want: refs(ctl(pod)), status: Update},
-		{desc: "both, pod in range: owner", policy: DeleteOnScaledownAndOwnerDeletion, want: refs(ctl(owner)), status: Update},
-		{desc: "both, pod condemned: owner replaced by pod", policy: DeleteOnScaledownAndOwnerDeletion, condemned: true, current: refs(ctl(owner)), want: refs(ctl(pod)), status: Update},
-		{desc: "both, no pod yet: owner only", policy: DeleteOnScaledownAndOwnerDeletion, noPod: true, want: refs(ctl(owner)), status: Update},
+		{desc: "retain, pod in range: no reference", policy: Retain, want: nil, status: PlanUpToDate},
+		{desc: "retain, pod condemned: no reference", policy: Retain, condemned: true, want: nil, status: PlanUpToDate},
+		{desc: "owner deletion only, pod in range: owner", policy: DeleteOnOwnerDeletionOnly, want: refs(ctl(owner)), status: PlanUpdate},
+		{desc: "owner deletion only, pod condemned: owner stays, no pod", policy: DeleteOnOwnerDeletionOnly, condemned: true, current: refs(ctl(owner)), want: refs(ctl(owner)), status: PlanUpToDate},
+		{desc: "scale-down only, pod in range: no reference", policy: DeleteOnScaledownOnly, want: nil, status: PlanUpToDate},
+		{desc: "scale-down only, pod condemned: pod", policy: DeleteOnScaledownOnly, condemned: true, want: refs(ctl(pod)), status: PlanUpdate},
+		{desc: "both, pod in range: owner", policy: DeleteOnScaledownAndOwnerDeletion, want: refs(ctl(owner)), status: PlanUpdate},
+		{desc: "both, pod condemned: owner replaced by pod", policy: DeleteOnScaledownAndOwnerDeletion, condemned: true, current: refs(ctl(owner)), want: refs(ctl(pod)), status: PlanUpdate},
+		{desc: "both, no pod yet: owner only", policy: DeleteOnScaledownAndOwnerDeletion, noPod: true, want: refs(ctl(owner)), status: PlanUpdate},
 
 		// Policy mutation.
-		{desc: "to retain: owner and pod references removed, user reference kept", policy: Retain, condemned: true, current: refs(userRef, ctl(owner), ctl(pod)), want: refs(userRef), status: Update},
-		{desc: "from retain to owner deletion: owner added after user reference", policy: DeleteOnOwnerDeletionOnly, current: refs(userRef), want: refs(userRef, ctl(owner)), status: Update},
-		{desc: "scale-down only on a claim the owner held: owner removed", policy: DeleteOnScaledownOnly, current: refs(ctl(owner)), want: nil, status: Update},
+		{desc: "to retain: owner and pod references removed, user reference kept", policy: Retain, condemned: true, current: refs(userRef, ctl(owner), ctl(pod)), want: refs(userRef), status: PlanUpdate},
+		{desc: "from retain to owner deletion: owner added after user reference", policy: DeleteOnOwnerDeletionOnly, current: refs(userRef), want: refs(userRef, ctl(owner)), status: PlanUpdate},
+		{desc: "scale-down only on a claim the owner held: owner removed", policy: DeleteOnScaledownOnly, current: refs(ctl(owner)), want: nil, status: PlanUpdate},
 
 		// Upgrade of our own references.
-		{desc: "our owner reference without controller is upgraded in place", policy: DeleteOnOwnerDeletionOnly, current: refs(userRef, ownerNotController, plain(other)), want: refs(userRef, ctl(owner), plain(other)), status: Update},
+		{desc: "our owner reference without controller is upgraded in place", policy: DeleteOnOwnerDeletionOnly, current: refs(userRef, ownerNotController, plain(other)), want: refs(userRef, ctl(owner), plain(other)), status: PlanUpdate},
 		{desc: "our pod reference with controller false is upgraded", policy: DeleteOnScaledownOnly, condemned: true,
-			current: refs(metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID, Controller: &no}), want: refs(ctl(pod)), status: Update},
-		{desc: "controller reference without blockOwnerDeletion is left as it is", policy: DeleteOnOwnerDeletionOnly, current: refs(ownerControllerNoBlock), want: refs(ownerControllerNoBlock), status: UpToDate},
-		{desc: "owner referenced with another version of its API is ours", policy: DeleteOnOwnerDeletionOnly, current: refs(ownerOtherVersion), want: refs(ownerOtherVersion), status: UpToDate},
-		{desc: "duplicate references to the owner are reduced to one", policy: DeleteOnOwnerDeletionOnly, current: refs(ctl(owner), ctl(owner)), want: refs(ctl(owner)), status: Update},
+			current: refs(metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID, Controller: &no}), want: refs(ctl(pod)), status: PlanUpdate},
+		{desc: "controller reference without blockOwnerDeletion is left as it is", policy: DeleteOnOwnerDeletionOnly, current: refs(ownerControllerNoBlock), want: refs(ownerControllerNoBlock), status: PlanUpToDate},
+		{desc: "owner referenced with another version of its API is ours", policy: DeleteOnOwnerDeletionOnly, current: refs(ownerOtherVersion), want: refs(ownerOtherVersion), status: PlanUpToDate},
+		{desc: "duplicate references to the owner are reduced to one", policy: DeleteOnOwnerDeletionOnly, current: refs(ctl(owner), ctl(owner)), want: refs(ctl(owner)), status: PlanUpdate},
 
 		// Stale references.
-		{desc: "stale owner reference: nothing added", policy: DeleteOnOwnerDeletionOnly, current: refs(staleOwner), want: refs(staleOwner), status: Stale},
-		{desc: "stale pod reference on condemned pod: nothing changed", policy: DeleteOnScaledownAndOwnerDeletion, condemned: true, current: refs(ctl(owner), stalePodPlain), want: refs(ctl(owner), stalePodPlain), status: Stale},
-		{desc: "stale owner reference under retain: not removed either", policy: Retain, current: refs(staleOwner), want: refs(staleOwner), status: Stale},
-		{desc: "pod not created yet: any reference to its name is stale", policy: DeleteOnScaledownOnly, noPod: false, current: refs(stalePod), want: refs(stalePod), status: Stale},
+		{desc: "stale owner reference: nothing added", policy: DeleteOnOwnerDeletionOnly, current: refs(staleOwner), want: refs(staleOwner), status: PlanStale},
+		{desc: "stale pod reference on condemned pod: nothing changed", policy: DeleteOnScaledownAndOwnerDeletion, condemned: true, current: refs(ctl(owner), stalePodPlain), want: refs(ctl(owner), stalePodPlain), status: PlanStale},
+		{desc: "stale owner reference under retain: not removed either", policy: Retain, current: refs(staleOwner), want: refs(staleOwner), status: PlanStale},
+		{desc: "pod not created yet: any reference to its name is stale", policy: DeleteOnScaledownOnly, noPod: false, current: refs(stalePod), want: refs(stalePod), status: PlanStale},
 
 		// Conflicting controllers.
-		{desc: "other controller: nothing added", policy: DeleteOnOwnerDeletionOnly, current: refs(otherCtl), want: refs(otherCtl), status: Conflict},
-		{desc: "other controller: our references removed, others kept", policy: DeleteOnScaledownAndOwnerDeletion, condemned: true, current: refs(userRef, ctl(owner), otherCtl, ctl(pod)), want: refs(userRef, otherCtl), status: Conflict},
-		{desc: "other controller under retain: not a conflict", policy: Retain, current: refs(otherCtl), want: refs(otherCtl), status: UpToDate},
-		{desc: "other owner without controller: kept, not a conflict", policy: DeleteOnOwnerDeletionOnly, current: refs(plain(other)), want: refs(plain(other), ctl(owner)), status: Update},
+		{desc: "other controller: nothing added", policy: DeleteOnOwnerDeletionOnly, current: refs(otherCtl), want: refs(otherCtl), status: PlanConflict},
+		{desc: "other controller: our references removed, others kept", policy: DeleteOnScaledownAndOwnerDeletion, condemned: true, current: refs(userRef, ctl(owner), otherCtl, ctl(pod)), want: refs(userRef, otherCtl), status: PlanConflict},
+		{desc: "other controller under retain: not a conflict", policy: Retain, current: refs(otherCtl), want: refs(otherCtl), status: PlanUpToDate},
+		{desc: "other owner without controller: kept, not a conflict", policy: DeleteOnOwnerDeletionOnly, current: refs(plain(other)), want: refs(plain(other), ctl(owner)), status: PlanUpdate},
 		{desc: "controller reference to another pod of ours is a conflict", policy: DeleteOnScaledownOnly, condemned: true,
-			current: refs(ctl(with(pod, func(r *Ref) { r.Name, r.UID = "db-0", "pod0" }))), want: refs(ctl(with(pod, func(r *Ref) { r.Name, r.UID = "db-0", "pod0" }))), status: Conflict},
+			current: refs(ctl(with(pod, func(r *Ref) { r.Name, r.UID = "db-0", "pod0" }))), want: refs(ctl(with(pod, func(r *Ref) { r.Name, r.UID = "db-0", "pod0" }))), status: PlanConflict},
 	}
 	for _, c := range cases {
 		t.Run(c.desc, func(t *testing.T) {
@@ -118,7 +118,7 @@ func TestOwnerReferences(t *testing.T) {
 			if plan.Changed != !(len(c.want) == 0 && len(c.current) == 0 || equalRefs(c.want, c.current)) {
 				t.Errorf("Changed = %v", plan.Changed)
 			}
-			if (c.status == Stale || c.status == Conflict) != (plan.Found != nil) {
+			if (c.status == PlanStale || c.status == PlanConflict) != (plan.Found != nil) {
 				t.Errorf("Found = %v for status %s", plan.Found, plan.Status)
 			}
 			if !equalRefs(before, c.current) {

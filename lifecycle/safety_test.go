@@ -46,7 +46,7 @@ func TestLateUnmountMarkOnRemountedClaimIsNotWrittenClaimKept(t *testing.T) {
 	if err := pods.Delete(ctx, "as-0", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, "as-0", claim.Name, nil)); dec.Verdict != lifecycle.ReuseClaim {
+	if dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, "as-0", claim.Name, nil)); dec.Verdict != lifecycle.VerdictReuse {
 		t.Fatalf("reuse at restart: %v %s", dec.Verdict, dec.Reason)
 	}
 	must[*corev1.Pod](t)(pods.Create(ctx, newPod("as-0", "as", claim.Name), metav1.CreateOptions{}))
@@ -66,7 +66,7 @@ func TestLateUnmountMarkOnRemountedClaimIsNotWrittenClaimKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, "as-0", claim.Name, nil))
-	if dec.Verdict != lifecycle.ReuseClaim {
+	if dec.Verdict != lifecycle.VerdictReuse {
 		t.Errorf("restart 2h later: %v (%s), want Reuse: the claim was mounted all along", dec.Verdict, dec.Reason)
 	}
 	got = must[*corev1.PersistentVolumeClaim](t)(claims.Get(ctx, claim.Name, metav1.GetOptions{}))
@@ -209,16 +209,16 @@ func TestReuseWaitsForClaimOfEarlierOwnerOfSameName(t *testing.T) {
 		owner := lifecycle.Ref{APIVersion: "v1", Kind: "ConfigMap", Name: name, UID: later.UID}
 
 		dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, name+"-0", claim.Name, &lifecycle.ReuseOptions{Owner: &owner}))
-		if (dec.Verdict == lifecycle.CreateClaim || strings.Contains(dec.Reason, "is being deleted")) && attempt < 30 {
+		if (dec.Verdict == lifecycle.VerdictCreate || strings.Contains(dec.Reason, "is being deleted")) && attempt < 30 {
 			t.Logf("attempt %d: the garbage collector reached the claim first (%v: %s); again", attempt, dec.Verdict, dec.Reason)
 			continue
 		}
-		if dec.Verdict != lifecycle.Wait || !strings.Contains(dec.Reason, string(earlier.UID)) {
+		if dec.Verdict != lifecycle.VerdictWait || !strings.Contains(dec.Reason, string(earlier.UID)) {
 			t.Fatalf("claim of the earlier owner: %v (%s), want Wait naming uid %s", dec.Verdict, dec.Reason, earlier.UID)
 		}
 		// Reusing it would have lost it: the garbage collector deletes it.
 		waitGone(t, env.Client, ns, claim.Name)
-		if dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, name+"-0", claim.Name, &lifecycle.ReuseOptions{Owner: &owner})); dec.Verdict != lifecycle.CreateClaim {
+		if dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, name+"-0", claim.Name, &lifecycle.ReuseOptions{Owner: &owner})); dec.Verdict != lifecycle.VerdictCreate {
 			t.Errorf("after the garbage collector: %v, want Create", dec.Verdict)
 		}
 		return
@@ -302,10 +302,10 @@ func TestCheckReuseDryRunWritesNothing(t *testing.T) {
 		ann.PodNameKey(): "as-1", ann.LastUnmountedKey(): clk.Now().Format(time.RFC3339)}), metav1.CreateOptions{}))
 	dry := &lifecycle.ReuseOptions{Owner: &owner, DryRun: true}
 
-	if dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, "as-0", expired.Name, dry)); dec.Verdict != lifecycle.DeleteFirst {
+	if dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, "as-0", expired.Name, dry)); dec.Verdict != lifecycle.VerdictDeleteFirst {
 		t.Errorf("expired claim, dry run: %v, want DeleteFirst", dec.Verdict)
 	}
-	if dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, "as-1", fresh.Name, dry)); dec.Verdict != lifecycle.ReuseClaim {
+	if dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, "as-1", fresh.Name, dry)); dec.Verdict != lifecycle.VerdictReuse {
 		t.Errorf("fresh claim, dry run: %v, want Reuse", dec.Verdict)
 	}
 	for _, c := range []*corev1.PersistentVolumeClaim{expired, fresh} {
@@ -318,7 +318,7 @@ func TestCheckReuseDryRunWritesNothing(t *testing.T) {
 		t.Errorf("dry run recorded %d events", n)
 	}
 	// The same check for real deletes the expired claim.
-	if dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, "as-0", expired.Name, &lifecycle.ReuseOptions{Owner: &owner})); dec.Verdict != lifecycle.DeleteFirst {
+	if dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, "as-0", expired.Name, &lifecycle.ReuseOptions{Owner: &owner})); dec.Verdict != lifecycle.VerdictDeleteFirst {
 		t.Errorf("expired claim: %v, want DeleteFirst", dec.Verdict)
 	}
 	waitGone(t, env.Client, ns, expired.Name)

@@ -69,7 +69,7 @@ func TestSyncClaimRetriesConflictsFromAFreshRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if hooks.patches != 2 || plan.Status != lifecycle.Update {
+	if hooks.patches != 2 || plan.Status != lifecycle.PlanUpdate {
 		t.Errorf("patches = %d, status %s; want 2 (one conflict), Update", hooks.patches, plan.Status)
 	}
 	got := must[*corev1.PersistentVolumeClaim](t)(claims.Get(ctx, "data-db-0", metav1.GetOptions{}))
@@ -121,7 +121,7 @@ func TestSyncClaimConflictingControllerAndStaleReference(t *testing.T) {
 	if !errors.Is(err, lifecycle.ErrConflictingController) || !errors.As(err, &ce) || ce.Controller.UID != other.UID {
 		t.Fatalf("err = %v, want a ConflictError naming %s", err, other.Name)
 	}
-	if plan.Status != lifecycle.Conflict {
+	if plan.Status != lifecycle.PlanConflict {
 		t.Errorf("status %s", plan.Status)
 	}
 	got := must[*corev1.PersistentVolumeClaim](t)(claims.Get(ctx, c.Name, metav1.GetOptions{}))
@@ -155,7 +155,7 @@ func TestSyncClaimConflictingControllerAndStaleReference(t *testing.T) {
 	stale = must[*corev1.PersistentVolumeClaim](t)(claims.Create(ctx, stale, metav1.CreateOptions{}))
 	patches := hooks.patches
 	plan, err = m.SyncClaim(ctx, ns, lifecycle.Ownership{Policy: policy, Owner: owner}, stale.Name, stale)
-	if !errors.Is(err, lifecycle.ErrStaleOwnerReference) || plan.Status != lifecycle.Stale || plan.Found.UID != earlier.UID {
+	if !errors.Is(err, lifecycle.ErrStaleOwnerReference) || plan.Status != lifecycle.PlanStale || plan.Found.UID != earlier.UID {
 		t.Fatalf("stale: %v, %s", err, plan.Status)
 	}
 	if hooks.patches != patches {

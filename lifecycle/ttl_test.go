@@ -146,7 +146,7 @@ func TestUnmountTTLFlow(t *testing.T) {
 
 	// Pod recreated within the TTL: the claim is reused, the mark cleared.
 	dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, "as-0", claim.Name, nil))
-	if dec.Verdict != lifecycle.ReuseClaim {
+	if dec.Verdict != lifecycle.VerdictReuse {
 		t.Fatalf("reuse within TTL: %v %s", dec.Verdict, dec.Reason)
 	}
 	got = must[*corev1.PersistentVolumeClaim](t)(claims.Get(ctx, claim.Name, metav1.GetOptions{}))
@@ -189,11 +189,11 @@ func TestUnmountTTLFlow(t *testing.T) {
 	expired := newClaim("data-as-1", "as", map[string]string{ann.TTLKey(): "1h", ann.PodNameKey(): "as-1", ann.LastUnmountedKey(): old})
 	expired = must[*corev1.PersistentVolumeClaim](t)(claims.Create(ctx, expired, metav1.CreateOptions{}))
 	dec = must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, "as-1", expired.Name, nil))
-	if dec.Verdict != lifecycle.DeleteFirst {
+	if dec.Verdict != lifecycle.VerdictDeleteFirst {
 		t.Fatalf("expired claim: %v", dec.Verdict)
 	}
 	waitGone(t, env.Client, ns, expired.Name)
-	if dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, "as-1", expired.Name, nil)); dec.Verdict != lifecycle.CreateClaim {
+	if dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, "as-1", expired.Name, nil)); dec.Verdict != lifecycle.VerdictCreate {
 		t.Fatalf("after deletion: %v", dec.Verdict)
 	}
 }
@@ -326,11 +326,11 @@ func TestCheckReuseLeavesForeignClaims(t *testing.T) {
 	fresh = must[*corev1.PersistentVolumeClaim](t)(claims.Create(ctx, fresh, metav1.CreateOptions{}))
 
 	dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, "as-0", expired.Name, &lifecycle.ReuseOptions{Owner: &owner}))
-	if dec.Verdict != lifecycle.Wait {
+	if dec.Verdict != lifecycle.VerdictWait {
 		t.Errorf("expired foreign claim: %v (%s), want Wait", dec.Verdict, dec.Reason)
 	}
 	dec = must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, "as-1", fresh.Name, &lifecycle.ReuseOptions{Owner: &owner}))
-	if dec.Verdict != lifecycle.ReuseClaim {
+	if dec.Verdict != lifecycle.VerdictReuse {
 		t.Errorf("unexpired foreign claim: %v (%s), want ReuseClaim", dec.Verdict, dec.Reason)
 	}
 	for _, c := range []*corev1.PersistentVolumeClaim{expired, fresh} {
@@ -349,7 +349,7 @@ func TestCheckReuseLeavesForeignClaims(t *testing.T) {
 	// Without an owner to compare with, the check cannot tell: the expired
 	// claim is deleted first, as before.
 	dec = must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, "as-0", expired.Name, nil))
-	if dec.Verdict != lifecycle.DeleteFirst {
+	if dec.Verdict != lifecycle.VerdictDeleteFirst {
 		t.Errorf("expired claim, no owner given: %v, want DeleteFirst", dec.Verdict)
 	}
 }

@@ -49,7 +49,8 @@ type Backend interface {
 }
 
 // Txn is a transaction in progress, valid only inside the function passed to
-// Backend.Update. Reads take a context because they may do I/O; writes are
+// Backend.Update: once Update has returned, every method fails with
+// ErrTxnDone. Reads take a context because they may do I/O; writes are
 // buffered until commit.
 type Txn interface {
 	// Get returns the value stored at key, or ok == false if there is none.

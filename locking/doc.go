@@ -7,11 +7,11 @@
 // done by one instance at a time. A Lock is one instance's handle on that
 // lock:
 //
-//	l, err := locking.New(backend, lockID, nil)
+//	l, err := locking.New(locking.Config{Backend: backend, LockID: lockID})
 //	lease, err := l.Take(ctx)   // take, extend or take over
 //	var held *locking.HeldError
 //	if errors.As(err, &held) {
-//		return reconcile.Result{RequeueAfter: held.RetryAfter}, nil
+//		return reconcile.Result{RequeueAfter: held.RequeueAfter}, nil
 //	}
 //	defer l.Release(ctx)
 //
@@ -96,7 +96,7 @@
 // # Errors
 //
 //   - ErrLocked, as a *HeldError: another live instance holds the lock;
-//     retry after HeldError.RetryAfter.
+//     retry after HeldError.RequeueAfter.
 //   - ErrDenied: this instance is on the deny list. Retrying does not help
 //     until an entry with Allow is applied.
 //   - ErrNotHeld, as a *HeldError: Release did not clear the record.
@@ -132,10 +132,10 @@
 //     binaryData (keys escaped to the characters a ConfigMap key allows); a
 //     transaction reads one version of the object and writes with that
 //     version's resourceVersion, so conflicts are detected per object.
-//   - locking/fdblock: FoundationDB through the official bindings, behind
-//     the build tag fdb. It needs the FoundationDB C client and is not in
-//     this module's go.mod; it has not been compiled or run by this
-//     module's tests (see its documentation).
+//   - locking/fdblock: FoundationDB through the official bindings, in a Go
+//     module of its own. It needs the FoundationDB C client, which CI cannot
+//     install, so it is outside this module and has not been compiled or
+//     run by this module's tests (see its documentation).
 //
 // The etcd and Kubernetes backends are tested against real servers: the
 // conformance suite; 8 contenders, in goroutines and in separate processes,

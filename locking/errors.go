@@ -11,29 +11,29 @@ import (
 var (
 	// ErrLocked means another live instance holds the lock. The error is a
 	// *HeldError that says who and until when.
-	ErrLocked = errors.New("lock is held by another instance")
+	ErrLocked = errors.New("locking: lock is held by another instance")
 
 	// ErrDenied means this instance's lock ID is on the deny list: every
 	// attempt to take or extend the lock fails until the entry is removed
 	// with Allow set.
-	ErrDenied = errors.New("lock ID is on the deny list")
+	ErrDenied = errors.New("locking: lock ID is on the deny list")
 
 	// ErrNotHeld means Release did not clear the lock because this instance
 	// does not hold it: another instance does, or this instance's lock has
 	// expired or starts in the future. The error is a *HeldError.
-	ErrNotHeld = errors.New("lock is not held by this instance")
+	ErrNotHeld = errors.New("locking: lock is not held by this instance")
 
 	// ErrConflict means a transaction conflicted with a concurrent one and
 	// committed nothing. Backends return it; the Lock retries it a bounded
 	// number of times before returning it. Retrying later is safe.
-	ErrConflict = errors.New("transaction conflict")
+	ErrConflict = errors.New("locking: transaction conflict")
 
 	// ErrUnavailable means the backend could not be reached, or did not
 	// answer in time, so the operation could not be done. On its own it
 	// means nothing was committed; retrying later is safe. Backends return
 	// it, wrapped with what they were doing, instead of their client
 	// library's errors.
-	ErrUnavailable = errors.New("backend unavailable")
+	ErrUnavailable = errors.New("locking: backend unavailable")
 
 	// ErrUnknownResult means the connection to the backend failed after a
 	// commit was sent: the transaction may or may not have committed. A Take
@@ -41,12 +41,21 @@ var (
 	// may have left it held; Holder says which, and calling Take again is
 	// safe (it extends a lock this instance holds). Errors wrapping
 	// ErrUnknownResult also wrap ErrUnavailable.
-	ErrUnknownResult = errors.New("transaction outcome unknown")
+	ErrUnknownResult = errors.New("locking: transaction outcome unknown")
+
+	// ErrInvalidConfig means New (or a backend's New) was given a
+	// configuration it cannot work with. The error names the field and its
+	// value. Retrying does not help.
+	ErrInvalidConfig = errors.New("locking: invalid configuration")
 
 	// ErrCorrupt means a stored lock record could not be decoded or has the
 	// wrong shape. It is never treated as a free lock; a person has to look
 	// at the stored value. Retrying does not help.
-	ErrCorrupt = errors.New("stored lock record is corrupt")
+	ErrCorrupt = errors.New("locking: stored lock record is corrupt")
+
+	// ErrTxnDone means a Txn was used after the Update it was given to had
+	// returned: a bug in the caller. Every backend's Txn returns it.
+	ErrTxnDone = errors.New("locking: transaction used after Update returned")
 )
 
 // HeldError describes the lock record that made Take or Release refuse. It
@@ -58,10 +67,10 @@ type HeldError struct {
 	Holder string
 	// Start and End are the stored start and end, with one-second precision.
 	Start, End time.Time
-	// RetryAfter is, for ErrLocked, how long from the decision until this
+	// RequeueAfter is, for ErrLocked, how long from the decision until this
 	// instance may take the lock over if the holder does not extend it
 	// (including the configured clock-skew tolerance). Zero for ErrNotHeld.
-	RetryAfter time.Duration
+	RequeueAfter time.Duration
 	// Reason says, for ErrNotHeld, why the record does not count as ours.
 	Reason string
 
@@ -70,8 +79,8 @@ type HeldError struct {
 
 func (e *HeldError) Error() string {
 	if e.err == ErrLocked {
-		return fmt.Sprintf("lock ID %q: %v: held by %q until %s, retry after %s",
-			e.LockID, e.err, e.Holder, e.End.UTC().Format(time.RFC3339), e.RetryAfter)
+		return fmt.Sprintf("lock ID %q: %v: held by %q until %s, requeue after %s",
+			e.LockID, e.err, e.Holder, e.End.UTC().Format(time.RFC3339), e.RequeueAfter)
 	}
 	return fmt.Sprintf("lock ID %q: %v: %s (holder %q, start %s, end %s)",
 		e.LockID, e.err, e.Reason, e.Holder,

@@ -20,11 +20,11 @@ func Example() {
 	store := memlock.New()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 
-	dc1, err := locking.New(store, "dc1", &locking.Options{Clock: clk})
+	dc1, err := locking.New(locking.Config{Backend: store, LockID: "dc1", Clock: clk})
 	if err != nil {
 		panic(err)
 	}
-	dc2, err := locking.New(store, "dc2", &locking.Options{Clock: clk})
+	dc2, err := locking.New(locking.Config{Backend: store, LockID: "dc2", Clock: clk})
 	if err != nil {
 		panic(err)
 	}
@@ -37,7 +37,7 @@ func Example() {
 	var held *locking.HeldError
 	if errors.As(err, &held) {
 		// Requeue for exactly this long.
-		fmt.Println("dc2:", errors.Is(err, locking.ErrLocked), held.Holder, held.RetryAfter)
+		fmt.Println("dc2:", errors.Is(err, locking.ErrLocked), held.Holder, held.RequeueAfter)
 	}
 
 	lease, err = dc1.Take(ctx)
@@ -63,9 +63,8 @@ func ExampleLock_Take_takeOver() {
 	ctx := context.Background()
 	store := memlock.New()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC))
-	opts := &locking.Options{Clock: clk, Duration: 5 * time.Minute}
-	dc1, _ := locking.New(store, "dc1", opts)
-	dc2, _ := locking.New(store, "dc2", opts)
+	dc1, _ := locking.New(locking.Config{Backend: store, LockID: "dc1", Clock: clk, Duration: 5 * time.Minute})
+	dc2, _ := locking.New(locking.Config{Backend: store, LockID: "dc2", Clock: clk, Duration: 5 * time.Minute})
 
 	if _, err := dc1.Take(ctx); err != nil {
 		panic(err)
@@ -82,8 +81,8 @@ func ExampleLock_Take_takeOver() {
 func ExampleLock_UpdateDenyList() {
 	ctx := context.Background()
 	store := memlock.New()
-	admin, _ := locking.New(store, "dc3", nil)
-	dc1, _ := locking.New(store, "dc1", nil)
+	admin, _ := locking.New(locking.Config{Backend: store, LockID: "dc3"})
+	dc1, _ := locking.New(locking.Config{Backend: store, LockID: "dc1"})
 
 	_ = admin.UpdateDenyList(ctx, []locking.DenyListEntry{{ID: "dc1"}, {ID: "dc2"}})
 	_, err := dc1.Take(ctx)
@@ -106,8 +105,8 @@ func ExampleLock_UpdateDenyList() {
 func ExampleLock_AddPendingUpgrades() {
 	ctx := context.Background()
 	store := memlock.New()
-	dc1, _ := locking.New(store, "dc1", nil)
-	dc2, _ := locking.New(store, "dc2", nil)
+	dc1, _ := locking.New(locking.Config{Backend: store, LockID: "dc1"})
+	dc2, _ := locking.New(locking.Config{Backend: store, LockID: "dc2"})
 
 	_ = dc1.AddPendingUpgrades(ctx, "7.3.43", []string{"dc1-storage-1", "dc1-log-1"})
 	_ = dc2.AddPendingUpgrades(ctx, "7.3.43", []string{"dc2-storage-1"})

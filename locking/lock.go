@@ -22,9 +22,18 @@ const DefaultDuration = 10 * time.Minute
 // conflict with concurrent ones.
 const DefaultMaxAttempts = 5
 
-// Options configures a Lock. A nil *Options, and every zero field, means the
-// default.
-type Options struct {
+// Config configures a Lock. Backend and LockID are required; every other
+// zero field means the default.
+type Config struct {
+	// Backend is where the lock record, the deny list and the pending
+	// upgrades are kept.
+	Backend Backend
+
+	// LockID identifies this instance (the FoundationDB operator uses the
+	// cluster's processGroupIDPrefix). It must be non-empty valid UTF-8,
+	// because it is stored as a tuple unicode string.
+	LockID string
+
 	// Prefix is prepended to every key; DefaultPrefix if empty. Instances
 	// that coordinate must use the same prefix.
 	Prefix string
@@ -69,31 +78,25 @@ type Lock struct {
 	maxAttempts int
 }
 
-// New returns the Lock of the instance identified by lockID (the
-// FoundationDB operator uses the cluster's processGroupIDPrefix). lockID must
-// be non-empty valid UTF-8, because it is stored as a tuple unicode string.
-func New(backend Backend, lockID string, opts *Options) (*Lock, error) {
-	if backend == nil {
-		return nil, errors.New("locking: backend is nil")
+// New validates cfg and returns the Lock of the instance cfg.LockID.
+func New(cfg Config) (*Lock, error) {
+	if cfg.Backend == nil {
+		return nil, fmt.Errorf("%w: Config.Backend is nil", ErrInvalidConfig)
 	}
-	if lockID == "" {
-		return nil, errors.New("locking: lockID is empty")
+	if cfg.LockID == "" {
+		return nil, fmt.Errorf("%w: Config.LockID is empty", ErrInvalidConfig)
 	}
-	if !utf8.ValidString(lockID) {
-		return nil, fmt.Errorf("locking: lockID %q is not valid UTF-8", lockID)
-	}
-	var o Options
-	if opts != nil {
-		o = *opts
+	if !utf8.ValidString(cfg.LockID) {
+		return nil, fmt.Errorf("%w: Config.LockID = %q: not valid UTF-8", ErrInvalidConfig, cfg.LockID)
 	}
 	l := &Lock{
-		backend:     backend,
-		id:          lockID,
-		prefix:      o.Prefix,
-		policy:      policy{duration: o.Duration, skew: o.ClockSkewTolerance},
-		clock:       o.Clock,
-		disabled:    o.Disabled,
-		maxAttempts: o.MaxAttempts,
+		backend:     cfg.Backend,
+		id:          cfg.LockID,
+		prefix:      cfg.Prefix,
+		policy:      policy{duration: cfg.Duration, skew: cfg.ClockSkewTolerance},
+		clock:       cfg.Clock,
+		disabled:    cfg.Disabled,
+		maxAttempts: cfg.MaxAttempts,
 	}
 	if l.prefix == "" {
 		l.prefix = DefaultPrefix
@@ -102,10 +105,10 @@ func New(backend Backend, lockID string, opts *Options) (*Lock, error) {
 	case l.policy.duration == 0:
 		l.policy.duration = DefaultDuration
 	case l.policy.duration < time.Second:
-		return nil, fmt.Errorf("locking: Options.Duration %s is shorter than the one-second precision of the record", o.Duration)
+		return nil, fmt.Errorf("%w: Config.Duration = %s: shorter than the one-second precision of the record", ErrInvalidConfig, cfg.Duration)
 	}
 	if l.policy.skew < 0 {
-		return nil, fmt.Errorf("locking: Options.ClockSkewTolerance %s is negative", o.ClockSkewTolerance)
+		return nil, fmt.Errorf("%w: Config.ClockSkewTolerance = %s: must not be negative", ErrInvalidConfig, cfg.ClockSkewTolerance)
 	}
 	if l.clock == nil {
 		l.clock = clock.RealClock{}
@@ -114,7 +117,7 @@ func New(backend Backend, lockID string, opts *Options) (*Lock, error) {
 	case l.maxAttempts == 0:
 		l.maxAttempts = DefaultMaxAttempts
 	case l.maxAttempts < 0:
-		return nil, fmt.Errorf("locking: Options.MaxAttempts %d is negative", o.MaxAttempts)
+		return nil, fmt.Errorf("%w: Config.MaxAttempts = %d: must not be negative", ErrInvalidConfig, cfg.MaxAttempts)
 	}
 	return l, nil
 }
@@ -183,7 +186,7 @@ func (l *Lock) denied(ctx context.Context, tx Txn, id string) (bool, error) {
 //
 // It fails with an error wrapping ErrDenied if this instance is on the deny
 // list, even when it holds the lock; with a *HeldError wrapping ErrLocked if
-// another instance holds a live lock, whose RetryAfter says when to try
+// another instance holds a live lock, whose RequeueAfter says when to try
 // again; with an error wrapping ErrCorrupt if the stored record is not
 // valid; and with an error wrapping ErrConflict if every attempt conflicted.
 func (l *Lock) Take(ctx context.Context) (Lease, error) {

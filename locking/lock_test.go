@@ -34,7 +34,7 @@ func TestDefaultKeys(t *testing.T) {
 	ctx := t.Context()
 	store := memlock.New()
 	clk := clocktesting.NewFakeClock(time.Unix(1700000000, 0))
-	l, err := locking.New(store, "dc1", &locking.Options{Clock: clk})
+	l, err := locking.New(locking.Config{Backend: store, LockID: "dc1", Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,9 +66,9 @@ func TestTransactionsPerOperation(t *testing.T) {
 	ctx := t.Context()
 	store := locktest.Counting(memlock.New())
 	clk := clocktesting.NewFakeClock(time.Unix(1700000000, 0))
-	dc1, _ := locking.New(store, "dc1", &locking.Options{Clock: clk})
-	dc2, _ := locking.New(store, "dc2", &locking.Options{Clock: clk})
-	off, _ := locking.New(store, "dc3", &locking.Options{Clock: clk, Disabled: true})
+	dc1, _ := locking.New(locking.Config{Backend: store, LockID: "dc1", Clock: clk})
+	dc2, _ := locking.New(locking.Config{Backend: store, LockID: "dc2", Clock: clk})
+	off, _ := locking.New(locking.Config{Backend: store, LockID: "dc3", Clock: clk, Disabled: true})
 
 	steps := []struct {
 		name string
@@ -109,7 +109,7 @@ func (f *failingBackend) Update(ctx context.Context, fn func(locking.Txn) error)
 
 func TestConflictRetriesAreBounded(t *testing.T) {
 	f := &failingBackend{CountingBackend: locktest.Counting(memlock.New())}
-	l, err := locking.New(f, "dc1", &locking.Options{MaxAttempts: 3})
+	l, err := locking.New(locking.Config{Backend: f, LockID: "dc1", MaxAttempts: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestConflictRetriesAreBounded(t *testing.T) {
 func TestCanceledContextStopsRetries(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	l, _ := locking.New(memlock.New(), "dc1", nil)
+	l, _ := locking.New(locking.Config{Backend: memlock.New(), LockID: "dc1"})
 	if _, err := l.Take(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Take = %v, want context.Canceled", err)
 	}

@@ -166,12 +166,12 @@ func decideTake(s takeState, now time.Time, p policy) takeDecision {
 		return takeDecision{write: fresh, outcome: TakenOver, previous: cur.holder}
 	default:
 		return takeDecision{err: &HeldError{
-			LockID:     s.self,
-			Holder:     cur.holder,
-			Start:      time.Unix(cur.start, 0),
-			End:        time.Unix(cur.end, 0),
-			RetryAfter: retryAfter(*cur, now, p.skew),
-			err:        ErrLocked,
+			LockID:       s.self,
+			Holder:       cur.holder,
+			Start:        time.Unix(cur.start, 0),
+			End:          time.Unix(cur.end, 0),
+			RequeueAfter: retryAfter(*cur, now, p.skew),
+			err:          ErrLocked,
 		}}
 	}
 }

@@ -116,8 +116,8 @@ func TestDecideTake(t *testing.T) {
 					t.Fatalf("err = %v, want %v", got.err, c.wantErr)
 				}
 				var held *HeldError
-				if errors.As(got.err, &held) && held.RetryAfter != c.retry {
-					t.Fatalf("RetryAfter = %s, want %s", held.RetryAfter, c.retry)
+				if errors.As(got.err, &held) && held.RequeueAfter != c.retry {
+					t.Fatalf("RequeueAfter = %s, want %s", held.RequeueAfter, c.retry)
 				}
 				return
 			}

@@ -10,7 +10,7 @@ import (
 
 // DecodeConfig decodes the spec.config member of a task of kind into a T,
 // the operator's config type for that kind, as an executor, a precondition
-// or Kind.Timeout and Kind.DuplicateKey need it. The decoding is strict, as
+// or Handler.Timeout and Handler.DuplicateKey need it. The decoding is strict, as
 // the API server's: field names match case-sensitively, and an unknown or
 // repeated field is an error, so a config written for another version of
 // the type is refused rather than half read.

@@ -35,9 +35,9 @@ const (
 type Config struct {
 	// Store holds the tasks. Required.
 	Store Store
-	// Kinds are the task kinds the controller runs; a task of another kind
+	// Handlers are the task kinds the controller runs; a task of another kind
 	// is rejected with code InvalidSpec. At least one is required.
-	Kinds []Kind
+	Handlers []Handler
 	// Clock is the source of time for every decision and timer. Default:
 	// the real clock.
 	Clock clock.WithTicker
@@ -79,7 +79,7 @@ type Config struct {
 // TTL. Create it with New and start it with Run.
 type Controller struct {
 	cfg   Config
-	kinds map[string]*Kind
+	kinds map[string]*Handler
 
 	trigger chan struct{}
 
@@ -105,19 +105,19 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.Store == nil {
 		return nil, fmt.Errorf("%w: Config.Store is nil", ErrInvalidConfig)
 	}
-	if len(cfg.Kinds) == 0 {
-		return nil, fmt.Errorf("%w: Config.Kinds is empty", ErrInvalidConfig)
+	if len(cfg.Handlers) == 0 {
+		return nil, fmt.Errorf("%w: Config.Handlers is empty", ErrInvalidConfig)
 	}
-	kinds := make(map[string]*Kind, len(cfg.Kinds))
-	for i := range cfg.Kinds {
-		k := &cfg.Kinds[i]
+	kinds := make(map[string]*Handler, len(cfg.Handlers))
+	for i := range cfg.Handlers {
+		k := &cfg.Handlers[i]
 		switch {
 		case k.Name == "":
-			return nil, fmt.Errorf("%w: Config.Kinds[%d].Name is empty", ErrInvalidConfig, i)
+			return nil, fmt.Errorf("%w: Config.Handlers[%d].Name is empty", ErrInvalidConfig, i)
 		case k.Executor == nil:
-			return nil, fmt.Errorf("%w: Config.Kinds[%d] (%q).Executor is nil", ErrInvalidConfig, i, k.Name)
+			return nil, fmt.Errorf("%w: Config.Handlers[%d] (%q).Executor is nil", ErrInvalidConfig, i, k.Name)
 		case kinds[k.Name] != nil:
-			return nil, fmt.Errorf("%w: Config.Kinds[%d].Name %q registered twice", ErrInvalidConfig, i, k.Name)
+			return nil, fmt.Errorf("%w: Config.Handlers[%d].Name %q registered twice", ErrInvalidConfig, i, k.Name)
 		}
 		kinds[k.Name] = k
 	}
@@ -506,7 +506,7 @@ func (c *Controller) syncQueue(ctx context.Context, q []*Task, now time.Time, sl
 	return next, nil
 }
 
-func (c *Controller) kindAndKey(t *Task) (*Kind, string, error) {
+func (c *Controller) kindAndKey(t *Task) (*Handler, string, error) {
 	name, raw, err := t.Spec.Member()
 	if err != nil {
 		return nil, "", err
@@ -525,7 +525,7 @@ func (c *Controller) kindAndKey(t *Task) (*Kind, string, error) {
 // admit checks the preconditions of k in order. Their error is returned as
 // it is: it becomes the task's lastErrors message, which is for people; the
 // log says which precondition it was.
-func (c *Controller) admit(ctx context.Context, k *Kind, t *Task) error {
+func (c *Controller) admit(ctx context.Context, k *Handler, t *Task) error {
 	for i, p := range k.Preconditions {
 		if err := p.Check(ctx, t.DeepCopy()); err != nil {
 			logr.FromContextOrDiscard(ctx).V(1).Info("opstask precondition failed", "task", t.Key(), "kind", k.Name, "precondition", i, "error", err.Error())
@@ -577,7 +577,7 @@ func (c *Controller) releaseSlot() {
 // resourceVersion) and runs it in the slot reserved for it. The claim is the
 // lease's first write, so it has the lease's deadline too: a claim that
 // takes longer than 2/3 of the lease is given up, not run.
-func (c *Controller) start(ctx context.Context, k *Kind, t *Task) error {
+func (c *Controller) start(ctx context.Context, k *Handler, t *Task) error {
 	runID := c.newRunID()
 	l := c.newLease(t, runID)
 	err := l.write(ctx, func(t *Task, now time.Time) error {
@@ -662,7 +662,7 @@ func (c *Controller) checkForeign(ctx context.Context, t *Task, now time.Time) (
 }
 
 // deadline returns when t's execution times out.
-func (c *Controller) deadline(k *Kind, t *Task) time.Time {
+func (c *Controller) deadline(k *Handler, t *Task) time.Time {
 	d := c.cfg.DefaultTimeout
 	if k.Timeout != nil {
 		if kd, err := k.Timeout(t.DeepCopy()); err == nil && kd > 0 {

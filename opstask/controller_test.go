@@ -181,7 +181,7 @@ func TestAdmission(t *testing.T) {
 	quorum := opstask.PreconditionFunc(func(ctx context.Context, task *opstask.Task) error {
 		return opstask.Unmet("NoQuorum", "etcd-main has no quorum")
 	})
-	c := w.controller(opstask.Config{Kinds: []opstask.Kind{
+	c := w.controller(opstask.Config{Handlers: []opstask.Handler{
 		{Name: "snapshot", Executor: g, DuplicateKey: func(t *opstask.Task) (string, error) {
 			var cfg struct{ Type string }
 			_, raw, _ := t.Spec.Member()
@@ -246,7 +246,7 @@ func TestAdmission(t *testing.T) {
 func TestTimeoutFailsTheTask(t *testing.T) {
 	w := newWorld(t)
 	g := newGate()
-	c := w.controller(opstask.Config{LeaseDuration: time.Minute, Kinds: []opstask.Kind{{Name: "snapshot", Executor: g,
+	c := w.controller(opstask.Config{LeaseDuration: time.Minute, Handlers: []opstask.Handler{{Name: "snapshot", Executor: g,
 		Timeout: func(*opstask.Task) (time.Duration, error) { return 8 * time.Minute, nil }}}})
 	w.create("slow", "etcd-main", map[string]any{"snapshot": map[string]any{}})
 	w.sync(t.Context(), c)
@@ -282,9 +282,9 @@ func TestInterruptedExecution(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			w := newWorld(t)
 			g := newGate()
-			kinds := []opstask.Kind{{Name: "copy", Executor: g, Resumable: resumable}}
+			kinds := []opstask.Handler{{Name: "copy", Executor: g, Resumable: resumable}}
 			lease := 30 * time.Second
-			first := w.controller(opstask.Config{Identity: "first", Kinds: kinds, LeaseDuration: lease})
+			first := w.controller(opstask.Config{Identity: "first", Handlers: kinds, LeaseDuration: lease})
 			w.create("copy-1", "", map[string]any{"copy": map[string]any{}})
 			w.create("copy-2", "", map[string]any{"copy": map[string]any{"n": 2}})
 
@@ -298,7 +298,7 @@ func TestInterruptedExecution(t *testing.T) {
 				t.Fatalf("after the first controller stopped: %s by %s, want InProgress by first-*", got.State(), got.Status.LastOperation.RunID)
 			}
 
-			second := w.controller(opstask.Config{Identity: "second", Kinds: kinds, LeaseDuration: lease})
+			second := w.controller(opstask.Config{Identity: "second", Handlers: kinds, LeaseDuration: lease})
 			if d := w.sync(t.Context(), second); d != lease {
 				t.Errorf("second controller requeues after %s, want the lease %s", d, lease)
 			}
@@ -348,7 +348,7 @@ func TestCleanupAfterTTL(t *testing.T) {
 	w := newWorld(t)
 	var cleaned atomic.Int32
 	var sawCleanup atomic.Bool
-	c := w.controller(opstask.Config{DefaultTTL: time.Hour, Kinds: []opstask.Kind{
+	c := w.controller(opstask.Config{DefaultTTL: time.Hour, Handlers: []opstask.Handler{
 		{Name: "job", Executor: opstask.ExecutorFunc(func(ctx context.Context, run *opstask.Run) error { return nil }),
 			Cleanup: func(ctx context.Context, task *opstask.Task) error {
 				cur, err := w.store.Get(ctx, task.Namespace, task.Name)
@@ -389,11 +389,11 @@ func TestConcurrencyLimitAndMetrics(t *testing.T) {
 	w := newWorld(t)
 	g := newGate()
 	reg := prometheus.NewRegistry()
-	m, err := opstask.NewMetrics(reg, &opstask.MetricsOptions{Prefix: "etcddruid_", TargetLabel: "etcd", NamespaceLabel: "etcd_namespace"})
+	m, err := opstask.NewMetrics(opstask.MetricsConfig{Registerer: reg, Prefix: "etcddruid_", TargetLabel: "etcd", NamespaceLabel: "etcd_namespace"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := w.controller(opstask.Config{MaxConcurrent: 2, Metrics: m, Kinds: []opstask.Kind{{Name: "snap", Executor: g, AllowDuplicates: true}}})
+	c := w.controller(opstask.Config{MaxConcurrent: 2, Metrics: m, Handlers: []opstask.Handler{{Name: "snap", Executor: g, AllowDuplicates: true}}})
 	for _, n := range []string{"a", "b", "c"} {
 		w.create("task-"+n, "etcd-"+n, map[string]any{"snap": map[string]any{}})
 	}
@@ -431,14 +431,14 @@ etcddruid_operator_tasks_total{etcd="etcd-a",etcd_namespace="ns",state="Succeede
 
 func TestNewRejectsBadConfig(t *testing.T) {
 	s := memstore.New(nil)
-	ok := opstask.Kind{Name: "a", Executor: opstask.ExecutorFunc(func(context.Context, *opstask.Run) error { return nil })}
+	ok := opstask.Handler{Name: "a", Executor: opstask.ExecutorFunc(func(context.Context, *opstask.Run) error { return nil })}
 	for name, cfg := range map[string]opstask.Config{
-		"Store":          {Kinds: []opstask.Kind{ok}},
-		"Kinds is empty": {Store: s},
-		"Executor":       {Store: s, Kinds: []opstask.Kind{{Name: "a"}}},
-		"twice":          {Store: s, Kinds: []opstask.Kind{ok, ok}},
-		"LeaseDuration":  {Store: s, Kinds: []opstask.Kind{ok}, LeaseDuration: -time.Second},
-		"MaxConcurrent":  {Store: s, Kinds: []opstask.Kind{ok}, MaxConcurrent: -1},
+		"Store":             {Handlers: []opstask.Handler{ok}},
+		"Handlers is empty": {Store: s},
+		"Executor":          {Store: s, Handlers: []opstask.Handler{{Name: "a"}}},
+		"twice":             {Store: s, Handlers: []opstask.Handler{ok, ok}},
+		"LeaseDuration":     {Store: s, Handlers: []opstask.Handler{ok}, LeaseDuration: -time.Second},
+		"MaxConcurrent":     {Store: s, Handlers: []opstask.Handler{ok}, MaxConcurrent: -1},
 	} {
 		_, err := opstask.New(cfg)
 		if !errors.Is(err, opstask.ErrInvalidConfig) || !strings.Contains(err.Error(), name) {
@@ -460,7 +460,7 @@ func TestSucceededKeepsLastProgress(t *testing.T) {
 		}
 		return run.Progress(ctx, "uploaded Full-00000000-00000042")
 	})
-	c := w.controller(opstask.Config{Kinds: []opstask.Kind{{Name: "snapshot", Executor: report}}})
+	c := w.controller(opstask.Config{Handlers: []opstask.Handler{{Name: "snapshot", Executor: report}}})
 	w.create("reports", "etcd-a", map[string]any{"snapshot": map[string]any{}})
 	w.create("silent", "etcd-b", map[string]any{"snapshot": map[string]any{}})
 	w.sync(t.Context(), c)
@@ -485,7 +485,7 @@ func TestPreconditionInvalidSpecRejects(t *testing.T) {
 		return nil
 	})
 	g := newGate()
-	c := w.controller(opstask.Config{Kinds: []opstask.Kind{{Name: "maintenance", Executor: g, Preconditions: []opstask.Precondition{decode}}}})
+	c := w.controller(opstask.Config{Handlers: []opstask.Handler{{Name: "maintenance", Executor: g, Preconditions: []opstask.Precondition{decode}}}})
 	w.create("bad", "etcd-main", map[string]any{"maintenance": map[string]any{"ops": "compact"}})
 	w.create("good", "etcd-main", map[string]any{"maintenance": map[string]any{"ops": []string{"compact"}}})
 	w.sync(t.Context(), c)
@@ -507,16 +507,16 @@ func TestExpiredTaskOfAnUnregisteredKind(t *testing.T) {
 	w := newWorld(t)
 	var cleaned atomic.Int32
 	nop := opstask.ExecutorFunc(func(context.Context, *opstask.Run) error { return nil })
-	full := w.controller(opstask.Config{Identity: "full", DefaultTTL: time.Hour, Kinds: []opstask.Kind{
+	full := w.controller(opstask.Config{Identity: "full", DefaultTTL: time.Hour, Handlers: []opstask.Handler{
 		{Name: "snapshot", Executor: nop},
 		{Name: "copy", Executor: nop, Cleanup: func(context.Context, *opstask.Task) error { cleaned.Add(1); return nil }},
 	}})
 	reg := prometheus.NewRegistry()
-	m, err := opstask.NewMetrics(reg, nil)
+	m, err := opstask.NewMetrics(opstask.MetricsConfig{Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
-	partial := w.controller(opstask.Config{Identity: "partial", DefaultTTL: time.Hour, Metrics: m, Kinds: []opstask.Kind{
+	partial := w.controller(opstask.Config{Identity: "partial", DefaultTTL: time.Hour, Metrics: m, Handlers: []opstask.Handler{
 		{Name: "snapshot", Executor: nop},
 	}})
 	w.create("copy-1", "", map[string]any{"copy": map[string]any{}})
@@ -574,7 +574,7 @@ operator_expired_tasks_without_kind{type="copy"} 1
 func TestTTLNeverEarlyForATruncatedFinishTime(t *testing.T) {
 	w := newWorld(t)
 	nop := opstask.ExecutorFunc(func(context.Context, *opstask.Run) error { return nil })
-	c := w.controller(opstask.Config{Kinds: []opstask.Kind{{Name: "job", Executor: nop}}})
+	c := w.controller(opstask.Config{Handlers: []opstask.Handler{{Name: "job", Executor: nop}}})
 	ttl := int32(60)
 	finished := t0.Add(time.Hour) // a whole second, as the API server returns it
 	status := opstask.Status{State: opstask.TaskStateSucceeded, StartedAt: metaTime(finished), LastTransitionTime: metaTime(finished),

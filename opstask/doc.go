@@ -28,8 +28,8 @@
 //
 //	c, err := opstask.New(opstask.Config{
 //		Store:   store, // kubestore.New(...) or memstore.New(nil)
-//		Kinds:   []opstask.Kind{{Name: "onDemandSnapshot", Executor: snapshotter, Resumable: true}},
-//		Metrics: metrics, // opstask.NewMetrics(registry, &opstask.MetricsOptions{Prefix: "etcddruid_"})
+//		Handlers: []opstask.Handler{{Name: "onDemandSnapshot", Executor: snapshotter, Resumable: true}},
+//		Metrics: metrics, // opstask.NewMetrics(opstask.MetricsConfig{Registerer: registry, Prefix: "etcddruid_"})
 //	})
 //	...
 //	err = c.Run(ctx)

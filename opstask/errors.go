@@ -8,39 +8,39 @@ var (
 	// ErrIllegalTransition means a state change that the state machine does
 	// not allow was asked for. The error is a *TransitionError naming both
 	// states.
-	ErrIllegalTransition = errors.New("illegal task state transition")
+	ErrIllegalTransition = errors.New("opstask: illegal task state transition")
 
 	// ErrConflict means the task changed in the store since it was read (its
 	// resourceVersion is not current): another controller, or a person, got
 	// there first. Nothing was written. Re-read before retrying.
-	ErrConflict = errors.New("task changed since it was read")
+	ErrConflict = errors.New("opstask: task changed since it was read")
 
 	// ErrNotFound means the task does not exist (any more) in the store.
-	ErrNotFound = errors.New("task not found")
+	ErrNotFound = errors.New("opstask: task not found")
 
 	// ErrInvalidSpec means a task's spec cannot be processed: no config
 	// member or several, an unregistered kind, or a config the kind rejects.
 	// Such a task is rejected with code InvalidSpec; retrying does not help.
-	ErrInvalidSpec = errors.New("invalid task spec")
+	ErrInvalidSpec = errors.New("opstask: invalid task spec")
 
 	// ErrInvalidConfig means the Controller's Config or a Kind is unusable;
 	// the error names the field and its value.
-	ErrInvalidConfig = errors.New("invalid opstask configuration")
+	ErrInvalidConfig = errors.New("opstask: invalid configuration")
 
 	// ErrTimeout is the cause of an executor context canceled because the
 	// kind's timeout passed; the task fails with code Timeout.
-	ErrTimeout = errors.New("task timed out")
+	ErrTimeout = errors.New("opstask: task timed out")
 
 	// ErrInterrupted means an execution was interrupted (its controller
 	// stopped) and its kind cannot resume it; the task fails with code
 	// Interrupted.
-	ErrInterrupted = errors.New("task execution interrupted and kind cannot resume")
+	ErrInterrupted = errors.New("opstask: task execution interrupted and kind cannot resume")
 
 	// ErrLostClaim is the cause of an executor's (or a Kind.Cleanup's)
 	// context canceled because this controller no longer owns the execution
 	// (or the cleanup): another controller took it over, or no write
 	// confirmed the claim within 2/3 of the lease.
-	ErrLostClaim = errors.New("execution claim lost")
+	ErrLostClaim = errors.New("opstask: execution claim lost")
 )
 
 // CodedError is an error with an ErrorCode for Status.LastErrors. Executors

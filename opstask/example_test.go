@@ -19,7 +19,7 @@ func Example() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	snapshot := opstask.Kind{
+	snapshot := opstask.Handler{
 		Name: "onDemandSnapshot",
 		Executor: opstask.ExecutorFunc(func(ctx context.Context, run *opstask.Run) error {
 			var cfg struct{ Type string }
@@ -39,7 +39,7 @@ func Example() {
 			return cfg.Type, err
 		},
 	}
-	recovery := opstask.Kind{
+	recovery := opstask.Handler{
 		Name: "recoverFromQuorumLoss",
 		Executor: opstask.ExecutorFunc(func(ctx context.Context, run *opstask.Run) error {
 			fmt.Println("recovering", run.Task.Spec.Target)
@@ -50,7 +50,7 @@ func Example() {
 			return opstask.Unmet("QuorumPresent", t.Spec.Target+" has quorum")
 		})},
 	}
-	c, err := opstask.New(opstask.Config{Store: store, Kinds: []opstask.Kind{snapshot, recovery}, Settle: -1})
+	c, err := opstask.New(opstask.Config{Store: store, Handlers: []opstask.Handler{snapshot, recovery}, Settle: -1})
 	if err != nil {
 		panic(err)
 	}
@@ -98,7 +98,7 @@ func Example() {
 	// 1-full: Succeeded, last operation Execution Completed
 	// 2-delta: Succeeded, last operation Execution Completed
 	// 3-full-again: Rejected, last operation Admit Failed (DuplicateTask: duplicate of unfinished task 1-full (kind onDemandSnapshot) for the same target)
-	// 4-recover: Rejected, last operation Admit Failed (QuorumPresent: precondition not met: etcd-main has quorum)
+	// 4-recover: Rejected, last operation Admit Failed (QuorumPresent: opstask: precondition not met: etcd-main has quorum)
 }
 
 // The state machine allows only DEP-05's transitions and records each one in
@@ -112,7 +112,7 @@ func ExampleStatus_Transition() {
 	_ = s.Transition(opstask.TaskStateSucceeded, now.Add(time.Minute), "run-1", "done")
 	fmt.Println(s.State, s.LastOperation.Type, s.LastOperation.State, s.LastTransitionTime.UTC().Format(time.RFC3339))
 	// Output:
-	// illegal task state transition: Pending → Succeeded (allowed: Pending → InProgress|Rejected, InProgress → Succeeded|Failed)
+	// opstask: illegal task state transition: Pending → Succeeded (allowed: Pending → InProgress|Rejected, InProgress → Succeeded|Failed)
 	// InProgress Execution InProgress 2026-11-22T10:00:00Z
 	// Succeeded Execution Completed 2026-11-22T10:01:00Z
 }

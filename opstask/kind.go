@@ -9,9 +9,10 @@ import (
 	"time"
 )
 
-// Kind is a kind of task an operator registers: the config member that
-// selects it, its preconditions and its executor.
-type Kind struct {
+// Handler is what an operator registers for one kind of task (a task's kind
+// is the name of the spec.config member it sets, Task.Kind): that name, the
+// kind's preconditions and its executor.
+type Handler struct {
 	// Name is the json name of the spec.config member that selects this
 	// kind, e.g. "onDemandSnapshot".
 	Name string
@@ -92,7 +93,7 @@ func (f PreconditionFunc) Check(ctx context.Context, t *Task) error { return f(c
 var _ Precondition = PreconditionFunc(nil)
 
 // ErrUnmet marks a precondition that is not met: the task is rejected.
-var ErrUnmet = errors.New("precondition not met")
+var ErrUnmet = errors.New("opstask: precondition not met")
 
 // Unmet returns an error for a precondition that is not met, recorded in
 // LastErrors with code (PreconditionFailed when empty) and the reason.
@@ -129,7 +130,7 @@ func (r *Run) Progress(ctx context.Context, description string) error {
 }
 
 // dupKey returns the duplicate key of t under kind k.
-func (k *Kind) dupKey(t *Task, raw json.RawMessage) (string, error) {
+func (k *Handler) dupKey(t *Task, raw json.RawMessage) (string, error) {
 	if k.DuplicateKey != nil {
 		return k.DuplicateKey(t)
 	}

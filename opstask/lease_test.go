@@ -104,12 +104,12 @@ func TestHungWriteInTheLeaseLoop(t *testing.T) {
 				canceled <- context.Cause(ctx)
 				return context.Cause(ctx)
 			})
-			kinds := []opstask.Kind{{Name: "copy", Executor: exec, Resumable: true}}
-			a, err := opstask.New(opstask.Config{Store: hs, Clock: w.clock, Identity: "a", LeaseDuration: lease, Settle: -1, Kinds: kinds})
+			kinds := []opstask.Handler{{Name: "copy", Executor: exec, Resumable: true}}
+			a, err := opstask.New(opstask.Config{Store: hs, Clock: w.clock, Identity: "a", LeaseDuration: lease, Settle: -1, Handlers: kinds})
 			if err != nil {
 				t.Fatal(err)
 			}
-			b := w.controller(opstask.Config{Identity: "b", LeaseDuration: lease, Kinds: kinds})
+			b := w.controller(opstask.Config{Identity: "b", LeaseDuration: lease, Handlers: kinds})
 			w.create("copy-1", "", map[string]any{"copy": map[string]any{}})
 			ctxA, stopA := context.WithCancel(t.Context())
 			defer stopController(a, stopA)
@@ -177,9 +177,9 @@ func TestCleanupIsClaimed(t *testing.T) {
 			}
 		}
 		nop := opstask.ExecutorFunc(func(context.Context, *opstask.Run) error { return nil })
-		kinds := []opstask.Kind{{Name: "job", Executor: nop, Cleanup: cleanup}}
-		a := w.controller(opstask.Config{Identity: "a", LeaseDuration: lease, DefaultTTL: time.Hour, Kinds: kinds})
-		b := w.controller(opstask.Config{Identity: "b", LeaseDuration: lease, DefaultTTL: time.Hour, Kinds: kinds})
+		kinds := []opstask.Handler{{Name: "job", Executor: nop, Cleanup: cleanup}}
+		a := w.controller(opstask.Config{Identity: "a", LeaseDuration: lease, DefaultTTL: time.Hour, Handlers: kinds})
+		b := w.controller(opstask.Config{Identity: "b", LeaseDuration: lease, DefaultTTL: time.Hour, Handlers: kinds})
 		w.create("job-1", "", map[string]any{"job": map[string]any{}})
 		ctxA, stopA := context.WithCancel(t.Context())
 		defer stopController(a, stopA)

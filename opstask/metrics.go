@@ -7,10 +7,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// MetricsOptions configures Metrics. The zero value gives DEP-05's metric
-// names without a prefix and the labels type, state, target and
-// target_namespace.
-type MetricsOptions struct {
+// MetricsConfig configures Metrics. Registerer is required; the zero value
+// of every other field gives DEP-05's metric names without a prefix and the
+// labels type, state, target and target_namespace.
+type MetricsConfig struct {
+	// Registerer is where the metrics are registered, e.g.
+	// prometheus.DefaultRegisterer or controller-runtime's metrics.Registry.
+	Registerer prometheus.Registerer
 	// Prefix is prepended to the metric names, e.g. "etcddruid_" gives
 	// etcddruid_operator_task_duration_seconds as in DEP-05.
 	Prefix string
@@ -40,15 +43,13 @@ type Metrics struct {
 	withoutKind *prometheus.GaugeVec
 }
 
-// NewMetrics creates the metrics and registers them on reg. It returns an
-// error when reg refuses them (for instance, already registered).
-func NewMetrics(reg prometheus.Registerer, opts *MetricsOptions) (*Metrics, error) {
-	var o MetricsOptions
-	if opts != nil {
-		o = *opts
-	}
-	if reg == nil {
-		return nil, fmt.Errorf("%w: NewMetrics: nil Registerer", ErrInvalidConfig)
+// NewMetrics validates cfg, creates the metrics and registers them on
+// cfg.Registerer. It returns an error when the registerer refuses them (for
+// instance, already registered).
+func NewMetrics(cfg MetricsConfig) (*Metrics, error) {
+	o := cfg
+	if o.Registerer == nil {
+		return nil, fmt.Errorf("%w: MetricsConfig.Registerer is nil", ErrInvalidConfig)
 	}
 	if o.TargetLabel == "" {
 		o.TargetLabel = "target"
@@ -84,9 +85,9 @@ func NewMetrics(reg prometheus.Registerer, opts *MetricsOptions) (*Metrics, erro
 		{"operator_tasks_total", m.total},
 		{"operator_expired_tasks_without_kind", m.withoutKind},
 	} {
-		if err := reg.Register(c.c); err != nil {
+		if err := o.Registerer.Register(c.c); err != nil {
 			for _, r := range registered {
-				reg.Unregister(r)
+				o.Registerer.Unregister(r)
 			}
 			return nil, fmt.Errorf("opstask: register %s: %w", o.Prefix+c.name, err)
 		}

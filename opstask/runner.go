@@ -16,13 +16,13 @@ import (
 // claim's deadline.
 type runner struct {
 	c     *Controller
-	kind  *Kind
+	kind  *Handler
 	lease *lease
 }
 
 // launch runs the task of l, already claimed, in a goroutine, in the slot
 // reserved for it.
-func (c *Controller) launch(ctx context.Context, k *Kind, l *lease, resumed bool) {
+func (c *Controller) launch(ctx context.Context, k *Handler, l *lease, resumed bool) {
 	r := &runner{c: c, kind: k, lease: l}
 	key := l.task.Key()
 	c.mu.Lock()

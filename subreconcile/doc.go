@@ -121,8 +121,8 @@
 //
 // NewMetrics registers, on a registerer the caller supplies (never the
 // global one), a histogram of step durations by chain and step, and a counter
-// of requeues by chain, step and kind (KindImmediate, KindDelayed,
-// KindConflict, KindError, KindTerminal, KindPanic).
+// of requeues by chain, step and reason (RequeueImmediate, RequeueDelayed,
+// RequeueConflict, RequeueError, RequeueTerminal, RequeuePanic).
 //
 // Package subreconciletest runs a chain in a test and asserts which steps
 // acted, in which order, and the resulting requeue.

@@ -1,20 +1,19 @@
 package subreconcile
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Requeue kinds, the values of the "kind" label of the requeue counter.
+// Requeue reasons, the values of the "reason" label of the requeue counter.
 const (
-	KindImmediate = "immediate" // immediate requeue without error
-	KindDelayed   = "delayed"   // delayed requeue without error
-	KindConflict  = "conflict"  // optimistic-concurrency conflict turned into a requeue
-	KindError     = "error"     // requeue carrying an error, immediate or delayed
-	KindTerminal  = "terminal"  // terminal error
-	KindPanic     = "panic"     // the step panicked
+	RequeueImmediate = "immediate" // immediate requeue without error
+	RequeueDelayed   = "delayed"   // delayed requeue without error
+	RequeueConflict  = "conflict"  // optimistic-concurrency conflict turned into a requeue
+	RequeueError     = "error"     // requeue carrying an error, immediate or delayed
+	RequeueTerminal  = "terminal"  // terminal error
+	RequeuePanic     = "panic"     // the step panicked
 )
 
 // DefaultDurationBuckets spans a no-op step (well under a millisecond) to a
@@ -42,8 +41,8 @@ type MetricsConfig struct {
 //
 //   - subreconcile_step_duration_seconds{chain, step}: a histogram of the
 //     time each step took, observed for every step that ran;
-//   - subreconcile_requeues_total{chain, step, kind}: a counter of the
-//     requeues steps asked for, by kind (KindImmediate, ...).
+//   - subreconcile_requeues_total{chain, step, reason}: a counter of the
+//     requeues steps asked for, by reason (RequeueImmediate, ...).
 //
 // One Metrics can serve several runners; Config.Name tells them apart.
 type Metrics struct {
@@ -54,7 +53,7 @@ type Metrics struct {
 // NewMetrics creates the collectors and registers them on cfg.Registerer.
 func NewMetrics(cfg MetricsConfig) (*Metrics, error) {
 	if cfg.Registerer == nil {
-		return nil, errors.New("subreconcile: MetricsConfig.Registerer must not be nil")
+		return nil, fmt.Errorf("%w: MetricsConfig.Registerer is nil", ErrInvalidConfig)
 	}
 	buckets := cfg.Buckets
 	if buckets == nil {
@@ -72,8 +71,8 @@ func NewMetrics(cfg MetricsConfig) (*Metrics, error) {
 			Namespace: cfg.Namespace,
 			Subsystem: "subreconcile",
 			Name:      "requeues_total",
-			Help:      "Requeues asked for by steps of a reconcile loop, by kind.",
-		}, []string{"chain", "step", "kind"}),
+			Help:      "Requeues asked for by steps of a reconcile loop, by reason.",
+		}, []string{"chain", "step", "reason"}),
 	}
 	if err := cfg.Registerer.Register(m.duration); err != nil {
 		return nil, fmt.Errorf("subreconcile: registering step duration histogram: %w", err)

@@ -12,7 +12,7 @@ import (
 
 func TestNewMetrics(t *testing.T) {
 	if _, err := subreconcile.NewMetrics(subreconcile.MetricsConfig{}); err == nil ||
-		err.Error() != "subreconcile: MetricsConfig.Registerer must not be nil" {
+		err.Error() != "subreconcile: invalid configuration: MetricsConfig.Registerer is nil" {
 		t.Errorf("NewMetrics without registerer: %v", err)
 	}
 
@@ -75,7 +75,7 @@ func TestMetricsCountRequeuesByKind(t *testing.T) {
 			case "fdb_subreconcile_requeues_total":
 				kind := ""
 				for _, l := range metric.GetLabel() {
-					if l.GetName() == "kind" {
+					if l.GetName() == "reason" {
 						kind = l.GetValue()
 					}
 				}
@@ -86,12 +86,12 @@ func TestMetricsCountRequeuesByKind(t *testing.T) {
 		}
 	}
 	want := map[string]float64{
-		subreconcile.KindImmediate: 1,
-		subreconcile.KindDelayed:   2,
-		subreconcile.KindConflict:  1,
-		subreconcile.KindError:     2,
-		subreconcile.KindTerminal:  1,
-		subreconcile.KindPanic:     1,
+		subreconcile.RequeueImmediate: 1,
+		subreconcile.RequeueDelayed:   2,
+		subreconcile.RequeueConflict:  1,
+		subreconcile.RequeueError:     2,
+		subreconcile.RequeueTerminal:  1,
+		subreconcile.RequeuePanic:     1,
 	}
 	for k, v := range want {
 		if got[k] != v {

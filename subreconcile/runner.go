@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/groundskeeper-io/groundskeeper/internal/event"
 	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/clock"
 )
 
@@ -54,20 +54,14 @@ const (
 
 // EventRecorder is the part of client-go's record.EventRecorder that the
 // runner uses; a record.EventRecorder satisfies it as is. Wrap anything else
-// (for example a k8s.io/client-go/tools/events recorder) in an EventFunc.
-type EventRecorder interface {
-	Event(object runtime.Object, eventtype, reason, message string)
-}
+// (for example a k8s.io/client-go/tools/events recorder) in an EventFunc. It
+// is the same type as lifecycle.EventRecorder, so one recorder serves both
+// packages.
+type EventRecorder = event.Recorder
 
-// EventFunc adapts a function to an EventRecorder.
-type EventFunc func(object runtime.Object, eventtype, reason, message string)
-
-// Event calls f.
-func (f EventFunc) Event(object runtime.Object, eventtype, reason, message string) {
-	f(object, eventtype, reason, message)
-}
-
-var _ EventRecorder = EventFunc(nil)
+// EventFunc adapts a function to an EventRecorder. It is the same type as
+// lifecycle.EventFunc.
+type EventFunc = event.Func
 
 // Config configures a Runner. New validates it; errors name the bad field.
 // Only Name and Steps are required.
@@ -174,17 +168,17 @@ type Runner[T Object[T], S any] struct {
 // New validates cfg and returns a Runner.
 func New[T Object[T], S any](cfg Config[T, S]) (*Runner[T, S], error) {
 	if cfg.Name == "" {
-		return nil, errors.New("subreconcile: Config.Name must not be empty")
+		return nil, fmt.Errorf("%w: Config.Name is empty", ErrInvalidConfig)
 	}
 	if len(cfg.Steps) == 0 {
-		return nil, errors.New("subreconcile: Config.Steps must not be empty")
+		return nil, fmt.Errorf("%w: Config.Steps is empty", ErrInvalidConfig)
 	}
 	for i, s := range cfg.Steps {
 		if s.Name == "" {
-			return nil, fmt.Errorf("subreconcile: Config.Steps[%d].Name must not be empty", i)
+			return nil, fmt.Errorf("%w: Config.Steps[%d].Name is empty", ErrInvalidConfig, i)
 		}
 		if s.Step == nil {
-			return nil, fmt.Errorf("subreconcile: Config.Steps[%d].Step (%q) must not be nil", i, s.Name)
+			return nil, fmt.Errorf("%w: Config.Steps[%d].Step (%q) is nil", ErrInvalidConfig, i, s.Name)
 		}
 		if f, ok := s.Step.(Func[T, S]); ok && f == nil {
 			return nil, fmt.Errorf("subreconcile: Config.Steps[%d].Step (%q) is a nil Func", i, s.Name)
@@ -387,45 +381,69 @@ func (r *Runner[T, S]) Run(ctx context.Context, obj T) Outcome {
 	notes := r.notes.Get().(*loopNotes)
 	defer r.putNotes(notes)
 
-	trace := TraceID(rand.Uint64())
-	generation := obj.GetGeneration()
-	base := logr.FromContextOrDiscard(ctx)
 	loop := Loop[S]{
-		log:        base,
+		log:        logr.FromContextOrDiscard(ctx),
 		chain:      r.name,
-		trace:      trace,
-		generation: generation,
+		trace:      TraceID(rand.Uint64()),
+		generation: obj.GetGeneration(),
 		clock:      r.clock,
 		notes:      notes,
 	}
-	out := Outcome{TraceID: trace}
+	out := Outcome{TraceID: loop.trace}
 	var p pending
+	end := r.runSteps(ctx, obj, loop, &out, &p)
+	r.conclude(obj, loop, &out, &p, end)
+	return out
+}
 
+// loopEnd says how a loop ended, for Run's one exit.
+type loopEnd struct {
+	// prepared: Normalize and the loop state succeeded, so the steps were
+	// reached (though a canceled context may have stopped the first).
+	prepared bool
+	// ranThrough: every step ran and none stopped the loop.
+	ranThrough bool
+	// event is the message of the ReasonTerminatedEarly event to record;
+	// empty records none.
+	event string
+	// failed makes that event a warning.
+	failed bool
+	// before is the generation status before the first step.
+	before Generations
+	// took is the time from the first step's start to the last one's end.
+	took time.Duration
+}
+
+// runSteps prepares the loop (Normalize, the spec snapshot, the loop state)
+// and runs the steps until one stops the loop or all have run. It adds the
+// requeues and errors to p and the step reports to out, and says how the
+// loop ended; the outcome is recorded by conclude.
+func (r *Runner[T, S]) runSteps(ctx context.Context, obj T, loop Loop[S], out *Outcome, p *pending) loopEnd {
 	if r.normalize != nil {
 		if err := r.normalize(obj); err != nil {
-			out.Err = fmt.Errorf("subreconcile: normalizing: %w", err)
-			base.Error(err, "Normalizing failed", "chain", r.name, "traceID", trace)
-			r.endEarly(obj, out.Err.Error(), true)
-			return out
+			loop.log.Error(err, "Normalizing failed", "chain", r.name, "traceID", loop.trace)
+			err = fmt.Errorf("subreconcile: normalizing: %w", err)
+			p.errs = append(p.errs, err)
+			return loopEnd{event: err.Error(), failed: true}
 		}
 	}
 	var normalized T
 	if r.restoreSpec != nil {
 		normalized = obj.DeepCopy()
 	}
-	var before Generations
+	end := loopEnd{prepared: true}
 	if r.generations != nil {
 		if g := r.generations(obj); g != nil {
-			before = *g
+			end.before = *g
 		}
 	}
 	if r.newState != nil && !r.freshState {
 		state, err := r.newState(ctx, obj)
 		if err != nil {
-			out.Err = fmt.Errorf("subreconcile: building loop state: %w", err)
-			base.Error(err, "Building loop state failed", "chain", r.name, "traceID", trace)
-			r.endEarly(obj, out.Err.Error(), true)
-			return out
+			loop.log.Error(err, "Building loop state failed", "chain", r.name, "traceID", loop.trace)
+			err = fmt.Errorf("subreconcile: building loop state: %w", err)
+			p.errs = append(p.errs, err)
+			return loopEnd{event: err.Error(), failed: true}
 		}
 		loop.state = state
 	}
@@ -433,14 +451,12 @@ func (r *Runner[T, S]) Run(ctx context.Context, obj T) Outcome {
 	// Steps are timed as offsets from the loop's start: with the real clock
 	// Since reads only the monotonic clock, half the cost of Now.
 	start := r.clock.Now()
-	var last time.Duration
+	notes := loop.notes
 	for i := range r.steps {
 		name := r.steps[i].Name
 		if err := ctx.Err(); err != nil {
 			p.errs = append(p.errs, fmt.Errorf("subreconcile: loop stopped before subreconciler %q: %w", name, err))
-			r.finish(&out, &p)
-			_, out.Reconciled = r.reconciled(obj, generation)
-			return out
+			return end
 		}
 		loop.step, loop.index = name, i
 		if r.restoreSpec != nil {
@@ -452,10 +468,8 @@ func (r *Runner[T, S]) Run(ctx context.Context, obj T) Outcome {
 				p.errs = append(p.errs, fmt.Errorf("subreconciler %q: building state: %w", name, err))
 				loop.Logger().Error(err, "Building state failed")
 				out.StoppedAt = name
-				r.finish(&out, &p)
-				_, out.Reconciled = r.reconciled(obj, generation)
-				r.endEarly(obj, name+": "+err.Error(), true)
-				return out
+				end.event, end.failed = name+": "+err.Error(), true
+				return end
 			}
 			loop.state = state
 		}
@@ -465,8 +479,8 @@ func (r *Runner[T, S]) Run(ctx context.Context, obj T) Outcome {
 		req := r.call(ctx, i, obj, loop)
 
 		elapsed := r.clock.Since(start)
-		took := elapsed - last
-		last = elapsed
+		took := elapsed - end.took
+		end.took = elapsed
 		out.Ran = i + 1
 		if r.observers != nil {
 			r.observers[i].Observe(took.Seconds())
@@ -474,35 +488,49 @@ func (r *Runner[T, S]) Run(ctx context.Context, obj T) Outcome {
 		if req == nil && len(notes.actions) == 0 {
 			continue
 		}
-		if stop, msg := r.record(loop, &out, &p, req, notes.actions, took); stop {
+		if stop, msg := r.record(loop, out, p, req, notes.actions, took); stop {
 			out.StoppedAt = name
-			r.finish(&out, &p)
-			_, out.Reconciled = r.reconciled(obj, generation)
 			if msg == "" {
 				msg = "requeue requested"
 			}
-			r.endEarly(obj, name+": "+msg, out.Err != nil)
-			return out
+			end.event, end.failed = name+": "+msg, len(p.errs) > 0
+			return end
 		}
 	}
+	end.ranThrough = true
+	return end
+}
 
-	// The whole chain ran.
-	g, reconciled := r.reconciled(obj, generation)
-	if r.generations != nil {
-		out.Reconciled = reconciled
-		if !out.Reconciled && !p.requeue && len(p.errs) == 0 && r.notReconciledDelay > 0 {
+// conclude is Run's one exit: from how the loop ended and what it
+// gathered in p, it sets the outcome's error, requeue delay and reconciled
+// state, records the loop's event and logs the loop.
+func (r *Runner[T, S]) conclude(obj T, loop Loop[S], out *Outcome, p *pending, end loopEnd) {
+	var g Generations
+	if end.prepared {
+		g, out.Reconciled = r.reconciled(obj, loop.generation)
+	}
+	if end.ranThrough {
+		if r.generations == nil {
+			out.Reconciled = !p.requeue && len(p.errs) == 0
+		} else if !out.Reconciled && !p.requeue && len(p.errs) == 0 && r.notReconciledDelay > 0 {
 			p.add(r.notReconciledDelay)
 			out.Messages = append(out.Messages, fmt.Sprintf(
-				"generation %d is not reconciled yet (%s)", generation, g))
+				"generation %d is not reconciled yet (%s)", loop.generation, g))
 		}
-	} else {
-		out.Reconciled = !p.requeue && len(p.errs) == 0
 	}
-	r.finish(&out, &p)
+	out.Err = p.err()
+	if out.Err == nil && p.requeue {
+		out.RequeueAfter = p.delay
+	}
 
-	if out.Err == nil && out.Reconciled && (r.generations == nil || !before.IsReconciled(generation)) {
+	base := loop.log
+	switch {
+	case end.event != "":
+		r.endEarly(obj, end.event, end.failed)
+	case end.ranThrough && out.Err == nil && out.Reconciled &&
+		(r.generations == nil || !end.before.IsReconciled(loop.generation)):
 		if r.recorder != nil {
-			msg := "Reconciled generation " + strconv.FormatInt(generation, 10)
+			msg := "Reconciled generation " + strconv.FormatInt(loop.generation, 10)
 			if g.PendingRemoval() {
 				msg += " (removals still pending)"
 			}
@@ -515,16 +543,15 @@ func (r *Runner[T, S]) Run(ctx context.Context, obj T) Outcome {
 			log = base.V(1)
 		}
 		if log.Enabled() {
-			log.Info("Reconciliation complete", "chain", r.name, "traceID", trace, "generation", generation,
+			log.Info("Reconciliation complete", "chain", r.name, "traceID", loop.trace, "generation", loop.generation,
 				"pendingRemoval", g.PendingRemoval())
 		}
 	}
 	if l := base.V(1); l.Enabled() {
-		l.Info("Reconcile loop finished", "chain", r.name, "traceID", trace, "ran", out.Ran,
-			"duration", last, "requeueAfter", out.RequeueAfter, "error", out.Err,
+		l.Info("Reconcile loop finished", "chain", r.name, "traceID", loop.trace, "ran", out.Ran,
+			"stoppedAt", out.StoppedAt, "duration", end.took, "requeueAfter", out.RequeueAfter, "error", out.Err,
 			"reconciled", out.Reconciled)
 	}
-	return out
 }
 
 // reconciled returns the resource's generation status and whether it says
@@ -585,22 +612,22 @@ func (r *Runner[T, S]) record(loop Loop[S], out *Outcome, p *pending, req *Reque
 	var pe *panicError
 	switch {
 	case req.Err == nil && req.Delayed:
-		kind = KindDelayed
+		kind = RequeueDelayed
 	case req.Err == nil:
-		kind = KindImmediate
+		kind = RequeueImmediate
 	case errors.As(req.Err, &pe):
-		kind = KindPanic
+		kind = RequeuePanic
 	case IsTerminal(req.Err): // before conflicts: the step said "do not retry"
-		kind = KindTerminal
+		kind = RequeueTerminal
 	case r.conflictDelay > 0 && r.isConflict(req.Err):
-		kind = KindConflict
+		kind = RequeueConflict
 		if req.Delay <= 0 {
 			delay = r.conflictDelay
 		}
 	default:
-		kind = KindError
+		kind = RequeueError
 	}
-	if req.Err != nil && kind != KindConflict {
+	if req.Err != nil && kind != RequeueConflict {
 		err = fmt.Errorf("subreconciler %q: %w", loop.step, req.Err)
 		p.errs = append(p.errs, err)
 	} else {
@@ -609,12 +636,12 @@ func (r *Runner[T, S]) record(loop Loop[S], out *Outcome, p *pending, req *Reque
 	if msg != "" {
 		out.Messages = append(out.Messages, msg)
 	}
-	stop = !req.Delayed || kind == KindTerminal || kind == KindPanic
+	stop = !req.Delayed || kind == RequeueTerminal || kind == RequeuePanic
 	if r.metrics != nil {
 		r.metrics.requeues.WithLabelValues(r.name, loop.step, kind).Inc()
 	}
 
-	kv := []any{"duration", took, "kind", kind, "delayed", req.Delayed, "message", msg}
+	kv := []any{"duration", took, "reason", kind, "delayed", req.Delayed, "message", msg}
 	if len(report.Actions) > 0 {
 		kv = append(kv, "actions", report.Actions)
 	}
@@ -627,14 +654,6 @@ func (r *Runner[T, S]) record(loop Loop[S], out *Outcome, p *pending, req *Reque
 		log.Info("Subreconciler requested requeue", append(kv, "requeueAfter", delay)...)
 	}
 	return stop, msg
-}
-
-// finish sets the outcome's error and delay from p.
-func (r *Runner[T, S]) finish(out *Outcome, p *pending) {
-	out.Err = p.err()
-	if out.Err == nil && p.requeue {
-		out.RequeueAfter = p.delay
-	}
 }
 
 // endEarly records the event for a loop that did not run to the end.

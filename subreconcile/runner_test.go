@@ -845,12 +845,12 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		cfg  subreconcile.Config[*Database, *loopState]
 		want string
 	}{
-		{"no name", subreconcile.Config[*Database, *loopState]{Steps: []dbStep{noop}}, "subreconcile: Config.Name must not be empty"},
-		{"no steps", subreconcile.Config[*Database, *loopState]{Name: "Database"}, "subreconcile: Config.Steps must not be empty"},
+		{"no name", subreconcile.Config[*Database, *loopState]{Steps: []dbStep{noop}}, "subreconcile: invalid configuration: Config.Name is empty"},
+		{"no steps", subreconcile.Config[*Database, *loopState]{Name: "Database"}, "subreconcile: invalid configuration: Config.Steps is empty"},
 		{"unnamed step", subreconcile.Config[*Database, *loopState]{Name: "Database", Steps: []dbStep{noop, {Step: noop.Step}}},
-			"subreconcile: Config.Steps[1].Name must not be empty"},
+			"subreconcile: invalid configuration: Config.Steps[1].Name is empty"},
 		{"nil step", subreconcile.Config[*Database, *loopState]{Name: "Database", Steps: []dbStep{{Name: "AddPods"}}},
-			`subreconcile: Config.Steps[0].Step ("AddPods") must not be nil`},
+			`subreconcile: invalid configuration: Config.Steps[0].Step ("AddPods") is nil`},
 		{"nil func", subreconcile.Config[*Database, *loopState]{Name: "Database", Steps: []dbStep{{Name: "AddPods", Step: subreconcile.Func[*Database, *loopState](nil)}}},
 			`subreconcile: Config.Steps[0].Step ("AddPods") is a nil Func`},
 		{"negative minimum delay", subreconcile.Config[*Database, *loopState]{Name: "Database", Steps: []dbStep{noop}, MinDelay: -time.Second},

@@ -123,12 +123,16 @@ func DelayedRequeueOnError(err error) *Requeue {
 var (
 	// ErrTerminal marks an error after which the resource must not be
 	// retried until it changes. Make one with Terminal.
-	ErrTerminal = errors.New("terminal error")
+	ErrTerminal = errors.New("subreconcile: terminal error")
 
 	// ErrPanic marks a step that panicked. The runner recovers the panic,
 	// logs the stack and ends the loop with this error, wrapped with the
 	// step's name.
-	ErrPanic = errors.New("panic")
+	ErrPanic = errors.New("subreconcile: panic")
+
+	// ErrInvalidConfig: New or NewMetrics was given a configuration it
+	// cannot work with. The error names the field.
+	ErrInvalidConfig = errors.New("subreconcile: invalid configuration")
 )
 
 // Terminal marks err as terminal: the runner stops the chain at once and the

@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
@@ -36,6 +35,11 @@ type backups interface {
 	// Delete deletes the backup only if it still has this UID and
 	// resourceVersion; otherwise the API server answers Conflict.
 	Delete(ctx context.Context, namespace, name string, uid types.UID, resourceVersion string) error
+}
+
+// claimReader reads one claim from the API server: lifecycle.Client does.
+type claimReader interface {
+	GetClaim(ctx context.Context, namespace, name string) (*corev1.PersistentVolumeClaim, error)
 }
 
 // bucketOpener opens a bucket URL with the credentials of a backup's Secret,
@@ -61,8 +65,8 @@ func openBucket(ctx context.Context, url string, creds *backupstore.Credentials)
 type collector struct {
 	namespace string
 	backups   backups
-	secrets   corev1client.SecretsGetter
-	claims    corev1client.PersistentVolumeClaimsGetter
+	secrets   backupstore.SecretGetter
+	claims    claimReader
 	open      bucketOpener
 	// lifecycle tracks unmounts and collects expired claims.
 	lifecycle  *lifecycle.Manager
@@ -300,7 +304,7 @@ func (c *collector) collectBackup(ctx context.Context, cached *api.AerospikeName
 	}
 	scheme, _ := backupstore.Scheme(url) // valid: storageURL built it
 
-	creds, err := backupstore.LoadCredentials(ctx, backupstore.SecretsFrom(c.secrets), b.Namespace, s.Secret, scheme)
+	creds, err := backupstore.LoadCredentials(ctx, c.secrets, b.Namespace, s.Secret, scheme)
 	switch {
 	case errors.Is(err, backupstore.ErrSecretNotFound):
 		// aerospike-operator's rule: warn, and delete nothing.
@@ -401,25 +405,26 @@ func backupRef(b *api.AerospikeNamespaceBackup) *corev1.ObjectReference {
 		Namespace: b.Namespace, Name: b.Name, UID: b.UID, ResourceVersion: b.ResourceVersion}
 }
 
-// markUnmounted records on the claim that its pod podName is gone, now:
-// the seed's last-unmounted-on annotation, set when the pod that mounted the
-// claim is deleted. Only a claim that belongs to the pod (its pod-name
-// annotation names it) is looked at. lifecycle decides on a fresh list of
-// the namespace's pods, not on the event, which may come late: a claim that
-// a pod mounts again is not marked (and an out-of-date mark is removed). It
-// reports whether the claim is marked unmounted (in a dry run: would be).
-// Claims outside --claim-selector are left alone.
-func (c *collector) markUnmounted(ctx context.Context, claimName, podName string) (bool, error) {
+// markUnmounted records on the claim that the pod it belongs to (its
+// pod-name annotation) is gone, now: the seed's last-unmounted-on
+// annotation, set when a pod that mounted the claim is deleted. lifecycle
+// decides on a fresh list of the namespace's pods, not on the event, which
+// may come late: a claim that a pod mounts again is not marked (and an
+// out-of-date mark is removed). It reports whether the claim is marked
+// unmounted (in a dry run: would be). Claims without the pod-name
+// annotation, or outside --claim-selector, are left alone.
+func (c *collector) markUnmounted(ctx context.Context, claimName string) (bool, error) {
 	ann := c.lifecycle.Annotations()
-	claim, err := c.claims.PersistentVolumeClaims(c.namespace).Get(ctx, claimName, metav1.GetOptions{})
+	claim, err := c.claims.GetClaim(ctx, c.namespace, claimName)
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	if claim.Annotations[ann.PodNameKey()] != podName || claim.DeletionTimestamp != nil {
-		return false, nil
+	podName := claim.Annotations[ann.PodNameKey()]
+	if podName == "" || claim.DeletionTimestamp != nil {
+		return false, nil // not tracked, or going
 	}
 	if sel := c.claimScope.Selector; sel != nil && !sel.Matches(labels.Set(claim.Labels)) {
 		return false, nil // not one of the claims this collector looks after

@@ -5,25 +5,25 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/groundskeeper-io/groundskeeper/crt"
 	"github.com/groundskeeper-io/groundskeeper/examples/aerospike-gc/api"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
 )
@@ -36,45 +36,39 @@ type controllerOptions struct {
 	claimSelector string
 }
 
-// work is one item of the queue: the collection pass (the zero work), or
-// marking one claim of a deleted pod unmounted.
-type work struct {
-	claim, pod string
+// scheme holds the types the manager's client reads: Kubernetes' own and
+// the backups.
+var scheme = runtime.NewScheme()
+
+func init() {
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(api.AddToScheme(scheme))
 }
 
-var passWork = work{}
-
-// runController collects the backups and claims of one namespace until ctx
-// ends. clk is what the collector takes for now, in its decisions, its
-// annotations and its requeues (the real clock outside tests); onPass, if
-// set, is called with the report of every pass.
-func runController(ctx context.Context, cfg *rest.Config, o controllerOptions, clk clock.WithTicker, onPass func(report)) error {
-	log := logr.FromContextOrDiscard(ctx).WithValues("namespace", o.namespace, "dryRun", o.dryRun)
+// setupCollector adds the collector's two controllers to mgr:
+//
+//   - "aerospike-gc" runs the collection pass over the whole namespace. Any
+//     change to a backup, a claim or a pod may change what is expired, or
+//     when, so every event maps to the one request of the namespace; the
+//     pass asks to be requeued when the next backup or claim expires.
+//   - "aerospike-gc-unmount" marks a claim unmounted when a pod that
+//     mounted it is deleted (aerospike-operator's last-unmounted-on).
+//
+// clk is what the collector takes for now, in its decisions, its
+// annotations and its requeues: the real clock in a cluster, a fake one in
+// the e2e tests, which step it days ahead. onPass, if set, is called with
+// the report of every pass.
+func setupCollector(mgr ctrl.Manager, o controllerOptions, clk clock.WithTicker, onPass func(report)) error {
 	selector, err := labels.Parse(o.claimSelector)
 	if err != nil {
 		return fmt.Errorf("--claim-selector %q: %w", o.claimSelector, err)
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events(o.namespace)})
-	defer broadcaster.Shutdown()
-	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "aerospike-gc"})
-
-	core := informers.NewSharedInformerFactoryWithOptions(cs, 10*time.Minute, informers.WithNamespace(o.namespace))
-	pods, claims := core.Core().V1().Pods(), core.Core().V1().PersistentVolumeClaims()
-	dynFactory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 10*time.Minute, o.namespace, nil)
-	backupInformer := dynFactory.ForResource(api.GroupVersionResource)
-
-	manager, err := lifecycle.New(lifecycle.Config{
-		Client:      lifecycle.ClientGo(cs.CoreV1()),
+	// Writes and cached reads through the manager's client; the reads that
+	// must be fresh (a claim before its read-modify-write, pods before a
+	// deletion) through its API reader.
+	claims := crt.LifecycleClient(mgr.GetClient(), mgr.GetAPIReader())
+	lc, err := lifecycle.New(lifecycle.Config{
+		Client:      claims,
 		Clock:       clk,
 		Annotations: lifecycle.Annotations{Prefix: lifecycle.AerospikeAnnotationPrefix},
 	})
@@ -83,96 +77,60 @@ func runController(ctx context.Context, cfg *rest.Config, o controllerOptions, c
 	}
 	c := &collector{
 		namespace: o.namespace,
-		backups:   dynamicBackups{dyn, backupInformer.Lister()},
-		secrets:   cs.CoreV1(),
-		claims:    cs.CoreV1(),
+		backups:   clusterBackups{client: mgr.GetClient(), live: mgr.GetAPIReader()},
+		secrets:   crt.Secrets(mgr.GetAPIReader()),
+		claims:    claims,
 		open:      openBucket,
-		lifecycle: manager,
+		lifecycle: lc,
 		claimScope: lifecycle.Scope{Namespace: o.namespace, Selector: selector,
-			Claims: lifecycle.InformerClaims(claims.Lister()), Pods: lifecycle.InformerPods(pods.Lister())},
-		recorder:   recorder,
+			Claims: crt.ClaimCache(mgr.GetClient()), Pods: crt.PodCache(mgr.GetClient())},
+		recorder:   crt.Events(mgr.GetEventRecorder("aerospike-gc")),
 		clock:      clk,
 		dryRun:     o.dryRun,
 		retryAfter: o.retryAfter,
 		notBefore:  map[types.UID]time.Time{},
 	}
 
-	queue := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[work](),
-		workqueue.TypedRateLimitingQueueConfig[work]{Name: "aerospike-gc", Clock: clk})
-	// Any change to a backup, claim or pod may change what is expired, or
-	// when: run a pass.
-	onChange := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { queue.Add(passWork) },
-		UpdateFunc: func(any, any) { queue.Add(passWork) },
-		DeleteFunc: func(any) { queue.Add(passWork) },
-	}
-	for _, inf := range []cache.SharedIndexInformer{backupInformer.Informer(), claims.Informer()} {
-		if _, err := inf.AddEventHandler(onChange); err != nil {
-			return err
-		}
-	}
-	if _, err := pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { queue.Add(passWork) },
-		UpdateFunc: func(any, any) {},
-		DeleteFunc: func(obj any) {
-			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = t.Obj
-			}
-			if pod, ok := obj.(*corev1.Pod); ok {
-				for _, v := range pod.Spec.Volumes {
-					if v.PersistentVolumeClaim != nil {
-						queue.Add(work{claim: v.PersistentVolumeClaim.ClaimName, pod: pod.Name})
-					}
-				}
-			}
-			queue.Add(passWork)
-		},
-	}); err != nil {
+	pass := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.namespace, Name: "collection-pass"}}
+	toPass := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+		return []reconcile.Request{pass}
+	})
+	// A pod's volumes cannot change: only its creation and deletion matter.
+	podComesOrGoes := predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }}
+	err = ctrl.NewControllerManagedBy(mgr).Named("aerospike-gc").
+		Watches(&api.AerospikeNamespaceBackup{}, toPass).
+		Watches(&corev1.PersistentVolumeClaim{}, toPass).
+		Watches(&corev1.Pod{}, toPass, builder.WithPredicates(podComesOrGoes)).
+		WithOptions(controller.Options{NewQueue: queueOn(clk)}).
+		Complete(&passReconciler{c: c, onPass: onPass})
+	if err != nil {
 		return err
 	}
-	core.Start(ctx.Done())
-	dynFactory.Start(ctx.Done())
-	defer core.Shutdown()
-	defer dynFactory.Shutdown()
-	if !cache.WaitForCacheSync(ctx.Done(), backupInformer.Informer().HasSynced, claims.Informer().HasSynced, pods.Informer().HasSynced) {
-		return fmt.Errorf("waiting for the informers: %w", ctx.Err())
-	}
-	go func() {
-		<-ctx.Done()
-		queue.ShutDown()
-	}()
-	log.Info("controller started")
-	queue.Add(passWork)
-	for {
-		w, quit := queue.Get()
-		if quit {
-			return nil
-		}
-		c.process(logr.NewContext(ctx, log), queue, w, onPass)
+	return ctrl.NewControllerManagedBy(mgr).Named("aerospike-gc-unmount").
+		Watches(&corev1.Pod{}, handler.Funcs{DeleteFunc: enqueueClaimsOf}).
+		Complete(reconcile.Func(c.reconcileUnmount))
+}
+
+// queueOn returns a controller queue whose delayed requeues follow clk, so
+// that a test that steps a fake clock past a TTL sees the pass that the
+// last one asked for. In a cluster clk is the real clock, and this is
+// controller-runtime's classic rate-limited queue.
+func queueOn(clk clock.WithTicker) func(string, workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+	return func(name string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+		return workqueue.NewTypedRateLimitingQueueWithConfig(rl,
+			workqueue.TypedRateLimitingQueueConfig[reconcile.Request]{Name: name, Clock: clk})
 	}
 }
 
-func (c *collector) process(ctx context.Context, queue workqueue.TypedRateLimitingInterface[work], w work, onPass func(report)) {
-	defer queue.Done(w)
-	log := logr.FromContextOrDiscard(ctx)
-	if w != passWork {
-		marked, err := c.markUnmounted(ctx, w.claim, w.pod)
-		if err != nil && ctx.Err() == nil {
-			log.Error(err, "mark claim unmounted", "claim", w.claim, "pod", w.pod)
-			queue.AddRateLimited(w)
-			return
-		}
-		queue.Forget(w)
-		if marked {
-			log.Info("claim unmounted", "claim", w.claim, "pod", w.pod)
-		}
-		return
-	}
-	rep, err := c.pass(ctx)
-	if err != nil && ctx.Err() == nil {
-		log.Error(err, "collection pass failed")
-		rep.RequeueAfter = c.retryAfter
-	}
+// passReconciler runs one collection pass over the namespace per request.
+type passReconciler struct {
+	c      *collector
+	onPass func(report)
+}
+
+func (r *passReconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	log := logf.FromContext(ctx).WithValues("dryRun", r.c.dryRun)
+	rep, err := r.c.pass(ctx)
 	for _, o := range rep.Backups {
 		log.V(1).Info("backup", "name", o.Backup, "deleted", o.Deleted, "reason", o.Reason, "message", o.Message)
 	}
@@ -182,74 +140,70 @@ func (c *collector) process(ctx context.Context, queue workqueue.TypedRateLimiti
 	for _, s := range rep.Claims.Skipped {
 		log.Info("expired claim kept", "claim", s.Claim, "reason", s.Reason, "detail", s.Detail)
 	}
-	if rep.RequeueAfter > 0 {
-		queue.AddAfter(passWork, rep.RequeueAfter)
+	if r.onPass != nil {
+		r.onPass(rep)
 	}
-	if onPass != nil {
-		onPass(rep)
+	return crt.Result(ctx, rep.RequeueAfter, err)
+}
+
+// enqueueClaimsOf asks to mark unmounted each claim that a deleted pod
+// mounted. The event may come late (or be a deletion the informer only
+// inferred): markUnmounted decides on fresh reads, not on the event.
+func enqueueClaimsOf(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	pod, ok := e.Object.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	for _, v := range pod.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil {
+			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: pod.Namespace, Name: v.PersistentVolumeClaim.ClaimName}})
+		}
 	}
 }
 
-// dynamicBackups reads backups from the informer cache and the API server
-// through the dynamic client.
-type dynamicBackups struct {
-	client dynamic.Interface
-	lister cache.GenericLister
+// reconcileUnmount marks the claim of the request unmounted if no pod
+// mounts it any more.
+func (c *collector) reconcileUnmount(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	marked, err := c.markUnmounted(ctx, req.Name)
+	if marked {
+		logf.FromContext(ctx).Info("claim unmounted", "claim", req.Name, "dryRun", c.dryRun)
+	}
+	return crt.Result(ctx, 0, err)
 }
 
-func (d dynamicBackups) List(_ context.Context, namespace string) ([]*api.AerospikeNamespaceBackup, error) {
-	objs, err := d.lister.ByNamespace(namespace).List(labels.Everything())
-	if err != nil {
+// clusterBackups reads backups from the manager's cache (List) and, where
+// the collector decides on them, from the API server (Get).
+type clusterBackups struct {
+	client client.Client // the manager's: cached reads and writes
+	live   client.Reader // the manager's API reader
+}
+
+func (b clusterBackups) List(ctx context.Context, namespace string) ([]*api.AerospikeNamespaceBackup, error) {
+	var list api.AerospikeNamespaceBackupList
+	if err := b.client.List(ctx, &list, client.InNamespace(namespace)); err != nil {
 		return nil, err
 	}
-	out := make([]*api.AerospikeNamespaceBackup, 0, len(objs))
-	for _, o := range objs {
-		b, err := fromUnstructured(o.(*unstructured.Unstructured))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, b)
+	out := make([]*api.AerospikeNamespaceBackup, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
 	}
 	return out, nil
 }
 
-func (d dynamicBackups) Get(ctx context.Context, namespace, name string) (*api.AerospikeNamespaceBackup, error) {
-	u, err := d.client.Resource(api.GroupVersionResource).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
+func (b clusterBackups) Get(ctx context.Context, namespace, name string) (*api.AerospikeNamespaceBackup, error) {
+	var backup api.AerospikeNamespaceBackup
+	if err := b.live.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &backup); err != nil {
 		return nil, err
 	}
-	return fromUnstructured(u)
+	return &backup, nil
 }
 
-func (d dynamicBackups) UpdateStatus(ctx context.Context, b *api.AerospikeNamespaceBackup) error {
-	u, err := toUnstructured(b)
-	if err != nil {
-		return err
-	}
-	_, err = d.client.Resource(api.GroupVersionResource).Namespace(b.Namespace).UpdateStatus(ctx, u, metav1.UpdateOptions{})
-	return err
+func (b clusterBackups) UpdateStatus(ctx context.Context, backup *api.AerospikeNamespaceBackup) error {
+	return b.client.Status().Update(ctx, backup)
 }
 
-func (d dynamicBackups) Delete(ctx context.Context, namespace, name string, uid types.UID, resourceVersion string) error {
-	return d.client.Resource(api.GroupVersionResource).Namespace(namespace).Delete(ctx, name, metav1.DeleteOptions{
-		Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &resourceVersion}})
-}
-
-func fromUnstructured(u *unstructured.Unstructured) (*api.AerospikeNamespaceBackup, error) {
-	var b api.AerospikeNamespaceBackup
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &b); err != nil {
-		return nil, fmt.Errorf("decode %s %s/%s: %w", u.GetKind(), u.GetNamespace(), u.GetName(), err)
-	}
-	return &b, nil
-}
-
-func toUnstructured(b *api.AerospikeNamespaceBackup) (*unstructured.Unstructured, error) {
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(b)
-	if err != nil {
-		return nil, fmt.Errorf("encode backup %s/%s: %w", b.Namespace, b.Name, err)
-	}
-	u := &unstructured.Unstructured{Object: m}
-	u.SetAPIVersion(api.Group + "/" + api.Version)
-	u.SetKind(api.Kind)
-	return u, nil
+func (b clusterBackups) Delete(ctx context.Context, namespace, name string, uid types.UID, resourceVersion string) error {
+	backup := &api.AerospikeNamespaceBackup{}
+	backup.Namespace, backup.Name = namespace, name
+	return b.client.Delete(ctx, backup, client.Preconditions{UID: &uid, ResourceVersion: &resourceVersion})
 }

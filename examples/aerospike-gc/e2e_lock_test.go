@@ -13,11 +13,12 @@ import (
 	"github.com/go-logr/logr/testr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/examples/aerospike-gc/api"
 	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
@@ -32,13 +33,13 @@ import (
 // retention ends collects it.
 func TestObjectLockedBackupIsCollectedWhenTheRetentionEnds(t *testing.T) {
 	k := testenv.StartKubernetes(t)
-	client := installCRD(t, k.Config)
+	cl := installCRD(t, k.Config)
 	store := testenv.S3With(t, testenv.BucketOptions{ObjectLock: true})
 	bucket := store.Open(t)
 	ctx := logr.NewContext(context.Background(), testr.New(t))
 	ns := k.Namespace
 	createSecret(t, k, "minio", testenv.S3SecretAccessKey, store)
-	createBackup(t, client, ns, "locked", "7d", "minio", store.Bucket)
+	createBackup(t, cl, ns, "locked", "7d", "minio", store.Bucket)
 	prefix := "backups/" + ns + "/locked/"
 	for _, part := range []string{"part-0001.asb", "metadata.json"} {
 		if err := bucket.WriteAll(ctx, prefix+part, []byte("data"), nil); err != nil {
@@ -64,8 +65,8 @@ func TestObjectLockedBackupIsCollectedWhenTheRetentionEnds(t *testing.T) {
 	// retention's start, which MinIO measures in real time.
 	clk := clocktesting.NewFakeClock(time.Now().Add(8 * retention.Day))
 	c := &collector{
-		namespace: ns, backups: racingBackups{dynamicBackups{client: client}, func() {}}, // lists from the API server
-		secrets: k.Client.CoreV1(), claims: k.Client.CoreV1(), open: openBucket,
+		namespace: ns, backups: newRacingBackups(cl, func() {}), // lists from the API server
+		secrets: backupstore.SecretsFrom(k.Client.CoreV1()), claims: lifecycle.ClientGo(k.Client.CoreV1()), open: openBucket,
 		lifecycle: manager, claimScope: lifecycle.Scope{Namespace: ns},
 		recorder: lifecycle.EventFunc(func(runtime.Object, string, string, string) {}),
 		clock:    clk, retryAfter: time.Hour, notBefore: map[types.UID]time.Time{},
@@ -77,13 +78,9 @@ func TestObjectLockedBackupIsCollectedWhenTheRetentionEnds(t *testing.T) {
 	if len(rep.Backups) != 1 || rep.Backups[0].Reason != api.ReasonRetained || rep.Backups[0].Deleted {
 		t.Fatalf("first pass: %+v; want the backup kept as Retained", rep.Backups)
 	}
-	u, err := client.Resource(api.GroupVersionResource).Namespace(ns).Get(ctx, "locked", metav1.GetOptions{})
-	if err != nil {
+	var b api.AerospikeNamespaceBackup
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: "locked"}, &b); err != nil {
 		t.Fatalf("the backup resource is gone while its data is retained: %v", err)
-	}
-	b, err := fromUnstructured(u)
-	if err != nil {
-		t.Fatal(err)
 	}
 	cond := meta.FindStatusCondition(b.Status.Conditions, api.ConditionDataDeleted)
 	if cond == nil || cond.Reason != api.ReasonRetained {
@@ -106,7 +103,7 @@ func TestObjectLockedBackupIsCollectedWhenTheRetentionEnds(t *testing.T) {
 	if err != nil || len(rep.Backups) != 1 || !rep.Backups[0].Deleted {
 		t.Fatalf("pass after the retention: %+v, %v; want the backup collected", rep.Backups, err)
 	}
-	if _, err := client.Resource(api.GroupVersionResource).Namespace(ns).Get(ctx, "locked", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: "locked"}, &b); !apierrors.IsNotFound(err) {
 		t.Errorf("backup resource after collection: %v; want NotFound", err)
 	}
 }

@@ -22,15 +22,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/examples/aerospike-gc/api"
+	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/rbactest"
 	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
@@ -57,7 +59,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // Secret exists.
 func TestCollector(t *testing.T) {
 	k := testenv.StartKubernetes(t)
-	client := installCRD(t, k.Config)
+	cl := installCRD(t, k.Config)
 	store := testenv.S3(t)
 	bucket := store.Open(t)
 	ctx := context.Background()
@@ -78,7 +80,7 @@ func TestCollector(t *testing.T) {
 		for _, part := range []string{"part-0001.asb", "part-0002.asb", "metadata.json"} {
 			allKeys = append(allKeys, "backups/"+ns+"/"+name+"/"+part)
 		}
-		createBackup(t, client, ns, name, b.ttl, b.secret, store.Bucket)
+		createBackup(t, cl, ns, name, b.ttl, b.secret, store.Bucket)
 	}
 	for _, key := range allKeys {
 		if err := bucket.WriteAll(ctx, key, []byte("data of "+key), nil); err != nil {
@@ -103,7 +105,8 @@ func TestCollector(t *testing.T) {
 	// pods 1 to 3.
 	opts := controllerOptions{namespace: ns, retryAfter: 5 * time.Minute, claimSelector: "app=aerospike"}
 	requests := &rbactest.Recorder{}
-	reports, stop := startController(t, k.Config, opts, clk, requests)
+	reports := make(chan report, 100)
+	_, stop := startManager(t, k.Config, opts, clk, requests, reports)
 	waitPass(t, reports, clk.Now())
 	for i := 4; i >= 1; i-- {
 		if err := k.Client.CoreV1().Pods(ns).Delete(ctx, fmt.Sprintf("pod-%d", i), metav1.DeleteOptions{}); err != nil {
@@ -129,7 +132,7 @@ func TestCollector(t *testing.T) {
 
 	// Eight days later, a dry run deletes nothing, and says what it would.
 	opts.dryRun = true
-	reports, stop = startController(t, k.Config, opts, clk, requests)
+	_, stop = startManager(t, k.Config, opts, clk, requests, reports)
 	waitPass(t, reports, clk.Now())
 	clk.Step(8 * retention.Day)
 	rep := waitPass(t, reports, clk.Now())
@@ -148,17 +151,19 @@ func TestCollector(t *testing.T) {
 		t.Errorf("dry run would delete %v, want %v (report %+v)", would, want, rep)
 	}
 	assertKeys(t, bucket, ns, allKeys)
-	assertBackups(t, client, ns, "ns1-b1", "ns1-b10", "ns1-badcreds", "ns1-forever", "ns1-missing")
+	assertBackups(t, cl, ns, "ns1-b1", "ns1-b10", "ns1-badcreds", "ns1-forever", "ns1-missing")
 	assertClaims(t, k, "data-0", "data-1", "data-2", "data-3", "data-4")
 	for _, name := range []string{"ns1-missing", "ns1-badcreds"} {
-		if c := condition(t, client, ns, name); c != nil {
+		if c := condition(t, cl, ns, name); c != nil {
 			t.Errorf("dry run wrote a condition on %s: %+v", name, c)
 		}
 	}
 
-	// The real controller, at the same instant.
+	// The real controller, at the same instant, as two replicas: the one
+	// that holds the Lease collects.
 	opts.dryRun = false
-	reports, _ = startController(t, k.Config, opts, clk, requests)
+	replicaA, stopA := startManager(t, k.Config, opts, clk, requests, reports)
+	replicaB, stopB := startManager(t, k.Config, opts, clk, requests, reports)
 	waitPass(t, reports, clk.Now())
 	var left []string
 	for _, key := range allKeys {
@@ -170,9 +175,9 @@ func TestCollector(t *testing.T) {
 	eventually(t, "claim data-1 deleted", func() error {
 		return claimsAre(k, "data-0", "data-2", "data-3", "data-4")
 	})
-	assertBackups(t, client, ns, "ns1-b10", "ns1-badcreds", "ns1-forever", "ns1-missing")
+	assertBackups(t, cl, ns, "ns1-b10", "ns1-badcreds", "ns1-forever", "ns1-missing")
 	for name, reason := range map[string]string{"ns1-missing": api.ReasonSecretNotFound, "ns1-badcreds": api.ReasonDeletionFailed} {
-		c := condition(t, client, ns, name)
+		c := condition(t, cl, ns, name)
 		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != reason {
 			t.Errorf("backup %s: condition %s = %+v, want False with reason %s", name, api.ConditionDataDeleted, c, reason)
 		} else {
@@ -183,8 +188,24 @@ func TestCollector(t *testing.T) {
 	waitEvent(t, k, "ns1-b1", corev1.EventTypeNormal, reasonBackupCollected)
 	waitEvent(t, k, "data-1", corev1.EventTypeNormal, lifecycle.ReasonClaimCollected)
 
-	// The missing Secret appears; the next attempt, after --retry-interval,
-	// deletes the backup's data and then the backup.
+	// The leader stops (it releases the Lease); the other replica takes
+	// over. The missing Secret appears; the next attempt, after
+	// --retry-interval, deletes the backup's data and then the backup.
+	leader, other := "A", replicaB
+	select {
+	case <-replicaA.Elected():
+		stopA()
+	case <-replicaB.Elected():
+		stopB()
+		leader, other = "B", replicaA
+	}
+	t.Logf("replica %s led and stopped", leader)
+	select {
+	case <-other.Elected():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the other replica did not take the Lease over")
+	}
+	t.Log("the other replica leads")
 	createSecret(t, k, "absent", testenv.S3SecretAccessKey, store)
 	clk.Step(opts.retryAfter)
 	waitPass(t, reports, clk.Now())
@@ -195,7 +216,7 @@ func TestCollector(t *testing.T) {
 		}
 	}
 	assertKeys(t, bucket, ns, left2)
-	assertBackups(t, client, ns, "ns1-b10", "ns1-badcreds", "ns1-forever")
+	assertBackups(t, cl, ns, "ns1-b10", "ns1-badcreds", "ns1-forever")
 	assertClaims(t, k, "data-0", "data-2", "data-3", "data-4")
 	if c, err := k.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-4", metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
@@ -205,41 +226,29 @@ func TestCollector(t *testing.T) {
 
 	// deploy/rbac.yaml grants exactly what the controller asked for.
 	rules := rbactest.Rules(t, "deploy/rbac.yaml", map[string]string{"aerospike": ns})
-	rbactest.Check(t, rules, requests.Requests(), map[string]string{
-		"patch events":                      "client-go's event correlator patches an event that repeats",
-		"get leases.coordination.k8s.io":    "--leader-elect (TestRunWithKubeconfig)",
-		"update leases.coordination.k8s.io": "--leader-elect (TestRunWithKubeconfig)",
-		"create leases.coordination.k8s.io": "--leader-elect (TestRunWithKubeconfig)",
+	// The manager's REST mapper reads discovery (/api, /apis), which the
+	// cluster's ClusterRole system:discovery grants every user.
+	reqs := slices.DeleteFunc(requests.Requests(), func(r rbactest.Request) bool { return r.Path == "/api" || r.Path == "/apis" })
+	rbactest.Check(t, rules, reqs, map[string]string{
+		"patch events.events.k8s.io": "the event recorder patches an event that repeats (a series)",
 	})
 }
 
 // racingBackups lets another writer act between the collector's decision
 // and its delete of the resource, as the API server's preconditions must
-// catch.
+// catch. It reads from the API server, not a cache.
 type racingBackups struct {
-	dynamicBackups
+	clusterBackups
 	beforeDelete func()
 }
 
-func (r racingBackups) List(ctx context.Context, namespace string) ([]*api.AerospikeNamespaceBackup, error) {
-	list, err := r.client.Resource(api.GroupVersionResource).Namespace(namespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	var out []*api.AerospikeNamespaceBackup
-	for i := range list.Items {
-		b, err := fromUnstructured(&list.Items[i])
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, b)
-	}
-	return out, nil
+func newRacingBackups(c client.Client, beforeDelete func()) racingBackups {
+	return racingBackups{clusterBackups{client: c, live: c}, beforeDelete}
 }
 
 func (r racingBackups) Delete(ctx context.Context, namespace, name string, uid types.UID, resourceVersion string) error {
 	r.beforeDelete()
-	return r.dynamicBackups.Delete(ctx, namespace, name, uid, resourceVersion)
+	return r.clusterBackups.Delete(ctx, namespace, name, uid, resourceVersion)
 }
 
 // A backup that changed, or was deleted and created again, after the
@@ -249,12 +258,11 @@ func (r racingBackups) Delete(ctx context.Context, namespace, name string, uid t
 // deleted, so this window is a few requests wide.)
 func TestBackupChangedMeanwhileIsKept(t *testing.T) {
 	k := testenv.StartKubernetes(t)
-	client := installCRD(t, k.Config)
+	cl := installCRD(t, k.Config)
 	store := testenv.S3(t)
 	ctx := logr.NewContext(context.Background(), testr.New(t))
 	ns := k.Namespace
 	createSecret(t, k, "minio", testenv.S3SecretAccessKey, store)
-	res := client.Resource(api.GroupVersionResource).Namespace(ns)
 	manager, err := lifecycle.New(lifecycle.Config{Client: lifecycle.ClientGo(k.Client.CoreV1())})
 	if err != nil {
 		t.Fatal(err)
@@ -265,39 +273,33 @@ func TestBackupChangedMeanwhileIsKept(t *testing.T) {
 		change func(t *testing.T, name string)
 	}{
 		{"labelled meanwhile", func(t *testing.T, name string) {
-			u, err := res.Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			u.SetLabels(map[string]string{"keep": "please"})
-			if _, err := res.Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+			b := getBackup(t, cl, ns, name)
+			b.Labels = map[string]string{"keep": "please"}
+			if err := cl.Update(ctx, b); err != nil {
 				t.Fatal(err)
 			}
 		}},
 		{"deleted and created again meanwhile", func(t *testing.T, name string) {
-			if err := res.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			if err := cl.Delete(ctx, getBackup(t, cl, ns, name)); err != nil {
 				t.Fatal(err)
 			}
-			createBackup(t, client, ns, name, "7d", "minio", store.Bucket)
+			createBackup(t, cl, ns, name, "7d", "minio", store.Bucket)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			name := strings.ReplaceAll(tc.name, " ", "-")
-			createBackup(t, client, ns, name, "7d", "minio", store.Bucket)
-			before, err := res.Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			createBackup(t, cl, ns, name, "7d", "minio", store.Bucket)
+			before := getBackup(t, cl, ns, name)
 			raced := false
 			c := &collector{
 				namespace: ns,
-				backups: racingBackups{dynamicBackups{client: client}, func() {
+				backups: newRacingBackups(cl, func() {
 					if !raced {
 						raced = true
 						tc.change(t, name)
 					}
-				}},
-				secrets: k.Client.CoreV1(), claims: k.Client.CoreV1(), open: openBucket,
+				}),
+				secrets: backupstore.SecretsFrom(k.Client.CoreV1()), claims: lifecycle.ClientGo(k.Client.CoreV1()), open: openBucket,
 				lifecycle: manager, claimScope: lifecycle.Scope{Namespace: ns},
 				recorder: lifecycle.EventFunc(func(runtime.Object, string, string, string) {}),
 				clock:    clk, retryAfter: time.Minute, notBefore: map[types.UID]time.Time{},
@@ -309,11 +311,11 @@ func TestBackupChangedMeanwhileIsKept(t *testing.T) {
 			if !raced {
 				t.Fatalf("the collector did not try to delete %s: %+v", name, rep)
 			}
-			after, err := res.Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
+			var after api.AerospikeNamespaceBackup
+			if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &after); err != nil {
 				t.Fatalf("backup %s was deleted: %v", name, err)
 			}
-			if after.GetResourceVersion() == before.GetResourceVersion() {
+			if after.ResourceVersion == before.ResourceVersion {
 				t.Fatalf("backup %s did not change", name)
 			}
 			for _, o := range rep.Backups {
@@ -321,7 +323,7 @@ func TestBackupChangedMeanwhileIsKept(t *testing.T) {
 					t.Errorf("reported deleted: %+v", o)
 				}
 			}
-			if err := res.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			if err := cl.Delete(ctx, &after); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -333,14 +335,14 @@ func TestBackupChangedMeanwhileIsKept(t *testing.T) {
 // inner one's. Both are kept, with their data, and the expired one says why.
 func TestNestedDataPrefixesAreNeverDeleted(t *testing.T) {
 	k := testenv.StartKubernetes(t)
-	client := installCRD(t, k.Config)
+	cl := installCRD(t, k.Config)
 	store := testenv.S3(t)
 	bucket := store.Open(t)
 	ctx := context.Background()
 	ns := k.Namespace
 	createSecret(t, k, "minio", testenv.S3SecretAccessKey, store)
-	createBackup(t, client, ns, "outer", "7d", "minio", store.Bucket)
-	createBackupWithPrefix(t, client, ns, "inner", "30d", "minio", store.Bucket, "backups/"+ns+"/outer")
+	createBackup(t, cl, ns, "outer", "7d", "minio", store.Bucket)
+	createBackupWithPrefix(t, cl, ns, "inner", "30d", "minio", store.Bucket, "backups/"+ns+"/outer")
 	keys := []string{"backups/" + ns + "/outer/part-0001.asb", "backups/" + ns + "/outer/" + ns + "/inner/part-0001.asb"}
 	for _, key := range keys {
 		if err := bucket.WriteAll(ctx, key, []byte("data of "+key), nil); err != nil {
@@ -352,8 +354,8 @@ func TestNestedDataPrefixesAreNeverDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := &collector{
-		namespace: ns, backups: racingBackups{dynamicBackups{client: client}, func() {}},
-		secrets: k.Client.CoreV1(), claims: k.Client.CoreV1(), open: openBucket,
+		namespace: ns, backups: newRacingBackups(cl, func() {}),
+		secrets: backupstore.SecretsFrom(k.Client.CoreV1()), claims: lifecycle.ClientGo(k.Client.CoreV1()), open: openBucket,
 		lifecycle: manager, claimScope: lifecycle.Scope{Namespace: ns},
 		recorder: lifecycle.EventFunc(func(runtime.Object, string, string, string) {}),
 		clock:    clocktesting.NewFakeClock(time.Now().Add(8 * retention.Day)), retryAfter: time.Minute,
@@ -370,8 +372,8 @@ func TestNestedDataPrefixesAreNeverDeleted(t *testing.T) {
 		}
 	}
 	assertKeys(t, bucket, ns, keys)
-	assertBackups(t, client, ns, "inner", "outer")
-	if cond := condition(t, client, ns, "outer"); cond == nil || cond.Reason != api.ReasonNestedPrefix || !strings.Contains(cond.Message, "inner") {
+	assertBackups(t, cl, ns, "inner", "outer")
+	if cond := condition(t, cl, ns, "outer"); cond == nil || cond.Reason != api.ReasonNestedPrefix || !strings.Contains(cond.Message, "inner") {
 		t.Errorf("condition of outer: %+v, want DataDeleted=False NestedPrefix naming inner", cond)
 	}
 }
@@ -381,7 +383,7 @@ func TestNestedDataPrefixesAreNeverDeleted(t *testing.T) {
 // is with SIGTERM: a backup with a two-second TTL is collected.
 func TestRunWithKubeconfig(t *testing.T) {
 	k := testenv.StartKubernetes(t)
-	client := installCRD(t, k.Config)
+	cl := installCRD(t, k.Config)
 	store := testenv.S3(t)
 	bucket := store.Open(t)
 	ctx := context.Background()
@@ -392,22 +394,23 @@ func TestRunWithKubeconfig(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	createBackup(t, client, k.Namespace, "short", "2s", "minio", store.Bucket)
-	createBackup(t, client, k.Namespace, "long", "1h", "minio", store.Bucket)
+	createBackup(t, cl, k.Namespace, "short", "2s", "minio", store.Bucket)
+	createBackup(t, cl, k.Namespace, "long", "1h", "minio", store.Bucket)
 
 	done := make(chan error, 1)
 	go func() {
-		done <- run([]string{"--kubeconfig", k.Kubeconfig, "--namespace", k.Namespace, "--zap-log-level", "1", "--leader-elect"})
+		done <- run([]string{"--kubeconfig", k.Kubeconfig, "--namespace", k.Namespace, "--zap-log-level", "1", "--leader-elect",
+			"--health-probe-bind-address", "127.0.0.1:0"})
 	}()
 	eventually(t, "backup short collected", func() error {
-		_, err := client.Resource(api.GroupVersionResource).Namespace(k.Namespace).Get(ctx, "short", metav1.GetOptions{})
+		err := cl.Get(ctx, client.ObjectKey{Namespace: k.Namespace, Name: "short"}, &api.AerospikeNamespaceBackup{})
 		if err == nil {
 			return errors.New("still there")
 		}
 		return ignoreNotFound(err)
 	})
 	assertKeys(t, bucket, k.Namespace, keys[1:])
-	assertBackups(t, client, k.Namespace, "long")
+	assertBackups(t, cl, k.Namespace, "long")
 	if _, err := k.Client.CoordinationV1().Leases(k.Namespace).Get(ctx, "aerospike-gc", metav1.GetOptions{}); err != nil {
 		t.Errorf("leader election Lease: %v", err)
 	}
@@ -427,8 +430,7 @@ func TestRunWithKubeconfig(t *testing.T) {
 // The CRD refuses bad input, naming the field; the sample backup passes.
 func TestCRDValidation(t *testing.T) {
 	k := testenv.StartKubernetes(t)
-	client := installCRD(t, k.Config)
-	res := client.Resource(api.GroupVersionResource).Namespace(k.Namespace)
+	cl := installCRD(t, k.Config)
 	ctx := context.Background()
 
 	f, err := os.Open("deploy/backup.yaml")
@@ -453,7 +455,7 @@ func TestCRDValidation(t *testing.T) {
 		t.Fatal("no backup in deploy/backup.yaml")
 	}
 	sample.SetNamespace(k.Namespace)
-	if _, err := res.Create(ctx, sample, metav1.CreateOptions{}); err != nil {
+	if err := cl.Create(ctx, sample); err != nil {
 		t.Errorf("sample backup: %v", err)
 	}
 
@@ -478,11 +480,7 @@ func TestCRDValidation(t *testing.T) {
 				},
 			}
 			tc.change(b)
-			u, err := toUnstructured(b)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = res.Create(ctx, u, metav1.CreateOptions{})
+			err := cl.Create(ctx, b)
 			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.field) {
 				t.Errorf("create: %v; want Invalid naming %s", err, tc.field)
 			}
@@ -509,17 +507,29 @@ func ignoreNotFound(err error) error {
 	return err
 }
 
-// startController runs the controller with its own clients until the test
-// ends, or until stop is called; it returns the reports of its passes.
-func startController(t *testing.T, cfg *rest.Config, o controllerOptions, clk *clocktesting.FakeClock, requests *rbactest.Recorder) (<-chan report, func()) {
+// startManager runs a replica of the controller, a manager with leader
+// election on (the Lease aerospike-gc), with its requests recorded, until
+// the test ends or stop is called; the reports of its passes go to
+// reports. Several run in one process: controller names are not checked
+// for uniqueness, and metrics and probes are off.
+func startManager(t *testing.T, cfg *rest.Config, o controllerOptions, clk *clocktesting.FakeClock, requests *rbactest.Recorder, reports chan<- report) (manager.Manager, func()) {
 	t.Helper()
-	cfg = requests.Wrap(cfg)
-	reports := make(chan report, 100)
-	ctx, cancel := context.WithCancel(logr.NewContext(context.Background(), testr.NewWithOptions(t, testr.Options{LogTimestamp: true, Verbosity: 1})))
+	flags := kubecmd.Flags{Namespace: o.namespace, LeaderElect: true}
+	mgr, err := flags.NewManager(requests.Wrap(rest.CopyConfig(cfg)), "aerospike-gc", scheme, func(mo *manager.Options) {
+		mo.Controller.SkipNameValidation = ptr.To(true)
+		mo.Metrics.BindAddress = "0"
+		mo.HealthProbeBindAddress = "0"
+		mo.Logger = testr.NewWithOptions(t, testr.Options{LogTimestamp: true, Verbosity: 1})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := setupCollector(mgr, o, clk, func(r report) { reports <- r }); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() {
-		done <- runController(ctx, rest.CopyConfig(cfg), o, clk, func(r report) { reports <- r })
-	}()
+	go func() { done <- mgr.Start(ctx) }()
 	var stopped bool
 	stop := func() {
 		if stopped {
@@ -528,11 +538,11 @@ func startController(t *testing.T, cfg *rest.Config, o controllerOptions, clk *c
 		stopped = true
 		cancel()
 		if err := <-done; err != nil {
-			t.Errorf("controller: %v", err)
+			t.Errorf("manager: %v", err)
 		}
 	}
 	t.Cleanup(stop)
-	return reports, stop
+	return mgr, stop
 }
 
 // waitPass waits for a pass that ran at or after now, and returns its
@@ -567,13 +577,12 @@ func eventually(t *testing.T, what string, check func() error) {
 	}
 }
 
-var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-
-// installCRD creates the generated CRD (once per control plane) and waits
-// until backups are served.
-func installCRD(t *testing.T, cfg *rest.Config) dynamic.Interface {
+// installCRD creates the generated CRD (once per control plane), waits
+// until backups are served, and returns a client that reads and writes
+// them typed, straight from the API server.
+func installCRD(t *testing.T, cfg *rest.Config) client.Client {
 	t.Helper()
-	client, err := dynamic.NewForConfig(cfg)
+	cl, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -587,14 +596,22 @@ func installCRD(t *testing.T, cfg *rest.Config) dynamic.Interface {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := client.Resource(crdGVR).Create(ctx, &crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := cl.Create(ctx, &crd); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	eventually(t, "backups served", func() error {
-		_, err := client.Resource(api.GroupVersionResource).Namespace("default").List(ctx, metav1.ListOptions{})
-		return err
+		// A new client: the first one's REST mapping predates the CRD.
+		c, err := client.New(cfg, client.Options{Scheme: scheme})
+		if err != nil {
+			return err
+		}
+		if err := c.List(ctx, &api.AerospikeNamespaceBackupList{}, client.InNamespace("default")); err != nil {
+			return err
+		}
+		cl = c
+		return nil
 	})
-	return client
+	return cl
 }
 
 // createSecret creates an S3 credentials Secret with the keys backupstore
@@ -616,14 +633,14 @@ func createSecret(t *testing.T, k *testenv.Kubernetes, name, secretKey string, s
 	}
 }
 
-func createBackup(t *testing.T, client dynamic.Interface, namespace, name, ttl, secret, bucket string) {
+func createBackup(t *testing.T, cl client.Client, namespace, name, ttl, secret, bucket string) {
 	t.Helper()
-	createBackupWithPrefix(t, client, namespace, name, ttl, secret, bucket, "")
+	createBackupWithPrefix(t, cl, namespace, name, ttl, secret, bucket, "")
 }
 
-func createBackupWithPrefix(t *testing.T, client dynamic.Interface, namespace, name, ttl, secret, bucket, prefix string) {
+func createBackupWithPrefix(t *testing.T, cl client.Client, namespace, name, ttl, secret, bucket, prefix string) {
 	t.Helper()
-	u, err := toUnstructured(&api.AerospikeNamespaceBackup{
+	err := cl.Create(context.Background(), &api.AerospikeNamespaceBackup{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
 		Spec: api.AerospikeNamespaceBackupSpec{
 			Target:  api.TargetNamespace{Cluster: "orders", Namespace: "orders"},
@@ -634,9 +651,15 @@ func createBackupWithPrefix(t *testing.T, client dynamic.Interface, namespace, n
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := client.Resource(api.GroupVersionResource).Namespace(namespace).Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
+}
+
+func getBackup(t *testing.T, cl client.Client, namespace, name string) *api.AerospikeNamespaceBackup {
+	t.Helper()
+	var b api.AerospikeNamespaceBackup
+	if err := cl.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, &b); err != nil {
 		t.Fatal(err)
 	}
+	return &b
 }
 
 func createClaim(t *testing.T, k *testenv.Kubernetes, name string, labels, annotations map[string]string) {
@@ -691,15 +714,15 @@ func assertKeys(t *testing.T, b *blob.Bucket, namespace string, want []string) {
 	}
 }
 
-func assertBackups(t *testing.T, client dynamic.Interface, namespace string, want ...string) {
+func assertBackups(t *testing.T, cl client.Client, namespace string, want ...string) {
 	t.Helper()
-	list, err := client.Resource(api.GroupVersionResource).Namespace(namespace).List(context.Background(), metav1.ListOptions{})
-	if err != nil {
+	var list api.AerospikeNamespaceBackupList
+	if err := cl.List(context.Background(), &list, client.InNamespace(namespace)); err != nil {
 		t.Fatal(err)
 	}
 	var got []string
-	for _, u := range list.Items {
-		got = append(got, u.GetName())
+	for _, b := range list.Items {
+		got = append(got, b.Name)
 	}
 	slices.Sort(got)
 	if !slices.Equal(got, want) {
@@ -736,12 +759,9 @@ func assertClaims(t *testing.T, k *testenv.Kubernetes, want ...string) {
 	}
 }
 
-func condition(t *testing.T, client dynamic.Interface, namespace, name string) *metav1.Condition {
+func condition(t *testing.T, cl client.Client, namespace, name string) *metav1.Condition {
 	t.Helper()
-	b, err := dynamicBackups{client: client}.Get(context.Background(), namespace, name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := getBackup(t, cl, namespace, name)
 	return meta.FindStatusCondition(b.Status.Conditions, api.ConditionDataDeleted)
 }
 

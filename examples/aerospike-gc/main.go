@@ -12,7 +12,10 @@
 // twelve simulated days on in-memory buckets and prints what the collector
 // saw and decided. With one, or in a pod, it collects the backups
 // (aerospike.examples.groundskeeper.io/v1alpha1, deploy/) and claims of one
-// namespace.
+// namespace, as a controller-runtime manager: its cache watches the
+// namespace's backups, claims and pods, and with --leader-elect one replica
+// (the holder of the Lease aerospike-gc) collects; metrics and the /healthz
+// and /readyz probes come from the manager.
 package main
 
 import (
@@ -24,8 +27,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/go-logr/logr"
 	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
 )
@@ -64,13 +67,15 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	ctrl.SetLogger(log)
+	mgr, err := common.NewManager(cfg, "aerospike-gc", scheme)
+	if err != nil {
+		return err
+	}
+	if err := setupCollector(mgr, o, clock.RealClock{}, nil); err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	ctx = logr.NewContext(ctx, log)
-	if !common.LeaderElect {
-		return runController(ctx, cfg, o, clock.RealClock{}, nil)
-	}
-	return kubecmd.Leading(ctx, cfg, o.namespace, "aerospike-gc", func(ctx context.Context) error {
-		return runController(ctx, cfg, o, clock.RealClock{}, nil)
-	})
+	return mgr.Start(ctx)
 }

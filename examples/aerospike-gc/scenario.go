@@ -94,8 +94,8 @@ func runScenario(out io.Writer) error {
 	s.c = &collector{
 		namespace:  scenarioNamespace,
 		backups:    s.backups,
-		secrets:    s.core.CoreV1(),
-		claims:     s.core.CoreV1(),
+		secrets:    backupstore.SecretsFrom(s.core.CoreV1()),
+		claims:     lifecycle.ClientGo(s.core.CoreV1()),
 		open:       s.open,
 		lifecycle:  manager,
 		claimScope: lifecycle.Scope{Namespace: scenarioNamespace},
@@ -314,8 +314,8 @@ func (s *sim) createPod(i int) {
 	}
 }
 
-// deletePod deletes a pod; the controller's pod informer would then hand
-// each of its claims to markUnmounted.
+// deletePod deletes a pod; the controller's pod watch would then hand each
+// of its claims to markUnmounted.
 func (s *sim) deletePod(name string) {
 	pod, err := s.core.CoreV1().Pods(scenarioNamespace).Get(s.ctx, name, metav1.GetOptions{})
 	if err != nil {
@@ -328,7 +328,7 @@ func (s *sim) deletePod(name string) {
 		if v.PersistentVolumeClaim == nil {
 			continue
 		}
-		marked, err := s.c.markUnmounted(s.ctx, v.PersistentVolumeClaim.ClaimName, name)
+		marked, err := s.c.markUnmounted(s.ctx, v.PersistentVolumeClaim.ClaimName)
 		if err != nil {
 			panic(err)
 		}
@@ -349,7 +349,7 @@ func (s *sim) recreatePod(i int) {
 	if err != nil {
 		panic(err)
 	}
-	if dec.Verdict != lifecycle.ReuseClaim {
+	if dec.Verdict != lifecycle.VerdictReuse {
 		panic(fmt.Sprintf("claim %s: %s %s", claim, dec.Verdict, dec.Reason))
 	}
 	s.createPod(i)

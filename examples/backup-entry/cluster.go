@@ -7,27 +7,24 @@ import (
 	"slices"
 	"time"
 
-	"github.com/go-logr/logr"
 	"gocloud.dev/blob"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/kubernetes"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
+	"github.com/groundskeeper-io/groundskeeper/crt"
 	"github.com/groundskeeper-io/groundskeeper/examples/backup-entry/api"
 )
 
@@ -35,120 +32,87 @@ import (
 type controllerOptions struct {
 	grace  time.Duration
 	dryRun bool
-	// Tests only: wrap wraps the API access to inject faults;
-	// leaseNamespace runs the controller under leader election, as run does.
-	wrap           func(cluster) cluster
-	leaseNamespace string
+	// Tests only: wrap wraps the API access to inject faults.
+	wrap func(cluster) cluster
 }
 
-// runController reconciles every BackupEntry and BackupBucket of the
-// cluster until ctx ends, with one worker (see controller).
-func runController(ctx context.Context, cfg *rest.Config, o controllerOptions) error {
-	log := logr.FromContextOrDiscard(ctx)
-	client, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
-	defer broadcaster.Shutdown()
+// scheme holds the types the manager's client reads: Kubernetes' own and
+// the buckets and entries.
+var scheme = runtime.NewScheme()
 
-	queue := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "backup-entry"})
-	factory := dynamicinformer.NewDynamicSharedInformerFactory(client, 10*time.Minute)
-	entries, buckets := factory.ForResource(api.EntryResource), factory.ForResource(api.BucketResource)
-	// An entry is reconciled when it appears or its spec or metadata change,
-	// not when only its status does: the controller writes the status, and
-	// a failing deletion would otherwise retry at once instead of with
-	// backoff. Its bucket is reconciled on every change, to count it.
-	onEntry := func(old, obj any) {
-		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = tomb.Obj
-		}
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok {
-			return
-		}
-		if o, ok := old.(*unstructured.Unstructured); !ok || !statusOnlyChange(o, u) {
-			queue.Add(entryKey(u.GetName()))
-		}
-		if b, _, _ := unstructured.NestedString(u.Object, "spec", "bucketName"); b != "" {
-			queue.Add(bucketKey(b))
-		}
-	}
-	onBucket := func(obj any) {
-		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = tomb.Obj
-		}
-		if u, ok := obj.(*unstructured.Unstructured); ok {
-			queue.Add(bucketKey(u.GetName()))
-		}
-	}
-	if _, err := entries.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { onEntry(nil, obj) }, UpdateFunc: onEntry, DeleteFunc: func(obj any) { onEntry(nil, obj) },
-	}); err != nil {
-		return err
-	}
-	if _, err := buckets.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: onBucket, UpdateFunc: func(_, obj any) { onBucket(obj) }, DeleteFunc: onBucket,
-	}); err != nil {
-		return err
-	}
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
-	if !cache.WaitForCacheSync(ctx.Done(), entries.Informer().HasSynced, buckets.Informer().HasSynced) {
-		return fmt.Errorf("waiting for the informers: %w", ctx.Err())
-	}
-	go func() {
-		<-ctx.Done()
-		queue.ShutDown()
-	}()
+func init() {
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(api.AddToScheme(scheme))
+}
 
-	var cl cluster = &apiCluster{client: client, entries: entries.Lister(), buckets: buckets.Lister()}
+// setupControllers adds two controllers to mgr, each with one worker (the
+// default; admissions must not race, see controller):
+//
+//   - "backupentry" reconciles an entry when it appears or its spec or
+//     metadata change, not when only its status does: the controller
+//     writes the status, and a failing deletion would otherwise retry at
+//     once instead of with backoff. It also reconciles the entries waiting
+//     for a place in a bucket when the bucket changes and has room.
+//   - "backupbucket" reconciles a bucket when it changes, and when an entry
+//     that names it changes, to count its entries.
+func setupControllers(mgr ctrl.Manager, o controllerOptions) error {
+	var cl cluster = apiCluster{client: mgr.GetClient(), live: mgr.GetAPIReader()}
 	if o.wrap != nil {
 		cl = o.wrap(cl)
 	}
 	c := &controller{
 		cluster: cl,
-		open:    secretStoreOpener(backupstore.SecretsFrom(cs.CoreV1())),
-		events:  broadcaster.NewRecorder(runtime.NewScheme(), corev1.EventSource{Component: "backup-entry"}),
+		open:    secretStoreOpener(crt.Secrets(mgr.GetAPIReader())),
+		events:  crt.Events(mgr.GetEventRecorder("backup-entry")),
 		clock:   clock.RealClock{},
 		grace:   o.grace,
 		dryRun:  o.dryRun,
-		enqueue: queue.Add,
 	}
-	log.Info("controller started", "deletionGracePeriod", o.grace.String(), "dryRun", o.dryRun)
-	for {
-		key, quit := queue.Get()
-		if quit {
+	notStatusOnly := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool { return !statusOnlyChange(e.ObjectOld, e.ObjectNew) }}
+	waitingFor := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
+		entries, err := cl.Entries(ctx)
+		if err != nil {
+			logf.FromContext(ctx).Error(err, "list entries", "bucket", obj.GetName())
 			return nil
 		}
-		after, err := c.reconcile(ctx, key)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			if apierrors.IsConflict(err) { // a stale cache; read again
-				log.V(1).Info("conflict, retrying", "key", key, "error", err.Error())
-			} else {
-				log.Error(err, "reconcile failed", "key", key)
-			}
-			queue.AddRateLimited(key)
-		case after > 0:
-			queue.Forget(key)
-			queue.AddAfter(key, after)
-		default:
-			queue.Forget(key)
-		}
-		queue.Done(key)
+		return requests(refusedEntries(obj.(*api.BackupBucket), entries)...)
+	})
+	err := ctrl.NewControllerManagedBy(mgr).Named("backupentry").
+		For(&api.BackupEntry{}, builder.WithPredicates(notStatusOnly)).
+		Watches(&api.BackupBucket{}, waitingFor).
+		Complete(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+			after, err := c.reconcileEntry(ctx, req.Name)
+			return crt.Result(ctx, after, err)
+		}))
+	if err != nil {
+		return err
 	}
+	bucketOf := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, obj client.Object) []reconcile.Request {
+		return requests(obj.(*api.BackupEntry).Spec.BucketName)
+	})
+	return ctrl.NewControllerManagedBy(mgr).Named("backupbucket").
+		For(&api.BackupBucket{}).
+		Watches(&api.BackupEntry{}, bucketOf).
+		Complete(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+			after, err := c.reconcileBucket(ctx, req.Name)
+			return crt.Result(ctx, after, err)
+		}))
+}
+
+// requests are the reconcile requests of cluster-scoped objects by name.
+func requests(names ...string) []reconcile.Request {
+	var out []reconcile.Request
+	for _, n := range names {
+		if n != "" {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: n}})
+		}
+	}
+	return out
 }
 
 // statusOnlyChange reports whether an update changed nothing but the
 // status. A resync (same resourceVersion) is not one.
-func statusOnlyChange(old, cur *unstructured.Unstructured) bool {
+func statusOnlyChange(old, cur client.Object) bool {
 	if old.GetResourceVersion() == cur.GetResourceVersion() {
 		return false
 	}
@@ -184,95 +148,67 @@ func secretStoreOpener(secrets backupstore.SecretGetter) storeOpener {
 	}
 }
 
-// apiCluster reads from the informers' caches and writes through the
-// dynamic client. Updates carry the resourceVersion of the object read.
+// apiCluster reads from the manager's cache, except GetEntry, which reads
+// the API server (the manager's API reader), and writes through the
+// manager's client. Updates carry the resourceVersion of the object read.
 type apiCluster struct {
-	client           dynamic.Interface
-	entries, buckets cache.GenericLister
+	client client.Client
+	live   client.Reader
 }
 
-func (a *apiCluster) Entry(name string) (*api.BackupEntry, error) {
-	obj, err := a.entries.Get(name)
-	if err != nil {
-		return nil, err
-	}
-	return decode[api.BackupEntry](obj)
+func (a apiCluster) Entry(ctx context.Context, name string) (*api.BackupEntry, error) {
+	return get[api.BackupEntry](ctx, a.client, name)
 }
 
-func (a *apiCluster) GetEntry(ctx context.Context, name string) (*api.BackupEntry, error) {
-	u, err := a.client.Resource(api.EntryResource).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
-	return decode[api.BackupEntry](u)
+func (a apiCluster) GetEntry(ctx context.Context, name string) (*api.BackupEntry, error) {
+	return get[api.BackupEntry](ctx, a.live, name)
 }
 
-func (a *apiCluster) Entries() ([]*api.BackupEntry, error) {
-	objs, err := a.entries.List(labels.Everything())
-	if err != nil {
+func (a apiCluster) Bucket(ctx context.Context, name string) (*api.BackupBucket, error) {
+	return get[api.BackupBucket](ctx, a.client, name)
+}
+
+func (a apiCluster) Entries(ctx context.Context) ([]*api.BackupEntry, error) {
+	var list api.BackupEntryList
+	if err := a.client.List(ctx, &list); err != nil {
 		return nil, err
 	}
-	out := make([]*api.BackupEntry, 0, len(objs))
-	for _, o := range objs {
-		e, err := decode[api.BackupEntry](o)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, e)
+	out := make([]*api.BackupEntry, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
 	}
 	return out, nil
 }
 
-func (a *apiCluster) Bucket(name string) (*api.BackupBucket, error) {
-	obj, err := a.buckets.Get(name)
-	if err != nil {
+func (a apiCluster) UpdateEntry(ctx context.Context, e *api.BackupEntry) (*api.BackupEntry, error) {
+	e = e.DeepCopy()
+	return e, a.client.Update(ctx, e)
+}
+
+func (a apiCluster) UpdateEntryStatus(ctx context.Context, e *api.BackupEntry) (*api.BackupEntry, error) {
+	e = e.DeepCopy()
+	return e, a.client.Status().Update(ctx, e)
+}
+
+func (a apiCluster) UpdateBucket(ctx context.Context, b *api.BackupBucket) (*api.BackupBucket, error) {
+	b = b.DeepCopy()
+	return b, a.client.Update(ctx, b)
+}
+
+func (a apiCluster) UpdateBucketStatus(ctx context.Context, b *api.BackupBucket) (*api.BackupBucket, error) {
+	b = b.DeepCopy()
+	return b, a.client.Status().Update(ctx, b)
+}
+
+// get reads the cluster-scoped object name; nil with the error if that
+// fails.
+func get[T any, PT interface {
+	*T
+	client.Object
+}](ctx context.Context, r client.Reader, name string) (*T, error) {
+	obj := PT(new(T))
+	if err := r.Get(ctx, client.ObjectKey{Name: name}, obj); err != nil {
 		return nil, err
 	}
-	return decode[api.BackupBucket](obj)
-}
-
-func (a *apiCluster) UpdateEntry(ctx context.Context, e *api.BackupEntry) (*api.BackupEntry, error) {
-	return updateObject(ctx, a.client.Resource(api.EntryResource), e, "BackupEntry", false)
-}
-
-func (a *apiCluster) UpdateEntryStatus(ctx context.Context, e *api.BackupEntry) (*api.BackupEntry, error) {
-	return updateObject(ctx, a.client.Resource(api.EntryResource), e, "BackupEntry", true)
-}
-
-func (a *apiCluster) UpdateBucket(ctx context.Context, b *api.BackupBucket) (*api.BackupBucket, error) {
-	return updateObject(ctx, a.client.Resource(api.BucketResource), b, "BackupBucket", false)
-}
-
-func (a *apiCluster) UpdateBucketStatus(ctx context.Context, b *api.BackupBucket) (*api.BackupBucket, error) {
-	return updateObject(ctx, a.client.Resource(api.BucketResource), b, "BackupBucket", true)
-}
-
-func decode[T any](obj runtime.Object) (*T, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return nil, fmt.Errorf("unexpected object %T in cache", obj)
-	}
-	var out T
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &out); err != nil {
-		return nil, fmt.Errorf("decode %s %s: %w", u.GetKind(), u.GetName(), err)
-	}
-	return &out, nil
-}
-
-func updateObject[T any](ctx context.Context, r dynamic.ResourceInterface, obj *T, kind string, status bool) (*T, error) {
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	if err != nil {
-		return nil, err
-	}
-	u := &unstructured.Unstructured{Object: m}
-	u.SetGroupVersionKind(schema.GroupVersionKind{Group: api.Group, Version: api.Version, Kind: kind})
-	if status {
-		u, err = r.UpdateStatus(ctx, u, metav1.UpdateOptions{})
-	} else {
-		u, err = r.Update(ctx, u, metav1.UpdateOptions{})
-	}
-	if err != nil {
-		return nil, err
-	}
-	return decode[T](u)
+	return obj, nil
 }

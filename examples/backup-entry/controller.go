@@ -15,7 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/clock"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
@@ -24,16 +24,16 @@ import (
 )
 
 // cluster is what the controller needs of the API server: reads from the
-// informers' caches, writes that carry the resourceVersion of the object
+// manager's cache, writes that carry the resourceVersion of the object
 // read, so that a decision made on a stale object fails with a conflict and
 // is made again. The real one is in cluster.go, the scenario's in
 // scenario.go.
 type cluster interface {
-	Entry(name string) (*api.BackupEntry, error)
+	Entry(ctx context.Context, name string) (*api.BackupEntry, error)
 	// GetEntry reads the entry from the API server, not from a cache.
 	GetEntry(ctx context.Context, name string) (*api.BackupEntry, error)
-	Entries() ([]*api.BackupEntry, error)
-	Bucket(name string) (*api.BackupBucket, error)
+	Entries(ctx context.Context) ([]*api.BackupEntry, error)
+	Bucket(ctx context.Context, name string) (*api.BackupBucket, error)
 	UpdateEntry(ctx context.Context, e *api.BackupEntry) (*api.BackupEntry, error)
 	UpdateEntryStatus(ctx context.Context, e *api.BackupEntry) (*api.BackupEntry, error)
 	UpdateBucket(ctx context.Context, b *api.BackupBucket) (*api.BackupBucket, error)
@@ -50,13 +50,19 @@ type storeOpener func(ctx context.Context, b *api.BackupBucket) (*blob.Bucket, f
 // specific to shoot in backup bucket"), and says whose prefix it is.
 const markerKey = "backup-entry.json"
 
-// controller reconciles BackupEntries and BackupBuckets. It must run with
-// one worker: backupstore.Quota admits two racing entries for the last
-// place, and one worker serializes the admissions.
+// eventRecorder records events about the entries and buckets:
+// crt.Events(mgr.GetEventRecorder(name)) in a cluster.
+type eventRecorder interface {
+	Event(object runtime.Object, eventtype, reason, message string)
+}
+
+// controller reconciles BackupEntries and BackupBuckets. Entries must be
+// reconciled by one worker: backupstore.Quota admits two racing entries for
+// the last place, and one worker serializes the admissions.
 type controller struct {
 	cluster cluster
 	open    storeOpener
-	events  record.EventRecorder
+	events  eventRecorder
 	clock   clock.WithTicker
 	// grace is the deletion grace period: a deleted entry's prefix is
 	// deleted grace after its deletion timestamp.
@@ -64,15 +70,15 @@ type controller struct {
 	// dryRun reports what a deletion would remove, removes nothing and keeps
 	// the finalizer.
 	dryRun bool
-	// enqueue asks for a reconcile of a key (entryKey, bucketKey).
-	enqueue func(key string)
 }
 
 func entryKey(name string) string  { return "entry/" + name }
 func bucketKey(name string) string { return "bucket/" + name }
 
-// reconcile reconciles the object behind key and returns when to look at it
-// again (0: when it changes). An error is retried with backoff.
+// reconcile reconciles the object behind key (entryKey, bucketKey) and
+// returns when to look at it again (0: when it changes). An error is
+// retried with backoff. The scenario calls it; a manager calls
+// reconcileEntry and reconcileBucket through their controllers.
 func (c *controller) reconcile(ctx context.Context, key string) (time.Duration, error) {
 	kind, name, _ := strings.Cut(key, "/")
 	ctx = logr.NewContext(ctx, logr.FromContextOrDiscard(ctx).WithValues(kind, name))
@@ -83,7 +89,7 @@ func (c *controller) reconcile(ctx context.Context, key string) (time.Duration, 
 }
 
 func (c *controller) reconcileEntry(ctx context.Context, name string) (time.Duration, error) {
-	e, err := c.cluster.Entry(name)
+	e, err := c.cluster.Entry(ctx, name)
 	if apierrors.IsNotFound(err) {
 		return 0, nil
 	}
@@ -108,7 +114,7 @@ func (c *controller) reconcileEntry(ctx context.Context, name string) (time.Dura
 
 // admit gives e a prefix in its bucket if the bucket has room, and records
 // the outcome in the Admitted condition. A refused entry is looked at again
-// when its bucket changes (the bucket's reconcile enqueues it).
+// when its bucket changes and has room (see refusedEntries).
 func (c *controller) admit(ctx context.Context, e *api.BackupEntry) error {
 	refuse := func(reason, msg string, err error) error {
 		changed, werr := c.setEntryCondition(ctx, e, api.ConditionAdmitted, metav1.ConditionFalse, reason, msg)
@@ -118,7 +124,7 @@ func (c *controller) admit(ctx context.Context, e *api.BackupEntry) error {
 		}
 		return errors.Join(err, werr)
 	}
-	b, err := c.cluster.Bucket(e.Spec.BucketName)
+	b, err := c.cluster.Bucket(ctx, e.Spec.BucketName)
 	if apierrors.IsNotFound(err) {
 		return refuse("BucketNotFound", fmt.Sprintf("spec.bucketName %q: no such BackupBucket", e.Spec.BucketName), nil)
 	}
@@ -158,7 +164,6 @@ func (c *controller) admit(ctx context.Context, e *api.BackupEntry) error {
 		c.events.Event(e, corev1.EventTypeNormal, "Admitted", msg)
 		logr.FromContextOrDiscard(ctx).Info("admitted", "prefix", prefix, "bucket", b.Name)
 	}
-	c.enqueue(bucketKey(b.Name))
 	return nil
 }
 
@@ -219,7 +224,7 @@ func (c *controller) finalizeEntry(ctx context.Context, e *api.BackupEntry) (tim
 		}
 		return 0, errors.Join(err, werr)
 	}
-	b, err := c.cluster.Bucket(e.Spec.BucketName)
+	b, err := c.cluster.Bucket(ctx, e.Spec.BucketName)
 	switch {
 	case apierrors.IsNotFound(err) && e.Status.Prefix == "":
 		return 0, c.removeEntryFinalizer(ctx, e, "never admitted; nothing to delete")
@@ -280,7 +285,6 @@ func (c *controller) finalizeEntry(ctx context.Context, e *api.BackupEntry) (tim
 	if err := c.removeEntryFinalizer(ctx, e, msg); err != nil {
 		return 0, err // the deletion is repeated (finding nothing) next time
 	}
-	c.enqueue(bucketKey(b.Name))
 	return 0, nil
 }
 
@@ -292,7 +296,7 @@ func (c *controller) finalizeEntry(ctx context.Context, e *api.BackupEntry) (tim
 // written (logged; the controller still deletes the prefix at at).
 func (c *controller) installBackstop(ctx context.Context, e *api.BackupEntry, at time.Time) string {
 	log := logr.FromContextOrDiscard(ctx)
-	b, err := c.cluster.Bucket(e.Spec.BucketName)
+	b, err := c.cluster.Bucket(ctx, e.Spec.BucketName)
 	if err != nil {
 		return ""
 	}
@@ -403,11 +407,11 @@ func statusEqual(a, b any) bool {
 	return string(x) == string(y)
 }
 
-// reconcileBucket keeps the bucket's finalizer while entries name it,
-// counts them in its status, and gives refused entries another chance when
-// the bucket may have room.
+// reconcileBucket keeps the bucket's finalizer while entries name it and
+// counts them in its status; a change of the count gives refused entries
+// another chance (refusedEntries).
 func (c *controller) reconcileBucket(ctx context.Context, name string) (time.Duration, error) {
-	b, err := c.cluster.Bucket(name)
+	b, err := c.cluster.Bucket(ctx, name)
 	if apierrors.IsNotFound(err) {
 		return 0, nil
 	}
@@ -415,22 +419,19 @@ func (c *controller) reconcileBucket(ctx context.Context, name string) (time.Dur
 		return 0, err
 	}
 	b = b.DeepCopy()
-	all, err := c.cluster.Entries()
+	all, err := c.cluster.Entries(ctx)
 	if err != nil {
 		return 0, err
 	}
-	var names, refused []string
+	var names []string
 	admitted := 0
 	for _, e := range all {
 		if e.Spec.BucketName != name {
 			continue
 		}
 		names = append(names, e.Name)
-		switch {
-		case e.Status.Prefix != "":
+		if e.Status.Prefix != "" {
 			admitted++
-		case e.DeletionTimestamp == nil:
-			refused = append(refused, e.Name)
 		}
 	}
 	slices.Sort(names)
@@ -474,10 +475,22 @@ func (c *controller) reconcileBucket(ctx context.Context, name string) (time.Dur
 			return 0, fmt.Errorf("update status: %w", err)
 		}
 	}
-	if b.DeletionTimestamp == nil && (b.Spec.MaxEntries == 0 || admitted < b.Spec.MaxEntries) {
-		for _, n := range refused {
-			c.enqueue(entryKey(n))
+	return 0, nil
+}
+
+// refusedEntries names the entries of all that wait for a place in bucket
+// b (no prefix, not deleted), if b has room now: they are reconciled again
+// when b changes, which it does when an entry frees a place (its status
+// counts them).
+func refusedEntries(b *api.BackupBucket, all []*api.BackupEntry) []string {
+	if b.DeletionTimestamp != nil || (b.Spec.MaxEntries > 0 && b.Status.Admitted >= b.Spec.MaxEntries) {
+		return nil
+	}
+	var names []string
+	for _, e := range all {
+		if e.Spec.BucketName == b.Name && e.Status.Prefix == "" && e.DeletionTimestamp == nil {
+			names = append(names, e.Name)
 		}
 	}
-	return 0, nil
+	return names
 }

@@ -25,7 +25,7 @@ import (
 func TestObjectLockedEntryOnMinIO(t *testing.T) {
 	store := testenv.S3With(t, testenv.BucketOptions{ObjectLock: true})
 	e := newEnv(t, store, 0)
-	startController(t, e.k.Config, controllerOptions{})
+	startManager(t, e.k.Config, e.k.Namespace, controllerOptions{})
 	name := e.prefix + "--locked"
 	e.createEntry(name, nil)
 	be := e.waitEntry(name, "admitted", func(be *api.BackupEntry) bool {

@@ -16,7 +16,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
-	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
 	"gocloud.dev/blob"
 	corev1 "k8s.io/api/core/v1"
@@ -30,6 +29,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/examples/backup-entry/api"
@@ -270,34 +271,49 @@ func (e *env) waitEvent(name, typ, reason string) corev1.Event {
 	}
 }
 
-// startController runs the controller until the test ends, or until the
-// returned function stops it, as its own process would; with
-// o.leaseNamespace, under leader election as run does it.
-func startController(t *testing.T, cfg *rest.Config, o controllerOptions) (stop func()) {
+// startManager runs a replica of the controller, a manager with leader
+// election on (the Lease backup-entry in namespace), until the test ends
+// or the returned function stops it, as its own process would. Several run
+// in one process: controller names are not checked for uniqueness, and
+// metrics and probes are off.
+func startManager(t *testing.T, cfg *rest.Config, namespace string, o controllerOptions) (manager.Manager, func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(logr.NewContext(context.Background(), testr.NewWithOptions(t, testr.Options{LogTimestamp: true})))
+	flags := kubecmd.Flags{Namespace: namespace, LeaderElect: true}
+	mgr, err := flags.NewManager(rest.CopyConfig(cfg), "backup-entry", scheme, func(mo *manager.Options) {
+		mo.Controller.SkipNameValidation = ptr.To(true)
+		mo.Metrics.BindAddress = "0"
+		mo.HealthProbeBindAddress = "0"
+		mo.Logger = testr.NewWithOptions(t, testr.Options{LogTimestamp: true})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := setupControllers(mgr, o); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() {
-		cfg := rest.CopyConfig(cfg)
-		if o.leaseNamespace == "" {
-			done <- runController(ctx, cfg, o)
-			return
-		}
-		done <- kubecmd.Leading(ctx, cfg, o.leaseNamespace, "backup-entry", func(ctx context.Context) error {
-			return runController(ctx, cfg, o)
-		})
-	}()
+	go func() { done <- mgr.Start(ctx) }()
 	var once sync.Once
-	stop = func() {
+	stop := func() {
 		once.Do(func() {
 			cancel()
 			if err := <-done; err != nil {
-				t.Errorf("controller: %v", err)
+				t.Errorf("manager: %v", err)
 			}
 		})
 	}
 	t.Cleanup(stop)
-	return stop
+	return mgr, stop
+}
+
+// decode converts what the dynamic client returns.
+func decode[T any](u *unstructured.Unstructured) (*T, error) {
+	var out T
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &out); err != nil {
+		return nil, fmt.Errorf("decode %s %s: %w", u.GetKind(), u.GetName(), err)
+	}
+	return &out, nil
 }
 
 // Three clusters' entries share one bucket on MinIO, holding at most three;
@@ -311,10 +327,13 @@ func startController(t *testing.T, cfg *rest.Config, o controllerOptions) (stop 
 func TestSharedBucketOnMinIO(t *testing.T) {
 	const grace = 3 * time.Second
 	e := newEnv(t, testenv.S3(t), 3)
-	// The controller runs as deployed: leader-elected, and every request it
-	// makes is checked against deploy/rbac.yaml at the end.
+	// The controller runs as deployed: two replicas, one leader-elected,
+	// and every request they make is checked against deploy/rbac.yaml at
+	// the end.
 	var requests rbactest.Recorder
-	startController(t, requests.Wrap(e.k.Config), controllerOptions{grace: grace, leaseNamespace: e.k.Namespace})
+	o := controllerOptions{grace: grace}
+	replicaA, stopA := startManager(t, requests.Wrap(e.k.Config), e.k.Namespace, o)
+	replicaB, stopB := startManager(t, requests.Wrap(e.k.Config), e.k.Namespace, o)
 	b, bc, f, x := e.prefix+"--b", e.prefix+"--bc", e.prefix+"--f", e.prefix+"--x"
 
 	for _, name := range []string{b, bc, f} {
@@ -374,6 +393,17 @@ func TestSharedBucketOnMinIO(t *testing.T) {
 	if k := e.keysUnder(b + "/"); len(k) != 3 {
 		t.Errorf("within the grace period, %s/ holds %v; want the marker and two backups", b, k)
 	}
+	// The leader stops within the grace period (releasing the Lease): the
+	// other replica takes over and deletes the prefix when it is due.
+	leader, other := "A", replicaB
+	select {
+	case <-replicaA.Elected():
+		stopA()
+	case <-replicaB.Elected():
+		stopB()
+		leader, other = "B", replicaA
+	}
+	t.Logf("replica %s led and stopped", leader)
 	// Meanwhile a lifecycle rule of the store's expires the prefix even if
 	// the controller is gone: from the first midnight after deleteAfter.
 	backstop := "groundskeeper/expire/" + b + "/"
@@ -387,6 +417,12 @@ func TestSharedBucketOnMinIO(t *testing.T) {
 		t.Errorf("no backstop rule %s expiring at the midnight after %v: %+v", backstop, waiting.Status.DeleteAfter, rules)
 	}
 	e.waitEntry(b, "gone", gone)
+	select {
+	case <-other.Elected():
+		t.Log("the other replica took over")
+	default:
+		t.Error("the entry is gone, but the other replica does not lead")
+	}
 	if rules := e.lifecycleRules(); slices.ContainsFunc(rules, func(r s3types.LifecycleRule) bool { return aws.ToString(r.ID) == backstop }) {
 		t.Errorf("backstop rule %s left after the prefix was deleted", backstop)
 	}
@@ -468,8 +504,11 @@ func TestSharedBucketOnMinIO(t *testing.T) {
 	}
 
 	rules := rbactest.Rules(t, "deploy/rbac.yaml", map[string]string{"backup-entry": e.k.Namespace, "default": "default"})
-	rbactest.Check(t, rules, requests.Requests(), map[string]string{
-		"patch events": "the event recorder patches an event that repeats",
+	// The manager's REST mapper reads discovery (/api, /apis), which the
+	// cluster's ClusterRole system:discovery grants every user.
+	reqs := slices.DeleteFunc(requests.Requests(), func(r rbactest.Request) bool { return r.Path == "/api" || r.Path == "/apis" })
+	rbactest.Check(t, rules, reqs, map[string]string{
+		"patch events.events.k8s.io": "the event recorder patches an event that repeats (a series)",
 	})
 }
 
@@ -479,7 +518,7 @@ func TestSharedBucketOnMinIO(t *testing.T) {
 // the third in.
 func TestSharedBucketOnAzurite(t *testing.T) {
 	e := newEnv(t, testenv.Azure(t), 2)
-	startController(t, e.k.Config, controllerOptions{grace: time.Hour})
+	startManager(t, e.k.Config, e.k.Namespace, controllerOptions{grace: time.Hour})
 	a, ab, c := e.prefix+"--a", e.prefix+"--ab", e.prefix+"--c"
 	for _, name := range []string{a, ab} {
 		e.createEntry(name, nil)
@@ -530,7 +569,7 @@ func TestDryRunWithKubeconfig(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- run([]string{"--kubeconfig", e.k.Kubeconfig, "--namespace", e.k.Namespace, "--leader-elect",
-			"--dry-run", "--deletion-grace-period", "0s", "--zap-log-level", "1"})
+			"--dry-run", "--deletion-grace-period", "0s", "--zap-log-level", "1", "--health-probe-bind-address", "127.0.0.1:0"})
 	}()
 	e.createEntry(name, map[string]string{api.ForceDeletionAnnotation: "true"})
 	be := e.waitEntry(name, "admitted", func(be *api.BackupEntry) bool {
@@ -570,7 +609,7 @@ func TestDryRunWithKubeconfig(t *testing.T) {
 		t.Fatal("did not stop after SIGINT")
 	}
 
-	startController(t, e.k.Config, controllerOptions{})
+	startManager(t, e.k.Config, e.k.Namespace, controllerOptions{})
 	e.waitEntry(name, "gone", gone)
 	if k := e.keysUnder(name + "/"); len(k) != 0 {
 		t.Errorf("keys left under %s/: %v", name, k)
@@ -594,7 +633,7 @@ type staleOnce struct {
 	stale *api.BackupEntry
 }
 
-func (s *staleOnce) Entry(name string) (*api.BackupEntry, error) {
+func (s *staleOnce) Entry(ctx context.Context, name string) (*api.BackupEntry, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stale != nil && s.stale.Name == name {
@@ -602,7 +641,7 @@ func (s *staleOnce) Entry(name string) (*api.BackupEntry, error) {
 		s.stale = nil
 		return e, nil
 	}
-	return s.cluster.Entry(name)
+	return s.cluster.Entry(ctx, name)
 }
 
 func (s *staleOnce) served() bool {
@@ -630,7 +669,7 @@ func (e *env) setForce(name string, force bool) {
 func TestStaleCacheDoesNotForceDeletion(t *testing.T) {
 	e := newEnv(t, testenv.S3(t), 0)
 	name := e.prefix + "--stale"
-	stop := startController(t, e.k.Config, controllerOptions{grace: time.Hour})
+	_, stop := startManager(t, e.k.Config, e.k.Namespace, controllerOptions{grace: time.Hour})
 	e.createEntry(name, map[string]string{api.ForceDeletionAnnotation: "true"})
 	be := e.waitEntry(name, "admitted", func(be *api.BackupEntry) bool {
 		return hasReason(be, api.ConditionAdmitted, metav1.ConditionTrue, "Admitted")
@@ -642,7 +681,7 @@ func TestStaleCacheDoesNotForceDeletion(t *testing.T) {
 	forced := e.entry(name) // deleted and forced: what the cache will serve
 	e.setForce(name, false)
 	wrap := &staleOnce{stale: forced}
-	startController(t, e.k.Config, controllerOptions{grace: time.Hour, wrap: func(c cluster) cluster { wrap.cluster = c; return wrap }})
+	startManager(t, e.k.Config, e.k.Namespace, controllerOptions{grace: time.Hour, wrap: func(c cluster) cluster { wrap.cluster = c; return wrap }})
 	e.waitEntry(name, "waiting for the grace period", func(be *api.BackupEntry) bool {
 		return hasReason(be, api.ConditionPrefixDeleted, metav1.ConditionFalse, "GracePeriod")
 	})

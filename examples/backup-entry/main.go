@@ -14,7 +14,10 @@
 // in-memory bucket and API with a simulated clock, and prints what the
 // controller saw and decided. With one, or in a pod, it reconciles the
 // BackupBuckets and BackupEntries (backup.examples.groundskeeper.io/v1alpha1,
-// deploy/) of the cluster.
+// deploy/) of the cluster as a controller-runtime manager: with
+// --leader-elect one replica (the holder of the Lease backup-entry in
+// --namespace) reconciles; metrics and the /healthz and /readyz probes come
+// from the manager.
 package main
 
 import (
@@ -25,7 +28,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/go-logr/logr"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
 	"github.com/groundskeeper-io/groundskeeper/retention"
@@ -71,13 +74,15 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	ctrl.SetLogger(log)
+	mgr, err := common.NewManager(cfg, "backup-entry", scheme)
+	if err != nil {
+		return err
+	}
+	if err := setupControllers(mgr, o); err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	ctx = logr.NewContext(ctx, log)
-	if !common.LeaderElect {
-		return runController(ctx, cfg, o)
-	}
-	return kubecmd.Leading(ctx, cfg, common.Namespace, "backup-entry", func(ctx context.Context) error {
-		return runController(ctx, cfg, o)
-	})
+	return mgr.Start(ctx)
 }

@@ -65,7 +65,6 @@ func runScenario(out io.Writer) error {
 		events:  simEvents{s},
 		clock:   s.clk,
 		grace:   scenarioGrace,
-		enqueue: func(key string) { s.add(key, 0) },
 	}
 
 	fmt.Fprintf(out, "Simulated timeline from %s UTC. Deletion grace period %s.\n\n", scenarioStart.Format(time.DateTime), retention.Format(scenarioGrace))
@@ -229,12 +228,22 @@ func (s *sim) entryChanged(e *api.BackupEntry) {
 	s.add(bucketKey(e.Spec.BucketName), 0)
 }
 
+// bucketChanged queues what the manager's watches would: the bucket, and
+// the entries waiting for a place in it if it has room.
+func (s *sim) bucketChanged(b *api.BackupBucket) {
+	s.add(bucketKey(b.Name), 0)
+	entries, _ := s.Entries(context.Background())
+	for _, name := range refusedEntries(b, entries) {
+		s.add(entryKey(name), 0)
+	}
+}
+
 func (s *sim) createBucket(b *api.BackupBucket) {
 	b.UID = types.UID("uid-" + b.Name)
 	b.CreationTimestamp = metav1.NewTime(s.clk.Now())
 	s.bump(&b.ObjectMeta)
 	s.buckets[b.Name] = b
-	s.add(bucketKey(b.Name), 0)
+	s.bucketChanged(b)
 }
 
 func (s *sim) createEntry(e *api.BackupEntry) {
@@ -263,10 +272,10 @@ func (s *sim) deleteBucket(name string) {
 	now := metav1.NewTime(s.clk.Now())
 	b.DeletionTimestamp = &now
 	s.bump(&b.ObjectMeta)
-	s.add(bucketKey(name), 0)
+	s.bucketChanged(b)
 }
 
-func (s *sim) Entry(name string) (*api.BackupEntry, error) {
+func (s *sim) Entry(_ context.Context, name string) (*api.BackupEntry, error) {
 	e, ok := s.entries[name]
 	if !ok {
 		return nil, apierrors.NewNotFound(entriesGR, name)
@@ -275,10 +284,10 @@ func (s *sim) Entry(name string) (*api.BackupEntry, error) {
 }
 
 func (s *sim) GetEntry(_ context.Context, name string) (*api.BackupEntry, error) {
-	return s.Entry(name)
+	return s.Entry(context.Background(), name)
 }
 
-func (s *sim) Entries() ([]*api.BackupEntry, error) {
+func (s *sim) Entries(context.Context) ([]*api.BackupEntry, error) {
 	var out []*api.BackupEntry
 	for _, name := range sortedKeys(s.entries) {
 		out = append(out, s.entries[name].DeepCopy())
@@ -286,7 +295,7 @@ func (s *sim) Entries() ([]*api.BackupEntry, error) {
 	return out, nil
 }
 
-func (s *sim) Bucket(name string) (*api.BackupBucket, error) {
+func (s *sim) Bucket(_ context.Context, name string) (*api.BackupBucket, error) {
 	b, ok := s.buckets[name]
 	if !ok {
 		return nil, apierrors.NewNotFound(bucketsGR, name)
@@ -348,7 +357,7 @@ func (s *sim) UpdateBucket(_ context.Context, b *api.BackupBucket) (*api.BackupB
 	} else {
 		s.buckets[b.Name] = next
 	}
-	s.add(bucketKey(b.Name), 0)
+	s.bucketChanged(next)
 	return next.DeepCopy(), nil
 }
 
@@ -364,7 +373,7 @@ func (s *sim) UpdateBucketStatus(_ context.Context, b *api.BackupBucket) (*api.B
 	next.Status = *b.Status.DeepCopy()
 	s.bump(&next.ObjectMeta)
 	s.buckets[b.Name] = next
-	s.add(bucketKey(b.Name), 0)
+	s.bucketChanged(next)
 	return next.DeepCopy(), nil
 }
 

@@ -69,9 +69,9 @@ const (
 // kinds are DEP-05's five task kinds, each with its preconditions as the
 // DEP lists them. "Not already running for the same etcd" is opstask's
 // duplicate check (DuplicateKey), not a precondition.
-func (o *operator) kinds() []opstask.Kind {
+func (o *operator) kinds() []opstask.Handler {
 	oneAtATime := func(*opstask.Task) (string, error) { return "", nil } // one at a time, whatever the config
-	return []opstask.Kind{{
+	return []opstask.Handler{{
 		Name:          "onDemandSnapshot",
 		Executor:      opstask.ExecutorFunc(o.snapshot),
 		Preconditions: []opstask.Precondition{o.check(o.hasQuorum), o.check(o.isReady), o.check(o.backupsEnabled)},

@@ -147,7 +147,7 @@ func run(ctx context.Context, args []string) error {
 	host, _ := os.Hostname()
 	ctl, err := opstask.New(opstask.Config{
 		Store:         crt.TaskStore(store, mgr.GetCache(), &api.EtcdOpsTask{}),
-		Kinds:         op.kinds(),
+		Handlers:      op.kinds(),
 		Metrics:       metrics,
 		Identity:      host + "-" + rand.String(5), // run IDs tell replicas apart
 		DefaultTTL:    o.defaultTTL,
@@ -174,7 +174,7 @@ var setLogger sync.Once
 // the manager serves on --metrics-bind-address. That registry is one per
 // process, so these are too.
 var taskMetrics = sync.OnceValues(func() (*opstask.Metrics, error) {
-	return opstask.NewMetrics(crmetrics.Registry, &opstask.MetricsOptions{Prefix: "etcdopstask_", TargetLabel: "etcd", NamespaceLabel: "etcd_namespace"})
+	return opstask.NewMetrics(opstask.MetricsConfig{Registerer: crmetrics.Registry, Prefix: "etcdopstask_", TargetLabel: "etcd", NamespaceLabel: "etcd_namespace"})
 })
 
 // newOperator returns the operator of the flags' etcd clusters and backup

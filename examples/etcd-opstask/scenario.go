@@ -97,7 +97,7 @@ func runScenario(out io.Writer) error {
 	kinds := op.kinds()
 	c, err := opstask.New(opstask.Config{
 		Store:      recordingStore{s},
-		Kinds:      kinds,
+		Handlers:   kinds,
 		Clock:      s.clk,
 		DefaultTTL: simDefaultTTL,
 		Settle:     -1, // memstore: creation order is visible at once
@@ -264,7 +264,7 @@ func (s *sim) flush() {
 // wait that ends later than now, before its timeout, and its claim was
 // renewed at the latest renewal due: until then a goroutine still has work
 // to do at the current simulated time.
-func (s *sim) settle(kinds []opstask.Kind) error {
+func (s *sim) settle(kinds []opstask.Handler) error {
 	timeouts := map[string]func(*opstask.Task) (time.Duration, error){}
 	for _, k := range kinds {
 		timeouts[k.Name] = k.Timeout

@@ -11,8 +11,8 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/subreconcile"
 )
 
-// databases reads a Database afresh and writes its status: the dynamic
-// client in a cluster, a map in the scenario.
+// databases reads a Database afresh and writes its status: the manager's
+// API reader and client in a cluster, a map in the scenario.
 type databases interface {
 	Get(ctx context.Context, namespace, name string) (*Database, error)
 	UpdateStatus(ctx context.Context, db *Database) (*Database, error)
@@ -31,9 +31,9 @@ type operator struct {
 	id      string
 	backend locking.Backend
 	// lockOptions are used for every loop; Disabled comes from the spec.
-	lockOptions locking.Options
-	dbs         databases
-	actor       actor
+	lockConfig locking.Config
+	dbs        databases
+	actor      actor
 	// deniedRetry is when a denied instance looks again: retrying does not
 	// help until someone allows it, which may be another instance's spec.
 	deniedRetry time.Duration
@@ -61,9 +61,9 @@ func (o *operator) newRunner(cfg subreconcile.Config[*Database, *loopState]) (*s
 		subreconcile.NamedFunc("ReleaseLock", o.releaseLock),
 	}
 	cfg.NewState = func(_ context.Context, db *Database) (*loopState, error) {
-		opts := o.lockOptions
-		opts.Disabled = db.Spec.LockOptions.DisableLocks
-		l, err := locking.New(o.backend, o.id, &opts)
+		cfg := o.lockConfig
+		cfg.Backend, cfg.LockID, cfg.Disabled = o.backend, o.id, db.Spec.LockOptions.DisableLocks
+		l, err := locking.New(cfg)
 		return &loopState{lock: l}, err
 	}
 	return subreconcile.New(cfg)
@@ -149,10 +149,10 @@ func (o *operator) global(name string, p plan) subreconcile.Named[*Database, *lo
 
 // now reads the lock's clock.
 func (o *operator) now() time.Time {
-	if o.lockOptions.Clock == nil {
+	if o.lockConfig.Clock == nil {
 		return time.Now()
 	}
-	return o.lockOptions.Clock.Now()
+	return o.lockConfig.Clock.Now()
 }
 
 // take takes or extends the lock, or says when to come back.
@@ -162,7 +162,7 @@ func (o *operator) take(ctx context.Context, loop subreconcile.Loop[*loopState])
 	var held *locking.HeldError
 	switch {
 	case errors.As(err, &held):
-		return lease, subreconcile.RequeueAfter(held.RetryAfter,
+		return lease, subreconcile.RequeueAfter(held.RequeueAfter,
 			fmt.Sprintf("%s holds the global lock until %s", held.Holder, clockTime(held.End)))
 	case errors.Is(err, locking.ErrDenied):
 		return lease, subreconcile.RequeueAfter(o.deniedRetry, fmt.Sprintf("%s is on the deny list: no global operations", o.id))

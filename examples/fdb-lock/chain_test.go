@@ -67,7 +67,7 @@ func TestGlobalStepNeverActsOnALockThatRanOut(t *testing.T) {
 			}}
 			act := &recordingActor{}
 			o := &operator{id: "dc1", backend: lateBackend{memlock.New(), clk, tc.hang},
-				lockOptions: locking.Options{Clock: clk}, dbs: dbs, actor: act, deniedRetry: time.Minute}
+				lockConfig: locking.Config{Clock: clk}, dbs: dbs, actor: act, deniedRetry: time.Minute}
 			r, err := o.newRunner(subreconcile.Config[*Database, *loopState]{Clock: clk})
 			if err != nil {
 				t.Fatal(err)

@@ -10,15 +10,18 @@ import (
 
 	"github.com/go-logr/logr"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/groundskeeper-io/groundskeeper/crt"
+	"github.com/groundskeeper-io/groundskeeper/examples/fdb-lock/api"
+	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
 	"github.com/groundskeeper-io/groundskeeper/locking"
 	"github.com/groundskeeper-io/groundskeeper/locking/etcdlock"
 	"github.com/groundskeeper-io/groundskeeper/locking/kubelock"
@@ -28,7 +31,6 @@ import (
 
 // controllerOptions are the flags of the real controller.
 type controllerOptions struct {
-	namespace      string
 	lockID         string
 	lockBackend    string
 	lockConfigMap  string
@@ -41,20 +43,21 @@ type controllerOptions struct {
 }
 
 // backends open a lock backend by the --lock-backend name; backend_fdb.go
-// adds "fdb" when built with -tags fdb.
-var backends = map[string]func(ctx context.Context, o controllerOptions, cfg *rest.Config) (locking.Backend, io.Closer, error){
-	"memory": func(context.Context, controllerOptions, *rest.Config) (locking.Backend, io.Closer, error) {
+// adds "fdb" when built along (it is not, by default: see that file). The backend reads and writes the
+// lock on its store directly, never through a cache.
+var backends = map[string]func(ctx context.Context, o controllerOptions, cfg *rest.Config, namespace string) (locking.Backend, io.Closer, error){
+	"memory": func(context.Context, controllerOptions, *rest.Config, string) (locking.Backend, io.Closer, error) {
 		return memlock.New(), io.NopCloser(nil), nil
 	},
-	"kubernetes": func(_ context.Context, o controllerOptions, cfg *rest.Config) (locking.Backend, io.Closer, error) {
+	"kubernetes": func(_ context.Context, o controllerOptions, cfg *rest.Config, namespace string) (locking.Backend, io.Closer, error) {
 		cs, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
 			return nil, nil, err
 		}
-		b, err := kubelock.New(cs.CoreV1(), o.namespace, o.lockConfigMap, nil)
+		b, err := kubelock.New(kubelock.Config{Client: kubelock.ClientGo(cs.CoreV1()), Namespace: namespace, Name: o.lockConfigMap})
 		return b, io.NopCloser(nil), err
 	},
-	"etcd": func(_ context.Context, o controllerOptions, _ *rest.Config) (locking.Backend, io.Closer, error) {
+	"etcd": func(_ context.Context, o controllerOptions, _ *rest.Config, _ string) (locking.Backend, io.Closer, error) {
 		if o.etcdEndpoints == "" {
 			return nil, nil, errors.New("--lock-backend=etcd needs --etcd-endpoints")
 		}
@@ -62,7 +65,7 @@ var backends = map[string]func(ctx context.Context, o controllerOptions, cfg *re
 		if err != nil {
 			return nil, nil, fmt.Errorf("etcd client: %w", err)
 		}
-		b, err := etcdlock.New(c, &etcdlock.Options{Prefix: o.etcdPrefix})
+		b, err := etcdlock.New(etcdlock.Config{KV: c, Prefix: o.etcdPrefix})
 		if err != nil {
 			c.Close()
 			return nil, nil, err
@@ -71,114 +74,101 @@ var backends = map[string]func(ctx context.Context, o controllerOptions, cfg *re
 	},
 }
 
-// runController reconciles the Databases of one namespace until ctx ends.
-// act carries out the global operations (logAndWait outside tests).
-func runController(ctx context.Context, cfg *rest.Config, o controllerOptions, act actor) error {
-	log := logr.FromContextOrDiscard(ctx).WithValues("lockID", o.lockID)
-	if o.lockID == "" {
-		return errors.New("--lock-id is required: it names this instance in the lock (the FoundationDB operator uses the processGroupIDPrefix)")
-	}
+// openBackend opens the lock backend of --lock-backend.
+func openBackend(ctx context.Context, o controllerOptions, cfg *rest.Config, namespace string) (locking.Backend, io.Closer, error) {
 	open, ok := backends[o.lockBackend]
 	if !ok {
-		return fmt.Errorf("--lock-backend %q: want one of memory, kubernetes, etcd (fdb needs -tags fdb)", o.lockBackend)
+		return nil, nil, fmt.Errorf("--lock-backend %q: want one of memory, kubernetes, etcd (fdb needs backend_fdb.go)", o.lockBackend)
 	}
-	backend, closer, err := open(ctx, o, cfg)
+	b, closer, err := open(ctx, o, cfg, namespace)
 	if err != nil {
-		return fmt.Errorf("lock backend %s: %w", o.lockBackend, err)
+		return nil, nil, fmt.Errorf("lock backend %s: %w", o.lockBackend, err)
 	}
-	defer closer.Close()
-	client, err := dynamic.NewForConfig(cfg)
+	return b, closer, nil
+}
+
+// newManager returns the controller-runtime manager of one instance, with
+// its Database controller: the chain over every Database of the namespace,
+// taking the global lock on backend, and act carrying out the global
+// operations (logAndWait outside tests). Replicas of one instance share its
+// lock ID, so the global lock cannot tell them apart: with --leader-elect
+// only the leader of the Lease fdb-lock-<lock-id> runs the controller. opts
+// adjust the manager's options last (tests run several in one process).
+func newManager(cfg *rest.Config, common *kubecmd.Flags, o controllerOptions, backend locking.Backend, act actor, opts ...func(*manager.Options)) (manager.Manager, error) {
+	if o.lockID == "" {
+		return nil, errors.New("--lock-id is required: it names this instance in the lock (the FoundationDB operator uses the processGroupIDPrefix)")
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := api.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	mgr, err := common.NewManager(cfg, "fdb-lock-"+o.lockID, scheme, opts...)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	op := &operator{
-		id:          o.lockID,
-		backend:     backend,
-		lockOptions: locking.Options{Duration: o.lockDuration},
-		dbs:         dynamicDatabases{client},
+		id:         o.lockID,
+		backend:    backend,
+		lockConfig: locking.Config{Duration: o.lockDuration},
+		// The global steps read the Database again once they hold the lock
+		// (the previous holder may have done the work): from the API
+		// server, not the cache.
+		dbs:         apiDatabases{live: mgr.GetAPIReader(), c: mgr.GetClient()},
 		actor:       act,
 		deniedRetry: o.deniedRetry,
 	}
 	runner, err := op.newRunner(subreconcile.Config[*Database, *loopState]{})
 	if err != nil {
-		return err
-	}
-
-	queue := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "databases"})
-	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(client, 10*time.Minute, o.namespace, nil)
-	informer := factory.ForResource(databaseGVR)
-	enqueue := func(obj any) {
-		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-			queue.Add(key)
-		}
-	}
-	if _, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    enqueue,
-		UpdateFunc: func(_, obj any) { enqueue(obj) },
-	}); err != nil {
-		return err
-	}
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
-	if !cache.WaitForCacheSync(ctx.Done(), informer.Informer().HasSynced) {
-		return fmt.Errorf("waiting for the %s informer: %w", databaseGVR.Resource, ctx.Err())
-	}
-	go func() {
-		<-ctx.Done()
-		queue.ShutDown()
-	}()
-	log.Info("controller started", "namespace", o.namespace, "lockBackend", o.lockBackend)
-	for {
-		key, quit := queue.Get()
-		if quit {
-			return nil
-		}
-		reconcile(ctx, log, informer.Lister(), runner, queue, key)
-	}
-}
-
-func reconcile(ctx context.Context, log logr.Logger, lister cache.GenericLister, runner *subreconcile.Runner[*Database, *loopState], queue workqueue.TypedRateLimitingInterface[string], key string) {
-	defer queue.Done(key)
-	log = log.WithValues("database", key)
-	obj, err := lister.Get(key)
-	if err != nil { // deleted: nothing to reconcile
-		queue.Forget(key)
-		return
-	}
-	db, err := fromUnstructured(obj.(*unstructured.Unstructured))
-	if err != nil {
-		log.Error(err, "cannot decode")
-		queue.Forget(key)
-		return
-	}
-	out := runner.Run(logr.NewContext(ctx, log), db)
-	if out.Err != nil && ctx.Err() == nil {
-		log.Error(out.Err, "reconcile failed")
-	}
-	subreconcile.Enqueue(queue, key, out)
-}
-
-type dynamicDatabases struct{ client dynamic.Interface }
-
-func (d dynamicDatabases) Get(ctx context.Context, namespace, name string) (*Database, error) {
-	u, err := d.client.Resource(databaseGVR).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
 		return nil, err
 	}
-	return fromUnstructured(u)
+	err = ctrl.NewControllerManagedBy(mgr).
+		For(&api.Database{}).
+		Named("database").
+		Complete(&reconciler{Client: mgr.GetClient(), runner: runner})
+	return mgr, err
 }
 
-func (d dynamicDatabases) UpdateStatus(ctx context.Context, db *Database) (*Database, error) {
-	u, err := toUnstructured(db)
-	if err != nil {
+// reconciler runs the chain on a Database. The chain writes the status
+// itself, each global step while it holds the lock, so that the next
+// holder sees what was done; crt.Reconciler, which writes the status after
+// the chain, is not needed.
+type reconciler struct {
+	client.Client
+	runner *subreconcile.Runner[*Database, *loopState]
+}
+
+func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var db Database
+	if err := r.Get(ctx, req.NamespacedName, &db); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err) // deleted: nothing to reconcile
+	}
+	after, err := r.runner.Run(ctx, &db).Result()
+	return crt.Result(ctx, after, err)
+}
+
+// apiDatabases reads Databases from the API server and writes their status.
+type apiDatabases struct {
+	live client.Reader
+	c    client.Client
+}
+
+func (d apiDatabases) Get(ctx context.Context, namespace, name string) (*Database, error) {
+	var db Database
+	if err := d.live.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &db); err != nil {
 		return nil, err
 	}
-	u, err = d.client.Resource(databaseGVR).Namespace(db.Namespace).UpdateStatus(ctx, u, metav1.UpdateOptions{})
-	if err != nil {
+	return &db, nil
+}
+
+func (d apiDatabases) UpdateStatus(ctx context.Context, db *Database) (*Database, error) {
+	next := db.DeepCopy()
+	if err := d.c.Status().Update(ctx, next); err != nil {
 		return nil, err
 	}
-	return fromUnstructured(u)
+	return next, nil
 }
 
 // logAndWait stands in for the database commands of the global operations:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -16,11 +17,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/dynamic"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/groundskeeper-io/groundskeeper/examples/fdb-lock/api"
+	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/rbactest"
 	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
 	"github.com/groundskeeper-io/groundskeeper/locking"
@@ -103,7 +109,6 @@ func TestInstancesTakeTurns(t *testing.T) {
 			k := testenv.StartKubernetes(t)
 			client := installCRD(t, k.Config)
 			opts := controllerOptions{
-				namespace:     k.Namespace,
 				lockBackend:   backend,
 				lockConfigMap: "fdb-lock-global",
 				lockDuration:  3 * time.Second,
@@ -121,16 +126,16 @@ func TestInstancesTakeTurns(t *testing.T) {
 			})
 			rec := &recorder{duration: time.Second}
 			var requests rbactest.Recorder
-			stop := map[string]func(){}
+			inst := map[string]replicas{}
 			for _, id := range []string{"dc1", "dc2", "dc3"} {
-				stop[id] = startController(t, requests.Wrap(k.Config), opts, id, rec)
+				inst[id] = startInstance(t, requests.Wrap(k.Config), k.Namespace, opts, id, rec)
 			}
-			b, closer, err := backends[backend](context.Background(), opts, k.Config)
+			b, closer, err := openBackend(context.Background(), opts, k.Config, k.Namespace)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer closer.Close()
-			observer, err := locking.New(b, "observer", nil)
+			observer, err := locking.New(locking.Config{Backend: b, LockID: "observer"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -158,7 +163,7 @@ func TestInstancesTakeTurns(t *testing.T) {
 				if err != nil || !ok || held.Holder != "dc1" {
 					t.Errorf("dc1 acts, but the lock record is %+v, %v, %v", held, ok, err)
 				}
-				stop["dc1"]()
+				inst["dc1"].stop() // both replicas: the data centre's instance is gone
 				killed <- kill{time.Now(), held}
 			})
 			setSpec(t, client, k.Namespace, func(s *DatabaseSpec) { s.Version = "v4" })
@@ -168,6 +173,9 @@ func TestInstancesTakeTurns(t *testing.T) {
 			case <-time.After(60 * time.Second):
 				t.Fatal("dc1 did not start bouncing to v4")
 			}
+			// dc2's leader stops too, while it waits for dc1's lock: its
+			// other replica takes over.
+			inst["dc2"].stopLeader(t)
 			setSpec(t, client, k.Namespace, func(s *DatabaseSpec) { s.Version = "v5" })
 			waitFor(t, client, k.Namespace, 60*time.Second, func(d *Database) bool {
 				return d.Status.RunningVersions["dc2"] == "v5"
@@ -222,11 +230,14 @@ func TestInstancesTakeTurns(t *testing.T) {
 			// grants exactly what the controllers asked for.
 			if backend == "kubernetes" {
 				rules := rbactest.Rules(t, "deploy/rbac.yaml", map[string]string{"fdb-lock": k.Namespace})
-				rbactest.Check(t, rules, requests.Requests(), map[string]string{
-					"get leases.coordination.k8s.io":    "--leader-elect (TestRunWithKubeconfig)",
-					"update leases.coordination.k8s.io": "--leader-elect (TestRunWithKubeconfig)",
-					"create leases.coordination.k8s.io": "--leader-elect (TestRunWithKubeconfig)",
-				})
+				// Each instance's Role names its own Lease; the file is dc1's.
+				reqs := resourceRequests(requests.Requests())
+				for i, r := range reqs {
+					if r.Resource == "leases" && strings.HasPrefix(r.Name, "fdb-lock-dc") {
+						reqs[i].Name = "fdb-lock-dc1"
+					}
+				}
+				rbactest.Check(t, rules, reqs, nil)
 			}
 		})
 	}
@@ -238,7 +249,6 @@ func TestDisabledLocksOverlap(t *testing.T) {
 	k := testenv.StartKubernetes(t)
 	client := installCRD(t, k.Config)
 	opts := controllerOptions{
-		namespace:     k.Namespace,
 		lockBackend:   "kubernetes",
 		lockConfigMap: "fdb-lock-global",
 		lockDuration:  3 * time.Second,
@@ -249,8 +259,8 @@ func TestDisabledLocksOverlap(t *testing.T) {
 		LockOptions: LockOptions{DisableLocks: true},
 	})
 	rec := &recorder{duration: time.Second}
-	startController(t, k.Config, opts, "dc1", rec)
-	startController(t, k.Config, opts, "dc2", rec)
+	startInstance(t, k.Config, k.Namespace, opts, "dc1", rec)
+	startInstance(t, k.Config, k.Namespace, opts, "dc2", rec)
 	waitFor(t, client, k.Namespace, 60*time.Second, func(d *Database) bool {
 		return d.Status.RunningVersions["dc1"] == "v1" && d.Status.RunningVersions["dc2"] == "v1"
 	})
@@ -259,16 +269,11 @@ func TestDisabledLocksOverlap(t *testing.T) {
 	}
 }
 
-var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-
-// installCRD creates deploy/crd.yaml (once per control plane) and waits
-// until Databases are served.
-func installCRD(t *testing.T, cfg *rest.Config) dynamic.Interface {
+// installCRD creates deploy/crd.yaml (once per control plane), waits
+// until Databases are served, and returns a client that reads and writes
+// them typed.
+func installCRD(t *testing.T, cfg *rest.Config) client.Client {
 	t.Helper()
-	client, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	f, err := os.Open("deploy/crd.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -279,14 +284,17 @@ func installCRD(t *testing.T, cfg *rest.Config) dynamic.Interface {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := client.Resource(crdGVR).Create(ctx, &crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := newClient(t, cfg).Create(ctx, &crd); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		_, err := client.Resource(databaseGVR).Namespace("default").List(ctx, metav1.ListOptions{})
+		// A new client each time: a client's REST mapper may remember
+		// that the kind was not served.
+		c := newClient(t, cfg)
+		err := c.List(ctx, &api.DatabaseList{}, client.InNamespace("default"))
 		if err == nil {
-			return client
+			return c
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("databases not served: %v", err)
@@ -295,36 +303,44 @@ func installCRD(t *testing.T, cfg *rest.Config) dynamic.Interface {
 	}
 }
 
-func createDatabase(t *testing.T, client dynamic.Interface, namespace string, spec DatabaseSpec) {
+func newClient(t *testing.T, cfg *rest.Config) client.Client {
 	t.Helper()
-	u, err := toUnstructured(&Database{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "orders"}, Spec: spec})
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := api.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := client.Resource(databaseGVR).Namespace(namespace).Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
+	return c
+}
+
+func createDatabase(t *testing.T, c client.Client, namespace string, spec DatabaseSpec) {
+	t.Helper()
+	if err := c.Create(context.Background(), &Database{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "orders"}, Spec: spec}); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func getDatabase(t *testing.T, client dynamic.Interface, namespace string) *Database {
+func getDatabase(t *testing.T, c client.Client, namespace string) *Database {
 	t.Helper()
-	db, err := dynamicDatabases{client}.Get(context.Background(), namespace, "orders")
-	if err != nil {
+	var db Database
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: "orders"}, &db); err != nil {
 		t.Fatal(err)
 	}
-	return db
+	return &db
 }
 
-func setSpec(t *testing.T, client dynamic.Interface, namespace string, change func(*DatabaseSpec)) {
+func setSpec(t *testing.T, c client.Client, namespace string, change func(*DatabaseSpec)) {
 	t.Helper()
 	for {
-		db := getDatabase(t, client, namespace)
+		db := getDatabase(t, c, namespace)
 		change(&db.Spec)
-		u, err := toUnstructured(db)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = client.Resource(databaseGVR).Namespace(namespace).Update(context.Background(), u, metav1.UpdateOptions{})
+		err := c.Update(context.Background(), db)
 		if !apierrors.IsConflict(err) {
 			if err != nil {
 				t.Fatal(err)
@@ -334,11 +350,11 @@ func setSpec(t *testing.T, client dynamic.Interface, namespace string, change fu
 	}
 }
 
-func waitFor(t *testing.T, client dynamic.Interface, namespace string, timeout time.Duration, done func(*Database) bool) {
+func waitFor(t *testing.T, c client.Client, namespace string, timeout time.Duration, done func(*Database) bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		db := getDatabase(t, client, namespace)
+		db := getDatabase(t, c, namespace)
 		if done(db) {
 			return
 		}
@@ -349,22 +365,110 @@ func waitFor(t *testing.T, client dynamic.Interface, namespace string, timeout t
 	}
 }
 
-// startController runs one instance until the test ends, or until the
-// returned function stops it, with its own clients and lock backend, as a
-// separate process would.
-func startController(t *testing.T, cfg *rest.Config, o controllerOptions, id string, act actor) (stop func()) {
+// resourceRequests leaves out the discovery requests of the managers' REST
+// mappers (/api, /apis/<group>/<version>): Kubernetes grants them to every
+// authenticated user (ClusterRole system:discovery), not the Role.
+func resourceRequests(reqs []rbactest.Request) []rbactest.Request {
+	var out []rbactest.Request
+	for _, r := range reqs {
+		if r.Path == "" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// replica is one replica of an instance: its manager and how to stop it.
+type replica struct {
+	name string
+	mgr  manager.Manager
+	stop context.CancelFunc
+	done chan error
+}
+
+type replicas []*replica
+
+// startInstance runs instance id as the Deployment in deploy/ does: two
+// replicas, each its own manager and lock backend client as separate
+// processes would have, with leader election on the Lease fdb-lock-<id>,
+// until the test ends or stop is called.
+func startInstance(t *testing.T, cfg *rest.Config, namespace string, o controllerOptions, id string, act actor) replicas {
 	t.Helper()
 	o.lockID = id
-	ctx, cancel := context.WithCancel(logr.NewContext(context.Background(), testr.NewWithOptions(t, testr.Options{LogTimestamp: true})))
-	done := make(chan error, 1)
-	go func() { done <- runController(ctx, rest.CopyConfig(cfg), o, act) }()
+	common := kubecmd.Flags{Namespace: namespace, LeaderElect: true}
+	var out replicas
+	for i := range 2 {
+		name := fmt.Sprintf("%s-%d", id, i)
+		log := testr.NewWithOptions(t, testr.Options{LogTimestamp: true}).WithName(name)
+		ctx, cancel := context.WithCancel(logr.NewContext(context.Background(), log))
+		backend, closer, err := openBackend(ctx, o, cfg, namespace)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mgr, err := newManager(rest.CopyConfig(cfg), &common, o, backend, act, func(mo *manager.Options) {
+			mo.Logger = log
+			mo.Controller.SkipNameValidation = ptr.To(true) // several managers in one process
+			mo.Metrics.BindAddress = "0"
+			mo.HealthProbeBindAddress = "0"
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &replica{name: name, mgr: mgr, stop: cancel, done: make(chan error, 1)}
+		go func() {
+			defer closer.Close()
+			r.done <- mgr.Start(ctx)
+		}()
+		out = append(out, r)
+	}
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("controller %s: %v", id, err)
+		for _, r := range out {
+			r.stop()
+			if err := <-r.done; err != nil {
+				t.Errorf("%s: %v", r.name, err)
+			}
 		}
 	})
-	return cancel
+	return out
+}
+
+// stop stops every replica of the instance.
+func (rs replicas) stop() {
+	for _, r := range rs {
+		r.stop()
+	}
+}
+
+// leader waits until one replica leads, and returns it.
+func (rs replicas) leader(t *testing.T) *replica {
+	t.Helper()
+	cases := make([]reflect.SelectCase, len(rs))
+	for i, r := range rs {
+		cases[i] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(r.mgr.Elected())}
+	}
+	cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(time.After(30 * time.Second))})
+	i, _, _ := reflect.Select(cases)
+	if i == len(rs) {
+		t.Fatal("no replica was elected within 30s")
+	}
+	return rs[i]
+}
+
+// stopLeader stops the leading replica (it releases the Lease as it stops,
+// as on a rolling update) and waits until another one leads.
+func (rs replicas) stopLeader(t *testing.T) {
+	t.Helper()
+	old := rs.leader(t)
+	start := time.Now()
+	old.stop()
+	var rest replicas
+	for _, r := range rs {
+		if r != old {
+			rest = append(rest, r)
+		}
+	}
+	next := rest.leader(t)
+	t.Logf("%s stopped; %s leads %s later", old.name, next.name, time.Since(start).Round(10*time.Millisecond))
 }
 
 // The command itself, flags and all, with leader election, against the test
@@ -380,7 +484,8 @@ func TestRunWithKubeconfig(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- run([]string{"--kubeconfig", kubeconfig, "--namespace", k.Namespace, "--lock-id", "dc1",
-			"--lock-backend", "kubernetes", "--action-duration", "10ms", "--zap-log-level", "1", "--leader-elect"})
+			"--lock-backend", "kubernetes", "--action-duration", "10ms", "--zap-log-level", "1", "--leader-elect",
+			"--health-probe-bind-address", "0"})
 	}()
 	waitFor(t, client, k.Namespace, 60*time.Second, func(d *Database) bool {
 		return d.Status.RunningVersions["dc1"] == "v1" && d.Status.Coordinators == 3
@@ -403,5 +508,5 @@ func TestRunWithKubeconfig(t *testing.T) {
 	// deploy/rbac.yaml grants exactly what the command asked for, from its
 	// start to its stop (which releases the Lease).
 	rules := rbactest.Rules(t, "deploy/rbac.yaml", map[string]string{"fdb-lock": k.Namespace})
-	rbactest.Check(t, rules, requests.Requests(), nil)
+	rbactest.Check(t, rules, resourceRequests(requests.Requests()), nil)
 }

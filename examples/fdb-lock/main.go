@@ -10,8 +10,13 @@
 // in-memory lock with a simulated clock and prints what each instance saw
 // and decided. With one, or in a pod, it is a controller of the Database
 // resources (examples.groundskeeper.io/v1alpha1, api and deploy/crd.yaml) of one
-// namespace; run one instance per data centre, each with its own --lock-id,
-// on a lock backend they share (kubernetes: a ConfigMap; etcd).
+// namespace, on a controller-runtime manager (leader election among the
+// replicas of one instance on the Lease fdb-lock-<lock-id> with
+// --leader-elect, metrics, health probes); run one instance per data
+// centre, each with its own --lock-id, on a lock backend they share
+// (kubernetes: a ConfigMap; etcd). A global step acts only while the
+// global lock is valid: leader election keeps one replica of an instance
+// active, the lock keeps the instances apart.
 package main
 
 import (
@@ -23,7 +28,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/go-logr/logr"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
 	"github.com/groundskeeper-io/groundskeeper/locking"
@@ -46,7 +51,7 @@ func run(args []string) error {
 	fs.StringVar(&o.lockConfigMap, "lock-configmap", "fdb-lock-global", "ConfigMap holding the lock, with --lock-backend=kubernetes")
 	fs.StringVar(&o.etcdEndpoints, "etcd-endpoints", "", "comma-separated etcd client URLs, with --lock-backend=etcd")
 	fs.StringVar(&o.etcdPrefix, "etcd-prefix", "/fdb-lock/", "etcd key prefix of the lock, with --lock-backend=etcd")
-	fs.StringVar(&o.fdbClusterFile, "fdb-cluster-file", "", "FoundationDB cluster file, with --lock-backend=fdb (built with -tags fdb)")
+	fs.StringVar(&o.fdbClusterFile, "fdb-cluster-file", "", "FoundationDB cluster file, with --lock-backend=fdb (with backend_fdb.go built in)")
 	fs.DurationVar(&o.lockDuration, "lock-duration", locking.DefaultDuration, "how long a taken or extended lock lasts")
 	fs.DurationVar(&o.actionDuration, "action-duration", 2*time.Second, "how long a simulated global operation takes")
 	fs.DurationVar(&o.deniedRetry, "denied-retry", time.Minute, "how often a denied instance looks again")
@@ -61,20 +66,21 @@ func run(args []string) error {
 	if cfg == nil {
 		return runScenario(os.Stdout)
 	}
-	o.namespace = common.Namespace
 	log, err := common.Logger()
 	if err != nil {
 		return err
 	}
+	ctrl.SetLogger(log)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	ctx = logr.NewContext(ctx, log)
-	if !common.LeaderElect {
-		return runController(ctx, cfg, o, logAndWait{o.actionDuration})
+	backend, closer, err := openBackend(ctx, o, cfg, common.Namespace)
+	if err != nil {
+		return err
 	}
-	// Replicas of one instance share a lock ID, so the global lock cannot
-	// tell them apart: only the leader may run.
-	return kubecmd.Leading(ctx, cfg, o.namespace, "fdb-lock-"+o.lockID, func(ctx context.Context) error {
-		return runController(ctx, cfg, o, logAndWait{o.actionDuration})
-	})
+	defer closer.Close()
+	mgr, err := newManager(cfg, &common, o, backend, logAndWait{o.actionDuration})
+	if err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
 }

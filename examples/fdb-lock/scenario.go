@@ -53,7 +53,7 @@ func runScenario(out io.Writer) error {
 		o := &operator{
 			id:          id,
 			backend:     backend,
-			lockOptions: locking.Options{Clock: s.clk},
+			lockConfig:  locking.Config{Clock: s.clk},
 			dbs:         simDatabases{s},
 			actor:       simActor{s},
 			deniedRetry: 5 * time.Minute,

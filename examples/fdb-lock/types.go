@@ -1,11 +1,6 @@
 package main
 
 import (
-	"fmt"
-
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-
 	"github.com/groundskeeper-io/groundskeeper/examples/fdb-lock/api"
 	"github.com/groundskeeper-io/groundskeeper/locking"
 )
@@ -20,25 +15,4 @@ type (
 	DenyListEntry  = locking.DenyListEntry
 )
 
-var databaseGVR = api.Resource
-
 func denyList(d *Database) []locking.DenyListEntry { return d.Spec.LockOptions.DenyList }
-
-func fromUnstructured(u *unstructured.Unstructured) (*Database, error) {
-	var d Database
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &d); err != nil {
-		return nil, fmt.Errorf("decode %s %s/%s: %w", u.GetKind(), u.GetNamespace(), u.GetName(), err)
-	}
-	return &d, nil
-}
-
-func toUnstructured(d *Database) (*unstructured.Unstructured, error) {
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(d)
-	if err != nil {
-		return nil, fmt.Errorf("encode database %s/%s: %w", d.Namespace, d.Name, err)
-	}
-	u := &unstructured.Unstructured{Object: m}
-	u.SetAPIVersion(databaseGVR.GroupVersion().String())
-	u.SetKind("Database")
-	return u, nil
-}

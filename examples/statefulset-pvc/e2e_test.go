@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -16,19 +19,24 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/rbactest"
 	"github.com/groundskeeper-io/groundskeeper/examples/statefulset-pvc/api"
 	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
@@ -64,15 +72,15 @@ func TestPolicies(t *testing.T) {
 			t.Parallel()
 			p, _ := name.Policy()
 			k := testenv.StartKubernetes(t)
-			dyn := installCRD(t, k.Config)
-			startController(t, k.Config, controllerOptions{namespace: k.Namespace, resync: time.Minute})
+			kc := installCRD(t, k.Config)
+			startControllers(t, k, controllerOptions{resync: time.Minute})
 			spec := setSpec(3)
 			if i%2 == 0 { // both forms of the policy field
 				spec.PersistentVolumeClaimRetentionPolicy = &api.RetentionPolicy{WhenDeleted: string(p.WhenDeleted), WhenScaled: string(p.WhenScaled)}
 			} else {
 				spec.PersistentVolumeClaimDeletePolicy = string(name)
 			}
-			set := createSet(t, dyn, k.Namespace, "db", spec)
+			set := createSet(t, kc, k.Namespace, "db", spec)
 			setOwner := ""
 			if p.DeletesOnOwnerDeletion() {
 				setOwner = "ReplicatedSet db controller block"
@@ -84,14 +92,14 @@ func TestPolicies(t *testing.T) {
 			created := w.until("created", func(s state) bool {
 				return s.pods == "db-0 db-1 db-2" && s.claimsAre(map[string]string{"data-db-0": setOwner, "data-db-1": setOwner, "data-db-2": setOwner})
 			})
-			waitStatus(t, dyn, k.Namespace, "db", func(st api.ReplicatedSetStatus) bool {
+			waitStatus(t, kc, k.Namespace, "db", func(st api.ReplicatedSetStatus) bool {
 				return st.Replicas == 3 && st.Policy == string(name) && meta.IsStatusConditionTrue(st.Conditions, conditionClaimsReady)
 			})
 
 			// 3 -> 1: the claims of pods 1 and 2 go with their pods under
 			// whenScaled: Delete, and stay otherwise (no pod reference: the
 			// garbage collector will never delete them).
-			scale(t, dyn, k.Namespace, "db", 1)
+			scale(t, kc, k.Namespace, "db", 1)
 			want := map[string]string{"data-db-0": setOwner}
 			if !p.DeletesOnScaledown() {
 				want["data-db-1"], want["data-db-2"] = setOwner, setOwner
@@ -105,10 +113,12 @@ func TestPolicies(t *testing.T) {
 
 			// 1 -> 3: retained claims are reused (same UID); deleted ones
 			// are created afresh.
-			scale(t, dyn, k.Namespace, "db", 3)
+			start := time.Now()
+			scale(t, kc, k.Namespace, "db", 3)
 			up := w.until("scaled back to 3", func(s state) bool {
 				return s.pods == "db-0 db-1 db-2" && s.claimsAre(map[string]string{"data-db-0": setOwner, "data-db-1": setOwner, "data-db-2": setOwner})
 			})
+			t.Logf("scaled 1 -> 3 in %s (pods and claims seen within 100 ms)", time.Since(start).Round(10*time.Millisecond))
 			for _, claim := range []string{"data-db-1", "data-db-2"} {
 				reused := up.claims[claim].uid == created.claims[claim].uid
 				if reused == p.DeletesOnScaledown() {
@@ -123,8 +133,7 @@ func TestPolicies(t *testing.T) {
 			// Deleted: the garbage collector deletes the pods, and the
 			// claims under whenDeleted: Delete.
 			waitForGC(t)
-			if err := dyn.Resource(api.GroupVersionResource).Namespace(k.Namespace).Delete(context.Background(), "db",
-				metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &set.UID}}); err != nil {
+			if err := kc.Delete(context.Background(), set, client.Preconditions{UID: &set.UID}); err != nil {
 				t.Fatal(err)
 			}
 			want = map[string]string{}
@@ -145,16 +154,20 @@ func TestPolicies(t *testing.T) {
 // same claim, whatever the policy; a policy change re-converges the owner
 // references of existing claims, to and from Retain; and a non-cascading
 // deletion of the set deletes no claim.
+//
+// Two replicas run; after the set is created the leader stops, and the
+// other replica takes over and does the rest.
 func TestManualPodDeletionAndPolicyChange(t *testing.T) {
 	k := testenv.StartKubernetes(t)
-	dyn := installCRD(t, k.Config)
-	startController(t, k.Config, controllerOptions{namespace: k.Namespace, resync: time.Minute})
+	kc := installCRD(t, k.Config)
+	replicas := startControllers(t, k, controllerOptions{resync: time.Minute})
 	spec := setSpec(2)
 	spec.PersistentVolumeClaimDeletePolicy = string(lifecycle.DeleteOnScaledownOnly)
-	createSet(t, dyn, k.Namespace, "db", spec)
+	set := createSet(t, kc, k.Namespace, "db", spec)
 	w := watcher{t: t, c: k.Client, ns: k.Namespace}
 	none := map[string]string{"data-db-0": "", "data-db-1": ""}
 	created := w.until("created", func(s state) bool { return s.pods == "db-0 db-1" && s.claimsAre(none) })
+	replicas.stopLeader(t)
 	pod, err := k.Client.CoreV1().Pods(k.Namespace).Get(context.Background(), "db-1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -169,7 +182,7 @@ func TestManualPodDeletionAndPolicyChange(t *testing.T) {
 
 	setPolicy := func(name lifecycle.Name) {
 		body := fmt.Appendf(nil, `{"spec":{"persistentVolumeClaimDeletePolicy":%q}}`, name)
-		if _, err := dyn.Resource(api.GroupVersionResource).Namespace(k.Namespace).Patch(context.Background(), "db", types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
+		if err := kc.Patch(context.Background(), set, client.RawPatch(types.MergePatchType, body)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -185,12 +198,11 @@ func TestManualPodDeletionAndPolicyChange(t *testing.T) {
 	setPolicy(lifecycle.DeleteOnScaledownAndOwnerDeletion)
 	w.until("policy set to DeleteOnScaledownAndOwnerDeletion again", func(s state) bool { return s.claimsAre(owned) })
 	waitForGC(t)
-	orphan := metav1.DeletePropagationOrphan
-	if err := dyn.Resource(api.GroupVersionResource).Namespace(k.Namespace).Delete(context.Background(), "db", metav1.DeleteOptions{PropagationPolicy: &orphan}); err != nil {
+	if err := kc.Delete(context.Background(), set, client.PropagationPolicy(metav1.DeletePropagationOrphan)); err != nil {
 		t.Fatal(err)
 	}
 	after := w.until("set deleted with --cascade=orphan", func(s state) bool {
-		_, err := dyn.Resource(api.GroupVersionResource).Namespace(k.Namespace).Get(context.Background(), "db", metav1.GetOptions{})
+		err := kc.Get(context.Background(), client.ObjectKeyFromObject(set), &api.ReplicatedSet{})
 		return apierrors.IsNotFound(err) && s.pods == "db-0 db-1" && s.claimsAre(none)
 	})
 	for claim, c := range after.claims {
@@ -209,7 +221,7 @@ func TestManualPodDeletionAndPolicyChange(t *testing.T) {
 // SIGTERM.
 func TestForeignClaimsWithRun(t *testing.T) {
 	k := testenv.StartKubernetes(t)
-	dyn := installCRD(t, k.Config)
+	kc := installCRD(t, k.Config)
 	ctx := context.Background()
 	claims := k.Client.CoreV1().PersistentVolumeClaims(k.Namespace)
 
@@ -234,13 +246,16 @@ func TestForeignClaimsWithRun(t *testing.T) {
 		foreign[c.Name] = created
 	}
 
+	probes := freeAddr(t)
 	done := make(chan error, 1)
 	go func() {
-		done <- run([]string{"--kubeconfig", k.Kubeconfig, "--namespace", k.Namespace, "--zap-log-level", "1", "--leader-elect"})
+		done <- run([]string{"--kubeconfig", k.Kubeconfig, "--namespace", k.Namespace, "--zap-log-level", "1", "--leader-elect",
+			"--health-probe-bind-address", probes})
 	}()
+	waitReady(t, "http://"+probes+"/readyz")
 	spec := setSpec(2)
 	spec.PersistentVolumeClaimDeletePolicy = string(lifecycle.DeleteOnScaledownAndOwnerDeletion)
-	set := createSet(t, dyn, k.Namespace, "web", spec)
+	set := createSet(t, kc, k.Namespace, "web", spec)
 
 	w := watcher{t: t, c: k.Client, ns: k.Namespace}
 	backupOwner := "ConfigMap backup controller"
@@ -248,19 +263,18 @@ func TestForeignClaimsWithRun(t *testing.T) {
 		return s.pods == "web-0 web-1" && s.claimsAre(map[string]string{"data-web-0": backupOwner, "data-web-1": "ReplicatedSet web controller block",
 			"data-other-0": "", "data-web-5": "", "scratch-web-0": ""})
 	})
-	waitStatus(t, dyn, k.Namespace, "web", func(st api.ReplicatedSetStatus) bool {
+	waitStatus(t, kc, k.Namespace, "web", func(st api.ReplicatedSetStatus) bool {
 		c := meta.FindStatusCondition(st.Conditions, conditionClaimsReady)
 		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == lifecycle.ReasonConflictingController && strings.Contains(c.Message, "data-web-0")
 	})
 	waitEvent(t, k.Client, k.Namespace, "web", lifecycle.ReasonConflictingController, "data-web-0")
 
-	scale(t, dyn, k.Namespace, "web", 1)
+	scale(t, kc, k.Namespace, "web", 1)
 	w.until("scaled to 1", func(s state) bool {
 		return s.pods == "web-0" && s.claimsAre(map[string]string{"data-web-0": backupOwner, "data-other-0": "", "data-web-5": "", "scratch-web-0": ""})
 	})
 	waitForGC(t)
-	if err := dyn.Resource(api.GroupVersionResource).Namespace(k.Namespace).Delete(ctx, "web",
-		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &set.UID}}); err != nil {
+	if err := kc.Delete(ctx, set, client.Preconditions{UID: &set.UID}); err != nil {
 		t.Fatal(err)
 	}
 	w.until("set deleted", func(s state) bool {
@@ -302,25 +316,24 @@ func TestForeignClaimsWithRun(t *testing.T) {
 // and no claim: the controller only reports what it would do.
 func TestDryRunDeletesNothing(t *testing.T) {
 	k := testenv.StartKubernetes(t)
-	dyn := installCRD(t, k.Config)
-	startController(t, k.Config, controllerOptions{namespace: k.Namespace, dryRun: true, resync: time.Minute})
+	kc := installCRD(t, k.Config)
+	startControllers(t, k, controllerOptions{dryRun: true, resync: time.Minute})
 	spec := setSpec(3)
 	spec.PersistentVolumeClaimDeletePolicy = string(lifecycle.DeleteOnScaledownAndOwnerDeletion)
-	set := createSet(t, dyn, k.Namespace, "dry", spec)
+	set := createSet(t, kc, k.Namespace, "dry", spec)
 	w := watcher{t: t, c: k.Client, ns: k.Namespace}
 	all := map[string]string{"data-dry-0": "", "data-dry-1": "", "data-dry-2": ""}
 	created := w.until("created", func(s state) bool { return s.pods == "dry-0 dry-1 dry-2" && s.claimsAre(all) })
 	waitEvent(t, k.Client, k.Namespace, "dry", reasonDryRun, "would set the owner references of Claim data-dry-0 to [ReplicatedSet dry (controller)]")
 
-	scale(t, dyn, k.Namespace, "dry", 1)
+	scale(t, kc, k.Namespace, "dry", 1)
 	waitEvent(t, k.Client, k.Namespace, "dry", reasonDryRun, "would delete Pod dry-2")
-	waitStatus(t, dyn, k.Namespace, "dry", func(st api.ReplicatedSetStatus) bool { return st.ObservedGeneration == 2 })
+	waitStatus(t, kc, k.Namespace, "dry", func(st api.ReplicatedSetStatus) bool { return st.ObservedGeneration == 2 })
 	if s := w.read(); s.pods != "dry-0 dry-1 dry-2" || !s.claimsAre(all) {
 		t.Errorf("after a dry-run scale-down: %s", s)
 	}
 	waitForGC(t)
-	if err := dyn.Resource(api.GroupVersionResource).Namespace(k.Namespace).Delete(context.Background(), "dry",
-		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &set.UID}}); err != nil {
+	if err := kc.Delete(context.Background(), set, client.Preconditions{UID: &set.UID}); err != nil {
 		t.Fatal(err)
 	}
 	// The garbage collector takes the pods (the set owns them); the claims
@@ -353,7 +366,7 @@ func TestScaleDownDeletesOnlyThePodDecidedOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	replacement := newPod()
-	r := &reconciler{core: k.Client.CoreV1()}
+	r := &reconciler{Client: newClient(t, k.Config)}
 	set := &api.ReplicatedSet{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: "db"}}
 	if err := r.deletePod(ctx, set, decidedOn, lifecycle.Policy{}); err != nil {
 		t.Fatalf("deletePod of a replaced pod: %v (want nil: the next pass decides again)", err)
@@ -370,11 +383,51 @@ func TestScaleDownDeletesOnlyThePodDecidedOn(t *testing.T) {
 	}
 }
 
+// Before a scale-down deletes a pod, the set is read again from the API
+// server: a scale-down that the manager's cache still shows but the user
+// has undone since deletes nothing (under whenScaled: Delete the claims
+// would go with the pod).
+func TestScaleDownRereadsTheSet(t *testing.T) {
+	k := testenv.StartKubernetes(t)
+	kc := installCRD(t, k.Config)
+	ctx := context.Background()
+	set := createSet(t, kc, k.Namespace, "db", setSpec(1))
+	r := &reconciler{Client: kc, live: kc}
+	for _, tc := range []struct {
+		name     string
+		replicas int // in the API server
+		ordinal  int
+		want     bool
+	}{
+		{"scaled to 1, pod 2 condemned", 1, 2, true},
+		{"scaled to 1, pod 1 condemned", 1, 1, true},
+		{"scaled back to 3 since, pod 2 in range", 3, 2, false},
+		{"scaled to 2 since, pod 1 in range", 2, 1, false},
+	} {
+		scale(t, kc, k.Namespace, "db", tc.replicas)
+		got, err := r.stillCondemned(ctx, set, tc.ordinal)
+		if err != nil || got != tc.want {
+			t.Errorf("%s: stillCondemned = %v, %v; want %v", tc.name, got, err, tc.want)
+		}
+	}
+	// A set deleted and created again under the same name is another set.
+	if err := kc.Delete(ctx, set); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := r.stillCondemned(ctx, set, 2); err != nil || got {
+		t.Errorf("deleted set: stillCondemned = %v, %v; want false", got, err)
+	}
+	createSet(t, kc, k.Namespace, "db", setSpec(0))
+	if got, err := r.stillCondemned(ctx, set, 2); err != nil || got {
+		t.Errorf("set recreated under the same name: stillCondemned = %v, %v; want false", got, err)
+	}
+}
+
 // The generated CRD rejects a bad policy before the controller sees it, with
 // an error naming the field and the value.
 func TestCRDRejectsBadPolicies(t *testing.T) {
 	k := testenv.StartKubernetes(t)
-	dyn := installCRD(t, k.Config)
+	kc := installCRD(t, k.Config)
 	for _, tc := range []struct {
 		name string
 		edit func(*api.ReplicatedSetSpec)
@@ -394,11 +447,7 @@ func TestCRDRejectsBadPolicies(t *testing.T) {
 	} {
 		spec := setSpec(1)
 		tc.edit(&spec)
-		u, err := toUnstructured(&api.ReplicatedSet{ObjectMeta: metav1.ObjectMeta{Name: "bad"}, Spec: spec})
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = dyn.Resource(api.GroupVersionResource).Namespace(k.Namespace).Create(context.Background(), u, metav1.CreateOptions{})
+		err := kc.Create(context.Background(), &api.ReplicatedSet{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: "bad"}, Spec: spec})
 		if !apierrors.IsInvalid(err) {
 			t.Errorf("%s: got %v, want Invalid", tc.name, err)
 			continue
@@ -411,8 +460,8 @@ func TestCRDRejectsBadPolicies(t *testing.T) {
 	}
 }
 
-// The Role in deploy/rbac.yaml grants exactly what the controllers in these
-// tests asked the API server for: nothing they needed is missing, nothing
+// The Role in deploy/rbac.yaml grants exactly what the managers in these
+// tests (leader election included) asked the API server for: nothing they needed is missing, nothing
 // granted went unused (except what only some runs need, named below).
 func TestRBACCoversExactlyTheRequests(t *testing.T) {
 	if !policiesPassed.Load() {
@@ -421,12 +470,17 @@ func TestRBACCoversExactlyTheRequests(t *testing.T) {
 	rules := rbactest.Rules(t, "deploy/rbac.yaml", nil)
 	requests.mu.Lock()
 	defer requests.mu.Unlock()
-	rbactest.Check(t, rules, requests.reqs, map[string]string{
-		"patch events": "client-go's event correlator patches an event that repeats",
-		// --leader-elect only: run() builds its own client, not recorded here.
-		"get leases.coordination.k8s.io":    "--leader-elect",
-		"update leases.coordination.k8s.io": "--leader-elect",
-		"create leases.coordination.k8s.io": "--leader-elect",
+	// The manager's REST mapper reads the discovery documents (/api,
+	// /apis/<group>/<version>): Kubernetes grants them to every
+	// authenticated user (ClusterRole system:discovery), not the Role.
+	var reqs []rbactest.Request
+	for _, r := range requests.reqs {
+		if r.Path == "" {
+			reqs = append(reqs, r)
+		}
+	}
+	rbactest.Check(t, rules, reqs, map[string]string{
+		"patch events.events.k8s.io": "an event that repeats becomes a series, which the recorder patches",
 	})
 }
 
@@ -450,8 +504,6 @@ func claim(name string, labels map[string]string, owners ...metav1.OwnerReferenc
 	}
 }
 
-var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-
 // The CRD is installed once per test binary (the control plane is shared).
 // The garbage collector discovers new resources only every 30 seconds, and
 // before it has, it does not notice that a ReplicatedSet was deleted; a
@@ -464,51 +516,82 @@ var crd struct {
 	gcErr   error
 }
 
-// installCRD creates the generated CRD (once per control plane) and waits
-// until ReplicatedSets are served.
-func installCRD(t *testing.T, cfg *rest.Config) dynamic.Interface {
+// installCRD creates the generated CRD (once per control plane), waits
+// until ReplicatedSets are served, and returns a client that reads and
+// writes them typed.
+func installCRD(t *testing.T, cfg *rest.Config) client.Client {
 	t.Helper()
-	client, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	crd.once.Do(func() {
 		crd.gcReady = make(chan struct{})
-		if crd.err = createCRD(client); crd.err == nil {
+		var c client.Client
+		if c, crd.err = createCRD(cfg); crd.err == nil {
 			go func() {
 				defer close(crd.gcReady)
-				crd.gcErr = probeGC(client)
+				crd.gcErr = probeGC(c)
 			}()
 		}
 	})
 	if crd.err != nil {
 		t.Fatal(crd.err)
 	}
-	return client
+	return newClient(t, cfg)
 }
 
-func createCRD(client dynamic.Interface) error {
+// newClient returns a controller-runtime client of the API server, with
+// ReplicatedSets in its scheme.
+func newClient(t *testing.T, cfg *rest.Config) client.Client {
+	t.Helper()
+	c, err := clientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func clientFor(cfg *rest.Config) (client.Client, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := api.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	return client.New(cfg, client.Options{Scheme: scheme})
+}
+
+// createCRD creates the CRD and returns a client once ReplicatedSets are
+// served.
+func createCRD(cfg *rest.Config) (client.Client, error) {
 	f, err := os.Open(crdFile)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer f.Close()
 	var obj unstructured.Unstructured
 	if err := yaml.NewYAMLOrJSONDecoder(f, 4096).Decode(&obj.Object); err != nil {
-		return fmt.Errorf("%s: %w", crdFile, err)
+		return nil, fmt.Errorf("%s: %w", crdFile, err)
 	}
 	ctx := context.Background()
-	if _, err := client.Resource(crdGVR).Create(ctx, &obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
+	c, err := clientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Create(ctx, &obj); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, err
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		_, err := client.Resource(api.GroupVersionResource).Namespace("default").List(ctx, metav1.ListOptions{})
+		// A new client each time: a client's REST mapper may remember
+		// that the kind was not served.
+		c, err := clientFor(cfg)
 		if err == nil {
-			return nil
+			err = c.List(ctx, &api.ReplicatedSetList{}, client.InNamespace("default"))
+		}
+		if err == nil {
+			return c, nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("replicatedsets not served: %w", err)
+			return nil, fmt.Errorf("replicatedsets not served: %w", err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -516,34 +599,25 @@ func createCRD(client dynamic.Interface) error {
 
 // probeGC returns once the garbage collector deletes a ConfigMap owned by a
 // deleted ReplicatedSet (in namespace default, where no controller runs).
-func probeGC(client dynamic.Interface) error {
+func probeGC(c client.Client) error {
 	ctx := context.Background()
-	sets := client.Resource(api.GroupVersionResource).Namespace("default")
-	cms := client.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace("default")
 	deadline := time.Now().Add(90 * time.Second)
 	for i := 0; time.Now().Before(deadline); i++ {
 		name := fmt.Sprintf("gc-probe-%d", i)
-		u, err := toUnstructured(&api.ReplicatedSet{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: setSpec(0)})
-		if err != nil {
+		set := &api.ReplicatedSet{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}, Spec: setSpec(0)}
+		if err := c.Create(ctx, set); err != nil {
 			return err
 		}
-		set, err := sets.Create(ctx, u, metav1.CreateOptions{})
-		if err != nil {
+		dep := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: api.GroupVersion.String(), Kind: api.Kind, Name: name, UID: set.UID}}}}
+		if err := c.Create(ctx, dep); err != nil {
 			return err
 		}
-		dep := &unstructured.Unstructured{}
-		dep.SetAPIVersion("v1")
-		dep.SetKind("ConfigMap")
-		dep.SetName(name)
-		dep.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: api.GroupVersionKind.GroupVersion().String(), Kind: api.Kind, Name: name, UID: set.GetUID()}})
-		if _, err := cms.Create(ctx, dep, metav1.CreateOptions{}); err != nil {
-			return err
-		}
-		if err := sets.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		if err := c.Delete(ctx, set); err != nil {
 			return err
 		}
 		for end := time.Now().Add(5 * time.Second); time.Now().Before(end); {
-			if _, err := cms.Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			if err := c.Get(ctx, client.ObjectKeyFromObject(dep), &corev1.ConfigMap{}); apierrors.IsNotFound(err) {
 				return nil
 			}
 			time.Sleep(200 * time.Millisecond)
@@ -565,18 +639,10 @@ func waitForGC(t *testing.T) {
 	}
 }
 
-func createSet(t *testing.T, dyn dynamic.Interface, ns, name string, spec api.ReplicatedSetSpec) *api.ReplicatedSet {
+func createSet(t *testing.T, c client.Client, ns, name string, spec api.ReplicatedSetSpec) *api.ReplicatedSet {
 	t.Helper()
-	u, err := toUnstructured(&api.ReplicatedSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: spec})
-	if err != nil {
-		t.Fatal(err)
-	}
-	u, err = dyn.Resource(api.GroupVersionResource).Namespace(ns).Create(context.Background(), u, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, err := fromUnstructured(u)
-	if err != nil {
+	set := &api.ReplicatedSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: spec}
+	if err := c.Create(context.Background(), set); err != nil {
 		t.Fatal(err)
 	}
 	return set
@@ -584,24 +650,22 @@ func createSet(t *testing.T, dyn dynamic.Interface, ns, name string, spec api.Re
 
 // scale sets spec.replicas through the scale subresource, as kubectl scale
 // does.
-func scale(t *testing.T, dyn dynamic.Interface, ns, name string, n int) {
+func scale(t *testing.T, c client.Client, ns, name string, n int) {
 	t.Helper()
 	body := fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, n)
-	if _, err := dyn.Resource(api.GroupVersionResource).Namespace(ns).Patch(context.Background(), name, types.MergePatchType, body, metav1.PatchOptions{}, "scale"); err != nil {
+	set := &api.ReplicatedSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	if err := c.SubResource("scale").Patch(context.Background(), set, client.RawPatch(types.MergePatchType, body),
+		client.WithSubResourceBody(&autoscalingv1.Scale{})); err != nil {
 		t.Fatalf("scale %s to %d: %v", name, n, err)
 	}
 }
 
-func waitStatus(t *testing.T, dyn dynamic.Interface, ns, name string, done func(api.ReplicatedSetStatus) bool) {
+func waitStatus(t *testing.T, c client.Client, ns, name string, done func(api.ReplicatedSetStatus) bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		u, err := dyn.Resource(api.GroupVersionResource).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		set, err := fromUnstructured(u)
-		if err != nil {
+		var set api.ReplicatedSet
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &set); err != nil {
 			t.Fatal(err)
 		}
 		if done(set.Status) {
@@ -722,26 +786,123 @@ func (w watcher) until(step string, done func(state) bool) state {
 	}
 }
 
-// startController runs the controller until the test ends, its requests
+// replica is one replica of the controller: its manager and how to stop it.
+type replica struct {
+	name string
+	mgr  manager.Manager
+	stop context.CancelFunc
+	done chan error
+}
+
+type replicas []*replica
+
+// startControllers runs two replicas of the controller, each its own
+// manager with leader election on the Lease statefulset-pvc, as the
+// Deployment in deploy/ does, until the test ends. Their requests are
 // added to requests.
-func startController(t *testing.T, cfg *rest.Config, o controllerOptions) {
+func startControllers(t *testing.T, k *testenv.Kubernetes, o controllerOptions) replicas {
 	t.Helper()
-	ctx, cancel := context.WithCancel(logr.NewContext(context.Background(), testr.NewWithOptions(t, testr.Options{LogTimestamp: true, Verbosity: 1})))
-	done := make(chan error, 1)
+	common := kubecmd.Flags{Namespace: k.Namespace, LeaderElect: true}
 	var rec rbactest.Recorder
-	go func() { done <- runController(ctx, rec.Wrap(cfg), o) }()
+	var out replicas
+	for i := range 2 {
+		name := fmt.Sprintf("replica-%d", i)
+		log := testr.NewWithOptions(t, testr.Options{LogTimestamp: true, Verbosity: 1}).WithName(name)
+		mgr, err := newManager(rec.Wrap(k.Config), &common, o, func(mo *manager.Options) {
+			mo.Logger = log
+			mo.Controller.SkipNameValidation = ptr.To(true) // two managers in one process
+			mo.Metrics.BindAddress = "0"
+			mo.HealthProbeBindAddress = "0"
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(logr.NewContext(context.Background(), log))
+		r := &replica{name: name, mgr: mgr, stop: cancel, done: make(chan error, 1)}
+		go func() { r.done <- mgr.Start(ctx) }()
+		out = append(out, r)
+	}
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("controller: %v", err)
+		for _, r := range out {
+			r.stop()
+			if err := <-r.done; err != nil {
+				t.Errorf("%s: %v", r.name, err)
+			}
 		}
 		requests.mu.Lock()
 		defer requests.mu.Unlock()
 		for _, r := range rec.Requests() {
-			if r.Namespace == o.namespace {
+			if r.Namespace == k.Namespace {
 				r.Namespace = "statefulset-pvc"
 			}
 			requests.reqs = append(requests.reqs, r)
 		}
 	})
+	return out
+}
+
+// leader waits until one replica leads, and returns it.
+func (rs replicas) leader(t *testing.T) *replica {
+	t.Helper()
+	cases := make([]reflect.SelectCase, len(rs))
+	for i, r := range rs {
+		cases[i] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(r.mgr.Elected())}
+	}
+	cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(time.After(30 * time.Second))})
+	i, _, _ := reflect.Select(cases)
+	if i == len(rs) {
+		t.Fatal("no replica was elected within 30s")
+	}
+	return rs[i]
+}
+
+// stopLeader stops the leading replica (it releases the Lease as it stops,
+// as on a rolling update) and waits until the other one leads.
+func (rs replicas) stopLeader(t *testing.T) {
+	t.Helper()
+	old := rs.leader(t)
+	start := time.Now()
+	old.stop()
+	if err := <-old.done; err != nil {
+		t.Fatalf("%s: %v", old.name, err)
+	}
+	old.done <- nil // for the cleanup
+	var rest replicas
+	for _, r := range rs {
+		if r != old {
+			rest = append(rest, r)
+		}
+	}
+	next := rest.leader(t)
+	t.Logf("%s stopped; %s leads %s later", old.name, next.name, time.Since(start).Round(10*time.Millisecond))
+}
+
+// freeAddr returns a loopback address with a port free now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// waitReady waits until url answers 200, as a kubelet's readiness probe.
+func waitReady(t *testing.T, url string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not ready after 30s (%v)", url, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

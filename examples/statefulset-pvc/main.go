@@ -9,9 +9,12 @@
 //	go run ./examples/statefulset-pvc      # a simulated timeline, no cluster needed
 //	go run ./examples/statefulset-pvc --kubeconfig=$HOME/.kube/config --namespace=demo
 //
-// Without a kubeconfig (and outside a cluster) it plays the four policies on
-// a simulated API server with a small simulated garbage collector and prints
-// what happened to every claim and why.
+// In a cluster it runs on a controller-runtime manager: one reconciler of
+// ReplicatedSets that owns their pods and watches claims, with leader
+// election on the Lease statefulset-pvc (--leader-elect), metrics and
+// health probes. Without a kubeconfig (and outside a cluster) it plays the
+// four policies on a simulated API server with a small simulated garbage
+// collector and prints what happened to every claim and why.
 package main
 
 import (
@@ -23,7 +26,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/go-logr/logr"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
 )
@@ -55,18 +58,16 @@ func run(args []string) error {
 	if cfg == nil {
 		return runScenario(os.Stdout)
 	}
-	o.namespace = common.Namespace
 	log, err := common.Logger()
+	if err != nil {
+		return err
+	}
+	ctrl.SetLogger(log)
+	mgr, err := newManager(cfg, &common, o)
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	ctx = logr.NewContext(ctx, log)
-	if !common.LeaderElect {
-		return runController(ctx, cfg, o)
-	}
-	return kubecmd.Leading(ctx, cfg, o.namespace, "statefulset-pvc", func(ctx context.Context) error {
-		return runController(ctx, cfg, o)
-	})
+	return mgr.Start(ctx)
 }

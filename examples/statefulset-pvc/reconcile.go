@@ -9,16 +9,15 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/utils/clock"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/groundskeeper-io/groundskeeper/crt"
 	"github.com/groundskeeper-io/groundskeeper/examples/statefulset-pvc/api"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
 )
@@ -37,24 +36,18 @@ const (
 // conditionClaimsReady is the status condition about the set's claims.
 const conditionClaimsReady = "ClaimsReady"
 
-// statusWriter writes a set's status subresource.
-type statusWriter interface {
-	UpdateStatus(ctx context.Context, set *api.ReplicatedSet) error
-}
-
 // reconciler brings one ReplicatedSet's pods and claims to its spec. It
-// reads pods and claims from listers (informer caches) and writes through
-// core; the claims' owner references are lifecycle's.
+// reads sets, pods and claims through the manager's client (its cache) and
+// writes through it; the claims' owner references are lifecycle's.
 type reconciler struct {
-	core   corev1client.CoreV1Interface
-	pods   corelisters.PodLister
-	claims corelisters.PersistentVolumeClaimLister
+	client.Client
+	// live is the manager's API reader: the set is read again from the
+	// API server before a pod is deleted on scale-down.
+	live   client.Reader
 	m      *lifecycle.Manager
-	status statusWriter
-	events lifecycle.EventRecorder
+	events events.EventRecorder
 	// dryRun: patch no claim and delete no pod; report what would be done.
 	dryRun bool
-	clock  clock.PassiveClock
 }
 
 // reconcile is one pass over a set: create the missing claims and pods of
@@ -67,26 +60,26 @@ func (r *reconciler) reconcile(ctx context.Context, set *api.ReplicatedSet) erro
 		// references, the claims the policy deletes.
 		return nil
 	}
-	log := logr.FromContextOrDiscard(ctx)
 	policy, err := set.Spec.RetentionPolicy()
 	if err != nil {
 		// Terminal until the spec changes: touching claims under a policy
 		// we cannot read could delete data.
-		r.event(set, corev1.EventTypeWarning, reasonInvalidPolicy, err.Error())
+		r.event(set, nil, corev1.EventTypeWarning, reasonInvalidPolicy, "Validate", err.Error())
 		return r.writeStatus(ctx, set, -1, "", metav1.ConditionFalse, reasonInvalidPolicy, err.Error())
 	}
 	policyName, _ := policy.Name()
 	owner := lifecycle.RefTo(set, api.GroupVersionKind)
 	replicas := set.Spec.DesiredReplicas()
 
-	pods, err := r.pods.Pods(set.Namespace).List(labels.SelectorFromSet(labels.Set{api.SetLabel: set.Name}))
-	if err != nil {
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(set.Namespace), client.MatchingLabels{api.SetLabel: set.Name}); err != nil {
 		return err
 	}
 	byOrdinal := map[int]*corev1.Pod{}
-	for _, pod := range pods {
-		if i, ok := ordinal(set.Name, pod.Name); ok && metav1.IsControlledBy(pod, set) {
-			byOrdinal[i] = pod
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		if n, ok := ordinal(set.Name, pod.Name); ok && metav1.IsControlledBy(pod, set) {
+			byOrdinal[n] = pod
 		}
 	}
 
@@ -155,8 +148,14 @@ func (r *reconciler) reconcile(ctx context.Context, set *api.ReplicatedSet) erro
 	// its claims carry the references the policy asks for.
 	if len(condemned) > 0 && !terminating && failed == nil {
 		i := condemned[0]
-		if err := r.deletePod(ctx, set, byOrdinal[i], policy); err != nil {
+		still, err := r.stillCondemned(ctx, set, i)
+		if err != nil {
 			return err
+		}
+		if still {
+			if err := r.deletePod(ctx, set, byOrdinal[i], policy); err != nil {
+				return err
+			}
 		}
 	}
 
@@ -177,9 +176,9 @@ func (r *reconciler) reconcile(ctx context.Context, set *api.ReplicatedSet) erro
 		return err
 	}
 	if failed != nil {
-		log.Error(failed, "claim owner references not updated; retrying")
+		return fmt.Errorf("claim owner references not updated: %w", failed)
 	}
-	return failed
+	return nil
 }
 
 // ensureClaims makes sure the claims of ordinal i exist and may be mounted
@@ -197,13 +196,14 @@ func (r *reconciler) ensureClaims(ctx context.Context, set *api.ReplicatedSet, o
 			return "", err
 		}
 		switch dec.Verdict {
-		case lifecycle.Wait, lifecycle.DeleteFirst:
+		case lifecycle.VerdictWait, lifecycle.VerdictDeleteFirst:
 			why := fmt.Sprintf("pod %s waits: %s", podName, dec.Reason)
-			r.event(set, corev1.EventTypeNormal, reasonWaiting, why)
+			r.event(set, claimRef(set.Namespace, name, ""), corev1.EventTypeNormal, reasonWaiting, "Wait", why)
 			return why, nil
-		case lifecycle.ReuseClaim:
-			if c, err := r.claims.PersistentVolumeClaims(set.Namespace).Get(name); err == nil {
-				r.event(set, corev1.EventTypeNormal, reasonReused, fmt.Sprintf("pod %s reuses claim %s (uid %s)", podName, name, c.UID))
+		case lifecycle.VerdictReuse:
+			var c corev1.PersistentVolumeClaim
+			if err := r.Get(ctx, client.ObjectKey{Namespace: set.Namespace, Name: name}, &c); err == nil {
+				r.event(set, claimRef(set.Namespace, name, c.UID), corev1.EventTypeNormal, reasonReused, "Reuse", fmt.Sprintf("pod %s reuses claim %s (uid %s)", podName, name, c.UID))
 			}
 			continue
 		}
@@ -231,14 +231,14 @@ func (r *reconciler) ensureClaims(ctx context.Context, set *api.ReplicatedSet, o
 				StorageClassName: t.StorageClassName,
 			},
 		}
-		created, err := r.core.PersistentVolumeClaims(set.Namespace).Create(ctx, claim, metav1.CreateOptions{})
+		err = r.Create(ctx, claim)
 		switch {
 		case apierrors.IsAlreadyExists(err):
 			return fmt.Sprintf("claim %s appeared; checking it again", name), nil
 		case err != nil:
 			return "", fmt.Errorf("create claim %s/%s: %w", set.Namespace, name, err)
 		}
-		r.event(set, corev1.EventTypeNormal, reasonCreated, fmt.Sprintf("create Claim %s (uid %s) for Pod %s", name, created.UID, podName))
+		r.event(set, claimRef(set.Namespace, name, claim.UID), corev1.EventTypeNormal, reasonCreated, "Create", fmt.Sprintf("create Claim %s (uid %s) for Pod %s", name, claim.UID, podName))
 	}
 	return "", nil
 }
@@ -247,8 +247,8 @@ func (r *reconciler) ensureClaims(ctx context.Context, set *api.ReplicatedSet, o
 // writes nothing, and a claim it would delete first is reported.
 func (r *reconciler) checkReuse(ctx context.Context, set *api.ReplicatedSet, podName, claimName string, owner *lifecycle.Ref) (lifecycle.ReuseDecision, error) {
 	dec, err := r.m.CheckReuse(ctx, set.Namespace, podName, claimName, &lifecycle.ReuseOptions{Owner: owner, DryRun: r.dryRun})
-	if err == nil && r.dryRun && dec.Verdict == lifecycle.DeleteFirst {
-		r.event(set, corev1.EventTypeNormal, reasonDryRun, "would delete Claim "+claimName+": "+dec.Reason)
+	if err == nil && r.dryRun && dec.Verdict == lifecycle.VerdictDeleteFirst {
+		r.event(set, claimRef(set.Namespace, claimName, ""), corev1.EventTypeNormal, reasonDryRun, "Delete", "would delete Claim "+claimName+": "+dec.Reason)
 	}
 	return dec, err
 }
@@ -273,12 +273,28 @@ func (r *reconciler) createPod(ctx context.Context, set *api.ReplicatedSet, owne
 		},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{c}, Volumes: vols, Hostname: name},
 	}
-	created, err := r.core.Pods(set.Namespace).Create(ctx, pod, metav1.CreateOptions{})
-	if err != nil {
+	if err := r.Create(ctx, pod); err != nil {
 		return nil, fmt.Errorf("create pod %s/%s: %w", set.Namespace, name, err)
 	}
-	r.event(set, corev1.EventTypeNormal, reasonCreated, fmt.Sprintf("create Pod %s (uid %s)", name, created.UID))
-	return created, nil
+	r.event(set, podRef(pod), corev1.EventTypeNormal, reasonCreated, "Create", fmt.Sprintf("create Pod %s (uid %s)", name, pod.UID))
+	return pod, nil
+}
+
+// stillCondemned reads the set again from the API server, not the cache,
+// before a pod is deleted on scale-down: under whenScaled: Delete the
+// pod's claims go with it, so a scale-down that the cache still shows but
+// the user has undone since must not delete it. The next pass, with the
+// newer set, decides again.
+func (r *reconciler) stillCondemned(ctx context.Context, set *api.ReplicatedSet, i int) (bool, error) {
+	var now api.ReplicatedSet
+	err := r.live.Get(ctx, client.ObjectKeyFromObject(set), &now)
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil // the garbage collector takes its pods
+	case err != nil:
+		return false, fmt.Errorf("read replicatedset %s/%s: %w", set.Namespace, set.Name, err)
+	}
+	return now.UID == set.UID && now.DeletionTimestamp == nil && i >= now.Spec.DesiredReplicas(), nil
 }
 
 // deletePod deletes a condemned pod, exactly the one decided on (UID
@@ -289,33 +305,31 @@ func (r *reconciler) deletePod(ctx context.Context, set *api.ReplicatedSet, pod 
 		then = "the garbage collector deletes its claims (whenScaled=Delete)"
 	}
 	if r.dryRun {
-		r.event(set, corev1.EventTypeNormal, reasonDryRun, fmt.Sprintf("would delete Pod %s (uid %s) on scale-down; %s", pod.Name, pod.UID, then))
+		r.event(set, podRef(pod), corev1.EventTypeNormal, reasonDryRun, "Delete", fmt.Sprintf("would delete Pod %s (uid %s) on scale-down; %s", pod.Name, pod.UID, then))
 		return nil
 	}
-	uid := pod.UID
-	err := r.core.Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	err := r.Delete(ctx, pod, client.Preconditions{UID: &pod.UID})
 	switch {
 	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
 		return nil // gone, or another pod now: the next pass decides again
 	case err != nil:
 		return fmt.Errorf("delete pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	r.event(set, corev1.EventTypeNormal, reasonDeleted, fmt.Sprintf("delete Pod %s (uid %s) on scale-down; %s", pod.Name, pod.UID, then))
+	r.event(set, podRef(pod), corev1.EventTypeNormal, reasonDeleted, "Delete", fmt.Sprintf("delete Pod %s (uid %s) on scale-down; %s", pod.Name, pod.UID, then))
 	return nil
 }
 
-// syncOwner is lifecycle's SyncOwner on the informer cache or, in dry-run,
+// syncOwner is lifecycle's SyncOwner on the manager's cache or, in dry-run,
 // the same decision (lifecycle.OwnerReferences) reported instead of written.
 func (r *reconciler) syncOwner(ctx context.Context, set *api.ReplicatedSet, owner lifecycle.Ref, policy lifecycle.Policy, members []lifecycle.Member) ([]lifecycle.ClaimSync, error) {
 	if !r.dryRun {
-		return r.m.SyncOwner(ctx, lifecycle.Scope{Namespace: set.Namespace, Claims: lifecycle.InformerClaims(r.claims)}, owner, policy, members)
+		return r.m.SyncOwner(ctx, lifecycle.Scope{Namespace: set.Namespace, Claims: crt.ClaimCache(r.Client)}, owner, policy, members)
 	}
-	claims := r.claims.PersistentVolumeClaims(set.Namespace)
 	var out []lifecycle.ClaimSync
 	for _, mem := range members {
 		for _, name := range mem.Claims {
-			c, err := claims.Get(name)
-			if err != nil {
+			var c corev1.PersistentVolumeClaim
+			if err := r.Get(ctx, client.ObjectKey{Namespace: set.Namespace, Name: name}, &c); err != nil {
 				out = append(out, lifecycle.ClaimSync{Claim: name, Missing: true})
 				continue
 			}
@@ -324,7 +338,7 @@ func (r *reconciler) syncOwner(ctx context.Context, set *api.ReplicatedSet, owne
 				return nil, err
 			}
 			if plan.Changed {
-				r.event(set, corev1.EventTypeNormal, reasonDryRun, fmt.Sprintf("would set the owner references of Claim %s to [%s]", name, refsString(plan.OwnerReferences)))
+				r.event(set, claimRef(set.Namespace, name, c.UID), corev1.EventTypeNormal, reasonDryRun, "SetOwnerReferences", fmt.Sprintf("would set the owner references of Claim %s to [%s]", name, refsString(plan.OwnerReferences)))
 			}
 			out = append(out, lifecycle.ClaimSync{Claim: name, Plan: plan})
 		}
@@ -346,7 +360,7 @@ func (r *reconciler) writeStatus(ctx context.Context, set *api.ReplicatedSet, cu
 	if statusEqual(set.Status, next.Status) {
 		return nil
 	}
-	return r.status.UpdateStatus(ctx, next)
+	return r.Status().Update(ctx, next)
 }
 
 func statusEqual(a, b api.ReplicatedSetStatus) bool {
@@ -362,12 +376,28 @@ func statusEqual(a, b api.ReplicatedSetStatus) bool {
 	return true
 }
 
-func (r *reconciler) event(set *api.ReplicatedSet, eventtype, reason, msg string) {
+// event records an event on the set about related, the pod or claim it
+// concerns (nil: the set itself). The events.k8s.io API merges events with
+// the same set, reason, action and related object into one series, so
+// that each pod and claim gets its own.
+func (r *reconciler) event(set *api.ReplicatedSet, related *corev1.ObjectReference, eventtype, reason, action, msg string) {
 	if r.events == nil {
 		return
 	}
-	r.events.Event(&corev1.ObjectReference{APIVersion: api.GroupVersionKind.GroupVersion().String(), Kind: api.Kind,
-		Namespace: set.Namespace, Name: set.Name, UID: set.UID}, eventtype, reason, msg)
+	regarding := &corev1.ObjectReference{APIVersion: api.GroupVersion.String(), Kind: api.Kind, Namespace: set.Namespace, Name: set.Name, UID: set.UID}
+	if related == nil {
+		r.events.Eventf(regarding, nil, eventtype, reason, action, "%s", msg)
+		return
+	}
+	r.events.Eventf(regarding, related, eventtype, reason, action, "%s", msg)
+}
+
+func claimRef(namespace, name string, uid types.UID) *corev1.ObjectReference {
+	return &corev1.ObjectReference{APIVersion: "v1", Kind: "PersistentVolumeClaim", Namespace: namespace, Name: name, UID: uid}
+}
+
+func podRef(pod *corev1.Pod) *corev1.ObjectReference {
+	return &corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID}
 }
 
 func claimNames(set *api.ReplicatedSet, i int) []string {

@@ -5,34 +5,34 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"slices"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/fake"
-	corelisters "k8s.io/client-go/listers/core/v1"
-	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/groundskeeper-io/groundskeeper/crt"
 	"github.com/groundskeeper-io/groundskeeper/examples/statefulset-pvc/api"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
 )
 
 // The scenario plays the controller's reconcile against a simulated API
-// server: a client-go fake clientset for pods and claims (with UIDs added on
-// create), the ReplicatedSets in a map, informer caches refreshed before
-// every pass, and a tiny garbage collector that deletes an object once every
+// server: controller-runtime's fake client for sets, pods and claims (with
+// UIDs added on create), read directly where the manager would read its
+// cache, and a tiny garbage collector that deletes an object once every
 // owner it refers to is gone. It is a demo: the e2e test runs the same
-// controller against a real API server and controller manager.
+// controller on a manager against a real API server and controller
+// manager.
 var scenarioStart = time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
 
 const scenarioNamespace = "demo"
@@ -40,14 +40,11 @@ const scenarioNamespace = "demo"
 type sim struct {
 	out    io.Writer
 	clk    *clocktesting.FakeClock
-	client *fake.Clientset
-	sets   map[string]*api.ReplicatedSet
+	client client.Client
 	others map[types.UID]string // live objects of other kinds that own claims
-	pods   cache.Indexer
-	claims cache.Indexer
 	r      *reconciler
 	uids   map[string]int
-	writes int
+	writes int // to pods and claims
 	// goneSince is when the garbage collector first saw an owner missing;
 	// it acts gcLag later.
 	goneSince map[types.UID]time.Time
@@ -60,31 +57,58 @@ func runScenario(out io.Writer) error {
 	s := &sim{
 		out:    out,
 		clk:    clocktesting.NewFakeClock(scenarioStart),
-		client: fake.NewClientset(),
-		sets:   map[string]*api.ReplicatedSet{},
 		others: map[types.UID]string{},
-		pods:   cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
-		claims: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
 		uids:   map[string]int{},
 
 		goneSince: map[types.UID]time.Time{},
 	}
-	// The fake gives created objects no UID; the API server would.
-	s.client.PrependReactor("create", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		obj := a.(k8stesting.CreateAction).GetObject()
-		m, err := meta.Accessor(obj)
-		if err != nil {
-			return false, nil, err
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := api.AddToScheme(scheme); err != nil {
+		return err
+	}
+	podOrClaim := func(obj client.Object) bool {
+		switch obj.(type) {
+		case *corev1.Pod, *corev1.PersistentVolumeClaim:
+			return true
 		}
-		m.SetUID(s.uid(map[string]string{"pods": "p", "persistentvolumeclaims": "c"}[a.GetResource().Resource]))
-		return false, nil, nil
-	})
-	s.client.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		switch a.GetVerb() {
-		case "create", "update", "patch", "delete":
-			s.writes++
-		}
-		return false, nil, nil
+		return false
+	}
+	fakeServer := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&api.ReplicatedSet{}).Build()
+	s.client = interceptor.NewClient(fakeServer, interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			// The fake gives created objects no UID; the API server would.
+			switch obj.(type) {
+			case *corev1.Pod:
+				obj.SetUID(s.uid("p"))
+			case *corev1.PersistentVolumeClaim:
+				obj.SetUID(s.uid("c"))
+			}
+			if podOrClaim(obj) {
+				s.writes++
+			}
+			return c.Create(ctx, obj, opts...)
+		},
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			if podOrClaim(obj) {
+				s.writes++
+			}
+			return c.Update(ctx, obj, opts...)
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			if podOrClaim(obj) {
+				s.writes++
+			}
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			if podOrClaim(obj) {
+				s.writes++
+			}
+			return c.Delete(ctx, obj, opts...)
+		},
 	})
 	events := lifecycle.EventFunc(func(obj runtime.Object, eventtype, reason, msg string) {
 		ref := obj.(*corev1.ObjectReference)
@@ -93,19 +117,11 @@ func runScenario(out io.Writer) error {
 		}
 		s.printf(ref.Name, "%s: %s", reason, msg)
 	})
-	m, err := lifecycle.New(lifecycle.Config{Client: lifecycle.ClientGo(s.client.CoreV1()), Recorder: events, Clock: s.clk})
+	m, err := lifecycle.New(lifecycle.Config{Client: crt.LifecycleClient(s.client, s.client), Recorder: events, Clock: s.clk})
 	if err != nil {
 		return err
 	}
-	s.r = &reconciler{
-		core:   s.client.CoreV1(),
-		pods:   corelisters.NewPodLister(s.pods),
-		claims: corelisters.NewPersistentVolumeClaimLister(s.claims),
-		m:      m,
-		status: simStatus{s},
-		events: events,
-		clock:  s.clk,
-	}
+	s.r = &reconciler{Client: s.client, live: s.client, m: m, events: simEvents{events}}
 
 	fmt.Fprintf(out, "Simulated timeline, %s UTC, namespace %q. One ReplicatedSet per KEP-1847 policy, each with\n", scenarioStart.Format(time.DateOnly), scenarioNamespace)
 	fmt.Fprintf(out, "one volume claim template \"data\": created with 3 replicas, scaled to 1, scaled back to 3, deleted.\n")
@@ -138,22 +154,22 @@ func runScenario(out io.Writer) error {
 		}
 		var r row
 		r.name, r.policy = name, p
-		if err := s.user(ctx, setName, fmt.Sprintf("creates ReplicatedSet %s, 3 replicas, %s", setName, policyField(set)), func() {
-			s.sets[setName] = set
+		if err := s.user(ctx, setName, fmt.Sprintf("creates ReplicatedSet %s, 3 replicas, %s", setName, policyField(set)), func() error {
+			return s.client.Create(ctx, set)
 		}); err != nil {
 			return err
 		}
 		before := s.claimUIDs(setName)
-		if err := s.user(ctx, setName, "scales "+setName+" to 1", func() { s.scale(setName, 1) }); err != nil {
+		if err := s.user(ctx, setName, "scales "+setName+" to 1", func() error { return s.scale(ctx, setName, 1) }); err != nil {
 			return err
 		}
 		r.scaledDown = s.kept(setName, before)
-		if err := s.user(ctx, setName, "scales "+setName+" back to 3", func() { s.scale(setName, 3) }); err != nil {
+		if err := s.user(ctx, setName, "scales "+setName+" back to 3", func() error { return s.scale(ctx, setName, 3) }); err != nil {
 			return err
 		}
 		r.scaledUp = s.reused(setName, before)
 		before = s.claimUIDs(setName)
-		if err := s.user(ctx, setName, "deletes ReplicatedSet "+setName, func() { delete(s.sets, setName) }); err != nil {
+		if err := s.user(ctx, setName, "deletes ReplicatedSet "+setName, func() error { return s.deleteSet(ctx, setName) }); err != nil {
 			return err
 		}
 		r.gone = s.kept(setName, before)
@@ -182,8 +198,8 @@ func runScenario(out io.Writer) error {
 func (s *sim) quickScaleUp(ctx context.Context) error {
 	fmt.Fprintf(s.out, "\n== Scale-up before the garbage collector has acted: set %q, DeleteOnScaledownOnly\n\n", "quick")
 	s.clk.SetTime(scenarioStart.Add(4 * time.Hour))
-	if err := s.user(ctx, "quick", "creates ReplicatedSet quick, 2 replicas, persistentVolumeClaimDeletePolicy: DeleteOnScaledownOnly", func() {
-		s.sets["quick"] = &api.ReplicatedSet{
+	if err := s.user(ctx, "quick", "creates ReplicatedSet quick, 2 replicas, persistentVolumeClaimDeletePolicy: DeleteOnScaledownOnly", func() error {
+		return s.client.Create(ctx, &api.ReplicatedSet{
 			ObjectMeta: metav1.ObjectMeta{Namespace: scenarioNamespace, Name: "quick", UID: s.uid("s"), Generation: 1},
 			Spec: api.ReplicatedSetSpec{
 				Replicas:                          ptr.To(int32(2)),
@@ -191,17 +207,17 @@ func (s *sim) quickScaleUp(ctx context.Context) error {
 				VolumeClaimTemplates:              []api.ClaimTemplate{{Name: "data", Size: resource.MustParse("1Gi")}},
 				PersistentVolumeClaimDeletePolicy: string(lifecycle.DeleteOnScaledownOnly),
 			},
-		}
+		})
 	}); err != nil {
 		return err
 	}
-	if err := s.userGC(ctx, "quick", "scales quick to 1", func() { s.scale("quick", 1) }, false); err != nil {
+	if err := s.userGC(ctx, "quick", "scales quick to 1", func() error { return s.scale(ctx, "quick", 1) }, false); err != nil {
 		return err
 	}
-	if err := s.user(ctx, "quick", "scales quick back to 2", func() { s.scale("quick", 2) }); err != nil {
+	if err := s.user(ctx, "quick", "scales quick back to 2", func() error { return s.scale(ctx, "quick", 2) }); err != nil {
 		return err
 	}
-	return s.user(ctx, "quick", "deletes ReplicatedSet quick", func() { delete(s.sets, "quick") })
+	return s.user(ctx, "quick", "deletes ReplicatedSet quick", func() error { return s.deleteSet(ctx, "quick") })
 }
 
 // conflict: a claim that another controller controls keeps its controller,
@@ -212,14 +228,14 @@ func (s *sim) conflict(ctx context.Context) error {
 	backup := s.uid("b")
 	s.others[backup] = "Backup nightly"
 	s.printf("user", "creates claim data-shared-0, controlled by Backup nightly (uid %s)", backup)
-	if _, err := s.client.CoreV1().PersistentVolumeClaims(scenarioNamespace).Create(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{
+	if err := s.client.Create(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{
 		Name: "data-shared-0", Namespace: scenarioNamespace,
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "backup.example/v1", Kind: "Backup", Name: "nightly", UID: backup, Controller: ptr.To(true)}},
-	}}, metav1.CreateOptions{}); err != nil {
+	}}); err != nil {
 		return err
 	}
-	if err := s.user(ctx, "shared", "creates ReplicatedSet shared, 1 replica, persistentVolumeClaimDeletePolicy: DeleteOnScaledownAndOwnerDeletion", func() {
-		s.sets["shared"] = &api.ReplicatedSet{
+	if err := s.user(ctx, "shared", "creates ReplicatedSet shared, 1 replica, persistentVolumeClaimDeletePolicy: DeleteOnScaledownAndOwnerDeletion", func() error {
+		return s.client.Create(ctx, &api.ReplicatedSet{
 			ObjectMeta: metav1.ObjectMeta{Namespace: scenarioNamespace, Name: "shared", UID: s.uid("s"), Generation: 1},
 			Spec: api.ReplicatedSetSpec{
 				Replicas:                          ptr.To(int32(1)),
@@ -227,35 +243,39 @@ func (s *sim) conflict(ctx context.Context) error {
 				VolumeClaimTemplates:              []api.ClaimTemplate{{Name: "data", Size: resource.MustParse("1Gi")}},
 				PersistentVolumeClaimDeletePolicy: string(lifecycle.DeleteOnScaledownAndOwnerDeletion),
 			},
-		}
+		})
 	}); err != nil {
 		return err
 	}
-	return s.user(ctx, "shared", "deletes ReplicatedSet shared", func() { delete(s.sets, "shared") })
+	return s.user(ctx, "shared", "deletes ReplicatedSet shared", func() error { return s.deleteSet(ctx, "shared") })
 }
 
 // user applies a change, lets the controller and the garbage collector run
 // until nothing changes, and prints the claims of the set.
-func (s *sim) user(ctx context.Context, set, what string, change func()) error {
+func (s *sim) user(ctx context.Context, set, what string, change func() error) error {
 	return s.userGC(ctx, set, what, change, true)
 }
 
 // userGC is user; with waitGC false it returns once the controller has
 // nothing to do, even if the garbage collector still has.
-func (s *sim) userGC(ctx context.Context, set, what string, change func(), waitGC bool) error {
+func (s *sim) userGC(ctx context.Context, set, what string, change func() error, waitGC bool) error {
 	s.printf("user", "%s", what)
-	change()
+	if err := change(); err != nil {
+		return err
+	}
 	for pass := 0; ; pass++ {
 		if pass == 30 {
 			return errors.New("scenario: the controller did not settle after 30 passes")
 		}
 		s.clk.Step(time.Second)
 		writes := s.writes
-		if err := s.refresh(); err != nil {
+		var sets api.ReplicatedSetList
+		if err := s.client.List(ctx, &sets, client.InNamespace(scenarioNamespace)); err != nil {
 			return err
 		}
-		for _, name := range slices.Sorted(maps.Keys(s.sets)) {
-			if err := s.r.reconcile(ctx, s.sets[name].DeepCopy()); err != nil {
+		slices.SortFunc(sets.Items, func(a, b api.ReplicatedSet) int { return strings.Compare(a.Name, b.Name) })
+		for i := range sets.Items {
+			if err := s.r.reconcile(ctx, &sets.Items[i]); err != nil {
 				return err
 			}
 		}
@@ -271,27 +291,24 @@ func (s *sim) userGC(ctx context.Context, set, what string, change func(), waitG
 	return nil
 }
 
-// refresh plays the informers: the caches get the fake's current objects.
-func (s *sim) refresh() error {
-	pods, err := s.client.Tracker().List(corev1.SchemeGroupVersion.WithResource("pods"), corev1.SchemeGroupVersion.WithKind("Pod"), scenarioNamespace)
-	if err != nil {
-		return err
+// list returns the pods or the claims of the namespace, sorted by name.
+func (s *sim) list(ctx context.Context, list client.ObjectList) ([]client.Object, error) {
+	if err := s.client.List(ctx, list, client.InNamespace(scenarioNamespace)); err != nil {
+		return nil, err
 	}
-	claims, err := s.client.Tracker().List(corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims"), corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaim"), scenarioNamespace)
-	if err != nil {
-		return err
+	var out []client.Object
+	switch l := list.(type) {
+	case *corev1.PodList:
+		for i := range l.Items {
+			out = append(out, &l.Items[i])
+		}
+	case *corev1.PersistentVolumeClaimList:
+		for i := range l.Items {
+			out = append(out, &l.Items[i])
+		}
 	}
-	var podObjs, claimObjs []any
-	for i := range pods.(*corev1.PodList).Items {
-		podObjs = append(podObjs, &pods.(*corev1.PodList).Items[i])
-	}
-	for i := range claims.(*corev1.PersistentVolumeClaimList).Items {
-		claimObjs = append(claimObjs, &claims.(*corev1.PersistentVolumeClaimList).Items[i])
-	}
-	if err := s.pods.Replace(podObjs, ""); err != nil {
-		return err
-	}
-	return s.claims.Replace(claimObjs, "")
+	slices.SortFunc(out, func(a, b client.Object) int { return strings.Compare(a.GetName(), b.GetName()) })
+	return out, nil
 }
 
 // collectGarbage is the garbage collector's rule: an object with owner
@@ -299,21 +316,30 @@ func (s *sim) refresh() error {
 // Pods go first, so that claims owned by pods go in a later pass, as they
 // would in a cluster. It reports whether deletions are pending.
 func (s *sim) collectGarbage(ctx context.Context) (pending bool, err error) {
-	if err := s.refresh(); err != nil {
+	var sets api.ReplicatedSetList
+	if err := s.client.List(ctx, &sets, client.InNamespace(scenarioNamespace)); err != nil {
+		return false, err
+	}
+	pods, err := s.list(ctx, &corev1.PodList{})
+	if err != nil {
+		return false, err
+	}
+	claims, err := s.list(ctx, &corev1.PersistentVolumeClaimList{})
+	if err != nil {
 		return false, err
 	}
 	live := map[types.UID]bool{}
 	for uid := range s.others {
 		live[uid] = true
 	}
-	for _, set := range s.sets {
+	for _, set := range sets.Items {
 		live[set.UID] = true
 	}
-	for _, o := range s.pods.List() {
-		live[o.(*corev1.Pod).UID] = true
+	for _, o := range pods {
+		live[o.GetUID()] = true
 	}
 	var deletes []func() error
-	for _, o := range append(sortedObjects(s.pods.List()), sortedObjects(s.claims.List())...) {
+	for _, o := range append(pods, claims...) {
 		refs := o.GetOwnerReferences()
 		if len(refs) == 0 || slices.ContainsFunc(refs, func(r metav1.OwnerReference) bool { return live[r.UID] }) {
 			continue
@@ -333,14 +359,13 @@ func (s *sim) collectGarbage(ctx context.Context) (pending bool, err error) {
 			pending = true
 			continue
 		}
-		kind, del := "Pod", s.client.CoreV1().Pods(o.GetNamespace()).Delete
+		kind := "Pod"
 		if _, ok := o.(*corev1.PersistentVolumeClaim); ok {
-			kind, del = "Claim", s.client.CoreV1().PersistentVolumeClaims(o.GetNamespace()).Delete
+			kind = "Claim"
 		}
-		name, uid := o.GetName(), o.GetUID()
 		deletes = append(deletes, func() error {
-			s.printf("gc", "deletes %s %s (uid %s): its owner %s is gone", kind, name, uid, strings.Join(owners, ", "))
-			return del(ctx, name, metav1.DeleteOptions{})
+			s.printf("gc", "deletes %s %s (uid %s): its owner %s is gone", kind, o.GetName(), o.GetUID(), strings.Join(owners, ", "))
+			return s.client.Delete(ctx, o, client.Preconditions{UID: ptr.To(o.GetUID())})
 		})
 	}
 	for _, d := range deletes {
@@ -351,27 +376,29 @@ func (s *sim) collectGarbage(ctx context.Context) (pending bool, err error) {
 	return pending || len(deletes) > 0, nil
 }
 
-func sortedObjects(objs []any) []metav1.Object {
-	out := make([]metav1.Object, 0, len(objs))
-	for _, o := range objs {
-		out = append(out, o.(metav1.Object))
+// scale sets spec.replicas, as the scale subresource does.
+func (s *sim) scale(ctx context.Context, name string, n int32) error {
+	var set api.ReplicatedSet
+	if err := s.client.Get(ctx, client.ObjectKey{Namespace: scenarioNamespace, Name: name}, &set); err != nil {
+		return err
 	}
-	slices.SortFunc(out, func(a, b metav1.Object) int { return strings.Compare(a.GetName(), b.GetName()) })
-	return out
+	set.Spec.Replicas = &n
+	set.Generation++ // the API server would
+	return s.client.Update(ctx, &set)
 }
 
-func (s *sim) scale(name string, n int32) {
-	s.sets[name].Spec.Replicas = &n
-	s.sets[name].Generation++
+func (s *sim) deleteSet(ctx context.Context, name string) error {
+	return s.client.Delete(ctx, &api.ReplicatedSet{ObjectMeta: metav1.ObjectMeta{Namespace: scenarioNamespace, Name: name}})
 }
 
 // claimUIDs returns the UIDs of the set's claims data-<set>-<ordinal> by
-// ordinal, as the caches have them now.
+// ordinal.
 func (s *sim) claimUIDs(set string) map[int]types.UID {
 	out := map[int]types.UID{}
 	for i := range 3 {
-		if o, ok, _ := s.claims.GetByKey(scenarioNamespace + "/" + api.ClaimName("data", set, i)); ok {
-			out[i] = o.(*corev1.PersistentVolumeClaim).UID
+		var c corev1.PersistentVolumeClaim
+		if err := s.client.Get(context.Background(), client.ObjectKey{Namespace: scenarioNamespace, Name: api.ClaimName("data", set, i)}, &c); err == nil {
+			out[i] = c.UID
 		}
 	}
 	return out
@@ -420,8 +447,12 @@ func (s *sim) reused(set string, before map[int]types.UID) string {
 
 // claimsOf lists the claims of a set with their UIDs and owners.
 func (s *sim) claimsOf(set string) string {
+	claims, err := s.list(context.Background(), &corev1.PersistentVolumeClaimList{})
+	if err != nil {
+		return err.Error()
+	}
 	var parts []string
-	for _, o := range sortedObjects(s.claims.List()) {
+	for _, o := range claims {
 		if !strings.HasPrefix(o.GetName(), "data-"+set+"-") {
 			continue
 		}
@@ -453,12 +484,9 @@ func policyField(set *api.ReplicatedSet) string {
 	return "persistentVolumeClaimDeletePolicy: " + set.Spec.PersistentVolumeClaimDeletePolicy
 }
 
-// simStatus writes a set's status into the simulated API server.
-type simStatus struct{ s *sim }
+// simEvents prints the controller's events as lifecycle's.
+type simEvents struct{ print lifecycle.EventFunc }
 
-func (st simStatus) UpdateStatus(_ context.Context, set *api.ReplicatedSet) error {
-	if cur, ok := st.s.sets[set.Name]; ok {
-		cur.Status = set.Status
-	}
-	return nil
+func (e simEvents) Eventf(regarding, _ runtime.Object, eventtype, reason, _, note string, args ...any) {
+	e.print(regarding, eventtype, reason, fmt.Sprintf(note, args...))
 }

@@ -2,8 +2,8 @@
 // go.etcd.io/etcd/client/v3.
 //
 //	client, err := clientv3.New(clientv3.Config{Endpoints: endpoints})
-//	backend, err := etcdlock.New(client, &etcdlock.Options{Prefix: "/my-operator/lock/"})
-//	l, err := locking.New(backend, lockID, nil)
+//	backend, err := etcdlock.New(etcdlock.Config{KV: client, Prefix: "/my-operator/lock/"})
+//	l, err := locking.New(locking.Config{Backend: backend, LockID: lockID})
 //
 // Keys are stored in etcd as Options.Prefix followed by the lock's key bytes
 // (etcd keys are byte strings, so the FoundationDB operator's "\xff\x02"

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"sync"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -17,8 +16,12 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/locking/internal/txnbuf"
 )
 
-// Options configures a Backend. A nil *Options means the defaults.
-type Options struct {
+// Config configures a Backend. KV is required.
+type Config struct {
+	// KV is where the keys are kept, usually a *clientv3.Client. The caller
+	// keeps ownership of it and closes it.
+	KV clientv3.KV
+
 	// Prefix is prepended to every key in etcd. Empty means none: the
 	// lock's keys are stored as they are. Set it when the etcd cluster is
 	// shared (for example with a Kubernetes API server, which owns
@@ -30,28 +33,20 @@ type Options struct {
 type Backend struct {
 	kv     clientv3.KV
 	prefix string
-
-	// rangeGuardsOnly drops the per-key guards of prefix reads, for the
-	// test showing that the range guard alone misses deletions.
-	rangeGuardsOnly bool
 }
 
 var _ locking.Backend = (*Backend)(nil)
 
-// New returns a backend that keeps its keys in etcd through kv, usually a
-// *clientv3.Client. The caller keeps ownership of kv and closes it.
-func New(kv clientv3.KV, opts *Options) (*Backend, error) {
-	if kv == nil {
-		return nil, errors.New("etcdlock: kv is nil")
+// New validates cfg and returns a backend that keeps its keys in etcd
+// through cfg.KV.
+func New(cfg Config) (*Backend, error) {
+	if cfg.KV == nil {
+		return nil, fmt.Errorf("%w: etcdlock: Config.KV is nil", locking.ErrInvalidConfig)
 	}
-	b := &Backend{kv: kv}
-	if opts != nil {
-		b.prefix = opts.Prefix
-	}
-	return b, nil
+	return &Backend{kv: cfg.KV, prefix: cfg.Prefix}, nil
 }
 
-// As supports *clientv3.KV (the kv passed to New) and **clientv3.Client
+// As supports *clientv3.KV (Config.KV) and **clientv3.Client
 // (when that kv is a *clientv3.Client).
 func (b *Backend) As(i any) bool {
 	switch p := i.(type) {
@@ -74,61 +69,39 @@ func (b *Backend) As(i any) bool {
 // Writes are buffered, then sent as one etcd Txn whose guards fail if
 // anything fn read changed after the snapshot; see commit.
 func (b *Backend) Update(ctx context.Context, fn func(locking.Txn) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
+	tx := &txn{b: b, reads: map[string]int64{}}
+	tx.Backend = "etcdlock"
+	tx.CheckKey = func(key []byte) error {
+		if len(b.prefix)+len(key) == 0 {
+			return errors.New("etcdlock: empty key (etcd has no empty key)")
+		}
+		return nil
 	}
-	tx := &txn{b: b, reads: map[string]int64{}, listed: map[string]bool{}}
-	defer tx.finish()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	return tx.commit(ctx)
+	return tx.Run(ctx, tx, fn, tx.commit)
 }
 
 type txn struct {
 	b *Backend
 
-	mu   sync.Mutex
-	done bool
+	// Txn holds the writes and the guard; Set, Clear and ClearPrefix are
+	// its.
+	txnbuf.Txn
 
 	// rev is the snapshot revision, 0 before the first read.
 	rev int64
 	// reads maps every etcd key read from the store to its mod revision at
 	// the snapshot (0: absent). Keys listed by a prefix read are included.
 	reads map[string]int64
-	// prefixes are the etcd key prefixes read with GetPrefix, and listed
-	// the keys they returned.
+	// prefixes are the etcd key prefixes read with GetPrefix.
 	prefixes []string
-	listed   map[string]bool
-
-	buf txnbuf.Buffer
-}
-
-var errDone = errors.New("etcdlock: transaction used after Update returned")
-
-func (t *txn) finish() {
-	t.mu.Lock()
-	t.done = true
-	t.mu.Unlock()
-}
-
-// lock serializes calls on one transaction (a caller may read from several
-// goroutines) and rejects use after Update returned.
-func (t *txn) lock() error {
-	t.mu.Lock()
-	if t.done {
-		t.mu.Unlock()
-		return errDone
-	}
-	return nil
 }
 
 func (t *txn) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
-	if err := t.lock(); err != nil {
+	if err := t.Lock(); err != nil {
 		return nil, false, err
 	}
-	defer t.mu.Unlock()
-	if v, ok, decided := t.buf.Lookup(key); decided {
+	defer t.Unlock()
+	if v, ok, decided := t.Buf.Lookup(key); decided {
 		return v, ok, nil
 	}
 	k := t.b.prefix + string(key)
@@ -146,10 +119,10 @@ func (t *txn) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
 }
 
 func (t *txn) GetPrefix(ctx context.Context, prefix []byte) ([]locking.KeyValue, error) {
-	if err := t.lock(); err != nil {
+	if err := t.Lock(); err != nil {
 		return nil, err
 	}
-	defer t.mu.Unlock()
+	defer t.Unlock()
 	p := t.b.prefix + string(prefix)
 	resp, err := t.get(ctx, p, clientv3.WithPrefix())
 	if err != nil {
@@ -159,10 +132,9 @@ func (t *txn) GetPrefix(ctx context.Context, prefix []byte) ([]locking.KeyValue,
 	stored := make([]locking.KeyValue, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
 		t.reads[string(kv.Key)] = kv.ModRevision
-		t.listed[string(kv.Key)] = true
 		stored = append(stored, locking.KeyValue{Key: kv.Key[len(t.b.prefix):], Value: nonNil(kv.Value)})
 	}
-	return t.buf.Merge(prefix, stored), nil
+	return t.Buf.Merge(prefix, stored), nil
 }
 
 // get reads at the snapshot revision, fixing it on the first read. The
@@ -180,38 +152,6 @@ func (t *txn) get(ctx context.Context, key string, opts ...clientv3.OpOption) (*
 		t.rev = resp.Header.Revision
 	}
 	return resp, nil
-}
-
-func (t *txn) Set(key, value []byte) error {
-	if err := t.lock(); err != nil {
-		return err
-	}
-	defer t.mu.Unlock()
-	if len(t.b.prefix)+len(key) == 0 {
-		return errors.New("etcdlock: empty key (etcd has no empty key)")
-	}
-	t.buf.Set(key, value)
-	return nil
-}
-
-func (t *txn) Clear(key []byte) error {
-	if err := t.lock(); err != nil {
-		return err
-	}
-	defer t.mu.Unlock()
-	t.buf.Clear(key)
-	return nil
-}
-
-func (t *txn) ClearPrefix(prefix []byte) error {
-	if err := t.lock(); err != nil {
-		return err
-	}
-	defer t.mu.Unlock()
-	if err := t.buf.ClearPrefix(prefix); err != nil {
-		return fmt.Errorf("etcdlock: %w", err)
-	}
-	return nil
 }
 
 // commit sends the buffered writes as one etcd Txn, guarded so that it
@@ -240,17 +180,16 @@ func (t *txn) ClearPrefix(prefix []byte) error {
 // guards, and one that wrote nothing sends nothing: all its reads were at
 // one revision.
 func (t *txn) commit(ctx context.Context) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.buf.Empty() {
+	if err := t.Lock(); err != nil {
+		return err
+	}
+	defer t.Unlock()
+	if t.Buf.Empty() {
 		return nil
 	}
 	cmps := make([]clientv3.Cmp, 0, len(t.reads)+len(t.prefixes))
 	keys := make([]string, 0, len(t.reads))
 	for k := range t.reads {
-		if t.b.rangeGuardsOnly && t.listed[k] {
-			continue
-		}
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
@@ -260,7 +199,7 @@ func (t *txn) commit(ctx context.Context) error {
 	for _, p := range t.prefixes {
 		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(p).WithPrefix(), "<", t.rev+1))
 	}
-	ops := writeOps(t.b.prefix, t.buf.Ops())
+	ops := writeOps(t.b.prefix, t.Buf.Ops())
 	resp, err := t.b.kv.Txn(ctx).If(cmps...).Then(ops...).Commit()
 	if err != nil {
 		return translateCommit(ctx, len(cmps), len(ops), err)

@@ -40,7 +40,7 @@ func newClient(t testing.TB, endpoints ...string) *clientv3.Client {
 // of t's own.
 func newBackend(t testing.TB, c *clientv3.Client) locking.Backend {
 	t.Helper()
-	b, err := etcdlock.New(c, &etcdlock.Options{Prefix: testenv.StartEtcd(t).Prefix})
+	b, err := etcdlock.New(etcdlock.Config{KV: c, Prefix: testenv.StartEtcd(t).Prefix})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -131,16 +131,16 @@ func TestCommitCutReportsUnknownResult(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer proxy.Close()
-	direct, err := etcdlock.New(newClient(t, etcd.Endpoints...), &etcdlock.Options{Prefix: etcd.Prefix})
+	direct, err := etcdlock.New(etcdlock.Config{KV: newClient(t, etcd.Endpoints...), Prefix: etcd.Prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
-	viaProxy, err := etcdlock.New(newClient(t, "http://"+proxy.Addr()), &etcdlock.Options{Prefix: etcd.Prefix})
+	viaProxy, err := etcdlock.New(etcdlock.Config{KV: newClient(t, "http://"+proxy.Addr()), Prefix: etcd.Prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cutBeforeCommit := cutting{Backend: viaProxy, cut: func() { proxy.SetDown(true); proxy.Cut() }}
-	dc1, err := locking.New(cutBeforeCommit, "dc1", &locking.Options{MaxAttempts: 1})
+	dc1, err := locking.New(locking.Config{Backend: cutBeforeCommit, LockID: "dc1", MaxAttempts: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,14 +154,14 @@ func TestCommitCutReportsUnknownResult(t *testing.T) {
 	// The commit never reached etcd: the lock is free for another instance,
 	// and dc1, once reconnected, sees that it does not hold it.
 	proxy.SetDown(false)
-	dc2, err := locking.New(direct, "dc2", nil)
+	dc2, err := locking.New(locking.Config{Backend: direct, LockID: "dc2"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if lease, err := dc2.Take(t.Context()); err != nil || lease.Outcome != locking.Taken {
 		t.Fatalf("dc2 Take = %+v, %v; want Taken", lease, err)
 	}
-	dc1Again, err := locking.New(viaProxy, "dc1", nil)
+	dc1Again, err := locking.New(locking.Config{Backend: viaProxy, LockID: "dc1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,12 +181,12 @@ func TestLostReplyReportsUnknownResult(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer proxy.Close()
-	viaProxy, err := etcdlock.New(newClient(t, "http://"+proxy.Addr()), &etcdlock.Options{Prefix: etcd.Prefix})
+	viaProxy, err := etcdlock.New(etcdlock.Config{KV: newClient(t, "http://"+proxy.Addr()), Prefix: etcd.Prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
 	dropReplies := cutting{Backend: viaProxy, cut: func() { proxy.SetDropReplies(true) }}
-	dc1, err := locking.New(dropReplies, "dc1", &locking.Options{MaxAttempts: 1})
+	dc1, err := locking.New(locking.Config{Backend: dropReplies, LockID: "dc1", MaxAttempts: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,11 +199,11 @@ func TestLostReplyReportsUnknownResult(t *testing.T) {
 	t.Logf("Take: %v", err)
 	proxy.SetDropReplies(false)
 	proxy.Cut()
-	direct, err := etcdlock.New(newClient(t, etcd.Endpoints...), &etcdlock.Options{Prefix: etcd.Prefix})
+	direct, err := etcdlock.New(etcdlock.Config{KV: newClient(t, etcd.Endpoints...), Prefix: etcd.Prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin, err := locking.New(direct, "admin", nil)
+	admin, err := locking.New(locking.Config{Backend: direct, LockID: "admin"})
 	if err != nil {
 		t.Fatal(err)
 	}

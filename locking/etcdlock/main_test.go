@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 		if err != nil {
 			return nil, err
 		}
-		return etcdlock.New(c, &etcdlock.Options{Prefix: os.Getenv(prefixEnv)})
+		return etcdlock.New(etcdlock.Config{KV: c, Prefix: os.Getenv(prefixEnv)})
 	})
 	testenv.Main(m)
 }

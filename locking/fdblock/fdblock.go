@@ -1,5 +1,3 @@
-//go:build fdb
-
 package fdblock
 
 import (
@@ -82,8 +80,6 @@ type txn struct {
 	wrote bool
 }
 
-var errDone = errors.New("fdblock: transaction used after Update returned")
-
 func (t *txn) finish() {
 	t.mu.Lock()
 	t.done = true
@@ -94,7 +90,7 @@ func (t *txn) check() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.done {
-		return errDone
+		return locking.ErrTxnDone
 	}
 	return nil
 }

@@ -1,5 +1,3 @@
-//go:build fdb
-
 package fdblock_test
 
 import (

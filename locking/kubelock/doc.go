@@ -2,11 +2,17 @@
 // the lock lives in one ConfigMap, with optimistic concurrency on its
 // resourceVersion.
 //
-//	backend, err := kubelock.New(clientset.CoreV1(), "my-namespace", "my-operator-lock", nil)
-//	l, err := locking.New(backend, lockID, nil)
+//	backend, err := kubelock.New(kubelock.Config{
+//		Client:    kubelock.ClientGo(clientset.CoreV1()),
+//		Namespace: "my-namespace",
+//		Name:      "my-operator-lock",
+//	})
+//	l, err := locking.New(locking.Config{Backend: backend, LockID: lockID})
 //
-// It needs only a corev1client.ConfigMapsGetter, and RBAC to get, create
-// and update ConfigMaps in the namespace.
+// It needs only a Client (three ConfigMap calls: ClientGo adapts a
+// client-go clientset, crt.ConfigMaps a controller-runtime manager's client
+// and API reader), and RBAC to get, create and update ConfigMaps in the
+// namespace.
 //
 // # Storage
 //
@@ -75,7 +81,6 @@
 //
 // # As
 //
-// Backend.As supports *corev1client.ConfigMapsGetter (the client given to
-// New) and **corev1.ConfigMap (a copy of the last version of the ConfigMap
+// Backend.As supports *Client (Config.Client) and **corev1.ConfigMap (a copy of the last version of the ConfigMap
 // that the backend read or wrote).
 package kubelock

@@ -20,8 +20,47 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/locking/kubelock/internal/configmapkey"
 )
 
-// Options configures a Backend. A nil *Options means the defaults.
-type Options struct {
+// Client is what a Backend needs of the API server: one ConfigMap, read,
+// created and updated. GetConfigMap must read from the API server, not
+// from a cache: the backend's transactions start from that read. Errors
+// must keep their Kubernetes API type (apierrors.IsNotFound, IsConflict).
+// ClientGo adapts a client-go clientset; crt.ConfigMaps a controller-runtime
+// client and API reader.
+type Client interface {
+	GetConfigMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error)
+	CreateConfigMap(ctx context.Context, cm *corev1.ConfigMap) (*corev1.ConfigMap, error)
+	UpdateConfigMap(ctx context.Context, cm *corev1.ConfigMap) (*corev1.ConfigMap, error)
+}
+
+// ClientGo returns the Client of a client-go typed client, e.g.
+// clientset.CoreV1().
+func ClientGo(c corev1client.ConfigMapsGetter) Client { return clientGo{c} }
+
+type clientGo struct{ c corev1client.ConfigMapsGetter }
+
+func (c clientGo) GetConfigMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error) {
+	return c.c.ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+func (c clientGo) CreateConfigMap(ctx context.Context, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+	return c.c.ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{})
+}
+
+func (c clientGo) UpdateConfigMap(ctx context.Context, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+	return c.c.ConfigMaps(cm.Namespace).Update(ctx, cm, metav1.UpdateOptions{})
+}
+
+// Config configures a Backend. Client, Namespace and Name are required.
+// Instances that coordinate must use the same ConfigMap.
+type Config struct {
+	// Client reads and writes the ConfigMap: ClientGo(clientset.CoreV1())
+	// or crt.ConfigMaps(mgr.GetClient(), mgr.GetAPIReader()).
+	Client Client
+
+	// Namespace and Name name the ConfigMap that holds every key. It is
+	// created on the first write.
+	Namespace, Name string
+
 	// Labels are set on the ConfigMap when the backend creates it. They are
 	// not changed on an existing ConfigMap.
 	Labels map[string]string
@@ -35,7 +74,7 @@ const blindAttempts = 5
 // Backend is a locking.Backend that keeps every key in one ConfigMap. It is
 // safe for concurrent use.
 type Backend struct {
-	client    corev1client.ConfigMapsGetter
+	client    Client
 	namespace string
 	name      string
 	labels    map[string]string
@@ -46,32 +85,27 @@ type Backend struct {
 
 var _ locking.Backend = (*Backend)(nil)
 
-// New returns a backend that keeps its keys in the ConfigMap name in
-// namespace, creating it on the first write. Instances that coordinate must
-// use the same ConfigMap.
-func New(client corev1client.ConfigMapsGetter, namespace, name string, opts *Options) (*Backend, error) {
-	if client == nil {
-		return nil, errors.New("kubelock: client is nil")
+// New validates cfg and returns a backend that keeps its keys in the
+// ConfigMap cfg.Namespace/cfg.Name.
+func New(cfg Config) (*Backend, error) {
+	if cfg.Client == nil {
+		return nil, fmt.Errorf("%w: kubelock: Config.Client is nil", locking.ErrInvalidConfig)
 	}
-	if errs := validation.IsDNS1123Label(namespace); len(errs) > 0 {
-		return nil, fmt.Errorf("kubelock: namespace %q: %s", namespace, strings.Join(errs, "; "))
+	if errs := validation.IsDNS1123Label(cfg.Namespace); len(errs) > 0 {
+		return nil, fmt.Errorf("%w: kubelock: Config.Namespace = %q: %s", locking.ErrInvalidConfig, cfg.Namespace, strings.Join(errs, "; "))
 	}
-	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
-		return nil, fmt.Errorf("kubelock: ConfigMap name %q: %s", name, strings.Join(errs, "; "))
+	if errs := validation.IsDNS1123Subdomain(cfg.Name); len(errs) > 0 {
+		return nil, fmt.Errorf("%w: kubelock: Config.Name = %q: %s", locking.ErrInvalidConfig, cfg.Name, strings.Join(errs, "; "))
 	}
-	b := &Backend{client: client, namespace: namespace, name: name}
-	if opts != nil {
-		b.labels = maps.Clone(opts.Labels)
-	}
-	return b, nil
+	return &Backend{client: cfg.Client, namespace: cfg.Namespace, name: cfg.Name, labels: maps.Clone(cfg.Labels)}, nil
 }
 
-// As supports *corev1client.ConfigMapsGetter (the client given to New) and
+// As supports *Client (Config.Client) and
 // **corev1.ConfigMap (a copy of the last version of the ConfigMap this
 // backend read or wrote; false if none yet).
 func (b *Backend) As(i any) bool {
 	switch p := i.(type) {
-	case *corev1client.ConfigMapsGetter:
+	case *Client:
 		*p = b.client
 		return true
 	case **corev1.ConfigMap:
@@ -95,10 +129,6 @@ func (b *Backend) remember(cm *corev1.ConfigMap) {
 	b.mu.Unlock()
 }
 
-func (b *Backend) configMaps() corev1client.ConfigMapInterface {
-	return b.client.ConfigMaps(b.namespace)
-}
-
 func (b *Backend) ref() string { return b.namespace + "/" + b.name }
 
 // Update runs fn in a transaction; see locking.Backend.
@@ -116,45 +146,28 @@ func (b *Backend) ref() string { return b.namespace + "/" + b.name }
 // did not read. That is sound (never a missed conflict) and, for a lock
 // whose transactions all read the lock key, costs nothing.
 func (b *Backend) Update(ctx context.Context, fn func(locking.Txn) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
 	tx := &txn{b: b}
-	defer tx.finish()
-	if err := fn(tx); err != nil {
-		return err
+	tx.Backend = "kubelock"
+	tx.CheckKey = func(key []byte) error {
+		if err := configmapkey.Check(key); err != nil {
+			return fmt.Errorf("kubelock: %w", err)
+		}
+		return nil
 	}
-	return tx.commit(ctx)
+	return tx.Run(ctx, tx, fn, tx.commit)
 }
 
 type txn struct {
 	b *Backend
 
-	mu   sync.Mutex
-	done bool
+	// Txn holds the writes and the guard; Set, Clear and ClearPrefix are
+	// its.
+	txnbuf.Txn
 
 	loaded bool
 	obj    *corev1.ConfigMap // the snapshot; nil if absent or not loaded
 	data   map[string][]byte // the snapshot's decoded keys
 
-	buf txnbuf.Buffer
-}
-
-var errDone = errors.New("kubelock: transaction used after Update returned")
-
-func (t *txn) finish() {
-	t.mu.Lock()
-	t.done = true
-	t.mu.Unlock()
-}
-
-func (t *txn) lock() error {
-	t.mu.Lock()
-	if t.done {
-		t.mu.Unlock()
-		return errDone
-	}
-	return nil
 }
 
 // load reads the snapshot on first use.
@@ -172,7 +185,7 @@ func (t *txn) load(ctx context.Context) error {
 
 // get reads the ConfigMap; nil if it does not exist.
 func (b *Backend) get(ctx context.Context) (*corev1.ConfigMap, map[string][]byte, error) {
-	obj, err := b.configMaps().Get(ctx, b.name, metav1.GetOptions{})
+	obj, err := b.client.GetConfigMap(ctx, b.namespace, b.name)
 	if apierrors.IsNotFound(err) {
 		return nil, map[string][]byte{}, nil
 	}
@@ -184,11 +197,11 @@ func (b *Backend) get(ctx context.Context) (*corev1.ConfigMap, map[string][]byte
 }
 
 func (t *txn) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
-	if err := t.lock(); err != nil {
+	if err := t.Lock(); err != nil {
 		return nil, false, err
 	}
-	defer t.mu.Unlock()
-	if v, ok, decided := t.buf.Lookup(key); decided {
+	defer t.Unlock()
+	if v, ok, decided := t.Buf.Lookup(key); decided {
 		return v, ok, nil
 	}
 	if err := t.load(ctx); err != nil {
@@ -202,10 +215,10 @@ func (t *txn) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
 }
 
 func (t *txn) GetPrefix(ctx context.Context, prefix []byte) ([]locking.KeyValue, error) {
-	if err := t.lock(); err != nil {
+	if err := t.Lock(); err != nil {
 		return nil, err
 	}
-	defer t.mu.Unlock()
+	defer t.Unlock()
 	if err := t.load(ctx); err != nil {
 		return nil, err
 	}
@@ -215,49 +228,19 @@ func (t *txn) GetPrefix(ctx context.Context, prefix []byte) ([]locking.KeyValue,
 			stored = append(stored, locking.KeyValue{Key: []byte(k), Value: v})
 		}
 	}
-	return t.buf.Merge(prefix, stored), nil
-}
-
-func (t *txn) Set(key, value []byte) error {
-	if err := t.lock(); err != nil {
-		return err
-	}
-	defer t.mu.Unlock()
-	if err := configmapkey.Check(key); err != nil {
-		return fmt.Errorf("kubelock: %w", err)
-	}
-	t.buf.Set(key, value)
-	return nil
-}
-
-func (t *txn) Clear(key []byte) error {
-	if err := t.lock(); err != nil {
-		return err
-	}
-	defer t.mu.Unlock()
-	t.buf.Clear(key)
-	return nil
-}
-
-func (t *txn) ClearPrefix(prefix []byte) error {
-	if err := t.lock(); err != nil {
-		return err
-	}
-	defer t.mu.Unlock()
-	if err := t.buf.ClearPrefix(prefix); err != nil {
-		return fmt.Errorf("kubelock: %w", err)
-	}
-	return nil
+	return t.Buf.Merge(prefix, stored), nil
 }
 
 func (t *txn) commit(ctx context.Context) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.buf.Empty() {
+	if err := t.Lock(); err != nil {
+		return err
+	}
+	defer t.Unlock()
+	if t.Buf.Empty() {
 		return nil // read-only: all reads came from one version
 	}
 	if t.loaded {
-		return t.b.write(ctx, t.obj, t.data, t.buf.Ops())
+		return t.b.write(ctx, t.obj, t.data, t.Buf.Ops())
 	}
 	// Blind writes: apply them to the current version, again if it changed.
 	var err error
@@ -269,7 +252,7 @@ func (t *txn) commit(ctx context.Context) error {
 		if obj, data, err = t.b.get(ctx); err != nil {
 			return err
 		}
-		err = t.b.write(ctx, obj, data, t.buf.Ops())
+		err = t.b.write(ctx, obj, data, t.Buf.Ops())
 		if !errors.Is(err, locking.ErrConflict) {
 			return err
 		}
@@ -293,12 +276,12 @@ func (b *Backend) write(ctx context.Context, obj *corev1.ConfigMap, data map[str
 			ObjectMeta: metav1.ObjectMeta{Name: b.name, Namespace: b.namespace, Labels: maps.Clone(b.labels)},
 			BinaryData: encodeData(next, nil),
 		}
-		written, err = b.configMaps().Create(ctx, cm, metav1.CreateOptions{})
+		written, err = b.client.CreateConfigMap(ctx, cm)
 	} else {
 		verb = "update"
 		cm := obj.DeepCopy() // keeps its resourceVersion: the precondition
 		cm.BinaryData = encodeData(next, obj.BinaryData)
-		written, err = b.configMaps().Update(ctx, cm, metav1.UpdateOptions{})
+		written, err = b.client.UpdateConfigMap(ctx, cm)
 	}
 	if err != nil {
 		return translateWrite(ctx, verb+" ConfigMap "+b.ref(), err)

@@ -24,7 +24,7 @@ var seq atomic.Int64
 // newBackend returns a backend on a ConfigMap of its own in ns.
 func newBackend(t testing.TB, client corev1client.ConfigMapsGetter, ns string) *kubelock.Backend {
 	t.Helper()
-	b, err := kubelock.New(client, ns, fmt.Sprintf("lock-%d", seq.Add(1)), nil)
+	b, err := kubelock.New(kubelock.Config{Client: kubelock.ClientGo(client), Namespace: ns, Name: fmt.Sprintf("lock-%d", seq.Add(1))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,11 +50,11 @@ func TestStorage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := kubelock.New(kube.Client.CoreV1(), kube.Namespace, "shared", nil)
+	b, err := kubelock.New(kubelock.Config{Client: kubelock.ClientGo(kube.Client.CoreV1()), Namespace: kube.Namespace, Name: "shared"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := locking.New(b, "dc1", nil)
+	l, err := locking.New(locking.Config{Backend: b, LockID: "dc1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,9 +71,9 @@ func TestStorage(t *testing.T) {
 	if cm.Data["note"] != "kept" || string(cm.BinaryData["not.a-lock-key"]) != "kept" {
 		t.Fatalf("foreign entries changed: data %v, binaryData %v", cm.Data, cm.BinaryData)
 	}
-	var client corev1client.ConfigMapsGetter
+	var client kubelock.Client
 	if !b.As(&client) || client == nil {
-		t.Fatal("As(*ConfigMapsGetter) = false")
+		t.Fatal("As(*kubelock.Client) = false")
 	}
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -97,7 +97,7 @@ func BenchmarkLock(b *testing.B) {
 // (the ConfigMap changed under it) and NotFound for apierrors.
 func TestErrorsKeepTheAPIServersType(t *testing.T) {
 	kube := testenv.StartKubernetes(t)
-	b, err := kubelock.New(kube.Client.CoreV1(), "no-such-namespace", "lock", nil)
+	b, err := kubelock.New(kubelock.Config{Client: kubelock.ClientGo(kube.Client.CoreV1()), Namespace: "no-such-namespace", Name: "lock"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -152,12 +152,12 @@ func TestConnectionCut(t *testing.T) {
 func TestLostReplyReportsUnknownResult(t *testing.T) {
 	kube, proxy, client := viaProxy(t)
 	name := fmt.Sprintf("lock-%d", seq.Add(1))
-	through, err := kubelock.New(client.CoreV1(), kube.Namespace, name, nil)
+	through, err := kubelock.New(kubelock.Config{Client: kubelock.ClientGo(client.CoreV1()), Namespace: kube.Namespace, Name: name})
 	if err != nil {
 		t.Fatal(err)
 	}
 	dropReplies := beforeCommit{Backend: through, do: func() { proxy.SetDropReplies(true) }}
-	dc1, err := locking.New(dropReplies, "dc1", &locking.Options{MaxAttempts: 1})
+	dc1, err := locking.New(locking.Config{Backend: dropReplies, LockID: "dc1", MaxAttempts: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,11 +170,11 @@ func TestLostReplyReportsUnknownResult(t *testing.T) {
 	t.Logf("Take: %v", err)
 	proxy.SetDropReplies(false)
 	proxy.Cut()
-	direct, err := kubelock.New(kube.Client.CoreV1(), kube.Namespace, name, nil)
+	direct, err := kubelock.New(kubelock.Config{Client: kubelock.ClientGo(kube.Client.CoreV1()), Namespace: kube.Namespace, Name: name})
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin, err := locking.New(direct, "admin", nil)
+	admin, err := locking.New(locking.Config{Backend: direct, LockID: "admin"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,12 +190,12 @@ func TestLostReplyReportsUnknownResult(t *testing.T) {
 func TestCommitCutReportsUnknownResult(t *testing.T) {
 	kube, proxy, client := viaProxy(t)
 	name := fmt.Sprintf("lock-%d", seq.Add(1))
-	through, err := kubelock.New(client.CoreV1(), kube.Namespace, name, nil)
+	through, err := kubelock.New(kubelock.Config{Client: kubelock.ClientGo(client.CoreV1()), Namespace: kube.Namespace, Name: name})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cut := beforeCommit{Backend: through, do: func() { proxy.SetDown(true); proxy.Cut() }}
-	dc1, err := locking.New(cut, "dc1", &locking.Options{MaxAttempts: 1})
+	dc1, err := locking.New(locking.Config{Backend: cut, LockID: "dc1", MaxAttempts: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,11 +207,11 @@ func TestCommitCutReportsUnknownResult(t *testing.T) {
 	}
 	t.Logf("Take: %v", err)
 	proxy.SetDown(false)
-	direct, err := kubelock.New(kube.Client.CoreV1(), kube.Namespace, name, nil)
+	direct, err := kubelock.New(kubelock.Config{Client: kubelock.ClientGo(kube.Client.CoreV1()), Namespace: kube.Namespace, Name: name})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dc2, err := locking.New(direct, "dc2", nil)
+	dc2, err := locking.New(locking.Config{Backend: direct, LockID: "dc2"})
 	if err != nil {
 		t.Fatal(err)
 	}

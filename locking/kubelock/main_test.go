@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 		if err != nil {
 			return nil, err
 		}
-		return kubelock.New(client.CoreV1(), os.Getenv(namespaceEnv), os.Getenv(nameEnv), nil)
+		return kubelock.New(kubelock.Config{Client: kubelock.ClientGo(client.CoreV1()), Namespace: os.Getenv(namespaceEnv), Name: os.Getenv(nameEnv)})
 	})
 	testenv.Main(m)
 }

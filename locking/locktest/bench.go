@@ -110,10 +110,8 @@ func RunBenchmarks(b *testing.B, newBackend func(b *testing.B) locking.Backend) 
 
 // benchLock is on a clock that never moves, so no lock expires mid-run.
 func benchLock(b *testing.B, backend locking.Backend, id string) *locking.Lock {
-	l, err := locking.New(backend, id, &locking.Options{
-		Prefix: locking.DefaultPrefix + "/locktest/" + b.Name(),
-		Clock:  clocktesting.NewFakeClock(epoch),
-	})
+	l, err := locking.New(locking.Config{Backend: backend, LockID: id, Prefix: locking.DefaultPrefix + "/locktest/" + b.Name(),
+		Clock: clocktesting.NewFakeClock(epoch)})
 	if err != nil {
 		b.Fatal(err)
 	}

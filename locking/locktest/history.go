@@ -189,7 +189,7 @@ func Hammer(ctx context.Context, backend locking.Backend, o HammerOptions) (*His
 	for i := range o.Contenders {
 		clk := &scaledClock{origin: o.Origin, speedup: o.Speedup}
 		id := fmt.Sprintf("%scontender-%d", o.IDPrefix, i)
-		l, err := locking.New(backend, id, &locking.Options{Prefix: o.Prefix, Clock: clk, Duration: o.LeaseDuration})
+		l, err := locking.New(locking.Config{Backend: backend, LockID: id, Prefix: o.Prefix, Clock: clk, Duration: o.LeaseDuration})
 		if err != nil {
 			return nil, err
 		}

@@ -1,34 +1,3 @@
-// Package locktest is the conformance suite every locking.Backend must pass,
-// and helpers to measure backends.
-//
-// A backend's test calls Run with a constructor:
-//
-//	func TestConformance(t *testing.T) {
-//		locktest.Run(t, func(t *testing.T) locking.Backend { return memlock.New() })
-//	}
-//
-// The suite uses only the Backend interface, so it runs unchanged against
-// networked backends. Each subtest keeps its keys under its own prefix
-// (below locking.DefaultPrefix + "/locktest/"), so a constructor may hand
-// out the same server to every subtest as long as that prefix starts empty.
-// Corrupted records are written through Backend.Update itself.
-//
-// Time comes from fake clocks: expiry is tested by stepping them, never by
-// sleeping.
-//
-// Beyond the suite, for backends' own tests and benchmarks:
-//
-//   - RunBenchmarks measures transactions per operation, latency and
-//     contended throughput; Counting counts transactions.
-//   - Hammer (in goroutines) and HammerProcesses (in child processes, see
-//     HammerChild) record a history of contenders taking, extending and
-//     releasing the lock on a fast-running clock; CheckLinearizable checks
-//     it with porcupine against a model of the lock, and CheckCatchesBroken
-//     shows the check rejects the same backend wrapped by
-//     WithoutIsolation.
-//   - Proxy and InjectFaults cut connections and drop replies between a
-//     client and a real server, to test failures in the middle of
-//     transactions.
 package locktest
 
 import (
@@ -38,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -88,19 +58,19 @@ func newEnv(t *testing.T, newBackend func(t *testing.T) locking.Backend) *env {
 	return e
 }
 
-// lock returns the Lock of instance id, on the shared clock unless opts sets
-// one.
-func (e *env) lock(id string, opts *locking.Options) *locking.Lock {
+// lock returns the Lock of instance id on the environment's backend and
+// prefix, on the shared clock unless cfg sets one.
+func (e *env) lock(id string, cfg *locking.Config) *locking.Lock {
 	e.t.Helper()
-	var o locking.Options
-	if opts != nil {
-		o = *opts
+	var o locking.Config
+	if cfg != nil {
+		o = *cfg
 	}
-	o.Prefix = e.prefix
+	o.Backend, o.LockID, o.Prefix = e.backend, id, e.prefix
 	if o.Clock == nil {
 		o.Clock = e.clock
 	}
-	l, err := locking.New(e.backend, id, &o)
+	l, err := locking.New(o)
 	if err != nil {
 		e.t.Fatalf("locking.New(%q): %v", id, err)
 	}
@@ -336,6 +306,28 @@ func runBackend(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 		}
 	})
 
+	t.Run("a transaction kept after Update returned fails with ErrTxnDone", func(t *testing.T) {
+		e := newEnv(t, newBackend)
+		k := e.key("kept")
+		var kept locking.Txn
+		if err := e.backend.Update(e.ctx, func(tx locking.Txn) error { kept = tx; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		_, _, getErr := kept.Get(e.ctx, k)
+		_, prefixErr := kept.GetPrefix(e.ctx, k)
+		for name, err := range map[string]error{
+			"Get": getErr, "GetPrefix": prefixErr, "Set": kept.Set(k, []byte("x")),
+			"Clear": kept.Clear(k), "ClearPrefix": kept.ClearPrefix(k),
+		} {
+			if !errors.Is(err, locking.ErrTxnDone) {
+				t.Errorf("%s after Update returned: error %v, want ErrTxnDone", name, err)
+			}
+		}
+		if _, ok := e.raw(k); ok {
+			t.Errorf("a write after Update returned was stored")
+		}
+	})
+
 	t.Run("write after a concurrent commit to a read key conflicts", func(t *testing.T) {
 		e := newEnv(t, newBackend)
 		k := e.key("contended")
@@ -484,7 +476,7 @@ func runTake(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 
 	t.Run("holder extends to now plus duration and keeps its start", func(t *testing.T) {
 		e := newEnv(t, newBackend)
-		l := e.lock("dc1", &locking.Options{Duration: 2 * time.Minute})
+		l := e.lock("dc1", &locking.Config{Duration: 2 * time.Minute})
 		e.take(l)
 		e.clock.Step(90 * time.Second)
 		lease := e.take(l)
@@ -502,8 +494,8 @@ func runTake(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 		held := wantLocked(t, err, "dc1", epoch.Add(10*time.Minute))
 		// Expiry is "end < now" in whole seconds, so the lock is free one
 		// second after its end second began.
-		if want := 6*time.Minute + time.Second; held.RetryAfter != want {
-			t.Fatalf("RetryAfter = %s, want %s", held.RetryAfter, want)
+		if want := 6*time.Minute + time.Second; held.RequeueAfter != want {
+			t.Fatalf("RequeueAfter = %s, want %s", held.RequeueAfter, want)
 		}
 		e.wantRecord("dc1", epoch, epoch.Add(10*time.Minute))
 	})
@@ -515,7 +507,7 @@ func runTake(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 		e.clock.Step(10 * time.Minute) // the end second itself: still live
 		_, err := dc2.Take(e.ctx)
 		held := wantLocked(t, err, "dc1", epoch.Add(10*time.Minute))
-		e.clock.Step(held.RetryAfter)
+		e.clock.Step(held.RequeueAfter)
 		lease := e.take(dc2)
 		now := epoch.Add(10*time.Minute + time.Second)
 		if lease.Outcome != locking.TakenOver || lease.Previous != "dc1" || !lease.Start.Equal(now) {
@@ -542,14 +534,14 @@ func runTake(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 	t.Run("clock-skew tolerance delays take-over", func(t *testing.T) {
 		e := newEnv(t, newBackend)
 		e.take(e.lock("dc1", nil))
-		dc2 := e.lock("dc2", &locking.Options{ClockSkewTolerance: 30 * time.Second})
+		dc2 := e.lock("dc2", &locking.Config{ClockSkewTolerance: 30 * time.Second})
 		e.clock.Step(10*time.Minute + time.Second) // expired without tolerance
 		_, err := dc2.Take(e.ctx)
 		held := wantLocked(t, err, "dc1", epoch.Add(10*time.Minute))
-		if held.RetryAfter != 30*time.Second {
-			t.Fatalf("RetryAfter = %s, want 30s", held.RetryAfter)
+		if held.RequeueAfter != 30*time.Second {
+			t.Fatalf("RequeueAfter = %s, want 30s", held.RequeueAfter)
 		}
-		e.clock.Step(held.RetryAfter - time.Nanosecond)
+		e.clock.Step(held.RequeueAfter - time.Nanosecond)
 		_, err = dc2.Take(e.ctx)
 		wantLocked(t, err, "dc1", epoch.Add(10*time.Minute))
 		e.clock.Step(time.Nanosecond)
@@ -566,10 +558,10 @@ func runTake(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 		ahead := clocktesting.NewFakeClock(epoch.Add(20 * time.Second))
 		e.clock.Step(9*time.Minute + 41*time.Second)
 		ahead.Step(9*time.Minute + 41*time.Second)
-		tolerant := e.lock("dc2", &locking.Options{Clock: ahead, ClockSkewTolerance: 20 * time.Second})
+		tolerant := e.lock("dc2", &locking.Config{Clock: ahead, ClockSkewTolerance: 20 * time.Second})
 		_, err := tolerant.Take(e.ctx)
 		wantLocked(t, err, "dc1", epoch.Add(10*time.Minute))
-		naive := e.lock("dc2", &locking.Options{Clock: ahead})
+		naive := e.lock("dc2", &locking.Config{Clock: ahead})
 		if lease := e.take(naive); lease.Outcome != locking.TakenOver {
 			t.Fatalf("lease = %+v, want TakenOver (the overlap the tolerance exists to prevent)", lease)
 		}
@@ -579,20 +571,23 @@ func runTake(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 		e := newEnv(t, newBackend)
 		for name, c := range map[string]struct {
 			id   string
-			opts locking.Options
+			cfg  locking.Config
+			want string
 		}{
-			"empty lockID":            {"", locking.Options{}},
-			"lockID not UTF-8":        {"\xff", locking.Options{}},
-			"sub-second duration":     {"a", locking.Options{Duration: time.Millisecond}},
-			"negative skew tolerance": {"a", locking.Options{ClockSkewTolerance: -time.Second}},
-			"negative max attempts":   {"a", locking.Options{MaxAttempts: -1}},
-			"negative duration":       {"a", locking.Options{Duration: -time.Minute}},
+			"empty lockID":            {"", locking.Config{}, "Config.LockID is empty"},
+			"lockID not UTF-8":        {"\xff", locking.Config{}, `Config.LockID = "\xff"`},
+			"sub-second duration":     {"a", locking.Config{Duration: time.Millisecond}, "Config.Duration = 1ms"},
+			"negative skew tolerance": {"a", locking.Config{ClockSkewTolerance: -time.Second}, "Config.ClockSkewTolerance = -1s"},
+			"negative max attempts":   {"a", locking.Config{MaxAttempts: -1}, "Config.MaxAttempts = -1"},
+			"negative duration":       {"a", locking.Config{Duration: -time.Minute}, "Config.Duration = -1m0s"},
 		} {
-			if _, err := locking.New(e.backend, c.id, &c.opts); err == nil {
-				t.Errorf("%s: New succeeded, want an error", name)
+			c.cfg.Backend, c.cfg.LockID = e.backend, c.id
+			_, err := locking.New(c.cfg)
+			if !errors.Is(err, locking.ErrInvalidConfig) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s: New = %v, want ErrInvalidConfig naming %s", name, err, c.want)
 			}
 		}
-		if _, err := locking.New(nil, "a", nil); err == nil {
+		if _, err := locking.New(locking.Config{Backend: nil, LockID: "a"}); err == nil {
 			t.Errorf("New with a nil backend succeeded")
 		}
 	})
@@ -648,7 +643,7 @@ func runRelease(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 	t.Run("lock starting in the future is not released", func(t *testing.T) {
 		e := newEnv(t, newBackend)
 		ahead := clocktesting.NewFakeClock(epoch.Add(time.Minute))
-		e.take(e.lock("dc1", &locking.Options{Clock: ahead}))
+		e.take(e.lock("dc1", &locking.Config{Clock: ahead}))
 		refused(t, e, e.lock("dc1", nil), "dc1", epoch.Add(time.Minute), epoch.Add(11*time.Minute))
 	})
 }
@@ -900,7 +895,7 @@ func runDisabled(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 		e.take(e.lock("dc1", nil))
 		deny(e, "dc2")
 		counting := Counting(e.backend)
-		l, err := locking.New(counting, "dc2", &locking.Options{Prefix: e.prefix, Clock: e.clock, Disabled: true})
+		l, err := locking.New(locking.Config{Backend: counting, LockID: "dc2", Prefix: e.prefix, Clock: e.clock, Disabled: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -931,7 +926,7 @@ func runConcurrency(t *testing.T, newBackend func(t *testing.T) locking.Backend)
 	interleave := func(t *testing.T, maxAttempts int) (*env, error) {
 		e := newEnv(t, newBackend)
 		p := newPausing(e.backend)
-		dc1, err := locking.New(p, "dc1", &locking.Options{Prefix: e.prefix, Clock: e.clock, MaxAttempts: maxAttempts})
+		dc1, err := locking.New(locking.Config{Backend: p, LockID: "dc1", Prefix: e.prefix, Clock: e.clock, MaxAttempts: maxAttempts})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -965,7 +960,7 @@ func runConcurrency(t *testing.T, newBackend func(t *testing.T) locking.Backend)
 	t.Run("deny-list update conflicts with a concurrent take by the denied instance", func(t *testing.T) {
 		e := newEnv(t, newBackend)
 		p := newPausing(e.backend)
-		dc1, err := locking.New(p, "dc1", &locking.Options{Prefix: e.prefix, Clock: e.clock})
+		dc1, err := locking.New(locking.Config{Backend: p, LockID: "dc1", Prefix: e.prefix, Clock: e.clock})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1014,7 +1009,7 @@ func Exclusion(ctx context.Context, backend locking.Backend, prefix string, cont
 		cancel()
 	}
 	for i := range contenders {
-		l, err := locking.New(backend, fmt.Sprintf("contender-%d", i), &locking.Options{Prefix: prefix, Clock: clk})
+		l, err := locking.New(locking.Config{Backend: backend, LockID: fmt.Sprintf("contender-%d", i), Prefix: prefix, Clock: clk})
 		if err != nil {
 			return err
 		}

@@ -1,12 +1,3 @@
-// Package memlock is an in-memory locking.Backend, for tests and for a single
-// process. It has the same transactional semantics as the networked backends:
-// transactions are optimistic and serializable, reads see a snapshot plus the
-// transaction's own writes, and a transaction whose reads were overwritten by
-// a concurrent commit fails with locking.ErrConflict.
-//
-// # As
-//
-// Store.As supports no types: there is no underlying client.
 package memlock
 
 import (
@@ -155,13 +146,11 @@ type txn struct {
 	clearedPrefixes []string
 }
 
-var errDone = errors.New("memlock: transaction used after Update returned")
-
 func (t *txn) checkDone() error {
 	t.s.mu.Lock()
 	defer t.s.mu.Unlock()
 	if t.done {
-		return errDone
+		return locking.ErrTxnDone
 	}
 	return nil
 }
@@ -195,7 +184,7 @@ func (t *txn) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
 	t.s.mu.Lock()
 	defer t.s.mu.Unlock()
 	if t.done {
-		return nil, false, errDone
+		return nil, false, locking.ErrTxnDone
 	}
 	if err := t.s.checkKey(k, t.readVersion); err != nil {
 		return nil, false, err
@@ -217,7 +206,7 @@ func (t *txn) GetPrefix(ctx context.Context, prefix []byte) ([]locking.KeyValue,
 	t.s.mu.Lock()
 	if t.done {
 		t.s.mu.Unlock()
-		return nil, errDone
+		return nil, locking.ErrTxnDone
 	}
 	if err := t.s.checkPrefix(p, t.readVersion); err != nil {
 		t.s.mu.Unlock()

@@ -34,7 +34,7 @@ func TestTransactionUnusableAfterUpdate(t *testing.T) {
 
 func TestZeroValueStore(t *testing.T) {
 	var s memlock.Store
-	l, err := locking.New(&s, "dc1", nil)
+	l, err := locking.New(locking.Config{Backend: &s, LockID: "dc1"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,7 +77,7 @@ func BenchmarkThroughput(b *testing.B) {
 		time.Sleep(opstask.DefaultSettle + time.Second)
 		writes.Store(0)
 		lists.Store(0)
-		c, err := opstask.New(opstask.Config{Store: s, MaxConcurrent: targets, Kinds: []opstask.Kind{{
+		c, err := opstask.New(opstask.Config{Store: s, MaxConcurrent: targets, Handlers: []opstask.Handler{{
 			Name: "onDemandSnapshot", AllowDuplicates: true,
 			Executor: opstask.ExecutorFunc(func(context.Context, *opstask.Run) error { return nil }),
 		}}})

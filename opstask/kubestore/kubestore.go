@@ -1,21 +1,3 @@
-// Package kubestore is an opstask.Store over Kubernetes custom resources:
-// any resource whose spec has DEP-05's fields (config, ttlSecondsAfterFinished
-// and a target name field) and whose status is an opstask.Status, served with
-// the status subresource. It talks to the API server with the dynamic client
-// and converts objects from unstructured form, so it needs no generated
-// client for the operator's type. It passes the conformance suite in
-// opstask/opstasktest against a real API server.
-//
-// List is a consistent read (resourceVersion ""), paged. UpdateStatus writes
-// the status subresource with the task's resourceVersion and UID in the
-// body, so the API server refuses it with a conflict when the object
-// changed; Delete carries UID and resourceVersion preconditions. Conflicts
-// become opstask.ErrConflict and missing objects opstask.ErrNotFound. Watch
-// watches the resource and notifies on every event.
-//
-// # As
-//
-// Store.Client returns the dynamic.ResourceInterface it uses.
 package kubestore
 
 import (
@@ -31,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/groundskeeper-io/groundskeeper/internal/pager"
 	"github.com/groundskeeper-io/groundskeeper/opstask"
 )
 
@@ -95,23 +78,27 @@ func (s *Store) Client() dynamic.ResourceInterface { return s.ri }
 func (s *Store) List(ctx context.Context) ([]*opstask.Task, error) {
 	var out []*opstask.Task
 	opts := metav1.ListOptions{LabelSelector: s.cfg.LabelSelector, Limit: s.cfg.PageSize}
-	for {
-		list, err := s.ri.List(ctx, opts)
+	list := func(ctx context.Context, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
+		l, err := s.ri.List(ctx, opts)
 		if err != nil {
 			return nil, fmt.Errorf("kubestore: list %s: %w", s.cfg.Resource.Resource, translate(err))
 		}
-		for i := range list.Items {
-			t, err := s.FromUnstructured(&list.Items[i])
+		return l, nil
+	}
+	err := pager.Each(ctx, opts, list, func(l *unstructured.UnstructuredList) error {
+		for i := range l.Items {
+			t, err := s.FromUnstructured(&l.Items[i])
 			if err != nil {
-				return nil, err
+				return err
 			}
 			out = append(out, t)
 		}
-		if list.GetContinue() == "" {
-			return out, nil
-		}
-		opts.Continue = list.GetContinue()
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return out, nil
 }
 
 // UpdateStatus writes t.Status to the status subresource, guarded by

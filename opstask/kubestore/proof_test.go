@@ -126,7 +126,7 @@ func TestFIFO(t *testing.T) {
 		}
 	}
 	tr := newTracker(t)
-	c, err := opstask.New(opstask.Config{Store: s, MaxConcurrent: targets, Kinds: []opstask.Kind{
+	c, err := opstask.New(opstask.Config{Store: s, MaxConcurrent: targets, Handlers: []opstask.Handler{
 		{Name: "onDemandSnapshot", Executor: tr.executor("c1", 10*time.Millisecond), AllowDuplicates: true},
 	}})
 	if err != nil {
@@ -169,7 +169,7 @@ func TestTwoControllers(t *testing.T) {
 	var stops []func()
 	for _, id := range []string{"replica-a", "replica-b"} {
 		c, err := opstask.New(opstask.Config{Store: k.store(t, k.Config), Identity: id, MaxConcurrent: targets,
-			Kinds: []opstask.Kind{{Name: "onDemandSnapshot", Executor: tr.executor(id, 30*time.Millisecond), AllowDuplicates: true}}})
+			Handlers: []opstask.Handler{{Name: "onDemandSnapshot", Executor: tr.executor(id, 30*time.Millisecond), AllowDuplicates: true}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -241,7 +241,7 @@ func helperController() int {
 		<-ctx.Done()
 		return ctx.Err()
 	})
-	c, err := opstask.New(opstask.Config{Store: s, Identity: "doomed", Settle: -1, Kinds: killKinds(block, block)})
+	c, err := opstask.New(opstask.Config{Store: s, Identity: "doomed", Settle: -1, Handlers: killKinds(block, block)})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -250,8 +250,8 @@ func helperController() int {
 	return 0
 }
 
-func killKinds(snapshot, copyBackups opstask.Executor) []opstask.Kind {
-	return []opstask.Kind{
+func killKinds(snapshot, copyBackups opstask.Executor) []opstask.Handler {
+	return []opstask.Handler{
 		{Name: "onDemandSnapshot", Executor: snapshot, Resumable: true, AllowDuplicates: true},
 		{Name: "copyBackups", Executor: copyBackups},
 	}
@@ -320,7 +320,7 @@ func TestKilledController(t *testing.T) {
 		return run.Progress(ctx, "done")
 	})
 	lease := 3 * time.Second
-	c, err := opstask.New(opstask.Config{Store: s, Identity: "next", LeaseDuration: lease, Kinds: killKinds(ok, ok)})
+	c, err := opstask.New(opstask.Config{Store: s, Identity: "next", LeaseDuration: lease, Handlers: killKinds(ok, ok)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,7 +379,7 @@ func TestCleanupAtTTL(t *testing.T) {
 		}
 	}
 	nop := opstask.ExecutorFunc(func(context.Context, *opstask.Run) error { return nil })
-	c, err := opstask.New(opstask.Config{Store: s, Clock: clk, Settle: -1, DefaultTTL: 300 * time.Second, Kinds: []opstask.Kind{
+	c, err := opstask.New(opstask.Config{Store: s, Clock: clk, Settle: -1, DefaultTTL: 300 * time.Second, Handlers: []opstask.Handler{
 		{Name: "onDemandSnapshot", Executor: nop},
 		{Name: "snapshotCompaction", Executor: opstask.ExecutorFunc(func(context.Context, *opstask.Run) error {
 			return opstask.WithCode("BucketGone", errors.New("backup bucket does not exist"))
@@ -506,7 +506,7 @@ func TestTwoControllersCleanUpOnce(t *testing.T) {
 	nop := opstask.ExecutorFunc(func(context.Context, *opstask.Run) error { return nil })
 	controller := func(id string) *opstask.Controller {
 		c, err := opstask.New(opstask.Config{Store: k.store(t, k.Config), Identity: id, LeaseDuration: 30 * time.Second,
-			Kinds: []opstask.Kind{{Name: "onDemandSnapshot", Executor: nop, Cleanup: cleanup(id)}}})
+			Handlers: []opstask.Handler{{Name: "onDemandSnapshot", Executor: nop, Cleanup: cleanup(id)}}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,10 +1,3 @@
-// Package memstore is an in-memory opstask.Store, for tests, examples and
-// operators that keep tasks in their own process. It passes the conformance
-// suite in opstask/opstasktest.
-//
-// Its resource versions are a counter, its UIDs are "uid-1", "uid-2", ...,
-// and Create stamps tasks with the store's clock, at full precision (the
-// Kubernetes API server truncates creation timestamps to seconds).
 package memstore
 
 import (
@@ -21,7 +14,7 @@ import (
 
 // ErrExists is returned by Create for a task whose namespace and name are
 // taken.
-var ErrExists = errors.New("task already exists")
+var ErrExists = errors.New("memstore: task already exists")
 
 // Store is an in-memory opstask.Store. The zero value is not usable; call
 // New.

@@ -1,23 +1,3 @@
-// Package opstasktest is the conformance suite every opstask.Store must
-// pass. A store's test calls Run with a constructor:
-//
-//	func TestConformance(t *testing.T) {
-//		opstasktest.Run(t, func(t *testing.T) opstasktest.Harness {
-//			s := memstore.New(nil)
-//			return opstasktest.Harness{Store: s, Create: s.Create}
-//		})
-//	}
-//
-// The suite uses the Store interface, plus Harness.Create to make tasks the
-// way users do (kubectl for the Kubernetes store). Each subtest gets a fresh
-// harness and names its tasks after itself. Timestamps it writes are whole
-// seconds, because Kubernetes stores them at that resolution.
-//
-// TestTask is a minimal task resource for Kubernetes stores' tests; InstallCRD
-// installs its CRD.
-//
-// +groupName=opstasktest.groundskeeper.io
-// +versionName=v1
 package opstasktest
 
 import (
@@ -414,7 +394,7 @@ func testControllerOrder(t *testing.T, h Harness) {
 	})
 	c, err := opstask.New(opstask.Config{
 		Store:      h.Store,
-		Kinds:      []opstask.Kind{{Name: h.Members[0].Name, Executor: exec, AllowDuplicates: true}},
+		Handlers:   []opstask.Handler{{Name: h.Members[0].Name, Executor: exec, AllowDuplicates: true}},
 		Settle:     -1,
 		DefaultTTL: time.Hour,
 	})

@@ -1,22 +1,3 @@
-// Package subreconciletest runs a subreconcile chain inside a test and
-// asserts which steps acted, in which order, and the requeue that came out.
-//
-// A Harness wires the runner to a fake clock, a recording event recorder, a
-// private Prometheus registry and the test's logger, so a test can drive a
-// chain loop by loop:
-//
-//	h := subreconciletest.New(t, cfg)
-//	h.Run(db).
-//		ExpectActed("AddPVCs", "AddPods").
-//		ExpectStoppedAt("AddPods").
-//		ExpectRequeueAfter(15 * time.Second)
-//	h.Clock.Step(15 * time.Second)
-//	h.Run(db).ExpectActed().ExpectNoRequeue()
-//
-// Expectations report with t.Errorf, so one run shows every mismatch.
-//
-// To test one step on its own, give New a one-step Config; its NewState
-// supplies the per-loop state the step will see.
 package subreconciletest
 
 import (

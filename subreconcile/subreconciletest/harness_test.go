@@ -145,10 +145,10 @@ func TestHarnessRecordsMetricsOnItsRegistry(t *testing.T) {
 		}
 	}
 	want := map[string]uint64{
-		"subreconcile_step_duration_seconds{chain=Cache,step=CheckSpec}":           2,
-		"subreconcile_step_duration_seconds{chain=Cache,step=AddReplicas}":         2,
-		"subreconcile_step_duration_seconds{chain=Cache,step=UpdateStatus}":        1,
-		"subreconcile_requeues_total{chain=Cache,kind=immediate,step=AddReplicas}": 1,
+		"subreconcile_step_duration_seconds{chain=Cache,step=CheckSpec}":             2,
+		"subreconcile_step_duration_seconds{chain=Cache,step=AddReplicas}":           2,
+		"subreconcile_step_duration_seconds{chain=Cache,step=UpdateStatus}":          1,
+		"subreconcile_requeues_total{chain=Cache,reason=immediate,step=AddReplicas}": 1,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("metrics (-want +got):\n%s", diff)
@@ -199,7 +199,7 @@ func TestHarnessExpectationsCatchMismatches(t *testing.T) {
 		"step UpdateStatus did not act",
 		"requeue after = 10s, want 1m0s",
 		"loop = (requeue after 10s, error <nil>), want neither",
-		"loop error = <nil>, want one matching terminal error",
+		"loop error = <nil>, want one matching subreconcile: terminal error",
 		`loop error = <nil>, want one containing "boom"`,
 		`stopped at "AddReplicas", want ""`,
 		"requeue messages",
@@ -233,7 +233,7 @@ func TestHarnessFailsOnBadConfig(t *testing.T) {
 		defer func() { _ = recover() }()
 		subreconciletest.New(rt, subreconcile.Config[*Cache, struct{}]{Name: "Cache"})
 	}()
-	if !errors.Is(rt.err, errFatal) || !strings.Contains(rt.msg, "Config.Steps must not be empty") {
+	if !errors.Is(rt.err, errFatal) || !strings.Contains(rt.msg, "Config.Steps is empty") {
 		t.Errorf("New with no steps: fatal %q", rt.msg)
 	}
 }

@@ -1,8 +1,3 @@
-// Package proxytest is a loopback HTTP proxy for tests and benchmarks of
-// backupstore: it sits in front of a real object store, counts requests,
-// adds a fixed delay to each (a cloud region 10 ms away), fails the
-// requests a test chooses (an outage part-way through a deletion) and lets a
-// test answer requests itself (a store that answers oddly).
 package proxytest
 
 import (

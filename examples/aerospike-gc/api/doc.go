@@ -14,10 +14,6 @@
 // +kubebuilder:object:generate=true
 package api
 
-import (
-	"k8s.io/apimachinery/pkg/runtime/schema"
-)
-
 //go:generate go run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0 object crd:crdVersions=v1 paths=. output:crd:dir=../deploy
 
 // Group, Version, Kind and resource of AerospikeNamespaceBackup.
@@ -27,6 +23,3 @@ const (
 	Kind     = "AerospikeNamespaceBackup"
 	Resource = "aerospikenamespacebackups"
 )
-
-// GroupVersionResource of AerospikeNamespaceBackup, for dynamic clients.
-var GroupVersionResource = schema.GroupVersionResource{Group: Group, Version: Version, Resource: Resource}

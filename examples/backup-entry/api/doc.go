@@ -23,7 +23,7 @@ const (
 	Version = "v1alpha1"
 )
 
-// The resources, for dynamic clients.
+// The resources, for dynamic clients and API errors.
 var (
 	BucketResource = schema.GroupVersionResource{Group: Group, Version: Version, Resource: "backupbuckets"}
 	EntryResource  = schema.GroupVersionResource{Group: Group, Version: Version, Resource: "backupentries"}

@@ -18,7 +18,7 @@ func SnapshotConfig(t *opstask.Task) (*OnDemandSnapshotConfig, error) {
 	return opstask.DecodeConfig[OnDemandSnapshotConfig](t, "onDemandSnapshot")
 }
 
-// SnapshotTimeout is the Kind.Timeout of onDemandSnapshot: the config's
+// SnapshotTimeout is the Handler.Timeout of onDemandSnapshot: the config's
 // timeoutSecondsFull or timeoutSecondsDelta, by snapshot type.
 func SnapshotTimeout(t *opstask.Task) (time.Duration, error) {
 	cfg, err := SnapshotConfig(t)
@@ -36,7 +36,7 @@ func SnapshotTimeout(t *opstask.Task) (time.Duration, error) {
 	return time.Duration(secs) * time.Second, nil
 }
 
-// SnapshotDuplicateKey is the Kind.DuplicateKey of onDemandSnapshot: DEP-05
+// SnapshotDuplicateKey is the Handler.DuplicateKey of onDemandSnapshot: DEP-05
 // lets a full and a delta snapshot of one etcd be pending together, but not
 // two of the same type.
 func SnapshotDuplicateKey(t *opstask.Task) (string, error) {

@@ -20,7 +20,7 @@ import (
 //go:generate go run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0 object crd:crdVersions=v1 paths=. output:crd:artifacts:config=../deploy
 //go:generate mv ../deploy/examples.groundskeeper.io_databases.yaml ../deploy/crd.yaml
 
-// Resource is the Database resource, for dynamic clients.
+// Resource is the Database resource.
 var Resource = schema.GroupVersionResource{Group: "examples.groundskeeper.io", Version: "v1alpha1", Resource: "databases"}
 
 // Database is one database that several operator instances (one per data

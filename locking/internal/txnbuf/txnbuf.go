@@ -6,8 +6,11 @@ package txnbuf
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"sort"
+	"sync"
 
 	"github.com/groundskeeper-io/groundskeeper/locking"
 )
@@ -123,4 +126,98 @@ func ApplyMap(m map[string][]byte, ops []Op, within []byte) {
 			}
 		}
 	}
+}
+
+// Txn is the part of a locking.Txn that backends buffering their writes
+// share: the writes (Set, Clear, ClearPrefix into Buf) and the guard that
+// serializes calls on one transaction (a caller may read from several
+// goroutines) and rejects use after Update returned with
+// locking.ErrTxnDone. A backend embeds it, adds Get and GetPrefix (calling
+// Lock and Unlock around them), and calls Finish when Update returns.
+type Txn struct {
+	// Backend names the backend in errors ("etcdlock").
+	Backend string
+	// CheckKey, when set, vets every key Set is given; its error is
+	// returned as it is.
+	CheckKey func(key []byte) error
+	// Buf holds the writes. Read it between Lock and Unlock.
+	Buf Buffer
+
+	mu   sync.Mutex
+	done bool
+}
+
+// Run is the Update of a backend built on Txn, with self the backend's
+// transaction (which embeds t): on a live ctx it calls fn with self, then,
+// unless fn failed, commit; fn's error is returned unchanged. t is finished
+// when Run returns, so a transaction kept by fn fails with
+// locking.ErrTxnDone.
+func (t *Txn) Run(ctx context.Context, self locking.Txn, fn func(locking.Txn) error, commit func(context.Context) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	defer t.Finish()
+	if err := fn(self); err != nil {
+		return err
+	}
+	return commit(ctx)
+}
+
+// Lock locks the transaction, or returns locking.ErrTxnDone (unlocked) if
+// Finish was called.
+func (t *Txn) Lock() error {
+	t.mu.Lock()
+	if t.done {
+		t.mu.Unlock()
+		return locking.ErrTxnDone
+	}
+	return nil
+}
+
+// Unlock unlocks what Lock locked.
+func (t *Txn) Unlock() { t.mu.Unlock() }
+
+// Finish makes every later call fail with locking.ErrTxnDone.
+func (t *Txn) Finish() {
+	t.mu.Lock()
+	t.done = true
+	t.mu.Unlock()
+}
+
+// Set buffers a write of value at key.
+func (t *Txn) Set(key, value []byte) error {
+	if err := t.Lock(); err != nil {
+		return err
+	}
+	defer t.Unlock()
+	if t.CheckKey != nil {
+		if err := t.CheckKey(key); err != nil {
+			return err
+		}
+	}
+	t.Buf.Set(key, value)
+	return nil
+}
+
+// Clear buffers the removal of key.
+func (t *Txn) Clear(key []byte) error {
+	if err := t.Lock(); err != nil {
+		return err
+	}
+	defer t.Unlock()
+	t.Buf.Clear(key)
+	return nil
+}
+
+// ClearPrefix buffers the removal of every key under prefix; the empty
+// prefix is refused (ErrEmptyPrefix).
+func (t *Txn) ClearPrefix(prefix []byte) error {
+	if err := t.Lock(); err != nil {
+		return err
+	}
+	defer t.Unlock()
+	if err := t.Buf.ClearPrefix(prefix); err != nil {
+		return fmt.Errorf("%s: %w", t.Backend, err)
+	}
+	return nil
 }

@@ -1,0 +1,21 @@
+package api
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// GroupVersion is the API group and version of Database.
+var GroupVersion = Resource.GroupVersion()
+
+// SchemeBuilder registers Database and DatabaseList, so that a
+// controller-runtime client reads and writes them typed. It needs only
+// k8s.io/apimachinery, so that the package stays cheap to import.
+var SchemeBuilder = runtime.NewSchemeBuilder(func(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, &Database{}, &DatabaseList{})
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+})
+
+// AddToScheme adds the types of this package to a scheme.
+var AddToScheme = SchemeBuilder.AddToScheme
