@@ -2,17 +2,13 @@ package crt_test
 
 import (
 	"context"
-	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
@@ -20,54 +16,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/yaml"
 
 	"github.com/groundskeeper-io/groundskeeper/crt"
 	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
 	"github.com/groundskeeper-io/groundskeeper/opstask"
-	"github.com/groundskeeper-io/groundskeeper/opstask/exampleapi"
 	"github.com/groundskeeper-io/groundskeeper/opstask/kubestore"
+	"github.com/groundskeeper-io/groundskeeper/opstask/opstasktest"
 )
 
 // storeOnly is an opstask.Store without a Watch method.
 type storeOnly struct{ opstask.Store }
-
-var crdOnce struct {
-	sync.Once
-	err error
-}
-
-// installTaskCRD creates the EtcdOpsTask CRD and waits until it is served.
-func installTaskCRD(t *testing.T, dyn dynamic.Interface) {
-	t.Helper()
-	crdOnce.Do(func() {
-		var obj map[string]any
-		if crdOnce.err = yaml.Unmarshal(exampleapi.CRD, &obj); crdOnce.err != nil {
-			return
-		}
-		crds := dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
-		ctx := context.Background()
-		if _, err := crds.Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			crdOnce.err = err
-			return
-		}
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			_, err := dyn.Resource(exampleapi.Resource).List(ctx, metav1.ListOptions{Limit: 1})
-			if err == nil {
-				return
-			}
-			if time.Now().After(deadline) {
-				crdOnce.err = fmt.Errorf("CRD not served after 60s: %w", err)
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	})
-	if crdOnce.err != nil {
-		t.Fatal(crdOnce.err)
-	}
-}
 
 // An opstask Controller on a manager that never becomes leader (another
 // holder keeps the Lease) still runs tasks, and learns of new ones from the
@@ -79,7 +37,9 @@ func TestOpstaskRunsOnEveryReplicaFedByTheCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	installTaskCRD(t, dyn)
+	if err := opstasktest.InstallCRD(ctx, dyn); err != nil {
+		t.Fatal(err)
+	}
 
 	// The election is held by another replica for the whole test.
 	const election = "opstask-test"
@@ -104,19 +64,19 @@ func TestOpstaskRunsOnEveryReplicaFedByTheCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := kubestore.New(kubestore.Config{Client: dyn, Resource: exampleapi.Resource, Kind: "EtcdOpsTask",
-		Namespace: env.Namespace, TargetField: exampleapi.TargetField})
+	store, err := kubestore.New(kubestore.Config{Client: dyn, Resource: opstasktest.Resource, Kind: opstasktest.GroupVersionKind.Kind,
+		Namespace: env.Namespace, TargetField: opstasktest.TargetField})
 	if err != nil {
 		t.Fatal(err)
 	}
 	tasks := &unstructured.Unstructured{}
-	tasks.SetGroupVersionKind(schema.GroupVersionKind{Group: exampleapi.Group, Version: exampleapi.Version, Kind: "EtcdOpsTask"})
+	tasks.SetGroupVersionKind(opstasktest.GroupVersionKind)
 	var executed atomic.Int32
 	ctl, err := opstask.New(opstask.Config{
 		// storeOnly hides kubestore's own watch: news can come only from
 		// the manager's informer.
 		Store: crt.TaskStore(storeOnly{store}, mgr.GetCache(), tasks),
-		Handlers: []opstask.Handler{{Name: "onDemandSnapshot", Timeout: exampleapi.SnapshotTimeout, DuplicateKey: exampleapi.SnapshotDuplicateKey,
+		Handlers: []opstask.Handler{{Name: "snapshot",
 			Executor: opstask.ExecutorFunc(func(context.Context, *opstask.Run) error { executed.Add(1); return nil })}},
 		Identity:     "replica-b",
 		ResyncPeriod: time.Hour,
@@ -163,11 +123,11 @@ func TestOpstaskRunsOnEveryReplicaFedByTheCache(t *testing.T) {
 	create := func(name string) {
 		t.Helper()
 		u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
-			"config": map[string]any{"onDemandSnapshot": map[string]any{"type": "full"}}, exampleapi.TargetField: name}}}
+			"config": map[string]any{"snapshot": map[string]any{}}, opstasktest.TargetField: name}}}
 		u.SetGroupVersionKind(tasks.GroupVersionKind())
 		u.SetNamespace(env.Namespace)
 		u.SetName(name)
-		if _, err := dyn.Resource(exampleapi.Resource).Namespace(env.Namespace).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+		if _, err := dyn.Resource(opstasktest.Resource).Namespace(env.Namespace).Create(ctx, u, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -13,9 +13,9 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -34,18 +34,19 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
+	"github.com/groundskeeper-io/groundskeeper/examples/etcd-opstask/api"
 	"github.com/groundskeeper-io/groundskeeper/examples/etcd-opstask/opsctl"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/rbactest"
 	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
 	"github.com/groundskeeper-io/groundskeeper/opstask"
-	"github.com/groundskeeper-io/groundskeeper/opstask/exampleapi"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// The command, flags and all, against a real API server with the CRD of
-// deploy/, a real etcd, MinIO and fake-gcs-server; tasks are created and
-// watched with the opstask CLI. The etcd is the test environment's, shared
+// The command, flags and all, as two replicas (two managers, as the
+// Deployment runs them) against a real API server with the CRD of deploy/, a
+// real etcd, MinIO and fake-gcs-server; tasks are created and watched with
+// the opstask CLI. The etcd is the test environment's, shared
 // with the API server: snapshots, compaction and defragmentation act on the
 // whole of it, which is why this package's tests have a binary of their own.
 func TestTasksOnRealEtcdAndStores(t *testing.T) {
@@ -88,40 +89,34 @@ func TestTasksOnRealEtcdAndStores(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The controller and the CLI reach the API server through kubeconfigs
-	// of their own, which record their requests for the RBAC check.
+	// The replicas and the CLI reach the API server through kubeconfigs of
+	// their own, which record their requests for the RBAC check.
 	var controllerRequests, cliRequests rbactest.Recorder
 	controllerKubeconfig := controllerRequests.Kubeconfig(t, k.Config)
 	cliKubeconfig := cliRequests.Kubeconfig(t, k.Config)
 
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	// Every execution, as the API server saw it, from before the replicas
+	// start: task name → the run IDs of its Execution operations.
+	executions := watchExecutions(t, dyn, ns)
+
+	// Replica a serves the metrics and the probes; b has both off, as two
+	// managers cannot listen on one address. The etcd names s1 to s3 are
+	// the test's etcd again, with buckets of their own, for the stream of
+	// tasks below.
+	metricsAddr, probeAddr := freeAddr(t), freeAddr(t)
+	args := []string{"--kubeconfig", controllerKubeconfig, "--namespace", ns, "--zap-log-level", "1",
+		"--etcd", "main=" + strings.Join(e.Endpoints, ","), "--etcd", "down=http://127.0.0.1:1",
+		"--backup-store", "main=s3://" + s3.Bucket + "?prefix=main/", "--backup-secret", "main=minio"}
+	for _, s := range streamEtcds {
+		args = append(args, "--etcd", s+"="+strings.Join(e.Endpoints, ","),
+			"--backup-store", s+"=s3://"+s3.Bucket+"?prefix="+s+"/", "--backup-secret", s+"=minio")
 	}
-	metricsAddr := l.Addr().String()
-	l.Close()
-	done := make(chan error, 1)
-	go func() {
-		done <- run([]string{"--kubeconfig", controllerKubeconfig, "--namespace", ns, "--metrics-bind-address", metricsAddr,
-			"--etcd", "main=" + strings.Join(e.Endpoints, ","), "--etcd", "down=http://127.0.0.1:1",
-			"--backup-store", "main=s3://" + s3.Bucket + "?prefix=main/", "--backup-secret", "main=minio",
-			"--leader-elect", "--zap-log-level", "1"})
-	}()
-	stopController := sync.OnceFunc(func() {
-		if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
-			t.Error(err)
-			return
-		}
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("controller: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("controller did not stop after SIGINT")
-		}
-	})
-	defer stopController()
+	args = slices.Clip(args) // each replica appends its own
+	stopA := startReplica(t, "a", append(args, "--metrics-bind-address", metricsAddr, "--health-probe-bind-address", probeAddr))
+	stopB := startReplica(t, "b", append(args, "--health-probe-bind-address", "0"))
+	defer stopA()
+	defer stopB()
+	waitReady(t, "http://"+probeAddr+"/readyz")
 
 	const ttl = "8"
 	cli := func(wantCode int, args ...string) string {
@@ -140,11 +135,11 @@ func TestTasksOnRealEtcdAndStores(t *testing.T) {
 	}
 	status := func(name string) opstask.Status {
 		t.Helper()
-		u, err := dyn.Resource(exampleapi.Resource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		u, err := dyn.Resource(api.Resource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		var task exampleapi.EtcdOpsTask
+		var task api.EtcdOpsTask
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &task); err != nil {
 			t.Fatal(err)
 		}
@@ -266,11 +261,18 @@ func TestTasksOnRealEtcdAndStores(t *testing.T) {
 		t.Errorf("target has %v, want a copy of %v", names(copied), names(source))
 	}
 
-	if _, err := k.Client.CoordinationV1().Leases(ns).Get(ctx, "etcd-opstask", metav1.GetOptions{}); err != nil {
-		t.Errorf("leader election Lease: %v", err)
-	}
 	if out := cli(0, "list"); !regexp.MustCompile(`(?m)^copy +- +copyBackups +Succeeded .*copied 2 objects`).MatchString(out) {
 		t.Errorf("list does not show the copy task:\n%s", out)
+	}
+
+	// The CRD refuses what opstask could only reject later.
+	finalDelta := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{api.TargetField: "main",
+		"config": map[string]any{"onDemandSnapshot": map[string]any{"type": "delta", "isFinal": true}}}}}
+	finalDelta.SetGroupVersionKind(api.GroupVersion.WithKind("EtcdOpsTask"))
+	finalDelta.SetName("final-delta")
+	if _, err := dyn.Resource(api.Resource).Namespace(ns).Create(ctx, finalDelta, metav1.CreateOptions{}); !apierrors.IsInvalid(err) ||
+		!strings.Contains(err.Error(), "isFinal may be true only for a full snapshot") {
+		t.Errorf("create a final delta snapshot: %v, want Invalid: isFinal may be true only for a full snapshot", err)
 	}
 
 	// Preconditions: no quorum, no such etcd, a single member.
@@ -301,10 +303,42 @@ func TestTasksOnRealEtcdAndStores(t *testing.T) {
 		}
 	}
 
+	// A stream of full snapshots for three etcds, in two waves, each task
+	// executed once: one Execution run, one snapshot in its bucket. Replica
+	// b stops as the second wave is created; a runs it.
+	for wave := 1; wave <= 2; wave++ {
+		var names []string
+		for _, s := range streamEtcds {
+			name := fmt.Sprintf("%s-%d", s, wave)
+			cli(0, "create", "snapshot", "--name", name, "--etcd", s, "--type", "full", "--wait=false")
+			names = append(names, name)
+		}
+		if wave == 2 {
+			stopB()
+		}
+		for _, name := range names {
+			if st := executions.finalState(t, name); st != opstask.TaskStateSucceeded {
+				t.Errorf("%s: %s, want Succeeded", name, st)
+			}
+		}
+	}
+	for _, s := range streamEtcds {
+		for wave := 1; wave <= 2; wave++ {
+			name := fmt.Sprintf("%s-%d", s, wave)
+			if runs := executions.runs(name); len(runs) != 1 {
+				t.Errorf("%s: execution runs %v, want exactly one", name, runs)
+			}
+		}
+		if got := keys(t, backups, s+"/Full-"); len(got) != 2 {
+			t.Errorf("full snapshots of %s: %v, want one per task, two", s, got)
+		}
+	}
+	t.Logf("run IDs by task: %v", executions.all())
+
 	// Every task is deleted after its TTL; the backups stay.
 	deadline := time.Now().Add(45 * time.Second)
 	for {
-		l, err := dyn.Resource(exampleapi.Resource).Namespace(ns).List(ctx, metav1.ListOptions{})
+		l, err := dyn.Resource(api.Resource).Namespace(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -319,14 +353,157 @@ func TestTasksOnRealEtcdAndStores(t *testing.T) {
 	if got := contents(t, backups, "main/"); !equalContents(got, source) {
 		t.Errorf("backups changed by the tasks' cleanup: %v → %v", names(source), names(got))
 	}
+	for name, runs := range executions.all() {
+		if len(runs) > 1 {
+			t.Errorf("%s: execution runs %v, want at most one (no replica stopped mid-execution)", name, runs)
+		}
+	}
 
-	// deploy/rbac.yaml grants the controller's Role exactly what it asked
-	// for, from its start to its stop (which releases the Lease), and the
-	// CLI's ClusterRole exactly what the CLI asked for.
-	stopController()
+	// deploy/rbac.yaml grants the controller's Role exactly what the two
+	// replicas asked for, from their start to their stop, and the CLI's
+	// ClusterRole exactly what the CLI asked for.
+	stopA()
 	rules := rbactest.Rules(t, "deploy/rbac.yaml", map[string]string{"etcd-opstask": ns})
-	rbactest.Check(t, roleRules(t, rules, "Role etcd-opstask/etcd-opstask"), controllerRequests.Requests(), nil)
+	// The manager's REST mapper reads discovery (/api, /apis), which the
+	// cluster's ClusterRole system:discovery grants every user.
+	reqs := slices.DeleteFunc(controllerRequests.Requests(), func(r rbactest.Request) bool { return r.Path == "/api" || r.Path == "/apis" })
+	rbactest.Check(t, roleRules(t, rules, "Role etcd-opstask/etcd-opstask"), reqs, nil)
 	rbactest.Check(t, roleRules(t, rules, "ClusterRole etcd-opstask-user"), cliRequests.Requests(), nil)
+}
+
+// streamEtcds are the etcd names of the stream of tasks.
+var streamEtcds = []string{"s1", "s2", "s3"}
+
+// startReplica runs the command with args, as replica name, until the
+// returned function stops it (once; later calls do nothing).
+func startReplica(t *testing.T, name string, args []string) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, args) }()
+	return sync.OnceFunc(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("replica %s: %v", name, err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("replica %s did not stop within 30s", name)
+		}
+	})
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// waitReady waits until the readiness probe at url answers 200.
+func waitReady(t *testing.T, url string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not ready after 30s: %v", url, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// executionLog is what watchExecutions saw.
+type executionLog struct {
+	mu     sync.Mutex
+	byTask map[string][]string // task → run IDs of its Execution operations, in order
+	states map[string]opstask.TaskState
+}
+
+// finalState waits up to a minute for task to finish and returns its state.
+func (l *executionLog) finalState(t *testing.T, task string) opstask.TaskState {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		l.mu.Lock()
+		st := l.states[task]
+		l.mu.Unlock()
+		if st.Finished() {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not finished after a minute: %q", task, st)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (l *executionLog) runs(task string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.byTask[task]...)
+}
+
+func (l *executionLog) all() map[string][]string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[string][]string{}
+	for k, v := range l.byTask {
+		out[k] = append([]string(nil), v...)
+	}
+	return out
+}
+
+// watchExecutions records, until the test ends, the state of the
+// namespace's tasks and the run ID of every Execution operation: a task executed twice
+// would show two, as a replica must write a run ID of its own before it
+// executes. The watch must last the whole test.
+func watchExecutions(t *testing.T, dyn dynamic.Interface, ns string) *executionLog {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := dyn.Resource(api.Resource).Namespace(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &executionLog{byTask: map[string][]string{}, states: map[string]opstask.TaskState{}}
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		for ev := range w.ResultChan() {
+			u, ok := ev.Object.(*unstructured.Unstructured)
+			if !ok {
+				continue
+			}
+			state, _, _ := unstructured.NestedString(u.Object, "status", "state")
+			typ, _, _ := unstructured.NestedString(u.Object, "status", "lastOperation", "type")
+			id, _, _ := unstructured.NestedString(u.Object, "status", "lastOperation", "runID")
+			l.mu.Lock()
+			l.states[u.GetName()] = opstask.TaskState(state)
+			if r := l.byTask[u.GetName()]; typ == string(opstask.LastOperationTypeExecution) && (len(r) == 0 || r[len(r)-1] != id) {
+				l.byTask[u.GetName()] = append(r, id)
+			}
+			l.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-closed:
+			t.Error("the watch of executions ended before the test: executions may be missing")
+		default:
+		}
+		cancel()
+		w.Stop()
+	})
+	return l
 }
 
 // roleRules returns the rules of one Role or ClusterRole, named as
@@ -430,7 +607,7 @@ func installCRD(t *testing.T, cfg *rest.Config) dynamic.Interface {
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		_, err := client.Resource(exampleapi.Resource).Namespace("default").List(ctx, metav1.ListOptions{})
+		_, err := client.Resource(api.Resource).Namespace("default").List(ctx, metav1.ListOptions{})
 		if err == nil {
 			return client
 		}

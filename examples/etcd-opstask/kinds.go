@@ -18,8 +18,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
+	"github.com/groundskeeper-io/groundskeeper/examples/etcd-opstask/api"
 	"github.com/groundskeeper-io/groundskeeper/opstask"
-	"github.com/groundskeeper-io/groundskeeper/opstask/exampleapi"
 	"github.com/groundskeeper-io/groundskeeper/retention"
 )
 
@@ -38,7 +38,7 @@ type operator struct {
 	targets map[string]*Target
 	// openStore opens a copyBackups store of a task in namespace, the bucket
 	// prefixed with the store's prefix.
-	openStore func(ctx context.Context, namespace string, s exampleapi.StoreSpec) (*blob.Bucket, error)
+	openStore func(ctx context.Context, namespace string, s api.StoreSpec) (*blob.Bucket, error)
 	clock     clock.WithTicker
 	// dryRun: maintenance (compaction drops the key history for good,
 	// defragmentation blocks each member while it runs) is not done; the
@@ -75,9 +75,9 @@ func (o *operator) kinds() []opstask.Handler {
 		Name:          "onDemandSnapshot",
 		Executor:      opstask.ExecutorFunc(o.snapshot),
 		Preconditions: []opstask.Precondition{o.check(o.hasQuorum), o.check(o.isReady), o.check(o.backupsEnabled)},
-		Timeout:       exampleapi.SnapshotTimeout,
-		DuplicateKey:  exampleapi.SnapshotDuplicateKey, // a full and a delta may wait together
-		Resumable:     true,                            // taking a snapshot again is harmless
+		Timeout:       api.SnapshotTimeout,
+		DuplicateKey:  api.SnapshotDuplicateKey, // a full and a delta may wait together
+		Resumable:     true,                     // taking a snapshot again is harmless
 	}, {
 		Name:          "onDemandMaintenance",
 		Executor:      opstask.ExecutorFunc(o.maintain),
@@ -163,7 +163,7 @@ func describe(h Health) string {
 }
 
 func somethingToMaintain(_ context.Context, t *opstask.Task) error {
-	cfg, err := decode[exampleapi.OnDemandMaintenanceConfig](t, "onDemandMaintenance")
+	cfg, err := opstask.DecodeConfig[api.OnDemandMaintenanceConfig](t, "onDemandMaintenance")
 	if err != nil {
 		return err
 	}
@@ -174,35 +174,19 @@ func somethingToMaintain(_ context.Context, t *opstask.Task) error {
 }
 
 func supportedStores(_ context.Context, t *opstask.Task) error {
-	cfg, err := decode[exampleapi.CopyBackupsConfig](t, "copyBackups")
+	cfg, err := opstask.DecodeConfig[api.CopyBackupsConfig](t, "copyBackups")
 	if err != nil {
 		return err
 	}
 	for _, s := range []struct {
 		field string
-		spec  exampleapi.StoreSpec
+		spec  api.StoreSpec
 	}{{"sourceStore", cfg.SourceStore}, {"targetStore", cfg.TargetStore}} {
 		if _, err := providerScheme(s.spec.Provider); err != nil {
 			return opstask.Unmet(codeBadStore, fmt.Sprintf("spec.config.copyBackups.%s.provider: %v", s.field, err))
 		}
 	}
 	return nil
-}
-
-// decode reads the task's config member; a config that does not decode
-// rejects the task as an invalid spec.
-func decode[T any](t *opstask.Task, member string) (*T, error) {
-	var v T
-	raw, ok := t.Spec.Config[member]
-	if !ok {
-		return nil, fmt.Errorf("%w: task %s has no spec.config.%s", opstask.ErrInvalidSpec, t.Key(), member)
-	}
-	if err := json.Unmarshal(raw, &v); err != nil {
-		// Code InvalidSpec whether a precondition (rejected) or an executor
-		// (failed) finds it.
-		return nil, opstask.WithCode(opstask.CodeInvalidSpec, fmt.Errorf("%w: spec.config.%s: %v", opstask.ErrInvalidSpec, member, err))
-	}
-	return &v, nil
 }
 
 // Snapshot keys follow etcd-backup-restore: Full-<startRev>-<endRev>-<unix>
@@ -264,7 +248,7 @@ func listSnapshots(ctx context.Context, b *blob.Bucket) ([]snapshotKey, error) {
 }
 
 func (o *operator) snapshot(ctx context.Context, run *opstask.Run) error {
-	cfg, err := exampleapi.SnapshotConfig(run.Task)
+	cfg, err := api.SnapshotConfig(run.Task)
 	if err != nil {
 		return err
 	}
@@ -276,7 +260,7 @@ func (o *operator) snapshot(ctx context.Context, run *opstask.Run) error {
 	}
 	defer b.Close()
 	final := cfg.IsFinal != nil && *cfg.IsFinal
-	if cfg.Type == exampleapi.SnapshotTypeFull {
+	if cfg.Type == api.SnapshotTypeFull {
 		rev, err := t.Etcd.Revision(ctx)
 		if err != nil {
 			return err
@@ -349,7 +333,7 @@ func upload(ctx context.Context, b *blob.Bucket, key string, fill func(io.Writer
 }
 
 func (o *operator) maintain(ctx context.Context, run *opstask.Run) error {
-	cfg, err := decode[exampleapi.OnDemandMaintenanceConfig](run.Task, "onDemandMaintenance")
+	cfg, err := opstask.DecodeConfig[api.OnDemandMaintenanceConfig](run.Task, "onDemandMaintenance")
 	if err != nil {
 		return err
 	}
@@ -504,7 +488,7 @@ func (o *operator) recover(_ context.Context, run *opstask.Run) error {
 }
 
 func (o *operator) copyBackups(ctx context.Context, run *opstask.Run) error {
-	cfg, err := decode[exampleapi.CopyBackupsConfig](run.Task, "copyBackups")
+	cfg, err := opstask.DecodeConfig[api.CopyBackupsConfig](run.Task, "copyBackups")
 	if err != nil {
 		return err
 	}
@@ -545,7 +529,7 @@ func (o *operator) copyBackups(ctx context.Context, run *opstask.Run) error {
 		res.Copied, res.Bytes, storeName(cfg.SourceStore), storeName(cfg.TargetStore), res.Skipped, res.Excluded))
 }
 
-func storeName(s exampleapi.StoreSpec) string {
+func storeName(s api.StoreSpec) string {
 	return s.Provider + ":" + s.Container + "/" + s.Prefix
 }
 

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"gocloud.dev/blob/memblob"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
 	"github.com/groundskeeper-io/groundskeeper/opstask"
@@ -120,11 +119,10 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"--etcd", "a=x", "--etcd", "a=y"}, `"a=y": a given twice`},
 		{[]string{"stray"}, `unexpected arguments ["stray"]`},
 	} {
-		if err := run(tc.args); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if err := run(context.Background(), tc.args); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("run(%q) = %v, want an error containing %q", tc.args, err, tc.want)
 		}
 	}
-	cfg := &rest.Config{Host: "http://127.0.0.1:1"}
 	for _, tc := range []struct {
 		o    options
 		want string
@@ -133,8 +131,11 @@ func TestBadFlags(t *testing.T) {
 		{options{etcds: namedFlag{"main": "http://e:2379"}, backupStores: namedFlag{}, backupSecrets: namedFlag{"main": "s"}}, "--backup-secret main=s: there is no --backup-store for main"},
 		{options{etcds: namedFlag{"main": "http://e:2379"}, backupStores: namedFlag{"main": "ftp://b"}}, `--backup-store main=ftp://b: backupstore: unsupported URL scheme "ftp"`},
 	} {
-		if err := runController(context.Background(), cfg, tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("runController(%+v) = %v, want an error containing %q", tc.o, err, tc.want)
+		if op, err := newOperator(tc.o, nil); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("newOperator(%+v) = %v, want an error containing %q", tc.o, err, tc.want)
+			if op != nil {
+				op.close()
+			}
 		}
 	}
 }

@@ -1,56 +1,60 @@
 // Command etcd-opstask is etcd-druid's DEP-05 (operator out-of-band tasks)
 // as a thin operator: a controller of EtcdOpsTask resources (package
-// opstask, the CRD of opstask/exampleapi in deploy/crd.yaml) whose five task
-// kinds act on real etcd clusters and object stores: on-demand full and delta
-// snapshots uploaded with gocloud, compaction and defragmentation through the
-// etcd maintenance API, a check of the snapshot chain, and copies of backups
-// between stores (package backupstore). cmd/opstask is its CLI.
+// opstask; the resource in package api, its CRD in deploy/crd.yaml) whose
+// five task kinds act on real etcd clusters and object stores: on-demand full
+// and delta snapshots uploaded with gocloud, compaction and defragmentation
+// through the etcd maintenance API, a check of the snapshot chain, and copies
+// of backups between stores (package backupstore). cmd/opstask is its CLI.
 //
 //	go run ./examples/etcd-opstask      # a simulated timeline, no cluster needed
 //	go run ./examples/etcd-opstask --kubeconfig=$HOME/.kube/config \
 //		--etcd main=http://127.0.0.1:2379 \
 //		--backup-store 'main=s3://backups?region=eu-west-1&prefix=main/' --backup-secret main=backup-creds
 //
+// In a cluster it runs on a controller-runtime manager (metrics, health
+// probes), without leader election: opstask's Controller runs on every
+// replica, fed by the manager's informer on EtcdOpsTasks, and claims a task
+// with a write guarded by the resourceVersion of a consistent read, so that
+// one replica executes it; another resumes (or fails, for a kind that cannot
+// resume) an execution whose replica stopped.
+//
 // Without a kubeconfig (and outside a cluster) it plays a scenario on an
 // in-memory task store, simulated etcd clusters, in-memory buckets and a
 // simulated clock, and prints what happened to each task.
 package main
-
-// deploy/crd.yaml is opstask/exampleapi's generated CRD, copied.
-//go:generate cp ../../opstask/exampleapi/crd/example.opstask.groundskeeper.io_etcdopstasks.yaml deploy/crd.yaml
 
 import (
 	"context"
 	"errors"
 	"flag"
 	"fmt"
-	"net/http"
+	"io"
 	"net/url"
 	"os"
-	"os/signal"
 	"sort"
 	"strings"
-	"syscall"
+	"sync"
 	"time"
 
-	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"gocloud.dev/blob"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
+	"github.com/groundskeeper-io/groundskeeper/crt"
+	"github.com/groundskeeper-io/groundskeeper/examples/etcd-opstask/api"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
 	"github.com/groundskeeper-io/groundskeeper/opstask"
-	"github.com/groundskeeper-io/groundskeeper/opstask/exampleapi"
 	"github.com/groundskeeper-io/groundskeeper/opstask/kubestore"
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	if err := run(ctrl.SetupSignalHandler(), os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "etcd-opstask:", err)
 		os.Exit(1)
 	}
@@ -64,21 +68,23 @@ type options struct {
 	backupSecrets namedFlag // name → Secret with the bucket's credentials
 	defaultTTL    time.Duration
 	maxConcurrent int
-	metricsAddr   string
 	dryRun        bool
 }
 
-func run(args []string) error {
+// run runs the controller until ctx ends, or the scenario when there is no
+// cluster.
+func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("etcd-opstask", flag.ContinueOnError)
 	var common kubecmd.Flags
-	common.Register(fs, "elect one active replica (a Lease named etcd-opstask); others stand by")
+	// No --leader-elect: every replica runs tasks, and opstask's claims
+	// keep two replicas from running one task.
+	common.Register(fs, "")
 	o := options{etcds: namedFlag{}, backupStores: namedFlag{}, backupSecrets: namedFlag{}}
 	fs.Var(o.etcds, "etcd", "NAME=URL[,URL...]: the client URLs of the etcd that tasks name in spec.etcdName (repeatable)")
 	fs.Var(o.backupStores, "backup-store", "NAME=BUCKET-URL: the backup bucket of etcd NAME, a gocloud URL (s3://, gs://, azblob://, file://); prefix=P puts its backups under P (repeatable)")
 	fs.Var(o.backupSecrets, "backup-secret", "NAME=SECRET: the Secret, in --namespace, with the credentials of NAME's backup bucket (keys as in package backupstore); without it, the provider's ambient credentials (repeatable)")
 	fs.DurationVar(&o.defaultTTL, "default-ttl", opstask.DefaultTTL, "how long a finished task is kept when its spec has no ttlSecondsAfterFinished")
-	fs.IntVar(&o.maxConcurrent, "max-concurrent", opstask.DefaultMaxConcurrent, "executions at once, across etcd clusters (one at a time per cluster)")
-	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "0", `address of the /metrics endpoint, e.g. ":8080"; "0" turns it off`)
+	fs.IntVar(&o.maxConcurrent, "max-concurrent", opstask.DefaultMaxConcurrent, "executions at once on this replica, across etcd clusters (one at a time per cluster)")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "do not compact or defragment: onDemandMaintenance tasks fail with code DryRun, saying what they would have done")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -99,39 +105,91 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	ctx = logr.NewContext(ctx, log)
-	if !common.LeaderElect {
-		return runController(ctx, cfg, o)
-	}
-	return kubecmd.Leading(ctx, cfg, o.namespace, "etcd-opstask", func(ctx context.Context) error {
-		return runController(ctx, cfg, o)
-	})
-}
+	setLogger.Do(func() { ctrl.SetLogger(log) })
 
-// runController runs the EtcdOpsTasks of one namespace until ctx ends.
-func runController(ctx context.Context, cfg *rest.Config, o options) error {
-	log := logr.FromContextOrDiscard(ctx)
+	scheme := runtime.NewScheme()
+	if err := errors.Join(corev1.AddToScheme(scheme), api.AddToScheme(scheme)); err != nil {
+		return err
+	}
+	mgr, err := common.NewManager(cfg, "etcd-opstask", scheme)
+	if err != nil {
+		return err
+	}
+	// Credentials are read from the API server when a bucket is opened, so
+	// a rotated Secret is used by the next task, and no Secret is cached.
+	op, err := newOperator(o, crt.Secrets(mgr.GetAPIReader()))
+	if err != nil {
+		return err
+	}
+	defer op.close()
+
+	// kubestore lists tasks consistently from the API server when the
+	// controller claims one; the manager's informer only tells it when to
+	// look.
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	store, err := kubestore.New(kubestore.Config{
+		Client:      dyn,
+		Resource:    api.Resource,
+		Kind:        "EtcdOpsTask",
+		Namespace:   o.namespace,
+		TargetField: api.TargetField,
+	})
 	if err != nil {
 		return err
 	}
+	metrics, err := taskMetrics()
+	if err != nil {
+		return err
+	}
+	host, _ := os.Hostname()
+	ctl, err := opstask.New(opstask.Config{
+		Store:         crt.TaskStore(store, mgr.GetCache(), &api.EtcdOpsTask{}),
+		Handlers:      op.kinds(),
+		Metrics:       metrics,
+		Identity:      host + "-" + rand.String(5), // run IDs tell replicas apart
+		DefaultTTL:    o.defaultTTL,
+		MaxConcurrent: o.maxConcurrent,
+	})
+	if err != nil {
+		return err
+	}
+	// The manager gives Runnables a context without its logger: opstask
+	// logs through the one in its context.
+	runTasks := func(ctx context.Context) error { return ctl.Run(ctrl.LoggerInto(ctx, log.WithName("opstask"))) }
+	if err := mgr.Add(crt.EveryReplica(runTasks)); err != nil {
+		return err
+	}
+	log.Info("etcd-opstask controller starting", "namespace", o.namespace, "etcds", sortedKeys(o.etcds), "dryRun", o.dryRun)
+	return mgr.Start(ctx)
+}
+
+// controller-runtime's logger is one per process, set once: the end-to-end
+// test runs two replicas in one process.
+var setLogger sync.Once
+
+// taskMetrics are the task metrics on controller-runtime's registry, which
+// the manager serves on --metrics-bind-address. That registry is one per
+// process, so these are too.
+var taskMetrics = sync.OnceValues(func() (*opstask.Metrics, error) {
+	return opstask.NewMetrics(opstask.MetricsConfig{Registerer: crmetrics.Registry, Prefix: "etcdopstask_", TargetLabel: "etcd", NamespaceLabel: "etcd_namespace"})
+})
+
+// newOperator returns the operator of the flags' etcd clusters and backup
+// stores, reading bucket credentials from secrets. It refuses inconsistent
+// flags, naming the flag and the value, before it connects anywhere.
+func newOperator(o options, secrets backupstore.SecretGetter) (*operator, error) {
 	op := &operator{targets: map[string]*Target{}, clock: clock.RealClock{}, dryRun: o.dryRun}
-	// Credentials are read when a bucket is opened, so a rotated Secret is
-	// used by the next task.
-	op.openStore = func(ctx context.Context, namespace string, s exampleapi.StoreSpec) (*blob.Bucket, error) {
+	op.openStore = func(ctx context.Context, namespace string, s api.StoreSpec) (*blob.Bucket, error) {
 		scheme, err := providerScheme(s.Provider)
 		if err != nil {
 			return nil, err
 		}
 		var creds *backupstore.Credentials
 		if s.SecretRef != "" {
-			if creds, err = backupstore.LoadCredentials(ctx, backupstore.SecretsFrom(cs.CoreV1()), namespace, s.SecretRef, scheme); err != nil {
+			if creds, err = backupstore.LoadCredentials(ctx, secrets, namespace, s.SecretRef, scheme); err != nil {
 				return nil, err
 			}
 		}
@@ -143,32 +201,32 @@ func runController(ctx context.Context, cfg *rest.Config, o options) error {
 	}
 	for _, name := range sortedKeys(o.backupStores) {
 		if _, ok := o.etcds[name]; !ok {
-			return fmt.Errorf("--backup-store %s=%s: there is no --etcd %s to back up", name, o.backupStores[name], name)
+			return nil, fmt.Errorf("--backup-store %s=%s: there is no --etcd %s to back up", name, o.backupStores[name], name)
+		}
+		if _, err := backupstore.Scheme(o.backupStores[name]); err != nil {
+			return nil, fmt.Errorf("--backup-store %s=%s: %w", name, o.backupStores[name], err)
 		}
 	}
 	for _, name := range sortedKeys(o.backupSecrets) {
 		if _, ok := o.backupStores[name]; !ok {
-			return fmt.Errorf("--backup-secret %s=%s: there is no --backup-store for %s", name, o.backupSecrets[name], name)
+			return nil, fmt.Errorf("--backup-secret %s=%s: there is no --backup-store for %s", name, o.backupSecrets[name], name)
 		}
 	}
 	for _, name := range sortedKeys(o.etcds) {
 		e, err := newEtcdCluster(strings.Split(o.etcds[name], ","))
 		if err != nil {
-			return fmt.Errorf("--etcd %s=%s: %w", name, o.etcds[name], err)
+			op.close()
+			return nil, fmt.Errorf("--etcd %s=%s: %w", name, o.etcds[name], err)
 		}
-		defer e.Close()
 		t := &Target{Etcd: e}
 		if rawURL, ok := o.backupStores[name]; ok {
-			if _, err := backupstore.Scheme(rawURL); err != nil {
-				return fmt.Errorf("--backup-store %s=%s: %w", name, rawURL, err)
-			}
 			secret := o.backupSecrets[name]
 			t.Backups = func(ctx context.Context) (*blob.Bucket, error) {
 				if secret == "" {
 					return openBucket(ctx, rawURL, nil)
 				}
 				scheme, _ := backupstore.Scheme(rawURL)
-				creds, err := backupstore.LoadCredentials(ctx, backupstore.SecretsFrom(cs.CoreV1()), o.namespace, secret, scheme)
+				creds, err := backupstore.LoadCredentials(ctx, secrets, o.namespace, secret, scheme)
 				if err != nil {
 					return nil, err
 				}
@@ -177,48 +235,16 @@ func runController(ctx context.Context, cfg *rest.Config, o options) error {
 		}
 		op.targets[name] = t
 	}
+	return op, nil
+}
 
-	store, err := kubestore.New(kubestore.Config{
-		Client:      dyn,
-		Resource:    exampleapi.Resource,
-		Kind:        "EtcdOpsTask",
-		Namespace:   o.namespace,
-		TargetField: exampleapi.TargetField,
-	})
-	if err != nil {
-		return err
+// close closes the etcd clients.
+func (o *operator) close() {
+	for _, t := range o.targets {
+		if c, ok := t.Etcd.(io.Closer); ok {
+			_ = c.Close()
+		}
 	}
-	reg := prometheus.NewRegistry()
-	metrics, err := opstask.NewMetrics(opstask.MetricsConfig{Registerer: reg, Prefix: "etcdopstask_", TargetLabel: "etcd", NamespaceLabel: "etcd_namespace"})
-	if err != nil {
-		return err
-	}
-	host, _ := os.Hostname()
-	c, err := opstask.New(opstask.Config{
-		Store:         store,
-		Handlers:      op.kinds(),
-		Metrics:       metrics,
-		Identity:      host,
-		DefaultTTL:    o.defaultTTL,
-		MaxConcurrent: o.maxConcurrent,
-	})
-	if err != nil {
-		return err
-	}
-	if o.metricsAddr != "0" && o.metricsAddr != "" {
-		srv := &http.Server{Addr: o.metricsAddr, Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
-		go func() {
-			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error(err, "metrics server failed", "address", o.metricsAddr)
-			}
-		}()
-		defer srv.Close()
-	}
-	log.Info("etcd-opstask controller running", "namespace", o.namespace, "etcds", sortedKeys(o.etcds), "dryRun", o.dryRun)
-	if err := c.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	return nil
 }
 
 // openBucket opens a bucket URL with the credentials, honouring gocloud's

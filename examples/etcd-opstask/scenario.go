@@ -18,8 +18,8 @@ import (
 	"gocloud.dev/blob/fileblob"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/groundskeeper-io/groundskeeper/examples/etcd-opstask/api"
 	"github.com/groundskeeper-io/groundskeeper/opstask"
-	"github.com/groundskeeper-io/groundskeeper/opstask/exampleapi"
 	"github.com/groundskeeper-io/groundskeeper/opstask/memstore"
 )
 
@@ -87,7 +87,7 @@ func runScenario(out io.Writer) error {
 		op.targets[name] = &Target{Etcd: e, Backups: bucket("backups-" + name)}
 	}
 	// copyBackups stores: the container names a bucket of the simulation.
-	op.openStore = func(ctx context.Context, _ string, spec exampleapi.StoreSpec) (*blob.Bucket, error) {
+	op.openStore = func(ctx context.Context, _ string, spec api.StoreSpec) (*blob.Bucket, error) {
 		b, err := bucket(spec.Container)(ctx)
 		if err != nil || spec.Prefix == "" {
 			return b, err

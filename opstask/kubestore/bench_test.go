@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/groundskeeper-io/groundskeeper/opstask"
-	"github.com/groundskeeper-io/groundskeeper/opstask/exampleapi"
+	"github.com/groundskeeper-io/groundskeeper/opstask/opstasktest"
 )
 
 // counter counts the API requests of the controller's client.
@@ -90,7 +90,7 @@ func BenchmarkThroughput(b *testing.B) {
 		done := make(chan error, 1)
 		go func() { done <- c.Run(ctx) }()
 		for {
-			list, err := k.dyn.Resource(exampleapi.Resource).Namespace(k.Namespace).List(context.Background(), metav1.ListOptions{Limit: 1})
+			list, err := k.dyn.Resource(opstasktest.Resource).Namespace(k.Namespace).List(context.Background(), metav1.ListOptions{Limit: 1})
 			if err != nil {
 				b.Fatal(err)
 			}

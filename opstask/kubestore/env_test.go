@@ -3,24 +3,20 @@ package kubestore_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"sync"
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/yaml"
 
 	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
 	"github.com/groundskeeper-io/groundskeeper/opstask"
-	"github.com/groundskeeper-io/groundskeeper/opstask/exampleapi"
 	"github.com/groundskeeper-io/groundskeeper/opstask/kubestore"
+	"github.com/groundskeeper-io/groundskeeper/opstask/opstasktest"
 )
 
 func TestMain(m *testing.M) {
@@ -30,14 +26,12 @@ func TestMain(m *testing.M) {
 	testenv.Main(m)
 }
 
-var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-
 var crdOnce struct {
 	sync.Once
 	err error
 }
 
-// kube is a test's control plane with the EtcdOpsTask CRD installed.
+// kube is a test's control plane with opstasktest's TestTask CRD installed.
 type kube struct {
 	*testenv.Kubernetes
 	dyn dynamic.Interface
@@ -50,46 +44,11 @@ func startKube(t testing.TB) *kube {
 	if err != nil {
 		t.Fatal(err)
 	}
-	crdOnce.Do(func() { crdOnce.err = installCRD(dyn) })
+	crdOnce.Do(func() { crdOnce.err = opstasktest.InstallCRD(context.Background(), dyn) })
 	if crdOnce.err != nil {
 		t.Fatalf("install CRD: %v", crdOnce.err)
 	}
 	return &kube{Kubernetes: env, dyn: dyn}
-}
-
-// installCRD creates the generated EtcdOpsTask CRD and waits until it is
-// established and served.
-func installCRD(dyn dynamic.Interface) error {
-	var obj map[string]any
-	if err := yaml.Unmarshal(exampleapi.CRD, &obj); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	u := &unstructured.Unstructured{Object: obj}
-	if _, err := dyn.Resource(crdGVR).Create(ctx, u, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
-	}
-	for {
-		got, err := dyn.Resource(crdGVR).Get(ctx, u.GetName(), metav1.GetOptions{})
-		if err == nil {
-			conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
-			for _, c := range conds {
-				m, _ := c.(map[string]any)
-				if m["type"] == "Established" && m["status"] == "True" {
-					// Established can precede the first successful list.
-					if _, err := dyn.Resource(exampleapi.Resource).List(ctx, metav1.ListOptions{Limit: 1}); err == nil {
-						return nil
-					}
-				}
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("CRD %s not established: %v (last error %v)", u.GetName(), ctx.Err(), err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }
 
 // store returns a store over the test's namespace, with its own client from
@@ -103,15 +62,15 @@ func (k *kube) store(t testing.TB, cfg *rest.Config) *kubestore.Store {
 			t.Fatal(err)
 		}
 	}
-	s, err := kubestore.New(kubestore.Config{Client: dyn, Resource: exampleapi.Resource, Kind: "EtcdOpsTask",
-		Namespace: k.Namespace, TargetField: exampleapi.TargetField})
+	s, err := kubestore.New(kubestore.Config{Client: dyn, Resource: opstasktest.Resource, Kind: opstasktest.GroupVersionKind.Kind,
+		Namespace: k.Namespace, TargetField: opstasktest.TargetField})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s
 }
 
-// object renders a task as an EtcdOpsTask object.
+// object renders a task as a TestTask object.
 func (k *kube) object(t *opstask.Task) *unstructured.Unstructured {
 	cfg := map[string]any{}
 	for name, raw := range t.Spec.Config {
@@ -123,14 +82,13 @@ func (k *kube) object(t *opstask.Task) *unstructured.Unstructured {
 	}
 	spec := map[string]any{"config": cfg}
 	if t.Spec.Target != "" {
-		spec[exampleapi.TargetField] = t.Spec.Target
+		spec[opstasktest.TargetField] = t.Spec.Target
 	}
 	if t.Spec.TTLSecondsAfterFinished != nil {
 		spec["ttlSecondsAfterFinished"] = int64(*t.Spec.TTLSecondsAfterFinished)
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
-	u.SetAPIVersion(exampleapi.Group + "/" + exampleapi.Version)
-	u.SetKind("EtcdOpsTask")
+	u.SetGroupVersionKind(opstasktest.GroupVersionKind)
 	u.SetName(t.Name)
 	u.SetNamespace(k.Namespace)
 	return u
@@ -139,7 +97,7 @@ func (k *kube) object(t *opstask.Task) *unstructured.Unstructured {
 // create creates a task as a user would; the status is ignored (status
 // subresource).
 func (k *kube) create(ctx context.Context, s *kubestore.Store, t *opstask.Task) (*opstask.Task, error) {
-	got, err := k.dyn.Resource(exampleapi.Resource).Namespace(k.Namespace).Create(ctx, k.object(t), metav1.CreateOptions{})
+	got, err := k.dyn.Resource(opstasktest.Resource).Namespace(k.Namespace).Create(ctx, k.object(t), metav1.CreateOptions{})
 	if err != nil {
 		return nil, err
 	}

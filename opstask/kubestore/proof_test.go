@@ -23,8 +23,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/groundskeeper-io/groundskeeper/opstask"
-	"github.com/groundskeeper-io/groundskeeper/opstask/exampleapi"
 	"github.com/groundskeeper-io/groundskeeper/opstask/kubestore"
+	"github.com/groundskeeper-io/groundskeeper/opstask/opstasktest"
 )
 
 var fullSnapshot = map[string]any{"type": "full"}
@@ -228,8 +228,8 @@ func helperController() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	s, err := kubestore.New(kubestore.Config{Client: dyn, Resource: exampleapi.Resource, Kind: "EtcdOpsTask",
-		Namespace: os.Getenv(helperNamespaceEnv), TargetField: exampleapi.TargetField})
+	s, err := kubestore.New(kubestore.Config{Client: dyn, Resource: opstasktest.Resource, Kind: opstasktest.GroupVersionKind.Kind,
+		Namespace: os.Getenv(helperNamespaceEnv), TargetField: opstasktest.TargetField})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -408,7 +408,7 @@ func TestCleanupAtTTL(t *testing.T) {
 		t.Errorf("refused: errors %+v", e)
 	}
 	exists := func(name string) bool {
-		_, err := k.dyn.Resource(exampleapi.Resource).Namespace(k.Namespace).Get(t.Context(), name, metav1.GetOptions{})
+		_, err := k.dyn.Resource(opstasktest.Resource).Namespace(k.Namespace).Get(t.Context(), name, metav1.GetOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			t.Fatal(err)
 		}

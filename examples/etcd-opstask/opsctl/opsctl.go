@@ -38,9 +38,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 
+	"github.com/groundskeeper-io/groundskeeper/examples/etcd-opstask/api"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
 	"github.com/groundskeeper-io/groundskeeper/opstask"
-	"github.com/groundskeeper-io/groundskeeper/opstask/exampleapi"
 )
 
 // Exit codes.
@@ -128,7 +128,7 @@ func (c *command) connect() error {
 	if err != nil {
 		return err
 	}
-	c.tasks = dyn.Resource(exampleapi.Resource).Namespace(c.kube.Namespace)
+	c.tasks = dyn.Resource(api.Resource).Namespace(c.kube.Namespace)
 	return nil
 }
 
@@ -182,7 +182,7 @@ func create(ctx context.Context, kind string, args []string, out io.Writer) (int
 	fs.StringVar(&name, "name", "", "the task's name (default: generated from the kind)")
 	fs.IntVar(&ttl, "ttl", -1, "spec.ttlSecondsAfterFinished (default: the controller's)")
 	waitFlag := fs.Bool("wait", true, "wait for the task to finish, showing its progress")
-	var cfg exampleapi.EtcdOpsTaskConfig
+	var cfg api.EtcdOpsTaskConfig
 	var validate func() error
 	needsEtcd := true
 	switch kind {
@@ -190,11 +190,11 @@ func create(ctx context.Context, kind string, args []string, out io.Writer) (int
 		typ := fs.String("type", "full", "full or delta")
 		final := fs.Bool("final", false, "mark the full snapshot as the cluster's final one")
 		validate = func() error {
-			t := exampleapi.OnDemandSnapshotType(*typ)
-			if t != exampleapi.SnapshotTypeFull && t != exampleapi.SnapshotTypeDelta {
+			t := api.OnDemandSnapshotType(*typ)
+			if t != api.SnapshotTypeFull && t != api.SnapshotTypeDelta {
 				return fmt.Errorf("--type %q: want full or delta", *typ)
 			}
-			cfg.OnDemandSnapshot = &exampleapi.OnDemandSnapshotConfig{Type: t}
+			cfg.OnDemandSnapshot = &api.OnDemandSnapshotConfig{Type: t}
 			if *final {
 				cfg.OnDemandSnapshot.IsFinal = final
 			}
@@ -207,13 +207,13 @@ func create(ctx context.Context, kind string, args []string, out io.Writer) (int
 			if !*compact && !*defrag {
 				return errors.New("give --compaction, --defragmentation or both")
 			}
-			cfg.OnDemandMaintenance = &exampleapi.OnDemandMaintenanceConfig{MaintenanceType: exampleapi.MaintenanceOps{EtcdCompaction: *compact, EtcdDefragmentation: *defrag}}
+			cfg.OnDemandMaintenance = &api.OnDemandMaintenanceConfig{MaintenanceType: api.MaintenanceOps{EtcdCompaction: *compact, EtcdDefragmentation: *defrag}}
 			return nil
 		}
 	case "snapshot-compaction":
-		validate = func() error { cfg.SnapshotCompaction = &exampleapi.SnapshotCompactionConfig{}; return nil }
+		validate = func() error { cfg.SnapshotCompaction = &api.SnapshotCompactionConfig{}; return nil }
 	case "recover-quorum":
-		validate = func() error { cfg.RecoverFromQuorumLoss = &exampleapi.RecoverFromQuorumLossConfig{}; return nil }
+		validate = func() error { cfg.RecoverFromQuorumLoss = &api.RecoverFromQuorumLossConfig{}; return nil }
 	case "copy-backups":
 		needsEtcd = false
 		src := fs.String("source", "", "PROVIDER:CONTAINER[/PREFIX] of the backups, e.g. S3:backups/main/ (providers: S3, GCS, ABS, Local)")
@@ -223,7 +223,7 @@ func create(ctx context.Context, kind string, args []string, out io.Writer) (int
 		maxBackups := fs.Int("max-backups", 0, "copy only the newest N backups (0: all)")
 		maxAge := fs.Int("max-backup-age", 0, "copy only backups younger than N days (0: all)")
 		validate = func() error {
-			cb := &exampleapi.CopyBackupsConfig{}
+			cb := &api.CopyBackupsConfig{}
 			var err error
 			if cb.SourceStore, err = parseStore("--source", *src, *srcSecret); err != nil {
 				return err
@@ -261,10 +261,10 @@ func create(ctx context.Context, kind string, args []string, out io.Writer) (int
 	if needsEtcd && etcd == "" {
 		return 0, errors.New("--etcd is required")
 	}
-	task := &exampleapi.EtcdOpsTask{
-		TypeMeta:   metav1.TypeMeta{APIVersion: exampleapi.Group + "/" + exampleapi.Version, Kind: "EtcdOpsTask"},
+	task := &api.EtcdOpsTask{
+		TypeMeta:   metav1.TypeMeta{APIVersion: api.Group + "/" + api.Version, Kind: "EtcdOpsTask"},
 		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       exampleapi.EtcdOpsTaskSpec{Config: cfg},
+		Spec:       api.EtcdOpsTaskSpec{Config: cfg},
 	}
 	if name == "" {
 		task.GenerateName = kind + "-"
@@ -295,12 +295,12 @@ func create(ctx context.Context, kind string, args []string, out io.Writer) (int
 }
 
 // parseStore reads PROVIDER:CONTAINER[/PREFIX].
-func parseStore(flagName, v, secret string) (exampleapi.StoreSpec, error) {
+func parseStore(flagName, v, secret string) (api.StoreSpec, error) {
 	provider, rest, ok := strings.Cut(v, ":")
 	if !ok || provider == "" || rest == "" {
-		return exampleapi.StoreSpec{}, fmt.Errorf("%s %q: want PROVIDER:CONTAINER[/PREFIX]", flagName, v)
+		return api.StoreSpec{}, fmt.Errorf("%s %q: want PROVIDER:CONTAINER[/PREFIX]", flagName, v)
 	}
-	s := exampleapi.StoreSpec{Provider: provider, SecretRef: secret}
+	s := api.StoreSpec{Provider: provider, SecretRef: secret}
 	if provider == "Local" {
 		// A directory: the container is the whole path.
 		s.Container = rest
@@ -310,8 +310,8 @@ func parseStore(flagName, v, secret string) (exampleapi.StoreSpec, error) {
 	return s, nil
 }
 
-func decodeTask(u *unstructured.Unstructured) (*exampleapi.EtcdOpsTask, error) {
-	var t exampleapi.EtcdOpsTask
+func decodeTask(u *unstructured.Unstructured) (*api.EtcdOpsTask, error) {
+	var t api.EtcdOpsTask
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &t); err != nil {
 		return nil, fmt.Errorf("EtcdOpsTask %s: %w", u.GetName(), err)
 	}

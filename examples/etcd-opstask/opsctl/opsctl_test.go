@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/groundskeeper-io/groundskeeper/opstask/exampleapi"
+	"github.com/groundskeeper-io/groundskeeper/examples/etcd-opstask/api"
 )
 
 // Bad usage is refused before any connection, with the flag and value named.
@@ -40,11 +40,11 @@ func TestUsage(t *testing.T) {
 func TestParseStore(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
-		want exampleapi.StoreSpec
+		want api.StoreSpec
 	}{
-		{"S3:backups", exampleapi.StoreSpec{Provider: "S3", Container: "backups", SecretRef: "s"}},
-		{"GCS:dr/eu/main/", exampleapi.StoreSpec{Provider: "GCS", Container: "dr", Prefix: "eu/main/", SecretRef: "s"}},
-		{"Local:/var/backups/main", exampleapi.StoreSpec{Provider: "Local", Container: "/var/backups/main", SecretRef: "s"}},
+		{"S3:backups", api.StoreSpec{Provider: "S3", Container: "backups", SecretRef: "s"}},
+		{"GCS:dr/eu/main/", api.StoreSpec{Provider: "GCS", Container: "dr", Prefix: "eu/main/", SecretRef: "s"}},
+		{"Local:/var/backups/main", api.StoreSpec{Provider: "Local", Container: "/var/backups/main", SecretRef: "s"}},
 	} {
 		got, err := parseStore("--source", tc.in, "s")
 		if err != nil || got != tc.want {

@@ -1,8 +1,6 @@
-package exampleapi
+package api
 
 import (
-	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/groundskeeper-io/groundskeeper/opstask"
@@ -17,18 +15,10 @@ const (
 
 // SnapshotConfig decodes a task's onDemandSnapshot member.
 func SnapshotConfig(t *opstask.Task) (*OnDemandSnapshotConfig, error) {
-	raw, ok := t.Spec.Config["onDemandSnapshot"]
-	if !ok {
-		return nil, fmt.Errorf("%w: task %s has no spec.config.onDemandSnapshot", opstask.ErrInvalidSpec, t.Key())
-	}
-	var cfg OnDemandSnapshotConfig
-	if err := json.Unmarshal(raw, &cfg); err != nil {
-		return nil, fmt.Errorf("%w: task %s: spec.config.onDemandSnapshot: %v", opstask.ErrInvalidSpec, t.Key(), err)
-	}
-	return &cfg, nil
+	return opstask.DecodeConfig[OnDemandSnapshotConfig](t, "onDemandSnapshot")
 }
 
-// SnapshotTimeout is the Kind.Timeout of onDemandSnapshot: the config's
+// SnapshotTimeout is the Handler.Timeout of onDemandSnapshot: the config's
 // timeoutSecondsFull or timeoutSecondsDelta, by snapshot type.
 func SnapshotTimeout(t *opstask.Task) (time.Duration, error) {
 	cfg, err := SnapshotConfig(t)
@@ -46,7 +36,7 @@ func SnapshotTimeout(t *opstask.Task) (time.Duration, error) {
 	return time.Duration(secs) * time.Second, nil
 }
 
-// SnapshotDuplicateKey is the Kind.DuplicateKey of onDemandSnapshot: DEP-05
+// SnapshotDuplicateKey is the Handler.DuplicateKey of onDemandSnapshot: DEP-05
 // lets a full and a delta snapshot of one etcd be pending together, but not
 // two of the same type.
 func SnapshotDuplicateKey(t *opstask.Task) (string, error) {

@@ -1,12 +1,13 @@
-package exampleapi_test
+package api_test
 
 import (
+	"os"
 	"testing"
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/groundskeeper-io/groundskeeper/examples/etcd-opstask/api"
 	"github.com/groundskeeper-io/groundskeeper/opstask"
-	"github.com/groundskeeper-io/groundskeeper/opstask/exampleapi"
 )
 
 // TestLastErrorsBoundMatchesCode guards the one number the CRD and the code
@@ -28,11 +29,15 @@ func TestLastErrorsBoundMatchesCode(t *testing.T) {
 			}
 		}
 	}
-	if err := yaml.Unmarshal(exampleapi.CRD, &crd); err != nil {
+	data, err := os.ReadFile("../deploy/crd.yaml")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if len(crd.Spec.Versions) != 1 || crd.Spec.Versions[0].Name != exampleapi.Version {
-		t.Fatalf("CRD versions %+v, want only %s", crd.Spec.Versions, exampleapi.Version)
+	if err := yaml.Unmarshal(data, &crd); err != nil {
+		t.Fatal(err)
+	}
+	if len(crd.Spec.Versions) != 1 || crd.Spec.Versions[0].Name != api.Version {
+		t.Fatalf("CRD versions %+v, want only %s", crd.Spec.Versions, api.Version)
 	}
 	got := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["status"].Properties["lastErrors"].MaxItems
 	if got == nil || *got != opstask.MaxLastErrors {

@@ -1,4 +1,4 @@
-package exampleapi_test
+package api_test
 
 import (
 	"encoding/json"
@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/groundskeeper-io/groundskeeper/examples/etcd-opstask/api"
 	"github.com/groundskeeper-io/groundskeeper/opstask"
-	"github.com/groundskeeper-io/groundskeeper/opstask/exampleapi"
 )
 
 func TestSnapshotTimeoutAndKey(t *testing.T) {
@@ -23,18 +23,18 @@ func TestSnapshotTimeoutAndKey(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			task := &opstask.Task{Name: "t", Spec: opstask.Spec{Config: map[string]json.RawMessage{"onDemandSnapshot": json.RawMessage(tc.config)}}}
-			d, err := exampleapi.SnapshotTimeout(task)
+			d, err := api.SnapshotTimeout(task)
 			if err != nil || d != tc.timeout {
 				t.Errorf("timeout %s, %v; want %s", d, err, tc.timeout)
 			}
-			k, err := exampleapi.SnapshotDuplicateKey(task)
+			k, err := api.SnapshotDuplicateKey(task)
 			if err != nil || k != tc.key {
 				t.Errorf("key %q, %v; want %q", k, err, tc.key)
 			}
 		})
 	}
 	other := &opstask.Task{Name: "t", Spec: opstask.Spec{Config: map[string]json.RawMessage{"snapshotCompaction": json.RawMessage(`{}`)}}}
-	if _, err := exampleapi.SnapshotTimeout(other); !errors.Is(err, opstask.ErrInvalidSpec) {
+	if _, err := api.SnapshotTimeout(other); !errors.Is(err, opstask.ErrInvalidSpec) {
 		t.Errorf("timeout of a compaction task: %v, want ErrInvalidSpec", err)
 	}
 }
