@@ -27,9 +27,9 @@
 // Controller over a Store and calls Run:
 //
 //	c, err := opstask.New(opstask.Config{
-//		Store:   store, // kubestore.New(...) or memstore.New(nil)
+//		Store:    store, // kubestore.New(...) or memstore.New(nil)
 //		Handlers: []opstask.Handler{{Name: "onDemandSnapshot", Executor: snapshotter, Resumable: true}},
-//		Metrics: metrics, // opstask.NewMetrics(opstask.MetricsConfig{Registerer: registry, Prefix: "etcddruid_"})
+//		Metrics:  metrics, // opstask.NewMetrics(opstask.MetricsConfig{Registerer: registry, Prefix: "etcddruid_"})
 //	})
 //	...
 //	err = c.Run(ctx)
