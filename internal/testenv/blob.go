@@ -101,10 +101,18 @@ func S3With(t testing.TB, o BucketOptions) *BlobStore {
 	if err != nil {
 		unavailable(t, err)
 	}
-	name := uniqueName(t, 63)
+	b, err := s3Bucket(srv.endpoint, uniqueName(t, 63), o)
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	return b
+}
+
+// s3Bucket creates a bucket on the MinIO server at endpoint.
+func s3Bucket(endpoint, name string, o BucketOptions) (*BlobStore, error) {
 	client := s3.New(s3.Options{
 		Region:       S3Region,
-		BaseEndpoint: aws.String("http://" + srv.endpoint),
+		BaseEndpoint: aws.String("http://" + endpoint),
 		UsePathStyle: true,
 		Credentials:  credentials.NewStaticCredentialsProvider(S3AccessKeyID, S3SecretAccessKey, ""),
 	})
@@ -113,22 +121,22 @@ func S3With(t testing.TB, o BucketOptions) *BlobStore {
 		in.ObjectLockEnabledForBucket = aws.Bool(true)
 	}
 	if _, err := client.CreateBucket(context.Background(), in); err != nil {
-		t.Fatalf("testenv: create S3 bucket %s: %v", name, err)
+		return nil, fmt.Errorf("create S3 bucket %s: %w", name, err)
 	}
 	if o.Versioning && !o.ObjectLock {
 		if _, err := client.PutBucketVersioning(context.Background(), &s3.PutBucketVersioningInput{
 			Bucket:                  aws.String(name),
 			VersioningConfiguration: &s3types.VersioningConfiguration{Status: s3types.BucketVersioningStatusEnabled},
 		}); err != nil {
-			t.Fatalf("testenv: enable versioning on S3 bucket %s: %v", name, err)
+			return nil, fmt.Errorf("enable versioning on S3 bucket %s: %w", name, err)
 		}
 	}
 	return &BlobStore{
 		Scheme:   "s3",
 		Bucket:   name,
-		Endpoint: "http://" + srv.endpoint,
-		URL:      fmt.Sprintf("s3://%s?endpoint=http://%s&use_path_style=true&region=%s", name, srv.endpoint, S3Region),
-	}
+		Endpoint: "http://" + endpoint,
+		URL:      fmt.Sprintf("s3://%s?endpoint=http://%s&use_path_style=true&region=%s", name, endpoint, S3Region),
+	}, nil
 }
 
 func startMinIO() (*blobServer, error) {
@@ -136,7 +144,12 @@ func startMinIO() (*blobServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return startBlobServer(blobServerSpec{
+	return startBlobServer(minIOSpec(consolePort))
+}
+
+// minIOSpec is MinIO in single-drive mode, its data in dir/data.
+func minIOSpec(consolePort int) blobServerSpec {
+	return blobServerSpec{
 		name: "minio",
 		env: []string{
 			"MINIO_ROOT_USER=" + S3AccessKeyID,
@@ -160,7 +173,7 @@ func startMinIO() (*blobServer, error) {
 			"AWS_SECRET_ACCESS_KEY": S3SecretAccessKey,
 			"AWS_REGION":            S3Region,
 		},
-	})
+	}
 }
 
 // blobServerSpec says how to start one object store emulator.
@@ -222,32 +235,50 @@ func GCSWith(t testing.TB, o BucketOptions) *BlobStore {
 	if err != nil {
 		unavailable(t, err)
 	}
-	name := uniqueName(t, 63)
-	body := fmt.Sprintf(`{"name":%q,"versioning":{"enabled":%v}}`, name, o.Versioning)
-	resp, err := http.Post("http://"+srv.endpoint+"/storage/v1/b?project=groundskeeper", "application/json", bytes.NewBufferString(body))
+	b, err := gcsBucket(srv.endpoint, uniqueName(t, 63), o)
 	if err != nil {
-		t.Fatalf("testenv: create GCS bucket %s: %v", name, err)
+		t.Fatalf("testenv: %v", err)
+	}
+	b.URL = "gs://" + b.Bucket
+	return b
+}
+
+// gcsBucket creates a bucket on the fake-gcs-server at endpoint. Its URL is
+// left empty: gocloud finds a GCS emulator only through the process-wide
+// STORAGE_EMULATOR_HOST.
+func gcsBucket(endpoint, name string, o BucketOptions) (*BlobStore, error) {
+	body := fmt.Sprintf(`{"name":%q,"versioning":{"enabled":%v}}`, name, o.Versioning)
+	resp, err := http.Post("http://"+endpoint+"/storage/v1/b?project=groundskeeper", "application/json", bytes.NewBufferString(body))
+	if err != nil {
+		return nil, fmt.Errorf("create GCS bucket %s: %w", name, err)
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("testenv: create GCS bucket %s: %s", name, resp.Status)
+		return nil, fmt.Errorf("create GCS bucket %s: %s", name, resp.Status)
 	}
-	return &BlobStore{Scheme: "gs", Bucket: name, Endpoint: "http://" + srv.endpoint, URL: "gs://" + name}
+	return &BlobStore{Scheme: "gs", Bucket: name, Endpoint: "http://" + endpoint}, nil
 }
 
-func startFakeGCS() (*blobServer, error) {
-	return startBlobServer(blobServerSpec{
+func startFakeGCS() (*blobServer, error) { return startBlobServer(fakeGCSSpec(false)) }
+
+// fakeGCSSpec is fake-gcs-server, keeping its buckets in memory or, when
+// persist is set, in files under dir/data.
+func fakeGCSSpec(persist bool) blobServerSpec {
+	return blobServerSpec{
 		name: "fake-gcs-server",
-		args: func(_, endpoint string, port int) []string {
-			return []string{"-scheme", "http", "-host", "127.0.0.1", "-port", strconv.Itoa(port),
-				"-public-host", endpoint, "-external-url", "http://" + endpoint,
-				"-backend", "memory", "-log-level", "warn"}
+		args: func(dir, endpoint string, port int) []string {
+			backend := []string{"-backend", "memory"}
+			if persist {
+				backend = []string{"-backend", "filesystem", "-filesystem-root", filepath.Join(dir, "data")}
+			}
+			return append([]string{"-scheme", "http", "-host", "127.0.0.1", "-port", strconv.Itoa(port),
+				"-public-host", endpoint, "-external-url", "http://" + endpoint, "-log-level", "warn"}, backend...)
 		},
 		ready: func(ctx context.Context, endpoint string) error {
 			return httpOK(ctx, "http://"+endpoint+"/storage/v1/b")
 		},
 		urlEnv: map[string]string{"STORAGE_EMULATOR_HOST": "{endpoint}"},
-	})
+	}
 }
 
 // Azure returns a fresh container on a shared Azurite blob server.
@@ -257,33 +288,52 @@ func Azure(t testing.TB) *BlobStore {
 	if err != nil {
 		unavailable(t, err)
 	}
-	name := uniqueName(t, 63)
-	serviceURL := fmt.Sprintf("http://%s/%s", srv.endpoint, AzureAccount)
+	b, err := azureContainer(srv.endpoint, uniqueName(t, 63))
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	return b
+}
+
+// azureContainer creates a container on the Azurite server at endpoint.
+func azureContainer(endpoint, name string) (*BlobStore, error) {
+	serviceURL := fmt.Sprintf("http://%s/%s", endpoint, AzureAccount)
 	cred, err := azblob.NewSharedKeyCredential(AzureAccount, AzureAccountKey)
 	if err != nil {
-		t.Fatalf("testenv: azure credential: %v", err)
+		return nil, fmt.Errorf("azure credential: %w", err)
 	}
 	client, err := azblob.NewClientWithSharedKeyCredential(serviceURL, cred, nil)
 	if err != nil {
-		t.Fatalf("testenv: azure client: %v", err)
+		return nil, fmt.Errorf("azure client: %w", err)
 	}
 	if _, err := client.CreateContainer(context.Background(), name, nil); err != nil {
-		t.Fatalf("testenv: create Azure container %s: %v", name, err)
+		return nil, fmt.Errorf("create Azure container %s: %w", name, err)
 	}
 	return &BlobStore{
 		Scheme:   "azblob",
 		Bucket:   name,
 		Endpoint: serviceURL,
-		URL:      fmt.Sprintf("azblob://%s?localemu=true&domain=%s&protocol=http", name, srv.endpoint),
-	}
+		URL:      fmt.Sprintf("azblob://%s?localemu=true&domain=%s&protocol=http", name, endpoint),
+	}, nil
 }
 
-func startAzurite() (*blobServer, error) {
-	return startBlobServer(blobServerSpec{
+func startAzurite() (*blobServer, error) { return startBlobServer(azuriteSpec(false)) }
+
+// azuriteSpec is Azurite's blob service, keeping its data in memory or,
+// when persist is set, in files under dir/data.
+func azuriteSpec(persist bool) blobServerSpec {
+	return blobServerSpec{
 		name: "azurite-blob",
-		args: func(_, _ string, port int) []string {
-			return []string{"--blobHost", "127.0.0.1", "--blobPort", strconv.Itoa(port),
-				"--inMemoryPersistence", "--skipApiVersionCheck", "--loose", "--disableProductStyleUrl"}
+		args: func(dir, _ string, port int) []string {
+			storage := []string{"--inMemoryPersistence"}
+			if persist {
+				storage = []string{"--location", filepath.Join(dir, "data")}
+			}
+			return append([]string{"--blobHost", "127.0.0.1", "--blobPort", strconv.Itoa(port),
+				"--skipApiVersionCheck", "--loose", "--disableProductStyleUrl",
+				// Telemetry would also hold a shutdown for ~20 s
+				// trying to reach its collector.
+				"--disableTelemetry"}, storage...)
 		},
 		ready: func(ctx context.Context, endpoint string) error {
 			var d net.Dialer
@@ -297,7 +347,7 @@ func startAzurite() (*blobServer, error) {
 			"AZURE_STORAGE_ACCOUNT": AzureAccount,
 			"AZURE_STORAGE_KEY":     AzureAccountKey,
 		},
-	})
+	}
 }
 
 // File returns a fresh directory bucket on the local file system.

@@ -7,7 +7,8 @@
 // Guarantees:
 //
 //   - Each component starts lazily, at most once per test binary (one per
-//     `go test` package process), and is shared by the package's tests.
+//     `go test` package process), and is shared by the package's tests;
+//     the isolated ones (see Faults) belong to one test and stop with it.
 //   - Each test gets its own namespace ([StartKubernetes]), etcd key prefix
 //     ([StartEtcd]) or bucket ([S3], [GCS], [Azure], [File], [Mem]).
 //   - The controller manager runs the controllers in [Controllers], so owner
@@ -27,6 +28,46 @@
 // claims stay unbound; deleting an unscheduled pod is immediate), admission
 // webhooks, or isolation between tests beyond namespaces, prefixes and
 // buckets.
+//
+// # Faults
+//
+// Shared components must not be restarted under other tests' feet. A test
+// that injects faults into the components themselves starts its own:
+// [StartIsolatedKubernetes] (etcd, kube-apiserver, kube-controller-manager,
+// and a fault proxy between the API server and etcd), [StartIsolatedS3],
+// [StartIsolatedGCS] and [StartIsolatedAzure]. Each process is a
+// [Component] with Stop (SIGTERM), Start, Restart and Kill (SIGKILL); it
+// comes back on the same ports with the same data directory, so clients
+// reconnect to the address they had. Faults of the network between a client
+// and any component come from internal/faultproxy (latency, blackhole,
+// reset, refusal, one-way drop); [Kubernetes.ConfigVia] routes a client of
+// the API server through one.
+//
+// What survives a restart, as TestObjectStoreRestarts and
+// TestControlPlaneFaults show:
+//
+//   - etcd: everything (its data directory), through Stop and Kill; the API
+//     server reconnects by itself and its writes resume.
+//   - kube-apiserver: holds no state of its own; clients and informers
+//     reconnect and resume their watches. It is started with
+//     --shutdown-send-retry-after so that Stop takes about 2 s rather than
+//     up to 60 s while watches are open.
+//   - kube-controller-manager: holds no state of its own; after a restart
+//     it rebuilds its caches and the garbage collector goes on deleting
+//     dependents of deleted owners.
+//   - MinIO: buckets, objects and their settings, through Stop and Kill.
+//   - fake-gcs-server (isolated only, started with -backend filesystem):
+//     buckets and objects, through Stop and Kill. The shared server keeps
+//     everything in memory and is never restarted.
+//   - Azurite (isolated only, started with --location): containers and
+//     blobs survive Stop (SIGTERM saves its database). Kill can lose what
+//     was written in the last seconds: Azurite's metadata database
+//     (LokiJS) is saved to disk only every few seconds and on shutdown. The
+//     shared server keeps everything in memory and is never restarted.
+//
+// An isolated fake-gcs-server has no gocloud URL: gocloud finds a GCS
+// emulator only through the process-wide STORAGE_EMULATOR_HOST, which
+// belongs to the shared server. Use its Endpoint (the JSON API).
 //
 // # Binaries
 //

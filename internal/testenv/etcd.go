@@ -55,17 +55,7 @@ func startEtcd() (*etcdServer, error) {
 	}
 	clientURL := fmt.Sprintf("http://127.0.0.1:%d", clientPort)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
-	p, err := startProcess("etcd", dir, nil, path,
-		"--name=testenv",
-		"--data-dir="+dir+"/data",
-		"--listen-client-urls="+clientURL,
-		"--advertise-client-urls="+clientURL,
-		"--listen-peer-urls="+peerURL,
-		"--initial-advertise-peer-urls="+peerURL,
-		"--initial-cluster=testenv="+peerURL,
-		"--unsafe-no-fsync",
-		"--log-level=warn",
-	)
+	p, err := startProcess("etcd", dir, nil, path, etcdArgs(dir+"/data", clientURL, peerURL)...)
 	if err != nil {
 		return nil, err
 	}
@@ -76,6 +66,21 @@ func startEtcd() (*etcdServer, error) {
 		return nil, err
 	}
 	return &etcdServer{url: clientURL, proc: p}, nil
+}
+
+// etcdArgs is the command line of a single-member etcd.
+func etcdArgs(dataDir, clientURL, peerURL string) []string {
+	return []string{
+		"--name=testenv",
+		"--data-dir=" + dataDir,
+		"--listen-client-urls=" + clientURL,
+		"--advertise-client-urls=" + clientURL,
+		"--listen-peer-urls=" + peerURL,
+		"--initial-advertise-peer-urls=" + peerURL,
+		"--initial-cluster=testenv=" + peerURL,
+		"--unsafe-no-fsync",
+		"--log-level=warn",
+	}
 }
 
 // httpOK returns nil when a GET of url answers 200.

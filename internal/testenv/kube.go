@@ -90,14 +90,8 @@ func startControlPlane() (*controlPlane, error) {
 	if err != nil {
 		return nil, err
 	}
-	token, err := randomToken()
+	token, err := prepareControlPlane(dir)
 	if err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "tokens.csv"), []byte(token+`,admin,admin,"system:masters"`+"\n"), 0o600); err != nil {
-		return nil, err
-	}
-	if err := writeServiceAccountKey(filepath.Join(dir, "sa.key")); err != nil {
 		return nil, err
 	}
 	port, err := freePort()
@@ -105,21 +99,7 @@ func startControlPlane() (*controlPlane, error) {
 		return nil, err
 	}
 	host := fmt.Sprintf("https://127.0.0.1:%d", port)
-	apiserver, err := startProcess("kube-apiserver", dir, nil, apiserverPath,
-		"--etcd-servers="+etcd.url,
-		"--cert-dir="+filepath.Join(dir, "certs"),
-		"--bind-address=127.0.0.1",
-		fmt.Sprintf("--secure-port=%d", port),
-		"--token-auth-file="+filepath.Join(dir, "tokens.csv"),
-		"--authorization-mode=AlwaysAllow",
-		"--service-account-issuer=https://kubernetes.default.svc",
-		"--service-account-key-file="+filepath.Join(dir, "sa.key"),
-		"--service-account-signing-key-file="+filepath.Join(dir, "sa.key"),
-		"--service-cluster-ip-range=10.0.0.0/24",
-		"--disable-admission-plugins=ServiceAccount",
-		"--allow-privileged=true",
-		"--profiling=false",
-	)
+	apiserver, err := startProcess("kube-apiserver", dir, nil, apiserverPath, apiserverArgs(dir, etcd.url, port)...)
 	if err != nil {
 		return nil, err
 	}
@@ -141,14 +121,7 @@ func startControlPlane() (*controlPlane, error) {
 	if err := os.WriteFile(kubeconfig, []byte(kubeconfigFor(host, token)), 0o600); err != nil {
 		return nil, err
 	}
-	kcm, err := startProcess("kube-controller-manager", dir, nil, kcmPath,
-		"--kubeconfig="+kubeconfig,
-		"--controllers="+strings.Join(Controllers, ","),
-		"--leader-elect=false",
-		"--secure-port=0",
-		"--use-service-account-credentials=false",
-		"--concurrent-gc-syncs=10",
-	)
+	kcm, err := startProcess("kube-controller-manager", dir, nil, kcmPath, controllerManagerArgs(kubeconfig)...)
 	if err != nil {
 		return nil, err
 	}
@@ -160,6 +133,58 @@ func startControlPlane() (*controlPlane, error) {
 	case <-time.After(500 * time.Millisecond):
 	}
 	return &controlPlane{config: config, kubeconfig: kubeconfig}, nil
+}
+
+// prepareControlPlane writes the static token file and the service account
+// key into dir and returns the admin token.
+func prepareControlPlane(dir string) (string, error) {
+	token, err := randomToken()
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tokens.csv"), []byte(token+`,admin,admin,"system:masters"`+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	if err := writeServiceAccountKey(filepath.Join(dir, "sa.key")); err != nil {
+		return "", err
+	}
+	return token, nil
+}
+
+// apiserverArgs is the command line of kube-apiserver, with its files in
+// dir (see prepareControlPlane).
+func apiserverArgs(dir, etcdURL string, port int) []string {
+	return []string{
+		"--etcd-servers=" + etcdURL,
+		"--cert-dir=" + filepath.Join(dir, "certs"),
+		"--bind-address=127.0.0.1",
+		fmt.Sprintf("--secure-port=%d", port),
+		"--token-auth-file=" + filepath.Join(dir, "tokens.csv"),
+		"--authorization-mode=AlwaysAllow",
+		"--service-account-issuer=https://kubernetes.default.svc",
+		"--service-account-key-file=" + filepath.Join(dir, "sa.key"),
+		"--service-account-signing-key-file=" + filepath.Join(dir, "sa.key"),
+		"--service-cluster-ip-range=10.0.0.0/24",
+		"--disable-admission-plugins=ServiceAccount",
+		"--allow-privileged=true",
+		"--profiling=false",
+		// Shut down in about 2 s rather than wait up to 60 s for open
+		// watches to end, so that a restart is quick.
+		"--shutdown-send-retry-after=true",
+	}
+}
+
+// controllerManagerArgs is the command line of kube-controller-manager,
+// serving nothing itself.
+func controllerManagerArgs(kubeconfig string) []string {
+	return []string{
+		"--kubeconfig=" + kubeconfig,
+		"--controllers=" + strings.Join(Controllers, ","),
+		"--leader-elect=false",
+		"--secure-port=0",
+		"--use-service-account-credentials=false",
+		"--concurrent-gc-syncs=10",
+	}
 }
 
 func kubeconfigFor(host, token string) string {

@@ -208,6 +208,12 @@ func (p *process) logTail() string {
 func (p *process) waitReady(timeout time.Duration, ready func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	return p.waitReadyCtx(ctx, ready)
+}
+
+// waitReadyCtx is waitReady until ctx ends. When it fails, the process is
+// stopped.
+func (p *process) waitReadyCtx(ctx context.Context, ready func(context.Context) error) error {
 	var last error
 	for {
 		attempt, cancelAttempt := context.WithTimeout(ctx, 2*time.Second)
@@ -221,7 +227,7 @@ func (p *process) waitReady(timeout time.Duration, ready func(context.Context) e
 			return fmt.Errorf("%s exited before it was ready (%v); log %s ends with:\n%s", p.name, p.err, p.logPath, p.logTail())
 		case <-ctx.Done():
 			p.stop()
-			return fmt.Errorf("%s not ready after %s: %v; log %s ends with:\n%s", p.name, timeout, last, p.logPath, p.logTail())
+			return fmt.Errorf("%s not ready: %v (%v); log %s ends with:\n%s", p.name, ctx.Err(), last, p.logPath, p.logTail())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
