@@ -37,8 +37,14 @@ type DeleteAudit struct {
 	dels []Deletion
 }
 
+// Informer is what AuditDeletes needs of an informer: client-go's and
+// controller-runtime's both have it.
+type Informer interface {
+	AddEventHandler(cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error)
+}
+
 // AuditDeletes adds a handler to inf that records its deletions.
-func AuditDeletes(inf cache.SharedInformer) (*DeleteAudit, error) {
+func AuditDeletes(inf Informer) (*DeleteAudit, error) {
 	a := &DeleteAudit{}
 	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: a.record})
 	return a, err

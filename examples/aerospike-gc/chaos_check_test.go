@@ -1,0 +1,260 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/groundskeeper-io/groundskeeper/backupstore"
+	"github.com/groundskeeper-io/groundskeeper/examples/aerospike-gc/api"
+	"github.com/groundskeeper-io/groundskeeper/internal/chaos"
+	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
+)
+
+// The invariants of the aerospike-gc workload.
+const (
+	invSafety   = "safety"       // nothing deleted before its time or outside its prefix
+	invLiveness = "liveness"     // everything expired deleted within the bound
+	invKept     = "no data lost" // what must be kept exists, with its UID
+)
+
+func secretData(endpoint string) map[string]string {
+	return map[string]string{
+		backupstore.SecretKeyAccessKeyID:     testenv.S3AccessKeyID,
+		backupstore.SecretKeySecretAccessKey: testenv.S3SecretAccessKey,
+		backupstore.SecretKeyRegion:          testenv.S3Region,
+		backupstore.SecretKeyEndpoint:        endpoint,
+		backupstore.SecretKeyS3PathStyle:     "true",
+	}
+}
+
+func ts(t time.Time) string { return t.Format("15:04:05.000") }
+
+// check compares what the audits and the key history saw, and what exists
+// now, with the ground truth.
+func (g *gcWorkload) check(ctx context.Context) []chaos.Violation {
+	var out []chaos.Violation
+	add := func(inv, format string, args ...any) {
+		out = append(out, chaos.Violation{Invariant: inv, Detail: fmt.Sprintf(format, args...)})
+	}
+	backupDels := g.backupAudit.Deletions()
+	claimDels := g.claimAudit.Deletions()
+	keys := g.keys.Keys()
+	// Final state, read fresh.
+	var backups api.AerospikeNamespaceBackupList
+	var claims *corev1.PersistentVolumeClaimList
+	err := retry(func(ctx context.Context) (err error) {
+		if err = g.cl.List(ctx, &backups, client.InNamespace(g.w.ns)); err != nil {
+			return err
+		}
+		claims, err = g.kc.CoreV1().PersistentVolumeClaims(g.w.ns).List(ctx, metav1.ListOptions{})
+		return err
+	})
+	if err != nil {
+		add(invKept, "cannot read the final state: %v", err)
+		return out
+	}
+	liveBackups := map[string]types.UID{}
+	for _, b := range backups.Items {
+		liveBackups[b.Name] = b.UID
+	}
+	liveClaims := map[string]*corev1.PersistentVolumeClaim{}
+	for i := range claims.Items {
+		liveClaims[claims.Items[i].Name] = &claims.Items[i]
+	}
+
+	g.truth.mu.Lock()
+	defer g.truth.mu.Unlock()
+	stopped := g.truth.stopped
+	deadline := func(e time.Time) time.Time {
+		if e.Before(stopped) {
+			e = stopped
+		}
+		return e.Add(g.o.bound)
+	}
+	// Creation times the generator could not read (the object was gone
+	// first) come from the audit's last state of it.
+	for _, d := range backupDels {
+		if b := g.truth.backups[d.Name]; b != nil && b.created.IsZero() {
+			if o, ok := d.Last.(*api.AerospikeNamespaceBackup); ok {
+				b.uid, b.created = o.UID, o.CreationTimestamp.Time
+			}
+		}
+	}
+
+	// (a) Safety: every deletion seen was allowed when it happened.
+	deletedAt := map[types.UID]time.Time{}
+	for _, d := range backupDels {
+		deletedAt[d.UID] = d.Seen
+		b := g.truth.backups[d.Name]
+		switch {
+		case b == nil || (b.uid != "" && b.uid != d.UID):
+			add(invSafety, "backup %s (uid %s) that the workload did not create was deleted by %s", d.Name, d.UID, ts(d.Seen))
+		case !b.userDeleted.IsZero():
+			// Its owner deleted it.
+		case b.expiry().IsZero():
+			add(invSafety, "backup %s (%s, ttl %s) was deleted by %s; it must never be", b.name, b.class, b.ttl, ts(d.Seen))
+		case d.Seen.Before(b.expiry()):
+			add(invSafety, "backup %s was deleted by %s, %s before it expired at %s", b.name, ts(d.Seen), b.expiry().Sub(d.Seen).Round(time.Millisecond), ts(b.expiry()))
+		}
+	}
+	for _, d := range claimDels {
+		c := g.truth.claims[d.Name]
+		if c == nil || c.uid != d.UID {
+			add(invSafety, "claim %s (uid %s) that the workload did not create was deleted by %s", d.Name, d.UID, ts(d.Seen))
+			continue
+		}
+		// Deleted at some instant in [lo, hi]: the deletionTimestamp is
+		// in seconds.
+		lo, hi := d.Requested, d.Seen
+		if !lo.IsZero() {
+			deletedAt[d.UID] = lo
+			if lo.Add(time.Second).Before(hi) {
+				hi = lo.Add(time.Second)
+			}
+		}
+		if !c.allowedAt(lo) && !c.allowedAt(hi) {
+			add(invSafety, "claim %s (ttl %s, mounts %s) was deleted between %s and %s, while mounted or within its TTL of an unmount", c.name, c.ttl, mountsString(c.mounts), ts(lo), ts(hi))
+		}
+	}
+	owner := map[string]*backupTruth{}
+	decoyOf := map[string]*backupTruth{}
+	for _, b := range g.truth.backups {
+		for _, k := range b.keys {
+			owner[k] = b
+		}
+		decoyOf[b.decoy] = b
+	}
+	for key, r := range keys {
+		if r.GoneBy.IsZero() {
+			continue
+		}
+		b := owner[key]
+		switch {
+		case decoyOf[key] != nil:
+			add(invSafety, "key %s, beside backup %s's prefix and in no backup's, was deleted by %s", key, decoyOf[key].name, ts(r.GoneBy))
+		case b == nil:
+			add(invSafety, "key %s, which the workload did not write, was deleted by %s", key, ts(r.GoneBy))
+		case !b.userDeleted.IsZero() || b.expiry().IsZero():
+			add(invSafety, "key %s of backup %s (%s, deleted by its owner: %v) was deleted by %s; it must never be", key, b.name, b.class, !b.userDeleted.IsZero(), ts(r.GoneBy))
+		case r.GoneBy.Before(b.expiry()):
+			add(invSafety, "key %s was deleted by %s, %s before backup %s expired at %s", key, ts(r.GoneBy), b.expiry().Sub(r.GoneBy).Round(time.Millisecond), b.name, ts(b.expiry()))
+		}
+	}
+
+	// (b) Liveness: what expired went within the bound.
+	for _, name := range g.truth.order {
+		b := g.truth.backups[name]
+		e := b.expiry()
+		if e.IsZero() || !b.userDeleted.IsZero() {
+			continue
+		}
+		dl := deadline(e)
+		if at, ok := deletedAt[b.uid]; !ok {
+			add(invLiveness, "backup %s expired at %s and still exists", name, ts(e))
+		} else if at.After(dl) {
+			add(invLiveness, "backup %s expired at %s and was deleted by %s, after the bound %s", name, ts(e), ts(at), ts(dl))
+		}
+		for _, k := range b.keys {
+			if gone := keys[k].GoneBy; gone.IsZero() {
+				add(invLiveness, "key %s of backup %s, expired at %s, still exists", k, name, ts(e))
+			} else if gone.After(dl) {
+				add(invLiveness, "key %s of backup %s, expired at %s, was deleted by %s, after the bound %s", k, name, ts(e), ts(gone), ts(dl))
+			}
+		}
+	}
+	for _, name := range g.truth.corder {
+		c := g.truth.claims[name]
+		e := c.expiry()
+		if e.IsZero() {
+			continue
+		}
+		at, ok := deletedAt[c.uid]
+		if l := liveClaims[name]; l != nil && l.UID == c.uid && l.DeletionTimestamp != nil {
+			at, ok = l.DeletionTimestamp.Time, true
+		}
+		if !ok {
+			add(invLiveness, "claim %s expired at %s and still exists", name, ts(e))
+		} else if dl := deadline(e); at.After(dl) {
+			add(invLiveness, "claim %s expired at %s and was deleted at %s, after the bound %s", name, ts(e), ts(at), ts(dl))
+		}
+	}
+
+	// (c) No data lost: what must be kept exists, with its UID.
+	now := time.Now()
+	for _, name := range g.truth.order {
+		b := g.truth.backups[name]
+		if b.class != classExpires && b.userDeleted.IsZero() && b.uid != "" {
+			if uid, ok := liveBackups[name]; !ok {
+				add(invKept, "backup %s (%s) is gone", name, b.class)
+			} else if uid != b.uid {
+				add(invKept, "backup %s (%s) has uid %s, not its own %s", name, b.class, uid, b.uid)
+			}
+		}
+		mustKeep := []string{b.decoy}
+		if b.class != classExpires {
+			mustKeep = append(mustKeep, b.keys...)
+		}
+		for _, k := range mustKeep {
+			var ok bool
+			err := retry(func(ctx context.Context) (err error) {
+				ok, err = g.w.store.Exists(ctx, k)
+				return err
+			})
+			if err != nil {
+				add(invKept, "key %s: %v", k, err)
+			} else if !ok {
+				add(invKept, "key %s (backup %s, %s) is gone", k, name, b.class)
+			}
+		}
+	}
+	for _, name := range g.truth.corder {
+		c := g.truth.claims[name]
+		if !c.mustKeep(now) {
+			continue
+		}
+		switch l := liveClaims[name]; {
+		case l == nil:
+			add(invKept, "claim %s (ttl %s, mounts %s) is gone", name, c.ttl, mountsString(c.mounts))
+		case l.UID != c.uid:
+			add(invKept, "claim %s has uid %s, not its own %s", name, l.UID, c.uid)
+		case l.DeletionTimestamp != nil:
+			add(invKept, "claim %s (ttl %s, mounts %s) is being deleted since %s", name, c.ttl, mountsString(c.mounts), ts(l.DeletionTimestamp.Time))
+		}
+	}
+	return out
+}
+
+func mountsString(ms []mount) string {
+	s := ""
+	for _, m := range ms {
+		to := "now"
+		if !m.to.IsZero() {
+			to = ts(m.to)
+		}
+		s += "[" + ts(m.from) + "," + to + ")"
+	}
+	return s
+}
+
+// observed adds to ops what the collectors were seen to delete.
+func (g *gcWorkload) observed(ops map[string]int) {
+	ops["observed: backups deleted"] = len(g.backupAudit.Deletions())
+	ops["observed: claims deleted"] = len(g.claimAudit.Deletions())
+	n := 0
+	for _, r := range g.keys.Keys() {
+		if !r.GoneBy.IsZero() {
+			n++
+		}
+	}
+	ops["observed: keys deleted"] = n
+	ok, failed := g.keys.Listings()
+	ops["observed: store listings"] = ok
+	ops["observed: store listings failed"] = failed
+}
+

@@ -1,0 +1,262 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"gocloud.dev/blob"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/groundskeeper-io/groundskeeper/internal/chaos"
+	"github.com/groundskeeper-io/groundskeeper/internal/faultproxy"
+	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
+)
+
+// shortSeed is the seed of the short run in make test; CHAOS_SEED
+// replays another.
+const shortSeed = 14
+
+// TestChaos runs the aerospike-gc workload on a control plane and a MinIO
+// of its own while their components restart, the replicas' connections
+// fail and replicas are killed, then checks the invariants (see
+// internal/chaos). Without CHAOS_DURATION it is the short run of make
+// test: 60 s of faults from a fixed seed. make chaos sets CHAOS_DURATION
+// (and a random seed unless CHAOS_SEED is set).
+func TestChaos(t *testing.T) {
+	duration, long, err := chaos.LongDuration()
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := uint64(shortSeed)
+	if !long {
+		duration = 60 * time.Second
+	} else {
+		def = uint64(time.Now().UnixNano())
+	}
+	seed, err := chaos.SeedFromEnv(def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("seed %d: replay with %s=%d", seed, chaos.SeedEnv, seed)
+
+	k := testenv.StartIsolatedKubernetes(t)
+	installCRD(t, k.Config)
+	s3 := testenv.StartIsolatedS3(t, testenv.BucketOptions{})
+	minio := faultproxy.Start(t, strings.TrimPrefix(s3.Endpoint, "http://"))
+	apiAddr := strings.TrimPrefix(k.Config.Host, "https://")
+	replicaProxies := []*faultproxy.Proxy{faultproxy.Start(t, apiAddr), faultproxy.Start(t, apiAddr)}
+	world := gcWorld{
+		direct: k.Config, ns: k.Namespace, bucket: s3.Bucket, store: s3.Open(t),
+		replicaConfig: func(i int) (*rest.Config, *faultproxy.Proxy) {
+			return k.ConfigVia(replicaProxies[i]), replicaProxies[i]
+		},
+	}
+	log, logPath, err := fileLogger(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	klog.SetLogger(log.WithName("klog"))
+	t.Cleanup(klog.ClearLogger)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// The bound: a leader killed just before the faults stop keeps its
+	// Lease for 15 s, then a pass, a retry after a failed deletion (2 s)
+	// and the pvc-protection finalizer; doubled for a loaded machine.
+	g, err := newGCWorkload(ctx, world, gcOptions{bound: 60 * time.Second, log: log}, seed, "http://"+minio.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A client's connections: to the API server for each replica, and to
+	// the store (shared: the endpoint is in the backups' Secret).
+	clients := []*faultproxy.Proxy{replicaProxies[0], replicaProxies[1], minio}
+	all := append(clients[:3:3], k.EtcdProxy)
+	restart := func(c *testenv.Component) func(context.Context, chaos.Step) error {
+		return func(ctx context.Context, s chaos.Step) error {
+			ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+			defer cancel()
+			if s.Param < 300 { // a crash rather than an orderly stop
+				if err := c.Kill(); err != nil && !errors.Is(err, testenv.ErrNotRunning) {
+					return err
+				}
+			}
+			err := c.Restart(ctx)
+			for i := 0; err != nil && i < 3; i++ {
+				time.Sleep(2 * time.Second)
+				err = c.Start(ctx)
+			}
+			return err
+		}
+	}
+	faults := []chaos.Fault{
+		{Kind: "restart etcd", Inject: restart(k.Etcd)},
+		{Kind: "restart kube-apiserver", Inject: restart(k.APIServer)},
+		{Kind: "restart kube-controller-manager", Inject: restart(k.ControllerManager)},
+		{Kind: "restart minio", Inject: restart(s3.Server)},
+		{Kind: "blackhole a client", Weight: 2, Targets: len(clients), Lasts: true, Inject: func(ctx context.Context, s chaos.Step) error {
+			clients[s.Target].SetBlackhole(true)
+			defer clients[s.Target].SetBlackhole(false)
+			return sleep(ctx, s.Hold)
+		}},
+		{Kind: "reset connections", Weight: 2, Targets: len(all), Inject: func(ctx context.Context, s chaos.Step) error {
+			all[s.Target].Reset()
+			return nil
+		}},
+		{Kind: "add latency", Targets: len(all), Lasts: true, Inject: func(ctx context.Context, s chaos.Step) error {
+			all[s.Target].SetLatency(faultproxy.Both, time.Duration(20+s.Param/4)*time.Millisecond)
+			defer all[s.Target].SetLatency(faultproxy.Both, 0)
+			return sleep(ctx, s.Hold)
+		}},
+		{Kind: "kill a replica", Weight: 2, Targets: 2, Inject: func(ctx context.Context, s chaos.Step) error {
+			return g.kill(s.Target)
+		}},
+	}
+	res := runGC(ctx, t, g, chaos.Config{
+		Name: "aerospike-gc", Seed: seed, Duration: duration, Faults: faults,
+		Schedule:      &chaos.ScheduleOptions{MinGap: 2 * time.Second, MaxGap: 6 * time.Second, MinHold: time.Second, MaxHold: 12 * time.Second},
+		SettleTimeout: 90 * time.Second,
+	})
+	t.Logf("replica and component logs: %s", logPath)
+	fmt.Println(res.Table())
+	if res.Failed() {
+		t.Errorf("chaos run failed; replay with %s=%d; replica log %s\n%s", chaos.SeedEnv, seed, logPath, res.Table())
+	}
+	if res.Ops["observed: backups deleted"] == 0 || res.Ops["observed: claims deleted"] == 0 {
+		t.Errorf("the collectors deleted nothing: the run proves nothing\n%s", res.Table())
+	}
+}
+
+// runGC runs the workload g under cfg's faults with its replicas, which
+// keep running while the system settles and stop when the run is over.
+func runGC(ctx context.Context, t *testing.T, g *gcWorkload, cfg chaos.Config) *chaos.Result {
+	rctx, stopReplicas := context.WithCancel(ctx)
+	var replicas *sync.WaitGroup
+	cfg.Workload = func(ctx context.Context, ops *chaos.Ops) error {
+		replicas = g.runReplicas(rctx, ops)
+		return g.generate(ctx, ops)
+	}
+	cfg.Settled = g.settled
+	cfg.Check = g.check
+	cfg.Logf = t.Logf
+	res := chaos.Run(ctx, cfg)
+	stopReplicas()
+	if replicas != nil {
+		replicas.Wait()
+	}
+	g.observed(res.Ops)
+	return res
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-time.After(d):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// offsetClock is the real clock shifted by offset: a collector whose clock
+// is wrong, a planted bug.
+type offsetClock struct {
+	clock.RealClock
+	offset time.Duration
+}
+
+func (c offsetClock) Now() time.Time                  { return time.Now().Add(c.offset) }
+func (c offsetClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
+// siblingDeletingStore is an S3 endpoint in front of MinIO that, after
+// each delete it passes on, deletes one more key: the first decoy beside
+// a backup's prefix that is left. A planted bug of the store layer.
+func siblingDeletingStore(t *testing.T, endpoint string, bucket *blob.Bucket, prefix string) string {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rp.ServeHTTP(w, r)
+		if r.Method != http.MethodDelete && !(r.Method == http.MethodPost && r.URL.Query().Has("delete")) {
+			return
+		}
+		iter := bucket.List(&blob.ListOptions{Prefix: prefix})
+		for {
+			o, err := iter.Next(r.Context())
+			if errors.Is(err, io.EOF) || err != nil {
+				return
+			}
+			if strings.HasSuffix(o.Key, ".log") {
+				_ = bucket.Delete(r.Context(), o.Key)
+				return
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// Each invariant catches a planted bug: the workload runs without faults
+// on the shared control plane, with a collector broken by a test-only
+// wrapper, and the checker must report the invariant.
+func TestChaosCheckerCatchesPlantedBugs(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		clock clock.WithTicker
+		store bool
+		want  []string
+	}{
+		{name: "collector clock an hour ahead", clock: offsetClock{offset: time.Hour}, want: []string{invSafety, invKept}},
+		{name: "store deletes a sibling key with each delete", store: true, want: []string{invSafety, invKept}},
+		{name: "collector clock an hour behind", clock: offsetClock{offset: -time.Hour}, want: []string{invLiveness}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := testenv.StartKubernetes(t)
+			installCRD(t, k.Config)
+			s3 := testenv.S3(t)
+			store := s3.Open(t)
+			world := gcWorld{
+				direct: k.Config, ns: k.Namespace, bucket: s3.Bucket, store: store,
+				replicaConfig: func(int) (*rest.Config, *faultproxy.Proxy) { return k.Config, nil },
+			}
+			endpoint := s3.Endpoint
+			if tc.store {
+				endpoint = siblingDeletingStore(t, s3.Endpoint, store, "backups/"+k.Namespace+"/")
+			}
+			log, logPath, err := fileLogger(shortSeed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			g, err := newGCWorkload(ctx, world, gcOptions{clock: tc.clock, bound: 15 * time.Second, log: log}, shortSeed, endpoint)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := runGC(ctx, t, g, chaos.Config{Name: "aerospike-gc planted: " + tc.name, Seed: shortSeed,
+				Duration: 15 * time.Second, SettleTimeout: 25 * time.Second})
+			t.Logf("replica log: %s\n%s", logPath, res.Table())
+			found := map[string]int{}
+			for _, v := range res.Violations {
+				found[v.Invariant]++
+			}
+			for _, inv := range tc.want {
+				if found[inv] == 0 {
+					t.Errorf("the checker did not report %q for the planted bug %q; it reported %v", inv, tc.name, found)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,729 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	"gocloud.dev/blob"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/groundskeeper-io/groundskeeper/examples/aerospike-gc/api"
+	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
+	"github.com/groundskeeper-io/groundskeeper/internal/chaos"
+	"github.com/groundskeeper-io/groundskeeper/internal/faultproxy"
+	"github.com/groundskeeper-io/groundskeeper/lifecycle"
+	"github.com/groundskeeper-io/groundskeeper/retention"
+)
+
+// The aerospike-gc chaos workload: two replicas of the collector with
+// leader election, a generator of backups (with data in the store) and of
+// claims whose pods come and go, and the ground truth the generator
+// records, outside the system under test, for the checker.
+
+// gcWorld is where the workload runs.
+type gcWorld struct {
+	direct *rest.Config // the test's own: no faults
+	ns     string
+	bucket string       // its name
+	store  *blob.Bucket // opened directly: no faults
+	// replicaConfig is the API server config of replica slot i, and the
+	// proxy it goes through (nil: no faults on it).
+	replicaConfig func(i int) (*rest.Config, *faultproxy.Proxy)
+}
+
+// gcOptions tune the workload; the zero value is the real thing.
+type gcOptions struct {
+	// clock is the collectors' clock: the real one, or a planted bug.
+	clock clock.WithTicker
+	// bound is the liveness bound: how long after its expiry, or after the
+	// faults stopped if later, an expired object may still exist.
+	bound time.Duration
+	log   logr.Logger
+}
+
+// Backup classes, which say what may happen to a backup.
+const (
+	classExpires = "expires" // short TTL, Secret present: collected
+	classNoCreds = "no-secret" // short TTL, Secret absent: kept, data and all
+	classLong    = "1h"      // kept through the run
+	classForever = "forever" // spec.ttl 0d
+)
+
+type backupTruth struct {
+	name, class string
+	ttl         time.Duration
+	uid         types.UID
+	created     time.Time // creationTimestamp, when known
+	keys        []string  // its data
+	decoy       string    // a key beside its prefix: never to be deleted
+	userDeleted time.Time // when the generator deleted it: allowed
+}
+
+// expiry is when the backup may be collected; zero: never.
+func (b *backupTruth) expiry() time.Time {
+	if b.class != classExpires || b.created.IsZero() {
+		return time.Time{}
+	}
+	return b.created.Add(b.ttl)
+}
+
+type mount struct {
+	from time.Time // the pod's create returned
+	to   time.Time // the pod's delete was sent; zero: still mounted
+	toOK time.Time // the pod's delete returned
+}
+
+type claimTruth struct {
+	name, pod string
+	ttl       time.Duration
+	uid       types.UID
+	mounts    []mount
+	comeback  time.Time // when the pod comes back; zero: it does not
+	remounted bool
+}
+
+// allowedAt says whether the claim may be deleted at t: it was unmounted
+// for its TTL, counted from the second in which its pod's delete was sent
+// (lifecycle records last-unmounted-on in seconds).
+func (c *claimTruth) allowedAt(t time.Time) bool {
+	if len(c.mounts) == 0 || c.mounts[0].to.IsZero() {
+		return false
+	}
+	for _, m := range c.mounts {
+		if !m.from.After(t) && (m.to.IsZero() || t.Before(m.to.Truncate(time.Second).Add(c.ttl))) {
+			return false
+		}
+	}
+	return !t.Before(c.mounts[0].to.Truncate(time.Second).Add(c.ttl))
+}
+
+// expiry is when the claim must be collected by (before the liveness
+// bound): its last unmount's TTL later; zero when it is mounted, comes
+// back, or has a TTL beyond the run.
+func (c *claimTruth) expiry() time.Time {
+	if len(c.mounts) == 0 || c.ttl >= time.Hour {
+		return time.Time{}
+	}
+	last := c.mounts[len(c.mounts)-1]
+	if last.to.IsZero() || (!c.comeback.IsZero() && !c.remounted) {
+		return time.Time{}
+	}
+	return last.toOK.Add(c.ttl + time.Second)
+}
+
+// mustKeep says whether the claim could never be deleted so far.
+func (c *claimTruth) mustKeep(now time.Time) bool {
+	// Allowed windows open at an unmount's TTL and close at the next
+	// mount: try each opening.
+	for _, m := range c.mounts {
+		if !m.to.IsZero() {
+			if at := m.to.Truncate(time.Second).Add(c.ttl); at.Before(now) && c.allowedAt(at) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// truth is what the generator did.
+type truth struct {
+	mu      sync.Mutex
+	backups map[string]*backupTruth
+	claims  map[string]*claimTruth
+	order   []string // backup names in creation order
+	corder  []string
+	stopped time.Time // when the workload stopped
+}
+
+type gcWorkload struct {
+	w      gcWorld
+	o      gcOptions
+	seed   uint64
+	truth  truth
+	keys   *chaos.KeyHistory
+	backupAudit, claimAudit *chaos.DeleteAudit
+	cl     client.Client // direct
+	kc     kubernetes.Interface
+	slots  []*slot
+	prefix string
+}
+
+// newGCWorkload starts the audits (before anything is created) and the key
+// history, and creates the Secret the backups name.
+func newGCWorkload(ctx context.Context, w gcWorld, o gcOptions, seed uint64, endpoint string) (*gcWorkload, error) {
+	cl, err := client.New(w.direct, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
+	kc, err := kubernetes.NewForConfig(w.direct)
+	if err != nil {
+		return nil, err
+	}
+	g := &gcWorkload{w: w, o: o, seed: seed, cl: cl, kc: kc, prefix: "backups/" + w.ns + "/",
+		truth: truth{backups: map[string]*backupTruth{}, claims: map[string]*claimTruth{}}}
+	if g.o.clock == nil {
+		g.o.clock = clock.RealClock{}
+	}
+
+	// The audits: informers on the test's own connection, whose relists
+	// after an API server restart report the deletions their watch missed.
+	factory := informers.NewSharedInformerFactoryWithOptions(kc, 0, informers.WithNamespace(w.ns))
+	claimInf := factory.Core().V1().PersistentVolumeClaims().Informer()
+	if g.claimAudit, err = chaos.AuditDeletes(claimInf); err != nil {
+		return nil, err
+	}
+	c, err := cache.New(w.direct, cache.Options{Scheme: scheme, DefaultNamespaces: map[string]cache.Config{w.ns: {}}})
+	if err != nil {
+		return nil, err
+	}
+	backupInf, err := c.GetInformer(ctx, &api.AerospikeNamespaceBackup{})
+	if err != nil {
+		return nil, err
+	}
+	if g.backupAudit, err = chaos.AuditDeletes(backupInf); err != nil {
+		return nil, err
+	}
+	factory.Start(ctx.Done())
+	go func() { _ = c.Start(ctx) }()
+	if !toolscache.WaitForCacheSync(ctx.Done(), claimInf.HasSynced) || !c.WaitForCacheSync(ctx) {
+		return nil, errors.New("audit informers did not sync")
+	}
+	g.keys = chaos.NewKeyHistory(w.store, g.prefix)
+	go g.keys.Run(ctx, 500*time.Millisecond)
+
+	_, err = kc.CoreV1().Secrets(w.ns).Create(ctx, s3Secret("minio", endpoint), metav1.CreateOptions{})
+	return g, err
+}
+
+// retry runs op until it succeeds, it reports done, or a minute passes;
+// each attempt gets 10 s. Operations must be idempotent or tell by their
+// error that an earlier attempt was applied.
+func retry(op func(ctx context.Context) error) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := op(ctx)
+		cancel()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// generate creates, mounts, unmounts and deletes until ctx ends.
+func (g *gcWorkload) generate(ctx context.Context, ops *chaos.Ops) error {
+	rng := rand.New(rand.NewPCG(g.seed, 0x616572))
+	defer func() {
+		g.truth.mu.Lock()
+		g.truth.stopped = time.Now()
+		g.truth.mu.Unlock()
+	}()
+	// Some that must be kept from the start.
+	for _, class := range []string{classForever, classLong, classNoCreds} {
+		if err := g.newBackup(rng, class, ops); err != nil {
+			return err
+		}
+	}
+	for i := 0; ctx.Err() == nil; i++ {
+		if err := g.remountDue(ops); err != nil {
+			return err
+		}
+		var err error
+		switch n := rng.IntN(10); {
+		case n < 4:
+			class := classExpires
+			switch m := rng.IntN(20); {
+			case m < 3:
+				class = classNoCreds
+			case m < 5:
+				class = classLong
+			case m < 7:
+				class = classForever
+			}
+			err = g.newBackup(rng, class, ops)
+		case n < 5:
+			err = g.userDelete(rng, ops)
+		case n < 7:
+			err = g.newClaim(rng, ops)
+		default:
+			err = g.unmount(rng, ops)
+		}
+		if err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(200+rng.IntN(400)) * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+func (g *gcWorkload) newBackup(rng *rand.Rand, class string, ops *chaos.Ops) error {
+	g.truth.mu.Lock()
+	name := fmt.Sprintf("b-%d", len(g.truth.order))
+	g.truth.mu.Unlock()
+	b := &backupTruth{name: name, class: class, decoy: g.prefix + name + ".log"}
+	ttl, secret := "", "minio"
+	switch class {
+	case classExpires, classNoCreds:
+		b.ttl = time.Duration(3+rng.IntN(10)) * time.Second
+		ttl = retention.Format(b.ttl)
+		if class == classNoCreds {
+			secret = "absent"
+		}
+	case classLong:
+		b.ttl, ttl = time.Hour, "1h"
+	case classForever:
+		ttl = "0d"
+	}
+	for _, part := range []string{"part-0001.asb", "metadata.json"} {
+		b.keys = append(b.keys, g.prefix+name+"/"+part)
+	}
+	// The data first, as a backup writes it; then the resource.
+	for _, key := range append(slices.Clone(b.keys), b.decoy) {
+		if err := retry(func(ctx context.Context) error { return g.w.store.WriteAll(ctx, key, []byte("data of "+key), nil) }); err != nil {
+			return fmt.Errorf("write %s: %w", key, err)
+		}
+		g.keys.Expect(key, time.Now())
+		ops.Add("write object")
+	}
+	g.truth.mu.Lock()
+	g.truth.backups[name] = b
+	g.truth.order = append(g.truth.order, name)
+	g.truth.mu.Unlock()
+	obj := &api.AerospikeNamespaceBackup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: g.w.ns, Name: name},
+		Spec: api.AerospikeNamespaceBackupSpec{
+			Target:  api.TargetNamespace{Cluster: "orders", Namespace: "orders"},
+			Storage: api.BackupStorageSpec{Type: "s3", Bucket: g.w.bucket, Secret: secret},
+			TTL:     ttl,
+		},
+	}
+	err := retry(func(ctx context.Context) error {
+		err := g.cl.Create(ctx, obj.DeepCopy())
+		if apierrors.IsAlreadyExists(err) {
+			return nil // an earlier attempt was applied
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("create backup %s: %w", name, err)
+	}
+	ops.Add("create backup (" + class + ")")
+	// Learn its UID and creationTimestamp; if it is gone already (a
+	// planted clock), the audit's last state tells.
+	_ = retry(func(ctx context.Context) error {
+		var got api.AerospikeNamespaceBackup
+		err := g.cl.Get(ctx, client.ObjectKey{Namespace: g.w.ns, Name: name}, &got)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err == nil {
+			g.truth.mu.Lock()
+			b.uid, b.created = got.UID, got.CreationTimestamp.Time
+			g.truth.mu.Unlock()
+		}
+		return err
+	})
+	return nil
+}
+
+// userDelete deletes a backup that is kept (1h or forever), as its owner
+// may: its data stays in the store, and nothing may delete it.
+func (g *gcWorkload) userDelete(rng *rand.Rand, ops *chaos.Ops) error {
+	g.truth.mu.Lock()
+	var cands []*backupTruth
+	for _, name := range g.truth.order {
+		b := g.truth.backups[name]
+		if (b.class == classLong || b.class == classForever) && b.userDeleted.IsZero() && b.uid != "" {
+			cands = append(cands, b)
+		}
+	}
+	if len(cands) < 3 { // keep some
+		g.truth.mu.Unlock()
+		return nil
+	}
+	b := cands[rng.IntN(len(cands))]
+	b.userDeleted = time.Now()
+	uid := b.uid
+	g.truth.mu.Unlock()
+	err := retry(func(ctx context.Context) error {
+		obj := &api.AerospikeNamespaceBackup{ObjectMeta: metav1.ObjectMeta{Namespace: g.w.ns, Name: b.name}}
+		err := g.cl.Delete(ctx, obj, client.Preconditions{UID: &uid})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("delete backup %s: %w", b.name, err)
+	}
+	ops.Add("delete backup (user)")
+	return nil
+}
+
+func (g *gcWorkload) newClaim(rng *rand.Rand, ops *chaos.Ops) error {
+	g.truth.mu.Lock()
+	i := len(g.truth.corder)
+	c := &claimTruth{name: fmt.Sprintf("data-%d", i), pod: fmt.Sprintf("pod-%d", i),
+		ttl: time.Duration(5+rng.IntN(6)) * time.Second}
+	if rng.IntN(7) == 0 {
+		c.ttl = time.Hour
+	}
+	g.truth.claims[c.name] = c
+	g.truth.corder = append(g.truth.corder, c.name)
+	g.truth.mu.Unlock()
+	ann := lifecycle.Annotations{Prefix: lifecycle.AerospikeAnnotationPrefix}
+	claim := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: c.name, Labels: map[string]string{"app": "aerospike"}, Annotations: ann.Track(c.pod, c.ttl)},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}
+	var created *corev1.PersistentVolumeClaim
+	err := retry(func(ctx context.Context) error {
+		got, err := g.kc.CoreV1().PersistentVolumeClaims(g.w.ns).Create(ctx, claim, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			got, err = g.kc.CoreV1().PersistentVolumeClaims(g.w.ns).Get(ctx, c.name, metav1.GetOptions{})
+		}
+		created = got
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("create claim %s: %w", c.name, err)
+	}
+	g.truth.mu.Lock()
+	c.uid = created.UID
+	g.truth.mu.Unlock()
+	ops.Add("create claim")
+	return g.mountPod(c, ops)
+}
+
+func (g *gcWorkload) mountPod(c *claimTruth, ops *chaos.Ops) error {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: c.pod},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "aerospike", Image: "aerospike/aerospike-server",
+				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/opt/aerospike/data"}}}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: c.name}}}},
+		},
+	}
+	err := retry(func(ctx context.Context) error {
+		_, err := g.kc.CoreV1().Pods(g.w.ns).Create(ctx, pod, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("create pod %s: %w", c.pod, err)
+	}
+	g.truth.mu.Lock()
+	c.mounts = append(c.mounts, mount{from: time.Now()})
+	g.truth.mu.Unlock()
+	ops.Add("mount claim")
+	return nil
+}
+
+// unmount deletes the pod of a claim mounted for 4 s or more. Two in five
+// come back within a quarter of the claim's TTL, as a restarted pod does.
+func (g *gcWorkload) unmount(rng *rand.Rand, ops *chaos.Ops) error {
+	g.truth.mu.Lock()
+	var cands []*claimTruth
+	for _, name := range g.truth.corder {
+		c := g.truth.claims[name]
+		if n := len(c.mounts); n > 0 && c.mounts[n-1].to.IsZero() && time.Since(c.mounts[n-1].from) > 4*time.Second {
+			cands = append(cands, c)
+		}
+	}
+	if len(cands) == 0 {
+		g.truth.mu.Unlock()
+		return nil
+	}
+	c := cands[rng.IntN(len(cands))]
+	last := &c.mounts[len(c.mounts)-1]
+	last.to = time.Now()
+	comeback := !c.remounted && c.ttl < time.Hour && rng.IntN(5) < 2
+	delay := time.Duration(500+rng.Int64N(int64(c.ttl/4/time.Millisecond))) * time.Millisecond
+	g.truth.mu.Unlock()
+	err := retry(func(ctx context.Context) error {
+		err := g.kc.CoreV1().Pods(g.w.ns).Delete(ctx, c.pod, metav1.DeleteOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("delete pod %s: %w", c.pod, err)
+	}
+	g.truth.mu.Lock()
+	last.toOK = time.Now()
+	if comeback {
+		c.comeback = last.toOK.Add(delay)
+	}
+	g.truth.mu.Unlock()
+	ops.Add("unmount claim")
+	return nil
+}
+
+// remountDue brings back the pods due to come back, as their operator
+// would: the pod, then the claim's unmount mark cleared (lifecycle's
+// MarkMounted). A pod that would come back within 2 s of its claim's
+// expiry stays away: its claim may be collected, and mounting it then
+// races the collector by design.
+func (g *gcWorkload) remountDue(ops *chaos.Ops) error {
+	now := time.Now()
+	g.truth.mu.Lock()
+	var due []*claimTruth
+	for _, name := range g.truth.corder {
+		c := g.truth.claims[name]
+		if !c.comeback.IsZero() && !c.remounted && !now.Before(c.comeback) {
+			c.remounted = true
+			last := c.mounts[len(c.mounts)-1]
+			if now.After(last.to.Truncate(time.Second).Add(c.ttl - 2*time.Second)) {
+				c.comeback = time.Time{}
+				continue
+			}
+			due = append(due, c)
+		}
+	}
+	g.truth.mu.Unlock()
+	ann := lifecycle.Annotations{Prefix: lifecycle.AerospikeAnnotationPrefix}
+	for _, c := range due {
+		if err := g.mountPod(c, ops); err != nil {
+			return err
+		}
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, ann.LastUnmountedKey())
+		err := retry(func(ctx context.Context) error {
+			_, err := g.kc.CoreV1().PersistentVolumeClaims(g.w.ns).Patch(ctx, c.name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil // collected before it came back: allowed if it expired
+			}
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("mark claim %s mounted: %w", c.name, err)
+		}
+		ops.Add("remount claim")
+	}
+	return nil
+}
+
+// slot is one replica of the collector: a manager, replaced when it is
+// killed or exits (as a Deployment's pod is).
+type slot struct {
+	i      int
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	exited chan struct{}
+	killed bool
+}
+
+// runReplicas runs two replicas until ctx ends.
+func (g *gcWorkload) runReplicas(ctx context.Context, ops *chaos.Ops) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	for i := range 2 {
+		s := &slot{i: i}
+		g.slots = append(g.slots, s)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			g.runSlot(ctx, s, ops)
+		}()
+	}
+	return &wg
+}
+
+func (g *gcWorkload) runSlot(ctx context.Context, s *slot, ops *chaos.Ops) {
+	cfg, _ := g.w.replicaConfig(s.i)
+	for ctx.Err() == nil {
+		mctx, cancel := context.WithCancel(ctx)
+		exited := make(chan struct{})
+		s.mu.Lock()
+		s.cancel, s.exited, s.killed = cancel, exited, false
+		s.mu.Unlock()
+		err := g.runManager(mctx, cfg, s.i)
+		cancel()
+		close(exited)
+		s.mu.Lock()
+		killed := s.killed
+		s.mu.Unlock()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case killed:
+			ops.Add("replica replaced after kill")
+		default:
+			g.o.log.Info("replica exited; starting another", "slot", s.i, "error", err)
+			ops.Add("replica restarted after exit")
+			time.Sleep(time.Second)
+		}
+	}
+}
+
+// kill stops replica i as SIGKILL would: its connections are cut first
+// and refused, so that nothing it does after reaches the API server, and
+// its Lease is not released. Its slot then starts a new one.
+func (g *gcWorkload) kill(i int) error {
+	s := g.slots[i]
+	_, proxy := g.w.replicaConfig(i)
+	if proxy != nil {
+		proxy.SetRefuse(true)
+		proxy.Reset()
+		defer proxy.Heal()
+	}
+	s.mu.Lock()
+	s.killed = true
+	cancel, exited := s.cancel, s.exited
+	s.mu.Unlock()
+	cancel()
+	select {
+	case <-exited:
+		return nil
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("replica %d did not stop", i)
+	}
+}
+
+// runManager runs one replica until ctx ends or it exits.
+func (g *gcWorkload) runManager(ctx context.Context, cfg *rest.Config, i int) error {
+	flags := kubecmd.Flags{Namespace: g.w.ns, LeaderElect: true}
+	mgr, err := flags.NewManager(rest.CopyConfig(cfg), "aerospike-gc", scheme, func(mo *manager.Options) {
+		mo.Controller.SkipNameValidation = ptr.To(true)
+		mo.Metrics.BindAddress = "0"
+		mo.HealthProbeBindAddress = "0"
+		mo.Logger = g.o.log.WithValues("replica", i)
+		// A crash does not release the Lease.
+		mo.LeaderElectionReleaseOnCancel = false
+		mo.GracefulShutdownTimeout = ptr.To(2 * time.Second)
+	})
+	if err != nil {
+		return err
+	}
+	o := controllerOptions{namespace: g.w.ns, retryAfter: 2 * time.Second, claimSelector: "app=aerospike"}
+	if err := setupCollector(mgr, o, g.o.clock, nil); err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}
+
+// fileLogger logs to a file that outlives the test, for a failed run.
+func fileLogger(seed uint64) (logr.Logger, string, error) {
+	f, err := os.CreateTemp("", fmt.Sprintf("aerospike-gc-chaos-%d-*.log", seed))
+	if err != nil {
+		return logr.Discard(), "", err
+	}
+	var mu sync.Mutex
+	log := funcr.New(func(prefix, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintln(f, time.Now().Format("15:04:05.000"), prefix, args)
+	}, funcr.Options{Verbosity: 1})
+	return log, f.Name(), nil
+}
+
+func s3Secret(name, endpoint string) *corev1.Secret {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	s.StringData = secretData(endpoint)
+	return s
+}
+
+// pending lists what has expired (by now) but is not yet gone: backup
+// resources, their keys, claims. Empty means the collectors caught up.
+func (g *gcWorkload) pending(ctx context.Context, now time.Time) ([]string, error) {
+	var list api.AerospikeNamespaceBackupList
+	if err := g.cl.List(ctx, &list, client.InNamespace(g.w.ns)); err != nil {
+		return nil, err
+	}
+	claims, err := g.kc.CoreV1().PersistentVolumeClaims(g.w.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if err := g.keys.List(ctx); err != nil {
+		return nil, err
+	}
+	keys := g.keys.Keys()
+	g.truth.mu.Lock()
+	defer g.truth.mu.Unlock()
+	var out []string
+	for _, b := range list.Items {
+		if t := g.truth.backups[b.Name]; t != nil && t.uid == b.UID {
+			if e := t.expiry(); !e.IsZero() && e.Before(now) {
+				out = append(out, "backup "+b.Name)
+			}
+		}
+	}
+	for _, name := range g.truth.order {
+		t := g.truth.backups[name]
+		if e := t.expiry(); !e.IsZero() && e.Before(now) {
+			for _, k := range t.keys {
+				if keys[k].GoneBy.IsZero() {
+					out = append(out, "key "+k)
+				}
+			}
+		}
+	}
+	for _, c := range claims.Items {
+		if t := g.truth.claims[c.Name]; t != nil && t.uid == c.UID && c.DeletionTimestamp == nil {
+			if e := t.expiry(); !e.IsZero() && e.Before(now) {
+				out = append(out, "claim "+c.Name)
+			}
+		}
+	}
+	return out, nil
+}
+
+// settled: everything that will expire has, and is gone.
+func (g *gcWorkload) settled(ctx context.Context) error {
+	now := time.Now()
+	g.truth.mu.Lock()
+	var last time.Time
+	for _, b := range g.truth.backups {
+		if e := b.expiry(); e.After(last) {
+			last = e
+		}
+	}
+	for _, c := range g.truth.claims {
+		if e := c.expiry(); e.After(last) {
+			last = e
+		}
+	}
+	g.truth.mu.Unlock()
+	p, err := g.pending(ctx, now)
+	if err != nil {
+		return err
+	}
+	if len(p) > 0 {
+		return fmt.Errorf("%d expired not collected: %s", len(p), strings.Join(p[:min(len(p), 5)], ", "))
+	}
+	if now.Before(last) {
+		return fmt.Errorf("the last expiry is at %s", last.Format(time.RFC3339Nano))
+	}
+	return nil
+}
