@@ -257,4 +257,3 @@ func (g *gcWorkload) observed(ops map[string]int) {
 	ops["observed: store listings"] = ok
 	ops["observed: store listings failed"] = failed
 }
-

@@ -65,10 +65,10 @@ type gcOptions struct {
 
 // Backup classes, which say what may happen to a backup.
 const (
-	classExpires = "expires" // short TTL, Secret present: collected
+	classExpires = "expires"   // short TTL, Secret present: collected
 	classNoCreds = "no-secret" // short TTL, Secret absent: kept, data and all
-	classLong    = "1h"      // kept through the run
-	classForever = "forever" // spec.ttl 0d
+	classLong    = "1h"        // kept through the run
+	classForever = "forever"   // spec.ttl 0d
 )
 
 type backupTruth struct {
@@ -158,16 +158,16 @@ type truth struct {
 }
 
 type gcWorkload struct {
-	w      gcWorld
-	o      gcOptions
-	seed   uint64
-	truth  truth
-	keys   *chaos.KeyHistory
+	w                       gcWorld
+	o                       gcOptions
+	seed                    uint64
+	truth                   truth
+	keys                    *chaos.KeyHistory
 	backupAudit, claimAudit *chaos.DeleteAudit
-	cl     client.Client // direct
-	kc     kubernetes.Interface
-	slots  []*slot
-	prefix string
+	cl                      client.Client // direct
+	kc                      kubernetes.Interface
+	slots                   []*slot
+	prefix                  string
 }
 
 // newGCWorkload starts the audits (before anything is created) and the key
