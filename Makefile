@@ -4,6 +4,8 @@
 #   make testenv   build or install only the test environment's components
 #   make lint      gofmt, go mod tidy, go vet, staticcheck
 #   make bench     run the benchmarks
+#   make chaos     the long chaos run (internal/chaos): CHAOS_DURATION of
+#                  faults (default 20m), CHAOS_SEED to replay a seed
 #
 # Components are cached outside the clone (see hack/testenv.sh) and linked
 # into .cache/bin, where internal/testenv finds them.
@@ -17,7 +19,7 @@ BIN   := $(CURDIR)/.cache/bin
 TEST_FLAGS  ?= -race -timeout 30m
 BENCH_FLAGS ?= -run '^$$' -bench . -benchmem -timeout 60m
 
-.PHONY: all test testenv lint vet fmt-check tidy-check staticcheck bench
+.PHONY: all test testenv lint vet fmt-check tidy-check staticcheck bench chaos
 
 all: test
 
@@ -46,3 +48,13 @@ staticcheck:
 
 bench: testenv
 	$(GO) test $(BENCH_FLAGS) ./...
+
+# The long chaos run of each workload, with its summary table. make test
+# runs the short version of the same tests (no CHAOS_DURATION, a fixed
+# seed). A random seed unless CHAOS_SEED is set; the seed is printed.
+CHAOS_DURATION ?= 20m
+CHAOS_SEED     ?=
+CHAOS_TIMEOUT  ?= 90m
+chaos: testenv
+	CHAOS_DURATION=$(CHAOS_DURATION) CHAOS_SEED=$(CHAOS_SEED) \
+		$(GO) test -race -count=1 -v -run '^TestChaos$$' -timeout $(CHAOS_TIMEOUT) ./examples/aerospike-gc
