@@ -27,6 +27,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/groundskeeper-io/groundskeeper/examples/aerospike-gc/api"
@@ -194,6 +195,8 @@ func newGCWorkload(ctx context.Context, w gcWorld, o gcOptions, seed uint64, end
 	if g.claimAudit, err = chaos.AuditDeletes(claimInf); err != nil {
 		return nil, err
 	}
+	// The audit's cache logs through controller-runtime's root logger.
+	ctrllog.SetLogger(o.log)
 	c, err := cache.New(w.direct, cache.Options{Scheme: scheme, DefaultNamespaces: map[string]cache.Config{w.ns: {}}})
 	if err != nil {
 		return nil, err
