@@ -112,6 +112,7 @@ func (g *gcWorkload) check(ctx context.Context) []chaos.Violation {
 		// Deleted at some instant in [lo, hi]: the deletionTimestamp is
 		// in seconds.
 		lo, hi := d.Requested, d.Seen
+		deletedAt[d.UID] = hi // no deletionTimestamp: a relist found it gone
 		if !lo.IsZero() {
 			deletedAt[d.UID] = lo
 			if lo.Add(time.Second).Before(hi) {
