@@ -54,7 +54,9 @@
 //     it before deleting anything.
 //   - A dry run lists exactly the keys and bytes a deletion would remove,
 //     and deletes nothing. On a versioned S3 bucket it lists every version
-//     and delete marker (DeleteResult.Versions) with its bytes.
+//     and delete marker (DeleteResult.Versions) with its bytes, and on a
+//     bucket with Object Lock enabled marks each version the lock would
+//     keep with its Retention (one HeadObject a version).
 //   - On a versioned S3 bucket (versioning Enabled or Suspended),
 //     DeletePrefix deletes every version and every delete marker under the
 //     prefix (ListObjectVersions, then DeleteObjects naming each version,
