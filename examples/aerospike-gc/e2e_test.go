@@ -26,7 +26,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -34,6 +33,7 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/examples/aerospike-gc/api"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/rbactest"
+	"github.com/groundskeeper-io/groundskeeper/examples/internal/replicatest"
 	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
 	"github.com/groundskeeper-io/groundskeeper/retention"
@@ -513,12 +513,7 @@ func ignoreNotFound(err error) error {
 func startManager(t *testing.T, cfg *rest.Config, o controllerOptions, clk *clocktesting.FakeClock, requests *rbactest.Recorder, reports chan<- report) (manager.Manager, func()) {
 	t.Helper()
 	flags := kubecmd.Flags{Namespace: o.namespace, LeaderElect: true}
-	mgr, err := flags.NewManager(requests.Wrap(rest.CopyConfig(cfg)), "aerospike-gc", scheme, func(mo *manager.Options) {
-		mo.Controller.SkipNameValidation = ptr.To(true)
-		mo.Metrics.BindAddress = "0"
-		mo.HealthProbeBindAddress = "0"
-		mo.Logger = testr.NewWithOptions(t, testr.Options{LogTimestamp: true, Verbosity: 1})
-	})
+	mgr, err := flags.NewManager(requests.Wrap(rest.CopyConfig(cfg)), "aerospike-gc", scheme, replicatest.Options(replicatest.Logger(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
