@@ -24,7 +24,10 @@ type DeleteOptions struct {
 	// PrefixRules opt in to prefixes CheckPrefix refuses by default.
 	PrefixRules
 	// DryRun lists what would be deleted, in DeleteResult.Keys and Bytes,
-	// and deletes nothing.
+	// and deletes nothing. On a versioned bucket DeleteResult.Versions
+	// lists every version and delete marker with its bytes; on an S3 bucket
+	// with Object Lock enabled, each version the lock would keep now carries
+	// its Retention (at the cost of one HeadObject a version).
 	DryRun bool
 	// Concurrency bounds the delete requests in flight. The default is 4
 	// for stores with a batch API (each request deletes up to 1,000 S3 keys
@@ -360,6 +363,7 @@ func DeletePrefix(ctx context.Context, b *blob.Bucket, prefix string, opts *Dele
 		res.Versioned = versioned
 	}
 	if opts.DryRun {
+		var raw []string
 		err := d.list(ctx, listAllPageSize, func(ts []target) error {
 			for _, t := range ts {
 				if n := len(res.Keys); n == 0 || res.Keys[n-1] != t.key || !d.versioned {
@@ -367,10 +371,14 @@ func DeletePrefix(ctx context.Context, b *blob.Bucket, prefix string, opts *Dele
 				}
 				if d.versioned {
 					res.Versions = append(res.Versions, ObjectVersion{Key: t.key, VersionID: t.version, DeleteMarker: t.marker, Latest: t.latest, Size: t.size})
+					raw = append(raw, t.raw)
 				}
 			}
 			return nil
 		})
+		if s3r, ok := rm.(*s3Remover); ok && err == nil && d.versioned {
+			err = s3r.dryRunRetention(ctx, res.Versions, raw, d.clock.Now(), opts.BypassGovernanceRetention)
+		}
 		res.Bytes = res.ListedBytes
 		if pe := (*PrefixError)(nil); errors.As(err, &pe) {
 			res.Keys, res.Bytes = nil, 0

@@ -54,7 +54,9 @@
 //     it before deleting anything.
 //   - A dry run lists exactly the keys and bytes a deletion would remove,
 //     and deletes nothing. On a versioned S3 bucket it lists every version
-//     and delete marker (DeleteResult.Versions) with its bytes.
+//     and delete marker (DeleteResult.Versions) with its bytes, and on a
+//     bucket with Object Lock enabled marks each version the lock would
+//     keep with its Retention (one HeadObject a version).
 //   - On a versioned S3 bucket (versioning Enabled or Suspended),
 //     DeletePrefix deletes every version and every delete marker under the
 //     prefix (ListObjectVersions, then DeleteObjects naming each version,
@@ -160,8 +162,9 @@
 //     them: fake-gcs-server (1.56) accepts a bucket retention policy and a
 //     temporary hold but neither returns nor enforces them, and Azurite
 //     lists blob immutability policies and legal holds as unsupported.
-//   - that a dry run tells retained versions apart: it lists what a
-//     deletion would try to delete, retained or not.
+//   - that a dry run tells versions under GCS retention or holds apart: it
+//     marks the versions S3 Object Lock would keep (ObjectVersion.Retention)
+//     and no others.
 //   - when the store acts on an expiry rule: AWS evaluates lifecycle rules
 //     about once a day, so data outlives the time given to ExpirePrefix by
 //     up to about two days (MinIO hides due objects from listings at once

@@ -28,6 +28,11 @@ type ObjectVersion struct {
 	// Latest: the version is the current one of its key.
 	Latest bool
 	Size   int64
+	// Retention, in a dry run on a bucket with S3 Object Lock enabled, is
+	// the lock that would keep the version from being deleted now (a
+	// retention period not over yet and not bypassed, or a legal hold);
+	// nil when it would be deleted.
+	Retention *Retention
 }
 
 // ErrRetained is matched (errors.Is) by the error of a DeletePrefix that
@@ -404,6 +409,39 @@ func (r *s3Remover) retention(ctx context.Context, ts []target, errs []error) {
 		}
 		return nil
 	})
+}
+
+// dryRunRetention sets the Retention of every version in vs that S3 Object
+// Lock would keep from being deleted at now, on buckets with Object Lock
+// enabled: one GetObjectLockConfiguration, then one HeadObject a version
+// (16 at a time). Governance retention does not count when bypass is set.
+// raw holds the store's key of each version (vs holds the bucket's).
+func (r *s3Remover) dryRunRetention(ctx context.Context, vs []ObjectVersion, raw []string, now time.Time, bypass bool) error {
+	if !r.lockEnabled(ctx) {
+		return nil
+	}
+	bucket := r.bucket.Load()
+	return errors.Join(forEach(ctx, len(vs), 16, func(i int) error {
+		v := &vs[i]
+		if v.DeleteMarker || v.VersionID == "" {
+			return nil
+		}
+		out, err := r.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: bucket, Key: aws.String(raw[i]), VersionId: aws.String(v.VersionID)})
+		if err != nil {
+			return fmt.Errorf("look up the object lock of %s (version %s): %w", v.Key, v.VersionID, err)
+		}
+		ret := &Retention{Mode: string(out.ObjectLockMode), LegalHold: out.ObjectLockLegalHoldStatus == s3types.ObjectLockLegalHoldStatusOn}
+		if out.ObjectLockRetainUntilDate != nil && ret.Mode != "" && out.ObjectLockRetainUntilDate.After(now) &&
+			!(bypass && out.ObjectLockMode == s3types.ObjectLockModeGovernance) {
+			ret.RetainUntil = out.ObjectLockRetainUntilDate.UTC()
+		} else {
+			ret.Mode = ""
+		}
+		if ret.LegalHold || !ret.RetainUntil.IsZero() {
+			v.Retention = ret
+		}
+		return nil
+	})...)
 }
 
 // lockEnabled reports whether the bucket has Object Lock enabled, asking

@@ -311,6 +311,34 @@ func TestDeletePrefixObjectLock(t *testing.T) {
 	writeMarkers(t, c, s.Bucket, []string{"backups/l/gov"})
 	sibling := lockKey(t, b, c, s.Bucket, "backups/l-other/x", "", time.Time{}, false)
 
+	// The dry run says which versions the lock keeps, and deletes nothing;
+	// with the governance bypass, the governance version is not kept.
+	for _, bypass := range []bool{false, true} {
+		dry, err := backupstore.DeletePrefix(ctx, b, "backups/l/", &backupstore.DeleteOptions{DryRun: true, BypassGovernanceRetention: bypass})
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept := map[string]backupstore.Retention{}
+		for _, v := range dry.Versions {
+			if v.Retention != nil {
+				kept[v.Key+" "+v.VersionID] = *v.Retention
+			}
+		}
+		wantKept := map[string]backupstore.Retention{
+			"backups/l/comp " + comp: {Mode: "COMPLIANCE", RetainUntil: compUntil},
+			"backups/l/hold " + hold: {LegalHold: true},
+		}
+		if !bypass {
+			wantKept["backups/l/gov "+gov] = backupstore.Retention{Mode: "GOVERNANCE", RetainUntil: govUntil}
+		}
+		if diff := gocmp.Diff(wantKept, kept); diff != "" {
+			t.Errorf("dry run (bypass %t): versions kept by the lock (-want +got):\n%s", bypass, diff)
+		}
+		if len(dry.Versions) != 2*40+4 {
+			t.Errorf("dry run (bypass %t): %d versions listed, want 84 (80 free, 3 locked, 1 marker)", bypass, len(dry.Versions))
+		}
+	}
+
 	res, err := backupstore.DeletePrefix(ctx, b, "backups/l/", nil)
 	if !errors.Is(err, backupstore.ErrRetained) || !errors.Is(err, backupstore.ErrIncomplete) {
 		t.Fatalf("DeletePrefix = %+v, %v; want ErrRetained and ErrIncomplete", res.DeleteProgress, err)

@@ -106,9 +106,24 @@ func setupCollector(mgr ctrl.Manager, o controllerOptions, clk clock.WithTicker,
 	if err != nil {
 		return err
 	}
+	// The unmount controller works on levels, not only on events: a pod
+	// deleted while no replica led, or before this one started, sends it no
+	// event. Every tracked claim without a mark is checked when the claim
+	// is seen, the informer's first list included.
 	return ctrl.NewControllerManagedBy(mgr).Named("aerospike-gc-unmount").
 		Watches(&corev1.Pod{}, handler.Funcs{DeleteFunc: enqueueClaimsOf}).
+		Watches(&corev1.PersistentVolumeClaim{}, &handler.EnqueueRequestForObject{},
+			builder.WithPredicates(predicate.NewPredicateFuncs(c.trackedUnmarked))).
 		Complete(reconcile.Func(c.reconcileUnmount))
+}
+
+// trackedUnmarked reports whether obj is a claim a pod is recorded to
+// mount (pod-name) that carries no unmount mark and is not being deleted.
+func (c *collector) trackedUnmarked(obj client.Object) bool {
+	ann := c.lifecycle.Annotations()
+	a := obj.GetAnnotations()
+	_, marked := a[ann.LastUnmountedKey()]
+	return a[ann.PodNameKey()] != "" && !marked && obj.GetDeletionTimestamp() == nil
 }
 
 // queueOn returns a controller queue whose delayed requeues follow clk, so
@@ -162,8 +177,19 @@ func enqueueClaimsOf(_ context.Context, e event.DeleteEvent, q workqueue.TypedRa
 }
 
 // reconcileUnmount marks the claim of the request unmounted if no pod
-// mounts it any more.
+// mounts it any more. A claim that a pod in the cache mounts is left
+// without a read of the API server: when that pod goes, its deletion
+// brings the claim back here.
 func (c *collector) reconcileUnmount(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	pods, err := c.claimScope.Pods.ListPods(ctx, req.Namespace, labels.Everything())
+	if err != nil {
+		return crt.Result(ctx, 0, err)
+	}
+	for _, p := range pods {
+		if mounts(p, req.Name) {
+			return reconcile.Result{}, nil
+		}
+	}
 	marked, err := c.markUnmounted(ctx, req.Name)
 	if marked {
 		logf.FromContext(ctx).Info("claim unmounted", "claim", req.Name, "dryRun", c.dryRun)
@@ -206,4 +232,14 @@ func (b clusterBackups) Delete(ctx context.Context, namespace, name string, uid 
 	backup := &api.AerospikeNamespaceBackup{}
 	backup.Namespace, backup.Name = namespace, name
 	return b.client.Delete(ctx, backup, client.Preconditions{UID: &uid, ResourceVersion: &resourceVersion})
+}
+
+// mounts reports whether pod has a volume for the claim named claim.
+func mounts(pod *corev1.Pod, claim string) bool {
+	for _, v := range pod.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == claim {
+			return true
+		}
+	}
+	return false
 }

@@ -28,7 +28,6 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
-	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
 )
@@ -55,7 +54,7 @@ func run(args []string) error {
 		return fmt.Errorf("--retry-interval %s: must be positive", o.retryAfter)
 	}
 
-	cfg, err := common.RestConfig()
+	cfg, err := common.Cluster()
 	if err != nil {
 		return err
 	}
@@ -63,11 +62,6 @@ func run(args []string) error {
 		return runScenario(os.Stdout)
 	}
 	o.namespace = common.Namespace
-	log, err := common.Logger()
-	if err != nil {
-		return err
-	}
-	ctrl.SetLogger(log)
 	mgr, err := common.NewManager(cfg, "aerospike-gc", scheme)
 	if err != nil {
 		return err

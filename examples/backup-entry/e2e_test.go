@@ -16,7 +16,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
-	"github.com/go-logr/logr/testr"
 	"gocloud.dev/blob"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -29,13 +28,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/examples/backup-entry/api"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/rbactest"
+	"github.com/groundskeeper-io/groundskeeper/examples/internal/replicatest"
 	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
 )
 
@@ -279,12 +278,7 @@ func (e *env) waitEvent(name, typ, reason string) corev1.Event {
 func startManager(t *testing.T, cfg *rest.Config, namespace string, o controllerOptions) (manager.Manager, func()) {
 	t.Helper()
 	flags := kubecmd.Flags{Namespace: namespace, LeaderElect: true}
-	mgr, err := flags.NewManager(rest.CopyConfig(cfg), "backup-entry", scheme, func(mo *manager.Options) {
-		mo.Controller.SkipNameValidation = ptr.To(true)
-		mo.Metrics.BindAddress = "0"
-		mo.HealthProbeBindAddress = "0"
-		mo.Logger = testr.NewWithOptions(t, testr.Options{LogTimestamp: true})
-	})
+	mgr, err := flags.NewManager(rest.CopyConfig(cfg), "backup-entry", scheme, replicatest.Options(replicatest.Logger(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

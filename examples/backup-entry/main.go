@@ -28,8 +28,6 @@ import (
 	"os/signal"
 	"syscall"
 
-	ctrl "sigs.k8s.io/controller-runtime"
-
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
 	"github.com/groundskeeper-io/groundskeeper/retention"
 )
@@ -63,18 +61,13 @@ func run(args []string) error {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 
-	cfg, err := common.RestConfig()
+	cfg, err := common.Cluster()
 	if err != nil {
 		return err
 	}
 	if cfg == nil {
 		return runScenario(os.Stdout)
 	}
-	log, err := common.Logger()
-	if err != nil {
-		return err
-	}
-	ctrl.SetLogger(log)
 	mgr, err := common.NewManager(cfg, "backup-entry", scheme)
 	if err != nil {
 		return err

@@ -93,7 +93,7 @@ func run(ctx context.Context, args []string) error {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 
-	cfg, err := common.RestConfig()
+	cfg, err := common.Cluster()
 	if err != nil {
 		return err
 	}
@@ -101,11 +101,6 @@ func run(ctx context.Context, args []string) error {
 		return runScenario(os.Stdout)
 	}
 	o.namespace = common.Namespace
-	log, err := common.Logger()
-	if err != nil {
-		return err
-	}
-	setLogger.Do(func() { ctrl.SetLogger(log) })
 
 	scheme := runtime.NewScheme()
 	if err := errors.Join(corev1.AddToScheme(scheme), api.AddToScheme(scheme)); err != nil {
@@ -115,6 +110,7 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	log := mgr.GetLogger()
 	// Credentials are read from the API server when a bucket is opened, so
 	// a rotated Secret is used by the next task, and no Secret is cached.
 	op, err := newOperator(o, crt.Secrets(mgr.GetAPIReader()))
@@ -165,10 +161,6 @@ func run(ctx context.Context, args []string) error {
 	log.Info("etcd-opstask controller starting", "namespace", o.namespace, "etcds", sortedKeys(o.etcds), "dryRun", o.dryRun)
 	return mgr.Start(ctx)
 }
-
-// controller-runtime's logger is one per process, set once: the end-to-end
-// test runs two replicas in one process.
-var setLogger sync.Once
 
 // taskMetrics are the task metrics on controller-runtime's registry, which
 // the manager serves on --metrics-bind-address. That registry is one per

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/testr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -21,13 +20,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/groundskeeper-io/groundskeeper/examples/fdb-lock/api"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/rbactest"
+	"github.com/groundskeeper-io/groundskeeper/examples/internal/replicatest"
 	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
 	"github.com/groundskeeper-io/groundskeeper/locking"
 )
@@ -386,18 +385,13 @@ func startInstance(t *testing.T, cfg *rest.Config, namespace string, o controlle
 	var out replicas
 	for i := range 2 {
 		name := fmt.Sprintf("%s-%d", id, i)
-		log := testr.NewWithOptions(t, testr.Options{LogTimestamp: true}).WithName(name)
+		log := replicatest.Logger(t).WithName(name)
 		ctx, cancel := context.WithCancel(logr.NewContext(context.Background(), log))
 		backend, closer, err := openBackend(ctx, o, cfg, namespace)
 		if err != nil {
 			t.Fatal(err)
 		}
-		mgr, err := newManager(rest.CopyConfig(cfg), &common, o, backend, act, func(mo *manager.Options) {
-			mo.Logger = log
-			mo.Controller.SkipNameValidation = ptr.To(true) // several managers in one process
-			mo.Metrics.BindAddress = "0"
-			mo.HealthProbeBindAddress = "0"
-		})
+		mgr, err := newManager(rest.CopyConfig(cfg), &common, o, backend, act, replicatest.Options(log))
 		if err != nil {
 			t.Fatal(err)
 		}

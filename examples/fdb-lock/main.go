@@ -28,8 +28,6 @@ import (
 	"syscall"
 	"time"
 
-	ctrl "sigs.k8s.io/controller-runtime"
-
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
 	"github.com/groundskeeper-io/groundskeeper/locking"
 )
@@ -59,18 +57,13 @@ func run(args []string) error {
 		return err
 	}
 
-	cfg, err := common.RestConfig()
+	cfg, err := common.Cluster()
 	if err != nil {
 		return err
 	}
 	if cfg == nil {
 		return runScenario(os.Stdout)
 	}
-	log, err := common.Logger()
-	if err != nil {
-		return err
-	}
-	ctrl.SetLogger(log)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	backend, closer, err := openBackend(ctx, o, cfg, common.Namespace)

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/testr"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,12 +31,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/rbactest"
+	"github.com/groundskeeper-io/groundskeeper/examples/internal/replicatest"
 	"github.com/groundskeeper-io/groundskeeper/examples/statefulset-pvc/api"
 	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
@@ -799,13 +798,8 @@ func startControllers(t *testing.T, k *testenv.Kubernetes, o controllerOptions) 
 	var out replicas
 	for i := range 2 {
 		name := fmt.Sprintf("replica-%d", i)
-		log := testr.NewWithOptions(t, testr.Options{LogTimestamp: true, Verbosity: 1}).WithName(name)
-		mgr, err := newManager(rec.Wrap(k.Config), &common, o, func(mo *manager.Options) {
-			mo.Logger = log
-			mo.Controller.SkipNameValidation = ptr.To(true) // two managers in one process
-			mo.Metrics.BindAddress = "0"
-			mo.HealthProbeBindAddress = "0"
-		})
+		log := replicatest.Logger(t).WithName(name)
+		mgr, err := newManager(rec.Wrap(k.Config), &common, o, replicatest.Options(log))
 		if err != nil {
 			t.Fatal(err)
 		}

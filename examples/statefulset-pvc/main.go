@@ -26,8 +26,6 @@ import (
 	"syscall"
 	"time"
 
-	ctrl "sigs.k8s.io/controller-runtime"
-
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
 )
 
@@ -51,18 +49,13 @@ func run(args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	cfg, err := common.RestConfig()
+	cfg, err := common.Cluster()
 	if err != nil {
 		return err
 	}
 	if cfg == nil {
 		return runScenario(os.Stdout)
 	}
-	log, err := common.Logger()
-	if err != nil {
-		return err
-	}
-	ctrl.SetLogger(log)
 	mgr, err := newManager(cfg, &common, o)
 	if err != nil {
 		return err

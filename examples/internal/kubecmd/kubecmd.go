@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync"
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/zapr"
@@ -19,6 +20,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
 )
 
 // Flags are the common flags of an example command.
@@ -59,6 +61,28 @@ func (f *Flags) Register(fs *flag.FlagSet, leaderElectHelp string) {
 		fs.BoolVar(&f.LeaderElect, "leader-elect", false, leaderElectHelp)
 	}
 }
+
+// Cluster is what a command calls after parsing its flags: it returns the
+// cluster configuration (see RestConfig) and, when there is a cluster, sets
+// controller-runtime's logger (ctrl.Log, the manager's) to Logger's, once a
+// process. nil, nil means there is no cluster: the command runs its
+// simulated scenario then.
+func (f *Flags) Cluster() (*rest.Config, error) {
+	cfg, err := f.RestConfig()
+	if cfg == nil || err != nil {
+		return nil, err
+	}
+	log, err := f.Logger()
+	if err != nil {
+		return nil, err
+	}
+	setLogger.Do(func() { ctrl.SetLogger(log) })
+	return cfg, nil
+}
+
+// setLogger sets controller-runtime's logger once: tests run several
+// replicas of a command in one process.
+var setLogger sync.Once
 
 // RestConfig returns the cluster configuration from --kubeconfig, else the
 // in-cluster one, with the client rate limits of --kube-api-qps and
