@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"regexp"
@@ -37,6 +36,7 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/examples/etcd-opstask/api"
 	"github.com/groundskeeper-io/groundskeeper/examples/etcd-opstask/opsctl"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/rbactest"
+	"github.com/groundskeeper-io/groundskeeper/examples/internal/replicatest"
 	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
 	"github.com/groundskeeper-io/groundskeeper/opstask"
 )
@@ -103,7 +103,7 @@ func TestTasksOnRealEtcdAndStores(t *testing.T) {
 	// managers cannot listen on one address. The etcd names s1 to s3 are
 	// the test's etcd again, with buckets of their own, for the stream of
 	// tasks below.
-	metricsAddr, probeAddr := freeAddr(t), freeAddr(t)
+	metricsAddr, probeAddr := replicatest.FreeAddr(t), replicatest.FreeAddr(t)
 	args := []string{"--kubeconfig", controllerKubeconfig, "--namespace", ns, "--zap-log-level", "1",
 		"--etcd", "main=" + strings.Join(e.Endpoints, ","), "--etcd", "down=http://127.0.0.1:1",
 		"--backup-store", "main=s3://" + s3.Bucket + "?prefix=main/", "--backup-secret", "main=minio"}
@@ -116,7 +116,7 @@ func TestTasksOnRealEtcdAndStores(t *testing.T) {
 	stopB := startReplica(t, "b", append(args, "--health-probe-bind-address", "0"))
 	defer stopA()
 	defer stopB()
-	waitReady(t, "http://"+probeAddr+"/readyz")
+	replicatest.WaitReady(t, "http://"+probeAddr+"/readyz")
 
 	const ttl = "8"
 	cli := func(wantCode int, args ...string) string {
@@ -388,35 +388,6 @@ func startReplica(t *testing.T, name string, args []string) (stop func()) {
 			t.Errorf("replica %s did not stop within 30s", name)
 		}
 	})
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// waitReady waits until the readiness probe at url answers 200.
-func waitReady(t *testing.T, url string) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready after 30s: %v", url, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
 
 // executionLog is what watchExecutions saw.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -423,16 +422,11 @@ func (rs replicas) stop() {
 // leader waits until one replica leads, and returns it.
 func (rs replicas) leader(t *testing.T) *replica {
 	t.Helper()
-	cases := make([]reflect.SelectCase, len(rs))
+	mgrs := make([]manager.Manager, len(rs))
 	for i, r := range rs {
-		cases[i] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(r.mgr.Elected())}
+		mgrs[i] = r.mgr
 	}
-	cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(time.After(30 * time.Second))})
-	i, _, _ := reflect.Select(cases)
-	if i == len(rs) {
-		t.Fatal("no replica was elected within 30s")
-	}
-	return rs[i]
+	return rs[replicatest.Leader(t, mgrs...)]
 }
 
 // stopLeader stops the leading replica (it releases the Lease as it stops,

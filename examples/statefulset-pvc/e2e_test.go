@@ -5,10 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -245,13 +242,13 @@ func TestForeignClaimsWithRun(t *testing.T) {
 		foreign[c.Name] = created
 	}
 
-	probes := freeAddr(t)
+	probes := replicatest.FreeAddr(t)
 	done := make(chan error, 1)
 	go func() {
 		done <- run([]string{"--kubeconfig", k.Kubeconfig, "--namespace", k.Namespace, "--zap-log-level", "1", "--leader-elect",
 			"--health-probe-bind-address", probes})
 	}()
-	waitReady(t, "http://"+probes+"/readyz")
+	replicatest.WaitReady(t, "http://"+probes+"/readyz")
 	spec := setSpec(2)
 	spec.PersistentVolumeClaimDeletePolicy = string(lifecycle.DeleteOnScaledownAndOwnerDeletion)
 	set := createSet(t, kc, k.Namespace, "web", spec)
@@ -830,16 +827,11 @@ func startControllers(t *testing.T, k *testenv.Kubernetes, o controllerOptions) 
 // leader waits until one replica leads, and returns it.
 func (rs replicas) leader(t *testing.T) *replica {
 	t.Helper()
-	cases := make([]reflect.SelectCase, len(rs))
+	mgrs := make([]manager.Manager, len(rs))
 	for i, r := range rs {
-		cases[i] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(r.mgr.Elected())}
+		mgrs[i] = r.mgr
 	}
-	cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(time.After(30 * time.Second))})
-	i, _, _ := reflect.Select(cases)
-	if i == len(rs) {
-		t.Fatal("no replica was elected within 30s")
-	}
-	return rs[i]
+	return rs[replicatest.Leader(t, mgrs...)]
 }
 
 // stopLeader stops the leading replica (it releases the Lease as it stops,
@@ -861,34 +853,4 @@ func (rs replicas) stopLeader(t *testing.T) {
 	}
 	next := rest.leader(t)
 	t.Logf("%s stopped; %s leads %s later", old.name, next.name, time.Since(start).Round(10*time.Millisecond))
-}
-
-// freeAddr returns a loopback address with a port free now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// waitReady waits until url answers 200, as a kubelet's readiness probe.
-func waitReady(t *testing.T, url string) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not ready after 30s (%v)", url, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }

@@ -4,8 +4,13 @@
 package replicatest
 
 import (
+	"fmt"
+	"net"
+	"net/http"
+	"reflect"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
@@ -77,4 +82,53 @@ func (s sink) WithValues(kv ...any) logr.LogSink {
 
 func (s sink) WithName(name string) logr.LogSink {
 	return sink{LogSink: s.LogSink.WithName(name), gate: s.gate}
+}
+
+// Leader waits until one of mgrs is elected leader, and returns its index.
+// It fails t after 30 s.
+func Leader(t testing.TB, mgrs ...manager.Manager) int {
+	t.Helper()
+	cases := make([]reflect.SelectCase, 0, len(mgrs)+1)
+	for _, m := range mgrs {
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(m.Elected())})
+	}
+	cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(time.After(30 * time.Second))})
+	i, _, _ := reflect.Select(cases)
+	if i == len(mgrs) {
+		t.Fatal("no replica was elected within 30s")
+	}
+	return i
+}
+
+// FreeAddr returns a loopback address whose port was free a moment ago,
+// for a replica's probes or metrics.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// WaitReady waits until url answers 200, as a kubelet's readiness probe
+// would see it. It fails t after 30 s.
+func WaitReady(t testing.TB, url string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+			err = fmt.Errorf("%s", resp.Status)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not ready after 30s: %v", url, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
