@@ -184,11 +184,21 @@ func (g *gcWorkload) check(ctx context.Context) []chaos.Violation {
 			continue
 		}
 		at, ok := deletedAt[c.uid]
-		if l := liveClaims[name]; l != nil && l.UID == c.uid && l.DeletionTimestamp != nil {
+		l := liveClaims[name]
+		switch {
+		case l != nil && l.UID == c.uid && l.DeletionTimestamp != nil:
 			at, ok = l.DeletionTimestamp.Time, true
+		case !ok && (l == nil || l.UID != c.uid):
+			// Gone, but the audit did not see it go (its watch was down):
+			// the final read bounds when.
+			at, ok = finalRead, true
 		}
 		if !ok {
-			add(invLiveness, "claim %s expired at %s and still exists", name, ts(e))
+			var state string
+			if l != nil {
+				state = fmt.Sprintf(" (uid %s, finalizers %v, in the final list at %s)", l.UID, l.Finalizers, ts(finalRead))
+			}
+			add(invLiveness, "claim %s expired at %s and still exists%s", name, ts(e), state)
 		} else if dl := deadline(e); at.After(dl) {
 			add(invLiveness, "claim %s expired at %s and was deleted at %s, after the bound %s", name, ts(e), ts(at), ts(dl))
 		}
