@@ -400,11 +400,7 @@ func (r *s3Remover) retention(ctx context.Context, ts []target, errs []error) {
 			errs[i] = fmt.Errorf("%w (looking up its object lock: %v)", errs[i], err)
 			return nil
 		}
-		ret := &Retention{Mode: string(out.ObjectLockMode), LegalHold: out.ObjectLockLegalHoldStatus == s3types.ObjectLockLegalHoldStatusOn}
-		if out.ObjectLockRetainUntilDate != nil && ret.Mode != "" {
-			ret.RetainUntil = out.ObjectLockRetainUntilDate.UTC()
-		}
-		if ret.LegalHold || !ret.RetainUntil.IsZero() {
+		if ret := retentionOf(out, time.Time{}, false); ret != nil {
 			errs[i] = ret
 		}
 		return nil
@@ -430,18 +426,24 @@ func (r *s3Remover) dryRunRetention(ctx context.Context, vs []ObjectVersion, raw
 		if err != nil {
 			return fmt.Errorf("look up the object lock of %s (version %s): %w", v.Key, v.VersionID, err)
 		}
-		ret := &Retention{Mode: string(out.ObjectLockMode), LegalHold: out.ObjectLockLegalHoldStatus == s3types.ObjectLockLegalHoldStatusOn}
-		if out.ObjectLockRetainUntilDate != nil && ret.Mode != "" && out.ObjectLockRetainUntilDate.After(now) &&
-			!(bypass && out.ObjectLockMode == s3types.ObjectLockModeGovernance) {
-			ret.RetainUntil = out.ObjectLockRetainUntilDate.UTC()
-		} else {
-			ret.Mode = ""
-		}
-		if ret.LegalHold || !ret.RetainUntil.IsZero() {
-			v.Retention = ret
-		}
+		v.Retention = retentionOf(out, now, bypass)
 		return nil
 	})...)
+}
+
+// retentionOf is the lock a HeadObject answer shows that keeps the version
+// from being deleted at now (zero: whenever), or nil: a retention period
+// not over (governance not counted when bypass is set), or a legal hold.
+func retentionOf(out *s3.HeadObjectOutput, now time.Time, bypass bool) *Retention {
+	ret := &Retention{LegalHold: out.ObjectLockLegalHoldStatus == s3types.ObjectLockLegalHoldStatusOn}
+	if until := out.ObjectLockRetainUntilDate; until != nil && out.ObjectLockMode != "" && until.After(now) &&
+		!(bypass && out.ObjectLockMode == s3types.ObjectLockModeGovernance) {
+		ret.Mode, ret.RetainUntil = string(out.ObjectLockMode), until.UTC()
+	}
+	if !ret.LegalHold && ret.RetainUntil.IsZero() {
+		return nil
+	}
+	return ret
 }
 
 // lockEnabled reports whether the bucket has Object Lock enabled, asking

@@ -11,7 +11,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -40,11 +39,8 @@ const (
 // use it to run two managers in one process).
 func (f *Flags) NewManager(cfg *rest.Config, name string, scheme *runtime.Scheme, opts ...func(*manager.Options)) (manager.Manager, error) {
 	o := manager.Options{
-		Scheme: scheme,
-		Cache:  cache.Options{DefaultNamespaces: map[string]cache.Config{f.Namespace: {}}},
-		// Reads the packages need fresh go through mgr.GetAPIReader();
-		// everything else is served by the cache above.
-		Client:                        client.Options{},
+		Scheme:                        scheme,
+		Cache:                         cache.Options{DefaultNamespaces: map[string]cache.Config{f.Namespace: {}}},
 		LeaderElection:                f.LeaderElect,
 		LeaderElectionID:              name,
 		LeaderElectionNamespace:       f.Namespace,
