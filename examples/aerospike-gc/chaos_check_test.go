@@ -48,7 +48,7 @@ func (g *gcWorkload) check(ctx context.Context) []chaos.Violation {
 	// Final state, read fresh.
 	var backups api.AerospikeNamespaceBackupList
 	var claims *corev1.PersistentVolumeClaimList
-	err := retry(func(ctx context.Context) (err error) {
+	err := chaos.Retry(func(ctx context.Context) (err error) {
 		if err = g.cl.List(ctx, &backups, client.InNamespace(g.w.ns)); err != nil {
 			return err
 		}
@@ -221,7 +221,7 @@ func (g *gcWorkload) check(ctx context.Context) []chaos.Violation {
 		}
 		for _, k := range mustKeep {
 			var ok bool
-			err := retry(func(ctx context.Context) (err error) {
+			err := chaos.Retry(func(ctx context.Context) (err error) {
 				ok, err = g.w.store.Exists(ctx, k)
 				return err
 			})

@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -67,7 +66,7 @@ func TestChaos(t *testing.T) {
 			return k.ConfigVia(replicaProxies[i]), replicaProxies[i]
 		},
 	}
-	log, logPath, err := fileLogger(seed)
+	log, logPath, err := chaos.FileLogger("aerospike-gc", seed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,46 +88,8 @@ func TestChaos(t *testing.T) {
 	// the store (shared: the endpoint is in the backups' Secret).
 	clients := []*faultproxy.Proxy{replicaProxies[0], replicaProxies[1], minio}
 	all := append(clients[:3:3], k.EtcdProxy)
-	restart := func(c *testenv.Component) func(context.Context, chaos.Step) error {
-		return func(ctx context.Context, s chaos.Step) error {
-			ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
-			defer cancel()
-			if s.Param < 300 { // a crash rather than an orderly stop
-				if err := c.Kill(); err != nil && !errors.Is(err, testenv.ErrNotRunning) {
-					return err
-				}
-			}
-			err := c.Restart(ctx)
-			for i := 0; err != nil && i < 3; i++ {
-				time.Sleep(2 * time.Second)
-				err = c.Start(ctx)
-			}
-			return err
-		}
-	}
-	faults := []chaos.Fault{
-		{Kind: "restart etcd", Inject: restart(k.Etcd)},
-		{Kind: "restart kube-apiserver", Inject: restart(k.APIServer)},
-		{Kind: "restart kube-controller-manager", Inject: restart(k.ControllerManager)},
-		{Kind: "restart minio", Inject: restart(s3.Server)},
-		{Kind: "blackhole a client", Weight: 2, Targets: len(clients), Lasts: true, Inject: func(ctx context.Context, s chaos.Step) error {
-			clients[s.Target].SetBlackhole(true)
-			defer clients[s.Target].SetBlackhole(false)
-			return sleep(ctx, s.Hold)
-		}},
-		{Kind: "reset connections", Weight: 2, Targets: len(all), Inject: func(ctx context.Context, s chaos.Step) error {
-			all[s.Target].Reset()
-			return nil
-		}},
-		{Kind: "add latency", Targets: len(all), Lasts: true, Inject: func(ctx context.Context, s chaos.Step) error {
-			all[s.Target].SetLatency(faultproxy.Both, time.Duration(20+s.Param/4)*time.Millisecond)
-			defer all[s.Target].SetLatency(faultproxy.Both, 0)
-			return sleep(ctx, s.Hold)
-		}},
-		{Kind: "kill a replica", Weight: 2, Targets: 2, Inject: func(ctx context.Context, s chaos.Step) error {
-			return g.kill(s.Target)
-		}},
-	}
+	faults := append(chaos.ControlPlaneFaults(k), chaos.Restart("restart minio", s3.Server), chaos.KillReplica(g.replicas))
+	faults = append(faults, chaos.ConnectionFaults(clients, all)...)
 	res := runGC(ctx, t, g, chaos.Config{
 		Name: "aerospike-gc", Seed: seed, Duration: duration, Faults: faults,
 		Schedule:      &chaos.ScheduleOptions{MinGap: 2 * time.Second, MaxGap: 6 * time.Second, MinHold: time.Second, MaxHold: 12 * time.Second},
@@ -148,9 +109,9 @@ func TestChaos(t *testing.T) {
 // keep running while the system settles and stop when the run is over.
 func runGC(ctx context.Context, t *testing.T, g *gcWorkload, cfg chaos.Config) *chaos.Result {
 	rctx, stopReplicas := context.WithCancel(ctx)
-	var replicas *sync.WaitGroup
+	var wait func()
 	cfg.Workload = func(ctx context.Context, ops *chaos.Ops) error {
-		replicas = g.runReplicas(rctx, ops)
+		wait = g.replicas.Start(rctx, ops)
 		return g.generate(ctx, ops)
 	}
 	cfg.Settled = g.settled
@@ -158,20 +119,11 @@ func runGC(ctx context.Context, t *testing.T, g *gcWorkload, cfg chaos.Config) *
 	cfg.Logf = t.Logf
 	res := chaos.Run(ctx, cfg)
 	stopReplicas()
-	if replicas != nil {
-		replicas.Wait()
+	if wait != nil {
+		wait()
 	}
 	g.observed(res.Ops)
 	return res
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	select {
-	case <-time.After(d):
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // offsetClock is the real clock shifted by offset: a collector whose clock
@@ -241,7 +193,7 @@ func TestChaosCheckerCatchesPlantedBugs(t *testing.T) {
 			if tc.store {
 				endpoint = siblingDeletingStore(t, s3.Endpoint, store, "backups/"+k.Namespace+"/")
 			}
-			log, logPath, err := fileLogger(shortSeed)
+			log, logPath, err := chaos.FileLogger("aerospike-gc", shortSeed)
 			if err != nil {
 				t.Fatal(err)
 			}

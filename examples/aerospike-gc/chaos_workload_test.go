@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	"gocloud.dev/blob"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -167,7 +165,7 @@ type gcWorkload struct {
 	backupAudit, claimAudit *chaos.DeleteAudit
 	cl                      client.Client // direct
 	kc                      kubernetes.Interface
-	slots                   []*slot
+	replicas                *chaos.Replicas
 	prefix                  string
 }
 
@@ -187,6 +185,7 @@ func newGCWorkload(ctx context.Context, w gcWorld, o gcOptions, seed uint64, end
 	if g.o.clock == nil {
 		g.o.clock = clock.RealClock{}
 	}
+	g.replicas = &chaos.Replicas{N: 2, Config: w.replicaConfig, Run: g.runManager, Log: o.log}
 
 	// The audits: informers on the test's own connection, whose relists
 	// after an API server restart report the deletions their watch missed.
@@ -218,22 +217,6 @@ func newGCWorkload(ctx context.Context, w gcWorld, o gcOptions, seed uint64, end
 
 	_, err = kc.CoreV1().Secrets(w.ns).Create(ctx, s3Secret("minio", endpoint), metav1.CreateOptions{})
 	return g, err
-}
-
-// retry runs op until it succeeds, it reports done, or a minute passes;
-// each attempt gets 10 s. Operations must be idempotent or tell by their
-// error that an earlier attempt was applied.
-func retry(op func(ctx context.Context) error) error {
-	deadline := time.Now().Add(time.Minute)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := op(ctx)
-		cancel()
-		if err == nil || time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
 }
 
 // generate creates, mounts, unmounts and deletes until ctx ends.
@@ -308,7 +291,7 @@ func (g *gcWorkload) newBackup(rng *rand.Rand, class string, ops *chaos.Ops) err
 	}
 	// The data first, as a backup writes it; then the resource.
 	for _, key := range append(slices.Clone(b.keys), b.decoy) {
-		if err := retry(func(ctx context.Context) error { return g.w.store.WriteAll(ctx, key, []byte("data of "+key), nil) }); err != nil {
+		if err := chaos.Retry(func(ctx context.Context) error { return g.w.store.WriteAll(ctx, key, []byte("data of "+key), nil) }); err != nil {
 			return fmt.Errorf("write %s: %w", key, err)
 		}
 		g.keys.Expect(key, time.Now())
@@ -326,7 +309,7 @@ func (g *gcWorkload) newBackup(rng *rand.Rand, class string, ops *chaos.Ops) err
 			TTL:     ttl,
 		},
 	}
-	err := retry(func(ctx context.Context) error {
+	err := chaos.Retry(func(ctx context.Context) error {
 		err := g.cl.Create(ctx, obj.DeepCopy())
 		if apierrors.IsAlreadyExists(err) {
 			return nil // an earlier attempt was applied
@@ -339,7 +322,7 @@ func (g *gcWorkload) newBackup(rng *rand.Rand, class string, ops *chaos.Ops) err
 	ops.Add("create backup (" + class + ")")
 	// Learn its UID and creationTimestamp; if it is gone already (a
 	// planted clock), the audit's last state tells.
-	_ = retry(func(ctx context.Context) error {
+	_ = chaos.Retry(func(ctx context.Context) error {
 		var got api.AerospikeNamespaceBackup
 		err := g.cl.Get(ctx, client.ObjectKey{Namespace: g.w.ns, Name: name}, &got)
 		if apierrors.IsNotFound(err) {
@@ -374,7 +357,7 @@ func (g *gcWorkload) userDelete(rng *rand.Rand, ops *chaos.Ops) error {
 	b.userDeleted = time.Now()
 	uid := b.uid
 	g.truth.mu.Unlock()
-	err := retry(func(ctx context.Context) error {
+	err := chaos.Retry(func(ctx context.Context) error {
 		obj := &api.AerospikeNamespaceBackup{ObjectMeta: metav1.ObjectMeta{Namespace: g.w.ns, Name: b.name}}
 		err := g.cl.Delete(ctx, obj, client.Preconditions{UID: &uid})
 		if apierrors.IsNotFound(err) {
@@ -409,7 +392,7 @@ func (g *gcWorkload) newClaim(rng *rand.Rand, ops *chaos.Ops) error {
 		},
 	}
 	var created *corev1.PersistentVolumeClaim
-	err := retry(func(ctx context.Context) error {
+	err := chaos.Retry(func(ctx context.Context) error {
 		got, err := g.kc.CoreV1().PersistentVolumeClaims(g.w.ns).Create(ctx, claim, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			got, err = g.kc.CoreV1().PersistentVolumeClaims(g.w.ns).Get(ctx, c.name, metav1.GetOptions{})
@@ -437,7 +420,7 @@ func (g *gcWorkload) mountPod(c *claimTruth, ops *chaos.Ops) error {
 				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: c.name}}}},
 		},
 	}
-	err := retry(func(ctx context.Context) error {
+	err := chaos.Retry(func(ctx context.Context) error {
 		_, err := g.kc.CoreV1().Pods(g.w.ns).Create(ctx, pod, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			return nil
@@ -475,7 +458,7 @@ func (g *gcWorkload) unmount(rng *rand.Rand, ops *chaos.Ops) error {
 	comeback := !c.remounted && c.ttl < time.Hour && rng.IntN(5) < 2
 	delay := time.Duration(500+rng.Int64N(int64(c.ttl/4/time.Millisecond))) * time.Millisecond
 	g.truth.mu.Unlock()
-	err := retry(func(ctx context.Context) error {
+	err := chaos.Retry(func(ctx context.Context) error {
 		err := g.kc.CoreV1().Pods(g.w.ns).Delete(ctx, c.pod, metav1.DeleteOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -523,7 +506,7 @@ func (g *gcWorkload) remountDue(ops *chaos.Ops) error {
 			return err
 		}
 		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, ann.LastUnmountedKey())
-		err := retry(func(ctx context.Context) error {
+		err := chaos.Retry(func(ctx context.Context) error {
 			_, err := g.kc.CoreV1().PersistentVolumeClaims(g.w.ns).Patch(ctx, c.name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 			if apierrors.IsNotFound(err) {
 				return nil // collected before it came back: allowed if it expired
@@ -536,82 +519,6 @@ func (g *gcWorkload) remountDue(ops *chaos.Ops) error {
 		ops.Add("remount claim")
 	}
 	return nil
-}
-
-// slot is one replica of the collector: a manager, replaced when it is
-// killed or exits (as a Deployment's pod is).
-type slot struct {
-	i      int
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	exited chan struct{}
-	killed bool
-}
-
-// runReplicas runs two replicas until ctx ends.
-func (g *gcWorkload) runReplicas(ctx context.Context, ops *chaos.Ops) *sync.WaitGroup {
-	var wg sync.WaitGroup
-	for i := range 2 {
-		s := &slot{i: i}
-		g.slots = append(g.slots, s)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			g.runSlot(ctx, s, ops)
-		}()
-	}
-	return &wg
-}
-
-func (g *gcWorkload) runSlot(ctx context.Context, s *slot, ops *chaos.Ops) {
-	cfg, _ := g.w.replicaConfig(s.i)
-	for ctx.Err() == nil {
-		mctx, cancel := context.WithCancel(ctx)
-		exited := make(chan struct{})
-		s.mu.Lock()
-		s.cancel, s.exited, s.killed = cancel, exited, false
-		s.mu.Unlock()
-		err := g.runManager(mctx, cfg, s.i)
-		cancel()
-		close(exited)
-		s.mu.Lock()
-		killed := s.killed
-		s.mu.Unlock()
-		switch {
-		case ctx.Err() != nil:
-			return
-		case killed:
-			ops.Add("replica replaced after kill")
-		default:
-			g.o.log.Info("replica exited; starting another", "slot", s.i, "error", err)
-			ops.Add("replica restarted after exit")
-			time.Sleep(time.Second)
-		}
-	}
-}
-
-// kill stops replica i as SIGKILL would: its connections are cut first
-// and refused, so that nothing it does after reaches the API server, and
-// its Lease is not released. Its slot then starts a new one.
-func (g *gcWorkload) kill(i int) error {
-	s := g.slots[i]
-	_, proxy := g.w.replicaConfig(i)
-	if proxy != nil {
-		proxy.SetRefuse(true)
-		proxy.Reset()
-		defer proxy.Heal()
-	}
-	s.mu.Lock()
-	s.killed = true
-	cancel, exited := s.cancel, s.exited
-	s.mu.Unlock()
-	cancel()
-	select {
-	case <-exited:
-		return nil
-	case <-time.After(30 * time.Second):
-		return fmt.Errorf("replica %d did not stop", i)
-	}
 }
 
 // runManager runs one replica until ctx ends or it exits.
@@ -634,21 +541,6 @@ func (g *gcWorkload) runManager(ctx context.Context, cfg *rest.Config, i int) er
 		return err
 	}
 	return mgr.Start(ctx)
-}
-
-// fileLogger logs to a file that outlives the test, for a failed run.
-func fileLogger(seed uint64) (logr.Logger, string, error) {
-	f, err := os.CreateTemp("", fmt.Sprintf("aerospike-gc-chaos-%d-*.log", seed))
-	if err != nil {
-		return logr.Discard(), "", err
-	}
-	var mu sync.Mutex
-	log := funcr.New(func(prefix, args string) {
-		mu.Lock()
-		defer mu.Unlock()
-		fmt.Fprintln(f, time.Now().Format("15:04:05.000"), prefix, args)
-	}, funcr.Options{Verbosity: 1})
-	return log, f.Name(), nil
 }
 
 func s3Secret(name, endpoint string) *corev1.Secret {
