@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -35,24 +34,7 @@ const shortSeed = 14
 // it joins make test once it has run clean on many seeds. make chaos sets
 // CHAOS_DURATION (and a random seed unless CHAOS_SEED is set).
 func TestChaos(t *testing.T) {
-	duration, long, err := chaos.LongDuration()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !long && os.Getenv("CHAOS_SHORT") == "" {
-		t.Skip("the short chaos run is make chaos-short (CHAOS_SHORT=1) for now; make chaos runs the long one")
-	}
-	def := uint64(shortSeed)
-	if !long {
-		duration = 60 * time.Second
-	} else {
-		def = uint64(time.Now().UnixNano())
-	}
-	seed, err := chaos.SeedFromEnv(def)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("seed %d: replay with %s=%d", seed, chaos.SeedEnv, seed)
+	seed, duration := chaos.Plan(t, shortSeed)
 
 	k := testenv.StartIsolatedKubernetes(t)
 	installCRD(t, k.Config)

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"testing"
 	"text/tabwriter"
 	"time"
 )
@@ -364,4 +365,35 @@ func sortedKeys(m map[string]int) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// ShortDuration is how long the short run of a workload injects faults.
+const ShortDuration = 60 * time.Second
+
+// Plan returns the seed and duration of a workload's TestChaos from the
+// environment: with CHAOS_DURATION, the long run, on CHAOS_SEED or a
+// random seed; without it, the short run of ShortDuration on CHAOS_SEED or
+// shortSeed. It logs the seed, and fails the test on a malformed variable.
+// Until the short runs join make test, a short run also needs
+// CHAOS_SHORT=1 (make chaos-short) and skips without it.
+func Plan(t testing.TB, shortSeed uint64) (seed uint64, duration time.Duration) {
+	t.Helper()
+	duration, long, err := LongDuration()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !long && os.Getenv("CHAOS_SHORT") == "" {
+		t.Skip("the short chaos run is make chaos-short (CHAOS_SHORT=1) for now; make chaos runs the long one")
+	}
+	def := shortSeed
+	if !long {
+		duration = ShortDuration
+	} else {
+		def = uint64(time.Now().UnixNano())
+	}
+	if seed, err = SeedFromEnv(def); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("seed %d: replay with %s=%d", seed, SeedEnv, seed)
+	return seed, duration
 }
