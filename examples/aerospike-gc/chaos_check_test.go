@@ -42,13 +42,15 @@ func (g *gcWorkload) check(ctx context.Context) []chaos.Violation {
 	add := func(inv, format string, args ...any) {
 		out = append(out, chaos.Violation{Invariant: inv, Detail: fmt.Sprintf(format, args...)})
 	}
-	backupDels := g.backupAudit.Deletions()
-	claimDels := g.claimAudit.Deletions()
+	backupDels, claimDels, err := g.deletions()
+	if err != nil {
+		add(invSafety, "cannot read the API server's audit log: %v", err)
+	}
 	keys := g.keys.Keys()
 	// Final state, read fresh.
 	var backups api.AerospikeNamespaceBackupList
 	var claims *corev1.PersistentVolumeClaimList
-	err := chaos.Retry(func(ctx context.Context) (err error) {
+	err = chaos.Retry(func(ctx context.Context) (err error) {
 		if err = g.cl.List(ctx, &backups, client.InNamespace(g.w.ns)); err != nil {
 			return err
 		}
@@ -92,6 +94,10 @@ func (g *gcWorkload) check(ctx context.Context) []chaos.Violation {
 	deletedAt := map[types.UID]time.Time{}
 	for _, d := range backupDels {
 		deletedAt[d.UID] = d.Seen
+		at := d.Seen // by then at the latest; from the audit log, when it was asked
+		if !d.Requested.IsZero() {
+			at = d.Requested
+		}
 		b := g.truth.backups[d.Name]
 		switch {
 		case b == nil || (b.uid != "" && b.uid != d.UID):
@@ -100,8 +106,8 @@ func (g *gcWorkload) check(ctx context.Context) []chaos.Violation {
 			// Its owner deleted it.
 		case b.expiry().IsZero():
 			add(invSafety, "backup %s (%s, ttl %s) was deleted by %s; it must never be", b.name, b.class, b.ttl, ts(d.Seen))
-		case d.Seen.Before(b.expiry()):
-			add(invSafety, "backup %s was deleted by %s, %s before it expired at %s", b.name, ts(d.Seen), b.expiry().Sub(d.Seen).Round(time.Millisecond), ts(b.expiry()))
+		case at.Before(b.expiry()):
+			add(invSafety, "backup %s was deleted at %s, %s before it expired at %s", b.name, ts(at), b.expiry().Sub(at).Round(time.Millisecond), ts(b.expiry()))
 		}
 	}
 	for _, d := range claimDels {
@@ -160,9 +166,13 @@ func (g *gcWorkload) check(ctx context.Context) []chaos.Violation {
 		at, ok := deletedAt[b.uid]
 		if uid, live := liveBackups[name]; !ok && (!live || (b.uid != "" && uid != b.uid)) {
 			// Created and deleted while the audit's watch was down (an API
-			// server restart): the audit never saw it, and the final read
-			// bounds when it went.
+			// server restart): without an audit log to say when, the final
+			// read bounds it; with one, a deletion it did not record is
+			// data lost.
 			at, ok = finalRead, true
+			if g.w.auditLog != "" {
+				add(invKept, "backup %s (uid %s) is gone, and neither the API server's audit log nor the watch recorded its deletion", name, b.uid)
+			}
 		}
 		if !ok {
 			add(invLiveness, "backup %s expired at %s and still exists (uid %s in the final list, %s)", name, ts(e), liveBackups[name], ts(finalRead))
@@ -189,9 +199,12 @@ func (g *gcWorkload) check(ctx context.Context) []chaos.Violation {
 		case l != nil && l.UID == c.uid && l.DeletionTimestamp != nil:
 			at, ok = l.DeletionTimestamp.Time, true
 		case !ok && (l == nil || l.UID != c.uid):
-			// Gone, but the audit did not see it go (its watch was down):
-			// the final read bounds when.
+			// Gone, but the watch did not see it go (it was down): as for
+			// backups.
 			at, ok = finalRead, true
+			if g.w.auditLog != "" {
+				add(invKept, "claim %s (uid %s) is gone, and neither the API server's audit log nor the watch recorded its deletion", name, c.uid)
+			}
 		}
 		if !ok {
 			var state string
@@ -261,10 +274,63 @@ func mountsString(ms []mount) string {
 	return s
 }
 
+// deletions are the deletions of backups and claims seen by the API
+// server's audit log, when the control plane has one, and by the audits'
+// watches. The audit log's are exact (when the delete request was received
+// and completed) and miss nothing; a watch's Seen is when the informer
+// heard of it, and a watch misses an object created and deleted while it
+// was down. A deletion both saw is taken from the audit log.
+func (g *gcWorkload) deletions() (backups, claims []chaos.Deletion, err error) {
+	var reqs []chaos.DeleteRequest
+	if g.w.auditLog != "" {
+		reqs, err = chaos.ReadDeleteRequests(g.w.auditLog)
+	}
+	fromLog := map[types.UID]bool{}
+	for _, r := range reqs {
+		if r.Namespace != g.w.ns {
+			continue
+		}
+		d := chaos.Deletion{UID: r.UID, Namespace: r.Namespace, Name: r.Name, Seen: r.Completed, Requested: r.Received}
+		switch r.Resource {
+		case "aerospikenamespacebackups":
+			backups = append(backups, d)
+		case "persistentvolumeclaims":
+			claims = append(claims, d)
+		default:
+			continue
+		}
+		fromLog[r.UID] = true
+	}
+	g.seen = map[string]int{}
+	merge := func(what string, into []chaos.Deletion, watched []chaos.Deletion) []chaos.Deletion {
+		g.seen[what+" deleted, seen by the watch only"] = 0
+		g.seen[what+" deleted, missed by the watch"] = 0
+		inWatch := map[types.UID]bool{}
+		for _, d := range watched {
+			inWatch[d.UID] = true
+			if !fromLog[d.UID] {
+				into = append(into, d)
+				g.seen[what+" deleted, seen by the watch only"]++
+			}
+		}
+		for _, d := range into {
+			if fromLog[d.UID] && !inWatch[d.UID] {
+				g.seen[what+" deleted, missed by the watch"]++
+			}
+		}
+		g.seen[what+" deleted"] = len(into)
+		return into
+	}
+	backups = merge("backups", backups, g.backupAudit.Deletions())
+	claims = merge("claims", claims, g.claimAudit.Deletions())
+	return backups, claims, err
+}
+
 // observed adds to ops what the collectors were seen to delete.
 func (g *gcWorkload) observed(ops map[string]int) {
-	ops["observed: backups deleted"] = len(g.backupAudit.Deletions())
-	ops["observed: claims deleted"] = len(g.claimAudit.Deletions())
+	for k, v := range g.seen {
+		ops["observed: "+k] = v
+	}
 	n := 0
 	for _, r := range g.keys.Keys() {
 		if !r.GoneBy.IsZero() {

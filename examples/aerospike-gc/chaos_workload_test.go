@@ -47,6 +47,9 @@ type gcWorld struct {
 	ns     string
 	bucket string       // its name
 	store  *blob.Bucket // opened directly: no faults
+	// auditLog is the API server's audit log of delete requests, "" when
+	// it has none.
+	auditLog string
 	// replicaConfig is the API server config of replica slot i, and the
 	// proxy it goes through (nil: no faults on it).
 	replicaConfig func(i int) (*rest.Config, *faultproxy.Proxy)
@@ -166,6 +169,7 @@ type gcWorkload struct {
 	cl                      client.Client // direct
 	kc                      kubernetes.Interface
 	replicas                *chaos.Replicas
+	seen                    map[string]int // deletions by source, from check
 	prefix                  string
 }
 

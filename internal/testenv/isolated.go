@@ -34,6 +34,12 @@ type IsolatedKubernetes struct {
 	EtcdProxy *faultproxy.Proxy
 	// EtcdEndpoint is etcd's client URL, for a test's own etcd client.
 	EtcdEndpoint string
+	// AuditLog is the API server's audit log (JSON lines, one
+	// audit.k8s.io/v1 Event each): every delete and deletecollection
+	// request, with its response, at level RequestResponse. The file
+	// survives API server restarts; a kill can lose the event of a request
+	// in flight.
+	AuditLog string
 }
 
 // StartIsolatedKubernetes starts a control plane (etcd, kube-apiserver,
@@ -93,9 +99,16 @@ func startIsolatedKubernetes(t testing.TB) (*IsolatedKubernetes, error) {
 	}
 	host := fmt.Sprintf("https://127.0.0.1:%d", ports[2])
 	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	auditLog := filepath.Join(dir, "audit.log")
+	auditPolicy := filepath.Join(dir, "audit-policy.yaml")
+	if err := os.WriteFile(auditPolicy, []byte(deleteAuditPolicy), 0o600); err != nil {
+		return nil, err
+	}
 	apiserver, err := newComponent(t, &Component{
 		name: "kube-apiserver", dir: dir, path: paths["kube-apiserver"],
-		args:  apiserverArgs(dir, "http://"+proxy.Addr(), ports[2]),
+		args: append(apiserverArgs(dir, "http://"+proxy.Addr(), ports[2]),
+			"--audit-policy-file="+auditPolicy, "--audit-log-path="+auditLog,
+			"--audit-log-mode=blocking"),
 		ready: func(ctx context.Context) error { return httpOKWith(ctx, insecure, host+"/readyz", token) },
 	})
 	if err != nil {
@@ -141,8 +154,20 @@ func startIsolatedKubernetes(t testing.TB) (*IsolatedKubernetes, error) {
 		ControllerManager: kcm,
 		EtcdProxy:         proxy,
 		EtcdEndpoint:      clientURL,
+		AuditLog:          auditLog,
 	}, nil
 }
+
+// deleteAuditPolicy logs every delete request with its response, once it
+// is complete, and nothing else.
+const deleteAuditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived", "ResponseStarted"]
+rules:
+- level: RequestResponse
+  verbs: ["delete", "deletecollection"]
+- level: None
+`
 
 // ConfigVia returns a copy of k's Config that reaches the API server
 // through p, a proxy to the API server's address (k.Config.Host without
