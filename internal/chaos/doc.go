@@ -13,11 +13,25 @@
 // the last fault.
 //
 // Checkers compare what happened with ground truth the workload records
-// outside the system under test. Two recorders help: [DeleteAudit] keeps
-// every deletion an informer saw, with when (start it before the workload;
-// its relists after a broken watch report deletions the watch missed), and
-// [KeyHistory] lists an object store prefix over time and says by when
-// each key was gone.
+// outside the system under test. Three recorders help:
+//
+//   - [ReadDeleteRequests] reads the API server's audit log of delete
+//     requests (testenv.IsolatedKubernetes.AuditLog): every deletion, with
+//     the object's UID and when the request was received and completed,
+//     through API server restarts. It is the record a safety check should
+//     use.
+//   - [DeleteAudit] keeps every deletion an informer saw, with when. Its
+//     relists after a broken watch report deletions the watch missed, but
+//     an object created and deleted while the watch was down is never seen
+//     at all: a checker that relies on it alone must treat an object
+//     missing from its final read as deleted by then (the aerospike-gc
+//     workload did, before the audit log).
+//   - [KeyHistory] lists an object store prefix over time and says by when
+//     each key was gone.
+//
+// The workloads share their faults ([ControlPlaneFaults], [Restart] for a
+// store, [ConnectionFaults], [KillReplica]), their replicas ([Replicas])
+// and their tools ([Retry], [FileLogger], [Plan]).
 //
 // Guarantees:
 //

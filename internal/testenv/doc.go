@@ -41,7 +41,10 @@
 // reconnect to the address they had. Faults of the network between a client
 // and any component come from internal/faultproxy (latency, blackhole,
 // reset, refusal, one-way drop); [Kubernetes.ConfigVia] routes a client of
-// the API server through one.
+// the API server through one. The isolated API server writes an audit log
+// of every delete request with its response ([IsolatedKubernetes.AuditLog]),
+// kept through its restarts: a checker's record of what was deleted, and
+// when, that no broken watch can miss.
 //
 // What survives a restart, as TestObjectStoreRestarts and
 // TestControlPlaneFaults show:
