@@ -39,8 +39,8 @@ type DeleteRequest struct {
 
 // auditEvent is the part of an audit.k8s.io/v1 Event a DeleteRequest needs.
 type auditEvent struct {
-	Stage     string `json:"stage"`
-	Verb      string `json:"verb"`
+	Stage     string                    `json:"stage"`
+	Verb      string                    `json:"verb"`
 	User      struct{ Username string } `json:"user"`
 	ObjectRef *struct {
 		Resource, Namespace, Name, APIGroup string
