@@ -67,8 +67,23 @@ func (g *gcWorkload) check(ctx context.Context) []chaos.Violation {
 		liveBackups[b.Name] = b.UID
 	}
 	liveClaims := map[string]*corev1.PersistentVolumeClaim{}
+	live := map[types.UID]bool{}
 	for i := range claims.Items {
 		liveClaims[claims.Items[i].Name] = &claims.Items[i]
+		live[claims.Items[i].UID] = true
+	}
+	for _, b := range backups.Items {
+		live[b.UID] = true
+	}
+	// A delete in the audit log that the watch did not deliver: either
+	// the object is still there, marked (a finalizer holds it), or the
+	// watch missed it.
+	for uid, what := range g.watchMissed {
+		if live[uid] {
+			g.seen[what+" deleted, still finalizing at the final read"]++
+		} else {
+			g.seen[what+" deleted, missed by the watch"]++
+		}
 	}
 
 	g.truth.mu.Lock()
@@ -301,7 +316,7 @@ func (g *gcWorkload) deletions() (backups, claims []chaos.Deletion, err error) {
 		}
 		fromLog[r.UID] = true
 	}
-	g.seen = map[string]int{}
+	g.seen, g.watchMissed = map[string]int{}, map[types.UID]string{}
 	merge := func(what string, into []chaos.Deletion, watched []chaos.Deletion) []chaos.Deletion {
 		g.seen[what+" deleted, seen by the watch only"] = 0
 		g.seen[what+" deleted, missed by the watch"] = 0
@@ -315,7 +330,7 @@ func (g *gcWorkload) deletions() (backups, claims []chaos.Deletion, err error) {
 		}
 		for _, d := range into {
 			if fromLog[d.UID] && !inWatch[d.UID] {
-				g.seen[what+" deleted, missed by the watch"]++
+				g.watchMissed[d.UID] = what
 			}
 		}
 		g.seen[what+" deleted"] = len(into)

@@ -169,7 +169,8 @@ type gcWorkload struct {
 	cl                      client.Client // direct
 	kc                      kubernetes.Interface
 	replicas                *chaos.Replicas
-	seen                    map[string]int // deletions by source, from check
+	seen                    map[string]int       // deletions by source, from check
+	watchMissed             map[types.UID]string // in the audit log, not from the watch
 	prefix                  string
 }
 
