@@ -4,9 +4,9 @@
 #   make testenv   build or install only the test environment's components
 #   make lint      gofmt, go mod tidy, go vet, staticcheck
 #   make bench     run the benchmarks
-#   make chaos     the long chaos run (internal/chaos): CHAOS_DURATION of
-#                  faults (default 20m), CHAOS_SEED to replay a seed
-#   make chaos-short  its short version (60 s of faults, a fixed seed)
+#   make chaos     the long chaos runs (internal/chaos): CHAOS_DURATION of
+#                  faults per workload (default 20m), CHAOS_SEED to replay
+#   make chaos-short  only the short chaos runs, which make test runs too
 #
 # Components are cached outside the clone (see hack/testenv.sh) and linked
 # into .cache/bin, where internal/testenv finds them.
@@ -50,18 +50,21 @@ staticcheck:
 bench: testenv
 	$(GO) test $(BENCH_FLAGS) ./...
 
-# The long chaos run of each workload, with its summary table. A random
-# seed unless CHAOS_SEED is set; the seed is printed. chaos-short runs the
-# short version (60 s of faults, a fixed seed); it joins make test once it
-# has run clean on many seeds. make test runs the checker's planted-bug
-# tests.
+# The chaos runs (internal/chaos): every example's TestChaos, with its
+# summary table. make chaos is the long run: CHAOS_DURATION of faults for
+# each workload (default 20m), one workload at a time (CHAOS_PARALLEL), on
+# a random seed unless CHAOS_SEED is set; each prints its seed. make test
+# runs the short runs (60 s of faults, a fixed seed each); chaos-short runs
+# only them, verbosely, and CHAOS_SEED replays another seed.
 CHAOS_DURATION ?= 20m
 CHAOS_SEED     ?=
-CHAOS_TIMEOUT  ?= 90m
+CHAOS_PARALLEL ?= 1
+CHAOS_TIMEOUT  ?= 60m
+CHAOS_PACKAGES ?= ./examples/...
 chaos: testenv
 	CHAOS_DURATION=$(CHAOS_DURATION) CHAOS_SEED=$(CHAOS_SEED) \
-		$(GO) test -race -count=1 -v -run '^TestChaos$$' -timeout $(CHAOS_TIMEOUT) ./examples/aerospike-gc
+		$(GO) test -race -count=1 -v -p $(CHAOS_PARALLEL) -run '^TestChaos$$' -timeout $(CHAOS_TIMEOUT) $(CHAOS_PACKAGES)
 
 chaos-short: testenv
-	CHAOS_SHORT=1 CHAOS_SEED=$(CHAOS_SEED) \
-		$(GO) test -race -count=1 -v -run '^TestChaos$$' -timeout 20m ./examples/aerospike-gc
+	CHAOS_SEED=$(CHAOS_SEED) \
+		$(GO) test -race -count=1 -v -run '^TestChaos$$' -timeout 20m $(CHAOS_PACKAGES)

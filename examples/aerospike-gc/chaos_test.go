@@ -30,8 +30,7 @@ const shortSeed = 14
 // of its own while their components restart, the replicas' connections
 // fail and replicas are killed, then checks the invariants (see
 // internal/chaos). Without CHAOS_DURATION it is the short run, 60 s of
-// faults from a fixed seed, which make chaos-short runs (CHAOS_SHORT=1);
-// it joins make test once it has run clean on many seeds. make chaos sets
+// faults from a fixed seed, which make test runs; make chaos sets
 // CHAOS_DURATION (and a random seed unless CHAOS_SEED is set).
 func TestChaos(t *testing.T) {
 	seed, duration := chaos.Plan(t, shortSeed)

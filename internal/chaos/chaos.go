@@ -373,17 +373,16 @@ const ShortDuration = 60 * time.Second
 // Plan returns the seed and duration of a workload's TestChaos from the
 // environment: with CHAOS_DURATION, the long run, on CHAOS_SEED or a
 // random seed; without it, the short run of ShortDuration on CHAOS_SEED or
-// shortSeed. It logs the seed, and fails the test on a malformed variable.
-// Until the short runs join make test, a short run also needs
-// CHAOS_SHORT=1 (make chaos-short) and skips without it.
+// shortSeed, which make test runs. It skips the short run under go test
+// -short, logs the seed, and fails the test on a malformed variable.
 func Plan(t testing.TB, shortSeed uint64) (seed uint64, duration time.Duration) {
 	t.Helper()
 	duration, long, err := LongDuration()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !long && os.Getenv("CHAOS_SHORT") == "" {
-		t.Skip("the short chaos run is make chaos-short (CHAOS_SHORT=1) for now; make chaos runs the long one")
+	if !long && testing.Short() {
+		t.Skip("the short chaos run takes a minute or two; it runs without -short (make test)")
 	}
 	def := shortSeed
 	if !long {

@@ -48,9 +48,8 @@
 //   - CHAOS_SEED: replay a seed.
 //   - CHAOS_DURATION: run the long version for this long (make chaos sets
 //     20m by default); unset, workloads run their short version, 60 s of
-//     faults from a fixed seed, when CHAOS_SHORT is set (make
-//     chaos-short). The short run joins make test once it has run clean on
-//     many seeds; make test runs the checkers' planted-bug tests.
+//     faults from a fixed seed, which make test runs (and skips under go
+//     test -short). make test also runs the checkers' planted-bug tests.
 //
 // # Covered so far
 //
