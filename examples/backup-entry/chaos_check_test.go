@@ -270,9 +270,19 @@ func conditions(be *api.BackupEntry) string {
 
 // observed adds to ops what the controller was seen to do.
 func (g *beWorkload) observed(ops map[string]int) {
-	ops["observed: entries deleted"] = len(g.entryAudit.Deletions())
-	ops["observed: buckets deleted"] = len(g.bucketAudit.Deletions())
 	g.truth.mu.Lock()
+	for _, d := range g.entryAudit.Deletions() {
+		if e := g.truth.entries[d.Name]; e != nil && e.uid == d.UID {
+			ops["observed: entries deleted"]++
+		}
+	}
+	for _, d := range g.bucketAudit.Deletions() {
+		for _, b := range g.truth.buckets {
+			if b.uid == d.UID {
+				ops["observed: buckets deleted"]++
+			}
+		}
+	}
 	admitted, waited := 0, 0
 	for _, e := range g.truth.order {
 		if !e.admittedSeen.IsZero() {

@@ -441,14 +441,20 @@ func (g *beWorkload) generate(ctx context.Context, ops *chaos.Ops) error {
 	return nil
 }
 
-func (g *beWorkload) create(obj client.Object) error {
-	return chaos.Retry(func(ctx context.Context) error {
-		err := g.cl.Create(ctx, obj.DeepCopyObject().(client.Object))
+// create creates obj and returns its UID.
+func (g *beWorkload) create(obj client.Object) (types.UID, error) {
+	var uid types.UID
+	err := chaos.Retry(func(ctx context.Context) error {
+		o := obj.DeepCopyObject().(client.Object)
+		err := g.cl.Create(ctx, o)
 		if apierrors.IsAlreadyExists(err) {
-			return nil // an earlier attempt was applied
+			// An earlier attempt was applied.
+			err = g.cl.Get(ctx, client.ObjectKeyFromObject(o), o)
 		}
+		uid = o.GetUID()
 		return err
 	})
+	return uid, err
 }
 
 func (g *beWorkload) newBucket(s *beStore, max int, ops *chaos.Ops) error {
@@ -462,15 +468,12 @@ func (g *beWorkload) newBucket(s *beStore, max int, ops *chaos.Ops) error {
 		Spec: api.BackupBucketSpec{URL: s.url(b.prefix), MaxEntries: max,
 			SecretRef: &api.SecretReference{Namespace: g.w.ns, Name: s.secret}},
 	}
-	if err := g.create(obj); err != nil {
+	uid, err := g.create(obj)
+	if err != nil {
 		return fmt.Errorf("create bucket %s: %w", b.name, err)
 	}
-	var got api.BackupBucket
-	if err := chaos.Retry(func(ctx context.Context) error { return g.cl.Get(ctx, client.ObjectKey{Name: b.name}, &got) }); err != nil {
-		return fmt.Errorf("read bucket %s: %w", b.name, err)
-	}
 	g.truth.mu.Lock()
-	b.uid = got.UID
+	b.uid = uid
 	g.truth.mu.Unlock()
 	ops.Add(fmt.Sprintf("create bucket (%s, max %d)", s.kind, max))
 	return nil
@@ -531,9 +534,13 @@ func (g *beWorkload) newEntry(rng *rand.Rand, ops *chaos.Ops) error {
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec:       api.BackupEntrySpec{BucketName: b.name, ShootUID: "uid-" + name},
 	}
-	if err := g.create(obj); err != nil {
+	uid, err := g.create(obj)
+	if err != nil {
 		return fmt.Errorf("create entry %s: %w", name, err)
 	}
+	g.truth.mu.Lock()
+	e.uid = uid
+	g.truth.mu.Unlock()
 	ops.Add("create entry (" + b.store.kind + ")")
 	return nil
 }
@@ -561,9 +568,6 @@ func (g *beWorkload) refresh() error {
 		e := g.truth.entries[be.Name]
 		if e == nil {
 			continue
-		}
-		if e.uid == "" {
-			e.uid = be.UID
 		}
 		if be.UID != e.uid || !e.admittedSeen.IsZero() || !e.deleteSent.IsZero() {
 			continue
