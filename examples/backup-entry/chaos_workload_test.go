@@ -491,9 +491,9 @@ func liveEntries(b *bucketTruth) []*entryTruth {
 
 // newEntry creates an entry in a bucket that has fewer than its limit and
 // two more (so that some wait for a place): its look-alike keys first,
-// beside the prefix it will get, which must survive everything. One in
-// four is named as a sibling of a live entry, its name plus "c": the
-// sibling's prefix then starts with the other's name.
+// beside the prefix it will get, which must survive everything. In a
+// limited bucket, one in four is named as a sibling of a live entry, its
+// name plus "c": the sibling's prefix then starts with the other's name.
 func (g *beWorkload) newEntry(rng *rand.Rand, ops *chaos.Ops) error {
 	g.truth.mu.Lock()
 	cands := slices.DeleteFunc(g.liveBuckets(), func(b *bucketTruth) bool {
@@ -509,7 +509,9 @@ func (g *beWorkload) newEntry(rng *rand.Rand, ops *chaos.Ops) error {
 	}
 	b := cands[rng.IntN(len(cands))]
 	name := fmt.Sprintf("%s--e-%d", g.w.runID, len(g.truth.order))
-	if live := liveEntries(b); len(live) > 0 && rng.IntN(4) == 0 {
+	// Not in an unlimited bucket: there every entry has a look-alike
+	// directory of that name beside its prefix.
+	if live := liveEntries(b); b.max > 0 && len(live) > 0 && rng.IntN(4) == 0 {
 		if sib := live[rng.IntN(len(live))].name + "c"; g.truth.entries[sib] == nil {
 			name = sib
 		}
