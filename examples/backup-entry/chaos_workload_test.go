@@ -111,8 +111,8 @@ type entryTruth struct {
 	// refusedSeen says the generator read it refused for a full bucket
 	// (before it was admitted, if it was).
 	refusedSeen bool
-	data         []string // store keys it wrote under the prefix
-	lookalikes   []string // store keys beside the prefix: never to be deleted
+	data        []string // store keys it wrote under the prefix
+	lookalikes  []string // store keys beside the prefix: never to be deleted
 	// deleteSent and forceSent are when the generator first sent the
 	// deletion and the force annotation; zero: not done.
 	deleteSent, forceSent time.Time
@@ -330,6 +330,9 @@ func (g *beWorkload) sampleQuota(ctx context.Context, every time.Duration) {
 		from, to time.Time
 	}
 	prev := map[string]listing{}
+	// A deleted bucket admits no more entries: once its prefixes are gone
+	// it is not listed again (a long run deletes many).
+	done := map[string]bool{}
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -337,9 +340,12 @@ func (g *beWorkload) sampleQuota(ctx context.Context, every time.Duration) {
 		buckets := slices.Clone(g.truth.buckets)
 		g.truth.mu.Unlock()
 		for _, b := range buckets {
-			if b.max == 0 {
+			if b.max == 0 || done[b.name] {
 				continue
 			}
+			g.truth.mu.Lock()
+			deleted := !b.deleteSent.IsZero()
+			g.truth.mu.Unlock()
 			start := time.Now()
 			dirs, err := listDirs(ctx, b.store.direct, b.prefix)
 			if err != nil {
@@ -356,6 +362,7 @@ func (g *beWorkload) sampleQuota(ctx context.Context, every time.Duration) {
 			}
 			g.mu.Unlock()
 			prev[b.name] = cur
+			done[b.name] = deleted && len(dirs) == 0
 		}
 		select {
 		case <-ctx.Done():
