@@ -39,9 +39,9 @@ const shortSeed = 14
 // fake-gcs-server and a MinIO of its own while their components restart,
 // the replicas' connections fail and replicas are killed, then checks the
 // invariants (chaos_check_test.go). Without CHAOS_DURATION it is the short
-// run, 60 s of faults from a fixed seed, which make chaos-short runs
-// (CHAOS_SHORT=1). make chaos sets CHAOS_DURATION (and a random seed unless
-// CHAOS_SEED is set).
+// run, 60 s of faults from a fixed seed, which make test runs (go test
+// -short skips it); make chaos sets CHAOS_DURATION (and a random seed
+// unless CHAOS_SEED is set).
 func TestChaos(t *testing.T) {
 	seed, duration := chaos.Plan(t, shortSeed)
 
