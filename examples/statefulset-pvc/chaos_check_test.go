@@ -126,6 +126,22 @@ func (g *spWorkload) check(ctx context.Context) []chaos.Violation {
 		r revs
 	}
 	podsByName := map[string][]podDel{}
+	// One violation per pod name, with how many more deletions of it
+	// broke the invariant: a controller that deletes the wrong pod does so
+	// on every pass.
+	podViolations := map[string]int{}
+	defer func() {
+		for i, v := range out {
+			if v.Invariant != invPodSafety {
+				continue
+			}
+			name, _, _ := strings.Cut(strings.TrimPrefix(v.Detail, "pod "), " ")
+			if n := podViolations[name]; n > 1 {
+				out[i].Detail += fmt.Sprintf(" (and %d more deletions of pod %s like it)", n-1, name)
+				podViolations[name] = 0
+			}
+		}
+	}()
 	for _, d := range podDels {
 		o := g.pods.get(d.UID)
 		r := g.removal(d, o)
@@ -139,6 +155,9 @@ func (g *spWorkload) check(ctx context.Context) []chaos.Violation {
 		case s == nil:
 			add(invPodSafety, "pod %s (uid %s), of no set the workload created, was deleted at revision %s", d.Name, d.UID, r)
 		case !s.mayBeUnwanted(i, r):
+			if podViolations[d.Name]++; podViolations[d.Name] > 1 {
+				continue
+			}
 			add(invPodSafety, "pod %s (uid %s) was deleted at revision %s (seen %s) while ordinal %d was in range: spec.replicas %v then; set %s",
 				d.Name, d.UID, r, ts(d.Seen), i, s.valuesDuring(r), s.history())
 		}
