@@ -130,18 +130,6 @@ func (g *spWorkload) check(ctx context.Context) []chaos.Violation {
 	// broke the invariant: a controller that deletes the wrong pod does so
 	// on every pass.
 	podViolations := map[string]int{}
-	defer func() {
-		for i, v := range out {
-			if v.Invariant != invPodSafety {
-				continue
-			}
-			name, _, _ := strings.Cut(strings.TrimPrefix(v.Detail, "pod "), " ")
-			if n := podViolations[name]; n > 1 {
-				out[i].Detail += fmt.Sprintf(" (and %d more deletions of pod %s like it)", n-1, name)
-				podViolations[name] = 0
-			}
-		}
-	}()
 	for _, d := range podDels {
 		o := g.pods.get(d.UID)
 		r := g.removal(d, o)
@@ -238,6 +226,12 @@ func (g *spWorkload) check(ctx context.Context) []chaos.Violation {
 			add(invKept, "claim %s has uid %s, not its own %s (first seen %s); set %s", c.name, l.UID, c.uid, ts(c.firstSeen), s.history())
 		case l.DeletionTimestamp != nil:
 			add(invKept, "claim %s (uid %s) is being deleted since %s; set %s", c.name, c.uid, ts(l.DeletionTimestamp.Time), s.history())
+		}
+	}
+	for i, v := range out {
+		name, _, _ := strings.Cut(strings.TrimPrefix(v.Detail, "pod "), " ")
+		if n := podViolations[name]; v.Invariant == invPodSafety && n > 1 {
+			out[i].Detail += fmt.Sprintf(" (and %d more deletions of pod %s like it)", n-1, name)
 		}
 	}
 	return out
