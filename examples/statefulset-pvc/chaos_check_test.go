@@ -133,6 +133,9 @@ func (g *spWorkload) check(ctx context.Context) []chaos.Violation {
 	for _, d := range podDels {
 		o := g.pods.get(d.UID)
 		r := g.removal(d, o)
+		if !r.exact() {
+			g.leniency["checker: pod deletions found by a relist"]++
+		}
 		set, i := parseMember("pod", d.Name)
 		s := g.truth.sets[set]
 		if _, ok := g.truth.manual[d.UID]; ok {
@@ -158,6 +161,9 @@ func (g *spWorkload) check(ctx context.Context) []chaos.Violation {
 	for _, d := range claimDels {
 		o := g.claims.get(d.UID)
 		a := g.requested(d, o)
+		if !g.removal(d, o).exact() {
+			g.leniency["checker: claim deletions found by a relist"]++
+		}
 		set, i := parseMember("claim", d.Name)
 		s := g.truth.sets[set]
 		if s == nil {
@@ -185,6 +191,7 @@ func (g *spWorkload) check(ctx context.Context) []chaos.Violation {
 				for _, ref := range o.owners {
 					if ref.Kind == "Pod" && ref.Controller != nil && *ref.Controller && g.pods.get(ref.UID) == nil {
 						allowed = "owned by a pod the audit never saw"
+						g.leniency["checker: claim deletions allowed by an unseen pod owner"]++
 					}
 				}
 			}
@@ -237,7 +244,6 @@ func (g *spWorkload) check(ctx context.Context) []chaos.Violation {
 	return out
 }
 
-
 func (g *spWorkload) stoppedAt() time.Time {
 	g.truth.mu.Lock()
 	defer g.truth.mu.Unlock()
@@ -258,4 +264,9 @@ func (g *spWorkload) observed(ops map[string]int) {
 	ops["observed: claims deleted"] = len(g.claimAudit.Deletions())
 	ops["observed: claims created"] = len(g.claims.all())
 	ops["observed: pods created"] = len(g.pods.all())
+	g.truth.mu.Lock()
+	defer g.truth.mu.Unlock()
+	for k, n := range g.leniency {
+		ops[k] = n
+	}
 }

@@ -312,15 +312,18 @@ func (t *truth) rvAfter(at time.Time) uint64 {
 const claimTemplate = "data"
 
 type spWorkload struct {
-	w                   spWorld
-	o                   spOptions
-	seed                uint64
-	truth               truth
+	w                    spWorld
+	o                    spOptions
+	seed                 uint64
+	truth                truth
 	podAudit, claimAudit *chaos.DeleteAudit
-	pods, claims        *observer
-	cl                  client.Client // direct
-	kc                  kubernetes.Interface
-	replicas            *chaos.Replicas
+	pods, claims         *observer
+	cl                   client.Client // direct
+	kc                   kubernetes.Interface
+	replicas             *chaos.Replicas
+	// leniency counts the deletions the checker could judge only
+	// leniently (revision intervals, owners): the summary shows them.
+	leniency map[string]int
 }
 
 // newSPWorkload starts the audits and observers, before anything is
@@ -334,7 +337,7 @@ func newSPWorkload(ctx context.Context, w spWorld, o spOptions, seed uint64) (*s
 	if err != nil {
 		return nil, err
 	}
-	g := &spWorkload{w: w, o: o, seed: seed, cl: cl, kc: kc,
+	g := &spWorkload{w: w, o: o, seed: seed, cl: cl, kc: kc, leniency: map[string]int{},
 		truth:  truth{sets: map[string]*setTruth{}, manual: map[types.UID]time.Time{}},
 		pods:   &observer{objs: map[types.UID]*objTruth{}, kind: "pod"},
 		claims: &observer{objs: map[types.UID]*objTruth{}, kind: "claim"},
