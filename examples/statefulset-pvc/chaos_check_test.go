@@ -68,8 +68,8 @@ func (g *spWorkload) requested(d chaos.Deletion, o *objTruth) revs {
 }
 
 // createdAfter is a revision the claim was created after: its set's
-// creation, or the first sight of the claim of the same name before it
-// (one name holds one claim at a time).
+// creation, or the removal of the claim of the same name before it (one
+// name holds one claim at a time).
 func (g *spWorkload) createdAfter(s *setTruth, c *objTruth) uint64 {
 	from := s.events[0].at.lo
 	for _, o := range g.claims.all() {
@@ -77,7 +77,28 @@ func (g *spWorkload) createdAfter(s *setTruth, c *objTruth) uint64 {
 			from = max(from, o.firstRV)
 		}
 	}
+	for _, d := range g.claimAudit.Deletions() {
+		if o := g.claims.get(d.UID); d.Name == c.name && d.UID != c.uid && o != nil && o.firstRV < c.firstRV {
+			from = max(from, g.removal(d, o).lo)
+		}
+	}
 	return from
+}
+
+// podless reports whether no pod of the claim's ordinal was created after
+// the claim could have been: its pod's creation failed before the
+// ordinal went out of range. No pod was condemned, so the claim never
+// gets a pod reference and whenScaled: Delete keeps it, as the StatefulSet
+// controller does (it fixes the claims of condemned pods only); the
+// checker does not require it gone.
+func (g *spWorkload) podless(s *setTruth, c *objTruth) bool {
+	from := g.createdAfter(s, c)
+	for _, p := range g.pods.all() {
+		if p.name == api.PodName(c.set, c.ordinal) && p.firstRV > from {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *setTruth) history() string {
@@ -118,6 +139,12 @@ func (g *spWorkload) check(ctx context.Context) []chaos.Violation {
 
 	g.truth.mu.Lock()
 	defer g.truth.mu.Unlock()
+	for _, c := range f.claims {
+		set, i := parseMember("claim", c.Name)
+		if s := g.truth.sets[set]; s != nil && s.deleted() == nil && i >= s.replicas() && s.policy.DeletesOnScaledown() && g.podlessClaim(s, c) {
+			g.leniency["checker: out-of-range claims kept, their pod never created"]++
+		}
+	}
 
 	// Pods: deleted by hand, or out of range (a scale-down in force, or
 	// the set deleted) at the revision of their deletion.

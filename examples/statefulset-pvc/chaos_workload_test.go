@@ -700,7 +700,7 @@ func (g *spWorkload) converged(f *finalState) []string {
 			switch {
 			case deleted && s.policy.DeletesOnOwnerDeletion():
 				out = append(out, "claim "+c.Name+" of a deleted set")
-			case !deleted && i >= r && s.policy.DeletesOnScaledown():
+			case !deleted && i >= r && s.policy.DeletesOnScaledown() && !g.podlessClaim(s, c):
 				out = append(out, "claim "+c.Name+" out of range")
 			case !deleted && i < r && c.DeletionTimestamp != nil:
 				out = append(out, "claim "+c.Name+" terminating")
@@ -726,6 +726,13 @@ func (g *spWorkload) converged(f *finalState) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// podlessClaim is podless for a claim of the final list; a claim the
+// informer has not seen yet counts as having had a pod.
+func (g *spWorkload) podlessClaim(s *setTruth, c *corev1.PersistentVolumeClaim) bool {
+	o := g.claims.get(c.UID)
+	return o != nil && g.podless(s, o)
 }
 
 // settled: every set is as its spec and policy say.
