@@ -64,7 +64,7 @@ type spWorld struct {
 // spOptions tune the workload; the zero value is the real thing.
 type spOptions struct {
 	// bound is the liveness bound: how long after the faults stopped a
-	// claim the policy deletes, or a pod out of range, may still exist.
+	// claim the policy deletes may still exist.
 	bound time.Duration
 	// wrap, if set, wraps the replicas' client: a planted bug.
 	wrap func(client.WithWatch) client.Client
@@ -75,9 +75,11 @@ type spOptions struct {
 // revision in it. hi == 0 means unbounded above.
 type revs struct{ lo, hi uint64 }
 
+// exact reports whether the revision is known exactly.
 func (r revs) exact() bool { return r.lo == r.hi && r.hi != 0 }
 
-// before reports whether the event may have happened before revision x.
+// mayPrecede reports whether the event may have happened before revision
+// x (0: no bound).
 func (r revs) mayPrecede(x uint64) bool { return x == 0 || r.lo < x }
 
 func (r revs) String() string {
@@ -110,6 +112,7 @@ type setTruth struct {
 	minReplicas int
 }
 
+// deleted returns the set's deletion, or nil while it exists.
 func (s *setTruth) deleted() *specEvent {
 	if e := &s.events[len(s.events)-1]; e.kind == "delete" {
 		return e
