@@ -1,0 +1,299 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/groundskeeper-io/groundskeeper/examples/statefulset-pvc/api"
+	"github.com/groundskeeper-io/groundskeeper/internal/chaos"
+)
+
+// The invariants of the statefulset-pvc workload.
+const (
+	// Claims are deleted only as the policy says: none that Retain keeps,
+	// none before a scale-down condemned its pod (whenScaled: Delete) or
+	// the set's deletion was requested (whenDeleted: Delete), none whose
+	// pod went while its ordinal was wanted.
+	invClaimSafety = "safety (claims)"
+	// No pod of an ordinal in range is deleted, except by hand.
+	invPodSafety = "safety (pods)"
+	// Every set reaches its spec'd pods and claims, and the claims its
+	// policy deletes are gone, within the bound after the faults stopped.
+	invLiveness = "liveness"
+	// Every claim the policy keeps exists, with its original UID.
+	invKept = "no data lost"
+)
+
+func ts(t time.Time) string { return t.Format("15:04:05.000") }
+
+func rvOf(obj any) uint64 {
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return 0
+	}
+	rv, _ := strconv.ParseUint(m.GetResourceVersion(), 10, 64)
+	return rv
+}
+
+// removal is the revision interval in which an audited object was
+// removed: exactly the DELETED event's revision when the watch saw it
+// (higher than any version seen before), else after the last version seen
+// and before the first generator write sent after the relist found it
+// gone.
+func (g *spWorkload) removal(d chaos.Deletion, o *objTruth) revs {
+	last := rvOf(d.Last)
+	if o == nil || last > o.maxRV {
+		return revs{lo: last, hi: last}
+	}
+	return revs{lo: o.maxRV + 1, hi: g.truth.rvAfter(d.Seen)}
+}
+
+// requested is the revision interval of a claim's deletion request: after
+// the last version seen without a deletionTimestamp, by the first seen
+// with one, else by its removal.
+func (g *spWorkload) requested(d chaos.Deletion, o *objTruth) revs {
+	r := g.removal(d, o)
+	if o == nil {
+		return revs{lo: 0, hi: r.hi}
+	}
+	if o.termRV != 0 {
+		return revs{lo: o.maxLiveRV + 1, hi: o.termRV}
+	}
+	return revs{lo: o.maxLiveRV + 1, hi: r.hi}
+}
+
+// createdAfter is a revision the claim was created after: its set's
+// creation, or the removal of the claim of the same name before it (one
+// name holds one claim at a time).
+func (g *spWorkload) createdAfter(s *setTruth, c *objTruth) uint64 {
+	from := s.events[0].at.lo
+	for _, o := range g.claims.all() {
+		if o.name == c.name && o.firstRV < c.firstRV {
+			from = max(from, o.firstRV)
+		}
+	}
+	for _, d := range g.claimAudit.Deletions() {
+		if o := g.claims.get(d.UID); d.Name == c.name && d.UID != c.uid && o != nil && o.firstRV < c.firstRV {
+			from = max(from, g.removal(d, o).lo)
+		}
+	}
+	return from
+}
+
+// podless reports whether no pod of the claim's ordinal was created after
+// the claim could have been: its pod's creation failed before the
+// ordinal went out of range. No pod was condemned, so the claim never
+// gets a pod reference and whenScaled: Delete keeps it, as the StatefulSet
+// controller does (it fixes the claims of condemned pods only); the
+// checker does not require it gone.
+func (g *spWorkload) podless(s *setTruth, c *objTruth) bool {
+	from := g.createdAfter(s, c)
+	for _, p := range g.pods.all() {
+		if p.name == api.PodName(c.set, c.ordinal) && p.firstRV > from {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *setTruth) history() string {
+	var parts []string
+	for _, e := range s.events {
+		switch e.kind {
+		case "delete":
+			parts = append(parts, fmt.Sprintf("delete@%s", e.at))
+		default:
+			parts = append(parts, fmt.Sprintf("%s %d@%s", e.kind, e.replicas, e.at))
+		}
+	}
+	name, _ := s.policy.Name()
+	return fmt.Sprintf("%s %s [%s]", s.name, name, strings.Join(parts, ", "))
+}
+
+// check compares what the audits saw, and what exists now, with the
+// ground truth.
+func (g *spWorkload) check(ctx context.Context) []chaos.Violation {
+	var out []chaos.Violation
+	add := func(inv, format string, args ...any) {
+		out = append(out, chaos.Violation{Invariant: inv, Detail: fmt.Sprintf(format, args...)})
+	}
+	var f *finalState
+	err := chaos.Retry(func(ctx context.Context) (err error) {
+		f, err = g.read(ctx)
+		return err
+	})
+	if err != nil {
+		add(invKept, "cannot read the final state: %v", err)
+		return out
+	}
+	podDels, claimDels := g.podAudit.Deletions(), g.claimAudit.Deletions()
+	// The liveness items come first: converged takes the truth's lock.
+	for _, p := range g.converged(f) {
+		add(invLiveness, "%s, %s after the faults stopped (final read at %s)", p, f.at.Sub(g.stoppedAt()).Round(time.Millisecond), ts(f.at))
+	}
+
+	g.truth.mu.Lock()
+	defer g.truth.mu.Unlock()
+	for _, c := range f.claims {
+		set, i := parseMember("claim", c.Name)
+		if s := g.truth.sets[set]; s != nil && s.deleted() == nil && i >= s.replicas() && s.policy.DeletesOnScaledown() && g.podlessClaim(s, c) {
+			g.leniency["checker: out-of-range claims kept, their pod never created"]++
+		}
+	}
+
+	// Pods: deleted by hand, or out of range (a scale-down in force, or
+	// the set deleted) at the revision of their deletion.
+	type podDel struct {
+		d chaos.Deletion
+		r revs
+	}
+	podsByName := map[string][]podDel{}
+	// One violation per pod name, with how many more deletions of it
+	// broke the invariant: a controller that deletes the wrong pod does so
+	// on every pass.
+	podViolations := map[string]int{}
+	for _, d := range podDels {
+		o := g.pods.get(d.UID)
+		r := g.removal(d, o)
+		if !r.exact() {
+			g.leniency["checker: pod deletions found by a relist"]++
+		}
+		set, i := parseMember("pod", d.Name)
+		s := g.truth.sets[set]
+		if _, ok := g.truth.manual[d.UID]; ok {
+			continue
+		}
+		podsByName[d.Name] = append(podsByName[d.Name], podDel{d, r})
+		switch {
+		case s == nil:
+			add(invPodSafety, "pod %s (uid %s), of no set the workload created, was deleted at revision %s", d.Name, d.UID, r)
+		case !s.mayBeUnwanted(i, r):
+			if podViolations[d.Name]++; podViolations[d.Name] > 1 {
+				continue
+			}
+			add(invPodSafety, "pod %s (uid %s) was deleted at revision %s (seen %s) while ordinal %d was in range: spec.replicas %v then; set %s",
+				d.Name, d.UID, r, ts(d.Seen), i, s.valuesDuring(r), s.history())
+		}
+	}
+
+	// Claims: a set deletion requested before, under whenDeleted: Delete;
+	// or, under whenScaled: Delete, the deletion of its pod while a
+	// scale-down condemned it, after the claim was created.
+	deadline := g.truth.stopped.Add(g.o.bound)
+	for _, d := range claimDels {
+		o := g.claims.get(d.UID)
+		a := g.requested(d, o)
+		if !g.removal(d, o).exact() {
+			g.leniency["checker: claim deletions found by a relist"]++
+		}
+		set, i := parseMember("claim", d.Name)
+		s := g.truth.sets[set]
+		if s == nil {
+			add(invClaimSafety, "claim %s (uid %s), of no set the workload created, was deleted (requested at revision %s)", d.Name, d.UID, a)
+			continue
+		}
+		allowed := ""
+		if del := s.deleted(); del != nil && s.policy.DeletesOnOwnerDeletion() && del.at.mayPrecede(a.hi) {
+			allowed = "set deleted"
+		}
+		if allowed == "" && s.policy.DeletesOnScaledown() {
+			from := s.events[0].at.lo
+			if o != nil {
+				from = g.createdAfter(s, o)
+			}
+			for _, p := range podsByName[api.PodName(set, i)] {
+				if p.r.mayPrecede(a.hi) && (p.r.hi == 0 || p.r.hi > from) && s.mayBeScaledBelow(i, p.r) {
+					allowed = "pod deleted while condemned"
+					break
+				}
+			}
+			if allowed == "" && o != nil {
+				// Its pod came and went while the audit's watch was down:
+				// the claim's last owners name a pod nobody saw.
+				for _, ref := range o.owners {
+					if ref.Kind == "Pod" && ref.Controller != nil && *ref.Controller && g.pods.get(ref.UID) == nil {
+						allowed = "owned by a pod the audit never saw"
+						g.leniency["checker: claim deletions allowed by an unseen pod owner"]++
+					}
+				}
+			}
+		}
+		if allowed == "" {
+			why := "its policy keeps it"
+			if s.policy.DeletesOnScaledown() || s.policy.DeletesOnOwnerDeletion() {
+				why = "no set deletion (whenDeleted: Delete) came before, nor did its pod go while a scale-down condemned it"
+			}
+			add(invClaimSafety, "claim %s (uid %s) was deleted, requested at revision %s (seen gone %s): %s; set %s",
+				d.Name, d.UID, a, ts(d.Seen), why, s.history())
+		}
+		// Liveness: what the policy deletes by the end went within the
+		// bound.
+		r := s.replicas()
+		due := (s.deleted() != nil && s.policy.DeletesOnOwnerDeletion()) || (s.deleted() == nil && i >= r && s.policy.DeletesOnScaledown())
+		if due && d.Seen.After(deadline) {
+			add(invLiveness, "claim %s (uid %s) was deleted by %s, after the bound %s", d.Name, d.UID, ts(d.Seen), ts(deadline))
+		}
+	}
+
+	// No data lost: every claim no allowed deletion could have reached
+	// exists, with its UID.
+	for _, c := range g.claims.all() {
+		s := g.truth.sets[c.set]
+		if s == nil {
+			continue
+		}
+		if s.deleted() != nil && s.policy.DeletesOnOwnerDeletion() {
+			continue
+		}
+		if s.policy.DeletesOnScaledown() && s.scaledBelowSince(c.ordinal, g.createdAfter(s, &c)) {
+			continue
+		}
+		switch l := f.claims[c.name]; {
+		case l == nil:
+			add(invKept, "claim %s (uid %s, first seen %s) is gone; set %s", c.name, c.uid, ts(c.firstSeen), s.history())
+		case l.UID != c.uid:
+			add(invKept, "claim %s has uid %s, not its own %s (first seen %s); set %s", c.name, l.UID, c.uid, ts(c.firstSeen), s.history())
+		case l.DeletionTimestamp != nil:
+			add(invKept, "claim %s (uid %s) is being deleted since %s; set %s", c.name, c.uid, ts(l.DeletionTimestamp.Time), s.history())
+		}
+	}
+	for i, v := range out {
+		name, _, _ := strings.Cut(strings.TrimPrefix(v.Detail, "pod "), " ")
+		if n := podViolations[name]; v.Invariant == invPodSafety && n > 1 {
+			out[i].Detail += fmt.Sprintf(" (and %d more deletions of pod %s like it)", n-1, name)
+		}
+	}
+	return out
+}
+
+func (g *spWorkload) stoppedAt() time.Time {
+	g.truth.mu.Lock()
+	defer g.truth.mu.Unlock()
+	return g.truth.stopped
+}
+
+// observed adds to ops what the audits saw.
+func (g *spWorkload) observed(ops map[string]int) {
+	manual := 0
+	g.truth.mu.Lock()
+	for _, d := range g.podAudit.Deletions() {
+		if _, ok := g.truth.manual[d.UID]; ok {
+			manual++
+		}
+	}
+	g.truth.mu.Unlock()
+	ops["observed: pods deleted (not by hand)"] = len(g.podAudit.Deletions()) - manual
+	ops["observed: claims deleted"] = len(g.claimAudit.Deletions())
+	ops["observed: claims created"] = len(g.claims.all())
+	ops["observed: pods created"] = len(g.pods.all())
+	g.truth.mu.Lock()
+	defer g.truth.mu.Unlock()
+	for k, n := range g.leniency {
+		ops[k] = n
+	}
+}

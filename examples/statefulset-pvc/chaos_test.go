@@ -1,0 +1,242 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/groundskeeper-io/groundskeeper/examples/statefulset-pvc/api"
+	"github.com/groundskeeper-io/groundskeeper/internal/chaos"
+	"github.com/groundskeeper-io/groundskeeper/internal/faultproxy"
+	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
+	"github.com/groundskeeper-io/groundskeeper/lifecycle"
+)
+
+// shortSeed is the seed of the short run; CHAOS_SEED replays another.
+const shortSeed = 1847
+
+// TestChaos runs the statefulset-pvc workload on a control plane of its
+// own while its components restart, the replicas' connections fail and
+// replicas are killed, then checks the invariants (see
+// chaos_check_test.go). Without CHAOS_DURATION it is the short run, 60 s
+// of faults from a fixed seed (CHAOS_SHORT=1); make chaos sets
+// CHAOS_DURATION.
+func TestChaos(t *testing.T) {
+	seed, duration := chaos.Plan(t, shortSeed)
+
+	k := testenv.StartIsolatedKubernetes(t)
+	c, err := createCRD(k.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The garbage collector deletes the pods and claims of deleted sets
+	// only once it has discovered the CRD (every 30 s).
+	start := time.Now()
+	if err := probeGC(c); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the garbage collector handles ReplicatedSets after %s", time.Since(start).Round(100*time.Millisecond))
+
+	apiAddr := strings.TrimPrefix(k.Config.Host, "https://")
+	replicaProxies := []*faultproxy.Proxy{faultproxy.Start(t, apiAddr), faultproxy.Start(t, apiAddr)}
+	world := spWorld{direct: k.Config, ns: k.Namespace,
+		replicaConfig: func(i int) (*rest.Config, *faultproxy.Proxy) {
+			return k.ConfigVia(replicaProxies[i]), replicaProxies[i]
+		},
+	}
+	log, logPath, err := chaos.FileLogger("statefulset-pvc", seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// client-go's own goroutines (event broadcasters) log through klog
+	// after the test returns: the logger is set for the rest of the
+	// process, never cleared, which would race with them.
+	klog.SetLogger(log.WithName("klog"))
+	ctrllog.SetLogger(log)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// The bound: a leader killed just before the faults stop keeps its
+	// Lease for 15 s; then one pod deleted per pass and scale-down, the
+	// garbage collector (which rebuilds its graph after a restart) and
+	// the pvc-protection finalizer; doubled for a loaded machine.
+	g, err := newSPWorkload(ctx, world, spOptions{bound: 60 * time.Second, log: log}, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	faults := append(chaos.ControlPlaneFaults(k), chaos.KillReplica(g.replicas))
+	faults = append(faults, chaos.ConnectionFaults(replicaProxies, []*faultproxy.Proxy{replicaProxies[0], replicaProxies[1], k.EtcdProxy})...)
+	res := runSP(ctx, t, g, chaos.Config{
+		Name: "statefulset-pvc", Seed: seed, Duration: duration, Faults: faults,
+		Schedule:      &chaos.ScheduleOptions{MinGap: 2 * time.Second, MaxGap: 6 * time.Second, MinHold: time.Second, MaxHold: 12 * time.Second},
+		SettleTimeout: 90 * time.Second,
+	})
+	t.Logf("replica and component logs: %s", logPath)
+	fmt.Println(res.Table())
+	if res.Failed() {
+		t.Errorf("chaos run failed; replay with %s=%d; replica log %s\n%s", chaos.SeedEnv, seed, logPath, res.Table())
+	}
+	if res.Ops["scale down"] == 0 || res.Ops["delete set"] == 0 || res.Ops["observed: pods deleted (not by hand)"] == 0 || res.Ops["observed: claims deleted"] == 0 {
+		t.Errorf("no scale-down, set deletion, pod or claim deletion: the run proves nothing\n%s", res.Table())
+	}
+}
+
+// runSP runs the workload g under cfg's faults with its replicas, which
+// keep running while the system settles and stop when the run is over.
+func runSP(ctx context.Context, t *testing.T, g *spWorkload, cfg chaos.Config) *chaos.Result {
+	rctx, stopReplicas := context.WithCancel(ctx)
+	var wait func()
+	cfg.Workload = func(ctx context.Context, ops *chaos.Ops) error {
+		wait = g.replicas.Start(rctx, ops)
+		return g.generate(ctx, ops)
+	}
+	cfg.Settled = g.settled
+	cfg.Check = g.check
+	cfg.Logf = t.Logf
+	res := chaos.Run(ctx, cfg)
+	stopReplicas()
+	if wait != nil {
+		wait()
+	}
+	g.observed(res.Ops)
+	return res
+}
+
+// Planted bugs: test-only wrappers of the replicas' client.
+
+// policyAlwaysDeletes reads every set's policy as
+// DeleteOnScaledownAndOwnerDeletion: claims that Retain keeps get owner
+// references, and the garbage collector deletes them.
+func policyAlwaysDeletes(c client.WithWatch) client.Client {
+	rewrite := func(obj client.Object) {
+		if set, ok := obj.(*api.ReplicatedSet); ok {
+			set.Spec.PersistentVolumeClaimRetentionPolicy = nil
+			set.Spec.PersistentVolumeClaimDeletePolicy = string(lifecycle.DeleteOnScaledownAndOwnerDeletion)
+		}
+	}
+	return interceptor.NewClient(c, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			err := c.Get(ctx, key, obj, opts...)
+			rewrite(obj)
+			return err
+		},
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			err := c.List(ctx, list, opts...)
+			if l, ok := list.(*api.ReplicatedSetList); ok {
+				for i := range l.Items {
+					rewrite(&l.Items[i])
+				}
+			}
+			return err
+		},
+	})
+}
+
+// scaleDownDeletesLowest deletes pod 0 of the set whenever the controller
+// deletes a higher pod: the wrong end of the set on scale-down.
+func scaleDownDeletesLowest(c client.WithWatch) client.Client {
+	return interceptor.NewClient(c, interceptor.Funcs{
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			pod, ok := obj.(*corev1.Pod)
+			if !ok {
+				return c.Delete(ctx, obj, opts...)
+			}
+			set, _ := parseMember("pod", pod.Name)
+			var lowest corev1.Pod
+			if err := c.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: api.PodName(set, 0)}, &lowest); err != nil {
+				return err
+			}
+			return c.Delete(ctx, &lowest)
+		},
+	})
+}
+
+// claimsWithoutOwners drops the owner references of the claims it creates
+// and patches: the garbage collector never deletes them.
+func claimsWithoutOwners(c client.WithWatch) client.Client {
+	return interceptor.NewClient(c, interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if claim, ok := obj.(*corev1.PersistentVolumeClaim); ok {
+				claim.OwnerReferences = nil
+			}
+			return c.Create(ctx, obj, opts...)
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			if _, ok := obj.(*corev1.PersistentVolumeClaim); !ok {
+				return c.Patch(ctx, obj, patch, opts...)
+			}
+			data, err := patch.Data(obj)
+			if err != nil {
+				return err
+			}
+			var body map[string]any
+			if err := json.Unmarshal(data, &body); err != nil {
+				return err
+			}
+			if m, ok := body["metadata"].(map[string]any); ok {
+				delete(m, "ownerReferences")
+			}
+			if data, err = json.Marshal(body); err != nil {
+				return err
+			}
+			return c.Patch(ctx, obj, client.RawPatch(patch.Type(), data), opts...)
+		},
+	})
+}
+
+// Each invariant catches a planted bug: the workload runs without faults
+// on the shared control plane, with the replicas' client broken by a
+// test-only wrapper, and the checker must report the invariant.
+func TestChaosCheckerCatchesPlantedBugs(t *testing.T) {
+	k := testenv.StartKubernetes(t) // skip early when the control plane is not built
+	installCRD(t, k.Config)
+	for _, tc := range []struct {
+		name string
+		wrap func(client.WithWatch) client.Client
+		want []string
+	}{
+		{"policy read as DeleteOnScaledownAndOwnerDeletion", policyAlwaysDeletes, []string{invClaimSafety, invKept}},
+		{"scale-down deletes pod 0", scaleDownDeletesLowest, []string{invPodSafety, invLiveness}},
+		{"claims lose their owner references", claimsWithoutOwners, []string{invLiveness}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			k := testenv.StartKubernetes(t)
+			waitForGC(t)
+			world := spWorld{direct: k.Config, ns: k.Namespace,
+				replicaConfig: func(int) (*rest.Config, *faultproxy.Proxy) { return k.Config, nil }}
+			log, logPath, err := chaos.FileLogger("statefulset-pvc", shortSeed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			g, err := newSPWorkload(ctx, world, spOptions{bound: 15 * time.Second, wrap: tc.wrap, log: log}, shortSeed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := runSP(ctx, t, g, chaos.Config{Name: "statefulset-pvc planted: " + tc.name, Seed: shortSeed,
+				Duration: 12 * time.Second, SettleTimeout: 15 * time.Second})
+			t.Logf("replica log: %s\n%s", logPath, res.Table())
+			found := map[string]int{}
+			for _, v := range res.Violations {
+				found[v.Invariant]++
+			}
+			for _, inv := range tc.want {
+				if found[inv] == 0 {
+					t.Errorf("the checker did not report %q for the planted bug %q; it reported %v", inv, tc.name, found)
+				}
+			}
+		})
+	}
+}
