@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/groundskeeper-io/groundskeeper/internal/chaos"
 	"github.com/groundskeeper-io/groundskeeper/internal/faultproxy"
@@ -48,6 +49,7 @@ func TestChaos(t *testing.T) {
 	// after the test returns: the logger is set for the rest of the
 	// process, never cleared, which would race with them.
 	klog.SetLogger(log.WithName("klog"))
+	ctrllog.SetLogger(log)
 
 	g := newLockWorkload(lockWorld{
 		direct: direct, config: k.Config, ns: k.Namespace,
@@ -181,13 +183,16 @@ func TestChaosCheckerCatchesPlantedBugs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// The managers' caches log through controller-runtime's root
+			// logger.
+			ctrllog.SetLogger(log)
 			p := tc.plant()
 			p.id = "dc2"
 			g := newLockWorkload(lockWorld{direct: direct, config: k.Config, ns: k.Namespace},
 				lockOptions{ids: []string{"dc1", "dc2", "dc3"}, lockDuration: 3 * time.Second, actionDuration: time.Second,
 					maxDatabases: 3, plant: p, log: log}, shortSeed)
 			res := runLocks(context.Background(), t, g, chaos.Config{Name: "fdb-lock planted: " + tc.name, Seed: shortSeed,
-				Duration: 10 * time.Second, SettleTimeout: 20 * time.Second})
+				Duration: 8 * time.Second, SettleTimeout: 15 * time.Second})
 			t.Logf("replica log: %s\n%s", logPath, res.Table())
 			found := map[string]int{}
 			for _, v := range res.Violations {
