@@ -30,18 +30,34 @@ const shortSeed = 14
 // chaos sets CHAOS_DURATION.
 func TestChaos(t *testing.T) {
 	seed, duration := chaos.Plan(t, shortSeed)
+	testChaos(t, "kubernetes", seed, duration)
+}
 
+// TestChaosEtcdBackend is TestChaos with the lock in etcd: the control
+// plane's own, so that its restarts hit the lock and the API server alike,
+// reached by each replica through a proxy of its own.
+func TestChaosEtcdBackend(t *testing.T) {
+	seed, duration := chaos.Plan(t, shortSeed)
+	testChaos(t, "etcd", seed, duration)
+}
+
+func testChaos(t *testing.T, backend string, seed uint64, duration time.Duration) {
 	k := testenv.StartIsolatedKubernetes(t)
 	direct := installCRD(t, k.Config)
 	ids := []string{"dc1", "dc2", "dc3"}
 	apiAddr := strings.TrimPrefix(k.Config.Host, "https://")
-	// One proxy per replica slot: its API server connection, which is also
-	// its connection to the lock store.
-	var proxies []*faultproxy.Proxy
+	// One proxy per replica slot for its API server connection, which is
+	// also its connection to the lock store on the kubernetes backend, and
+	// one for its etcd connection on the etcd backend.
+	var apiProxies, etcdProxies []*faultproxy.Proxy
 	for range 2 * len(ids) {
-		proxies = append(proxies, faultproxy.Start(t, apiAddr))
+		apiProxies = append(apiProxies, faultproxy.Start(t, apiAddr))
+		if backend == "etcd" {
+			etcdProxies = append(etcdProxies, faultproxy.Start(t, strings.TrimPrefix(k.EtcdEndpoint, "http://")))
+		}
 	}
-	log, logPath, err := chaos.FileLogger("fdb-lock", seed)
+	name := "fdb-lock-" + backend
+	log, logPath, err := chaos.FileLogger(name, seed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,10 +69,15 @@ func TestChaos(t *testing.T) {
 
 	g := newLockWorkload(lockWorld{
 		direct: direct, config: k.Config, ns: k.Namespace,
-		replicaConfig: func(i int) (*rest.Config, *faultproxy.Proxy) { return k.ConfigVia(proxies[i]), proxies[i] },
-	}, lockOptions{ids: ids, lockDuration: 4 * time.Second, actionDuration: 300 * time.Millisecond, maxDatabases: 4, log: log}, seed)
+		replicaConfig: func(i int) (*rest.Config, *faultproxy.Proxy) { return k.ConfigVia(apiProxies[i]), apiProxies[i] },
+		etcdEndpoint:  func(i int) string { return "http://" + etcdProxies[i].Addr() },
+		etcdPrefix:    "/fdb-lock-chaos/" + k.Namespace + "/",
+	}, lockOptions{ids: ids, backend: backend, lockDuration: 4 * time.Second, actionDuration: 300 * time.Millisecond, maxDatabases: 4, log: log}, seed)
+	// A killed replica's etcd connections are not cut (chaos.Replicas cuts
+	// the API server's): its context ends, which aborts them.
+	clients := append(apiProxies[:len(apiProxies):len(apiProxies)], etcdProxies...)
 	faults := append(chaos.ControlPlaneFaults(k), chaos.KillReplica(g.replicas))
-	faults = append(faults, chaos.ConnectionFaults(proxies, append(proxies[:len(proxies):len(proxies)], k.EtcdProxy))...)
+	faults = append(faults, chaos.ConnectionFaults(clients, append(clients[:len(clients):len(clients)], k.EtcdProxy))...)
 	// The bound: a leader killed just before the faults stop keeps its
 	// Lease for 15 s and its lock for up to 5 s; a Database whose loops
 	// failed through the faults waits out controller-runtime's error
@@ -64,7 +85,7 @@ func TestChaos(t *testing.T) {
 	// instances take turns, 0.3 s an operation, for up to 4 Databases.
 	// Doubled for a loaded machine.
 	res := runLocks(context.Background(), t, g, chaos.Config{
-		Name: "fdb-lock", Seed: seed, Duration: duration, Faults: faults,
+		Name: name, Seed: seed, Duration: duration, Faults: faults,
 		Schedule:      &chaos.ScheduleOptions{MinGap: 2 * time.Second, MaxGap: 6 * time.Second, MinHold: time.Second, MaxHold: 12 * time.Second},
 		SettleTimeout: 60 * time.Second,
 	})
@@ -153,9 +174,11 @@ func TestChaosCheckerCatchesPlantedBugs(t *testing.T) {
 			plant: func() plant { return plant{} },
 		},
 		{
-			name:  "backend reports a take as won while another instance holds the lock",
-			plant: func() plant { return plant{backend: func(b locking.Backend) locking.Backend { return liarBackend{b, "dc2"} }} },
-			want:  []string{invLinearizable, invExclusion},
+			name: "backend reports a take as won while another instance holds the lock",
+			plant: func() plant {
+				return plant{backend: func(b locking.Backend) locking.Backend { return liarBackend{b, "dc2"} }}
+			},
+			want: []string{invLinearizable, invExclusion},
 		},
 		{
 			name:  "contender's clock 5 s ahead",
@@ -189,7 +212,7 @@ func TestChaosCheckerCatchesPlantedBugs(t *testing.T) {
 			p := tc.plant()
 			p.id = "dc2"
 			g := newLockWorkload(lockWorld{direct: direct, config: k.Config, ns: k.Namespace},
-				lockOptions{ids: []string{"dc1", "dc2", "dc3"}, lockDuration: 3 * time.Second, actionDuration: time.Second,
+				lockOptions{ids: []string{"dc1", "dc2", "dc3"}, backend: "kubernetes", lockDuration: 3 * time.Second, actionDuration: time.Second,
 					maxDatabases: 3, plant: p, log: log}, shortSeed)
 			res := runLocks(context.Background(), t, g, chaos.Config{Name: "fdb-lock planted: " + tc.name, Seed: shortSeed,
 				Duration: 8 * time.Second, SettleTimeout: 15 * time.Second})

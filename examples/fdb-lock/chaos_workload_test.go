@@ -44,15 +44,22 @@ type lockWorld struct {
 	config *rest.Config  // the same, for the replicas when there are no proxies
 	ns     string
 	// replicaConfig is the API server config of replica slot i, and the
-	// proxy it goes through (nil: no faults on it). The replica reaches its
-	// lock store, a ConfigMap, through it too.
+	// proxy it goes through (nil: no faults on it). On the kubernetes lock
+	// backend the replica reaches its lock store, a ConfigMap, through it
+	// too.
 	replicaConfig func(i int) (*rest.Config, *faultproxy.Proxy)
+	// etcdEndpoint is the etcd client URL of replica slot i, for the etcd
+	// lock backend; etcdPrefix is the lock's key prefix there.
+	etcdEndpoint func(i int) string
+	etcdPrefix   string
 }
 
 // lockOptions tune the workload; the zero value of plant is the real thing.
 type lockOptions struct {
 	// ids are the instances' lock IDs; each runs two replicas.
 	ids []string
+	// backend is the lock backend: kubernetes (a ConfigMap) or etcd.
+	backend string
 	// lockDuration is the lock's Duration, actionDuration how long a global
 	// operation takes.
 	lockDuration, actionDuration time.Duration
@@ -362,9 +369,9 @@ func (g *lockWorkload) replicaConfig(i int) (*rest.Config, *faultproxy.Proxy) {
 }
 
 // runManager runs replica slot i, of instance ids[i/2], until ctx ends or
-// it exits: the controller as main builds it, on the Kubernetes lock
-// backend through the slot's connection, with its backend and actor
-// recorded.
+// it exits: the controller as main builds it, on the slot's connections to
+// the API server and (with the etcd backend) to etcd, with its lock
+// backend and actor recorded.
 func (g *lockWorkload) runManager(ctx context.Context, cfg *rest.Config, i int) error {
 	id := g.o.ids[i/2]
 	replica := fmt.Sprintf("%s-%d", id, i%2)
@@ -375,9 +382,12 @@ func (g *lockWorkload) runManager(ctx context.Context, cfg *rest.Config, i int) 
 		clk.offset = g.o.plant.skew
 	}
 	o := controllerOptions{
-		lockID: id, lockBackend: "kubernetes", lockConfigMap: "fdb-lock-global",
+		lockID: id, lockBackend: g.o.backend, lockConfigMap: "fdb-lock-global",
 		lockDuration: g.o.lockDuration, actionDuration: g.o.actionDuration,
 		deniedRetry: time.Second, clock: clk,
+	}
+	if g.o.backend == "etcd" {
+		o.etcdEndpoints, o.etcdPrefix = g.w.etcdEndpoint(i), g.w.etcdPrefix
 	}
 	store, closer, err := openBackend(ctx, o, cfg, g.w.ns)
 	if err != nil {
