@@ -315,6 +315,29 @@ func decodeLock(v []byte, found bool) (lockRecord, bool) {
 	return lockRecord{holder, start, end}, ok1 && ok2 && ok3
 }
 
+// stallingActor makes one operation in ten last twice the lock's duration,
+// as a slow or stuck database command would: the step's context, which ends
+// with its lease, cuts it short, the loop fails without releasing the
+// lock, and the other instances take it over once it has expired. Without
+// it, take-overs would wait for a kill to hit a holder in the middle of a
+// loop. Load, not a bug: the lease is there for exactly this.
+type stallingActor struct {
+	next  actor
+	stall time.Duration
+	mu    sync.Mutex
+	rng   *rand.Rand
+}
+
+func (a *stallingActor) Act(ctx context.Context, instance, operation string) error {
+	a.mu.Lock()
+	stall := a.rng.IntN(10) == 0
+	a.mu.Unlock()
+	if !stall {
+		return a.next.Act(ctx, instance, operation)
+	}
+	return logAndWait{a.stall}.Act(ctx, instance, operation+" (stalled)")
+}
+
 // recordedActor records each global operation's start and end, around the
 // actor that carries it out.
 type recordedActor struct {
@@ -396,7 +419,8 @@ func (g *lockWorkload) runManager(ctx context.Context, cfg *rest.Config, i int) 
 	defer closer.Close()
 	client := g.h.newClient()
 	var backend locking.Backend = &recordedBackend{Backend: store, h: &g.h, client: client, id: id, lease: g.o.lockDuration, clk: clk}
-	var act actor = logAndWait{g.o.actionDuration}
+	var act actor = &stallingActor{next: logAndWait{g.o.actionDuration}, stall: 2 * g.o.lockDuration,
+		rng: rand.New(rand.NewPCG(g.seed, uint64(client)))}
 	if planted && g.o.plant.backend != nil {
 		backend = g.o.plant.backend(backend)
 	}
