@@ -317,10 +317,11 @@ func decodeLock(v []byte, found bool) (lockRecord, bool) {
 
 // stallingActor makes one operation in ten last twice the lock's duration,
 // as a slow or stuck database command would: the step's context, which ends
-// with its lease, cuts it short, the loop fails without releasing the
-// lock, and the other instances take it over once it has expired. Without
-// it, take-overs would wait for a kill to hit a holder in the middle of a
-// loop. Load, not a bug: the lease is there for exactly this.
+// with its lease, must cut it short before the lock can pass to another
+// instance. (The failed loop is retried at once and extends the lock
+// again, so stalls do not cause take-overs: those come from a holder
+// killed or cut off.) Load, not a bug: the lease is there for exactly
+// this.
 type stallingActor struct {
 	next  actor
 	stall time.Duration
