@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -40,6 +41,10 @@ type controllerOptions struct {
 	lockDuration   time.Duration
 	actionDuration time.Duration
 	deniedRetry    time.Duration
+	// clock is the lock's clock, which a global step also measures its
+	// lease with: the real clock if nil. Not a flag: tests inject one
+	// (the chaos workload records the readings, and plants a skewed one).
+	clock clock.PassiveClock
 }
 
 // backends open a lock backend by the --lock-backend name; backend_fdb.go
@@ -112,7 +117,7 @@ func newManager(cfg *rest.Config, common *kubecmd.Flags, o controllerOptions, ba
 	op := &operator{
 		id:         o.lockID,
 		backend:    backend,
-		lockConfig: locking.Config{Duration: o.lockDuration},
+		lockConfig: locking.Config{Duration: o.lockDuration, Clock: o.clock},
 		// The global steps read the Database again once they hold the lock
 		// (the previous holder may have done the work): from the API
 		// server, not the cache.

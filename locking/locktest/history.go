@@ -246,7 +246,7 @@ func Hammer(ctx context.Context, backend locking.Backend, o HammerOptions) (*His
 				case op.Kind == "release" && err == nil:
 					holding = false
 				}
-				if err := classify(&op, err); err != nil {
+				if err := Classify(&op, err); err != nil {
 					if stop.Err() != nil {
 						return // canceled: not the backend's fault, and not recorded
 					}
@@ -276,9 +276,13 @@ func Hammer(ctx context.Context, backend locking.Backend, o HammerOptions) (*His
 	return h, errors.Join(collect(errs)...)
 }
 
-// classify sets op.Result (and the record a refusal names) from err, or
-// returns err if it is not one a backend may return under load or faults.
-func classify(op *Op, err error) error {
+// Classify sets op.Result (and the record a refusal names, and Return for
+// an unknown outcome) from err, what a Take, Release or Holder returned, or
+// what one Backend.Update of theirs returned; it returns err if it is not
+// one a backend may return under load or faults. Recorders of histories
+// other than Hammer's (a chaos workload's backend wrapper) use it, so that
+// every history is classified alike.
+func Classify(op *Op, err error) error {
 	var held *locking.HeldError
 	switch {
 	case err == nil:
