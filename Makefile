@@ -50,7 +50,8 @@ staticcheck:
 bench: testenv
 	$(GO) test $(BENCH_FLAGS) ./...
 
-# The chaos runs (internal/chaos): every example's TestChaos, with its
+# The chaos runs (internal/chaos): every example's TestChaos* but the
+# planted-bug tests (fdb-lock has two, one per lock backend), with its
 # summary table. make chaos is the long run: CHAOS_DURATION of faults for
 # each workload (default 20m), one workload at a time (CHAOS_PARALLEL), on
 # a random seed unless CHAOS_SEED is set; each prints its seed. make test
@@ -59,12 +60,12 @@ bench: testenv
 CHAOS_DURATION ?= 20m
 CHAOS_SEED     ?=
 CHAOS_PARALLEL ?= 1
-CHAOS_TIMEOUT  ?= 60m
+CHAOS_TIMEOUT  ?= 75m
 CHAOS_PACKAGES ?= ./examples/...
 chaos: testenv
 	CHAOS_DURATION=$(CHAOS_DURATION) CHAOS_SEED=$(CHAOS_SEED) \
-		$(GO) test -race -count=1 -v -p $(CHAOS_PARALLEL) -run '^TestChaos$$' -timeout $(CHAOS_TIMEOUT) $(CHAOS_PACKAGES)
+		$(GO) test -race -count=1 -v -p $(CHAOS_PARALLEL) -run '^TestChaos' -skip 'PlantedBugs' -timeout $(CHAOS_TIMEOUT) $(CHAOS_PACKAGES)
 
 chaos-short: testenv
 	CHAOS_SEED=$(CHAOS_SEED) \
-		$(GO) test -race -count=1 -v -run '^TestChaos$$' -timeout 20m $(CHAOS_PACKAGES)
+		$(GO) test -race -count=1 -v -run '^TestChaos' -skip 'PlantedBugs' -timeout 20m $(CHAOS_PACKAGES)
