@@ -428,7 +428,7 @@ func (g *opsWorkload) queued(ctx context.Context, target string) int {
 // submit plans a task, records the plan, and creates it.
 func (g *opsWorkload) submit(rng *rand.Rand, name, target string, ops *chaos.Ops) error {
 	p := taskPlan{
-		kind: []string{"full", "full", "full", "delta", "delta", "snapshotCompaction", "snapshotCompaction", "recoverFromQuorumLoss"}[rng.IntN(8)],
+		kind: []string{"full", "full", "full", "delta", "delta", "delta", "snapshotCompaction", "snapshotCompaction", "recoverFromQuorumLoss"}[rng.IntN(9)],
 		work: time.Duration(300+rng.IntN(2700)) * time.Millisecond,
 		fail: rng.IntN(7) == 0,
 		ttl:  3600,
@@ -479,6 +479,7 @@ func (g *opsWorkload) submit(rng *rand.Rand, name, target string, ops *chaos.Ops
 	if err != nil {
 		return fmt.Errorf("create task %s: %w", name, err)
 	}
+	g.o.log.Info("generator: task created", "task", name, "target", target, "uid", t.uid, "created", t.created, "plan", fmt.Sprintf("%+v", p))
 	ops.Add("submit " + p.kind)
 	return nil
 }
@@ -535,6 +536,7 @@ func (g *opsWorkload) deleteOne(ctx context.Context, rng *rand.Rand, ops *chaos.
 	if state == "" {
 		state = opstask.TaskStatePending
 	}
+	g.o.log.Info("generator: task deleted", "task", t.name, "state", state, "sent", t.deleteSent, "done", t.deleteDone)
 	ops.Add("delete " + strings.ToLower(string(state)) + " task")
 	return nil
 }
