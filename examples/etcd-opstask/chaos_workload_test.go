@@ -243,6 +243,10 @@ type opsWorkload struct {
 	cl       client.Client // direct
 	replicas *chaos.Replicas
 	gen      atomic.Int32 // replica generations
+	// deletedOverlaps counts the executions of a task deleted while it
+	// ran that overlapped a later task of its target, within what opstask
+	// documents (the checker counts them).
+	deletedOverlaps int
 }
 
 // newOpsWorkload starts the audit (before anything is created) and creates
@@ -429,7 +433,7 @@ func (g *opsWorkload) queued(ctx context.Context, target string) int {
 func (g *opsWorkload) submit(rng *rand.Rand, name, target string, ops *chaos.Ops) error {
 	p := taskPlan{
 		kind: []string{"full", "full", "full", "delta", "delta", "delta", "snapshotCompaction", "snapshotCompaction", "recoverFromQuorumLoss"}[rng.IntN(9)],
-		work: time.Duration(300+rng.IntN(2700)) * time.Millisecond,
+		work: time.Duration(1000+rng.IntN(4000)) * time.Millisecond,
 		fail: rng.IntN(7) == 0,
 		ttl:  3600,
 	}
