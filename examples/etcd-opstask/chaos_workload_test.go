@@ -488,8 +488,8 @@ func (g *opsWorkload) submit(rng *rand.Rand, name, target string, ops *chaos.Ops
 	return nil
 }
 
-// deleteOne deletes one of the generator's unfinished tasks (pending or
-// running), as a person who changed their mind would.
+// deleteOne deletes one of the generator's recent unfinished tasks
+// (pending or running), as a person who changed their mind would.
 func (g *opsWorkload) deleteOne(ctx context.Context, rng *rand.Rand, ops *chaos.Ops) error {
 	var list api.EtcdOpsTaskList
 	if err := g.cache.List(ctx, &list, client.InNamespace(g.w.ns)); err != nil {
@@ -499,7 +499,10 @@ func (g *opsWorkload) deleteOne(ctx context.Context, rng *rand.Rand, ops *chaos.
 	var cands []*taskTruth
 	states := map[string]opstask.TaskState{}
 	for _, o := range list.Items {
-		if t := g.truth.tasks[o.Name]; t != nil && t.uid == o.UID && t.deleteSent.IsZero() && !o.Status.State.Finished() {
+		// Only tasks created in the last 8 s: a task left InProgress by a
+		// killed replica waits 30 s for its takeover, and would otherwise
+		// be the likeliest to go.
+		if t := g.truth.tasks[o.Name]; t != nil && t.uid == o.UID && t.deleteSent.IsZero() && !o.Status.State.Finished() && time.Since(t.created) < 8*time.Second {
 			cands = append(cands, t)
 			states[o.Name] = o.Status.State
 		}
