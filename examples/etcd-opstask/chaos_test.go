@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/groundskeeper-io/groundskeeper/internal/chaos"
 	"github.com/groundskeeper-io/groundskeeper/internal/faultproxy"
@@ -52,6 +53,7 @@ func TestChaos(t *testing.T) {
 	// client-go's own goroutines log through klog after the test returns:
 	// the logger is set for the rest of the process, never cleared.
 	klog.SetLogger(log.WithName("klog"))
+	ctrllog.SetLogger(log)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -198,6 +200,14 @@ func (s hideTarget) List(ctx context.Context) ([]*opstask.Task, error) {
 // real executors are skipped (planned work only): these runs test the
 // checker.
 func TestChaosCheckerCatchesPlantedBugs(t *testing.T) {
+	// The subtests run in parallel: controller-runtime's root logger, the
+	// process's, is set once, before them.
+	rootLog, rootLogPath, err := chaos.FileLogger("etcd-opstask-planted", shortSeed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctrllog.SetLogger(rootLog)
+	t.Logf("controller-runtime's log: %s", rootLogPath)
 	for _, tc := range []struct {
 		name    string
 		planted func(identity string, s watchStore) watchStore

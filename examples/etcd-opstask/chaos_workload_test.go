@@ -20,7 +20,6 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/groundskeeper-io/groundskeeper/examples/etcd-opstask/api"
@@ -268,8 +267,8 @@ func newOpsWorkload(ctx context.Context, w opsWorld, o opsOptions, seed uint64) 
 
 	// The audit: an informer on the test's own connection, whose relists
 	// after an API server restart report the deletions its watch missed.
-	// The audit's cache logs through controller-runtime's root logger.
-	ctrllog.SetLogger(o.log)
+	// It logs through controller-runtime's root logger, which the test
+	// sets (once: it is the process's).
 	if g.cache, err = cache.New(w.direct, cache.Options{Scheme: scheme, DefaultNamespaces: map[string]cache.Config{w.ns: {}}}); err != nil {
 		return nil, err
 	}
