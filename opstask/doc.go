@@ -67,7 +67,8 @@
 //   - A target runs at most one execution at a time and its tasks start in
 //     queue order, across restarts and replicas, provided a task is visible
 //     to List within Config.Settle (default 2s) of the end of its creation
-//     second (see non-guarantees). Different targets run concurrently, up to
+//     second, and that no task is deleted while it runs (see
+//     non-guarantees). Different targets run concurrently, up to
 //     Config.MaxConcurrent executions per controller, older queues first.
 //   - An execution is never left InProgress forever. The running controller
 //     renews lastOperation every LeaseDuration/3. When nobody wrote the task
@@ -144,6 +145,13 @@
 //     conflict learns it at its next write, at most LeaseDuration/3 later.
 //     Executors whose side effects must never overlap need their own fence
 //     (e.g. the runID on the object they change).
+//   - one execution per target when a task is deleted while it runs: the
+//     task leaves its queue at once, and the next task of the target may
+//     start, while the deleted task's executor runs on until its
+//     controller's next write to it finds it gone, or its watchdog fires
+//     (at most 2/3 of LeaseDuration after its last confirmed write). The
+//     etcd-opstask chaos workload sees such overlaps of up to a few
+//     seconds.
 //   - queue order for a task that becomes visible later than Settle after
 //     its creation second (a slow API server, or a controller clock behind the
 //     API server's by more than Settle): it runs after tasks that started

@@ -41,8 +41,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
@@ -102,29 +104,55 @@ func run(ctx context.Context, args []string) error {
 	}
 	o.namespace = common.Namespace
 
-	scheme := runtime.NewScheme()
-	if err := errors.Join(corev1.AddToScheme(scheme), api.AddToScheme(scheme)); err != nil {
+	scheme, err := newScheme()
+	if err != nil {
 		return err
 	}
 	mgr, err := common.NewManager(cfg, "etcd-opstask", scheme)
 	if err != nil {
 		return err
 	}
+	closeOperator, err := addTaskController(mgr, cfg, o, nil)
+	if err != nil {
+		return err
+	}
+	defer closeOperator()
+	log := mgr.GetLogger()
+	log.Info("etcd-opstask controller starting", "namespace", o.namespace, "etcds", sortedKeys(o.etcds), "dryRun", o.dryRun)
+	return mgr.Start(ctx)
+}
+
+// newScheme returns the scheme of the manager: core types and EtcdOpsTask.
+func newScheme() (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	return scheme, errors.Join(corev1.AddToScheme(scheme), api.AddToScheme(scheme))
+}
+
+// addTaskController adds opstask's controller of the EtcdOpsTasks in
+// o.namespace to mgr, as a Runnable that runs on every replica, and
+// returns the function that closes the etcd clients once mgr stopped.
+// adjust, when set, may change the controller's Config before it is
+// built: the chaos tests wrap its handlers and store with recorders.
+func addTaskController(mgr manager.Manager, cfg *rest.Config, o options, adjust func(*opstask.Config)) (closeFn func(), err error) {
 	log := mgr.GetLogger()
 	// Credentials are read from the API server when a bucket is opened, so
 	// a rotated Secret is used by the next task, and no Secret is cached.
 	op, err := newOperator(o, crt.Secrets(mgr.GetAPIReader()))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer op.close()
+	defer func() {
+		if err != nil {
+			op.close()
+		}
+	}()
 
 	// kubestore lists tasks consistently from the API server when the
 	// controller claims one; the manager's informer only tells it when to
 	// look.
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	store, err := kubestore.New(kubestore.Config{
 		Client:      dyn,
@@ -134,32 +162,35 @@ func run(ctx context.Context, args []string) error {
 		TargetField: api.TargetField,
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	metrics, err := taskMetrics()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	host, _ := os.Hostname()
-	ctl, err := opstask.New(opstask.Config{
+	ccfg := opstask.Config{
 		Store:         crt.TaskStore(store, mgr.GetCache(), &api.EtcdOpsTask{}),
 		Handlers:      op.kinds(),
 		Metrics:       metrics,
 		Identity:      host + "-" + rand.String(5), // run IDs tell replicas apart
 		DefaultTTL:    o.defaultTTL,
 		MaxConcurrent: o.maxConcurrent,
-	})
+	}
+	if adjust != nil {
+		adjust(&ccfg)
+	}
+	ctl, err := opstask.New(ccfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// The manager gives Runnables a context without its logger: opstask
 	// logs through the one in its context.
 	runTasks := func(ctx context.Context) error { return ctl.Run(ctrl.LoggerInto(ctx, log.WithName("opstask"))) }
 	if err := mgr.Add(crt.EveryReplica(runTasks)); err != nil {
-		return err
+		return nil, err
 	}
-	log.Info("etcd-opstask controller starting", "namespace", o.namespace, "etcds", sortedKeys(o.etcds), "dryRun", o.dryRun)
-	return mgr.Start(ctx)
+	return op.close, nil
 }
 
 // taskMetrics are the task metrics on controller-runtime's registry, which
