@@ -92,11 +92,7 @@ func TestChaos(t *testing.T) {
 		Schedule:      &chaos.ScheduleOptions{MinGap: 2 * time.Second, MaxGap: 6 * time.Second, MinHold: time.Second, MaxHold: 12 * time.Second},
 		SettleTimeout: 90 * time.Second,
 	})
-	t.Logf("replica and component logs: %s", logPath)
-	fmt.Println(res.Table())
-	if res.Failed() {
-		t.Errorf("chaos run failed; replay with %s=%d; replica log %s\n%s", chaos.SeedEnv, seed, logPath, res.Table())
-	}
+	chaos.Report(t, res, logPath)
 	for _, what := range []string{"observed: entries admitted", "observed: entries deleted", "observed: gcs keys deleted", "observed: s3 keys deleted"} {
 		if res.Ops[what] == 0 {
 			t.Errorf("%s: 0; the run proves nothing\n%s", what, res.Table())
@@ -143,22 +139,9 @@ func beSecrets(s3Endpoint string) []*corev1.Secret {
 // runBE runs the workload g under cfg's faults with its replicas, which
 // keep running while the system settles and stop when the run is over.
 func runBE(ctx context.Context, t *testing.T, g *beWorkload, cfg chaos.Config) *chaos.Result {
-	rctx, stopReplicas := context.WithCancel(ctx)
-	var wait func()
-	cfg.Workload = func(ctx context.Context, ops *chaos.Ops) error {
-		wait = g.replicas.Start(rctx, ops)
-		return g.generate(ctx, ops)
-	}
-	cfg.Settled = g.settled
-	cfg.Check = g.check
-	cfg.Logf = t.Logf
-	res := chaos.Run(ctx, cfg)
-	stopReplicas()
-	if wait != nil {
-		wait()
-	}
-	g.observed(res.Ops)
-	return res
+	cfg.Replicas, cfg.Workload, cfg.Settled, cfg.Check = g.replicas, g.generate, g.settled, g.check
+	cfg.Observed, cfg.Logf = g.observed, t.Logf
+	return chaos.Run(ctx, cfg)
 }
 
 // notFound is the API server's answer for an entry or bucket a scoped

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"hash/fnv"
 	"strings"
 	"testing"
@@ -78,11 +77,7 @@ func TestChaos(t *testing.T) {
 		Schedule:      &chaos.ScheduleOptions{MinGap: 2 * time.Second, MaxGap: 6 * time.Second, MinHold: time.Second, MaxHold: 12 * time.Second},
 		SettleTimeout: 90 * time.Second,
 	})
-	t.Logf("replica and component logs: %s", logPath)
-	fmt.Println(res.Table())
-	if res.Failed() {
-		t.Errorf("chaos run failed; replay with %s=%d; replica log %s\n%s", chaos.SeedEnv, seed, logPath, res.Table())
-	}
+	chaos.Report(t, res, logPath)
 	if res.Ops["observed: executions"] == 0 || res.Ops["observed: cleanups"] == 0 || res.Ops["observed: tasks deleted after their TTL"] == 0 {
 		t.Errorf("no task was executed, cleaned up or deleted: the run proves nothing\n%s", res.Table())
 	}
@@ -91,22 +86,9 @@ func TestChaos(t *testing.T) {
 // runOps runs the workload g under cfg's faults with its replicas, which
 // keep running while the system settles and stop when the run is over.
 func runOps(ctx context.Context, t *testing.T, g *opsWorkload, cfg chaos.Config) *chaos.Result {
-	rctx, stopReplicas := context.WithCancel(ctx)
-	var wait func()
-	cfg.Workload = func(ctx context.Context, ops *chaos.Ops) error {
-		wait = g.replicas.Start(rctx, ops)
-		return g.generate(ctx, ops)
-	}
-	cfg.Settled = g.settled
-	cfg.Check = g.check
-	cfg.Logf = t.Logf
-	res := chaos.Run(ctx, cfg)
-	stopReplicas()
-	if wait != nil {
-		wait()
-	}
-	g.observed(ctx, res.Ops)
-	return res
+	cfg.Replicas, cfg.Workload, cfg.Settled, cfg.Check = g.replicas, g.generate, g.settled, g.check
+	cfg.Observed, cfg.Logf = func(ops map[string]int) { g.observed(ctx, ops) }, t.Logf
+	return chaos.Run(ctx, cfg)
 }
 
 // The planted bugs: test-only wrappers of a replica's store, each breaking

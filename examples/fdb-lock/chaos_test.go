@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -89,11 +88,7 @@ func testChaos(t *testing.T, backend string, seed uint64, duration time.Duration
 		Schedule:      &chaos.ScheduleOptions{MinGap: 2 * time.Second, MaxGap: 6 * time.Second, MinHold: time.Second, MaxHold: 12 * time.Second},
 		SettleTimeout: 60 * time.Second,
 	})
-	t.Logf("replica and component logs: %s", logPath)
-	fmt.Println(res.Table())
-	if res.Failed() {
-		t.Errorf("chaos run failed; replay with %s=%d; replica log %s\n%s", chaos.SeedEnv, seed, logPath, res.Table())
-	}
+	chaos.Report(t, res, logPath)
 	for _, id := range ids {
 		if res.Ops["observed: global operations done by "+id] == 0 {
 			t.Errorf("%s carried out no global operation: the run proves nothing\n%s", id, res.Table())
@@ -104,22 +99,9 @@ func testChaos(t *testing.T, backend string, seed uint64, duration time.Duration
 // runLocks runs the workload g under cfg's faults with its replicas, which
 // keep running while the system settles and stop when the run is over.
 func runLocks(ctx context.Context, t *testing.T, g *lockWorkload, cfg chaos.Config) *chaos.Result {
-	rctx, stopReplicas := context.WithCancel(ctx)
-	var wait func()
-	cfg.Workload = func(ctx context.Context, ops *chaos.Ops) error {
-		wait = g.replicas.Start(rctx, ops)
-		return g.generate(ctx, ops)
-	}
-	cfg.Settled = g.settled
-	cfg.Check = g.check
-	cfg.Logf = t.Logf
-	res := chaos.Run(ctx, cfg)
-	stopReplicas()
-	if wait != nil {
-		wait()
-	}
-	g.observed(res.Ops)
-	return res
+	cfg.Replicas, cfg.Workload, cfg.Settled, cfg.Check = g.replicas, g.generate, g.settled, g.check
+	cfg.Observed, cfg.Logf = g.observed, t.Logf
+	return chaos.Run(ctx, cfg)
 }
 
 // liarBackend hides another instance's lock record from instance id, as if

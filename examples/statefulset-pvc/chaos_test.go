@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -81,11 +80,7 @@ func TestChaos(t *testing.T) {
 		Schedule:      &chaos.ScheduleOptions{MinGap: 2 * time.Second, MaxGap: 6 * time.Second, MinHold: time.Second, MaxHold: 12 * time.Second},
 		SettleTimeout: 90 * time.Second,
 	})
-	t.Logf("replica and component logs: %s", logPath)
-	fmt.Println(res.Table())
-	if res.Failed() {
-		t.Errorf("chaos run failed; replay with %s=%d; replica log %s\n%s", chaos.SeedEnv, seed, logPath, res.Table())
-	}
+	chaos.Report(t, res, logPath)
 	if res.Ops["scale down"] == 0 || res.Ops["delete set"] == 0 || res.Ops["observed: pods deleted (not by hand)"] == 0 || res.Ops["observed: claims deleted"] == 0 {
 		t.Errorf("no scale-down, set deletion, pod or claim deletion: the run proves nothing\n%s", res.Table())
 	}
@@ -94,22 +89,9 @@ func TestChaos(t *testing.T) {
 // runSP runs the workload g under cfg's faults with its replicas, which
 // keep running while the system settles and stop when the run is over.
 func runSP(ctx context.Context, t *testing.T, g *spWorkload, cfg chaos.Config) *chaos.Result {
-	rctx, stopReplicas := context.WithCancel(ctx)
-	var wait func()
-	cfg.Workload = func(ctx context.Context, ops *chaos.Ops) error {
-		wait = g.replicas.Start(rctx, ops)
-		return g.generate(ctx, ops)
-	}
-	cfg.Settled = g.settled
-	cfg.Check = g.check
-	cfg.Logf = t.Logf
-	res := chaos.Run(ctx, cfg)
-	stopReplicas()
-	if wait != nil {
-		wait()
-	}
-	g.observed(res.Ops)
-	return res
+	cfg.Replicas, cfg.Workload, cfg.Settled, cfg.Check = g.replicas, g.generate, g.settled, g.check
+	cfg.Observed, cfg.Logf = g.observed, t.Logf
+	return chaos.Run(ctx, cfg)
 }
 
 // Planted bugs: test-only wrappers of the replicas' client.

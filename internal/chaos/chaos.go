@@ -217,6 +217,13 @@ type Config struct {
 	SettleTimeout time.Duration
 	// Check checks the invariants once the system settled (or did not).
 	Check func(ctx context.Context) []Violation
+	// Replicas, if set, run from the start of the workload until the
+	// check is done: the system under test, which must go on through the
+	// settling.
+	Replicas *Replicas
+	// Observed, if set, adds to the result's operations what the workload
+	// saw of the system (deletions, listings) once the replicas stopped.
+	Observed func(ops map[string]int)
 	// Logf, if set, logs the run's progress.
 	Logf func(format string, args ...any)
 }
@@ -270,6 +277,19 @@ func Run(ctx context.Context, cfg Config) *Result {
 	}
 
 	ops := &Ops{}
+	if cfg.Replicas != nil {
+		rctx, stopReplicas := context.WithCancel(ctx)
+		wait := cfg.Replicas.Start(rctx, ops)
+		defer func() {
+			stopReplicas()
+			wait()
+			if cfg.Observed != nil {
+				cfg.Observed(r.Ops)
+			}
+		}()
+	} else if cfg.Observed != nil {
+		defer func() { cfg.Observed(r.Ops) }()
+	}
 	wctx, stopWorkload := context.WithCancel(ctx)
 	workloadDone := make(chan error, 1)
 	go func() { workloadDone <- cfg.Workload(wctx, ops) }()
@@ -326,6 +346,16 @@ func Run(ctx context.Context, cfg Config) *Result {
 	logf("chaos %s: settled=%v after %s; checking", cfg.Name, r.Settled, r.Converged.Round(time.Millisecond))
 	r.Violations = append(r.Violations, cfg.Check(ctx)...)
 	return r
+}
+
+// Report prints the run's summary table and fails t if the run failed,
+// naming the seed to replay and the log of the system under test.
+func Report(t testing.TB, r *Result, logPath string) {
+	t.Helper()
+	fmt.Println(r.Table())
+	if r.Failed() {
+		t.Errorf("chaos run failed; replay with %s=%d; log %s\n%s", SeedEnv, r.Seed, logPath, r.Table())
+	}
 }
 
 // Table is the run's summary: faults injected by kind, operations by
