@@ -26,8 +26,8 @@ const shortSeed = 14
 // are killed, then checks the invariants (see chaos_check_test.go). The
 // targets are the control plane's own etcd, so its restarts are also
 // restarts of the targets. Without CHAOS_DURATION it is the short run, 60 s
-// of faults from a fixed seed (make chaos-short, CHAOS_SHORT=1); make chaos
-// sets CHAOS_DURATION.
+// of faults from a fixed seed, which make test runs; make chaos sets
+// CHAOS_DURATION.
 func TestChaos(t *testing.T) {
 	seed, duration := chaos.Plan(t, shortSeed)
 

@@ -25,8 +25,8 @@ const shortSeed = 14
 // control plane of its own while its components restart, the replicas'
 // connections fail and replicas are killed, then checks the invariants
 // (see chaos_check_test.go). Without CHAOS_DURATION it is the short run,
-// 60 s of faults from a fixed seed (make chaos-short, CHAOS_SHORT=1); make
-// chaos sets CHAOS_DURATION.
+// 60 s of faults from a fixed seed, which make test runs; make chaos sets
+// CHAOS_DURATION.
 func TestChaos(t *testing.T) {
 	seed, duration := chaos.Plan(t, shortSeed)
 	testChaos(t, "kubernetes", seed, duration)

@@ -28,7 +28,7 @@ const shortSeed = 1847
 // own while its components restart, the replicas' connections fail and
 // replicas are killed, then checks the invariants (see
 // chaos_check_test.go). Without CHAOS_DURATION it is the short run, 60 s
-// of faults from a fixed seed (CHAOS_SHORT=1); make chaos sets
+// of faults from a fixed seed, which make test runs; make chaos sets
 // CHAOS_DURATION.
 func TestChaos(t *testing.T) {
 	seed, duration := chaos.Plan(t, shortSeed)
