@@ -38,13 +38,10 @@ func TestChaos(t *testing.T) {
 	installCRD(t, k.Config)
 	s3 := testenv.StartIsolatedS3(t, testenv.BucketOptions{})
 	minio := faultproxy.Start(t, strings.TrimPrefix(s3.Endpoint, "http://"))
-	apiAddr := strings.TrimPrefix(k.Config.Host, "https://")
-	replicaProxies := []*faultproxy.Proxy{faultproxy.Start(t, apiAddr), faultproxy.Start(t, apiAddr)}
+	replicaProxies, replicaConfig := chaos.ReplicaProxies(t, k, 2)
 	world := gcWorld{
 		direct: k.Config, ns: k.Namespace, bucket: s3.Bucket, store: s3.Open(t), auditLog: k.AuditLog,
-		replicaConfig: func(i int) (*rest.Config, *faultproxy.Proxy) {
-			return k.ConfigVia(replicaProxies[i]), replicaProxies[i]
-		},
+		replicaConfig: replicaConfig,
 	}
 	log, logPath, err := chaos.FileLogger("aerospike-gc", seed)
 	if err != nil {

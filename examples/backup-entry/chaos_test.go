@@ -51,14 +51,11 @@ func TestChaos(t *testing.T) {
 	s3 := testenv.StartIsolatedS3(t, testenv.BucketOptions{})
 	gcsProxy := faultproxy.Start(t, strings.TrimPrefix(gcs.Endpoint, "http://"))
 	minio := faultproxy.Start(t, strings.TrimPrefix(s3.Endpoint, "http://"))
-	apiAddr := strings.TrimPrefix(k.Config.Host, "https://")
-	replicaProxies := []*faultproxy.Proxy{faultproxy.Start(t, apiAddr), faultproxy.Start(t, apiAddr)}
+	replicaProxies, replicaConfig := chaos.ReplicaProxies(t, k, 2)
 	world := beWorld{
 		direct: k.Config, ns: k.Namespace, runID: k.Namespace,
-		stores: beStores(t, gcs.Bucket, gcs.Endpoint, "http://"+gcsProxy.Addr(), &s3.BlobStore),
-		replicaConfig: func(i int) (*rest.Config, *faultproxy.Proxy) {
-			return k.ConfigVia(replicaProxies[i]), replicaProxies[i]
-		},
+		stores:        beStores(t, gcs.Bucket, gcs.Endpoint, "http://"+gcsProxy.Addr(), &s3.BlobStore),
+		replicaConfig: replicaConfig,
 	}
 	world.secrets = beSecrets("http://" + minio.Addr())
 	log, logPath, err := chaos.FileLogger("backup-entry", seed)

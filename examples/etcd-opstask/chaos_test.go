@@ -36,14 +36,11 @@ func TestChaos(t *testing.T) {
 	s3 := testenv.StartIsolatedS3(t, testenv.BucketOptions{})
 	minio := faultproxy.Start(t, strings.TrimPrefix(s3.Endpoint, "http://"))
 	etcd := faultproxy.Start(t, strings.TrimPrefix(k.EtcdEndpoint, "http://"))
-	apiAddr := strings.TrimPrefix(k.Config.Host, "https://")
-	replicaProxies := []*faultproxy.Proxy{faultproxy.Start(t, apiAddr), faultproxy.Start(t, apiAddr)}
+	replicaProxies, replicaConfig := chaos.ReplicaProxies(t, k, 2)
 	world := opsWorld{
 		direct: k.Config, ns: k.Namespace, etcd: "http://" + etcd.Addr(),
 		bucket: s3.Bucket, endpoint: "http://" + minio.Addr(),
-		replicaConfig: func(i int) (*rest.Config, *faultproxy.Proxy) {
-			return k.ConfigVia(replicaProxies[i]), replicaProxies[i]
-		},
+		replicaConfig: replicaConfig,
 	}
 	log, logPath, err := chaos.FileLogger("etcd-opstask", seed)
 	if err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"strings"
 	"testing"
 	"time"
 
@@ -46,12 +45,9 @@ func TestChaos(t *testing.T) {
 	}
 	t.Logf("the garbage collector handles ReplicatedSets after %s", time.Since(start).Round(100*time.Millisecond))
 
-	apiAddr := strings.TrimPrefix(k.Config.Host, "https://")
-	replicaProxies := []*faultproxy.Proxy{faultproxy.Start(t, apiAddr), faultproxy.Start(t, apiAddr)}
+	replicaProxies, replicaConfig := chaos.ReplicaProxies(t, k, 2)
 	world := spWorld{direct: k.Config, ns: k.Namespace,
-		replicaConfig: func(i int) (*rest.Config, *faultproxy.Proxy) {
-			return k.ConfigVia(replicaProxies[i]), replicaProxies[i]
-		},
+		replicaConfig: replicaConfig,
 	}
 	log, logPath, err := chaos.FileLogger("statefulset-pvc", seed)
 	if err != nil {

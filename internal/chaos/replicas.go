@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -12,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/groundskeeper-io/groundskeeper/internal/faultproxy"
+	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
 )
 
 // Replicas runs N replicas of a controller, each replaced when it is
@@ -127,4 +130,16 @@ func FileLogger(name string, seed uint64) (logr.Logger, string, error) {
 		fmt.Fprintln(f, time.Now().Format("15:04:05.000"), prefix, args)
 	}, funcr.Options{Verbosity: 1})
 	return log, f.Name(), nil
+}
+
+// ReplicaProxies starts n fault proxies to k's API server, one per replica
+// slot, and returns them with the Replicas.Config that routes slot i
+// through proxy i.
+func ReplicaProxies(t testing.TB, k *testenv.IsolatedKubernetes, n int) ([]*faultproxy.Proxy, func(i int) (*rest.Config, *faultproxy.Proxy)) {
+	addr := strings.TrimPrefix(k.Config.Host, "https://")
+	proxies := make([]*faultproxy.Proxy, n)
+	for i := range proxies {
+		proxies[i] = faultproxy.Start(t, addr)
+	}
+	return proxies, func(i int) (*rest.Config, *faultproxy.Proxy) { return k.ConfigVia(proxies[i]), proxies[i] }
 }
