@@ -30,8 +30,8 @@ var _ manager.LeaderElectionRunnable = everyReplica(nil)
 // TaskStore returns store (a kubestore.Store, say) with its change
 // notifications taken from the manager's informer on obj's kind instead of a
 // watch of its own; everything else (the consistent List the controller
-// claims on, UpdateStatus, Delete) still goes to store. obj names the task
-// kind: a typed object registered in the manager's scheme, or an
+// claims on, UpdateStatus, SetHeld, Delete) still goes to store. obj names
+// the task kind: a typed object registered in the manager's scheme, or an
 // unstructured.Unstructured with its GroupVersionKind set. Pass the result as
 // opstask.Config.Store.
 func TaskStore(store opstask.Store, informers cache.Informers, obj client.Object) opstask.Store {

@@ -87,6 +87,9 @@ type Controller struct {
 	running  map[string]*runner // by task key
 	reserved int                // slots reserved for starts in flight
 	observed map[string]observation
+	// returned holds, by task key, the run ID of this controller's last
+	// execution of the task whose executor has returned.
+	returned map[string]string
 	// withoutKind holds the UIDs of expired tasks this controller leaves
 	// alone because it lacks their kind, so that each is logged once.
 	withoutKind map[string]bool
@@ -157,6 +160,7 @@ func New(cfg Config) (*Controller, error) {
 		trigger:  make(chan struct{}, 1),
 		running:  map[string]*runner{},
 		observed: map[string]observation{},
+		returned: map[string]string{},
 	}, nil
 }
 
@@ -277,10 +281,28 @@ func (c *Controller) Sync(ctx context.Context) (time.Duration, error) {
 	for _, t := range tasks {
 		switch {
 		case !t.State().Finished():
+		case t.Deleting:
+			// Its deletion was asked for: nothing to clean up, and no
+			// executor runs for a finished task, so its hold goes (others'
+			// finalizers may keep it).
+			if t.Held {
+				jobs = append(jobs, func() (time.Time, error) { return time.Time{}, c.release(ctx, t) })
+			}
 		case !c.canClean(t):
+			if t.Held {
+				jobs = append(jobs, func() (time.Time, error) { return time.Time{}, c.release(ctx, t) })
+			}
 			withoutKind = append(withoutKind, t)
 		default:
-			jobs = append(jobs, func() (time.Time, error) { return c.cleanup(ctx, t, now) })
+			jobs = append(jobs, func() (time.Time, error) {
+				if t.Held {
+					// Left by the execution: released before the cleanup.
+					if err := c.release(ctx, t); err != nil || t.Held {
+						return time.Time{}, err // a conflict triggered another Sync
+					}
+				}
+				return c.cleanup(ctx, t, now)
+			})
 		}
 	}
 	c.reportWithoutKind(ctx, withoutKind, now)
@@ -319,8 +341,8 @@ func (c *Controller) Sync(ctx context.Context) (time.Duration, error) {
 	return d, errors.Join(errs...)
 }
 
-// forgetObservations drops lease observations of tasks no longer claimed
-// (InProgress, or in a cleanup).
+// forgetObservations drops lease observations, and the record of returned
+// executions, of tasks no longer claimed (InProgress, or in a cleanup).
 func (c *Controller) forgetObservations(tasks []*Task) {
 	inProgress := make(map[string]bool, len(tasks))
 	for _, t := range tasks {
@@ -333,6 +355,11 @@ func (c *Controller) forgetObservations(tasks []*Task) {
 	for k := range c.observed {
 		if !inProgress[k] {
 			delete(c.observed, k)
+		}
+	}
+	for k := range c.returned {
+		if !inProgress[k] {
+			delete(c.returned, k)
 		}
 	}
 }
@@ -390,7 +417,7 @@ func needsSlot(q []*Task) bool {
 		case TaskStateInProgress:
 			return false
 		case TaskStatePending:
-			pending = true
+			pending = pending || !t.Deleting
 		}
 	}
 	return pending
@@ -431,6 +458,15 @@ func (c *Controller) syncQueue(ctx context.Context, q []*Task, now time.Time, sl
 				}
 			}
 		case TaskStatePending:
+			if t.Deleting {
+				// Never started; a hold on it is a leftover.
+				if t.Held {
+					if err := c.release(ctx, t); err != nil {
+						return next, err
+					}
+				}
+				continue
+			}
 			k, key, err := c.kindAndKey(t)
 			if err != nil {
 				if rerr := c.reject(ctx, t, now, codeOf(err, CodeInvalidSpec), err.Error()); rerr != nil {
@@ -453,12 +489,18 @@ func (c *Controller) syncQueue(ctx context.Context, q []*Task, now time.Time, sl
 		}
 	}
 
-	// Executions of this queue that another controller started.
+	// Executions of this queue: a deleted one is stopped and released, and
+	// one that another controller started is taken over when its claim
+	// lapsed.
 	for _, t := range q {
 		if t.State() != TaskStateInProgress {
 			continue
 		}
-		at, err := c.checkForeign(ctx, t, now)
+		check := c.checkForeign
+		if t.Deleting {
+			check = c.stopDeleted
+		}
+		at, err := check(ctx, t, now)
 		if !at.IsZero() {
 			requeue(at)
 		}
@@ -591,8 +633,76 @@ func (c *Controller) start(ctx context.Context, k *Handler, t *Task) error {
 		}
 		return fmt.Errorf("opstask: start task %s: %w", t.Key(), err)
 	}
+	if err := c.hold(ctx, l); err != nil {
+		c.releaseSlot()
+		if errors.Is(err, ErrLostClaim) {
+			c.notify()
+			return nil
+		}
+		return fmt.Errorf("opstask: start task %s: %w", t.Key(), err)
+	}
 	c.launch(ctx, k, l, false)
 	return nil
+}
+
+// hold puts the execution hold on the task of l, which l has just claimed,
+// through l: the executor may run only while the task is held, so that a
+// request to delete it leaves it at the head of its queue until the
+// executor has returned. A hold that cannot be written leaves the claim to
+// lapse (a lost claim triggers another Sync at once): no executor runs, and
+// a controller takes the execution over after LeaseDuration. Errors wrap
+// ErrLostClaim when the task changed or is gone.
+func (c *Controller) hold(ctx context.Context, l *lease) error {
+	if l.last().Held {
+		return nil
+	}
+	return l.do(ctx, "hold", nil, func(ctx context.Context, t *Task) error {
+		return c.cfg.Store.SetHeld(ctx, t, true)
+	})
+}
+
+// release removes the execution hold from t, at its current version, once
+// no executor of t can be running; a task whose deletion was requested is
+// then deleted.
+func (c *Controller) release(ctx context.Context, t *Task) error {
+	if err := c.cfg.Store.SetHeld(ctx, t, false); err != nil {
+		if errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) {
+			c.notify()
+			return nil
+		}
+		return fmt.Errorf("opstask: release hold on task %s: %w", t.Key(), err)
+	}
+	logr.FromContextOrDiscard(ctx).V(1).Info("opstask hold released", "task", t.Key(), "state", t.State(), "deleting", t.Deleting)
+	return nil
+}
+
+// stopDeleted handles an InProgress task whose deletion was requested. Its
+// target stays busy until the task is gone, and its hold is released only
+// when no executor of it can be running: this controller stops its own
+// execution (cause ErrDeleted) and releases the hold once the executor has
+// returned; an execution by another controller is released when nobody
+// wrote the task for LeaseDuration, as a takeover would be, since that
+// controller's watchdog has canceled it by then. The task is never resumed.
+func (c *Controller) stopDeleted(ctx context.Context, t *Task, now time.Time) (time.Time, error) {
+	c.mu.Lock()
+	r := c.running[t.Key()]
+	returned := c.returned[t.Key()]
+	c.mu.Unlock()
+	if r != nil {
+		r.stop(ErrDeleted) // the end of its run triggers another Sync
+		return time.Time{}, nil
+	}
+	if !t.Held {
+		// Held by someone else's finalizer only: nothing of ours to release.
+		return time.Time{}, nil
+	}
+	if lo := t.Status.LastOperation; lo == nil || lo.RunID != returned {
+		if expires := c.leaseExpiry(t, now); now.Before(expires) {
+			return expires, nil
+		}
+		logr.FromContextOrDiscard(ctx).Info("opstask releasing a deleted task whose run stopped renewing", "task", t.Key())
+	}
+	return time.Time{}, c.release(ctx, t)
 }
 
 // checkForeign handles an InProgress task this controller does not run: it
@@ -656,6 +766,14 @@ func (c *Controller) checkForeign(ctx context.Context, t *Task, now time.Time) (
 		}
 		return time.Time{}, fmt.Errorf("opstask: take over task %s: %w", t.Key(), err)
 	}
+	if err := c.hold(ctx, l); err != nil {
+		c.releaseSlot()
+		if errors.Is(err, ErrLostClaim) {
+			c.notify()
+			return time.Time{}, nil
+		}
+		return time.Time{}, fmt.Errorf("opstask: take over task %s: %w", t.Key(), err)
+	}
 	logr.FromContextOrDiscard(ctx).Info("opstask taking over interrupted execution", "task", t.Key(), "previousRun", prev, "run", runID)
 	c.launch(ctx, k, l, true)
 	return time.Time{}, nil
@@ -705,7 +823,7 @@ func (c *Controller) DryRun(ctx context.Context) ([]Expired, error) {
 	var out []Expired
 	var errs []error
 	for _, t := range tasks {
-		if !t.State().Finished() || !c.canClean(t) {
+		if !t.State().Finished() || t.Deleting || !c.canClean(t) {
 			continue
 		}
 		e, _, err := c.expiry(t, now)

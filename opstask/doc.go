@@ -52,7 +52,9 @@
 //     that cannot use the spec (ErrInvalidSpec, code InvalidSpec); a check
 //     that cannot be done now is retried after RetryInterval;
 //   - starts the admitted task by writing InProgress, guarded by its
-//     resourceVersion, and only then calls its executor.
+//     resourceVersion, then puts its execution hold on it
+//     (Store.SetHeld; in kubestore, a finalizer), and only then calls its
+//     executor.
 //
 // # Guarantees
 //
@@ -67,9 +69,20 @@
 //   - A target runs at most one execution at a time and its tasks start in
 //     queue order, across restarts and replicas, provided a task is visible
 //     to List within Config.Settle (default 2s) of the end of its creation
-//     second, and that no task is deleted while it runs (see
-//     non-guarantees). Different targets run concurrently, up to
+//     second. Different targets run concurrently, up to
 //     Config.MaxConcurrent executions per controller, older queues first.
+//   - A task deleted while it runs keeps its target busy until its
+//     executor has returned. The executor runs only while the task is held,
+//     and a held task asked to be deleted stays in the store (Deleting,
+//     InProgress) at the head of its queue. The controller running it
+//     cancels the executor's context with cause ErrDeleted, writes nothing
+//     more to its status, and once the executor has returned releases the
+//     hold, which completes the deletion; only then may the next task of
+//     the target start. A deleted task is never resumed or taken over. If
+//     its controller is gone, another releases the hold when nobody wrote
+//     the task for LeaseDuration, as it would take the execution over. A
+//     pending task that is being deleted is never started. A finished
+//     task's hold is released by any controller (no executor runs for it).
 //   - An execution is never left InProgress forever. The running controller
 //     renews lastOperation every LeaseDuration/3. When nobody wrote the task
 //     for LeaseDuration (measured on the observing controller's own clock),
@@ -120,10 +133,11 @@
 //     resourceVersion of the claim's last write.
 //   - LastErrors holds at most MaxLastErrors (10) entries, the newest; the
 //     generated CRD says the same (a test checks the two agree).
-//   - Writes per task: one status write per state after Pending and the
-//     delete (3 for a task that succeeds), plus one per progress report or
-//     renewal of a long execution, and for a kind with a Cleanup one to
-//     claim it plus one per renewal of a long cleanup.
+//   - Writes per task: one status write per state after Pending, the hold
+//     and its release, and the delete (5 for a task that succeeds; 2 for
+//     one rejected), plus one per progress report or renewal of a long
+//     execution, and for a kind with a Cleanup one to claim it plus one
+//     per renewal of a long cleanup.
 //   - The controller reads time only from Config.Clock and logs through the
 //     logr.Logger in Run's context.
 //
@@ -145,13 +159,14 @@
 //     conflict learns it at its next write, at most LeaseDuration/3 later.
 //     Executors whose side effects must never overlap need their own fence
 //     (e.g. the runID on the object they change).
-//   - one execution per target when a task is deleted while it runs: the
-//     task leaves its queue at once, and the next task of the target may
-//     start, while the deleted task's executor runs on until its
-//     controller's next write to it finds it gone, or its watchdog fires
-//     (at most 2/3 of LeaseDuration after its last confirmed write). The
-//     etcd-opstask chaos workload sees such overlaps of up to a few
-//     seconds.
+//   - that a deleted task goes while its executor ignores its canceled
+//     context: the hold stays until the executor returns, or, when its
+//     controller is gone, until LeaseDuration without a write; the same
+//     fencing limits as above apply.
+//   - one execution per target when someone else removes the hold of a
+//     running task (a person who removes kubestore's finalizer by hand):
+//     the task leaves its queue at once, and its executor runs on until
+//     its controller's next write finds it gone or its watchdog fires.
 //   - queue order for a task that becomes visible later than Settle after
 //     its creation second (a slow API server, or a controller clock behind the
 //     API server's by more than Settle): it runs after tasks that started
@@ -173,7 +188,7 @@
 //
 // # Backends
 //
-// A Store lists tasks and writes status and deletions guarded by
+// A Store lists tasks and writes status, holds and deletions guarded by
 // resourceVersion; optional Watcher lets the controller react at once.
 // kubestore works on any custom resource with DEP-05's fields through the
 // dynamic client (unstructured conversion, status subresource); memstore
@@ -186,9 +201,10 @@
 // *TransitionError), ErrConflict and ErrNotFound (from stores),
 // ErrInvalidSpec (a task's spec; it is rejected, never retried),
 // ErrInvalidConfig (Config or Kind given to New; the message names the
-// field), ErrUnmet (a precondition that rejects, from Unmet), and the causes
-// of a canceled executor context: ErrTimeout and ErrLostClaim. ErrInterrupted
-// is recorded for an execution that could not be resumed. Executors and
+// field), ErrUnmet (a precondition that rejects, from Unmet), and the
+// causes of a canceled executor context: ErrTimeout, ErrLostClaim and
+// ErrDeleted. ErrInterrupted is recorded for an execution that could not be
+// resumed. Executors and
 // preconditions choose the code recorded in lastErrors with WithCode or
 // Unmet; the controller's own codes are the Code* constants.
 package opstask

@@ -41,6 +41,13 @@ var (
 	// (or the cleanup): another controller took it over, or no write
 	// confirmed the claim within 2/3 of the lease.
 	ErrLostClaim = errors.New("opstask: execution claim lost")
+
+	// ErrDeleted is the cause of an executor's context canceled because the
+	// task's deletion was requested while it ran. The task stays, held,
+	// until the executor has returned; nothing more is written to its
+	// status. When a renewal of the claim meets the deletion first, the
+	// cause is ErrLostClaim instead: the deletion changed the task.
+	ErrDeleted = errors.New("opstask: task deleted while it ran")
 )
 
 // CodedError is an error with an ErrorCode for Status.LastErrors. Executors

@@ -18,12 +18,21 @@ type runner struct {
 	c     *Controller
 	kind  *Handler
 	lease *lease
+	// execCtx is the executor's context; cancel cancels it with a cause:
+	// the lease's watchdog, a timeout, or stop.
+	execCtx context.Context
+	cancel  context.CancelCauseFunc
 }
 
-// launch runs the task of l, already claimed, in a goroutine, in the slot
-// reserved for it.
+// stop cancels the execution with cause, at once: the end of run triggers
+// another Sync.
+func (r *runner) stop(cause error) { r.cancel(cause) }
+
+// launch runs the task of l, already claimed and held, in a goroutine, in
+// the slot reserved for it.
 func (c *Controller) launch(ctx context.Context, k *Handler, l *lease, resumed bool) {
-	r := &runner{c: c, kind: k, lease: l}
+	execCtx, cancel := context.WithCancelCause(ctx)
+	r := &runner{c: c, kind: k, lease: l, execCtx: execCtx, cancel: cancel}
 	key := l.task.Key()
 	c.mu.Lock()
 	c.reserved--
@@ -43,14 +52,20 @@ func (r *runner) run(ctx context.Context, resumed bool) {
 	task := l.last()
 	key := task.Key()
 	log := logr.FromContextOrDiscard(ctx).WithValues("task", key, "kind", r.kind.Name, "run", l.runID)
+	returned := false // the executor returned
 	defer func() {
 		c.mu.Lock()
 		delete(c.running, key)
+		if returned {
+			// A hold on the task, if its deletion was requested, may be
+			// released at once: nothing of this run acts any more.
+			c.returned[key] = l.runID
+		}
 		c.mu.Unlock()
 		c.notify()
 	}()
 
-	execCtx, cancel := context.WithCancelCause(ctx)
+	execCtx, cancel := r.execCtx, r.cancel
 	defer cancel(nil)
 	run := &Run{Task: task.DeepCopy(), ID: l.runID, Resumed: resumed}
 	var reported atomic.Pointer[string] // the executor's last progress report
@@ -89,6 +104,7 @@ wait:
 	for {
 		select {
 		case execErr = <-done:
+			returned = true
 			break wait
 		case <-timeout.C():
 			timedOut = true
@@ -110,6 +126,10 @@ wait:
 	if ctx.Err() != nil {
 		// The controller stops: leave the task InProgress for the next one.
 		log.Info("opstask controller stopping; execution left for takeover")
+		return
+	}
+	if errors.Is(context.Cause(execCtx), ErrDeleted) {
+		log.Info("opstask execution stopped: the task's deletion was requested", "error", execErr)
 		return
 	}
 	if l.isLost() {

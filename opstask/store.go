@@ -3,10 +3,17 @@ package opstask
 import "context"
 
 // Store holds tasks. The controller reads all of them with List and changes
-// them only through UpdateStatus and Delete, each guarded by the task's
-// ResourceVersion, so that several controllers may share one Store: of two
-// controllers that act on the same read, one gets ErrConflict and nothing is
-// written for it.
+// them only through UpdateStatus, SetHeld and Delete, each guarded by the
+// task's ResourceVersion, so that several controllers may share one Store:
+// of two controllers that act on the same read, one gets ErrConflict and
+// nothing is written for it.
+//
+// A running task is held (SetHeld): a request to delete it, by a user or
+// anyone else, leaves it in the store with Deleting set until the controller
+// that runs it has stopped its executor and released the hold. Without the
+// hold, a task deleted while it ran would leave its queue at once, and the
+// next task of its target could start while the deleted one's executor
+// still ran.
 //
 // Stores translate their native errors into ErrConflict and ErrNotFound;
 // other errors are returned wrapped and are treated as transient. Every
@@ -28,8 +35,19 @@ type Store interface {
 
 	// Delete deletes t if its UID and ResourceVersion are current. It
 	// returns ErrConflict when the task changed and ErrNotFound when it is
-	// already gone.
+	// already gone. A held task is not removed: its deletion is recorded
+	// (Deleting, with a new version) and completes when the hold is
+	// released.
 	Delete(ctx context.Context, t *Task) error
+
+	// SetHeld adds (held true) or releases (held false) the controller's
+	// execution hold on t if t.ResourceVersion is current, like
+	// UpdateStatus, and sets t.Held and t.ResourceVersion; nothing else
+	// changes. Releasing the hold of a task whose deletion was requested
+	// completes the deletion. Adding or releasing a hold that is already
+	// so changes nothing and succeeds. The errors are those of
+	// UpdateStatus.
+	SetHeld(ctx context.Context, t *Task, held bool) error
 }
 
 // Watcher is implemented by stores that can tell when tasks change, so that

@@ -23,6 +23,17 @@ type Task struct {
 	ResourceVersion string
 	// CreationTimestamp orders tasks of a target, with Name breaking ties.
 	CreationTimestamp time.Time
+	// Deleting reports that the task's deletion was requested and the
+	// store keeps it until every hold on it is released (in Kubernetes:
+	// deletionTimestamp is set and finalizers remain). The controller
+	// starts no such task, and stops the execution of one it runs.
+	Deleting bool
+	// Held reports that the task carries the controller's execution hold
+	// (Store.SetHeld; in kubestore, the finalizer kubestore.Finalizer):
+	// while it is held, a request to delete the task only sets Deleting,
+	// so that the task keeps its place at the head of its target's queue
+	// until its executor has returned.
+	Held bool
 	// Spec is the task's specification.
 	Spec Spec
 	// Status is the task's status.

@@ -25,11 +25,8 @@ const (
 	// invFIFO: of two tasks of one target, the later in queue order
 	// (creationTimestamp, then name) never starts before the earlier one
 	// finished: its executions all ended, and it reached its final state.
-	// A task the generator deleted leaves the queue when deleted; an
-	// execution of it then running learns it at its next write, so it
-	// may go on until 2/3 of the lease after its last confirmed write,
-	// which started before the deletion (doc.go: a claim is lost when a
-	// write finds the task gone, or when no write confirmed it).
+	// A task the generator deleted while it ran is no exception: it is
+	// held until its executor has returned (doc.go).
 	invFIFO = "FIFO per target"
 	// invCleanup: no two cleanups of one task overlap, and none overlaps
 	// an execution of it.
@@ -45,10 +42,6 @@ const (
 	// the generator's or a controller's.
 	invKept = "no task lost"
 )
-
-// returnGrace is how long an executor may take to return after its context
-// is canceled, and its end to be recorded, on a loaded machine.
-const returnGrace = 2 * time.Second
 
 func ts(t time.Time) string { return t.Format("15:04:05.000") }
 
@@ -84,7 +77,6 @@ func (g *opsWorkload) check(ctx context.Context) []chaos.Violation {
 
 	g.truth.mu.Lock()
 	defer g.truth.mu.Unlock()
-	lease := opstask.DefaultLeaseDuration
 	// final is a task's final status: in the final read, or as a
 	// controller deleted it. ok is false when neither is known.
 	final := func(t *taskTruth) (opstask.Status, bool) {
@@ -124,11 +116,6 @@ func (g *opsWorkload) check(ctx context.Context) []chaos.Violation {
 			return q[i].name < q[j].name
 		})
 		for i, a := range q {
-			// Until when a's executions may run without breaking FIFO.
-			var allowedEnd time.Time
-			if !a.deleteDone.IsZero() {
-				allowedEnd = a.deleteDone.Add(lease*2/3 + returnGrace)
-			}
 			aStatus, aFinished := final(a)
 			for _, b := range q[i+1:] {
 				bs := sortSpans(execsOf[string(b.uid)])
@@ -138,11 +125,6 @@ func (g *opsWorkload) check(ctx context.Context) []chaos.Violation {
 				first := bs[0]
 				for _, x := range sortSpans(execsOf[string(a.uid)]) {
 					if end := x.endOr(finalRead); first.start.Before(end) {
-						if !allowedEnd.IsZero() && !end.After(allowedEnd) {
-							// Documented (opstask's non-guarantees): count it.
-							g.deletedOverlaps++
-							continue
-						}
 						add(invFIFO, "target %s: %s (created %s) started by %s, before the earlier %s (created %s) ended its %s", target, b.name, ts(b.created), first.String(), a.name, ts(a.created), x.String())
 						break
 					}
@@ -182,10 +164,19 @@ func (g *opsWorkload) check(ctx context.Context) []chaos.Violation {
 	}
 	for _, name := range g.truth.order {
 		t := g.truth.tasks[name]
-		if t.uid == "" || !t.deleteSent.IsZero() {
+		if t.uid == "" {
 			continue
 		}
 		o, present := live[name]
+		if !t.deleteSent.IsZero() {
+			// Deleted by the generator: a running task is held until its
+			// executor returned, and must then go.
+			if present && string(o.UID) == string(t.uid) && finalRead.After(deadline(t.deleteDone)) {
+				add(invLiveness, "task %s, deleted at %s, still exists at %s (deletionTimestamp %v, finalizers %v); the bound was %s",
+					name, ts(t.deleteDone), ts(finalRead), o.DeletionTimestamp, o.Finalizers, ts(deadline(t.deleteDone)))
+			}
+			continue
+		}
 		status, finished := final(t)
 		switch {
 		case present && string(o.UID) != string(t.uid):
@@ -259,7 +250,6 @@ func (g *opsWorkload) observed(ctx context.Context, ops map[string]int) {
 	execs, cleanups, deletes := g.hist.snapshot()
 	ops["observed: executions"] = len(execs)
 	ops["observed: executions resumed after a takeover"] = 0
-	ops["observed: a deleted task's execution overlapping a later one (documented)"] = g.deletedOverlaps
 	for _, s := range execs {
 		if s.resumed {
 			ops["observed: executions resumed after a takeover"]++

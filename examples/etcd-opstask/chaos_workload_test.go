@@ -104,8 +104,10 @@ type taskTruth struct {
 	plan         taskPlan
 	uid          types.UID
 	created      time.Time // creationTimestamp (seconds, the API server's clock)
-	// deleteSent and deleteDone bracket the generator's delete: the task
-	// left its queue in between. Zero: not deleted by the generator.
+	// deleteSent and deleteDone bracket the generator's delete request: a
+	// task not running left its queue in between; a running one stays,
+	// held, until its executor returned. Zero: not deleted by the
+	// generator.
 	deleteSent, deleteDone time.Time
 }
 
@@ -242,10 +244,6 @@ type opsWorkload struct {
 	cl       client.Client // direct
 	replicas *chaos.Replicas
 	gen      atomic.Int32 // replica generations
-	// deletedOverlaps counts the executions of a task deleted while it
-	// ran that overlapped a later task of its target, within what opstask
-	// documents (the checker counts them).
-	deletedOverlaps int
 }
 
 // newOpsWorkload starts the audit (before anything is created) and creates
@@ -583,7 +581,11 @@ func (g *opsWorkload) settled(ctx context.Context) error {
 	for _, name := range g.truth.order {
 		t := g.truth.tasks[name]
 		o, ok := live[name]
-		if !ok || o.UID != t.uid || !t.deleteSent.IsZero() {
+		if !ok || o.UID != t.uid {
+			continue
+		}
+		if !t.deleteSent.IsZero() {
+			pending = append(pending, name+" deleted, still held")
 			continue
 		}
 		switch lo := o.Status.LastOperation; {

@@ -413,6 +413,11 @@ func (r recordingStore) UpdateStatus(ctx context.Context, t *opstask.Task) error
 	return nil
 }
 
+// SetHeld is the memstore's: holds are not part of the timeline.
+func (r recordingStore) SetHeld(ctx context.Context, t *opstask.Task, held bool) error {
+	return r.s.mem.SetHeld(ctx, t, held)
+}
+
 func (r recordingStore) Delete(ctx context.Context, t *opstask.Task) error {
 	if err := r.s.mem.Delete(ctx, t); err != nil {
 		return err

@@ -8,8 +8,9 @@
 //
 //	store, err := kubestore.New(kubestore.Config{Client: dyn, Resource: gvr, Kind: "EtcdOpsTask", TargetField: "etcdName"})
 //
-// It needs RBAC to list and watch the resource, update its status
-// subresource and delete it. Users create tasks (kubectl, or the
+// It needs RBAC to list, watch, get and update the resource (update only
+// for the finalizer Finalizer), update its status subresource and delete
+// it. Users create tasks (kubectl, or the
 // resource's own client); the store never creates one.
 //
 // # Guarantees
@@ -23,6 +24,13 @@
 //     never written.
 //   - Delete carries UID and resourceVersion preconditions, so a task that
 //     changed or was recreated since it was read is never deleted.
+//   - SetHeld adds or removes only the finalizer Finalizer, and only when
+//     the task's UID and resourceVersion are current: it reads the task and
+//     updates it at the version it read, so the API server refuses the
+//     update if anything changed in between. A task with Finalizer and a
+//     deletionTimestamp is listed with Deleting and Held set; removing the
+//     finalizer lets the API server delete it (other finalizers may still
+//     hold it).
 //   - Every error from the API server keeps its type in the chain
 //     (apierrors.IsForbidden and the like work); conflicts also wrap
 //     opstask.ErrConflict and missing objects opstask.ErrNotFound.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +17,11 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/internal/pager"
 	"github.com/groundskeeper-io/groundskeeper/opstask"
 )
+
+// Finalizer is the finalizer that holds a running task (opstask.Task.Held):
+// the API server keeps a task that has it, with its deletionTimestamp set,
+// until the controller has stopped the task's executor and removed it.
+const Finalizer = "opstask.groundskeeper.io/execution"
 
 // Config configures a Store.
 type Config struct {
@@ -136,6 +142,41 @@ func (s *Store) Delete(ctx context.Context, t *opstask.Task) error {
 	return nil
 }
 
+// SetHeld adds Finalizer to t (held) or removes it, guarded by t's UID and
+// resourceVersion: it reads the task, and updates it at the version read
+// only if that is t.ResourceVersion. Removing the finalizer from a task
+// whose deletion was requested lets the API server delete it.
+func (s *Store) SetHeld(ctx context.Context, t *opstask.Task, held bool) error {
+	c := s.client(t.Namespace)
+	u, err := c.Get(ctx, t.Name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("kubestore: set hold on %s: %w", t.Key(), translate(err))
+	}
+	switch {
+	case string(u.GetUID()) != t.UID:
+		return fmt.Errorf("kubestore: set hold on %s: uid %s, want %s: %w", t.Key(), u.GetUID(), t.UID, opstask.ErrNotFound)
+	case u.GetResourceVersion() != t.ResourceVersion:
+		return fmt.Errorf("kubestore: set hold on %s at version %s (current %s): %w", t.Key(), t.ResourceVersion, u.GetResourceVersion(), opstask.ErrConflict)
+	}
+	finalizers := u.GetFinalizers()
+	if slices.Contains(finalizers, Finalizer) == held {
+		t.Held = held
+		return nil
+	}
+	if held {
+		finalizers = append(finalizers, Finalizer)
+	} else {
+		finalizers = slices.DeleteFunc(finalizers, func(f string) bool { return f == Finalizer })
+	}
+	u.SetFinalizers(finalizers)
+	got, err := c.Update(ctx, u, metav1.UpdateOptions{})
+	if err != nil {
+		return fmt.Errorf("kubestore: set hold on %s: %w", t.Key(), translate(err))
+	}
+	t.Held, t.ResourceVersion = held, got.GetResourceVersion()
+	return nil
+}
+
 // Watch calls notify for every watch event until ctx is done or the watch
 // ends.
 func (s *Store) Watch(ctx context.Context, notify func()) error {
@@ -180,6 +221,8 @@ func (s *Store) FromUnstructured(u *unstructured.Unstructured) (*opstask.Task, e
 		UID:               string(u.GetUID()),
 		ResourceVersion:   u.GetResourceVersion(),
 		CreationTimestamp: u.GetCreationTimestamp().Time,
+		Deleting:          u.GetDeletionTimestamp() != nil,
+		Held:              slices.Contains(u.GetFinalizers(), Finalizer),
 	}
 	where := func(field string) string {
 		return fmt.Sprintf("kubestore: %s %s/%s: %s", s.cfg.Kind, t.Namespace, t.Name, field)

@@ -16,12 +16,15 @@
 //     change completed before it was called.
 //   - Tasks are copied in and out: a caller's change to a task it holds
 //     never changes the store.
-//   - UpdateStatus changes only the status, and UpdateStatus and Delete act
-//     only when the task's UID and resourceVersion are current: a stale
-//     copy, or a copy of a task since recreated under its name, changes
-//     nothing.
-//   - Watch calls notify after every change (create, status update, delete)
-//     until its context is done.
+//   - UpdateStatus changes only the status, SetHeld only the hold, and
+//     UpdateStatus, SetHeld and Delete act only when the task's UID and
+//     resourceVersion are current: a stale copy, or a copy of a task since
+//     recreated under its name, changes nothing.
+//   - Delete removes a task at once unless it is held; a held task stays,
+//     with Deleting set, until SetHeld releases it, as a Kubernetes object
+//     with a finalizer does.
+//   - Watch calls notify after every change (create, status update, hold,
+//     delete) until its context is done.
 //
 // # What it does not guarantee
 //
@@ -35,8 +38,8 @@
 //
 // # Errors
 //
-// Create returns ErrExists for a taken namespace and name. UpdateStatus and
-// Delete return errors wrapping opstask.ErrNotFound (no task with that name
+// Create returns ErrExists for a taken namespace and name. UpdateStatus,
+// SetHeld and Delete return errors wrapping opstask.ErrNotFound (no task with that name
 // and UID) or opstask.ErrConflict (the resourceVersion is not current),
 // naming the task.
 package memstore

@@ -57,6 +57,7 @@ func (s *Store) Create(_ context.Context, t *opstask.Task) (*opstask.Task, error
 		return nil, fmt.Errorf("memstore: create %s: %w", key, ErrExists)
 	}
 	c := t.DeepCopy()
+	c.Deleting = false // as in Kubernetes, a new task is not being deleted
 	s.uid++
 	s.rv++
 	c.UID = "uid-" + strconv.FormatInt(s.uid, 10)
@@ -112,15 +113,57 @@ func (s *Store) UpdateStatus(_ context.Context, t *opstask.Task) error {
 	return nil
 }
 
-// Delete removes t if its UID and resource version are current.
+// Delete removes t if its UID and resource version are current. A held task
+// stays, with Deleting set and a new resource version, until SetHeld
+// releases it.
 func (s *Store) Delete(_ context.Context, t *opstask.Task) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, err := s.currentLocked(t, "delete"); err != nil {
+	cur, err := s.currentLocked(t, "delete")
+	if err != nil {
 		return err
 	}
-	delete(s.tasks, t.Key())
+	if cur.Held {
+		if !cur.Deleting {
+			s.rv++
+			c := cur.DeepCopy()
+			c.Deleting = true
+			c.ResourceVersion = strconv.FormatInt(s.rv, 10)
+			s.tasks[t.Key()] = c
+		}
+	} else {
+		s.rv++
+		delete(s.tasks, t.Key())
+	}
+	s.notifyLocked()
+	return nil
+}
+
+// SetHeld adds or releases the execution hold on t if its UID and resource
+// version are current; releasing the hold of a task whose deletion was
+// requested removes it.
+func (s *Store) SetHeld(_ context.Context, t *opstask.Task, held bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, err := s.currentLocked(t, "set hold on")
+	if err != nil {
+		return err
+	}
+	if cur.Held == held {
+		t.Held = held
+		return nil
+	}
 	s.rv++
+	rv := strconv.FormatInt(s.rv, 10)
+	if !held && cur.Deleting {
+		delete(s.tasks, t.Key())
+	} else {
+		c := cur.DeepCopy()
+		c.Held = held
+		c.ResourceVersion = rv
+		s.tasks[t.Key()] = c
+	}
+	t.Held, t.ResourceVersion = held, rv
 	s.notifyLocked()
 	return nil
 }

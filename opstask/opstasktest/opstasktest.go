@@ -63,9 +63,11 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"status update of a missing task is not found", testUpdateMissing},
 		{"delete with a stale version conflicts; current deletes; again is not found", testDelete},
 		{"delete of a recreated task with the old UID fails", testDeleteRecreated},
+		{"a held task survives delete until its hold is released", testHold},
 		{"of concurrent claims on one read exactly one wins", testConcurrentClaims},
 		{"watch notifies after a change", testWatch},
 		{"controller runs tasks per target in queue order", testControllerOrder},
+		{"a task deleted while it runs keeps its target until its executor returned", testControllerDeleteRunning},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -284,7 +286,11 @@ func testDeleteRecreated(t *testing.T, h Harness) {
 	if !errors.Is(err, opstask.ErrConflict) && !errors.Is(err, opstask.ErrNotFound) {
 		t.Fatalf("UpdateStatus with the old UID: got %v, want ErrConflict or ErrNotFound", err)
 	}
-	if got := list(t, h)["conf-recreated"]; got == nil || got.UID != fresh.UID || got.State() != opstask.TaskStatePending {
+	err = h.Store.SetHeld(t.Context(), old, true)
+	if !errors.Is(err, opstask.ErrConflict) && !errors.Is(err, opstask.ErrNotFound) {
+		t.Fatalf("SetHeld with the old UID: got %v, want ErrConflict or ErrNotFound", err)
+	}
+	if got := list(t, h)["conf-recreated"]; got == nil || got.UID != fresh.UID || got.State() != opstask.TaskStatePending || got.Held {
 		t.Fatalf("the recreated task was touched: %+v", got)
 	}
 }
@@ -440,4 +446,178 @@ func testControllerOrder(t *testing.T, h Harness) {
 	if d := cmp.Diff(want, order); d != "" {
 		t.Errorf("execution order per target (-queue order +executed):\n%s", d)
 	}
+}
+
+func testHold(t *testing.T, h Harness) {
+	ctx := t.Context()
+	task := create(t, h, h.task("conf-hold", 0, "etcd-main"))
+	if task.Held || task.Deleting {
+		t.Fatalf("a new task is held (%v) or deleting (%v)", task.Held, task.Deleting)
+	}
+	stale := task.DeepCopy()
+	task.Status = fullStatus(t)
+	if err := h.Store.UpdateStatus(ctx, task); err != nil {
+		t.Fatalf("UpdateStatus: %v", err)
+	}
+	if err := h.Store.SetHeld(ctx, stale, true); !errors.Is(err, opstask.ErrConflict) {
+		t.Fatalf("SetHeld with a stale version: got %v, want ErrConflict", err)
+	}
+	if list(t, h)["conf-hold"].Held {
+		t.Fatal("a refused SetHeld held the task")
+	}
+	before := task.ResourceVersion
+	if err := h.Store.SetHeld(ctx, task, true); err != nil {
+		t.Fatalf("SetHeld(true): %v", err)
+	}
+	if !task.Held || task.ResourceVersion == before {
+		t.Fatalf("SetHeld(true) left Held %v and ResourceVersion %s (was %s)", task.Held, task.ResourceVersion, before)
+	}
+	got := list(t, h)["conf-hold"]
+	if !got.Held || got.Deleting || got.ResourceVersion != task.ResourceVersion || got.State() != opstask.TaskStateInProgress {
+		t.Fatalf("held task listed as Held %v, Deleting %v, version %s (SetHeld returned %s), state %s",
+			got.Held, got.Deleting, got.ResourceVersion, task.ResourceVersion, got.State())
+	}
+	again := task.ResourceVersion
+	if err := h.Store.SetHeld(ctx, task, true); err != nil || task.ResourceVersion != again {
+		t.Fatalf("SetHeld(true) on a held task: %v, version %s (was %s); want no error and no change", err, task.ResourceVersion, again)
+	}
+	task.Status.AddError("StillHeld", "a status write keeps the hold", epoch)
+	if err := h.Store.UpdateStatus(ctx, task); err != nil {
+		t.Fatalf("UpdateStatus of a held task: %v", err)
+	}
+	if !list(t, h)["conf-hold"].Held {
+		t.Fatal("a status write dropped the hold")
+	}
+
+	if err := h.Store.Delete(ctx, task); err != nil {
+		t.Fatalf("Delete of a held task: %v", err)
+	}
+	got = list(t, h)["conf-hold"]
+	if got == nil {
+		t.Fatal("Delete removed a held task")
+	}
+	if !got.Deleting || !got.Held || got.UID != task.UID || got.ResourceVersion == task.ResourceVersion || got.State() != opstask.TaskStateInProgress {
+		t.Fatalf("held task after Delete: Deleting %v, Held %v, UID %s (want %s), version %s (before %s), state %s; want deleting, held, a new version, InProgress",
+			got.Deleting, got.Held, got.UID, task.UID, got.ResourceVersion, task.ResourceVersion, got.State())
+	}
+	if err := h.Store.SetHeld(ctx, task, false); !errors.Is(err, opstask.ErrConflict) {
+		t.Fatalf("SetHeld(false) at the version before the delete: got %v, want ErrConflict", err)
+	}
+	if list(t, h)["conf-hold"] == nil {
+		t.Fatal("a refused release deleted the task")
+	}
+	if err := h.Store.SetHeld(ctx, got, false); err != nil {
+		t.Fatalf("SetHeld(false) on a deleting task: %v", err)
+	}
+	if gone := list(t, h)["conf-hold"]; gone != nil {
+		t.Fatalf("a released task whose deletion was requested is still listed: %+v", gone)
+	}
+	if err := h.Store.SetHeld(ctx, got, true); !errors.Is(err, opstask.ErrNotFound) && !errors.Is(err, opstask.ErrConflict) {
+		t.Fatalf("SetHeld on a deleted task: got %v, want ErrNotFound or ErrConflict", err)
+	}
+
+	// Without a hold, nothing but the hold changes.
+	plain := create(t, h, h.task("conf-hold-release", 1, ""))
+	if err := h.Store.SetHeld(ctx, plain, true); err != nil {
+		t.Fatalf("SetHeld(true): %v", err)
+	}
+	if err := h.Store.SetHeld(ctx, plain, false); err != nil {
+		t.Fatalf("SetHeld(false): %v", err)
+	}
+	if got := list(t, h)["conf-hold-release"]; got == nil || got.Held || got.Deleting || got.ResourceVersion != plain.ResourceVersion || got.State() != opstask.TaskStatePending {
+		t.Fatalf("task after hold and release: %+v; want listed, not held, not deleting, at version %s, Pending", got, plain.ResourceVersion)
+	}
+}
+
+// testControllerDeleteRunning deletes a task while its executor runs, with
+// the next task of its target waiting. The executor takes a while to stop
+// after its context is canceled; the next task must not start before it
+// returned, and the deleted task must be gone.
+func testControllerDeleteRunning(t *testing.T, h Harness) {
+	first := create(t, h, h.task("conf-del-a", 0, "etcd-main"))
+	create(t, h, h.task("conf-del-b", 0, "etcd-main"))
+	const linger = 500 * time.Millisecond
+	var (
+		mu            sync.Mutex
+		firstReturned time.Time
+		cause         error
+		secondStarted time.Time
+	)
+	running := make(chan struct{})
+	exec := opstask.ExecutorFunc(func(ctx context.Context, run *opstask.Run) error {
+		if run.Task.Name == first.Name {
+			close(running)
+			<-ctx.Done()
+			time.Sleep(linger) // an executor that winds down
+			mu.Lock()
+			cause, firstReturned = context.Cause(ctx), time.Now()
+			mu.Unlock()
+			return ctx.Err()
+		}
+		mu.Lock()
+		secondStarted = time.Now()
+		mu.Unlock()
+		return nil
+	})
+	c, err := opstask.New(opstask.Config{
+		Store:    h.Store,
+		Handlers: []opstask.Handler{{Name: h.Members[0].Name, Executor: exec, AllowDuplicates: true}},
+		Settle:   -1,
+		// Renewals would find the deletion too, but only a third of the
+		// lease later: long enough that the next task would start first.
+		LeaseDuration: time.Minute,
+		// A Sync at least this often, whether or not the store's watch has
+		// started by the time of the delete.
+		ResyncPeriod: 100 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	select {
+	case <-running:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the first task did not start within 60s")
+	}
+	// Delete it as a user does: whatever its current version.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		cur := list(t, h)[first.Name]
+		if cur == nil {
+			t.Fatal("the running task is gone before it was deleted")
+		}
+		if !cur.Held {
+			t.Fatalf("the running task is not held: %+v", cur)
+		}
+		err := h.Store.Delete(t.Context(), cur)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, opstask.ErrConflict) || time.Now().After(deadline) {
+			t.Fatalf("delete the running task: %v", err)
+		}
+	}
+	for {
+		tasks := list(t, h)
+		second := tasks["conf-del-b"]
+		if tasks[first.Name] == nil && second != nil && second.State().Finished() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("60s after the delete: first listed %v, second %+v", tasks[first.Name] != nil, second)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if firstReturned.IsZero() || secondStarted.Before(firstReturned) {
+		t.Fatalf("the next task started at %s, before the deleted task's executor returned at %s", secondStarted.Format(time.StampMicro), firstReturned.Format(time.StampMicro))
+	}
+	if !errors.Is(cause, opstask.ErrDeleted) && !errors.Is(cause, opstask.ErrLostClaim) {
+		t.Errorf("the deleted task's executor was canceled with cause %v, want ErrDeleted (or ErrLostClaim)", cause)
+	}
+	t.Logf("executor canceled with cause %v; returned %s before the next task started", cause, secondStarted.Sub(firstReturned))
 }
