@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -107,8 +108,13 @@ func (g *gcWorkload) check(ctx context.Context) []chaos.Violation {
 
 	// (a) Safety: every deletion seen was allowed when it happened.
 	deletedAt := map[types.UID]time.Time{}
+	// A request cut short whose object is still there deleted nothing; it
+	// is judged for safety all the same (no early delete may be sent).
+	tookEffect := func(d chaos.Deletion) bool { return !g.uncertain[d.UID] || !live[d.UID] }
 	for _, d := range backupDels {
-		deletedAt[d.UID] = d.Seen
+		if tookEffect(d) {
+			deletedAt[d.UID] = d.Seen
+		}
 		at := d.Seen // by then at the latest; from the audit log, when it was asked
 		if !d.Requested.IsZero() {
 			at = d.Requested
@@ -134,8 +140,10 @@ func (g *gcWorkload) check(ctx context.Context) []chaos.Violation {
 		// Deleted at some instant in [lo, hi]: the deletionTimestamp is
 		// in seconds.
 		lo, hi := d.Requested, d.Seen
-		deletedAt[d.UID] = hi // no deletionTimestamp: a relist found it gone
-		if !lo.IsZero() {
+		if tookEffect(d) {
+			deletedAt[d.UID] = hi // no deletionTimestamp: a relist found it gone
+		}
+		if !lo.IsZero() && tookEffect(d) {
 			deletedAt[d.UID] = lo
 			if lo.Add(time.Second).Before(hi) {
 				hi = lo.Add(time.Second)
@@ -301,8 +309,13 @@ func (g *gcWorkload) deletions() (backups, claims []chaos.Deletion, err error) {
 		reqs, err = chaos.ReadDeleteRequests(g.w.auditLog)
 	}
 	fromLog := map[types.UID]bool{}
+	var cutShort []chaos.DeleteRequest
 	for _, r := range reqs {
 		if r.Namespace != g.w.ns {
+			continue
+		}
+		if r.Uncertain {
+			cutShort = append(cutShort, r)
 			continue
 		}
 		d := chaos.Deletion{UID: r.UID, Namespace: r.Namespace, Name: r.Name, Seen: r.Completed, Requested: r.Received}
@@ -338,6 +351,50 @@ func (g *gcWorkload) deletions() (backups, claims []chaos.Deletion, err error) {
 	}
 	backups = merge("backups", backups, g.backupAudit.Deletions())
 	claims = merge("claims", claims, g.claimAudit.Deletions())
+
+	// A request cut short (its sender killed mid-request, or the API
+	// server) may have deleted its object: where nothing else recorded the
+	// object's deletion, it is taken as deleted when the request was
+	// received, and judged so. It names the object, not always its UID: the
+	// workload's names are unique.
+	g.truth.mu.Lock()
+	defer g.truth.mu.Unlock()
+	g.uncertain = map[types.UID]bool{}
+	known := map[types.UID]bool{}
+	for _, d := range append(slices.Clone(backups), claims...) {
+		known[d.UID] = true
+	}
+	for _, r := range cutShort {
+		uid, what := r.UID, ""
+		switch r.Resource {
+		case "aerospikenamespacebackups":
+			if b := g.truth.backups[r.Name]; uid == "" && b != nil {
+				uid = b.uid
+			}
+			what = "backups"
+		case "persistentvolumeclaims":
+			if c := g.truth.claims[r.Name]; uid == "" && c != nil {
+				uid = c.uid
+			}
+			what = "claims"
+		default:
+			continue
+		}
+		if uid == "" || known[uid] {
+			continue
+		}
+		known[uid], g.uncertain[uid] = true, true
+		d := chaos.Deletion{UID: uid, Namespace: r.Namespace, Name: r.Name, Seen: r.Received, Requested: r.Received}
+		if !r.Completed.IsZero() {
+			d.Seen = r.Completed
+		}
+		if what == "backups" {
+			backups = append(backups, d)
+		} else {
+			claims = append(claims, d)
+		}
+		g.seen[what+" deleted, known only from a request cut short"]++
+	}
 	return backups, claims, err
 }
 

@@ -57,7 +57,15 @@ func TestChaos(t *testing.T) {
 	// The bound: a leader killed just before the faults stop keeps its
 	// Lease for 15 s, then a pass, a retry after a failed deletion (2 s)
 	// and the pvc-protection finalizer; doubled for a loaded machine.
-	g, err := newGCWorkload(ctx, world, gcOptions{bound: 60 * time.Second, log: log}, seed, "http://"+minio.Addr())
+	// The replicas are processes of the example's binary, as main wires
+	// it, with the flags runManager gives the in-process ones.
+	process := &chaos.Process{Binary: chaos.Build(t, "."), Dir: t.TempDir(), Log: log,
+		Args: func(_ int, kubeconfig string) []string {
+			return []string{"--kubeconfig=" + kubeconfig, "--namespace=" + k.Namespace, "--leader-elect",
+				"--metrics-bind-address=0", "--health-probe-bind-address=0", "--zap-log-level=1",
+				"--retry-interval=2s", "--claim-selector=app=aerospike"}
+		}}
+	g, err := newGCWorkload(ctx, world, gcOptions{bound: 60 * time.Second, process: process, log: log}, seed, "http://"+minio.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,7 +62,10 @@ type gcOptions struct {
 	// bound is the liveness bound: how long after its expiry, or after the
 	// faults stopped if later, an expired object may still exist.
 	bound time.Duration
-	log   logr.Logger
+	// process, when set, runs the replicas as processes of the example's
+	// binary (as main wires it), which a kill ends with SIGKILL.
+	process *chaos.Process
+	log     logr.Logger
 }
 
 // Backup classes, which say what may happen to a backup.
@@ -171,7 +174,10 @@ type gcWorkload struct {
 	replicas                *chaos.Replicas
 	seen                    map[string]int       // deletions by source, from check
 	watchMissed             map[types.UID]string // in the audit log, not from the watch
-	prefix                  string
+	// uncertain holds the objects whose only recorded deletion is a
+	// request cut short (chaos.DeleteRequest.Uncertain), from check.
+	uncertain map[types.UID]bool
+	prefix    string
 }
 
 // newGCWorkload starts the audits (before anything is created) and the key
@@ -191,6 +197,9 @@ func newGCWorkload(ctx context.Context, w gcWorld, o gcOptions, seed uint64, end
 		g.o.clock = clock.RealClock{}
 	}
 	g.replicas = &chaos.Replicas{N: 2, Config: w.replicaConfig, Run: g.runManager, Log: o.log}
+	if o.process != nil {
+		g.replicas.Run = o.process.Run
+	}
 
 	// The audits: informers on the test's own connection, whose relists
 	// after an API server restart report the deletions their watch missed.

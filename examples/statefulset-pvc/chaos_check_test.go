@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/groundskeeper-io/groundskeeper/examples/statefulset-pvc/api"
 	"github.com/groundskeeper-io/groundskeeper/internal/chaos"
@@ -132,6 +134,9 @@ func (g *spWorkload) check(ctx context.Context) []chaos.Violation {
 		return out
 	}
 	podDels, claimDels := g.podAudit.Deletions(), g.claimAudit.Deletions()
+	if g.o.blindClaimWatch {
+		claimDels = nil
+	}
 	// The liveness items come first: converged takes the truth's lock.
 	for _, p := range g.converged(f) {
 		add(invLiveness, "%s, %s after the faults stopped (final read at %s)", p, f.at.Sub(g.stoppedAt()).Round(time.Millisecond), ts(f.at))
@@ -240,6 +245,8 @@ func (g *spWorkload) check(ctx context.Context) []chaos.Violation {
 		}
 	}
 
+	g.checkAuditLog(podDels, claimDels, add)
+
 	// No data lost: every claim no allowed deletion could have reached
 	// exists, with its UID.
 	for _, c := range g.claims.all() {
@@ -271,6 +278,53 @@ func (g *spWorkload) check(ctx context.Context) []chaos.Violation {
 	return out
 }
 
+// checkAuditLog judges the claim deletions the API server's audit log
+// recorded and the watch missed (objects created and deleted while it was
+// down, or planted blindness): a claim of a set whose policy keeps its
+// claims (Retain on both) must never be deleted, nor one of a set the
+// workload did not create. Other missed deletions cannot be placed in the
+// set's history by revision; they are counted. Called with the truth
+// locked.
+func (g *spWorkload) checkAuditLog(podDels, claimDels []chaos.Deletion, add func(inv, format string, args ...any)) {
+	if g.w.auditLog == "" {
+		return
+	}
+	reqs, err := chaos.ReadDeleteRequests(g.w.auditLog)
+	if err != nil {
+		add(invClaimSafety, "cannot read the API server's audit log %s: %v", g.w.auditLog, err)
+		return
+	}
+	seen := map[types.UID]bool{}
+	for _, d := range append(slices.Clone(podDels), claimDels...) {
+		seen[d.UID] = true
+	}
+	for _, r := range reqs {
+		if r.Namespace != g.w.ns || r.APIGroup != "" {
+			continue
+		}
+		switch r.Resource {
+		case "pods":
+			g.audited["observed: pod deletion requests (audit log)"]++
+			if !seen[r.UID] {
+				g.audited["observed: pod deletion requests, missed by the watch"]++
+			}
+		case "persistentvolumeclaims":
+			g.audited["observed: claim deletion requests (audit log)"]++
+			if seen[r.UID] {
+				continue
+			}
+			g.audited["observed: claim deletion requests, missed by the watch"]++
+			set, _ := parseMember("claim", r.Name)
+			switch s := g.truth.sets[set]; {
+			case s == nil:
+				add(invClaimSafety, "claim %s (uid %s), of no set the workload created, was deleted (audit log: received %s, by %s)", r.Name, r.UID, ts(r.Received), r.User)
+			case !s.policy.DeletesOnScaledown() && !s.policy.DeletesOnOwnerDeletion():
+				add(invClaimSafety, "claim %s (uid %s) was deleted (audit log: received %s, by %s; the watch missed it): its policy keeps it; set %s", r.Name, r.UID, ts(r.Received), r.User, s.history())
+			}
+		}
+	}
+}
+
 func (g *spWorkload) stoppedAt() time.Time {
 	g.truth.mu.Lock()
 	defer g.truth.mu.Unlock()
@@ -294,6 +348,9 @@ func (g *spWorkload) observed(ops map[string]int) {
 	g.truth.mu.Lock()
 	defer g.truth.mu.Unlock()
 	for k, n := range g.leniency {
+		ops[k] = n
+	}
+	for k, n := range g.audited {
 		ops[k] = n
 	}
 }

@@ -59,6 +59,10 @@ type spWorld struct {
 	// replicaConfig is the API server config of replica slot i, and the
 	// proxy it goes through (nil: no faults on it).
 	replicaConfig func(i int) (*rest.Config, *faultproxy.Proxy)
+	// auditLog is the API server's audit log (testenv's isolated control
+	// plane writes one), or "": every pod and claim deletion request, which
+	// the watches can miss.
+	auditLog string
 }
 
 // spOptions tune the workload; the zero value is the real thing.
@@ -68,7 +72,13 @@ type spOptions struct {
 	bound time.Duration
 	// wrap, if set, wraps the replicas' client: a planted bug.
 	wrap func(client.WithWatch) client.Client
-	log  logr.Logger
+	// blindClaimWatch, a planted checker defect, hides every claim deletion
+	// the watch saw: only the audit log can tell them.
+	blindClaimWatch bool
+	// process, when set, runs the replicas as processes of the example's
+	// binary (as main wires it), which a kill ends with SIGKILL.
+	process *chaos.Process
+	log     logr.Logger
 }
 
 // revs is a revision interval [lo, hi]: the event happened at one
@@ -327,6 +337,9 @@ type spWorkload struct {
 	// leniency counts the deletions the checker could judge only
 	// leniently (revision intervals, owners): the summary shows them.
 	leniency map[string]int
+	// audited counts, from the audit log, the deletion requests of pods
+	// and claims, and those the watches missed (set by check).
+	audited map[string]int
 }
 
 // newSPWorkload starts the audits and observers, before anything is
@@ -340,12 +353,15 @@ func newSPWorkload(ctx context.Context, w spWorld, o spOptions, seed uint64) (*s
 	if err != nil {
 		return nil, err
 	}
-	g := &spWorkload{w: w, o: o, seed: seed, cl: cl, kc: kc, leniency: map[string]int{},
+	g := &spWorkload{w: w, o: o, seed: seed, cl: cl, kc: kc, leniency: map[string]int{}, audited: map[string]int{},
 		truth:  truth{sets: map[string]*setTruth{}, manual: map[types.UID]time.Time{}},
 		pods:   &observer{objs: map[types.UID]*objTruth{}, kind: "pod"},
 		claims: &observer{objs: map[types.UID]*objTruth{}, kind: "claim"},
 	}
 	g.replicas = &chaos.Replicas{N: 2, Config: w.replicaConfig, Run: g.runManager, Log: o.log}
+	if o.process != nil {
+		g.replicas.Run = o.process.Run
+	}
 	// Informers on the test's own connection: their relists after an API
 	// server restart report the deletions their watch missed.
 	factory := informers.NewSharedInformerFactoryWithOptions(kc, 0, informers.WithNamespace(w.ns))

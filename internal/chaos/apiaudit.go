@@ -35,10 +35,20 @@ type DeleteRequest struct {
 	// Object is the response object (the object as it was deleted or
 	// marked), as JSON.
 	Object json.RawMessage
+	// Uncertain means the request's outcome is unknown: the API server
+	// answered with a server error (5xx: say, its client was cut off and
+	// the request's context ended while etcd may already have deleted the
+	// object), or it recorded the request's receipt but never its
+	// completion (it was killed). The object may or may not have been
+	// deleted; UID is set only if the request named one, and Completed is
+	// zero when no completion was recorded. A refused request (4xx) is
+	// certain to have deleted nothing and is not returned.
+	Uncertain bool
 }
 
 // auditEvent is the part of an audit.k8s.io/v1 Event a DeleteRequest needs.
 type auditEvent struct {
+	AuditID   string                    `json:"auditID"`
 	Stage     string                    `json:"stage"`
 	Verb      string                    `json:"verb"`
 	User      struct{ Username string } `json:"user"`
@@ -65,10 +75,12 @@ type objectMeta struct {
 	Items []json.RawMessage `json:"items"`
 }
 
-// ReadDeleteRequests reads the successful delete and deletecollection
-// requests from an audit log written at level RequestResponse, and from the
-// files it was rotated into (path's name with a timestamp before the
-// extension), in the order completed. A deletecollection gives one
+// ReadDeleteRequests reads the delete and deletecollection requests from an
+// audit log written at level RequestResponse (with the RequestReceived and
+// ResponseComplete stages), and from the files it was rotated into (path's
+// name with a timestamp before the extension), in the order completed:
+// those that succeeded, and those whose outcome is unknown (Uncertain),
+// which come last. A deletecollection that succeeded gives one
 // DeleteRequest per object its response lists.
 func ReadDeleteRequests(path string) ([]DeleteRequest, error) {
 	ext := filepath.Ext(path)
@@ -77,18 +89,27 @@ func ReadDeleteRequests(path string) ([]DeleteRequest, error) {
 		return nil, err
 	}
 	var out []DeleteRequest
+	received := map[string]DeleteRequest{} // by audit ID, until completed
 	for _, p := range append(rotated, path) {
-		reqs, err := readDeleteRequests(p)
+		reqs, err := readDeleteRequests(p, received)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, reqs...)
 	}
 	slices.SortStableFunc(out, func(a, b DeleteRequest) int { return a.Completed.Compare(b.Completed) })
-	return out, nil
+	var never []DeleteRequest
+	for _, r := range received {
+		never = append(never, r)
+	}
+	slices.SortStableFunc(never, func(a, b DeleteRequest) int { return a.Received.Compare(b.Received) })
+	return append(out, never...), nil
 }
 
-func readDeleteRequests(path string) ([]DeleteRequest, error) {
+// readDeleteRequests reads one file. received holds the requests whose
+// receipt was read and whose completion was not yet, by audit ID, across
+// files.
+func readDeleteRequests(path string, received map[string]DeleteRequest) ([]DeleteRequest, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -105,14 +126,37 @@ func readDeleteRequests(path string) ([]DeleteRequest, error) {
 			}
 			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
 		}
-		if ev.Stage != "ResponseComplete" || (ev.Verb != "delete" && ev.Verb != "deletecollection") ||
-			ev.ObjectRef == nil || ev.ResponseStatus == nil || ev.ResponseStatus.Code/100 != 2 {
+		if (ev.Verb != "delete" && ev.Verb != "deletecollection") || ev.ObjectRef == nil {
 			continue
 		}
 		base := DeleteRequest{
 			Resource: ev.ObjectRef.Resource, APIGroup: ev.ObjectRef.APIGroup, Namespace: ev.ObjectRef.Namespace,
 			Name: ev.ObjectRef.Name, UID: ev.ObjectRef.UID,
 			Received: ev.Received, Completed: ev.Completed, User: ev.User.Username,
+		}
+		switch ev.Stage {
+		case "RequestReceived":
+			base.Completed, base.Uncertain = time.Time{}, true
+			received[ev.AuditID] = base
+			continue
+		case "ResponseComplete", "Panic":
+			delete(received, ev.AuditID)
+		default:
+			continue
+		}
+		status := 0
+		if ev.ResponseStatus != nil {
+			status = ev.ResponseStatus.Code
+		}
+		switch status / 100 {
+		case 2:
+		case 4:
+			continue // refused: nothing deleted
+		default:
+			// A server error, a panic or no status: unknown.
+			base.Uncertain = true
+			out = append(out, base)
+			continue
 		}
 		var resp objectMeta
 		if len(ev.ResponseObject) > 0 {

@@ -2,7 +2,9 @@ package chaos
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,5 +115,54 @@ func TestReadDeleteRequestsTornLine(t *testing.T) {
 	}
 	if _, err := ReadDeleteRequests(bad); err == nil {
 		t.Fatal("a bad line before the last was not an error")
+	}
+}
+
+// A request whose outcome is unknown is reported as Uncertain: one the API
+// server answered with a server error (its client was cut off while etcd
+// deleted the object), and one it received but never completed (it was
+// killed). A refused one is not reported; a received and completed one is
+// reported once, as certain.
+func TestReadDeleteRequestsUncertain(t *testing.T) {
+	event := func(id, stage, name string, code int) string {
+		status := ""
+		if code != 0 {
+			status = fmt.Sprintf(`,"responseStatus":{"code":%d}`, code)
+		}
+		return fmt.Sprintf(`{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"RequestResponse","auditID":%q,"stage":%q,"verb":"delete","user":{"username":"admin"},"objectRef":{"resource":"configmaps","namespace":"ns","name":%q,"apiVersion":"v1"}%s,"requestReceivedTimestamp":"2026-11-24T10:00:00.000001Z","stageTimestamp":"2026-11-24T10:00:00.002000Z"}`,
+			id, stage, name, status)
+	}
+	lines := []string{
+		event("1", "RequestReceived", "done", 0), event("1", "ResponseComplete", "done", 200),
+		event("2", "RequestReceived", "cut-off", 0), event("2", "ResponseComplete", "cut-off", 500),
+		event("3", "RequestReceived", "refused", 0), event("3", "ResponseComplete", "refused", 409),
+		event("4", "RequestReceived", "killed", 0),
+	}
+	path := t.TempDir() + "/audit.log"
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reqs, err := ReadDeleteRequests(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]DeleteRequest{}
+	for _, r := range reqs {
+		if _, dup := got[r.Name]; dup {
+			t.Errorf("%s reported twice", r.Name)
+		}
+		got[r.Name] = r
+	}
+	for name, uncertain := range map[string]bool{"done": false, "cut-off": true, "killed": true} {
+		r, ok := got[name]
+		if !ok || r.Uncertain != uncertain {
+			t.Errorf("%s: reported %v, uncertain %v; want reported, uncertain %v", name, ok, r.Uncertain, uncertain)
+		}
+	}
+	if r := got["killed"]; !r.Completed.IsZero() || r.Received.IsZero() {
+		t.Errorf("the request never completed: received %s, completed %s; want a receipt and no completion", r.Received, r.Completed)
+	}
+	if _, ok := got["refused"]; ok {
+		t.Error("a refused request (409) was reported")
 	}
 }

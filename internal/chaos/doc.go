@@ -30,8 +30,9 @@
 //     each key was gone.
 //
 // The workloads share their faults ([ControlPlaneFaults], [Restart] for a
-// store, [ConnectionFaults], [KillReplica]), their replicas ([Replicas])
-// and their tools ([Retry], [FileLogger], [Plan]).
+// store, [ConnectionFaults], [KillReplica]), their replicas ([Replicas],
+// in the test's process or, with [Process] and [Build], as processes of
+// the example's binary) and their tools ([Retry], [FileLogger], [Plan]).
 //
 // Guarantees:
 //
@@ -59,12 +60,15 @@
 // failing on a planted bug (a test-only wrapper). Every run draws from the
 // restarts (or kills, then starts) of etcd, kube-apiserver and
 // kube-controller-manager, killing a replica (its connections cut and
-// refused, its Lease not released) and starting a new one, and the
+// refused, its Lease not released; a replica process gets SIGKILL) and
+// starting a new one, and the
 // connection faults ([ConnectionFaults]) of the replicas, the stores and
 // the API server's etcd connection.
 //
 //   - examples/aerospike-gc: backups with TTLs, their data in MinIO with
 //     look-alike keys beside each prefix, claims whose pods come and go.
+//     Its TestChaos runs the replicas as processes of the example's
+//     binary, killed with SIGKILL.
 //     Nothing deleted before its time or outside its prefix (judged on the
 //     API server's audit log, the watches and store listings); everything
 //     expired deleted within the bound; what must be kept still there with
@@ -76,7 +80,8 @@
 //     liveness; nothing kept lost.
 //   - examples/statefulset-pvc: sets under each claim policy scaled up and
 //     down and deleted, ordered by etcd revision. No claim or pod deleted
-//     that the policy keeps; liveness; kept claims keep their UIDs.
+//     that the policy keeps (the watches, and the audit log for deletions
+//     they missed); liveness; kept claims keep their UIDs.
 //   - examples/etcd-opstask: a stream of tasks per target executed by two
 //     replicas without leader election. No task executed twice at once,
 //     FIFO per target, Cleanup at most once at a time; liveness; no task
@@ -89,7 +94,10 @@
 //     liveness.
 //
 // Not covered: Azure (Azurite can lose its last writes on a kill) and S3
-// Object Lock under faults; a replica killed by a signal: a killed replica
-// runs in the test's process, so its connections die at once but its
-// goroutines end with its context; faults that overlap.
+// Object Lock under faults; faults that overlap. Replicas whose checker
+// needs a recorder inside them (etcd-opstask's executions, fdb-lock's lock
+// history) and backup-entry's run in the test's process, where a kill cuts
+// their connections at once but their goroutines end with their context;
+// aerospike-gc's and statefulset-pvc's TestChaos replicas are processes,
+// killed with SIGKILL.
 package chaos

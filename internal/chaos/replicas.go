@@ -89,9 +89,10 @@ func (r *Replicas) run(ctx context.Context, s *slot, ops *Ops) {
 
 // Kill stops replica i as SIGKILL would, as far as the API server and the
 // stores can tell: its connections are cut first and refused, so that
-// nothing it does afterwards reaches them, and it releases nothing. Its
-// goroutines end with its context, not at once. Its slot then starts a
-// new replica.
+// nothing it does afterwards reaches them, and it releases nothing. An
+// in-process replica's goroutines end with its context, not at once; a
+// replica run by [Process] gets a real SIGKILL. Its slot then starts a new
+// replica.
 func (r *Replicas) Kill(i int) error {
 	r.mu.Lock()
 	if i >= len(r.slots) || r.slots[i].cancel == nil {

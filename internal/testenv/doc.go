@@ -42,9 +42,11 @@
 // and any component come from internal/faultproxy (latency, blackhole,
 // reset, refusal, one-way drop); [Kubernetes.ConfigVia] routes a client of
 // the API server through one. The isolated API server writes an audit log
-// of every delete request with its response ([IsolatedKubernetes.AuditLog]),
-// kept through its restarts: a checker's record of what was deleted, and
-// when, that no broken watch can miss.
+// of every delete request, its receipt and its response
+// ([IsolatedKubernetes.AuditLog]), kept through its restarts: a checker's
+// record of what was deleted, and when, that no broken watch can miss. A
+// request cut short (its client cut off, or the API server killed) has an
+// unknown outcome there.
 //
 // What survives a restart, as TestObjectStoreRestarts and
 // TestControlPlaneFaults show:
