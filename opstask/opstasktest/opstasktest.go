@@ -398,19 +398,11 @@ func testControllerOrder(t *testing.T, h Harness) {
 		mu.Unlock()
 		return nil
 	})
-	c, err := opstask.New(opstask.Config{
-		Store:      h.Store,
+	startController(t, h, opstask.Config{
 		Handlers:   []opstask.Handler{{Name: h.Members[0].Name, Executor: exec, AllowDuplicates: true}},
 		Settle:     -1,
 		DefaultTTL: time.Hour,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	defer func() { cancel(); <-done }()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		tasks := list(t, h)
@@ -559,8 +551,7 @@ func testControllerDeleteRunning(t *testing.T, h Harness) {
 		mu.Unlock()
 		return nil
 	})
-	c, err := opstask.New(opstask.Config{
-		Store:    h.Store,
+	startController(t, h, opstask.Config{
 		Handlers: []opstask.Handler{{Name: h.Members[0].Name, Executor: exec, AllowDuplicates: true}},
 		Settle:   -1,
 		// Renewals would find the deletion too, but only a third of the
@@ -570,13 +561,6 @@ func testControllerDeleteRunning(t *testing.T, h Harness) {
 		// started by the time of the delete.
 		ResyncPeriod: 100 * time.Millisecond,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	defer func() { cancel(); <-done }()
 	select {
 	case <-running:
 	case <-time.After(60 * time.Second):
@@ -620,4 +604,19 @@ func testControllerDeleteRunning(t *testing.T, h Harness) {
 		t.Errorf("the deleted task's executor was canceled with cause %v, want ErrDeleted (or ErrLostClaim)", cause)
 	}
 	t.Logf("executor canceled with cause %v; returned %s before the next task started", cause, secondStarted.Sub(firstReturned))
+}
+
+// startController runs a Controller over h.Store, configured by cfg, until
+// the test ends.
+func startController(t *testing.T, h Harness, cfg opstask.Config) {
+	t.Helper()
+	cfg.Store = h.Store
+	c, err := opstask.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
 }
