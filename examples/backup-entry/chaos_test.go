@@ -36,7 +36,8 @@ import (
 const shortSeed = 14
 
 // TestChaos runs the backup-entry workload on a control plane, a
-// fake-gcs-server and a MinIO of its own while their components restart,
+// fake-gcs-server, a MinIO and an Azurite of its own while their
+// components restart (Azurite only with SIGTERM),
 // the replicas' connections fail and replicas are killed, then checks the
 // invariants (chaos_check_test.go). Without CHAOS_DURATION it is the short
 // run, 60 s of faults from a fixed seed, which make test runs (go test
@@ -49,8 +50,14 @@ func TestChaos(t *testing.T) {
 	installCRDs(t, k.Config)
 	gcs := testenv.StartIsolatedGCS(t, testenv.BucketOptions{})
 	s3 := testenv.StartIsolatedS3(t, testenv.BucketOptions{})
+	az := testenv.StartIsolatedAzure(t)
 	gcsProxy := faultproxy.Start(t, strings.TrimPrefix(gcs.Endpoint, "http://"))
 	minio := faultproxy.Start(t, strings.TrimPrefix(s3.Endpoint, "http://"))
+	azURL, err := url.Parse(az.Endpoint) // http://host:port/account
+	if err != nil {
+		t.Fatal(err)
+	}
+	azurite := faultproxy.Start(t, azURL.Host)
 	replicaProxies, replicaConfig := chaos.ReplicaProxies(t, k, 2)
 	world := beWorld{
 		direct: k.Config, ns: k.Namespace, runID: k.Namespace,
@@ -58,6 +65,8 @@ func TestChaos(t *testing.T) {
 		replicaConfig: replicaConfig,
 	}
 	world.secrets = beSecrets("http://" + minio.Addr())
+	world.stores = append(world.stores, azureStore(t, &az.BlobStore, azurite.Addr()))
+	world.secrets = append(world.secrets, azureSecret())
 	log, logPath, err := chaos.FileLogger("backup-entry", seed)
 	if err != nil {
 		t.Fatal(err)
@@ -79,10 +88,13 @@ func TestChaos(t *testing.T) {
 	}
 	// A client's connections: to the API server for each replica, and to
 	// each store (shared: the endpoints are in the Secret and the URL).
-	clients := []*faultproxy.Proxy{replicaProxies[0], replicaProxies[1], minio, gcsProxy}
-	all := append(clients[:4:4], k.EtcdProxy)
+	clients := []*faultproxy.Proxy{replicaProxies[0], replicaProxies[1], minio, gcsProxy, azurite}
+	all := append(clients[:5:5], k.EtcdProxy)
+	// Azurite is only ever stopped with SIGTERM: a kill can lose its last
+	// writes (internal/testenv).
 	faults := append(chaos.ControlPlaneFaults(k),
-		chaos.Restart("restart minio", s3.Server), chaos.Restart("restart fake-gcs-server", gcs.Server), chaos.KillReplica(g.replicas))
+		chaos.Restart("restart minio", s3.Server), chaos.Restart("restart fake-gcs-server", gcs.Server),
+		chaos.RestartGracefully("restart azurite (SIGTERM)", az.Server), chaos.KillReplica(g.replicas))
 	faults = append(faults, chaos.ConnectionFaults(clients, all)...)
 	res := runBE(ctx, t, g, chaos.Config{
 		Name: "backup-entry", Seed: seed, Duration: duration, Faults: faults,
@@ -90,7 +102,7 @@ func TestChaos(t *testing.T) {
 		SettleTimeout: 90 * time.Second,
 	})
 	chaos.Report(t, res, logPath)
-	for _, what := range []string{"observed: entries admitted", "observed: entries deleted", "observed: gcs keys deleted", "observed: s3 keys deleted"} {
+	for _, what := range []string{"observed: entries admitted", "observed: entries deleted", "observed: gcs keys deleted", "observed: s3 keys deleted", "observed: abs keys deleted"} {
 		if res.Ops[what] == 0 {
 			t.Errorf("%s: 0; the run proves nothing\n%s", what, res.Table())
 		}
@@ -113,6 +125,28 @@ func beStores(t *testing.T, gcsBucket, gcsEndpoint, gcsVia string, s3 *testenv.B
 		{kind: "s3", direct: s3.Open(t), secret: "s3-credentials",
 			url: func(prefix string) string { return fmt.Sprintf("s3://%s?prefix=%s", s3.Bucket, prefix) }},
 	}
+}
+
+// azureStore is a container on Azurite, which the controller reaches at
+// via (host:port).
+func azureStore(t *testing.T, az *testenv.BlobStore, via string) *beStore {
+	return &beStore{kind: "abs", direct: az.Open(t), secret: "abs-credentials",
+		url: func(prefix string) string {
+			u := fmt.Sprintf("azblob://%s?localemu=true&domain=%s&protocol=http", az.Bucket, via)
+			if prefix != "" {
+				u += "&prefix=" + prefix
+			}
+			return u
+		}}
+}
+
+// azureSecret is the credentials Secret of azureStore: Azurite's
+// well-known account and key.
+func azureSecret() *corev1.Secret {
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "abs-credentials"}, StringData: map[string]string{
+		backupstore.SecretKeyStorageAccount: testenv.AzureAccount,
+		backupstore.SecretKeyStorageKey:     testenv.AzureAccountKey,
+	}}
 }
 
 // beSecrets are the credentials Secrets of beStores: the S3 one names the

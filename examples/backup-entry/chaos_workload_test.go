@@ -42,7 +42,7 @@ import (
 
 // beStore is one object store the BackupBuckets of the workload live in.
 type beStore struct {
-	// kind names the store in reports: "gcs", "s3".
+	// kind names the store in reports: "gcs", "s3", "abs".
 	kind string
 	// direct is the store's bucket, opened without faults (restarts of the
 	// store itself still hit it).

@@ -29,8 +29,8 @@
 //   - [KeyHistory] lists an object store prefix over time and says by when
 //     each key was gone.
 //
-// The workloads share their faults ([ControlPlaneFaults], [Restart] for a
-// store, [ConnectionFaults], [KillReplica]), their replicas ([Replicas],
+// The workloads share their faults ([ControlPlaneFaults], [Restart] and
+// [RestartGracefully] for a store, [ConnectionFaults], [KillReplica]), their replicas ([Replicas],
 // in the test's process or, with [Process] and [Build], as processes of
 // the example's binary) and their tools ([Retry], [FileLogger], [Plan]).
 //
@@ -73,8 +73,9 @@
 //     API server's audit log, the watches and store listings); everything
 //     expired deleted within the bound; what must be kept still there with
 //     its UID.
-//   - examples/backup-entry: buckets with quotas on fake-gcs-server and
-//     MinIO (both restarted), entries deleted after their grace period or
+//   - examples/backup-entry: buckets with quotas on fake-gcs-server, MinIO
+//     and Azurite (all restarted; Azurite only with SIGTERM, since a kill
+//     can lose its last writes), entries deleted after their grace period or
 //     forced. No prefix data deleted early or outside its prefix; the
 //     finalizer removed only after the prefix is gone; the quota held;
 //     liveness; nothing kept lost.
@@ -93,8 +94,9 @@
 //     lock IDs at once; a global operation only under a valid lock;
 //     liveness.
 //
-// Not covered: Azure (Azurite can lose its last writes on a kill) and S3
-// Object Lock under faults; faults that overlap. Replicas whose checker
+// Not covered: an Azure store killed (Azurite can lose its last writes on
+// a kill, so backup-entry restarts it with SIGTERM only) and S3 Object Lock
+// under faults; faults that overlap. Replicas whose checker
 // needs a recorder inside them (etcd-opstask's executions, fdb-lock's lock
 // history) and backup-entry's run in the test's process, where a kill cuts
 // their connections at once but their goroutines end with their context;

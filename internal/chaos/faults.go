@@ -41,6 +41,22 @@ func Restart(kind string, c *testenv.Component) Fault {
 	}}
 }
 
+// RestartGracefully is Restart without the kill: the component is always
+// stopped with SIGTERM, for a store whose state a kill can lose (Azurite
+// saves its metadata database only every few seconds and on shutdown).
+func RestartGracefully(kind string, c *testenv.Component) Fault {
+	return Fault{Kind: kind, Inject: func(ctx context.Context, s Step) error {
+		ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+		defer cancel()
+		err := c.Restart(ctx)
+		for i := 0; err != nil && i < 3; i++ {
+			time.Sleep(2 * time.Second)
+			err = c.Start(ctx)
+		}
+		return err
+	}}
+}
+
 // ControlPlaneFaults are restarts of k's etcd, kube-apiserver and
 // kube-controller-manager.
 func ControlPlaneFaults(k *testenv.IsolatedKubernetes) []Fault {
