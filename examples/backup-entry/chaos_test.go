@@ -37,9 +37,9 @@ const shortSeed = 14
 
 // TestChaos runs the backup-entry workload on a control plane, a
 // fake-gcs-server, a MinIO and an Azurite of its own while their
-// components restart (Azurite only with SIGTERM),
-// the replicas' connections fail and replicas are killed, then checks the
-// invariants (chaos_check_test.go). Without CHAOS_DURATION it is the short
+// components restart (Azurite only with SIGTERM), the replicas'
+// connections fail and replicas are killed, then checks the invariants
+// (chaos_check_test.go). Without CHAOS_DURATION it is the short
 // run, 60 s of faults from a fixed seed, which make test runs (go test
 // -short skips it); make chaos sets CHAOS_DURATION (and a random seed
 // unless CHAOS_SEED is set).
