@@ -62,7 +62,7 @@ func TestChaos(t *testing.T) {
 	process := &chaos.Process{Binary: chaos.Build(t, "."), Dir: t.TempDir(), Log: log,
 		Args: func(_ int, kubeconfig string) []string {
 			return []string{"--kubeconfig=" + kubeconfig, "--namespace=" + k.Namespace, "--leader-elect",
-				"--metrics-bind-address=0", "--health-probe-bind-address=0", "--zap-log-level=1",
+				"--metrics-bind-address=0", "--health-probe-bind-address=0", "--zap-log-level=1", "--zap-devel",
 				"--retry-interval=2s", "--claim-selector=app=aerospike"}
 		}}
 	g, err := newGCWorkload(ctx, world, gcOptions{bound: 60 * time.Second, process: process, log: log}, seed, "http://"+minio.Addr())

@@ -70,7 +70,7 @@ func TestChaos(t *testing.T) {
 	process := &chaos.Process{Binary: chaos.Build(t, "."), Dir: t.TempDir(), Log: log,
 		Args: func(_ int, kubeconfig string) []string {
 			return []string{"--kubeconfig=" + kubeconfig, "--namespace=" + k.Namespace, "--leader-elect",
-				"--metrics-bind-address=0", "--health-probe-bind-address=0", "--zap-log-level=1", "--resync=1m"}
+				"--metrics-bind-address=0", "--health-probe-bind-address=0", "--zap-log-level=1", "--zap-devel", "--resync=1m"}
 		}}
 	g, err := newSPWorkload(ctx, world, spOptions{bound: 60 * time.Second, process: process, log: log}, seed)
 	if err != nil {

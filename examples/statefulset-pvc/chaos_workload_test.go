@@ -693,6 +693,21 @@ func (g *spWorkload) read(ctx context.Context) (*finalState, error) {
 // live set with exactly its spec'd pods, their claims, its status
 // caught up, and no claim its policy deletes; each deleted set without
 // pods, and without claims under whenDeleted: Delete.
+// describeMeta says what decides an object's removal, for a liveness
+// report: its UID, creation, owners, deletion timestamp and finalizers.
+func describeMeta(o metav1.Object) string {
+	var owners []string
+	for _, r := range o.GetOwnerReferences() {
+		owners = append(owners, fmt.Sprintf("%s/%s uid %s controller %v", r.Kind, r.Name, r.UID, r.Controller != nil && *r.Controller))
+	}
+	del := "none"
+	if t := o.GetDeletionTimestamp(); t != nil {
+		del = ts(t.Time)
+	}
+	return fmt.Sprintf(" (uid %s, created %s, owners [%s], deletion %s, finalizers %v)",
+		o.GetUID(), ts(o.GetCreationTimestamp().Time), strings.Join(owners, "; "), del, o.GetFinalizers())
+}
+
 func (g *spWorkload) converged(f *finalState) []string {
 	g.truth.mu.Lock()
 	defer g.truth.mu.Unlock()
@@ -706,7 +721,7 @@ func (g *spWorkload) converged(f *finalState) []string {
 			if set, i := parseMember("pod", p.Name); set == name {
 				pods = append(pods, i)
 				if deleted || i >= r || p.DeletionTimestamp != nil {
-					out = append(out, "pod "+p.Name)
+					out = append(out, "pod "+p.Name+describeMeta(p))
 				}
 			}
 		}
@@ -718,11 +733,11 @@ func (g *spWorkload) converged(f *finalState) []string {
 			claims = append(claims, i)
 			switch {
 			case deleted && s.policy.DeletesOnOwnerDeletion():
-				out = append(out, "claim "+c.Name+" of a deleted set")
+				out = append(out, "claim "+c.Name+" of a deleted set"+describeMeta(c))
 			case !deleted && i >= r && s.policy.DeletesOnScaledown() && !g.podlessClaim(s, c):
-				out = append(out, "claim "+c.Name+" out of range")
+				out = append(out, "claim "+c.Name+" out of range"+describeMeta(c))
 			case !deleted && i < r && c.DeletionTimestamp != nil:
-				out = append(out, "claim "+c.Name+" terminating")
+				out = append(out, "claim "+c.Name+" terminating"+describeMeta(c))
 			}
 		}
 		if deleted {
