@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -32,6 +34,11 @@ const (
 )
 
 func ts(t time.Time) string { return t.Format("15:04:05.000") }
+
+// raceWindow bounds how long before a pod's deletion was seen a scale-up
+// that overtook the controller's fresh read of the set may have been sent:
+// the read, the pod's annotation and its delete, on a loaded machine.
+const raceWindow = 15 * time.Second
 
 func rvOf(obj any) uint64 {
 	m, ok := obj.(metav1.Object)
@@ -158,6 +165,29 @@ func (g *spWorkload) check(ctx context.Context) []chaos.Violation {
 		r revs
 	}
 	podsByName := map[string][]podDel{}
+	// A deletion decided on a fresh read of the set that condemned the
+	// pod, which a scale-up written after that read overtook, is the
+	// documented window (reconcile.go, stillCondemned): counted, and
+	// allowed, and so are its claims' deletions under whenScaled: Delete.
+	condemnedBy := g.condemnedBy(podDels)
+	// condemnedOnRead: the set at the version the pod's annotation names
+	// condemned ordinal i (by a scale-down, or also by the set's deletion
+	// unless scaledOnly), and that read was fresh: the first write of the
+	// set after it was sent at most raceWindow before the deletion was
+	// seen. A controller deciding on a stale cache fails that.
+	condemnedOnRead := func(s *setTruth, i int, d chaos.Deletion, r revs, scaledOnly bool) bool {
+		rv, ok := condemnedBy[d.UID]
+		at := revs{lo: rv, hi: rv}
+		if !ok || (r.hi != 0 && rv > r.hi) || (scaledOnly && !s.mayBeScaledBelow(i, at)) || !s.mayBeUnwanted(i, at) {
+			return false
+		}
+		for _, e := range s.events {
+			if e.at.hi == 0 || e.at.hi > rv {
+				return d.Seen.Sub(e.sent) <= raceWindow
+			}
+		}
+		return true
+	}
 	// One violation per pod name, with how many more deletions of it
 	// broke the invariant: a controller that deletes the wrong pod does so
 	// on every pass.
@@ -177,6 +207,8 @@ func (g *spWorkload) check(ctx context.Context) []chaos.Violation {
 		switch {
 		case s == nil:
 			add(invPodSafety, "pod %s (uid %s), of no set the workload created, was deleted at revision %s", d.Name, d.UID, r)
+		case !s.mayBeUnwanted(i, r) && condemnedOnRead(s, i, d, r, false):
+			g.leniency["checker: pod deletions decided on a read that condemned them, overtaken by a scale-up"]++
 		case !s.mayBeUnwanted(i, r):
 			if podViolations[d.Name]++; podViolations[d.Name] > 1 {
 				continue
@@ -212,7 +244,8 @@ func (g *spWorkload) check(ctx context.Context) []chaos.Violation {
 				from = g.createdAfter(s, o)
 			}
 			for _, p := range podsByName[api.PodName(set, i)] {
-				if p.r.mayPrecede(a.hi) && (p.r.hi == 0 || p.r.hi > from) && s.mayBeScaledBelow(i, p.r) {
+				condemned := s.mayBeScaledBelow(i, p.r) || condemnedOnRead(s, i, p.d, p.r, true)
+				if p.r.mayPrecede(a.hi) && (p.r.hi == 0 || p.r.hi > from) && condemned {
 					allowed = "pod deleted while condemned"
 					break
 				}
@@ -273,6 +306,41 @@ func (g *spWorkload) check(ctx context.Context) []chaos.Violation {
 		name, _, _ := strings.Cut(strings.TrimPrefix(v.Detail, "pod "), " ")
 		if n := podViolations[name]; v.Invariant == invPodSafety && n > 1 {
 			out[i].Detail += fmt.Sprintf(" (and %d more deletions of pod %s like it)", n-1, name)
+		}
+	}
+	return out
+}
+
+// condemnedBy returns, by pod UID, the set version a deleted pod was
+// condemned by (api.CondemnedByAnnotation), from its last state the watch
+// saw or, when the control plane has one, the audit log's response to its
+// delete.
+func (g *spWorkload) condemnedBy(podDels []chaos.Deletion) map[types.UID]uint64 {
+	out := map[types.UID]uint64{}
+	add := func(uid types.UID, annotations map[string]string) {
+		if v, err := strconv.ParseUint(annotations[api.CondemnedByAnnotation], 10, 64); err == nil {
+			out[uid] = v
+		}
+	}
+	for _, d := range podDels {
+		if p, ok := d.Last.(*corev1.Pod); ok {
+			add(d.UID, p.Annotations)
+		}
+	}
+	if g.w.auditLog == "" {
+		return out
+	}
+	reqs, err := chaos.ReadDeleteRequests(g.w.auditLog)
+	if err != nil {
+		return out // checkAuditLog reports it
+	}
+	for _, r := range reqs {
+		if r.Resource != "pods" || r.Namespace != g.w.ns || r.Uncertain || out[r.UID] != 0 {
+			continue
+		}
+		var p corev1.Pod
+		if json.Unmarshal(r.Object, &p) == nil {
+			add(r.UID, p.Annotations)
 		}
 	}
 	return out

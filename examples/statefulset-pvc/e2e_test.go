@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -364,15 +365,32 @@ func TestScaleDownDeletesOnlyThePodDecidedOn(t *testing.T) {
 	replacement := newPod()
 	r := &reconciler{Client: newClient(t, k.Config)}
 	set := &api.ReplicatedSet{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: "db"}}
-	if err := r.deletePod(ctx, set, decidedOn, lifecycle.Policy{}); err != nil {
+	if err := r.deletePod(ctx, set, decidedOn, lifecycle.Policy{}, "41"); err != nil {
 		t.Fatalf("deletePod of a replaced pod: %v (want nil: the next pass decides again)", err)
 	}
 	got, err := pods.Get(ctx, "db-2", metav1.GetOptions{})
 	if err != nil || got.UID != replacement.UID {
 		t.Fatalf("the replacement pod was deleted: %v", err)
 	}
-	if err := r.deletePod(ctx, set, got, lifecycle.Policy{}); err != nil {
+	if v, ok := got.Annotations[api.CondemnedByAnnotation]; ok {
+		t.Fatalf("the replacement pod was annotated as condemned (%q)", v)
+	}
+	// Watch the pod decided on go, to see the state it was deleted in.
+	w, err := pods.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=db-2", ResourceVersion: got.ResourceVersion})
+	if err != nil {
 		t.Fatal(err)
+	}
+	defer w.Stop()
+	if err := r.deletePod(ctx, set, got, lifecycle.Policy{}, "42"); err != nil {
+		t.Fatal(err)
+	}
+	for ev := range w.ResultChan() {
+		if ev.Type == watch.Deleted {
+			if v := ev.Object.(*corev1.Pod).Annotations[api.CondemnedByAnnotation]; v != "42" {
+				t.Errorf("the pod was deleted with %s %q, want the set's version 42", api.CondemnedByAnnotation, v)
+			}
+			break
+		}
 	}
 	if _, err := pods.Get(ctx, "db-2", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("the pod decided on was not deleted: %v", err)
@@ -401,20 +419,24 @@ func TestScaleDownRereadsTheSet(t *testing.T) {
 		{"scaled to 2 since, pod 1 in range", 2, 1, false},
 	} {
 		scale(t, kc, k.Namespace, "db", tc.replicas)
-		got, err := r.stillCondemned(ctx, set, tc.ordinal)
+		got, version, err := r.stillCondemned(ctx, set, tc.ordinal)
 		if err != nil || got != tc.want {
 			t.Errorf("%s: stillCondemned = %v, %v; want %v", tc.name, got, err, tc.want)
+		}
+		var now api.ReplicatedSet
+		if err := kc.Get(ctx, client.ObjectKeyFromObject(set), &now); err != nil || version != now.ResourceVersion {
+			t.Errorf("%s: stillCondemned read version %s; the set is at %s (%v)", tc.name, version, now.ResourceVersion, err)
 		}
 	}
 	// A set deleted and created again under the same name is another set.
 	if err := kc.Delete(ctx, set); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := r.stillCondemned(ctx, set, 2); err != nil || got {
+	if got, _, err := r.stillCondemned(ctx, set, 2); err != nil || got {
 		t.Errorf("deleted set: stillCondemned = %v, %v; want false", got, err)
 	}
 	createSet(t, kc, k.Namespace, "db", setSpec(0))
-	if got, err := r.stillCondemned(ctx, set, 2); err != nil || got {
+	if got, _, err := r.stillCondemned(ctx, set, 2); err != nil || got {
 		t.Errorf("set recreated under the same name: stillCondemned = %v, %v; want false", got, err)
 	}
 }

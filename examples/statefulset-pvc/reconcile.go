@@ -148,12 +148,12 @@ func (r *reconciler) reconcile(ctx context.Context, set *api.ReplicatedSet) erro
 	// its claims carry the references the policy asks for.
 	if len(condemned) > 0 && !terminating && failed == nil {
 		i := condemned[0]
-		still, err := r.stillCondemned(ctx, set, i)
+		still, setVersion, err := r.stillCondemned(ctx, set, i)
 		if err != nil {
 			return err
 		}
 		if still {
-			if err := r.deletePod(ctx, set, byOrdinal[i], policy); err != nil {
+			if err := r.deletePod(ctx, set, byOrdinal[i], policy, setVersion); err != nil {
 				return err
 			}
 		}
@@ -284,22 +284,29 @@ func (r *reconciler) createPod(ctx context.Context, set *api.ReplicatedSet, owne
 // before a pod is deleted on scale-down: under whenScaled: Delete the
 // pod's claims go with it, so a scale-down that the cache still shows but
 // the user has undone since must not delete it. The next pass, with the
-// newer set, decides again.
-func (r *reconciler) stillCondemned(ctx context.Context, set *api.ReplicatedSet, i int) (bool, error) {
+// newer set, decides again. It returns the resourceVersion of the set it
+// read. A scale-up written between this read and the pod's deletion still
+// loses the pod (and, under whenScaled: Delete, its claims): the API has no
+// precondition that spans the set and the pod, so the window is one read
+// and two writes long, not zero.
+func (r *reconciler) stillCondemned(ctx context.Context, set *api.ReplicatedSet, i int) (bool, string, error) {
 	var now api.ReplicatedSet
 	err := r.live.Get(ctx, client.ObjectKeyFromObject(set), &now)
 	switch {
 	case apierrors.IsNotFound(err):
-		return false, nil // the garbage collector takes its pods
+		return false, "", nil // the garbage collector takes its pods
 	case err != nil:
-		return false, fmt.Errorf("read replicatedset %s/%s: %w", set.Namespace, set.Name, err)
+		return false, "", fmt.Errorf("read replicatedset %s/%s: %w", set.Namespace, set.Name, err)
 	}
-	return now.UID == set.UID && now.DeletionTimestamp == nil && i >= now.Spec.DesiredReplicas(), nil
+	return now.UID == set.UID && now.DeletionTimestamp == nil && i >= now.Spec.DesiredReplicas(), now.ResourceVersion, nil
 }
 
 // deletePod deletes a condemned pod, exactly the one decided on (UID
 // precondition): a pod recreated under the same name since is not touched.
-func (r *reconciler) deletePod(ctx context.Context, set *api.ReplicatedSet, pod *corev1.Pod, policy lifecycle.Policy) error {
+// First it records on the pod the version of the set that condemned it
+// (api.CondemnedByAnnotation), so that the deletion says what it was
+// decided on.
+func (r *reconciler) deletePod(ctx context.Context, set *api.ReplicatedSet, pod *corev1.Pod, policy lifecycle.Policy, setVersion string) error {
 	then := "its claims stay (whenScaled=Retain)"
 	if policy.DeletesOnScaledown() {
 		then = "the garbage collector deletes its claims (whenScaled=Delete)"
@@ -308,7 +315,15 @@ func (r *reconciler) deletePod(ctx context.Context, set *api.ReplicatedSet, pod 
 		r.event(set, podRef(pod), corev1.EventTypeNormal, reasonDryRun, "Delete", fmt.Sprintf("would delete Pod %s (uid %s) on scale-down; %s", pod.Name, pod.UID, then))
 		return nil
 	}
-	err := r.Delete(ctx, pod, client.Preconditions{UID: &pod.UID})
+	patch := fmt.Sprintf(`{"metadata":{"uid":%q,"annotations":{%q:%q}}}`, pod.UID, api.CondemnedByAnnotation, setVersion)
+	err := r.Patch(ctx, pod.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(patch)))
+	switch {
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err), apierrors.IsInvalid(err):
+		return nil // gone, or another pod now (its uid differs): the next pass decides again
+	case err != nil:
+		return fmt.Errorf("annotate pod %s/%s before its deletion: %w", pod.Namespace, pod.Name, err)
+	}
+	err = r.Delete(ctx, pod, client.Preconditions{UID: &pod.UID})
 	switch {
 	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
 		return nil // gone, or another pod now: the next pass decides again

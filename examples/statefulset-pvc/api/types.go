@@ -23,6 +23,13 @@ var (
 // set's name.
 const SetLabel = Group + "/replicated-set"
 
+// CondemnedByAnnotation is set on a pod just before a scale-down deletes
+// it: the resourceVersion of the set, read from the API server, whose
+// spec.replicas condemned it. A scale-up written after that read, before
+// the delete, cannot stop it (no precondition spans two objects); the
+// annotation says which state of the set the deletion was decided on.
+const CondemnedByAnnotation = Group + "/condemned-by-set-version"
+
 // ReplicatedSet runs spec.replicas pods named <set>-<ordinal>, each with one
 // claim per volume claim template, named <template>-<set>-<ordinal>, as a
 // StatefulSet does.
