@@ -149,6 +149,14 @@ func (g *spWorkload) check(ctx context.Context) []chaos.Violation {
 		add(invLiveness, "%s, %s after the faults stopped (final read at %s)", p, f.at.Sub(g.stoppedAt()).Round(time.Millisecond), ts(f.at))
 	}
 
+	// The API server's audit log, when the control plane has one.
+	var reqs []chaos.DeleteRequest
+	if g.w.auditLog != "" {
+		if reqs, err = chaos.ReadDeleteRequests(g.w.auditLog); err != nil {
+			add(invClaimSafety, "cannot read the API server's audit log %s: %v", g.w.auditLog, err)
+		}
+	}
+
 	g.truth.mu.Lock()
 	defer g.truth.mu.Unlock()
 	for _, c := range f.claims {
@@ -169,7 +177,7 @@ func (g *spWorkload) check(ctx context.Context) []chaos.Violation {
 	// pod, which a scale-up written after that read overtook, is the
 	// documented window (reconcile.go, stillCondemned): counted, and
 	// allowed, and so are its claims' deletions under whenScaled: Delete.
-	condemnedBy := g.condemnedBy(podDels)
+	condemnedBy := g.condemnedBy(podDels, reqs)
 	// condemnedOnRead: the set at the version the pod's annotation names
 	// condemned ordinal i (by a scale-down, or also by the set's deletion
 	// unless scaledOnly), and that read was fresh: the first write of the
@@ -278,7 +286,7 @@ func (g *spWorkload) check(ctx context.Context) []chaos.Violation {
 		}
 	}
 
-	g.checkAuditLog(podDels, claimDels, add)
+	g.checkAuditLog(reqs, podDels, claimDels, add)
 
 	// No data lost: every claim no allowed deletion could have reached
 	// exists, with its UID.
@@ -313,9 +321,8 @@ func (g *spWorkload) check(ctx context.Context) []chaos.Violation {
 
 // condemnedBy returns, by pod UID, the set version a deleted pod was
 // condemned by (api.CondemnedByAnnotation), from its last state the watch
-// saw or, when the control plane has one, the audit log's response to its
-// delete.
-func (g *spWorkload) condemnedBy(podDels []chaos.Deletion) map[types.UID]uint64 {
+// saw or the audit log's response to its delete (reqs).
+func (g *spWorkload) condemnedBy(podDels []chaos.Deletion, reqs []chaos.DeleteRequest) map[types.UID]uint64 {
 	out := map[types.UID]uint64{}
 	add := func(uid types.UID, annotations map[string]string) {
 		if v, err := strconv.ParseUint(annotations[api.CondemnedByAnnotation], 10, 64); err == nil {
@@ -326,13 +333,6 @@ func (g *spWorkload) condemnedBy(podDels []chaos.Deletion) map[types.UID]uint64 
 		if p, ok := d.Last.(*corev1.Pod); ok {
 			add(d.UID, p.Annotations)
 		}
-	}
-	if g.w.auditLog == "" {
-		return out
-	}
-	reqs, err := chaos.ReadDeleteRequests(g.w.auditLog)
-	if err != nil {
-		return out // checkAuditLog reports it
 	}
 	for _, r := range reqs {
 		if r.Resource != "pods" || r.Namespace != g.w.ns || r.Uncertain || out[r.UID] != 0 {
@@ -347,21 +347,13 @@ func (g *spWorkload) condemnedBy(podDels []chaos.Deletion) map[types.UID]uint64 
 }
 
 // checkAuditLog judges the claim deletions the API server's audit log
-// recorded and the watch missed (objects created and deleted while it was
+// (reqs) recorded and the watch missed (objects created and deleted while it was
 // down, or planted blindness): a claim of a set whose policy keeps its
 // claims (Retain on both) must never be deleted, nor one of a set the
 // workload did not create. Other missed deletions cannot be placed in the
 // set's history by revision; they are counted. Called with the truth
 // locked.
-func (g *spWorkload) checkAuditLog(podDels, claimDels []chaos.Deletion, add func(inv, format string, args ...any)) {
-	if g.w.auditLog == "" {
-		return
-	}
-	reqs, err := chaos.ReadDeleteRequests(g.w.auditLog)
-	if err != nil {
-		add(invClaimSafety, "cannot read the API server's audit log %s: %v", g.w.auditLog, err)
-		return
-	}
+func (g *spWorkload) checkAuditLog(reqs []chaos.DeleteRequest, podDels, claimDels []chaos.Deletion, add func(inv, format string, args ...any)) {
 	seen := map[types.UID]bool{}
 	for _, d := range append(slices.Clone(podDels), claimDels...) {
 		seen[d.UID] = true
