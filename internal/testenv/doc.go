@@ -13,7 +13,8 @@
 //     ([StartEtcd]) or bucket ([S3], [GCS], [Azure], [File], [Mem]).
 //   - The controller manager runs the controllers in [Controllers], so owner
 //     reference cascades, the PVC protection finalizer, the StatefulSet claim
-//     retention policy and namespace deletion behave as in a cluster.
+//     retention policy, namespace deletion and the removal of unscheduled
+//     pods left terminating behave as in a cluster.
 //   - The control plane authenticates a static admin token and authorizes
 //     everything; its kubeconfig file is in [Kubernetes.Kubeconfig].
 //   - A component that cannot start fails the test with an error that names it

@@ -25,8 +25,11 @@ import (
 // Controllers are the kube-controller-manager controllers that run, so that
 // owner-reference cascades, the PVC protection finalizer, the StatefulSet PVC
 // retention policy and namespace deletion behave as in a cluster. There is no
-// kubelet and no scheduler: pods stay Pending, claims stay unbound.
-var Controllers = []string{"garbagecollector", "pvc-protection", "statefulset", "namespace"}
+// kubelet and no scheduler: pods stay Pending, claims stay unbound. The pod
+// garbage collector force-deletes unscheduled pods left terminating, as in a
+// cluster: deleting a pod is two writes (mark it, then remove it), and an API
+// server that fails between them leaves it marked for good.
+var Controllers = []string{"garbagecollector", "pvc-protection", "statefulset", "namespace", "podgc"}
 
 // Kubernetes is a real control plane (etcd, kube-apiserver,
 // kube-controller-manager) on loopback, shared by the tests of one package.

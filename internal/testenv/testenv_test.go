@@ -248,3 +248,38 @@ func waitClaims(t *testing.T, env *testenv.Kubernetes, want []string) {
 		t.Fatalf("claims = %v, want %v: %v", got, want, err)
 	}
 }
+
+// The pod garbage collector marks an unscheduled pod left terminating as
+// failed and force-deletes it, as in a cluster. (A finalizer keeps the pod
+// here so that the test can see it; a pod without one is removed.)
+func TestPodGCHandlesUnscheduledTerminatingPods(t *testing.T) {
+	env := testenv.StartKubernetes(t)
+	ctx := context.Background()
+	pods := env.Client.CoreV1().Pods(env.Namespace)
+	const finalizer = "groundskeeper.io/test-keep"
+	_, err := pods.Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "stuck", Finalizers: []string{finalizer}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "registry.example/db:1"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pods.Delete(ctx, "stuck", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		// Let it go.
+		_, _ = pods.Patch(ctx, "stuck", "application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+	}()
+	// The pod garbage collector looks every 20 s.
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		p, err := pods.Get(ctx, "stuck", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return p.DeletionTimestamp != nil && p.Status.Phase == corev1.PodFailed, nil
+	})
+	if err != nil {
+		t.Fatalf("the terminating unscheduled pod was not marked failed by the pod garbage collector within 90 s: %v", err)
+	}
+}
