@@ -22,14 +22,13 @@ import (
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/groundskeeper-io/groundskeeper/examples/aerospike-gc/api"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
+	"github.com/groundskeeper-io/groundskeeper/examples/internal/replicatest"
 	"github.com/groundskeeper-io/groundskeeper/internal/chaos"
 	"github.com/groundskeeper-io/groundskeeper/internal/faultproxy"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
@@ -538,15 +537,7 @@ func (g *gcWorkload) remountDue(ops *chaos.Ops) error {
 // runManager runs one replica until ctx ends or it exits.
 func (g *gcWorkload) runManager(ctx context.Context, cfg *rest.Config, i int) error {
 	flags := kubecmd.Flags{Namespace: g.w.ns, LeaderElect: true}
-	mgr, err := flags.NewManager(rest.CopyConfig(cfg), "aerospike-gc", scheme, func(mo *manager.Options) {
-		mo.Controller.SkipNameValidation = ptr.To(true)
-		mo.Metrics.BindAddress = "0"
-		mo.HealthProbeBindAddress = "0"
-		mo.Logger = g.o.log.WithValues("replica", i)
-		// A crash does not release the Lease.
-		mo.LeaderElectionReleaseOnCancel = false
-		mo.GracefulShutdownTimeout = ptr.To(2 * time.Second)
-	})
+	mgr, err := flags.NewManager(rest.CopyConfig(cfg), "aerospike-gc", scheme, replicatest.CrashOptions(g.o.log.WithValues("replica", i)))
 	if err != nil {
 		return err
 	}

@@ -17,12 +17,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/groundskeeper-io/groundskeeper/examples/fdb-lock/api"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
+	"github.com/groundskeeper-io/groundskeeper/examples/internal/replicatest"
 	"github.com/groundskeeper-io/groundskeeper/internal/chaos"
 	"github.com/groundskeeper-io/groundskeeper/internal/faultproxy"
 	"github.com/groundskeeper-io/groundskeeper/internal/tuple"
@@ -430,15 +429,7 @@ func (g *lockWorkload) runManager(ctx context.Context, cfg *rest.Config, i int) 
 	}
 	act = recordedActor{next: act, h: &g.h, client: client, replica: replica}
 	flags := kubecmd.Flags{Namespace: g.w.ns, LeaderElect: true}
-	mgr, err := newManager(cfg, &flags, o, backend, act, func(mo *manager.Options) {
-		mo.Controller.SkipNameValidation = ptr.To(true)
-		mo.Metrics.BindAddress = "0"
-		mo.HealthProbeBindAddress = "0"
-		mo.Logger = log
-		// A crash does not release the Lease.
-		mo.LeaderElectionReleaseOnCancel = false
-		mo.GracefulShutdownTimeout = ptr.To(2 * time.Second)
-	})
+	mgr, err := newManager(cfg, &flags, o, backend, act, replicatest.CrashOptions(log))
 	if err != nil {
 		return err
 	}

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
+	"github.com/groundskeeper-io/groundskeeper/examples/internal/replicatest"
 	"github.com/groundskeeper-io/groundskeeper/examples/statefulset-pvc/api"
 	"github.com/groundskeeper-io/groundskeeper/internal/chaos"
 	"github.com/groundskeeper-io/groundskeeper/internal/faultproxy"
@@ -631,13 +632,7 @@ func (g *spWorkload) deletePodByHand(rng *rand.Rand, live []*setTruth, ops *chao
 func (g *spWorkload) runManager(ctx context.Context, cfg *rest.Config, i int) error {
 	flags := kubecmd.Flags{Namespace: g.w.ns, LeaderElect: true}
 	mgr, err := newManager(cfg, &flags, controllerOptions{resync: time.Minute}, func(mo *manager.Options) {
-		mo.Controller.SkipNameValidation = ptr.To(true)
-		mo.Metrics.BindAddress = "0"
-		mo.HealthProbeBindAddress = "0"
-		mo.Logger = g.o.log.WithValues("replica", i)
-		// A crash does not release the Lease.
-		mo.LeaderElectionReleaseOnCancel = false
-		mo.GracefulShutdownTimeout = ptr.To(2 * time.Second)
+		replicatest.CrashOptions(g.o.log.WithValues("replica", i))(mo)
 		if g.o.wrap != nil {
 			mo.NewClient = func(cfg *rest.Config, opts client.Options) (client.Client, error) {
 				c, err := client.NewWithWatch(cfg, opts)

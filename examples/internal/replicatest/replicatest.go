@@ -32,6 +32,17 @@ func Options(log logr.Logger) func(*manager.Options) {
 	}
 }
 
+// CrashOptions is Options for a replica that a chaos test kills: it does
+// not release its Lease when stopped (a crash would not), and it waits at
+// most 2 s for its runnables to stop.
+func CrashOptions(log logr.Logger) func(*manager.Options) {
+	return func(o *manager.Options) {
+		Options(log)(o)
+		o.LeaderElectionReleaseOnCancel = false
+		o.GracefulShutdownTimeout = ptr.To(2 * time.Second)
+	}
+}
+
 // Logger returns a logger that writes to t (with timestamps, V(1) included)
 // until the test's cleanup, and drops what comes later: a manager may log
 // after its Start returned (its stop procedure drains errors on a goroutine
