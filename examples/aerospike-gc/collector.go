@@ -433,5 +433,5 @@ func (c *collector) markUnmounted(ctx context.Context, claimName string) (bool, 
 		_, done := claim.Annotations[ann.LastUnmountedKey()]
 		return !done, nil
 	}
-	return c.lifecycle.MarkUnmounted(ctx, c.namespace, claimName, podName)
+	return c.lifecycle.MarkUnmounted(ctx, lifecycle.PodClaim{Namespace: c.namespace, Pod: podName, Claim: claimName})
 }
