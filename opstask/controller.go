@@ -862,7 +862,9 @@ func (c *Controller) expiry(t *Task, now time.Time) (*Expired, time.Time, error)
 	// late).
 	var res retention.Result
 	items := []retention.Item{{ID: t.Key(), Time: finished.Truncate(time.Second).Add(time.Second)}}
-	if err := retention.Evaluate(retention.TTL{After: ttl}, now, items, &res); err != nil {
+	// A task is not a backup, and is judged alone: no guard keeps it.
+	alone := retention.Options{AllowDeleteNewest: true}
+	if err := alone.Evaluate(retention.TTL{After: ttl}, now, items, &res); err != nil {
 		return nil, time.Time{}, err
 	}
 	if res.Decisions[0].Keep {
