@@ -459,7 +459,8 @@ func expired(ts []tracked, defaultTTL time.Duration, now time.Time) ([]tracked, 
 		for _, t := range g {
 			items = append(items, retention.Item{ID: t.claim.Name, Time: t.u.Since})
 		}
-		if err := retention.Evaluate(retention.TTL{After: ttl}, now, items, &eval); err != nil {
+		// Claims are not attempts: no guard keeps the newest unmounted one.
+		if err := (retention.Options{AllowDeleteNewest: true}).Evaluate(retention.TTL{After: ttl}, now, items, &eval); err != nil {
 			return nil, time.Time{}, fmt.Errorf("lifecycle: evaluate TTL %s: %w", retention.Format(ttl), err)
 		}
 		for i, d := range eval.Decisions {
