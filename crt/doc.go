@@ -25,9 +25,14 @@
 //     TaskStore changes only where an opstask Controller hears of changes
 //     (the manager's informer), never what it claims on (the store's
 //     consistent List).
-//   - Terminal wraps exactly the errors the packages document as "do not
-//     retry" (listed on Terminal) in reconcile.TerminalError, and leaves every
-//     other error as it is.
+//   - Terminal wraps in reconcile.TerminalError the packages' "do not
+//     retry" errors (listed on Terminal), and leaves every other error as it
+//     is. Every exported error sentinel and error type of the packages is
+//     classified, terminal or not; a test fails when one is added without
+//     a classification.
+//   - A joined error (errors.Join, several %w) is terminal, or a quiet
+//     requeue in Result, only when every one of its parts is; otherwise it
+//     is an ordinary error, logged and retried.
 //
 // backupstore.LoadCredentials reads Secrets through Secrets(mgr.GetAPIReader());
 // kubelock keeps its lock in a ConfigMap through ConfigMaps(mgr.GetClient(),
