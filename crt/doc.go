@@ -18,7 +18,11 @@
 //   - Reads that a package needs fresh (lifecycle's read-modify-write of a
 //     claim, and its pod list before a deletion) go to the API reader given,
 //     never to the manager's cache; cached reads are used only where the
-//     package documents that a cache may serve them.
+//     package documents that a cache may serve them. A pod list that
+//     LifecycleClient's apiReader answers from a cache is refused.
+//   - lifecycle's paged claim lists work on the manager's cache, which
+//     cannot continue a list: LifecycleClient reads a cached claim list
+//     whole, as one page, and pages a list sent to the API server.
 //   - Errors keep their type: apierrors.IsNotFound, IsConflict and
 //     IsForbidden work on what the adapters return.
 //   - EveryReplica's Runnable runs on every replica, leader or not;
