@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // raceFlag is "-race" when the test runs with the race detector, so that
@@ -59,6 +60,9 @@ func TestEveryErrorIsClassified(t *testing.T) {
 		case n == 0:
 			msg := fmt.Sprintf("%s.%s (%s) is not classified: add to classes in crt/terminal.go, beside its package's lines, either\n\t%s\nor\n\t%s",
 				e.pkgName, e.name, e.pkgPath, e.line("doNotRetry"), e.line("mayRetry"))
+			if e.typ == "" {
+				msg += fmt.Sprintf("\n(a doNotRetry sentinel is also named in Terminal's documentation, in the bullet \"  - %s:\")", e.pkgName)
+			}
 			if !imports[e.pkgPath] {
 				msg += fmt.Sprintf("\nand import %q there", e.pkgPath)
 			}
@@ -67,6 +71,84 @@ func TestEveryErrorIsClassified(t *testing.T) {
 			t.Errorf("%s.%s is classified %d times in crt/terminal.go: keep one line", e.pkgName, e.name, n)
 		}
 	}
+}
+
+// Terminal's documentation names exactly the sentinels classified
+// doNotRetry, each in its package's bullet.
+func TestTerminalDocListsTheTerminalSentinels(t *testing.T) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "terminal.go", nil, parser.ParseComments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc string
+	for _, d := range f.Decls {
+		if fn, ok := d.(*ast.FuncDecl); ok && fn.Name.Name == "Terminal" {
+			doc = fn.Doc.Text()
+		}
+	}
+	// The bullets: "  - pkg: Err..., Err... (why);" and their continuation
+	// lines.
+	bullets := map[string]string{}
+	var cur string
+	for _, l := range strings.Split(doc, "\n") {
+		switch {
+		case strings.HasPrefix(l, "  - "):
+			pkg, rest, _ := strings.Cut(strings.TrimPrefix(l, "  - "), ":")
+			cur = pkg
+			bullets[cur] += rest
+		case strings.HasPrefix(l, "    ") && cur != "":
+			bullets[cur] += " " + l
+		default:
+			cur = ""
+		}
+	}
+	named := map[string]bool{}
+	for pkg, text := range bullets {
+		for _, w := range strings.FieldsFunc(text, func(r rune) bool { return !(r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r)) }) {
+			if strings.HasPrefix(w, "Err") {
+				named[pkg+"."+w] = true
+			}
+		}
+	}
+	for _, e := range sentinelClasses(t, f) {
+		switch {
+		case e.class == "doNotRetry" && !named[e.name]:
+			pkg, name, _ := strings.Cut(e.name, ".")
+			t.Errorf("%s is classified doNotRetry but Terminal's documentation does not name it: add %s to the bullet \"  - %s:\" there", e.name, name, pkg)
+		case e.class != "doNotRetry" && named[e.name]:
+			t.Errorf("%s is classified %s but Terminal's documentation names it among the terminal errors", e.name, e.class)
+		}
+	}
+}
+
+type sentinelClass struct{ name, class string }
+
+// sentinelClasses returns the sentinel lines of classes in f:
+// "lifecycle.ErrInvalidPolicy" and its class.
+func sentinelClasses(t *testing.T, f *ast.File) []sentinelClass {
+	t.Helper()
+	var out []sentinelClass
+	ast.Inspect(f, func(n ast.Node) bool {
+		call, ok := n.(*ast.CallExpr)
+		if !ok || len(call.Args) != 2 {
+			return true
+		}
+		if fn, ok := call.Fun.(*ast.Ident); !ok || fn.Name != "sentinel" {
+			return true
+		}
+		sel, ok1 := call.Args[0].(*ast.SelectorExpr)
+		class, ok2 := call.Args[1].(*ast.Ident)
+		if !ok1 || !ok2 {
+			t.Fatal("a sentinel line of classes is not sentinel(pkg.ErrX, doNotRetry or mayRetry)")
+		}
+		out = append(out, sentinelClass{sel.X.(*ast.Ident).Name + "." + sel.Sel.Name, class.Name})
+		return true
+	})
+	if len(out) == 0 {
+		t.Fatal("no sentinel lines in classes")
+	}
+	return out
 }
 
 // exportedErrors lists the exported sentinels and error types of the

@@ -10,8 +10,8 @@
 //	})
 //	scope := lifecycle.Scope{Namespace: ns, Selector: sel,
 //		Claims: crt.ClaimCache(mgr.GetClient()), Pods: crt.PodCache(mgr.GetClient())}
-//	...
-//	return ctrl.Result{RequeueAfter: res.RequeueAfter}, crt.Terminal(err)
+//	res, err := m.Collect(ctx, lifecycle.CollectOptions{Scope: scope})
+//	return crt.Result(ctx, res.RequeueAfter, err)
 //
 // # Guarantees
 //
@@ -52,7 +52,14 @@
 //	r := crt.Reconciler(mgr.GetClient(), runner, func() *v1.Database { return new(v1.Database) })
 //	err = ctrl.NewControllerManagedBy(mgr).For(&v1.Database{}).Complete(r)
 //
+// Result ends a Reconcile: a conflict from a stale cache is a quiet
+// requeue, a "do not retry" error a reconcile.TerminalError, any other
+// error is returned for the controller's retry.
+//
 // The five example operators (examples/ in the repository) run on a
-// manager and show each of these in context, with two replicas in their
-// end-to-end tests.
+// manager, with two replicas in their end-to-end tests, and show
+// LifecycleClient, ClaimCache, PodCache, Secrets, Events, EveryReplica,
+// TaskStore and Result in context. None uses ConfigMaps (fdb-lock's
+// kubelock takes a clientset) or Reconciler (fdb-lock's chain writes its
+// status itself): this package's tests run them on the real API server.
 package crt
