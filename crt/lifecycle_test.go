@@ -272,7 +272,7 @@ func TestLifecycleClientListsClaimsFromTheManagersCache(t *testing.T) {
 	scope := lifecycle.Scope{Namespace: ns, Selector: labels.SelectorFromSet(labels.Set{"app": "db"})}
 
 	ref := lifecycle.Ref{APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID}
-	synced, err := m.SyncOwner(ctx, scope, ref, lifecycle.Policy{WhenDeleted: lifecycle.ActionDelete}, members)
+	synced, err := m.SyncOwner(ctx, scope, ref, lifecycle.Policy{WhenDeleted: lifecycle.ActionDelete}, members, nil)
 	if err != nil {
 		t.Fatalf("SyncOwner over %d claims, %d a page, from the cache: %v", total, pageSize, err)
 	}

@@ -99,13 +99,14 @@ var classes = []class{
 	errorType[*locking.CorruptError](doNotRetry),
 	errorType[*locking.HeldError](mayRetry),
 
-	// retention: bad policies, durations and spans are terminal.
+	// retention: bad policies, durations, spans and options are terminal.
 	// ErrTooManyDeletions is a brake whose cap is usually the operator's
 	// setting, not the object's: raising it changes no object that a
 	// terminal error would wait for.
 	sentinel(retention.ErrInvalidPolicy, doNotRetry),
 	sentinel(retention.ErrInvalidDuration, doNotRetry),
 	sentinel(retention.ErrInvalidSpan, doNotRetry),
+	sentinel(retention.ErrInvalidConfig, doNotRetry),
 	sentinel(retention.ErrTooManyDeletions, mayRetry),
 	errorType[*retention.PolicyError](doNotRetry),
 	errorType[*retention.DurationError](doNotRetry),
@@ -202,7 +203,8 @@ func every(err error, here func(error) bool) bool {
 //     ErrUnsupportedScheme, ErrExpiryUnsupported, ErrTooManyRules;
 //   - opstask: ErrInvalidSpec, ErrInvalidConfig, ErrIllegalTransition;
 //   - locking: ErrInvalidConfig, ErrCorrupt, ErrTxnDone;
-//   - retention: ErrInvalidPolicy, ErrInvalidDuration, ErrInvalidSpan;
+//   - retention: ErrInvalidPolicy, ErrInvalidDuration, ErrInvalidSpan,
+//     ErrInvalidConfig;
 //   - subreconcile: ErrInvalidConfig, ErrTerminal;
 //
 // or a reconcile.TerminalError already (returned as it is). A join
