@@ -26,8 +26,10 @@ const (
 // classes classifies every exported error sentinel and error type of the
 // module's public packages, one line each; TestEveryErrorIsClassified fails
 // when one is missing and says which line to add. Only the doNotRetry lines
-// change what Terminal does; the mayRetry lines record that the error was
-// judged retryable, not forgotten.
+// change what Terminal does (and their sentinels are named in Terminal's
+// documentation, which TestTerminalDocListsTheTerminalSentinels checks);
+// the mayRetry lines record that the error was judged retryable, not
+// forgotten.
 var classes = []class{
 	// lifecycle: bad input and a foreign controller need a person. A stale
 	// owner reference is the garbage collector's to remove (it removes a
