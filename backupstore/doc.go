@@ -51,7 +51,14 @@
 //     the effective prefix the store lists when the bucket has a prefix of
 //     its own (prefix= in the URL, blob.PrefixedBucket): a bucket opened
 //     with prefix=tenant-a holds "tenant-ab/" too, and DeletePrefix refuses
-//     it before deleting anything.
+//     it before deleting anything. Where the bucket's own prefix cannot be
+//     seen (a blob.PrefixedBucket over fileblob or memblob not opened by
+//     OpenBucket), the empty prefix is refused unless the caller states the
+//     bucket's prefix (DeleteOptions.BucketPrefix, then checked the same
+//     way) or opts out (DeleteOptions.AllowUnknownBucketPrefix).
+//   - Concurrency is bounded (at most MaxConcurrency, checked before any
+//     request), and goroutines are started as work appears: deleting one
+//     object starts one worker, whatever Concurrency says.
 //   - A dry run lists exactly the keys and bytes a deletion would remove,
 //     and deletes nothing. On a versioned S3 bucket it lists every version
 //     and delete marker (DeleteResult.Versions) with its bytes, and on a
@@ -111,6 +118,11 @@
 //     source modification time recorded in the target's metadata), writes
 //     with the source MD5 as an integrity check, and keeps a Manifest with a
 //     status per object (None, Copied, NotFound) from which a rerun resumes.
+//     A manifest in the source (a chained migration: A to B, then B to C)
+//     is never copied or counted as a backup, whatever its key: every
+//     manifest carries MetadataManifest, and a JSON object holding a
+//     Manifest and nothing else is recognised too. Telling costs one
+//     attributes request per object the filters would select.
 //     It works against an S3 target with Object Lock (and a default
 //     retention): objects already there are skipped, retained or not, and a
 //     key whose retained version differs gets a new version on top, the
@@ -123,8 +135,11 @@
 //     they become noncurrent) and expired delete markers. It reads, changes
 //     and writes the bucket's configuration: rules whose ID does not start
 //     with "groundskeeper/" are written back as read, its own are found by
-//     ID, and the rule limit (1,000) is checked before writing. The prefix
-//     is checked as for DeletePrefix. RemoveExpiry removes the rules of a
+//     ID, and the rule limit (1,000) is checked before writing. The write
+//     is never retried as a write: it goes out once (the SDK's retries off
+//     for it), and a transient failure starts over from the read, because
+//     the store may have applied it. The prefix is checked as for
+//     DeletePrefix. RemoveExpiry removes the rules of a
 //     prefix; PruneExpiry removes those whose date has passed and whose
 //     prefix holds nothing, and keeps the others. Each has a dry run.
 //   - Credentials never appear in logs or errors; Credentials print redacted.
@@ -134,10 +149,13 @@
 //
 // It does not guarantee:
 //
-//   - the effective-prefix check for a blob.PrefixedBucket made by the
-//     caller over fileblob or memblob, whose listing requests do not show
-//     the prefix: open such buckets with OpenBucket and prefix=, which
-//     remembers it.
+//   - that a non-empty prefix on a blob.PrefixedBucket made by the caller
+//     over fileblob or memblob stays within one owner: its listing requests
+//     do not show the bucket's prefix, so "b/" under a view of "tenant-a"
+//     is "tenant-ab/" and cannot be told apart. Open such buckets with
+//     OpenBucket and prefix=, which remembers it, or state it in
+//     DeleteOptions.BucketPrefix. (The empty prefix is refused there, see
+//     above.)
 //   - that nothing is written under the prefix after DeletePrefix returns:
 //     stop the writers first (for etcd, the backup sidecar).
 //   - atomicity: a deletion that fails part-way leaves part of the data.
@@ -174,8 +192,11 @@
 //   - that a concurrent change to the lifecycle configuration is never
 //     lost: S3 has no conditional write of it. ExpirePrefix, RemoveExpiry
 //     and PruneExpiry read it again right before writing and start over
-//     when it changed, and check their rules after writing, which leaves a
-//     window of one PUT request. Fields of foreign rules that the
+//     when it changed, and read it after writing: when a rule of theirs is
+//     gone they start over, and the rules they read and wrote back that
+//     are gone are named in ExpiryResult.Vanished. That leaves a window of
+//     one PUT request (and a write the store applies only after the client
+//     gave up on it). Fields of foreign rules that the
 //     aws-sdk-go-v2 version in use does not know are not written back.
 //   - server-side expiry on GCS or Azure: they return ErrExpiryUnsupported.
 //     Their lifecycle APIs exist, but fake-gcs-server has no lifecycle
@@ -186,6 +207,12 @@
 //
 // # Errors
 //
+// Options and arguments the package cannot work with (a Concurrency above
+// MaxConcurrency or below zero, an unknown BatchMode, negative copy
+// filters, a zero expiry time, a URL parameter or scheme OpenBucket does
+// not understand, credentials that lack a key) are ErrInvalidConfig,
+// before any request, and the message names the field and its value; an
+// unknown scheme is ErrUnsupportedScheme as well.
 // DeletePrefix refuses an unsafe prefix with a *PrefixError that is
 // ErrUnsafePrefix, before any request. A deletion that did not finish returns
 // a *DeleteError that is ErrIncomplete, names the failed keys (Keys), and also

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -192,5 +193,72 @@ func TestEntriesRefusesARootThatReachesSiblings(t *testing.T) {
 	got, err = backupstore.Entries(context.Background(), b, "etcd/")
 	if err != nil || !slices.Equal(got, []string{"a--1"}) {
 		t.Errorf("Entries(root \"etcd/\") = %q, %v; want [a--1]", got, err)
+	}
+}
+
+// TestCopyChainedMigrationWithManifestsBesideTheDataSkipsTheManifest: A
+// a/ to B b/ keeps its manifest with the data (b/m.json); then B b/ to C
+// c/ with MaxBackups. B's manifest, the newest object under b/, is not a
+// backup: it is neither copied to C nor given one of the MaxBackups places,
+// whatever ManifestKey the second copy uses (c/m.json, where b/m.json
+// would land, or another key).
+func TestCopyChainedMigrationWithManifestsBesideTheDataSkipsTheManifest(t *testing.T) {
+	now := time.Now()
+	keys := []string{"a/Full-00000001-00000002-" + strconv.FormatInt(now.Add(-72*time.Hour).Unix(), 10),
+		"a/Full-00000002-00000003-" + strconv.FormatInt(now.Add(-48*time.Hour).Unix(), 10),
+		"a/Full-00000003-00000004-" + strconv.FormatInt(now.Add(-24*time.Hour).Unix(), 10)}
+	for _, manifestKey := range []string{"c/m.json", "c/other.json"} {
+		t.Run("second ManifestKey "+manifestKey, func(t *testing.T) {
+			a, b, c := openURL(t, "mem://", nil), openURL(t, "mem://", nil), openURL(t, "mem://", nil)
+			put(t, a, keys, 100)
+			ctx := context.Background()
+			res, err := backupstore.CopyBackups(ctx, a, b, &backupstore.CopyOptions{SourcePrefix: "a/", TargetPrefix: "b/",
+				MaxBackups: 3, Backup: takenFromNameOrModTime, ManifestKey: "b/m.json"})
+			if err != nil || res.Copied != 3 {
+				t.Fatalf("A to B: %+v, %v; want 3 copied", res.CopyProgress, err)
+			}
+			res, err = backupstore.CopyBackups(ctx, b, c, &backupstore.CopyOptions{SourcePrefix: "b/", TargetPrefix: "c/",
+				MaxBackups: 2, Backup: takenFromNameOrModTime, ManifestKey: manifestKey})
+			if err != nil {
+				t.Fatalf("B to C: %v", err)
+			}
+			want := []string{"c/" + strings.TrimPrefix(keys[1], "a/"), "c/" + strings.TrimPrefix(keys[2], "a/"), manifestKey}
+			slices.Sort(want)
+			got := slices.Sorted(maps.Keys(snapshot(t, c, "")))
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("C holds (-want +got):\n%s", diff)
+			}
+			if res.Copied != 2 || res.Excluded != 1 {
+				t.Errorf("B to C: %+v, excluded %d; want the two newest snapshots copied and the oldest excluded", res.CopyProgress, res.Excluded)
+			}
+			for _, e := range res.Manifest.Entries {
+				if strings.HasSuffix(e.Key, ".json") {
+					t.Errorf("B to C manifest lists %q", e.Key)
+				}
+			}
+		})
+	}
+}
+
+// TestCopyRecognisesAManifestWrittenWithoutTheMarker: a manifest written as
+// JSON before manifests carried MetadataManifest is recognised by its
+// format, and an ordinary JSON object is still copied.
+func TestCopyRecognisesAManifestWrittenWithoutTheMarker(t *testing.T) {
+	ctx := context.Background()
+	src, dst := openURL(t, "mem://", nil), openURL(t, "mem://", nil)
+	old, _ := json.Marshal(backupstore.Manifest{SourcePrefix: "x/", TargetPrefix: "b/", Entries: []backupstore.ManifestEntry{{Key: "x/1", Size: 1, Status: backupstore.StatusCopied}}})
+	json := &blob.WriterOptions{ContentType: "application/json"}
+	if err := src.WriteAll(ctx, "b/old-manifest.json", old, json); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.WriteAll(ctx, "b/config.json", []byte(`{"sourcePrefix":"x/","entries":[],"retention":3}`), json); err != nil {
+		t.Fatal(err)
+	}
+	res, err := backupstore.CopyBackups(ctx, src, dst, &backupstore.CopyOptions{SourcePrefix: "b/", TargetPrefix: "c/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := slices.Sorted(maps.Keys(snapshot(t, dst, ""))); !slices.Equal(got, []string{"c/config.json"}) {
+		t.Errorf("target holds %q (result %+v); want only c/config.json", got, res.CopyProgress)
 	}
 }
