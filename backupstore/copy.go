@@ -73,7 +73,10 @@ type CopyOptions struct {
 	// SourcePrefix selects the source objects; TargetPrefix replaces it in
 	// the target keys. Each is empty or passes CheckPrefix (so it ends in
 	// Separator): CopyBackups refuses anything else, which would also
-	// select, or write over, the keys of siblings.
+	// select, or write over, the keys of siblings. Where a bucket has a
+	// prefix of its own that the store's listing request or OpenBucket
+	// shows, that prefix followed by SourcePrefix (TargetPrefix) is
+	// checked the same way, as DeletePrefix does.
 	SourcePrefix, TargetPrefix string
 	// MaxBackupAge, when positive, copies only backups younger than it
 	// (etcd-druid's maxBackupAge; convert days with retention.Days).
@@ -226,7 +229,10 @@ func CopyBackups(ctx context.Context, src, dst *blob.Bucket, opts *CopyOptions) 
 	// 1. What the source holds, and which of it the filters select. A
 	// manifest in the source (an earlier copy into it, A to B before B to
 	// C, whatever its key) is not a backup: it is never selected.
-	srcObjs, err := c.listAll(ctx, src, opts.SourcePrefix, opts.ManifestKey)
+	srcObjs, err := c.listAll(ctx, src, opts.SourcePrefix, opts.ManifestKey, "SourcePrefix")
+	if pe := (*PrefixError)(nil); errors.As(err, &pe) {
+		return res, err
+	}
 	if err != nil {
 		return res, &CopyError{Err: fmt.Errorf("list source: %w", err)}
 	}
@@ -244,7 +250,10 @@ func CopyBackups(ctx context.Context, src, dst *blob.Bucket, opts *CopyOptions) 
 	}
 
 	// 2. What the target holds, and what an earlier run recorded.
-	dstObjs, err := c.listAll(ctx, dst, opts.TargetPrefix, opts.ManifestKey)
+	dstObjs, err := c.listAll(ctx, dst, opts.TargetPrefix, opts.ManifestKey, "TargetPrefix")
+	if pe := (*PrefixError)(nil); errors.As(err, &pe) {
+		return res, err
+	}
 	if err != nil {
 		return res, &CopyError{Err: fmt.Errorf("list target: %w", err)}
 	}
@@ -373,7 +382,18 @@ func transientPresent(ctx context.Context, err error) bool {
 	return transient(ctx, err) && !notFound(err)
 }
 
-func (c *copier) listAll(ctx context.Context, b *blob.Bucket, prefix, skip string) ([]*blob.ListObject, error) {
+// listAll lists every object under prefix in b but skip. The first
+// listing request tells the prefix the store lists, the bucket's own
+// (blob.PrefixedBucket, prefix= in a URL) followed by prefix: it is checked
+// as DeletePrefix checks it (field names the option in the error), so that
+// a bucket opened with prefix=tenant-a neither copies nor writes over
+// tenant-ab's keys.
+func (c *copier) listAll(ctx context.Context, b *blob.Bucket, prefix, skip, field string) ([]*blob.ListObject, error) {
+	rm := removerFor(b, &DeleteOptions{})
+	d := &deletion{bucket: b, prefix: prefix, rm: rm,
+		opts: &DeleteOptions{PrefixRules: PrefixRules{AllowEmpty: true}, AllowUnknownBucketPrefix: true}}
+	lo := &blob.ListOptions{Prefix: prefix}
+	rm.prepare(lo)
 	var out []*blob.ListObject
 	token := blob.FirstPageToken
 	for {
@@ -381,11 +401,14 @@ func (c *copier) listAll(ctx context.Context, b *blob.Bucket, prefix, skip strin
 		var next []byte
 		err := c.retry.do(ctx, c.clock, transientPresent, func() error {
 			var err error
-			objs, next, err = b.ListPage(ctx, token, listAllPageSize, &blob.ListOptions{Prefix: prefix})
+			objs, next, err = b.ListPage(ctx, token, listAllPageSize, lo)
 			return err
 		})
 		if err != nil {
 			return nil, err
+		}
+		if err := d.checkEffectivePrefix(); err != nil {
+			return nil, fmt.Errorf("backupstore: copy: %s: %w", field, err)
 		}
 		for _, o := range objs {
 			if !o.IsDir && o.Key != skip {

@@ -118,6 +118,9 @@
 //     source modification time recorded in the target's metadata), writes
 //     with the source MD5 as an integrity check, and keeps a Manifest with a
 //     status per object (None, Copied, NotFound) from which a rerun resumes.
+//     The effective prefixes of both buckets are checked as for
+//     DeletePrefix where they can be seen (a bucket opened with
+//     prefix=tenant-a is refused, since its keys include tenant-ab's).
 //     A manifest in the source (a chained migration: A to B, then B to C)
 //     is never copied or counted as a backup, whatever its key: every
 //     manifest carries MetadataManifest, and a JSON object holding a
@@ -155,7 +158,8 @@
 //     is "tenant-ab/" and cannot be told apart. Open such buckets with
 //     OpenBucket and prefix=, which remembers it, or state it in
 //     DeleteOptions.BucketPrefix. (The empty prefix is refused there, see
-//     above.)
+//     above.) Nor, for CopyBackups, any prefix on such a bucket, the empty
+//     one included.
 //   - that nothing is written under the prefix after DeletePrefix returns:
 //     stop the writers first (for etcd, the backup sidecar).
 //   - atomicity: a deletion that fails part-way leaves part of the data.

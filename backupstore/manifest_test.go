@@ -15,6 +15,7 @@ import (
 	"gocloud.dev/blob"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
+	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
 )
 
 // takenFromNameOrModTime reads the time out of a snapshot name, and uses
@@ -260,5 +261,34 @@ func TestCopyRecognisesAManifestWrittenWithoutTheMarker(t *testing.T) {
 	}
 	if got := slices.Sorted(maps.Keys(snapshot(t, dst, ""))); !slices.Equal(got, []string{"c/config.json"}) {
 		t.Errorf("target holds %q (result %+v); want only c/config.json", got, res.CopyProgress)
+	}
+}
+
+// TestCopyRefusesABucketPrefixThatReachesSiblings: through a bucket opened
+// with prefix=tenant-a (no trailing "/"), TargetPrefix "b/" is tenant-ab's
+// "tenant-ab/": the copy would write over another tenant's keys, and a
+// SourcePrefix "" would copy another tenant's backups. Both are refused
+// before anything is written.
+func TestCopyRefusesABucketPrefixThatReachesSiblings(t *testing.T) {
+	ctx := context.Background()
+	s := testenv.File(t)
+	direct := openStore(t, s)
+	put(t, direct, []string{"src/x/1", "tenant-ab/1", "tenant-a/x/1"}, 8)
+	before := snapshot(t, direct, "")
+	for _, tc := range []struct {
+		field    string
+		src, dst *blob.Bucket
+		opts     backupstore.CopyOptions
+	}{
+		{"TargetPrefix", openURL(t, withParam(s.URL, "prefix=src/"), nil), openURL(t, withParam(s.URL, "prefix=tenant-a"), nil), backupstore.CopyOptions{TargetPrefix: "b/"}},
+		{"SourcePrefix", openURL(t, withParam(s.URL, "prefix=tenant-a"), nil), openURL(t, withParam(s.URL, "prefix=copy/"), nil), backupstore.CopyOptions{}},
+	} {
+		_, err := backupstore.CopyBackups(ctx, tc.src, tc.dst, &tc.opts)
+		if !errors.Is(err, backupstore.ErrUnsafePrefix) || !strings.Contains(err.Error(), tc.field) || !strings.Contains(err.Error(), `"tenant-a"`) {
+			t.Errorf("%s: CopyBackups = %v; want ErrUnsafePrefix naming %s and the bucket prefix", tc.field, err, tc.field)
+		}
+	}
+	if diff := cmp.Diff(before, snapshot(t, direct, "")); diff != "" {
+		t.Errorf("a refused copy changed the store (-before +after):\n%s", diff)
 	}
 }
