@@ -104,6 +104,11 @@ type CopyOptions struct {
 	// written at ManifestKey in the target, or when the manifest found
 	// there belongs to a copy with other prefixes.
 	ManifestKey string
+	// DryRun selects the backups and compares them with the target, and
+	// writes nothing, not even the manifest: the result's Manifest entries
+	// with StatusNone are what a copy would write, and Overwrites names the
+	// target keys among them that hold other content now.
+	DryRun bool
 	// Retry configures the retries of transient errors.
 	Retry Retry
 	// Progress, when set, is called with the running totals after every
@@ -136,6 +141,11 @@ type CopyResult struct {
 	Manifest *Manifest
 	// FailedKeys are the keys that could not be copied, with the reason.
 	FailedKeys []KeyError
+	// Overwrites are the target keys that held other content (another
+	// size or checksum) and that the copy writes over, or, for a dry run,
+	// would. On an S3 bucket with versioning the old content stays as a
+	// noncurrent version.
+	Overwrites []string
 }
 
 // CopyError is returned when some objects were not copied. Rerunning
@@ -299,6 +309,8 @@ func CopyBackups(ctx context.Context, src, dst *blob.Bucket, opts *CopyOptions) 
 		if same {
 			e.Status = StatusCopied
 			res.Skipped++
+		} else if present[c.targetKey(o.Key)] != nil {
+			res.Overwrites = append(res.Overwrites, c.targetKey(o.Key))
 		}
 		m.Entries = append(m.Entries, e)
 	}
@@ -325,6 +337,9 @@ func CopyBackups(ctx context.Context, src, dst *blob.Bucket, opts *CopyOptions) 
 	res.Manifest = m
 	res.Selected = len(selected)
 	res.NotFound = m.Count(StatusNotFound)
+	if opts.DryRun {
+		return res, nil
+	}
 	if err := c.saveManifest(ctx); err != nil {
 		return res, &CopyError{Err: err}
 	}

@@ -125,7 +125,9 @@
 //     is never copied or counted as a backup, whatever its key: every
 //     manifest carries MetadataManifest, and a JSON object holding a
 //     Manifest and nothing else is recognised too. Telling costs one
-//     attributes request per object the filters would select.
+//     attributes request per object the filters would select. A dry run
+//     (CopyOptions.DryRun) writes nothing and names the target keys a copy
+//     would write over (CopyResult.Overwrites).
 //     It works against an S3 target with Object Lock (and a default
 //     retention): objects already there are skipped, retained or not, and a
 //     key whose retained version differs gets a new version on top, the
@@ -160,6 +162,13 @@
 //     DeleteOptions.BucketPrefix. (The empty prefix is refused there, see
 //     above.) Nor, for CopyBackups, any prefix on such a bucket, the empty
 //     one included.
+//   - preconditions on objects: DeletePrefix deletes every key under the
+//     prefix whatever its content, so on an unversioned bucket a key
+//     rewritten after it was listed is deleted with its new content (the
+//     intent is that nothing under the prefix stays); on a versioned
+//     bucket each request names the version listed. CopyBackups writes
+//     over a target key without checking that it still holds what was
+//     compared.
 //   - that nothing is written under the prefix after DeletePrefix returns:
 //     stop the writers first (for etcd, the backup sidecar).
 //   - atomicity: a deletion that fails part-way leaves part of the data.

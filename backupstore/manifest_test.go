@@ -292,3 +292,30 @@ func TestCopyRefusesABucketPrefixThatReachesSiblings(t *testing.T) {
 		t.Errorf("a refused copy changed the store (-before +after):\n%s", diff)
 	}
 }
+
+// TestCopyDryRunWritesNothing: a dry run says what a copy would write,
+// naming the target keys it would write over, and writes nothing.
+func TestCopyDryRunWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	src, dst := openURL(t, "mem://", nil), openURL(t, "mem://", nil)
+	put(t, src, []string{"a/1", "a/2", "a/3"}, 10)
+	put(t, dst, []string{"b/2"}, 20)                                          // other content: would be written over
+	put(t, dst, []string{"b/3"}, 10)                                          // wrong key's content, same size: MD5 differs
+	if err := dst.WriteAll(ctx, "b/1", content("a/1", 10), nil); err != nil { // the same: skipped
+		t.Fatal(err)
+	}
+	before := snapshot(t, dst, "")
+	res, err := backupstore.CopyBackups(ctx, src, dst, &backupstore.CopyOptions{SourcePrefix: "a/", TargetPrefix: "b/", ManifestKey: "m.json", DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"a/1=Copied", "a/2=None", "a/3=None"}, manifestKeys(res.Manifest)); diff != "" {
+		t.Errorf("dry run manifest (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"b/2", "b/3"}, res.Overwrites); diff != "" {
+		t.Errorf("Overwrites (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(before, snapshot(t, dst, "")); diff != "" {
+		t.Errorf("a dry run changed the target (-before +after):\n%s", diff)
+	}
+}
