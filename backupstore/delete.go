@@ -32,8 +32,10 @@ type DeleteOptions struct {
 	// Concurrency bounds the delete requests in flight, at most
 	// MaxConcurrency. The default (0) is 4 for stores with a batch API (each
 	// request deletes up to 1,000 S3 keys or 256 Azure blobs) and 16 for
-	// the others. Goroutines are started as work appears, never more than
-	// there are requests to send.
+	// the others. On Azure without the batch API (Azurite, BatchNever)
+	// each batch is deleted 16 blobs at a time, so up to 16 times
+	// Concurrency requests are in flight. Goroutines are started as work
+	// appears, never more than there are requests to send.
 	Concurrency int
 	// AzureBatch chooses how Azure Blob deletes are sent: BatchAuto (the
 	// zero value) uses the Blob Batch API except against the Azure Storage

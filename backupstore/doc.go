@@ -38,8 +38,11 @@
 //   - file, mem: none.
 //
 // OpenBucket builds the provider client from the credentials alone (for S3,
-// an aws-sdk-go-v2 client passed to s3blob.OpenBucket); it never reads or
-// sets process environment variables when credentials are given.
+// an aws-sdk-go-v2 client passed to s3blob.OpenBucket); when credentials are
+// given it sets no process environment variable and reads none, with one
+// exception: for gs without endpoint=, the GCS client follows
+// STORAGE_EMULATOR_HOST when it is set (and then sends no credentials), as
+// gocloud and cloud.google.com/go/storage do.
 //
 // # Guarantees
 //
