@@ -228,9 +228,15 @@
 // filters, a zero expiry time, a URL parameter or scheme OpenBucket does
 // not understand, credentials that lack a key) are ErrInvalidConfig,
 // before any request, and the message names the field and its value; an
-// unknown scheme is ErrUnsupportedScheme as well.
+// unknown scheme is ErrUnsupportedScheme as well. The manifest conflicts of
+// CopyBackups (a backup whose target key is ManifestKey, a manifest there
+// of a copy with other prefixes) are ErrInvalidConfig too.
+//
 // DeletePrefix refuses an unsafe prefix with a *PrefixError that is
-// ErrUnsafePrefix, before any request. A deletion that did not finish returns
+// ErrUnsafePrefix before anything is deleted: the prefix given before any
+// request, an effective prefix (the bucket's own followed by it) after at
+// most the first listing request, which is what shows it on Azure and on
+// buckets whose prefix cannot be seen. A deletion that did not finish returns
 // a *DeleteError that is ErrIncomplete, names the failed keys (Keys), and also
 // matches the cause that stopped it (context.Canceled, a listing error).
 // Versions the store keeps under Object Lock make that *DeleteError also
@@ -241,11 +247,15 @@
 // *Retention. A bucket whose versioning cannot be read (GetBucketVersioning
 // refused) fails with a *DeleteError naming that request, before anything
 // is deleted.
-// CopyBackups returns a *CopyError that is ErrIncomplete likewise.
+// CopyBackups returns a *CopyError that is ErrIncomplete likewise, and a
+// *PrefixError for an unsafe prefix or effective prefix (naming
+// SourcePrefix or TargetPrefix) before anything is written.
 // ExpirePrefix, RemoveExpiry and PruneExpiry return ErrExpiryUnsupported for
 // stores other than S3, ErrTooManyRules (naming the bucket, the count and
 // the limit) when the configuration would pass the store's rule limit, and
-// a *PrefixError for an unsafe prefix, each before anything is written.
+// a *PrefixError for an unsafe prefix, each before anything is written. A
+// write of the lifecycle configuration that failed transiently is not an
+// error unless the call, started over from the read, fails too.
 // LoadCredentials returns a *SecretError that is ErrSecretNotFound or
 // ErrSecretKeyMissing (naming the key), never quoting a value; an unknown
 // scheme is ErrUnsupportedScheme. Quota.Admit returns an error wrapping
