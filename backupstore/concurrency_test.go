@@ -18,21 +18,30 @@ import (
 )
 
 // TestDeletePrefixStartsWorkersAsWorkAppears: deleting one object with the
-// largest Concurrency starts a goroutine for the one request there is to
-// send, not MaxConcurrency of them up front. The count is taken while the
-// store holds the only DeleteObjects request.
+// largest Concurrency starts goroutines as batches are listed, not
+// MaxConcurrency of them up front. The count is taken twice: while the
+// store holds the listing request (nothing to delete yet), and while it
+// holds the one DeleteObjects request.
 func TestDeletePrefixStartsWorkersAsWorkAppears(t *testing.T) {
 	s := testenv.S3(t)
 	put(t, openStore(t, s), []string{"backups/one/00001"}, 16)
 	p := proxytest.Start(t, s.Endpoint)
 	b := viaProxy(t, s, p)
-	arrived, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
+	type hold struct {
+		arrived, release chan struct{}
+		once             sync.Once
+	}
+	listing := &hold{arrived: make(chan struct{}), release: make(chan struct{})}
+	deleting := &hold{arrived: make(chan struct{}), release: make(chan struct{})}
 	p.SetHandler(func(w http.ResponseWriter, r *http.Request) bool {
-		if isDeleteObjects(r) {
-			once.Do(func() { close(arrived) })
-			<-release
+		h := deleting
+		if r.Method == http.MethodGet && r.URL.Query().Has("list-type") {
+			h = listing
+		} else if !isDeleteObjects(r) {
+			return false
 		}
+		h.once.Do(func() { close(h.arrived) })
+		<-h.release
 		return false
 	})
 	runtime.GC()
@@ -42,18 +51,24 @@ func TestDeletePrefixStartsWorkersAsWorkAppears(t *testing.T) {
 		_, err := backupstore.DeletePrefix(context.Background(), b, "backups/one/", &backupstore.DeleteOptions{Concurrency: backupstore.MaxConcurrency})
 		done <- err
 	}()
-	<-arrived
-	during := runtime.NumGoroutine()
-	close(release)
+	// The deletion's own goroutine, the progress notifier, and the HTTP
+	// client's and the proxy's connections: a few dozen at most.
+	const few = 40
+	for _, h := range []struct {
+		name string
+		*hold
+	}{{"the listing request", listing}, {"the one DeleteObjects request", deleting}} {
+		<-h.arrived
+		during := runtime.NumGoroutine()
+		close(h.release)
+		t.Logf("%d goroutines before, %d while the store held %s", before, during, h.name)
+		if extra := during - before; extra > few {
+			t.Errorf("%d goroutines more while the store held %s, deleting one object with Concurrency %d; want a few", extra, h.name, backupstore.MaxConcurrency)
+		}
+	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	// The deletion's own goroutine, its one worker, the progress notifier,
-	// and the HTTP client's and the proxy's connections: a few dozen at most.
-	if extra := during - before; extra > 40 {
-		t.Errorf("%d goroutines more while deleting one object with Concurrency %d; want a few", extra, backupstore.MaxConcurrency)
-	}
-	t.Logf("%d goroutines before, %d while the one DeleteObjects request was in flight", before, during)
 }
 
 // TestConcurrencyOutOfBoundsIsRefused: a Concurrency above MaxConcurrency

@@ -150,6 +150,12 @@
 //     DeletePrefix. RemoveExpiry removes the rules of a
 //     prefix; PruneExpiry removes those whose date has passed and whose
 //     prefix holds nothing, and keeps the others. Each has a dry run.
+//     "Holds nothing" is asked with ListObjectVersions, which on MinIO
+//     still lists the objects that a due rule already hides from
+//     ListObjectsV2 until its scanner deletes them: a rule removed before
+//     then would bring them back, so PruneExpiry keeps it until the data
+//     is gone (tested against MinIO; on AWS listings show expired objects
+//     until the store removes them).
 //   - Credentials never appear in logs or errors; Credentials print redacted.
 //   - No function reads the wall clock except through the injected
 //     clock.WithTicker (k8s.io/utils/clock). Logging goes to the logr.Logger

@@ -183,7 +183,11 @@ func RemoveExpiry(ctx context.Context, b *blob.Bucket, prefix string, opts *Expi
 // no object and no version or delete marker. A rule whose date is still
 // ahead stays, even over an empty prefix: it is a backstop for data not
 // written yet. It makes one listing request per prefix whose date has
-// passed, and leaves every other rule as it is. The bucket's own prefix
+// passed, and leaves every other rule as it is. The listing is of versions
+// (ListObjectVersions), not of objects: MinIO hides the objects a due rule
+// expires from ListObjectsV2 at once but deletes them later, and removing
+// the rule in between would bring them back; its version listing still
+// shows them. The bucket's own prefix
 // (prefix= of OpenBucket, blob.PrefixedBucket) limits it to the rules
 // under that prefix.
 func PruneExpiry(ctx context.Context, b *blob.Bucket, opts *ExpiryOptions) (*ExpiryResult, error) {

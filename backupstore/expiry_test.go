@@ -382,3 +382,63 @@ func TestLifecycleWriteWithLostAnswerKeepsAnotherWritersRule(t *testing.T) {
 		})
 	}
 }
+
+// TestPruneExpiryKeepsTheRuleWhileMinIOStillHoldsHiddenData: MinIO hides
+// the objects a due rule expires from ListObjectsV2 at once and deletes them
+// later in its scanner; removing the rule before then brings them back.
+// PruneExpiry decides "empty" on ListObjectVersions, which MinIO does not
+// filter: while the drive still holds data that plain listings hide, it
+// keeps the rule, and it removes the rule once the data is gone.
+func TestPruneExpiryKeepsTheRuleWhileMinIOStillHoldsHiddenData(t *testing.T) {
+	s := testenv.S3(t)
+	b := openStore(t, s)
+	c := s3Client(t, b)
+	ctx := context.Background()
+	fill(t, b, "backups/p/", 2000, 16)
+	if _, err := backupstore.ExpirePrefix(ctx, b, "backups/p/", time.Now().AddDate(0, 0, -1), nil); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for len(snapshot(t, b, "backups/p/")) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("MinIO never hid the expired objects")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	onDrive := func() int {
+		dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "groundskeeper-minio-*", "data", s.Bucket, "backups", "p"))
+		if len(dirs) != 1 {
+			return 0
+		}
+		entries, _ := os.ReadDir(dirs[0])
+		return len(entries)
+	}
+	res, err := backupstore.PruneExpiry(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := onDrive(); left > 0 {
+		// The data was there during PruneExpiry's listing.
+		if len(res.Rules) != 0 {
+			t.Fatalf("PruneExpiry removed %+v while MinIO still held %d hidden objects of the prefix", res.Rules, left)
+		}
+		t.Logf("the rule stays while MinIO still holds %d objects that plain listings hide", left)
+	} else {
+		t.Log("MinIO's scanner deleted the data before PruneExpiry listed: the early case was not reached this time")
+	}
+	for onDrive() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d objects still on MinIO's drive", onDrive())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if _, err := backupstore.PruneExpiry(ctx, b, nil); err != nil {
+		t.Fatal(err)
+	}
+	if rules := getRules(t, c, s.Bucket); len(rules) != 0 {
+		t.Errorf("rules left after the data is gone: %v", ruleIDs(rules))
+	}
+	if n := len(snapshot(t, b, "backups/p/")); n != 0 {
+		t.Errorf("%d objects listed again after the rule was removed", n)
+	}
+}
