@@ -336,7 +336,9 @@ const (
 // bucket opened with prefix=tenant-a is refused, because its keys include
 // those of "tenant-ab/". The effective prefix is known from the listing
 // request on Azure, from gocloud without a request on S3 and GCS, and from
-// OpenBucket for the others; it is checked before anything is deleted.
+// OpenBucket or opts.BucketPrefix for the others; it is checked before
+// anything is deleted. Where it is not known, the empty prefix is refused
+// unless opts.AllowUnknownBucketPrefix.
 // Listing and deletion run at the same time; deletion uses the store's batch
 // API where there is one (S3 DeleteObjects, Azure Blob Batch) and bounded
 // concurrency elsewhere. Objects that are already gone count as deleted, so
