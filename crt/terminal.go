@@ -49,6 +49,7 @@ var classes = []class{
 	// change is terminal; a missing Secret may be created, a full bucket
 	// emptied, a retention period ends, an incomplete deletion or copy is
 	// resumed by the next run.
+	sentinel(backupstore.ErrInvalidConfig, doNotRetry),
 	sentinel(backupstore.ErrUnsafePrefix, doNotRetry),
 	sentinel(backupstore.ErrSecretKeyMissing, doNotRetry),
 	sentinel(backupstore.ErrUnsupportedScheme, doNotRetry),
@@ -201,7 +202,7 @@ func every(err error, here func(error) bool) bool {
 //   - lifecycle: ErrInvalidConfig, ErrInvalidPolicy, ErrInvalidInput,
 //     ErrConflictingController (another controller owns the claim: a
 //     person must decide);
-//   - backupstore: ErrUnsafePrefix, ErrSecretKeyMissing,
+//   - backupstore: ErrInvalidConfig, ErrUnsafePrefix, ErrSecretKeyMissing,
 //     ErrUnsupportedScheme, ErrExpiryUnsupported, ErrTooManyRules;
 //   - opstask: ErrInvalidSpec, ErrInvalidConfig, ErrIllegalTransition;
 //   - locking: ErrInvalidConfig, ErrCorrupt, ErrTxnDone;
