@@ -592,23 +592,20 @@ func (c *copier) isManifest(ctx context.Context, b *blob.Bucket, o *blob.ListObj
 }
 
 // looksLikeManifest reports whether data is the JSON of a Manifest: an
-// object with exactly its three fields.
+// object with exactly its three keys (entries may be null: a run that
+// copied nothing writes that), which decodes as one.
 func looksLikeManifest(data []byte) bool {
-	var m struct {
-		SourcePrefix *string          `json:"sourcePrefix"`
-		TargetPrefix *string          `json:"targetPrefix"`
-		Entries      *json.RawMessage `json:"entries"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&m); err != nil || dec.More() {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil || len(fields) != 3 {
 		return false
 	}
-	if m.SourcePrefix == nil || m.TargetPrefix == nil || m.Entries == nil {
-		return false
+	for _, k := range []string{"sourcePrefix", "targetPrefix", "entries"} {
+		if _, ok := fields[k]; !ok {
+			return false
+		}
 	}
-	var entries []ManifestEntry
-	return json.Unmarshal(*m.Entries, &entries) == nil
+	var m Manifest
+	return json.Unmarshal(data, &m) == nil
 }
 
 // samePresent reports whether the target object t is the source object o.
