@@ -338,9 +338,10 @@ const claimTemplate = "data"
 // a while: a backup of a replica's data, or someone inspecting the data
 // a scale-down left.
 type foreignPod struct {
-	name, claim string
-	until       time.Time // when the generator deletes it
-	gone        bool      // its delete was sent
+	name   string
+	claims []string
+	until  time.Time // when the generator deletes it
+	gone   bool      // its delete was sent
 }
 
 type spWorkload struct {
@@ -429,9 +430,16 @@ func (g *spWorkload) generate(ctx context.Context, ops *chaos.Ops) (err error) {
 		g.truth.stopped = time.Now()
 		g.truth.mu.Unlock()
 	}()
+	var pending []*pendingScale
 	for ctx.Err() == nil {
 		if err := g.unmountForeign(ops, false); err != nil {
 			return err
+		}
+		for len(pending) > 0 && !time.Now().Before(pending[0].at) {
+			if err := g.scaleTo(pending[0].s, pending[0].to, ops); err != nil {
+				return err
+			}
+			pending = pending[1:]
 		}
 		live := g.liveSets()
 		var err error
@@ -445,7 +453,10 @@ func (g *spWorkload) generate(ctx context.Context, ops *chaos.Ops) (err error) {
 		case n < 9:
 			err = g.mountForeign(rng, ops)
 		default:
-			err = g.scaleSet(rng, live[rng.IntN(len(live))], ops)
+			var p *pendingScale
+			if p, err = g.scaleSet(rng, live[rng.IntN(len(live))], ops); p != nil {
+				pending = append(pending, p)
+			}
 		}
 		if err != nil {
 			return err
@@ -529,16 +540,47 @@ func (g *spWorkload) createSet(rng *rand.Rand, ops *chaos.Ops) error {
 	return nil
 }
 
+// pendingScale is a scale-down the generator makes once a backup pod has
+// mounted the claims it condemns for a while.
+type pendingScale struct {
+	s  *setTruth
+	to int
+	at time.Time
+}
+
 // scaleSet sets spec.replicas to 0 to 4 through the scale subresource, as
 // kubectl scale does; 0 is rarer, so that ordinal 0 often keeps its claim
-// for the whole run.
-func (g *spWorkload) scaleSet(rng *rand.Rand, s *setTruth, ops *chaos.Ops) error {
+// for the whole run. Two scale-downs in three are made only after a
+// backup pod has mounted the claims of the ordinals that go for 1.5 s: it
+// returns them, to be made when due.
+func (g *spWorkload) scaleSet(rng *rand.Rand, s *setTruth, ops *chaos.Ops) (*pendingScale, error) {
 	cur := s.replicas()
 	to := 1 + rng.IntN(4)
 	if rng.IntN(8) == 0 {
 		to = 0
 	}
-	if to == cur {
+	if to < cur && rng.IntN(3) < 2 {
+		var claims []string
+		for i := to; i < cur; i++ {
+			claims = append(claims, api.ClaimName(claimTemplate, s.name, i))
+		}
+		lasts := time.Duration(3000+rng.IntN(5000)) * time.Millisecond
+		if err := g.createForeign("backup-"+s.name, claims, lasts, ops); err != nil {
+			return nil, err
+		}
+		return &pendingScale{s: s, to: to, at: time.Now().Add(1500 * time.Millisecond)}, nil
+	}
+	return nil, g.scaleTo(s, to, ops)
+}
+
+// scaleTo sets the set's spec.replicas to to, unless it is so already or
+// the set was deleted.
+func (g *spWorkload) scaleTo(s *setTruth, to int, ops *chaos.Ops) error {
+	g.truth.mu.Lock()
+	gone := s.deleted() != nil
+	g.truth.mu.Unlock()
+	cur := s.replicas()
+	if to == cur || gone {
 		return nil
 	}
 	body := fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, to)
@@ -660,6 +702,7 @@ func (g *spWorkload) deletePodByHand(rng *rand.Rand, live []*setTruth, ops *chao
 // mountForeign creates a pod the controller did not make, labelled
 // app=backup and without the set label, that mounts an existing claim for
 // 2 to 8 s: a claim of a live set, in range or left by a scale-down.
+// (scaleSet makes others, which back up the claims a scale-down condemns.)
 func (g *spWorkload) mountForeign(rng *rand.Rand, ops *chaos.Ops) error {
 	var claims *corev1.PersistentVolumeClaimList
 	err := chaos.Retry(func(ctx context.Context) (err error) {
@@ -680,22 +723,30 @@ func (g *spWorkload) mountForeign(rng *rand.Rand, ops *chaos.Ops) error {
 	}
 	slices.Sort(cands) // the list's order is not the seed's
 	claim := cands[rng.IntN(len(cands))]
-	lasts := time.Duration(2000+rng.IntN(6000)) * time.Millisecond
+	return g.createForeign("backup-"+claim, []string{claim}, time.Duration(2000+rng.IntN(6000))*time.Millisecond, ops)
+}
+
+// createForeign creates a foreign pod, named prefix and a number, that
+// mounts claims for lasts.
+func (g *spWorkload) createForeign(prefix string, claims []string, lasts time.Duration, ops *chaos.Ops) error {
 	g.truth.mu.Lock()
-	f := &foreignPod{name: fmt.Sprintf("backup-%s-%d", claim, len(g.truth.foreign)), claim: claim}
+	f := &foreignPod{name: fmt.Sprintf("%s-%d", prefix, len(g.truth.foreign)), claims: claims}
 	g.truth.foreign = append(g.truth.foreign, f)
 	g.truth.mu.Unlock()
+	c := corev1.Container{Name: "backup", Image: "registry.example/backup:1"}
+	var vols []corev1.Volume
+	for i, claim := range claims {
+		name := fmt.Sprintf("data-%d", i)
+		vols = append(vols, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim, ReadOnly: true}}})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: name, MountPath: "/" + name, ReadOnly: true})
+	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: f.name, Labels: map[string]string{"app": "backup"}},
-		Spec: corev1.PodSpec{
-			Containers: []corev1.Container{{Name: "backup", Image: "registry.example/backup:1",
-				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data", ReadOnly: true}}}},
-			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
-				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim, ReadOnly: true}}}},
-		},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{c}, Volumes: vols},
 	}
 	var created *corev1.Pod
-	err = chaos.Retry(func(ctx context.Context) error {
+	err := chaos.Retry(func(ctx context.Context) error {
 		got, err := g.kc.CoreV1().Pods(g.w.ns).Create(ctx, pod, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			got, err = g.kc.CoreV1().Pods(g.w.ns).Get(ctx, f.name, metav1.GetOptions{})
@@ -711,8 +762,10 @@ func (g *spWorkload) mountForeign(rng *rand.Rand, ops *chaos.Ops) error {
 	f.until = now.Add(lasts)
 	g.truth.foreignUIDs[created.UID] = true
 	g.truth.mu.Unlock()
-	g.mounts.Mounted(f.name, claim, true, now)
-	ops.Add("foreign pod mounts a claim")
+	for _, claim := range claims {
+		g.mounts.Mounted(f.name, claim, true, now)
+	}
+	ops.Add("foreign pod mounts claims")
 	return nil
 }
 
