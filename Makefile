@@ -2,7 +2,7 @@
 #
 #   make test      install what is missing, lint, then run every test
 #   make testenv   build or install only the test environment's components
-#   make lint      gofmt, go mod tidy, go vet, staticcheck
+#   make lint      gofmt, go mod tidy, go vet, staticcheck, download size
 #   make bench     run the benchmarks
 #   make chaos     the long chaos runs (internal/chaos): CHAOS_DURATION of
 #                  faults per workload (default 20m), CHAOS_SEED to replay
@@ -20,7 +20,7 @@ BIN   := $(CURDIR)/.cache/bin
 TEST_FLAGS  ?= -race -timeout 30m
 BENCH_FLAGS ?= -run '^$$' -bench . -benchmem -timeout 60m
 
-.PHONY: all test testenv lint vet fmt-check tidy-check staticcheck bench chaos chaos-short
+.PHONY: all test testenv lint vet fmt-check tidy-check staticcheck size-check bench chaos chaos-short
 
 all: test
 
@@ -30,7 +30,7 @@ testenv:
 test: testenv lint
 	$(GO) test $(TEST_FLAGS) ./...
 
-lint: fmt-check tidy-check vet staticcheck
+lint: fmt-check tidy-check vet staticcheck size-check
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); \
@@ -46,6 +46,12 @@ vet:
 staticcheck:
 	@[ -x $(BIN)/staticcheck ] || hack/testenv.sh staticcheck
 	$(BIN)/staticcheck ./...
+
+# What go get downloads: no tracked file over 1 MiB unless allowed in
+# hack/large-files.allow, and the module zip of HEAD, built as the Go module
+# proxy builds it, under its budget (internal/tools/modsize).
+size-check:
+	cd internal/tools/modsize && $(GO) run . -C ../../.. -budget 2MiB -allow hack/large-files.allow
 
 bench: testenv
 	$(GO) test $(BENCH_FLAGS) ./...

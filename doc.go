@@ -42,11 +42,14 @@
 //     store, Metrics) is made by New (NewMetrics for metrics) from a Config
 //     struct, which New validates: required fields are named in the
 //     struct's doc, and every other zero field means the documented
-//     default. A single-argument constructor with nothing to configure
-//     (memlock.New, memstore.New) takes its argument directly.
-//   - A per-call setting is a *XOptions last argument (DeleteOptions,
-//     CopyOptions, CollectOptions, ReuseOptions, ExpiryOptions); nil means
-//     the defaults.
+//     default. A constructor with nothing to configure takes its one
+//     argument directly, or none: memstore.New(clock), fdblock.New(db),
+//     memlock.New().
+//   - A per-call setting is an XOptions last argument: a pointer where nil
+//     means the defaults (backupstore's DeleteOptions, CopyOptions and
+//     ExpiryOptions; lifecycle's ReuseOptions and SyncOptions), or a value
+//     when it carries a required field (lifecycle.CollectOptions, whose
+//     Scope names the namespace).
 //   - NewMetrics(MetricsConfig) (*Metrics, error) registers on
 //     MetricsConfig.Registerer, which is required: no package registers on
 //     a global registry.
@@ -70,8 +73,8 @@
 //   - "Requeue after" is spelled RequeueAfter, always a duration counted
 //     from the decision (lifecycle.CollectResult.RequeueAfter,
 //     locking.HeldError.RequeueAfter, subreconcile's Outcome); an instant is
-//     a time.Time named for what happens then (retention.Decision.Next,
-//     backupstore.RetainedError.RetryAt).
+//     a time.Time named for what happens then (retention.Decision.DeletableAt
+//     and retention.Result.Next, backupstore.RetainedError.RetryAt).
 //   - Kind means a Kubernetes kind (lifecycle.Ref.Kind) or, in opstask, a
 //     task's kind (Task.Kind, the spec.config member it sets), whose
 //     registration is an opstask.Handler. Enumerations carry their type's

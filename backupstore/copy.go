@@ -417,7 +417,10 @@ func (c *copier) selectBackups(objs []*blob.ListObject) ([]*blob.ListObject, err
 		}
 	}
 	var res retention.Result
-	if err := retention.Evaluate(policy, c.clock.Now(), items, &res); err != nil {
+	// A filter of what to copy, not a deletion: no guard adds the newest
+	// backup whatever its age (etcd-druid's maxBackupAge leaves it out).
+	filter := retention.Options{AllowDeleteNewest: true}
+	if err := filter.Evaluate(policy, c.clock.Now(), items, &res); err != nil {
 		return nil, fmt.Errorf("backupstore: copy filters: %w", err)
 	}
 	var out []*blob.ListObject

@@ -56,7 +56,7 @@ func TestEventsNameTheClaim(t *testing.T) {
 			t.Fatal(err)
 		}
 		o := lifecycle.Ownership{Owner: ref, Policy: lifecycle.Policy{WhenDeleted: lifecycle.ActionDelete, WhenScaled: lifecycle.ActionRetain}}
-		if plan, err := m.SyncClaim(ctx, env.Namespace, o, name, nil); err != nil || !plan.Changed {
+		if plan, err := m.SyncClaim(ctx, env.Namespace, o, name, nil, nil); err != nil || !plan.Changed {
 			t.Fatalf("SyncClaim(%s) = %+v, %v; want the owner reference written", name, plan, err)
 		}
 	}

@@ -146,7 +146,7 @@ func TestLifecycleOnAManager(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if unmounted, err := ms.MarkUnmounted(ctx, ns, "data-2", "db-2"); err != nil || unmounted {
+	if unmounted, err := ms.MarkUnmounted(ctx, lifecycle.PodClaim{Namespace: ns, Pod: "db-2", Claim: "data-2"}); err != nil || unmounted {
 		t.Errorf("MarkUnmounted of data-2, mounted by db-2: unmounted %v, %v; want false", unmounted, err)
 	}
 }

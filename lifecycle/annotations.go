@@ -176,8 +176,10 @@ const (
 	VerdictReuse Verdict = iota
 	// VerdictCreate: the claim does not exist; create it.
 	VerdictCreate
-	// VerdictWait: do not create the pod now; requeue. The claim is being deleted
-	// or still belongs to an earlier pod.
+	// VerdictWait: do not create the pod now; requeue. The claim is being
+	// deleted, still belongs to an earlier pod or owner, belongs to another
+	// owner (Manager.CheckReuse with a selector), or had expired while a pod
+	// mounts it (Manager.CheckReuse then removed the stale mark).
 	VerdictWait
 	// VerdictDeleteFirst: the claim has expired; delete it (with preconditions),
 	// then wait for it to be gone and create a fresh one. Never reuse it.

@@ -209,12 +209,18 @@ func (m *Manager) Collect(ctx context.Context, opts CollectOptions) (CollectResu
 	// Act.
 	var errs []error
 	m.unmark(ctx, opts, mounted, &res, &errs)
-	if len(expired) > 0 && (opts.Pods != nil || opts.PodSelector != nil) {
-		// The first read may have missed a pod: confirm on the API server.
-		if pods, err = m.listPods(ctx, opts.Scope, true); err != nil {
+	if len(expired) > 0 {
+		// The first read was a decision on what it saw; whether the claims
+		// may be deleted now is the shared rule's answer. The first read is
+		// that rule's fresh list when it listed every pod of the namespace
+		// from the API server.
+		var fresh []*corev1.Pod
+		if opts.Pods == nil && opts.PodSelector == nil {
+			fresh = append([]*corev1.Pod{}, pods...) // non-nil: no second list
+		}
+		if expired, mounted, err = m.mayDelete(ctx, opts.Namespace, expired, fresh); err != nil {
 			return res, err
 		}
-		expired, mounted = splitMounted(expired, mountersOf(pods))
 		m.unmark(ctx, opts, mounted, &res, &errs)
 	}
 	if len(expired) == 0 {
@@ -276,29 +282,61 @@ func (m *Manager) delete(ctx context.Context, opts CollectOptions, todo []Deleti
 	}
 }
 
+// mayDelete is the one rule for "may these expired claims be deleted now",
+// followed by every path that deletes a claim on the strength of its
+// last-unmounted-on mark (Collect, CheckReuse): a claim may go only when no
+// pod of its namespace mounts it, whatever the pod's name, as a list of
+// every pod of the namespace from the API server says. A mark goes stale
+// when a pod (a debug or backup pod, a pod of another controller) mounts
+// the claim without CheckReuse, so the mark alone never decides.
+//
+// fresh is such a list made in this pass, or nil to list now. Claims that
+// no pod mounts come back in free; the others in mounted, whose marks are
+// out of date: the caller removes them (clearStaleMark) and deletes none of
+// them. The deletion that follows carries the claim's UID and
+// resourceVersion as preconditions.
+func (m *Manager) mayDelete(ctx context.Context, namespace string, ts []tracked, fresh []*corev1.Pod) (free []tracked, mounted []mountedClaim, err error) {
+	if fresh == nil {
+		if fresh, err = m.listPods(ctx, Scope{Namespace: namespace}, true); err != nil {
+			return nil, nil, err
+		}
+	}
+	free, mounted = splitMounted(ts, mountersOf(fresh))
+	return free, mounted, nil
+}
+
+// clearStaleMark removes the out-of-date last-unmounted-on of claim, which a
+// pod mounts, guarded by its resourceVersion (a conflict is decided again on
+// a fresh read). A claim recreated since (another UID) or gone is left to
+// the next decision. removed reports that a mark was removed.
+func (m *Manager) clearStaleMark(ctx context.Context, namespace string, claim *corev1.PersistentVolumeClaim) (removed bool, err error) {
+	_, err = m.mutate(ctx, namespace, claim.Name, claim, func(c *corev1.PersistentVolumeClaim) (map[string]any, error) {
+		if c.UID != claim.UID {
+			return nil, nil // recreated: the next pass decides on it
+		}
+		patch := annotationPatch(m.ann.clearUnmounted(c))
+		removed = patch != nil
+		return patch, nil
+	})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	return removed && err == nil, err
+}
+
 // unmark reports each claim of mounted as SkipMounted and, outside a dry
-// run, removes its out-of-date mark (guarded by its resourceVersion); a
-// failed removal goes to errs.
+// run, removes its out-of-date mark (clearStaleMark); a failed removal goes
+// to errs.
 func (m *Manager) unmark(ctx context.Context, opts CollectOptions, mounted []mountedClaim, res *CollectResult, errs *[]error) {
 	for _, mc := range mounted {
 		skip := m.ann.mountedSkip(mc)
 		if !opts.DryRun {
-			removed := false
-			_, err := m.mutate(ctx, opts.Namespace, mc.claim.Name, mc.claim, func(c *corev1.PersistentVolumeClaim) (map[string]any, error) {
-				if c.UID != mc.claim.UID {
-					return nil, nil // recreated: the next pass decides on it
-				}
-				patch := annotationPatch(m.ann.clearUnmounted(c))
-				removed = patch != nil
-				return patch, nil
-			})
+			removed, err := m.clearStaleMark(ctx, opts.Namespace, mc.claim)
 			switch {
-			case err == nil && removed:
-				skip.Detail += " and was removed"
-			case err == nil:
-			case apierrors.IsNotFound(err):
-			default:
+			case err != nil:
 				*errs = append(*errs, err)
+			case removed:
+				skip.Detail += " and was removed"
 			}
 		}
 		res.Skipped = append(res.Skipped, skip)
@@ -421,7 +459,8 @@ func expired(ts []tracked, defaultTTL time.Duration, now time.Time) ([]tracked, 
 		for _, t := range g {
 			items = append(items, retention.Item{ID: t.claim.Name, Time: t.u.Since})
 		}
-		if err := retention.Evaluate(retention.TTL{After: ttl}, now, items, &eval); err != nil {
+		// Claims are not attempts: no guard keeps the newest unmounted one.
+		if err := (retention.Options{AllowDeleteNewest: true}).Evaluate(retention.TTL{After: ttl}, now, items, &eval); err != nil {
 			return nil, time.Time{}, fmt.Errorf("lifecycle: evaluate TTL %s: %w", retention.Format(ttl), err)
 		}
 		for i, d := range eval.Decisions {

@@ -29,12 +29,12 @@
 // reconcile:
 //
 //	for each ordinal in range whose pod is missing:
-//		dec, err := m.CheckReuse(ctx, ns, podName, claimName, &lifecycle.ReuseOptions{Owner: &owner})
+//		dec, err := m.CheckReuse(ctx, lifecycle.PodClaim{Namespace: ns, Pod: podName, Claim: claimName}, &lifecycle.ReuseOptions{Owner: &owner})
 //		// VerdictWait or VerdictDeleteFirst: requeue; VerdictCreate: create the claim with
 //		// m.Annotations().Track(podName, ttl); then create the pod
-//	m.SyncOwner(ctx, scope, owner, policy, members) // condemned ones included
+//	m.SyncOwner(ctx, scope, owner, policy, members, nil) // condemned ones included
 //	for each condemned pod:
-//		delete it (UID precondition), then m.MarkUnmounted(ctx, ns, claim, pod)
+//		delete it (UID precondition), then m.MarkUnmounted(ctx, lifecycle.PodClaim{Namespace: ns, Pod: pod, Claim: claim})
 //	res, err := m.Collect(ctx, lifecycle.CollectOptions{Scope: scope})
 //	return reconcile.Result{RequeueAfter: res.RequeueAfter}
 //
@@ -70,11 +70,21 @@
 //     change computed again: another writer's change is never overwritten.
 //   - Non-cascading (orphan) deletion of the owner deletes no claim: the
 //     garbage collector removes the owner's references from them instead.
+//   - One rule decides whether a claim may be deleted as expired, for every
+//     path that deletes one (Collect and CheckReuse): its mark's TTL has run
+//     out, it is not being deleted, and no pod of the namespace mounts it,
+//     whatever the pod's name, as a fresh list of every pod of the
+//     namespace from the API server says. The mark alone never decides: a
+//     pod that mounts the claim without CheckReuse (a debug or backup pod,
+//     a pod of another controller) makes the mark stale, and a stale mark
+//     is removed and the claim kept.
 //   - CheckReuse never answers VerdictReuse for a claim being deleted, one that
 //     still refers to an earlier pod of the same name, one that (given the
 //     owner) still refers to an earlier owner of the same name, which the
-//     garbage collector is about to delete, or one whose TTL has run out
-//     since it was unmounted (that one it deletes first). A reused
+//     garbage collector is about to delete, one whose owner label names
+//     another owner whose claim has the same name, or one whose
+//     TTL has run out since it was unmounted (that one it deletes first,
+//     under the rule above; mounted, it answers VerdictWait). A reused
 //     claim's last-unmounted-on is removed with a resourceVersion guard, so a
 //     collector that decided on the earlier version cannot delete it. Given
 //     the owner, it neither deletes nor writes to a claim another object
@@ -94,6 +104,13 @@
 //     mounted claim is removed. A claim whose annotations do not parse is
 //     never deleted. DryRun returns exactly the claims it would delete and
 //     why.
+//   - Every call that writes or deletes has a dry run that makes the same
+//     reads and decision and writes nothing: CheckReuse and SyncOwner /
+//     SyncClaim (ReuseOptions.DryRun, SyncOptions.DryRun), Collect
+//     (CollectOptions.DryRun). MarkUnmounted writes one annotation and has
+//     none; PlanCollect decides without any request.
+//   - Every call about one pod's claim takes a PodClaim, so the pod's and
+//     the claim's names cannot be swapped silently.
 //   - Collect decides with Annotations.PlanCollect, a pure function of the
 //     claims, the pods and the instant (no request, no clock), and acts on
 //     that decision (after one more, live, check of the pods); PlanCollect
@@ -122,11 +139,11 @@
 //     it down.
 //   - that two operators with different prefixes agree: each reads only its
 //     own annotations.
-//   - that a claim marked unmounted just before a pod was created to mount
-//     it (without CheckReuse, which clears the mark) is never deleted: that
-//     pod must exist when Collect lists pods from the API server. The PVC
-//     protection controller then still keeps the claim while the pod uses
-//     it.
+//   - that a claim is kept for a pod created to mount it (without
+//     CheckReuse, which clears the mark) after the fresh pod list and before
+//     the delete, a window of one request: the claim is then deleted, and
+//     the PVC protection controller keeps it (Terminating) only while a
+//     pod that already uses it runs.
 //   - that a mark is renewed when a pod mounts the claim and goes again
 //     before any Collect pass or CheckReuse saw that pod: the claim keeps the
 //     earlier instant and may expire that much early. Run Collect when pods

@@ -432,7 +432,7 @@ func (o *operator) step(ctx context.Context) error {
 		if pod == nil {
 			// Before creating the pod: never reuse a claim that is going
 			// away or still belongs to the previous pod of this name.
-			dec, err := o.m.CheckReuse(ctx, o.ns, o.podName(i), o.claimName(i), &lifecycle.ReuseOptions{Owner: &o.owner})
+			dec, err := o.m.CheckReuse(ctx, lifecycle.PodClaim{Namespace: o.ns, Pod: o.podName(i), Claim: o.claimName(i)}, &lifecycle.ReuseOptions{Owner: &o.owner})
 			if err != nil {
 				return err
 			}
@@ -480,7 +480,7 @@ func (o *operator) step(ctx context.Context) error {
 	}
 	// Claims first, then scale down: a condemned pod's claims get their
 	// references before the pod goes.
-	if _, err := o.m.SyncOwner(ctx, lifecycle.Scope{Namespace: o.ns, Selector: sel}, o.owner, o.policy, members); err != nil {
+	if _, err := o.m.SyncOwner(ctx, lifecycle.Scope{Namespace: o.ns, Selector: sel}, o.owner, o.policy, members, nil); err != nil {
 		return err
 	}
 	for _, pod := range condemned {
@@ -489,7 +489,7 @@ func (o *operator) step(ctx context.Context) error {
 			return err
 		}
 		i, _ := ordinalOf(pod.Name, o.name+"-")
-		if _, err := o.m.MarkUnmounted(ctx, o.ns, o.claimName(i), pod.Name); err != nil {
+		if _, err := o.m.MarkUnmounted(ctx, lifecycle.PodClaim{Namespace: o.ns, Pod: pod.Name, Claim: o.claimName(i)}); err != nil {
 			return err
 		}
 	}

@@ -155,11 +155,11 @@ func ExampleManager() {
 	// Pods db-1 and db-2 were deleted (scale-down, say): record it. The
 	// Manager checks that no pod mounts the claim before it marks it.
 	clk.Step(-48 * time.Hour)
-	if _, err := m.MarkUnmounted(ctx, "ns", "data-db-1", "db-1"); err != nil {
+	if _, err := m.MarkUnmounted(ctx, lifecycle.PodClaim{Namespace: "ns", Pod: "db-1", Claim: "data-db-1"}); err != nil {
 		fmt.Println(err)
 	}
 	clk.Step(36 * time.Hour)
-	if _, err := m.MarkUnmounted(ctx, "ns", "data-db-2", "db-2"); err != nil {
+	if _, err := m.MarkUnmounted(ctx, lifecycle.PodClaim{Namespace: "ns", Pod: "db-2", Claim: "data-db-2"}); err != nil {
 		fmt.Println(err)
 	}
 	clk.Step(12 * time.Hour) // back to now
@@ -186,7 +186,7 @@ func ExampleManager() {
 
 	// db-2 comes back before its claim expires: it may mount the claim,
 	// whose mark CheckReuse removes so that no collector deletes it.
-	dec, err := m.CheckReuse(ctx, "ns", "db-2", "data-db-2", &lifecycle.ReuseOptions{Owner: &owner})
+	dec, err := m.CheckReuse(ctx, lifecycle.PodClaim{Namespace: "ns", Pod: "db-2", Claim: "data-db-2"}, &lifecycle.ReuseOptions{Owner: &owner})
 	if err != nil {
 		fmt.Println(err)
 	}

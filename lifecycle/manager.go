@@ -178,11 +178,17 @@ func (m *Manager) mutate(ctx context.Context, namespace, name string, claim *cor
 // with a *ConflictError. For a stale reference it changes nothing and
 // returns the plan with an error wrapping ErrStaleOwnerReference. A claim
 // that does not exist is an error for which apierrors.IsNotFound is true.
-func (m *Manager) SyncClaim(ctx context.Context, namespace string, o Ownership, claimName string, claim *corev1.PersistentVolumeClaim) (Plan, error) {
+//
+// With opts.DryRun it decides the same on the claim given (or read) and
+// writes nothing and records no event: the plan says what would be written
+// (Changed, OwnerReferences), and a conflict or stale reference is returned
+// as without a dry run. opts nil means no dry run.
+func (m *Manager) SyncClaim(ctx context.Context, namespace string, o Ownership, claimName string, claim *corev1.PersistentVolumeClaim, opts *SyncOptions) (Plan, error) {
 	if err := o.validate(); err != nil {
 		return Plan{}, err
 	}
-	log := logr.FromContextOrDiscard(ctx).WithValues("claim", claimName, "owner", o.Owner.String())
+	dryRun := opts != nil && opts.DryRun
+	log := logr.FromContextOrDiscard(ctx).WithValues("claim", claimName, "owner", o.Owner.String(), "dryRun", dryRun)
 	var plan Plan
 	conflictReported := false
 	updated, err := m.mutate(ctx, namespace, claimName, claim, func(c *corev1.PersistentVolumeClaim) (map[string]any, error) {
@@ -191,13 +197,13 @@ func (m *Manager) SyncClaim(ctx context.Context, namespace string, o Ownership, 
 		if err != nil {
 			return nil, err
 		}
-		if plan.Status == PlanConflict && !conflictReported {
+		if plan.Status == PlanConflict && !conflictReported && !dryRun {
 			conflictReported = true
 			m.event(namespace, &o.Owner, claimName, corev1.EventTypeWarning, ReasonConflictingController,
 				fmt.Sprintf("PersistentVolumeClaim %s has a conflicting controller %s %s; the retention policy is ignored for this claim",
 					claimName, plan.Found.Kind, plan.Found.Name))
 		}
-		if !plan.Changed {
+		if !plan.Changed || dryRun {
 			return nil, nil
 		}
 		refs := plan.OwnerReferences
@@ -210,11 +216,16 @@ func (m *Manager) SyncClaim(ctx context.Context, namespace string, o Ownership, 
 		if apierrors.IsNotFound(err) {
 			return plan, err
 		}
-		m.event(namespace, &o.Owner, claimName, corev1.EventTypeWarning, ReasonClaimOwnersFailed,
-			fmt.Sprintf("update owner references of PersistentVolumeClaim %s: %v", claimName, err))
+		if !dryRun {
+			m.event(namespace, &o.Owner, claimName, corev1.EventTypeWarning, ReasonClaimOwnersFailed,
+				fmt.Sprintf("update owner references of PersistentVolumeClaim %s: %v", claimName, err))
+		}
 		return plan, err
 	}
-	if plan.Changed {
+	if plan.Changed && dryRun {
+		log.V(1).Info("dry run: would update claim owner references", "status", plan.Status.String())
+	}
+	if plan.Changed && !dryRun {
 		log.V(1).Info("updated claim owner references", "status", plan.Status.String(), "resourceVersion", updated.ResourceVersion)
 		m.event(namespace, &o.Owner, claimName, corev1.EventTypeNormal, ReasonClaimOwnersUpdated,
 			fmt.Sprintf("owner references of PersistentVolumeClaim %s set for policy whenDeleted=%s whenScaled=%s",
@@ -228,6 +239,14 @@ func (m *Manager) SyncClaim(ctx context.Context, namespace string, o Ownership, 
 		return plan, fmt.Errorf("%w: claim %s/%s refers to %s %s uid %s", ErrStaleOwnerReference, namespace, claimName, plan.Found.Kind, plan.Found.Name, plan.Found.UID)
 	}
 	return plan, nil
+}
+
+// SyncOptions are the per-call settings of SyncOwner and SyncClaim; nil
+// means the defaults (no dry run).
+type SyncOptions struct {
+	// DryRun decides on what was read and writes nothing: each plan says
+	// what would be written, and no event is recorded.
+	DryRun bool
 }
 
 // Member is one pod slot of an owner: the pod (zero Ref when it does not
@@ -360,8 +379,9 @@ type ClaimSync struct {
 // pods. Claims are read with one paginated list of scope (or its cache), and
 // only claims that must change are patched. The returned error joins the
 // per-claim errors (conflicting controllers, stale references, failed
-// patches); each is also in its ClaimSync.
-func (m *Manager) SyncOwner(ctx context.Context, scope Scope, owner Ref, policy Policy, members []Member) ([]ClaimSync, error) {
+// patches); each is also in its ClaimSync. With opts.DryRun it reads the
+// same and writes nothing (see SyncClaim); opts nil means no dry run.
+func (m *Manager) SyncOwner(ctx context.Context, scope Scope, owner Ref, policy Policy, members []Member, opts *SyncOptions) ([]ClaimSync, error) {
 	if err := policy.Validate(); err != nil {
 		return nil, err
 	}
@@ -386,7 +406,7 @@ func (m *Manager) SyncOwner(ctx context.Context, scope Scope, owner Ref, policy 
 				out = append(out, ClaimSync{Claim: name, Missing: true})
 				continue
 			}
-			plan, err := m.SyncClaim(ctx, scope.Namespace, o, name, c)
+			plan, err := m.SyncClaim(ctx, scope.Namespace, o, name, c, opts)
 			if apierrors.IsNotFound(err) {
 				out = append(out, ClaimSync{Claim: name, Missing: true})
 				continue
@@ -400,23 +420,61 @@ func (m *Manager) SyncOwner(ctx context.Context, scope Scope, owner Ref, policy 
 	return out, errors.Join(errs...)
 }
 
+// PodClaim names a pod and one claim it mounts, or will mount, in one
+// namespace: the argument of every call about one pod's claim (CheckReuse,
+// MarkUnmounted), so that the pod's and the claim's names, both strings,
+// cannot be given in the wrong order.
+type PodClaim struct {
+	Namespace string
+	Pod       string
+	Claim     string
+}
+
+// validate names the first missing field; pod says whether Pod is required.
+func (pc PodClaim) validate(call string, pod bool) error {
+	switch {
+	case pc.Namespace == "":
+		return fmt.Errorf("%w: %s: PodClaim.Namespace = %q: required", ErrInvalidInput, call, pc.Namespace)
+	case pc.Claim == "":
+		return fmt.Errorf("%w: %s: PodClaim.Claim = %q: required", ErrInvalidInput, call, pc.Claim)
+	case pod && pc.Pod == "":
+		return fmt.Errorf("%w: %s: PodClaim.Pod = %q: required", ErrInvalidInput, call, pc.Pod)
+	}
+	return nil
+}
+
 // ReuseOptions are the per-call settings of CheckReuse; nil means the
 // defaults (no owner, no dry run).
 type ReuseOptions struct {
 	// Owner is the object the pods and claims belong to, when known (see
 	// CheckReuse).
 	Owner *Ref
+	// OwnerLabel, when set, is the key of a label whose value is the name
+	// of the owner a claim belongs to (a set's label, say); it needs Owner.
+	// Claim names are built from parts (template, owner, ordinal) and can
+	// collide across owners: a claim whose OwnerLabel names another owner
+	// is that owner's claim of the same name, and is neither reused,
+	// written to nor deleted: VerdictWait, with a ConflictingController
+	// event on the owner. A claim without the label (made by hand for a
+	// restore, say) is judged as without OwnerLabel.
+	OwnerLabel string
 	// DryRun decides and writes nothing.
 	DryRun bool
 }
 
-// CheckReuse is the check an operator makes before creating pod podName
-// that will mount claimName (see Annotations.Reuse). It reads the claim and:
+// CheckReuse is the check an operator makes before creating pod pc.Pod
+// that will mount claim pc.Claim (see Annotations.Reuse). It reads the claim
+// and:
 //
 //   - VerdictCreate: the claim does not exist;
-//   - VerdictWait: the claim is terminating or belongs to an earlier pod;
-//   - VerdictDeleteFirst: the claim had expired; the version decided on has been
-//     deleted here, with UID and resourceVersion preconditions (an
+//   - VerdictWait: the claim is terminating or belongs to an earlier pod, or
+//     it had expired but some pod of the namespace mounts it (a debug or
+//     backup pod, say, created without CheckReuse): its out-of-date
+//     last-unmounted-on annotation has then been removed;
+//   - VerdictDeleteFirst: the claim had expired and no pod mounts it, as a
+//     fresh list of every pod of the namespace from the API server says (the
+//     rule Collect follows too); the version decided on has been deleted
+//     here, with UID and resourceVersion preconditions (an
 //     ExpiredClaimDeleted event is recorded on the owner when given; if the
 //     claim changed in between, nothing is deleted). Requeue: wait for it
 //     to be gone, then create a fresh one;
@@ -425,18 +483,30 @@ type ReuseOptions struct {
 //     a collector that decided on the earlier version cannot delete it.
 //
 // With opts.Owner given, a claim controlled by another object (neither the
-// owner nor the pod podName) is left as it is: it may be reused, its
+// owner nor the pod pc.Pod) is left as it is: it may be reused, its
 // annotations untouched; expired, it is not deleted but answered VerdictWait, with
 // a ConflictingController event on the owner. A claim that refers to an
-// earlier owner of the same name (another UID) is answered Wait.
+// earlier owner of the same name (another UID) is answered Wait. With
+// opts.OwnerLabel given too, a claim whose label names another owner is
+// that owner's claim of the same name: Wait, and nothing is written or
+// deleted. OwnerLabel without Owner is an error wrapping ErrInvalidInput.
 //
-// With opts.DryRun it decides the same and writes nothing: VerdictDeleteFirst
-// leaves the claim as it is, VerdictReuse leaves its mark, and no event is
-// recorded. opts nil means no owner and no dry run.
-func (m *Manager) CheckReuse(ctx context.Context, namespace, podName, claimName string, opts *ReuseOptions) (ReuseDecision, error) {
+// With opts.DryRun it decides the same (pod list included) and writes
+// nothing: VerdictDeleteFirst leaves the claim as it is, VerdictReuse and
+// VerdictWait leave its mark, and no event is recorded. opts nil means no
+// owner and no dry run. A PodClaim without a namespace, pod or claim name is
+// an error wrapping ErrInvalidInput that names the field.
+func (m *Manager) CheckReuse(ctx context.Context, pc PodClaim, opts *ReuseOptions) (ReuseDecision, error) {
+	if err := pc.validate("CheckReuse", true); err != nil {
+		return ReuseDecision{}, err
+	}
 	if opts == nil {
 		opts = &ReuseOptions{}
 	}
+	if opts.OwnerLabel != "" && opts.Owner == nil {
+		return ReuseDecision{}, fmt.Errorf("%w: CheckReuse: ReuseOptions.OwnerLabel = %q needs ReuseOptions.Owner, whose name the label carries", ErrInvalidInput, opts.OwnerLabel)
+	}
+	namespace, podName, claimName := pc.Namespace, pc.Pod, pc.Claim
 	owner := opts.Owner
 	log := logr.FromContextOrDiscard(ctx).WithValues("claim", claimName, "pod", podName, "dryRun", opts.DryRun)
 	var dec ReuseDecision
@@ -447,6 +517,15 @@ func (m *Manager) CheckReuse(ctx context.Context, namespace, podName, claimName 
 		dec, err = m.ann.Reuse(c, podName, "", m.defaultTTL, m.clock.Now())
 		if err != nil {
 			return nil, err
+		}
+		if other, ok := c.Labels[opts.OwnerLabel]; ok && opts.OwnerLabel != "" && other != owner.Name {
+			dec = ReuseDecision{Verdict: VerdictWait, Reason: fmt.Sprintf(
+				"claim %s belongs to another owner of the same claim name (label %s=%s, not %s): not reused, not deleted",
+				c.Name, opts.OwnerLabel, other, owner.Name)}
+			if !opts.DryRun {
+				m.event(namespace, owner, claimName, corev1.EventTypeWarning, ReasonConflictingController, dec.Reason)
+			}
+			return nil, nil
 		}
 		if stale := staleOwner(c, owner); stale != nil {
 			// The owner was deleted and recreated under its name: the
@@ -481,29 +560,57 @@ func (m *Manager) CheckReuse(ctx context.Context, namespace, podName, claimName 
 	case err != nil:
 		return ReuseDecision{}, err
 	}
-	if dec.Verdict == VerdictDeleteFirst && opts.DryRun {
-		log.Info("dry run: would delete expired claim before reuse", "reason", dec.Reason)
+	if dec.Verdict != VerdictDeleteFirst {
+		return dec, nil
 	}
-	if dec.Verdict == VerdictDeleteFirst && !opts.DryRun {
-		// Delete exactly the version decided on: if it changed since (a
-		// pod re-mounted it, say), the preconditions fail and we wait.
-		uid, rv := decidedOn.UID, decidedOn.ResourceVersion
-		err := m.client.DeleteClaim(ctx, namespace, claimName, metav1.Preconditions{UID: &uid, ResourceVersion: &rv})
-		switch {
-		case err == nil:
-			log.Info("deleted expired claim before reuse", "reason", dec.Reason)
-			m.event(namespace, owner, claimName, corev1.EventTypeNormal, ReasonExpiredClaimDeleted, dec.Reason)
-		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
-			// Gone or changed: the caller waits and checks again.
-		default:
-			return dec, fmt.Errorf("lifecycle: delete expired claim %s/%s: %w", namespace, claimName, err)
+	// The mark says the claim expired; whether it may be deleted now is the
+	// shared rule's answer, on a fresh pod list.
+	u, err := m.ann.Read(decidedOn)
+	if err != nil {
+		return ReuseDecision{}, err
+	}
+	_, mounted, err := m.mayDelete(ctx, namespace, []tracked{{decidedOn, u}}, nil)
+	if err != nil {
+		return ReuseDecision{}, err
+	}
+	if len(mounted) > 0 {
+		dec = ReuseDecision{Verdict: VerdictWait, Reason: m.ann.mountedSkip(mounted[0]).Detail}
+		if opts.DryRun {
+			return dec, nil
 		}
+		removed, err := m.clearStaleMark(ctx, namespace, decidedOn)
+		if err != nil {
+			return dec, err
+		}
+		if removed {
+			dec.Reason += " and was removed"
+		}
+		log.Info("expired claim is mounted: not deleted", "reason", dec.Reason)
+		return dec, nil
+	}
+	if opts.DryRun {
+		log.Info("dry run: would delete expired claim before reuse", "reason", dec.Reason)
+		return dec, nil
+	}
+	// Delete exactly the version decided on: if it changed since (a pod
+	// re-mounted it through CheckReuse, say), the preconditions fail and
+	// we wait.
+	uid, rv := decidedOn.UID, decidedOn.ResourceVersion
+	err = m.client.DeleteClaim(ctx, namespace, claimName, metav1.Preconditions{UID: &uid, ResourceVersion: &rv})
+	switch {
+	case err == nil:
+		log.Info("deleted expired claim before reuse", "reason", dec.Reason)
+		m.event(namespace, owner, claimName, corev1.EventTypeNormal, ReasonExpiredClaimDeleted, dec.Reason)
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		// Gone or changed: the caller waits and checks again.
+	default:
+		return dec, fmt.Errorf("lifecycle: delete expired claim %s/%s: %w", namespace, claimName, err)
 	}
 	return dec, nil
 }
 
-// MarkUnmounted records on the claim that its pod podName is gone: call it
-// after the pod was deleted (from a pod-delete event, however late). It
+// MarkUnmounted records on claim pc.Claim that its pod pc.Pod is gone: call
+// it after the pod was deleted (from a pod-delete event, however late). It
 // decides on a fresh read, never on the event: it reads the claim and lists
 // every pod of the namespace from the API server, and
 //
@@ -518,14 +625,17 @@ func (m *Manager) CheckReuse(ctx context.Context, namespace, podName, claimName 
 // were listed, so a claim changed meanwhile (CheckReuse removing the mark
 // for a new pod) is read and decided again. A claim that does not exist or
 // is being deleted is left alone and is not an error. Each call costs one
-// get, one paginated pod list and at most one patch per attempt.
+// get, one paginated pod list and at most one patch per attempt. pc.Pod may
+// be empty (pod-name is then left as it is); pc.Namespace and pc.Claim are
+// required.
 //
 // unmounted reports that the claim now carries last-unmounted-on (written
 // now or earlier); false when a pod mounts it, or it is gone or going.
-func (m *Manager) MarkUnmounted(ctx context.Context, namespace, claimName, podName string) (unmounted bool, err error) {
-	if namespace == "" || claimName == "" {
-		return false, fmt.Errorf("%w: MarkUnmounted(namespace %q, claim %q): both are required", ErrInvalidInput, namespace, claimName)
+func (m *Manager) MarkUnmounted(ctx context.Context, pc PodClaim) (unmounted bool, err error) {
+	if err := pc.validate("MarkUnmounted", false); err != nil {
+		return false, err
 	}
+	namespace, claimName, podName := pc.Namespace, pc.Claim, pc.Pod
 	now := m.clock.Now()
 	_, err = m.mutate(ctx, namespace, claimName, nil, func(c *corev1.PersistentVolumeClaim) (map[string]any, error) {
 		unmounted = false

@@ -46,13 +46,13 @@ func TestLateUnmountMarkOnRemountedClaimIsNotWrittenClaimKept(t *testing.T) {
 	if err := pods.Delete(ctx, "as-0", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, "as-0", claim.Name, nil)); dec.Verdict != lifecycle.VerdictReuse {
+	if dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, lifecycle.PodClaim{Namespace: ns, Pod: "as-0", Claim: claim.Name}, nil)); dec.Verdict != lifecycle.VerdictReuse {
 		t.Fatalf("reuse at restart: %v %s", dec.Verdict, dec.Reason)
 	}
 	must[*corev1.Pod](t)(pods.Create(ctx, newPod("as-0", "as", claim.Name), metav1.CreateOptions{}))
 
 	// The late work item.
-	if unmounted, err := m.MarkUnmounted(ctx, ns, claim.Name, "as-0"); err != nil || unmounted {
+	if unmounted, err := m.MarkUnmounted(ctx, lifecycle.PodClaim{Namespace: ns, Pod: "as-0", Claim: claim.Name}); err != nil || unmounted {
 		t.Fatalf("late MarkUnmounted: unmounted %v, %v; want false: as-0 mounts the claim again", unmounted, err)
 	}
 	got := must[*corev1.PersistentVolumeClaim](t)(claims.Get(ctx, claim.Name, metav1.GetOptions{}))
@@ -65,7 +65,7 @@ func TestLateUnmountMarkOnRemountedClaimIsNotWrittenClaimKept(t *testing.T) {
 	if err := pods.Delete(ctx, "as-0", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, "as-0", claim.Name, nil))
+	dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, lifecycle.PodClaim{Namespace: ns, Pod: "as-0", Claim: claim.Name}, nil))
 	if dec.Verdict != lifecycle.VerdictReuse {
 		t.Errorf("restart 2h later: %v (%s), want Reuse: the claim was mounted all along", dec.Verdict, dec.Reason)
 	}
@@ -208,7 +208,7 @@ func TestReuseWaitsForClaimOfEarlierOwnerOfSameName(t *testing.T) {
 		later := must[*corev1.ConfigMap](t)(cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}))
 		owner := lifecycle.Ref{APIVersion: "v1", Kind: "ConfigMap", Name: name, UID: later.UID}
 
-		dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, name+"-0", claim.Name, &lifecycle.ReuseOptions{Owner: &owner}))
+		dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, lifecycle.PodClaim{Namespace: ns, Pod: name + "-0", Claim: claim.Name}, &lifecycle.ReuseOptions{Owner: &owner}))
 		if (dec.Verdict == lifecycle.VerdictCreate || strings.Contains(dec.Reason, "is being deleted")) && attempt < 30 {
 			t.Logf("attempt %d: the garbage collector reached the claim first (%v: %s); again", attempt, dec.Verdict, dec.Reason)
 			continue
@@ -218,7 +218,7 @@ func TestReuseWaitsForClaimOfEarlierOwnerOfSameName(t *testing.T) {
 		}
 		// Reusing it would have lost it: the garbage collector deletes it.
 		waitGone(t, env.Client, ns, claim.Name)
-		if dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, name+"-0", claim.Name, &lifecycle.ReuseOptions{Owner: &owner})); dec.Verdict != lifecycle.VerdictCreate {
+		if dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, lifecycle.PodClaim{Namespace: ns, Pod: name + "-0", Claim: claim.Name}, &lifecycle.ReuseOptions{Owner: &owner})); dec.Verdict != lifecycle.VerdictCreate {
 			t.Errorf("after the garbage collector: %v, want Create", dec.Verdict)
 		}
 		return
@@ -235,7 +235,7 @@ func TestCollectRejectsScopeWithoutNamespace(t *testing.T) {
 	if !errors.Is(err, lifecycle.ErrInvalidInput) || !strings.Contains(err.Error(), `Scope.Namespace = ""`) {
 		t.Errorf("Collect without a namespace: %v, want ErrInvalidInput naming Scope.Namespace", err)
 	}
-	_, err = m.SyncOwner(context.Background(), lifecycle.Scope{}, lifecycle.Ref{Kind: "X", Name: "x", UID: "u"}, lifecycle.Policy{}, nil)
+	_, err = m.SyncOwner(context.Background(), lifecycle.Scope{}, lifecycle.Ref{Kind: "X", Name: "x", UID: "u"}, lifecycle.Policy{}, nil, nil)
 	if !errors.Is(err, lifecycle.ErrInvalidInput) {
 		t.Errorf("SyncOwner without a namespace: %v, want ErrInvalidInput", err)
 	}
@@ -302,10 +302,10 @@ func TestCheckReuseDryRunWritesNothing(t *testing.T) {
 		ann.PodNameKey(): "as-1", ann.LastUnmountedKey(): clk.Now().Format(time.RFC3339)}), metav1.CreateOptions{}))
 	dry := &lifecycle.ReuseOptions{Owner: &owner, DryRun: true}
 
-	if dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, "as-0", expired.Name, dry)); dec.Verdict != lifecycle.VerdictDeleteFirst {
+	if dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, lifecycle.PodClaim{Namespace: ns, Pod: "as-0", Claim: expired.Name}, dry)); dec.Verdict != lifecycle.VerdictDeleteFirst {
 		t.Errorf("expired claim, dry run: %v, want DeleteFirst", dec.Verdict)
 	}
-	if dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, "as-1", fresh.Name, dry)); dec.Verdict != lifecycle.VerdictReuse {
+	if dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, lifecycle.PodClaim{Namespace: ns, Pod: "as-1", Claim: fresh.Name}, dry)); dec.Verdict != lifecycle.VerdictReuse {
 		t.Errorf("fresh claim, dry run: %v, want Reuse", dec.Verdict)
 	}
 	for _, c := range []*corev1.PersistentVolumeClaim{expired, fresh} {
@@ -318,7 +318,7 @@ func TestCheckReuseDryRunWritesNothing(t *testing.T) {
 		t.Errorf("dry run recorded %d events", n)
 	}
 	// The same check for real deletes the expired claim.
-	if dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, "as-0", expired.Name, &lifecycle.ReuseOptions{Owner: &owner})); dec.Verdict != lifecycle.VerdictDeleteFirst {
+	if dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, lifecycle.PodClaim{Namespace: ns, Pod: "as-0", Claim: expired.Name}, &lifecycle.ReuseOptions{Owner: &owner})); dec.Verdict != lifecycle.VerdictDeleteFirst {
 		t.Errorf("expired claim: %v, want DeleteFirst", dec.Verdict)
 	}
 	waitGone(t, env.Client, ns, expired.Name)

@@ -65,7 +65,7 @@ func TestSyncClaimRetriesConflictsFromAFreshRead(t *testing.T) {
 	}
 	m := must[*lifecycle.Manager](t)(lifecycle.New(lifecycle.Config{Client: hooks}))
 	policy := must[lifecycle.Policy](t)(lifecycle.DeleteOnScaledownAndOwnerDeletion.Policy())
-	plan, err := m.SyncClaim(ctx, env.Namespace, lifecycle.Ownership{Policy: policy, Owner: owner}, "data-db-0", nil)
+	plan, err := m.SyncClaim(ctx, env.Namespace, lifecycle.Ownership{Policy: policy, Owner: owner}, "data-db-0", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestSyncClaimRetriesConflictsFromAFreshRead(t *testing.T) {
 	}
 	// A second sync has nothing to do: no request that writes.
 	before := hooks.patches
-	if plan, err := m.SyncClaim(ctx, env.Namespace, lifecycle.Ownership{Policy: policy, Owner: owner}, "data-db-0", nil); err != nil || plan.Changed || hooks.patches != before {
+	if plan, err := m.SyncClaim(ctx, env.Namespace, lifecycle.Ownership{Policy: policy, Owner: owner}, "data-db-0", nil, nil); err != nil || plan.Changed || hooks.patches != before {
 		t.Errorf("second sync: %+v %v, patches %d -> %d", plan, err, before, hooks.patches)
 	}
 }
@@ -116,7 +116,7 @@ func TestSyncClaimConflictingControllerAndStaleReference(t *testing.T) {
 	c := newClaim("data-db-0", "db", nil)
 	c.OwnerReferences = []metav1.OwnerReference{ownerReference(owner, false), ownerReference(other, true)}
 	must[*corev1.PersistentVolumeClaim](t)(claims.Create(ctx, c, metav1.CreateOptions{}))
-	plan, err := m.SyncClaim(ctx, ns, lifecycle.Ownership{Policy: policy, Owner: owner}, c.Name, nil)
+	plan, err := m.SyncClaim(ctx, ns, lifecycle.Ownership{Policy: policy, Owner: owner}, c.Name, nil, nil)
 	var ce *lifecycle.ConflictError
 	if !errors.Is(err, lifecycle.ErrConflictingController) || !errors.As(err, &ce) || ce.Controller.UID != other.UID {
 		t.Fatalf("err = %v, want a ConflictError naming %s", err, other.Name)
@@ -154,7 +154,7 @@ func TestSyncClaimConflictingControllerAndStaleReference(t *testing.T) {
 	stale.OwnerReferences = []metav1.OwnerReference{ownerReference(earlier, true)}
 	stale = must[*corev1.PersistentVolumeClaim](t)(claims.Create(ctx, stale, metav1.CreateOptions{}))
 	patches := hooks.patches
-	plan, err = m.SyncClaim(ctx, ns, lifecycle.Ownership{Policy: policy, Owner: owner}, stale.Name, stale)
+	plan, err = m.SyncClaim(ctx, ns, lifecycle.Ownership{Policy: policy, Owner: owner}, stale.Name, stale, nil)
 	if !errors.Is(err, lifecycle.ErrStaleOwnerReference) || plan.Status != lifecycle.PlanStale || plan.Found.UID != earlier.UID {
 		t.Fatalf("stale: %v, %s", err, plan.Status)
 	}

@@ -129,7 +129,7 @@ func TestUnmountTTLFlow(t *testing.T) {
 	if err := pods.Delete(ctx, "as-0", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if unmounted, err := m.MarkUnmounted(ctx, ns, claim.Name, "as-0"); err != nil || !unmounted {
+	if unmounted, err := m.MarkUnmounted(ctx, lifecycle.PodClaim{Namespace: ns, Pod: "as-0", Claim: claim.Name}); err != nil || !unmounted {
 		t.Fatalf("MarkUnmounted: unmounted %v, %v", unmounted, err)
 	}
 	got := must[*corev1.PersistentVolumeClaim](t)(claims.Get(ctx, claim.Name, metav1.GetOptions{}))
@@ -145,7 +145,7 @@ func TestUnmountTTLFlow(t *testing.T) {
 	}
 
 	// Pod recreated within the TTL: the claim is reused, the mark cleared.
-	dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, "as-0", claim.Name, nil))
+	dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, lifecycle.PodClaim{Namespace: ns, Pod: "as-0", Claim: claim.Name}, nil))
 	if dec.Verdict != lifecycle.VerdictReuse {
 		t.Fatalf("reuse within TTL: %v %s", dec.Verdict, dec.Reason)
 	}
@@ -163,7 +163,7 @@ func TestUnmountTTLFlow(t *testing.T) {
 	if err := pods.Delete(ctx, "as-0", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if unmounted, err := m.MarkUnmounted(ctx, ns, claim.Name, "as-0"); err != nil || !unmounted {
+	if unmounted, err := m.MarkUnmounted(ctx, lifecycle.PodClaim{Namespace: ns, Pod: "as-0", Claim: claim.Name}); err != nil || !unmounted {
 		t.Fatalf("MarkUnmounted: unmounted %v, %v", unmounted, err)
 	}
 	clk.Step(59 * time.Minute)
@@ -188,12 +188,12 @@ func TestUnmountTTLFlow(t *testing.T) {
 	old := clk.Now().Add(-3 * time.Hour).Format(time.RFC3339)
 	expired := newClaim("data-as-1", "as", map[string]string{ann.TTLKey(): "1h", ann.PodNameKey(): "as-1", ann.LastUnmountedKey(): old})
 	expired = must[*corev1.PersistentVolumeClaim](t)(claims.Create(ctx, expired, metav1.CreateOptions{}))
-	dec = must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, "as-1", expired.Name, nil))
+	dec = must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, lifecycle.PodClaim{Namespace: ns, Pod: "as-1", Claim: expired.Name}, nil))
 	if dec.Verdict != lifecycle.VerdictDeleteFirst {
 		t.Fatalf("expired claim: %v", dec.Verdict)
 	}
 	waitGone(t, env.Client, ns, expired.Name)
-	if dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, "as-1", expired.Name, nil)); dec.Verdict != lifecycle.VerdictCreate {
+	if dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, lifecycle.PodClaim{Namespace: ns, Pod: "as-1", Claim: expired.Name}, nil)); dec.Verdict != lifecycle.VerdictCreate {
 		t.Fatalf("after deletion: %v", dec.Verdict)
 	}
 }
@@ -325,11 +325,11 @@ func TestCheckReuseLeavesForeignClaims(t *testing.T) {
 	fresh.OwnerReferences = foreign
 	fresh = must[*corev1.PersistentVolumeClaim](t)(claims.Create(ctx, fresh, metav1.CreateOptions{}))
 
-	dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, "as-0", expired.Name, &lifecycle.ReuseOptions{Owner: &owner}))
+	dec := must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, lifecycle.PodClaim{Namespace: ns, Pod: "as-0", Claim: expired.Name}, &lifecycle.ReuseOptions{Owner: &owner}))
 	if dec.Verdict != lifecycle.VerdictWait {
 		t.Errorf("expired foreign claim: %v (%s), want Wait", dec.Verdict, dec.Reason)
 	}
-	dec = must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, "as-1", fresh.Name, &lifecycle.ReuseOptions{Owner: &owner}))
+	dec = must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, lifecycle.PodClaim{Namespace: ns, Pod: "as-1", Claim: fresh.Name}, &lifecycle.ReuseOptions{Owner: &owner}))
 	if dec.Verdict != lifecycle.VerdictReuse {
 		t.Errorf("unexpired foreign claim: %v (%s), want ReuseClaim", dec.Verdict, dec.Reason)
 	}
@@ -348,7 +348,7 @@ func TestCheckReuseLeavesForeignClaims(t *testing.T) {
 
 	// Without an owner to compare with, the check cannot tell: the expired
 	// claim is deleted first, as before.
-	dec = must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, ns, "as-0", expired.Name, nil))
+	dec = must[lifecycle.ReuseDecision](t)(m.CheckReuse(ctx, lifecycle.PodClaim{Namespace: ns, Pod: "as-0", Claim: expired.Name}, nil))
 	if dec.Verdict != lifecycle.VerdictDeleteFirst {
 		t.Errorf("expired claim, no owner given: %v, want DeleteFirst", dec.Verdict)
 	}

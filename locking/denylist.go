@@ -21,6 +21,13 @@ type DenyListEntry struct {
 	Allow bool `json:"allow,omitempty"`
 }
 
+// DenyListOptions adjusts UpdateDenyList; nil means the defaults.
+type DenyListOptions struct {
+	// DryRun makes UpdateDenyList read the deny list and report the entries
+	// it would apply, without writing.
+	DryRun bool
+}
+
 // UpdateDenyList applies a spec's deny list to the store in one transaction,
 // exactly as the FoundationDB operator does: an entry with Allow clears the
 // key <prefix>/denyList/<ID>, an entry without sets it to the ID, and IDs
@@ -28,25 +35,40 @@ type DenyListEntry struct {
 // specs do not fight over the list. To re-admit an instance, list it with
 // Allow until the change has been applied, then drop the entry.
 //
+// It returns the entries that changed the store, in the order given, each
+// ID once: an entry with Allow whose key was present (removed), an entry
+// without Allow whose key was absent or held another value (added). Entries
+// the store already agreed with are left out. With opts.DryRun it returns
+// exactly the entries it would apply, read in one transaction, and writes
+// nothing.
+//
 // An empty ID, or an ID listed twice with different Allow values, is
 // rejected before anything is written. An empty list does nothing and does
 // not touch the backend.
-func (l *Lock) UpdateDenyList(ctx context.Context, entries []DenyListEntry) error {
+func (l *Lock) UpdateDenyList(ctx context.Context, entries []DenyListEntry, opts *DenyListOptions) ([]DenyListEntry, error) {
 	if len(entries) == 0 {
-		return nil
+		return nil, nil
 	}
 	seen := make(map[string]bool, len(entries))
+	unique := make([]DenyListEntry, 0, len(entries))
 	for i, e := range entries {
 		if e.ID == "" {
-			return fmt.Errorf("locking: deny list entries[%d].id is empty", i)
+			return nil, fmt.Errorf("locking: deny list entries[%d].id is empty", i)
 		}
-		if allow, dup := seen[e.ID]; dup && allow != e.Allow {
-			return fmt.Errorf("locking: deny list entries[%d]: id %q is listed both with and without allow", i, e.ID)
+		allow, dup := seen[e.ID]
+		if dup && allow != e.Allow {
+			return nil, fmt.Errorf("locking: deny list entries[%d]: id %q is listed both with and without allow", i, e.ID)
+		}
+		if !dup {
+			unique = append(unique, e)
 		}
 		seen[e.ID] = e.Allow
 	}
+	dryRun := opts != nil && opts.DryRun
+	var changed []DenyListEntry
 	err := l.update(ctx, func(tx Txn) error {
-		for _, e := range entries {
+		changed = changed[:0]
+		for _, e := range unique {
 			key := l.denyKey(e.ID)
 			v, present, err := tx.Get(ctx, key)
 			if err != nil {
@@ -54,21 +76,30 @@ func (l *Lock) UpdateDenyList(ctx context.Context, entries []DenyListEntry) erro
 			}
 			switch {
 			case e.Allow && present:
-				if err := tx.Clear(key); err != nil {
-					return err
+				changed = append(changed, e)
+				if !dryRun {
+					if err := tx.Clear(key); err != nil {
+						return err
+					}
 				}
 			case !e.Allow && (!present || !bytes.Equal(v, []byte(e.ID))):
-				if err := tx.Set(key, []byte(e.ID)); err != nil {
-					return err
+				changed = append(changed, e)
+				if !dryRun {
+					if err := tx.Set(key, []byte(e.ID)); err != nil {
+						return err
+					}
 				}
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("locking: update deny list: %w", err)
+		return nil, fmt.Errorf("locking: update deny list: %w", err)
 	}
-	return nil
+	if len(changed) == 0 {
+		return nil, nil
+	}
+	return changed, nil
 }
 
 // DenyList returns the lock IDs on the deny list, in key order. It reads the
@@ -152,15 +183,61 @@ func (l *Lock) PendingUpgrades(ctx context.Context, version string) (map[string]
 	return pending, nil
 }
 
-// ClearPendingUpgrades removes the pending-upgrade records of every version.
-func (l *Lock) ClearPendingUpgrades(ctx context.Context) error {
+// ClearUpgradesOptions adjusts ClearPendingUpgrades; nil means the
+// defaults.
+type ClearUpgradesOptions struct {
+	// DryRun makes ClearPendingUpgrades list the records it would remove,
+	// without removing them.
+	DryRun bool
+}
+
+// PendingUpgrade is one pending-upgrade record: the key
+// <prefix>/upgrades/<Version>/<key suffix>, whose value is ProcessGroupID.
+type PendingUpgrade struct {
+	// Version is the version part of the key.
+	Version string
+	// ProcessGroupID is the stored value, which the FoundationDB operator
+	// reads (and writes equal to the rest of the key).
+	ProcessGroupID string
+}
+
+// ClearPendingUpgrades removes the pending-upgrade records of every version,
+// in one transaction that clears the whole range without reading it, as the
+// FoundationDB operator does, and returns nil.
+//
+// With opts.DryRun it writes nothing and returns exactly the records the
+// clear would remove now, read in one transaction, ordered by key. (The
+// clear itself does not read them: on etcd every key a writing transaction
+// reads costs a guard, and a large cluster's records would exceed the
+// server's limit on operations per transaction.)
+func (l *Lock) ClearPendingUpgrades(ctx context.Context, opts *ClearUpgradesOptions) ([]PendingUpgrade, error) {
+	prefix := l.key("upgrades", "")
+	if opts != nil && opts.DryRun {
+		var out []PendingUpgrade
+		err := l.update(ctx, func(tx Txn) error {
+			kvs, err := tx.GetPrefix(ctx, prefix)
+			if err != nil {
+				return err
+			}
+			out = make([]PendingUpgrade, 0, len(kvs))
+			for _, kv := range kvs {
+				version, _, _ := strings.Cut(string(kv.Key[len(prefix):]), "/")
+				out = append(out, PendingUpgrade{Version: version, ProcessGroupID: string(kv.Value)})
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("locking: clear pending upgrades (dry run): %w", err)
+		}
+		return out, nil
+	}
 	err := l.update(ctx, func(tx Txn) error {
-		return tx.ClearPrefix(l.key("upgrades", ""))
+		return tx.ClearPrefix(prefix)
 	})
 	if err != nil {
-		return fmt.Errorf("locking: clear pending upgrades: %w", err)
+		return nil, fmt.Errorf("locking: clear pending upgrades: %w", err)
 	}
-	return nil
+	return nil, nil
 }
 
 // validateVersion rejects versions that would make keys ambiguous: version

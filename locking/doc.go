@@ -13,7 +13,7 @@
 //	if errors.As(err, &held) {
 //		return reconcile.Result{RequeueAfter: held.RequeueAfter}, nil
 //	}
-//	defer l.Release(ctx)
+//	defer l.Release(ctx, nil)
 //
 // # What it owns
 //
@@ -43,15 +43,21 @@
 //   - A denied instance fails every Take, even on a free lock or one it
 //     holds. Any other instance may take over a denied holder's lock.
 //   - Release clears the record only if this instance holds it and it has
-//     neither expired nor starts in the future (by this instance's clock).
+//     neither expired nor starts in the future (by this instance's clock),
+//     and returns the record it cleared.
+//   - Every call that removes something has a dry run that decides from the
+//     same reads and writes nothing: Release (ReleaseOptions.DryRun) returns
+//     the record it would clear, UpdateDenyList (DenyListOptions.DryRun) the
+//     entries it would apply, ClearPendingUpgrades
+//     (ClearUpgradesOptions.DryRun) the records it would remove.
 //   - A stored value that is not a valid record is an error wrapping
 //     ErrCorrupt for every operation: never treated as a free lock, never
 //     overwritten.
 //   - A conflicting transaction is retried with fresh reads, at most
-//     Options.MaxAttempts times, so decisions never act on stale reads.
-//   - Uncontended, Take, Release and Holder cost exactly one transaction;
-//     with Options.Disabled, Take and Release cost none.
-//   - Time comes only from Options.Clock.
+//     Config.MaxAttempts times, so decisions never act on stale reads.
+//   - Uncontended, Take, Release and Holder cost exactly one transaction,
+//     a dry run too; with Config.Disabled, Take and Release cost none.
+//   - Time comes only from Config.Clock.
 //
 // # What it does not guarantee
 //
@@ -62,7 +68,7 @@
 //     Duration.
 //   - Clock skew. Instances compare the stored end with their own clocks.
 //     If a contender's clock runs ahead of the holder's by d, it takes the
-//     lock over d early by the holder's clock. Options.ClockSkewTolerance
+//     lock over d early by the holder's clock. Config.ClockSkewTolerance
 //     makes a contender wait that much longer: mutual exclusion holds while
 //     every pair of clocks differs by at most the tolerance, and the holder
 //     acts only until its Lease's End. The default tolerance is zero, which
@@ -74,7 +80,7 @@
 //     and the end second itself is still live, so a lock lasts Duration to
 //     within a second.
 //   - The deny list and upgrade records are data, not locks: their methods
-//     touch the backend even with Options.Disabled.
+//     touch the backend even with Config.Disabled.
 //
 // Deliberate differences from the FoundationDB operator (fdbclient's
 // lock_client.go), where its behaviour looked accidental:
@@ -111,6 +117,11 @@
 //     commit as a success.
 //   - ErrCorrupt, as a *CorruptError: the stored record is invalid; a person
 //     has to look at it. Terminal: do not retry.
+//   - ErrInvalidConfig: New, or a backend's New, was given a configuration
+//     it cannot work with; the error names the field and its value.
+//     Terminal: do not retry.
+//   - ErrTxnDone: a Txn was used after its Update returned, a bug in the
+//     caller of a backend.
 //
 // Other errors come from the backend or from invalid arguments, and say
 // which.

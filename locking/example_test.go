@@ -43,8 +43,12 @@ func Example() {
 	lease, err = dc1.Take(ctx)
 	fmt.Println(lease.Outcome, lease.End.UTC().Format(time.TimeOnly), err)
 
-	fmt.Println("dc2 release:", errors.Is(dc2.Release(ctx), locking.ErrNotHeld))
-	fmt.Println("dc1 release:", dc1.Release(ctx))
+	_, _, err = dc2.Release(ctx, nil)
+	fmt.Println("dc2 release:", errors.Is(err, locking.ErrNotHeld))
+	rec, ok, err := dc1.Release(ctx, &locking.ReleaseOptions{DryRun: true})
+	fmt.Println("dc1 would release:", rec.Holder, ok, err)
+	rec, ok, err = dc1.Release(ctx, nil)
+	fmt.Println("dc1 released:", rec.Holder, ok, err)
 
 	lease, err = dc2.Take(ctx)
 	fmt.Println(lease.Outcome, lease.Holder, err)
@@ -53,7 +57,8 @@ func Example() {
 	// dc2: true dc1 9m1s
 	// Extended 03:15:05 <nil>
 	// dc2 release: true
-	// dc1 release: <nil>
+	// dc1 would release: dc1 true <nil>
+	// dc1 released: dc1 true <nil>
 	// Taken dc2 <nil>
 }
 
@@ -77,18 +82,21 @@ func ExampleLock_Take_takeOver() {
 }
 
 // The deny list follows the spec: Allow clears an entry, its absence changes
-// nothing.
+// nothing. A dry run says what an update would change.
 func ExampleLock_UpdateDenyList() {
 	ctx := context.Background()
 	store := memlock.New()
 	admin, _ := locking.New(locking.Config{Backend: store, LockID: "dc3"})
 	dc1, _ := locking.New(locking.Config{Backend: store, LockID: "dc1"})
 
-	_ = admin.UpdateDenyList(ctx, []locking.DenyListEntry{{ID: "dc1"}, {ID: "dc2"}})
+	_, _ = admin.UpdateDenyList(ctx, []locking.DenyListEntry{{ID: "dc1"}, {ID: "dc2"}}, nil)
 	_, err := dc1.Take(ctx)
 	fmt.Println(errors.Is(err, locking.ErrDenied))
 
-	_ = admin.UpdateDenyList(ctx, []locking.DenyListEntry{{ID: "dc1", Allow: true}})
+	spec := []locking.DenyListEntry{{ID: "dc1", Allow: true}, {ID: "dc2"}}
+	changes, _ := admin.UpdateDenyList(ctx, spec, &locking.DenyListOptions{DryRun: true})
+	fmt.Printf("would change %+v\n", changes)
+	_, _ = admin.UpdateDenyList(ctx, spec, nil)
 	ids, _ := admin.DenyList(ctx)
 	fmt.Println(ids)
 
@@ -96,6 +104,7 @@ func ExampleLock_UpdateDenyList() {
 	fmt.Println(lease.Outcome, err)
 	// Output:
 	// true
+	// would change [{ID:dc1 Allow:true}]
 	// [dc2]
 	// Taken <nil>
 }
@@ -119,10 +128,13 @@ func ExampleLock_AddPendingUpgrades() {
 	sort.Strings(ids)
 	fmt.Println(ids)
 
-	_ = dc1.ClearPendingUpgrades(ctx)
+	wouldClear, _ := dc1.ClearPendingUpgrades(ctx, &locking.ClearUpgradesOptions{DryRun: true})
+	fmt.Println("would clear", wouldClear)
+	_, _ = dc1.ClearPendingUpgrades(ctx, nil)
 	pending, _ = dc2.PendingUpgrades(ctx, "7.3.43")
 	fmt.Println(len(pending))
 	// Output:
 	// [dc1-log-1 dc1-storage-1 dc2-storage-1]
+	// would clear [{7.3.43 dc1-log-1} {7.3.43 dc1-storage-1} {7.3.43 dc2-storage-1}]
 	// 0
 }

@@ -53,8 +53,8 @@ type Config struct {
 	// Clock is the source of the current time; clock.RealClock{} if nil.
 	Clock clock.PassiveClock
 
-	// Disabled makes Take succeed and Release return nil without touching
-	// the backend (the FoundationDB operator's disableLocks), for when the
+	// Disabled makes Take succeed (OutcomeBypassed) and Release return no
+	// record and a nil error without touching the backend (the FoundationDB operator's disableLocks), for when the
 	// database is unavailable. Deny-list and upgrade methods are not
 	// affected; the FoundationDB operator skips them while locks are
 	// disabled, and callers should do the same.
@@ -195,7 +195,7 @@ func (l *Lock) Take(ctx context.Context) (Lease, error) {
 	if l.disabled {
 		return Lease{
 			Record:  Record{Holder: l.id, Start: time.Unix(now.Unix(), 0), End: time.Unix(now.Add(l.policy.duration).Unix(), 0)},
-			Outcome: Bypassed,
+			Outcome: OutcomeBypassed,
 		}, nil
 	}
 	var d takeDecision
@@ -235,7 +235,7 @@ func (l *Lock) Take(ctx context.Context) (Lease, error) {
 		return Lease{}, fmt.Errorf("locking: take lock for %q: %w", l.id, err)
 	}
 	lease := Lease{Record: d.write.public(), Outcome: d.outcome, Previous: d.previous}
-	if d.outcome == Extended {
+	if d.outcome == OutcomeExtended {
 		log.V(1).Info("lock extended", "end", lease.End)
 	} else {
 		log.Info("lock taken", "outcome", d.outcome.String(), "previousHolder", d.previous, "end", lease.End)
@@ -243,22 +243,35 @@ func (l *Lock) Take(ctx context.Context) (Lease, error) {
 	return lease, nil
 }
 
+// ReleaseOptions adjusts Release; nil means the defaults.
+type ReleaseOptions struct {
+	// DryRun makes Release decide exactly as it would, from the same
+	// transaction's reads, and report the record it would clear, without
+	// clearing it.
+	DryRun bool
+}
+
 // Release clears the lock if this instance holds it and the record is
-// neither expired nor starting in the future. If the key is absent it
-// returns nil. Otherwise it leaves the record alone and returns a *HeldError
+// neither expired nor starting in the future, and returns the record it
+// cleared with ok true. If the key is absent it returns ok false and a nil
+// error. Otherwise it leaves the record alone and returns a *HeldError
 // wrapping ErrNotHeld, or an error wrapping ErrCorrupt if the record is not
-// valid. With locking disabled it returns nil without touching the backend.
+// valid. With locking disabled it returns ok false and a nil error without
+// touching the backend.
+//
+// With opts.DryRun it returns exactly what it would return, the record it
+// would clear included, and writes nothing.
 //
 // The FoundationDB operator returns nil when it does not release; we return
 // ErrNotHeld so that a caller learns that its work may not have been
 // exclusive. A denied instance may still release its own live lock.
-func (l *Lock) Release(ctx context.Context) error {
+func (l *Lock) Release(ctx context.Context, opts *ReleaseOptions) (released Record, ok bool, err error) {
 	if l.disabled {
-		return nil
+		return Record{}, false, nil
 	}
-	var released bool
-	err := l.update(ctx, func(tx Txn) error {
-		released = false
+	dryRun := opts != nil && opts.DryRun
+	err = l.update(ctx, func(tx Txn) error {
+		released, ok = Record{}, false
 		cur, err := l.readRecord(ctx, tx)
 		if err != nil || cur == nil {
 			return err
@@ -266,19 +279,22 @@ func (l *Lock) Release(ctx context.Context) error {
 		if err := decideRelease(l.id, *cur, l.clock.Now()); err != nil {
 			return err
 		}
-		released = true
+		released, ok = cur.public(), true
+		if dryRun {
+			return nil
+		}
 		return tx.Clear(l.globalKey())
 	})
 	if err != nil {
 		if errors.Is(err, ErrNotHeld) {
-			return err
+			return Record{}, false, err
 		}
-		return fmt.Errorf("locking: release lock for %q: %w", l.id, err)
+		return Record{}, false, fmt.Errorf("locking: release lock for %q: %w", l.id, err)
 	}
-	if released {
+	if ok && !dryRun {
 		logr.FromContextOrDiscard(ctx).Info("lock released", "lockID", l.id)
 	}
-	return nil
+	return released, ok, nil
 }
 
 // Holder returns the stored lock record, ok == false if there is none. It

@@ -46,7 +46,7 @@ func TestDefaultKeys(t *testing.T) {
 	if want := "\x02dc1\x00\x18\x65\x53\xf1\x00\x18\x65\x53\xf3\x58"; !ok || string(v) != want {
 		t.Fatalf("%q = %q, %v; want %q", prefix+"/global", v, ok, want)
 	}
-	if err := l.UpdateDenyList(ctx, []locking.DenyListEntry{{ID: "dc2"}}); err != nil {
+	if _, err := l.UpdateDenyList(ctx, []locking.DenyListEntry{{ID: "dc2"}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if v, ok := get(t, store, prefix+"/denyList/dc2"); !ok || string(v) != "dc2" {
@@ -83,9 +83,10 @@ func TestTransactionsPerOperation(t *testing.T) {
 			}
 			return nil
 		}, 1},
-		{"release", func() error { return dc1.Release(ctx) }, 1},
+		{"dry-run release", func() error { _, _, err := dc1.Release(ctx, &locking.ReleaseOptions{DryRun: true}); return err }, 1},
+		{"release", func() error { _, _, err := dc1.Release(ctx, nil); return err }, 1},
 		{"disabled take", func() error { _, err := off.Take(ctx); return err }, 0},
-		{"disabled release", func() error { return off.Release(ctx) }, 0},
+		{"disabled release", func() error { _, _, err := off.Release(ctx, nil); return err }, 0},
 		{"holder", func() error { _, _, err := dc1.Holder(ctx); return err }, 1},
 	}
 	for _, s := range steps {

@@ -77,29 +77,43 @@ func clone(b []byte) []byte {
 type Outcome int
 
 const (
-	// Taken: the lock was free, or held by this instance but expired; the
-	// record starts now.
-	Taken Outcome = iota + 1
-	// Extended: this instance held a live lock; its end moved to now plus
-	// the duration (earlier than before, if the duration was shortened) and
-	// its start stayed.
-	Extended
-	// TakenOver: another instance's lock had expired or its holder is on the
-	// deny list; the record now names this instance and starts now.
-	TakenOver
-	// Bypassed: locking is disabled; nothing was read or written.
-	Bypassed
+	// OutcomeTaken: the lock was free, or held by this instance but
+	// expired; the record starts now.
+	OutcomeTaken Outcome = iota + 1
+	// OutcomeExtended: this instance held a live lock; its end moved to now
+	// plus the duration (earlier than before, if the duration was
+	// shortened) and its start stayed.
+	OutcomeExtended
+	// OutcomeTakenOver: another instance's lock had expired or its holder
+	// is on the deny list; the record now names this instance and starts
+	// now.
+	OutcomeTakenOver
+	// OutcomeBypassed: locking is disabled; nothing was read or written.
+	OutcomeBypassed
+)
+
+// The outcomes' former names, kept so that code written against them still
+// compiles.
+const (
+	// Deprecated: use OutcomeTaken.
+	Taken = OutcomeTaken
+	// Deprecated: use OutcomeExtended.
+	Extended = OutcomeExtended
+	// Deprecated: use OutcomeTakenOver.
+	TakenOver = OutcomeTakenOver
+	// Deprecated: use OutcomeBypassed.
+	Bypassed = OutcomeBypassed
 )
 
 func (o Outcome) String() string {
 	switch o {
-	case Taken:
+	case OutcomeTaken:
 		return "Taken"
-	case Extended:
+	case OutcomeExtended:
 		return "Extended"
-	case TakenOver:
+	case OutcomeTakenOver:
 		return "TakenOver"
-	case Bypassed:
+	case OutcomeBypassed:
 		return "Bypassed"
 	}
 	return fmt.Sprintf("Outcome(%d)", int(o))
@@ -149,21 +163,21 @@ func decideTake(s takeState, now time.Time, p policy) takeDecision {
 	cur := s.current
 	switch {
 	case cur == nil:
-		return takeDecision{write: fresh, outcome: Taken}
+		return takeDecision{write: fresh, outcome: OutcomeTaken}
 	case cur.holder == s.self && !expired(*cur, now):
 		return takeDecision{
 			write:   record{holder: s.self, start: cur.start, end: fresh.end},
-			outcome: Extended,
+			outcome: OutcomeExtended,
 		}
 	case cur.holder == s.self:
 		// Our own lapsed lock: nobody took it meanwhile, but we did not hold
 		// it either, so it starts afresh.
-		return takeDecision{write: fresh, outcome: Taken}
+		return takeDecision{write: fresh, outcome: OutcomeTaken}
 	case s.holderDenied || expiredForOthers(*cur, now, p.skew):
 		// Take-over starts a new record. The FoundationDB operator keeps the
 		// previous holder's start here, which makes the start of a record
 		// mean nothing; we record when this holder's tenure began.
-		return takeDecision{write: fresh, outcome: TakenOver, previous: cur.holder}
+		return takeDecision{write: fresh, outcome: OutcomeTakenOver, previous: cur.holder}
 	default:
 		return takeDecision{err: &HeldError{
 			LockID:       s.self,

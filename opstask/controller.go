@@ -30,8 +30,14 @@ const (
 	DefaultRetryInterval = 5 * time.Second
 )
 
+// NoSettle is the Config.Settle of a store where creation order is visible at
+// once (memstore): tasks are started as soon as they are seen. It is the
+// only negative Settle New accepts.
+const NoSettle time.Duration = -1
+
 // Config configures a Controller. Zero fields take the defaults above; New
-// rejects negative durations and counts, naming the field.
+// rejects negative durations and counts (except Settle's NoSettle), with an
+// error wrapping ErrInvalidConfig that names the field and its value.
 type Config struct {
 	// Store holds the tasks. Required.
 	Store Store
@@ -58,15 +64,24 @@ type Config struct {
 	// may go without a write before another controller takes its execution
 	// (or cleanup) over. The controller running it renews every
 	// LeaseDuration/3, bounds each write by 2/3 of it, and stops its
-	// executor (or Kind.Cleanup) when no write confirmed its claim for 2/3
+	// executor (or Handler.Cleanup) when no write confirmed its claim for 2/3
 	// of it.
 	LeaseDuration time.Duration
 	// Settle is how long after a task's creation second ends the
 	// controller waits before starting it, so that a task created at the
 	// same time, which sorts before it, is seen first (creation timestamps
-	// have a resolution of one second). Negative means no wait, for stores
-	// where creation order is immediately visible (in memory).
+	// have a resolution of one second). NoSettle means no wait, for stores
+	// where creation order is immediately visible (in memory); any other
+	// negative value is refused.
 	Settle time.Duration
+	// ClockSkewTolerance is how much longer than its TTL a finished task
+	// is kept before its cleanup and deletion: the finish time was read on
+	// the clock of the controller that finished the task, and the TTL is
+	// judged on the clock of the one that deletes it. A controller whose
+	// clock is ahead of the finishing one's by at most the tolerance never
+	// deletes a task early. Zero, the default, assumes the clocks agree
+	// (NTP). Must not be negative.
+	ClockSkewTolerance time.Duration
 	// ResyncPeriod bounds the time between two reads of the whole store.
 	ResyncPeriod time.Duration
 	// RetryInterval is the wait after a transient error (a store error, a
@@ -93,7 +108,53 @@ type Controller struct {
 	// withoutKind holds the UIDs of expired tasks this controller leaves
 	// alone because it lacks their kind, so that each is logged once.
 	withoutKind map[string]bool
-	wg          sync.WaitGroup
+	// metricTargets holds the targets whose metric series this controller
+	// recorded, each with the number of the last recording (metricSeq
+	// counts them), so that a Sync deletes the series of a target left
+	// without tasks, and only those recorded before its List.
+	metricTargets map[metricTarget]uint64
+	metricSeq     uint64
+	wg            sync.WaitGroup
+}
+
+// metricTarget names a target's metric series: its namespace and name.
+type metricTarget struct{ namespace, target string }
+
+// recordFinished records a task that reached a final state in the metrics,
+// and remembers its target so that its series can be deleted when the
+// target has no task left.
+func (c *Controller) recordFinished(t *Task) {
+	if c.cfg.Metrics == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.metricSeq++
+	c.metricTargets[metricTarget{t.Namespace, t.Spec.Target}] = c.metricSeq
+	c.cfg.Metrics.finished(t)
+}
+
+// forgetMetricTargets deletes the metric series of the targets that have no
+// task in tasks, read by a List that began after recording number seq:
+// without tasks, a target's series would stay for the life of the process,
+// one set per target ever seen. A target recorded after the List began may
+// have a task the List missed, and is left for the next Sync.
+func (c *Controller) forgetMetricTargets(tasks []*Task, seq uint64) {
+	if c.cfg.Metrics == nil {
+		return
+	}
+	live := make(map[metricTarget]bool, len(tasks))
+	for _, t := range tasks {
+		live[metricTarget{t.Namespace, t.Spec.Target}] = true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for mt, at := range c.metricTargets {
+		if !live[mt] && at <= seq {
+			delete(c.metricTargets, mt)
+			c.cfg.Metrics.forget(mt.namespace, mt.target)
+		}
+	}
 }
 
 // observation is when this controller first saw a task claimed by another
@@ -142,8 +203,14 @@ func New(cfg Config) (*Controller, error) {
 			*d.v = d.def
 		}
 	}
-	if cfg.Settle == 0 {
+	switch {
+	case cfg.Settle == 0:
 		cfg.Settle = DefaultSettle
+	case cfg.Settle < 0 && cfg.Settle != NoSettle:
+		return nil, fmt.Errorf("%w: Config.Settle = %s: must not be negative (NoSettle turns the wait off)", ErrInvalidConfig, cfg.Settle)
+	}
+	if cfg.ClockSkewTolerance < 0 {
+		return nil, fmt.Errorf("%w: Config.ClockSkewTolerance = %s: must not be negative", ErrInvalidConfig, cfg.ClockSkewTolerance)
 	}
 	if cfg.MaxConcurrent < 0 {
 		return nil, fmt.Errorf("%w: Config.MaxConcurrent = %d: must not be negative", ErrInvalidConfig, cfg.MaxConcurrent)
@@ -155,12 +222,13 @@ func New(cfg Config) (*Controller, error) {
 		cfg.Clock = clock.RealClock{}
 	}
 	return &Controller{
-		cfg:      cfg,
-		kinds:    kinds,
-		trigger:  make(chan struct{}, 1),
-		running:  map[string]*runner{},
-		observed: map[string]observation{},
-		returned: map[string]string{},
+		cfg:           cfg,
+		kinds:         kinds,
+		trigger:       make(chan struct{}, 1),
+		running:       map[string]*runner{},
+		observed:      map[string]observation{},
+		returned:      map[string]string{},
+		metricTargets: map[metricTarget]uint64{},
 	}, nil
 }
 
@@ -236,10 +304,14 @@ func (c *Controller) notify() {
 // because of time alone (0: none), and the first error. Run calls it; it is
 // exported for tests and for callers with their own loop.
 func (c *Controller) Sync(ctx context.Context) (time.Duration, error) {
+	c.mu.Lock()
+	seq := c.metricSeq
+	c.mu.Unlock()
 	tasks, err := c.cfg.Store.List(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("opstask: list tasks: %w", err)
 	}
+	c.forgetMetricTargets(tasks, seq)
 	now := c.cfg.Clock.Now()
 	var (
 		next time.Time
@@ -592,7 +664,7 @@ func (c *Controller) reject(ctx context.Context, t *Task, now time.Time, code Er
 		return fmt.Errorf("opstask: reject task %s: %w", t.Key(), err)
 	}
 	logr.FromContextOrDiscard(ctx).Info("opstask task rejected", "task", t.Key(), "code", code, "reason", msg)
-	c.cfg.Metrics.finished(t)
+	c.recordFinished(t)
 	return nil
 }
 
@@ -750,7 +822,7 @@ func (c *Controller) checkForeign(ctx context.Context, t *Task, now time.Time) (
 			return time.Time{}, fmt.Errorf("opstask: fail interrupted task %s: %w", t.Key(), err)
 		}
 		logr.FromContextOrDiscard(ctx).Info("opstask interrupted task failed", "task", t.Key(), "previousRun", prev, "reason", fail.Error())
-		c.cfg.Metrics.finished(t)
+		c.recordFinished(t)
 		c.notify()
 		return time.Time{}, nil
 	}
@@ -804,10 +876,10 @@ type Expired struct {
 	// TTL is the time-to-live that applied: spec.ttlSecondsAfterFinished or
 	// Config.DefaultTTL.
 	TTL time.Duration
-	// At is when the TTL ran out: TTL after the end of the second
-	// FinishedAt falls in (timestamps in Kubernetes are truncated to the
-	// second, so the task may have finished up to a second after
-	// FinishedAt).
+	// At is when the TTL ran out: TTL plus Config.ClockSkewTolerance after
+	// the end of the second FinishedAt falls in (timestamps in Kubernetes
+	// are truncated to the second, so the task may have finished up to a
+	// second after FinishedAt).
 	At time.Time
 }
 
@@ -859,10 +931,12 @@ func (c *Controller) expiry(t *Task, now time.Time) (*Expired, time.Time, error)
 	// Kubernetes truncates timestamps to the second: a task stamped
 	// 10:00:00 may have finished at 10:00:00.9. Counting from the end of
 	// the second makes the TTL never run out early (and up to a second
-	// late).
+	// late). The tolerance covers a clock ahead of the finishing one's.
 	var res retention.Result
-	items := []retention.Item{{ID: t.Key(), Time: finished.Truncate(time.Second).Add(time.Second)}}
-	if err := retention.Evaluate(retention.TTL{After: ttl}, now, items, &res); err != nil {
+	items := []retention.Item{{ID: t.Key(), Time: finished.Truncate(time.Second).Add(time.Second + c.cfg.ClockSkewTolerance)}}
+	// A task is not a backup, and is judged alone: no guard keeps it.
+	alone := retention.Options{AllowDeleteNewest: true}
+	if err := alone.Evaluate(retention.TTL{After: ttl}, now, items, &res); err != nil {
 		return nil, time.Time{}, err
 	}
 	if res.Decisions[0].Keep {
@@ -874,7 +948,7 @@ func (c *Controller) expiry(t *Task, now time.Time) (*Expired, time.Time, error)
 // cleanup deletes a finished task whose TTL ran out, after the kind's
 // cleanup, and otherwise returns when it runs out. A cleanup is claimed like
 // an execution: lastOperation Cleanup/InProgress with this controller's run
-// ID, renewed through a lease (see lease) while Kind.Cleanup runs, so that
+// ID, renewed through a lease (see lease) while Handler.Cleanup runs, so that
 // of several controllers only one runs a task's cleanup at a time. Another
 // controller's claim is taken over only when nobody wrote the task for
 // LeaseDuration.

@@ -64,7 +64,7 @@ func (w *world) controller(cfg opstask.Config) *opstask.Controller {
 	cfg.Store = w.store
 	cfg.Clock = w.clock
 	if cfg.Settle == 0 {
-		cfg.Settle = -1
+		cfg.Settle = opstask.NoSettle
 	}
 	c, err := opstask.New(cfg)
 	if err != nil {
@@ -607,6 +607,136 @@ func TestTTLNeverEarlyForATruncatedFinishTime(t *testing.T) {
 		}
 		if len(dry) == 0 == !step.kept {
 			t.Errorf("%s: dry run listed %d tasks", step.name, len(dry))
+		}
+	}
+}
+
+// Config says negative durations are refused, naming the field and the
+// value; a negative Settle other than NoSettle was accepted and meant "no
+// wait". NoSettle (-1ns, what callers wrote as Settle: -1) is still
+// accepted.
+func TestNegativeSettleIsRefused(t *testing.T) {
+	ok := opstask.Handler{Name: "a", Executor: opstask.ExecutorFunc(func(context.Context, *opstask.Run) error { return nil })}
+	_, err := opstask.New(opstask.Config{Store: memstore.New(nil), Handlers: []opstask.Handler{ok}, Settle: -2 * time.Second})
+	if !errors.Is(err, opstask.ErrInvalidConfig) || !strings.Contains(err.Error(), "Config.Settle = -2s") {
+		t.Fatalf("New with Settle -2s = %v, want ErrInvalidConfig naming Config.Settle = -2s", err)
+	}
+	if _, err := opstask.New(opstask.Config{Store: memstore.New(nil), Handlers: []opstask.Handler{ok}, Settle: opstask.NoSettle}); err != nil {
+		t.Fatalf("New with NoSettle = %v", err)
+	}
+	_, err = opstask.New(opstask.Config{Store: memstore.New(nil), Handlers: []opstask.Handler{ok}, ClockSkewTolerance: -time.Second})
+	if !errors.Is(err, opstask.ErrInvalidConfig) || !strings.Contains(err.Error(), "Config.ClockSkewTolerance = -1s") {
+		t.Fatalf("New with ClockSkewTolerance -1s = %v, want ErrInvalidConfig naming it", err)
+	}
+}
+
+// A controller whose clock runs ahead of the finishing controller's by d
+// judged the TTL d early. With Config.ClockSkewTolerance the task is kept
+// that much longer, and Sync and DryRun agree on the instant.
+func TestTTLWaitsForTheClockSkewTolerance(t *testing.T) {
+	w := newWorld(t)
+	nop := opstask.ExecutorFunc(func(context.Context, *opstask.Run) error { return nil })
+	c := w.controller(opstask.Config{ClockSkewTolerance: 10 * time.Second, Handlers: []opstask.Handler{{Name: "job", Executor: nop}}})
+	ttl := int32(60)
+	finished := t0.Add(time.Hour)
+	status := opstask.Status{State: opstask.TaskStateSucceeded, StartedAt: metaTime(finished), LastTransitionTime: metaTime(finished),
+		LastOperation: &opstask.LastOperation{Type: opstask.LastOperationTypeExecution, State: opstask.LastOperationStateCompleted, RunID: "run-1"}}
+	if _, err := w.store.Create(t.Context(), &opstask.Task{Namespace: "ns", Name: "done", Status: status,
+		Spec: opstask.Spec{Config: map[string]json.RawMessage{"job": json.RawMessage(`{}`)}, TTLSecondsAfterFinished: &ttl}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		name    string
+		at      time.Duration // after the stamped finish
+		kept    bool
+		requeue time.Duration
+	}{
+		{"end of the finish second plus TTL: kept for the tolerance", 61 * time.Second, true, 10 * time.Second},
+		{"1ns before the tolerance runs out: kept", 71*time.Second - time.Nanosecond, true, time.Nanosecond},
+		{"TTL plus tolerance: deleted", 71 * time.Second, false, 0},
+	} {
+		w.clock.SetTime(finished.Add(step.at))
+		dry, err := c.DryRun(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !step.kept && (len(dry) != 1 || !dry[0].At.Equal(finished.Add(71*time.Second))) {
+			t.Errorf("%s: dry run %+v, want the task expiring at finish + 71s", step.name, dry)
+		}
+		if d := w.sync(t.Context(), c); d != step.requeue {
+			t.Errorf("%s: requeue after %s, want %s", step.name, d, step.requeue)
+		}
+		_, err = w.store.Get(t.Context(), "ns", "done")
+		if kept := err == nil; kept != step.kept {
+			t.Fatalf("%s: task kept = %v (%v)", step.name, kept, err)
+		}
+		if step.kept && len(dry) != 0 {
+			t.Errorf("%s: dry run listed %d tasks", step.name, len(dry))
+		}
+	}
+}
+
+// The per-target series of the task metrics were never deleted: every
+// target ever seen kept its series for the life of the process. Now a
+// target's series go once it has no task left.
+func TestMetricSeriesOfATargetWithoutTasksAreDeleted(t *testing.T) {
+	w := newWorld(t)
+	reg := prometheus.NewRegistry()
+	m, err := opstask.NewMetrics(opstask.MetricsConfig{Registerer: reg, TargetLabel: "etcd", NamespaceLabel: "etcd_namespace"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nop := opstask.ExecutorFunc(func(context.Context, *opstask.Run) error { return nil })
+	c := w.controller(opstask.Config{DefaultTTL: time.Hour, Metrics: m, Handlers: []opstask.Handler{{Name: "job", Executor: nop}}})
+	w.create("short", "etcd-a", map[string]any{"job": map[string]any{}})
+	w.sync(t.Context(), c)
+	w.waitState("short", opstask.TaskStateSucceeded)
+	w.clock.Step(30 * time.Minute)
+	w.create("later", "etcd-b", map[string]any{"job": map[string]any{}})
+	w.sync(t.Context(), c)
+	w.waitState("later", opstask.TaskStateSucceeded)
+	series := func() int {
+		return testutil.CollectAndCount(reg, "operator_tasks_total", "operator_task_duration_seconds")
+	}
+	if n := series(); n != 4 {
+		t.Fatalf("%d series, want 4 (two metrics, two targets)", n)
+	}
+	// etcd-a's task runs out of TTL and is deleted; the next Sync finds the
+	// target without tasks.
+	w.clock.Step(31 * time.Minute)
+	w.sync(t.Context(), c)
+	if _, err := w.store.Get(t.Context(), "ns", "short"); !errors.Is(err, opstask.ErrNotFound) {
+		t.Fatalf("short not deleted after its TTL: %v", err)
+	}
+	w.sync(t.Context(), c)
+	want := `# HELP operator_tasks_total Tasks that reached a final state, by type, final state and target.
+# TYPE operator_tasks_total counter
+operator_tasks_total{etcd="etcd-b",etcd_namespace="ns",state="Succeeded",type="job"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "operator_tasks_total"); err != nil {
+		t.Error(err)
+	}
+	if n := series(); n != 2 {
+		t.Fatalf("%d series after etcd-a lost its last task, want 2 (etcd-b's)", n)
+	}
+}
+
+// NewMetrics refuses what would panic or fail later without naming the
+// field: buckets out of order (the histogram panicked at the first finished
+// task) and target labels that repeat another label.
+func TestNewMetricsRefusesBadConfig(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  opstask.MetricsConfig
+		want string
+	}{
+		{opstask.MetricsConfig{Buckets: []float64{2, 1}}, "MetricsConfig.Buckets = [2 1]"},
+		{opstask.MetricsConfig{TargetLabel: "state"}, `MetricsConfig.TargetLabel = "state"`},
+		{opstask.MetricsConfig{TargetLabel: "etcd", NamespaceLabel: "etcd"}, `MetricsConfig.TargetLabel = "etcd"`},
+	} {
+		tc.cfg.Registerer = prometheus.NewRegistry()
+		_, err := opstask.NewMetrics(tc.cfg)
+		if !errors.Is(err, opstask.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("NewMetrics(%+v) = %v, want ErrInvalidConfig naming %s", tc.cfg, err, tc.want)
 		}
 	}
 }

@@ -42,7 +42,7 @@
 //
 //   - rejects, wherever they are in the queue, tasks whose config does not
 //     have exactly one member or names an unregistered kind (InvalidSpec), and
-//     duplicates: tasks of the same kind and duplicate key (Kind.DuplicateKey;
+//     duplicates: tasks of the same kind and duplicate key (Handler.DuplicateKey;
 //     by default the whole config) as an earlier task that is still Pending or
 //     InProgress (DuplicateTask). etcd-druid rejects every task while another
 //     task of the same etcd is unfinished; here different work waits its turn;
@@ -107,8 +107,8 @@
 //     executors and leaves their tasks InProgress, untouched, for takeover:
 //     shutting down is not a failure.
 //   - A finished task is deleted when ttlSecondsAfterFinished (or
-//     Config.DefaultTTL, 1h) has passed since the end of the second of its
-//     lastTransitionTime — decided by the retention package — after the
+//     Config.DefaultTTL, 1h), plus Config.ClockSkewTolerance, has passed
+//     since the end of the second of its lastTransitionTime — decided by the retention package — after the
 //     kind's Cleanup succeeded, with UID and resourceVersion preconditions.
 //     Kubernetes truncates lastTransitionTime to the second, so counting
 //     from the end of that second makes the TTL never run out early on the
@@ -125,12 +125,15 @@
 //   - A cleanup runs once at a time across controllers: it is claimed like
 //     an execution (lastOperation Cleanup/InProgress with the run's ID,
 //     written guarded by the resourceVersion), renewed every LeaseDuration/3
-//     with the same deadlines and watchdog, and Kind.Cleanup's context is
+//     with the same deadlines and watchdog, and Handler.Cleanup's context is
 //     canceled with cause ErrLostClaim when the claim is lost. Another
 //     controller takes a cleanup over only when nobody wrote the task for
 //     LeaseDuration (a controller stopped mid-cleanup leaves its claim to
 //     lapse); the delete that follows a cleanup is guarded by the
 //     resourceVersion of the claim's last write.
+//   - Metric series are bounded by the targets that have tasks: a target's
+//     series are deleted by the first Sync that finds none of its tasks
+//     left in the store.
 //   - LastErrors holds at most MaxLastErrors (10) entries, the newest; the
 //     generated CRD says the same (a test checks the two agree).
 //   - Writes per task: one status write per state after Pending, the hold
@@ -144,7 +147,7 @@
 // It does not guarantee:
 //
 //   - fencing of side effects. The lease only stops this controller's
-//     executor (or Kind.Cleanup) a third of the lease before another
+//     executor (or Handler.Cleanup) a third of the lease before another
 //     controller may take over. What that does not cover: one that does not
 //     honor its canceled context (or a side effect already sent when it is
 //     canceled) may still act while another controller resumes the task; a
@@ -170,17 +173,20 @@
 //   - queue order for a task that becomes visible later than Settle after
 //     its creation second (a slow API server, or a controller clock behind the
 //     API server's by more than Settle): it runs after tasks that started
-//     before it appeared. With Settle negative (for stores where creation is
-//     immediately visible, as memstore), tasks are started as soon as seen.
+//     before it appeared. With Settle set to NoSettle (for stores where
+//     creation is immediately visible, as memstore), tasks are started as
+//     soon as seen.
 //   - that an executor which ignores its canceled context after a timeout
 //     stops: the task is failed LeaseDuration after the timeout anyway and the
 //     next task of its target may start.
 //   - a TTL measured on one clock. lastTransitionTime comes from the clock
 //     of the controller that finished the task and is compared with the
 //     clock of the one that deletes it: a controller whose clock is ahead
-//     by d deletes tasks d early. The controllers' clocks are assumed to
-//     agree (NTP); a TTL that must not be early by even that should be
-//     longer by the worst skew.
+//     by d deletes tasks d early when d is more than
+//     Config.ClockSkewTolerance, which keeps every finished task that much
+//     longer (zero by default: the clocks are assumed to agree, as with
+//     NTP; an early deletion removes a finished task's record, never a
+//     running task).
 //   - exactly-once execution: a Resumable kind may be executed again after a
 //     takeover, which is why it must be idempotent.
 //   - metric durations finer than a second after a takeover: times come back
@@ -200,8 +206,8 @@
 // Errors wrap sentinels, tested with errors.Is: ErrIllegalTransition (a
 // *TransitionError), ErrConflict and ErrNotFound (from stores),
 // ErrInvalidSpec (a task's spec; it is rejected, never retried),
-// ErrInvalidConfig (Config or Kind given to New; the message names the
-// field), ErrUnmet (a precondition that rejects, from Unmet), and the
+// ErrInvalidConfig (Config or a Handler given to New, or MetricsConfig given
+// to NewMetrics; the message names the field and its value), ErrUnmet (a precondition that rejects, from Unmet), and the
 // causes of a canceled executor context: ErrTimeout, ErrLostClaim and
 // ErrDeleted. ErrInterrupted is recorded for an execution that could not be
 // resumed. Executors and

@@ -23,7 +23,7 @@ var (
 	// Such a task is rejected with code InvalidSpec; retrying does not help.
 	ErrInvalidSpec = errors.New("opstask: invalid task spec")
 
-	// ErrInvalidConfig means the Controller's Config or a Kind is unusable;
+	// ErrInvalidConfig means the Controller's Config or a Handler is unusable;
 	// the error names the field and its value.
 	ErrInvalidConfig = errors.New("opstask: invalid configuration")
 
@@ -36,7 +36,7 @@ var (
 	// Interrupted.
 	ErrInterrupted = errors.New("opstask: task execution interrupted and kind cannot resume")
 
-	// ErrLostClaim is the cause of an executor's (or a Kind.Cleanup's)
+	// ErrLostClaim is the cause of an executor's (or a Handler.Cleanup's)
 	// context canceled because this controller no longer owns the execution
 	// (or the cleanup): another controller took it over, or no write
 	// confirmed the claim within 2/3 of the lease.

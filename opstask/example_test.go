@@ -50,7 +50,7 @@ func Example() {
 			return opstask.Unmet("QuorumPresent", t.Spec.Target+" has quorum")
 		})},
 	}
-	c, err := opstask.New(opstask.Config{Store: store, Handlers: []opstask.Handler{snapshot, recovery}, Settle: -1})
+	c, err := opstask.New(opstask.Config{Store: store, Handlers: []opstask.Handler{snapshot, recovery}, Settle: opstask.NoSettle})
 	if err != nil {
 		panic(err)
 	}

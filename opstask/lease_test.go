@@ -105,7 +105,7 @@ func TestHungWriteInTheLeaseLoop(t *testing.T) {
 				return context.Cause(ctx)
 			})
 			kinds := []opstask.Handler{{Name: "copy", Executor: exec, Resumable: true}}
-			a, err := opstask.New(opstask.Config{Store: hs, Clock: w.clock, Identity: "a", LeaseDuration: lease, Settle: -1, Handlers: kinds})
+			a, err := opstask.New(opstask.Config{Store: hs, Clock: w.clock, Identity: "a", LeaseDuration: lease, Settle: opstask.NoSettle, Handlers: kinds})
 			if err != nil {
 				t.Fatal(err)
 			}

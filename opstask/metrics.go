@@ -21,8 +21,8 @@ type MetricsConfig struct {
 	// and namespace; DEP-05 uses "etcd" and "etcd_namespace". Defaults:
 	// "target" and "target_namespace".
 	TargetLabel, NamespaceLabel string
-	// Buckets of the duration histogram, in seconds. Default: 1s to about
-	// 4.5h, exponential.
+	// Buckets of the duration histogram, in seconds, in increasing order.
+	// Default: 1s to about 4.5h, exponential.
 	Buckets []float64
 }
 
@@ -31,7 +31,13 @@ type MetricsConfig struct {
 // startedAt to the final state, and <prefix>operator_tasks_total, a counter
 // of tasks that reached a final state, both labelled by type (the kind),
 // state, target and target namespace. A task rejected at admission counts
-// with a duration of zero.
+// with a duration of zero. A target's series are deleted by the first Sync
+// that finds no task of the target left in the store (its last task was
+// deleted after its TTL), so the number of series follows the targets that
+// have tasks, not every target ever seen; a counter of a target that gets
+// tasks again starts from zero, which Prometheus's rate and increase read
+// as a new series. One Metrics serves one Controller: a Controller deletes
+// only the series it recorded.
 //
 // <prefix>operator_expired_tasks_without_kind, a gauge by type, counts the
 // finished tasks past their TTL that the controller leaves alone, neither
@@ -41,6 +47,8 @@ type Metrics struct {
 	duration    *prometheus.HistogramVec
 	total       *prometheus.CounterVec
 	withoutKind *prometheus.GaugeVec
+	// targetLabel and namespaceLabel are the label names of a target.
+	targetLabel, namespaceLabel string
 }
 
 // NewMetrics validates cfg, creates the metrics and registers them on
@@ -60,8 +68,23 @@ func NewMetrics(cfg MetricsConfig) (*Metrics, error) {
 	if o.Buckets == nil {
 		o.Buckets = prometheus.ExponentialBuckets(1, 2, 15)
 	}
+	// The histogram would panic on its first observation.
+	for i := 1; i < len(o.Buckets); i++ {
+		if !(o.Buckets[i-1] < o.Buckets[i]) {
+			return nil, fmt.Errorf("%w: MetricsConfig.Buckets = %v: must be in increasing order", ErrInvalidConfig, cfg.Buckets)
+		}
+	}
+	// Labels that repeat one another make registration fail with an error
+	// that does not say which field.
+	for _, l := range []struct{ field, v string }{{"TargetLabel", o.TargetLabel}, {"NamespaceLabel", o.NamespaceLabel}} {
+		if l.v == "type" || l.v == "state" || o.TargetLabel == o.NamespaceLabel {
+			return nil, fmt.Errorf("%w: MetricsConfig.%s = %q: must differ from \"type\", \"state\" and the other target label", ErrInvalidConfig, l.field, l.v)
+		}
+	}
 	labels := []string{"type", "state", o.TargetLabel, o.NamespaceLabel}
 	m := &Metrics{
+		targetLabel:    o.TargetLabel,
+		namespaceLabel: o.NamespaceLabel,
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    o.Prefix + "operator_task_duration_seconds",
 			Help:    "Time from a task's start to its final state, by type, final state and target.",
@@ -105,6 +128,16 @@ func (m *Metrics) setWithoutKind(byKind map[string]int) {
 	for k, n := range byKind {
 		m.withoutKind.WithLabelValues(k).Set(float64(n))
 	}
+}
+
+// forget deletes the series of a target.
+func (m *Metrics) forget(namespace, target string) {
+	if m == nil {
+		return
+	}
+	l := prometheus.Labels{m.targetLabel: target, m.namespaceLabel: namespace}
+	m.duration.DeletePartialMatch(l)
+	m.total.DeletePartialMatch(l)
 }
 
 // finished records a task that reached a final state.

@@ -168,7 +168,7 @@ wait:
 		return
 	}
 	log.V(1).Info("opstask execution finished", "state", to)
-	c.cfg.Metrics.finished(l.last())
+	c.recordFinished(l.last())
 }
 
 // descriptionOr returns description, or when it is empty the description

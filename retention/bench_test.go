@@ -72,9 +72,9 @@ func benchGroupItems(groups, per int, step time.Duration) []Item {
 		j := (i * 7919) % len(items)
 		items[i].Group = fmt.Sprintf("target-%04d", j%groups)
 		items[i].Time = fuzzBase.Add(-time.Duration(j/groups) * step)
-		items[i].Outcome = Succeeded
+		items[i].Outcome = OutcomeSucceeded
 		if j%10 == 3 {
-			items[i].Outcome = Failed
+			items[i].Outcome = OutcomeFailed
 		}
 		items[i].Tags = []string{"nightly"}
 	}

@@ -40,8 +40,19 @@
 // parser, so that a month is never read as a minute.
 //
 // Options.Evaluate adds the safety rails and restic's tie-break: the guard
-// that keeps the newest successful item of each group (on unless
-// AllowDeleteNewest), MaxDeletions, and TieByInput. Explain turns a Result
+// that keeps the newest item of each group that did not fail (on unless
+// AllowDeleteNewest), MaxDeletions, and TieByInput.
+//
+// The guard reads an unset Outcome as success. An Outcome the caller never
+// set cannot tell a backup that completed from one whose caller did not
+// say, and the two ways to be wrong are not alike: guarding an item that
+// needed no guard keeps one item too many, visibly (ReasonGuard,
+// GroupResult.Guarded, "newest successful (guard)" in Explain); not
+// guarding a backup that needed it deletes the last good backup, silently.
+// So the guard is off only when the caller says so, with AllowDeleteNewest:
+// for things that are not attempts (claims, finished tasks, backup entries
+// of a deleted owner) and for items judged one at a time (a backup with a
+// TTL of its own), where the guard would keep every item. Explain turns a Result
 // into what `restic forget --dry-run --json` prints: per group, the kept and
 // removed items and, for each kept one, the rules it matched and the counters
 // left.
@@ -93,20 +104,23 @@
 //   - An empty tag list is rejected, where restic's would match every
 //     snapshot: it is almost certainly a mistake in a policy string.
 //   - restic fails a group whose tag-only policy would remove everything;
-//     here the guard keeps the newest successful item of each group, whatever
-//     the policy (and MaxDeletions turns any mass deletion into an error).
+//     here the guard keeps the newest item of each group that did not fail,
+//     whatever the policy (and MaxDeletions turns any mass deletion into an
+//     error).
 //   - Failed items, their separate count (Calendar.Failed, Newest.Failed),
 //     the guard, the deletion cap, a fixed-duration Within and a fixed
 //     Location are extensions restic does not have.
 //
 // Each seed's fields map onto the policies as follows: aerospike-operator's
 // backup .spec.ttl is TTL from the creation timestamp with ZeroMeansForever,
-// and its PVC TTL is TTL from the last-unmounted-on annotation (a claim
-// without the annotation has the zero Time and is kept); etcd-druid's ttlSecondsAfterFinished is
+// each backup judged alone, and its PVC TTL is TTL from the
+// last-unmounted-on annotation (a claim without the annotation has the zero
+// Time and is kept); etcd-druid's ttlSecondsAfterFinished is
 // TTL{After: Seconds(n)} from the finish time, and the copy-backups filter
 // maxBackupAge/maxBackups is All{TTL{After: Days(age)}, Newest{N: max}};
 // Gardener's deletionGracePeriod is TTL from the deletion timestamp, with
-// Force for a forced deletion.
+// Force for a forced deletion. All of these are evaluated with
+// AllowDeleteNewest: none of them keeps the newest item whatever its age.
 //
 // Evaluate deletes nothing: it is the dry run, returning exactly what may be
 // deleted and why.
@@ -138,11 +152,13 @@
 //   - Ranking policies (Newest, Calendar, Exponential) and the guard judge
 //     each Item.Group on its own: one group's items never push another's
 //     out, and Result.Groups reports each group.
-//   - No failed item (Outcome Failed) takes a keep slot, a bucket or the
+//   - No failed item (OutcomeFailed) takes a keep slot, a bucket or the
 //     place of the newest item that spans count from: failed items are kept
 //     only by their own counts, tags, TTL, Hold or an empty Calendar.
-//   - With the guard on (the default), the newest item of each group whose
-//     Outcome is Succeeded is kept (ReasonGuard) unless it is forced.
+//   - With the guard on (the default), the newest item of each group that
+//     did not fail, OutcomeSucceeded or an unset Outcome alike, is kept
+//     (ReasonGuard) unless it is forced: a caller who never sets Outcome
+//     keeps its newest item rather than losing the guard without a word.
 //   - With Options.MaxDeletions set, a policy never deletes more than that
 //     many items in one evaluation: above it, it deletes none
 //     (ReasonMaxDeletions) and Evaluate returns ErrTooManyDeletions.
@@ -181,5 +197,7 @@
 // nil or misconfigured policy (a negative count or duration, an empty Any or
 // All) with an error that wraps ErrInvalidPolicy and names the field and its
 // value, e.g. "retention: invalid policy: Any[1].Newest.N = -1: must not be
-// negative". Items are never rejected.
+// negative"; invalid Options (a negative MaxDeletions, an unknown TieBreak)
+// with one that wraps ErrInvalidConfig, named the same way. Items are never
+// rejected.
 package retention

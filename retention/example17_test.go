@@ -30,7 +30,7 @@ func ExampleCalendar_tags() {
 	}
 	show(items, &res)
 	// Output:
-	// nightly-22   keep   newest
+	// nightly-22   keep   newest+guard
 	// nightly-21   keep   newest
 	// nightly-20   delete
 	// pre-upgrade  keep   tag
@@ -68,7 +68,7 @@ func ExampleParseSpan() {
 	// 7d        = 0 years, 0 months, 7 days, 0 hours
 	// retention: invalid span "1h30m": 30m after h: in a span m means months, which come before days and hours; minutes (as in ParseDuration) cannot be expressed in a span
 	// retention: invalid span "2w": unit "w": restic has no weeks; write 14d
-	// mar-31-b     keep   within-daily
+	// mar-31-b     keep   within-daily+guard
 	// mar-31-a     delete
 	// mar-04       keep   within-daily
 	// mar-03       delete
@@ -82,12 +82,12 @@ func ExampleParseSpan() {
 func ExampleOutcome() {
 	now := mustTime("2026-11-22T12:00:00Z")
 	items := []retention.Item{
-		{ID: "run-5", Time: mustTime("2026-11-22T02:00:00Z"), Outcome: retention.Failed},
-		{ID: "run-4", Time: mustTime("2026-11-21T02:00:00Z"), Outcome: retention.Failed},
-		{ID: "run-3", Time: mustTime("2026-11-20T02:00:00Z"), Outcome: retention.Failed},
-		{ID: "run-2", Time: mustTime("2026-11-19T02:00:00Z"), Outcome: retention.Succeeded},
-		{ID: "run-1", Time: mustTime("2026-11-18T02:00:00Z"), Outcome: retention.Succeeded},
-		{ID: "run-0", Time: mustTime("2026-11-17T02:00:00Z"), Outcome: retention.Succeeded},
+		{ID: "run-5", Time: mustTime("2026-11-22T02:00:00Z"), Outcome: retention.OutcomeFailed},
+		{ID: "run-4", Time: mustTime("2026-11-21T02:00:00Z"), Outcome: retention.OutcomeFailed},
+		{ID: "run-3", Time: mustTime("2026-11-20T02:00:00Z"), Outcome: retention.OutcomeFailed},
+		{ID: "run-2", Time: mustTime("2026-11-19T02:00:00Z"), Outcome: retention.OutcomeSucceeded},
+		{ID: "run-1", Time: mustTime("2026-11-18T02:00:00Z"), Outcome: retention.OutcomeSucceeded},
+		{ID: "run-0", Time: mustTime("2026-11-17T02:00:00Z"), Outcome: retention.OutcomeSucceeded},
 	}
 	var res retention.Result
 	if err := retention.Evaluate(retention.Newest{N: 2, Failed: 1}, now, items, &res); err != nil {
@@ -130,7 +130,7 @@ func ExampleResult_groups() {
 				ID:      fmt.Sprintf("%s-%d", target, d),
 				Group:   target,
 				Time:    now.Add(-time.Duration(d) * retention.Day),
-				Outcome: retention.Succeeded,
+				Outcome: retention.OutcomeSucceeded,
 			})
 		}
 	}
@@ -179,7 +179,8 @@ func ExampleExplain() {
 	//  "matches": [
 	//   "last snapshot",
 	//   "daily snapshot",
-	//   "monthly snapshot"
+	//   "monthly snapshot",
+	//   "newest successful (guard)"
 	//  ],
 	//  "counters": {
 	//   "daily": 1,

@@ -78,7 +78,10 @@ func ExampleTTL() {
 		}
 		items := []retention.Item{{ID: b.name, Time: b.created}}
 		policy := retention.TTL{After: ttl, ZeroMeansForever: true}
-		if err := retention.Evaluate(policy, now, items, &res); err != nil {
+		// Each backup has its own TTL, so each is judged alone: the guard,
+		// which keeps the newest backup of a group, would keep every one.
+		alone := retention.Options{AllowDeleteNewest: true}
+		if err := alone.Evaluate(policy, now, items, &res); err != nil {
 			fmt.Println(err)
 			continue
 		}
@@ -104,7 +107,10 @@ func ExampleTTL_finishedTasks() {
 		{ID: "compact-3", Time: time.Time{}},               // still running: no finish time
 	}
 	var res retention.Result
-	if err := retention.Evaluate(retention.TTL{After: ttl}, now, tasks, &res); err != nil {
+	// Tasks are not backups: the guard, which keeps the newest one whatever
+	// the policy, is turned off.
+	opts := retention.Options{AllowDeleteNewest: true}
+	if err := opts.Evaluate(retention.TTL{After: ttl}, now, tasks, &res); err != nil {
 		panic(err)
 	}
 	show(tasks, &res)
@@ -140,7 +146,9 @@ func ExampleTTL_annotation() {
 		claims = append(claims, it)
 	}
 	var res retention.Result
-	if err := retention.Evaluate(retention.TTL{After: 30 * retention.Day}, now, claims, &res); err != nil {
+	// Claims are not backups: no guard keeps the newest one.
+	opts := retention.Options{AllowDeleteNewest: true}
+	if err := opts.Evaluate(retention.TTL{After: 30 * retention.Day}, now, claims, &res); err != nil {
 		panic(err)
 	}
 	show(claims, &res)
@@ -161,7 +169,10 @@ func ExampleTTL_deletionGracePeriod() {
 		{ID: "shoot-d", Time: now.Add(-9 * retention.Day), Hold: true},
 	}
 	var res retention.Result
-	if err := retention.Evaluate(retention.TTL{After: 5 * retention.Day}, now, entries, &res); err != nil {
+	// Each entry belongs to its own deleted shoot: no guard keeps the
+	// newest one.
+	opts := retention.Options{AllowDeleteNewest: true}
+	if err := opts.Evaluate(retention.TTL{After: 5 * retention.Day}, now, entries, &res); err != nil {
 		panic(err)
 	}
 	show(entries, &res)
@@ -184,7 +195,7 @@ func ExampleNewest() {
 	}
 	show(backups, &res)
 	// Output:
-	// full-0       keep   newest
+	// full-0       keep   newest+guard
 	// full-1       keep   newest
 	// full-2       keep   newest
 	// full-3       delete
@@ -237,7 +248,7 @@ func ExampleAny() {
 	}
 	show(backups, &res)
 	// Output:
-	// last-good    keep   newest
+	// last-good    keep   newest+guard
 	// older        delete
 	// evidence     keep   hold
 	// oldest       delete
@@ -267,7 +278,7 @@ func ExampleCalendar() {
 	// 2019-10-27   keep   daily
 	// 2019-11-03   keep   daily
 	// 2019-11-10   keep   daily
-	// 2019-11-17   keep   daily
+	// 2019-11-17   keep   daily+guard
 }
 
 // Full snapshots every 6 hours for 40 days, thinned as etcd-backup-restore
@@ -306,6 +317,6 @@ func ExampleExponential() {
 	// Nov 21 18h  daily   until Nov 30 00h
 	// Nov 22 00h  hourly  until Nov 23 00h
 	// Nov 22 06h  hourly  until Nov 23 00h
-	// Nov 22 12h  newest  for good
+	// Nov 22 12h  newest+guard for good
 	// kept 14 of 161, evaluate again at Nov 23 00:00
 }

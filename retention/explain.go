@@ -35,7 +35,9 @@ type KeepReason struct {
 	// restic has the rule: "last snapshot", "daily snapshot", "oldest
 	// monthly snapshot", "within 1y", "daily within 7d", "has tags [a, b]";
 	// and "failed snapshot", "newest successful (guard)", "max deletions",
-	// "ttl until <time>", "hold", "no time", "future", "empty policy",
+	// "ttl until <time>" (the instant the TTLs of the policy let the item
+	// go, whatever else keeps it; "ttl forever" for a zero TTL with
+	// ZeroMeansForever), "hold", "no time", "future", "empty policy",
 	// "current hour" for this package's own.
 	Matches []string `json:"matches"`
 	// Counters are the counts of a Calendar left after this item, as in
@@ -132,7 +134,7 @@ func Explain(p Policy, items []Item, res *Result) []Explanation {
 				*n.n--
 			}
 		}
-		x.Reasons = append(x.Reasons, KeepReason{Item: ref, Matches: matches(cal, it, d), Counters: *c})
+		x.Reasons = append(x.Reasons, KeepReason{Item: ref, Matches: matches(p, res.ev.now, cal, it, d), Counters: *c})
 	}
 	for g := range out {
 		if out[g].Keep == nil {
@@ -177,8 +179,8 @@ var matchOrder = [...]Reason{
 	ReasonEmptyPolicy, ReasonCurrentHour,
 }
 
-// matches words the reasons of d as restic does.
-func matches(cal Calendar, it *Item, d *Decision) []string {
+// matches words the reasons of d, decided by p at now, as restic does.
+func matches(p Policy, now time.Time, cal Calendar, it *Item, d *Decision) []string {
 	var m []string
 	oldest := func(r Reason, s string) string {
 		if d.Oldest&r != 0 {
@@ -228,16 +230,58 @@ func matches(cal Calendar, it *Item, d *Decision) []string {
 		case ReasonMaxDeletions:
 			m = append(m, "max deletions")
 		case ReasonTTL:
-			if d.DeletableAt.IsZero() {
+			// The TTL's own instant: DeletableAt is the latest instant of
+			// every rule that keeps the item, zero when another keeps it
+			// for good.
+			switch until, ok := ttlUntil(p, it, now); {
+			case !ok:
 				m = append(m, "ttl")
-			} else {
-				m = append(m, "ttl until "+d.DeletableAt.UTC().Format(time.RFC3339))
+			case until.IsZero():
+				m = append(m, "ttl forever")
+			default:
+				m = append(m, "ttl until "+until.UTC().Format(time.RFC3339))
 			}
 		default:
 			m = append(m, strings.ReplaceAll(r.String(), "-", " "))
 		}
 	}
 	return m
+}
+
+// ttlUntil returns the instant at which the TTLs in p stop keeping it, as
+// Evaluate combines them (Any keeps until the last lets it go, All until
+// the first does), and ok == false when no TTL in p keeps it at now. The
+// zero instant means forever (a zero TTL with ZeroMeansForever).
+func ttlUntil(p Policy, it *Item, now time.Time) (until time.Time, ok bool) {
+	var combine func(a, b time.Time) time.Time
+	var ps []Policy
+	switch p := p.(type) {
+	case TTL:
+		if p.After == 0 && p.ZeroMeansForever {
+			return time.Time{}, true
+		}
+		if at := it.Time.Add(p.After); now.Before(at) {
+			return at, true
+		}
+		return time.Time{}, false
+	case Any:
+		combine, ps = latest, p
+	case All:
+		combine, ps = earliest, p
+	default:
+		return time.Time{}, false
+	}
+	for _, q := range ps {
+		u, k := ttlUntil(q, it, now)
+		switch {
+		case !k:
+		case !ok:
+			until, ok = u, true
+		default:
+			until = combine(until, u)
+		}
+	}
+	return until, ok
 }
 
 func bitIndex(r Reason) int {

@@ -228,7 +228,7 @@ func FuzzEvaluate(f *testing.F) {
 		if n := newestGuard(p); n > 0 {
 			newest := -1
 			for i, it := range items {
-				if it.Time.IsZero() || it.Time.After(now) || (it.Force && !it.Hold) || it.Outcome == Failed || it.Group != "" {
+				if it.Time.IsZero() || it.Time.After(now) || (it.Force && !it.Hold) || it.Outcome == OutcomeFailed || it.Group != "" {
 					continue
 				}
 				if newest < 0 || it.Time.After(items[newest].Time) || (it.Time.Equal(items[newest].Time) && it.ID < items[newest].ID) {
@@ -253,7 +253,7 @@ func FuzzEvaluate(f *testing.F) {
 		// The guard keeps the newest successful item of each group.
 		guarded := map[string]int{}
 		for i, it := range items {
-			if it.Outcome != Succeeded || it.Time.IsZero() || it.Time.After(now) || (it.Force && !it.Hold) {
+			if it.Outcome == OutcomeFailed || it.Time.IsZero() || it.Time.After(now) || (it.Force && !it.Hold) {
 				continue
 			}
 			if j, ok := guarded[it.Group]; !ok || it.Time.After(items[j].Time) || (it.Time.Equal(items[j].Time) && it.ID < items[j].ID) {

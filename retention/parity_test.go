@@ -21,7 +21,7 @@ func loadZone(t *testing.T, name string) *time.Location {
 // evalKept evaluates p and returns the kept IDs, newest first.
 func evalKept(t *testing.T, p Policy, now time.Time, items []Item) ([]string, *Result) {
 	t.Helper()
-	return evalKeptOpts(t, Options{}, p, now, items)
+	return evalKeptOpts(t, policyAlone, p, now, items)
 }
 
 func evalKeptOpts(t *testing.T, o Options, p Policy, now time.Time, items []Item) ([]string, *Result) {
@@ -106,7 +106,7 @@ func TestKeepTag(t *testing.T) {
 		{ID: "b", Time: at("2024-03-01T04:00:00Z"), Tags: []string{"manual"}},
 		{ID: "c", Time: at("2024-03-01T03:00:00Z")},
 		{ID: "d", Time: at("2024-03-01T02:00:00Z"), Tags: []string{"nightly"}},
-		{ID: "e", Time: at("2024-03-01T01:00:00Z"), Tags: []string{"pre-upgrade"}, Outcome: Failed},
+		{ID: "e", Time: at("2024-03-01T01:00:00Z"), Tags: []string{"pre-upgrade"}, Outcome: OutcomeFailed},
 	}
 	for _, tc := range []struct {
 		name string

@@ -190,7 +190,7 @@ func TestPropertiesOnRandomInput(t *testing.T) {
 			if it.Time.IsZero() || it.Time.After(now) || it.Force && !it.Hold {
 				continue
 			}
-			if it.Outcome == Failed {
+			if it.Outcome == OutcomeFailed {
 				failed[it.Group] = append(failed[it.Group], i)
 			} else {
 				groups[it.Group] = append(groups[it.Group], i)
@@ -249,7 +249,7 @@ func TestPropertiesOnRandomInput(t *testing.T) {
 		}
 		newest := map[string]int{}
 		for i, it := range items {
-			if it.Outcome != Succeeded || it.Time.IsZero() || it.Time.After(now) || it.Force && !it.Hold {
+			if it.Outcome == OutcomeFailed || it.Time.IsZero() || it.Time.After(now) || it.Force && !it.Hold {
 				continue
 			}
 			j, ok := newest[it.Group]

@@ -14,6 +14,12 @@ import (
 // negative duration, an empty composite). Test for it with errors.Is.
 var ErrInvalidPolicy = errors.New("retention: invalid policy")
 
+// ErrInvalidConfig is returned, wrapped with the offending field and value,
+// when Options.Evaluate is given Options it cannot apply (a negative
+// MaxDeletions, an unknown TieBreak): a mistake in the caller's code, not in
+// a policy read from an object. Test for it with errors.Is.
+var ErrInvalidConfig = errors.New("retention: invalid configuration")
+
 // Item is one thing that may be deleted: a backup, a claim, a finished task.
 type Item struct {
 	// ID names the item in the caller's terms (a name, a UID, an object key).
@@ -40,8 +46,11 @@ type Item struct {
 	Tags []string
 	// Outcome says whether the item is a successful or a failed attempt
 	// (a backup that completed or one that failed). The zero Outcome,
-	// Unspecified, is for things that are not attempts (claims, tasks): they
-	// rank like successful items but the guard does not protect them.
+	// OutcomeUnspecified, means the caller does not say: such an item ranks
+	// like a successful one and the guard protects it like one, because an
+	// unknown outcome is read the safe way. Callers that judge things which
+	// are not attempts (claims, finished tasks), or that evaluate one item
+	// at a time, turn the guard off with Options.AllowDeleteNewest.
 	Outcome Outcome
 	// Hold keeps the item whatever the policy and Force say.
 	Hold bool
@@ -57,28 +66,41 @@ type Outcome uint8
 
 // The outcomes of an item.
 const (
-	// Unspecified: the item is not an attempt, or the caller does not say.
-	// It ranks like a successful item; the guard does not protect it.
-	Unspecified Outcome = iota
-	// Succeeded: the item is a good backup. It takes part in ranking, and
-	// the newest one of each group is protected by the guard (see Options).
-	Succeeded
-	// Failed: the item is a failed attempt. It never takes a place among
-	// the newest, in a bucket or in a span: no failed item displaces a
-	// successful one, and "the newest item" that Within spans count from is
-	// the newest item that did not fail. Failed items are kept only by TTL,
-	// a tag, Hold, their own counts (Calendar.Failed, Newest.Failed) or an
-	// empty Calendar.
-	Failed
+	// OutcomeUnspecified: the caller does not say how the attempt ended, or
+	// the item is not an attempt. It ranks like a successful item, and the
+	// guard protects it like one (the safe reading of an unknown outcome).
+	OutcomeUnspecified Outcome = iota
+	// OutcomeSucceeded: the item is a good backup. It takes part in
+	// ranking, and the newest one of each group is protected by the guard
+	// (see Options).
+	OutcomeSucceeded
+	// OutcomeFailed: the item is a failed attempt. It never takes a place
+	// among the newest, in a bucket or in a span: no failed item displaces
+	// a successful one, and "the newest item" that Within spans count from
+	// is the newest item that did not fail. Failed items are kept only by
+	// TTL, a tag, Hold, their own counts (Calendar.Failed, Newest.Failed)
+	// or an empty Calendar, never by the guard.
+	OutcomeFailed
+)
+
+// The outcomes' former names, kept so that code written against them still
+// compiles.
+const (
+	// Deprecated: use OutcomeUnspecified.
+	Unspecified = OutcomeUnspecified
+	// Deprecated: use OutcomeSucceeded.
+	Succeeded = OutcomeSucceeded
+	// Deprecated: use OutcomeFailed.
+	Failed = OutcomeFailed
 )
 
 func (o Outcome) String() string {
 	switch o {
-	case Unspecified:
+	case OutcomeUnspecified:
 		return "unspecified"
-	case Succeeded:
+	case OutcomeSucceeded:
 		return "succeeded"
-	case Failed:
+	case OutcomeFailed:
 		return "failed"
 	}
 	return fmt.Sprintf("outcome(%d)", uint8(o))
@@ -237,8 +259,8 @@ type GroupResult struct {
 	// decisions, as the Result's fields of the same names do.
 	Kept, Deleted, FailedKept, FailedDeleted int
 	// Guarded is the index, in the items passed to Evaluate, of the group's
-	// newest successful item, which the guard kept; -1 when the guard is off
-	// or the group has no present, unforced item whose Outcome is Succeeded.
+	// newest item that did not fail, which the guard kept; -1 when the guard
+	// is off or the group has no present, unforced item that did not fail.
 	Guarded int
 }
 
@@ -293,11 +315,15 @@ const (
 // Evaluate: the guard is on, there is no cap, and ties are broken by ID.
 type Options struct {
 	// AllowDeleteNewest turns off the guard. With the guard on, the newest
-	// item of each group whose Outcome is Succeeded is always kept
-	// (ReasonGuard), whatever the policy says, unless it is forced: a
-	// policy cannot delete the last good backup (rancher #36492). Items
-	// whose Outcome is Unspecified are never guarded, so claims and tasks,
-	// which have no outcome, are judged by their policy alone.
+	// item of each group that did not fail (Outcome OutcomeSucceeded or
+	// OutcomeUnspecified) is always kept (ReasonGuard), whatever the policy
+	// says, unless it is forced: a policy cannot delete the last good backup
+	// (rancher #36492). An item whose Outcome is unset is guarded too, so
+	// that a caller who forgets to set it keeps its newest backup rather
+	// than losing the guard without a word. Set AllowDeleteNewest to judge
+	// things that are not attempts (claims, finished tasks) by their policy
+	// alone, and when evaluating one item at a time (each backup with its
+	// own TTL), where the guard would keep every item.
 	AllowDeleteNewest bool
 	// MaxDeletions caps the number of items a policy may delete in one
 	// evaluation: when the policy would delete more, Evaluate keeps every
@@ -312,10 +338,10 @@ type Options struct {
 
 func (o Options) check() error {
 	if o.MaxDeletions < 0 {
-		return fmt.Errorf("%w: Options.MaxDeletions = %d: must not be negative (0 means no cap)", ErrInvalidPolicy, o.MaxDeletions)
+		return fmt.Errorf("%w: Options.MaxDeletions = %d: must not be negative (0 means no cap)", ErrInvalidConfig, o.MaxDeletions)
 	}
 	if o.TieBreak > TieByInput {
-		return fmt.Errorf("%w: Options.TieBreak = %d: must be TieByID or TieByInput", ErrInvalidPolicy, o.TieBreak)
+		return fmt.Errorf("%w: Options.TieBreak = %d: must be TieByID or TieByInput", ErrInvalidConfig, o.TieBreak)
 	}
 	return nil
 }
@@ -333,14 +359,15 @@ func Evaluate(p Policy, now time.Time, items []Item, res *Result) error {
 //   - Hold keeps it (ReasonHold), whatever Force and the policy say;
 //   - otherwise Force deletes it (Decision.Forced);
 //   - otherwise an item with the zero Time is kept (ReasonNoTime);
-//   - otherwise the policy decides, and the guard keeps the newest
-//     successful item of each group (ReasonGuard) unless AllowDeleteNewest
+//   - otherwise the policy decides, and the guard keeps the newest item of
+//     each group that did not fail (ReasonGuard) unless AllowDeleteNewest
 //     is set;
 //   - then, if more than MaxDeletions items would be deleted by the policy,
 //     none is (ReasonMaxDeletions) and the error wraps ErrTooManyDeletions.
 //
-// Evaluate returns an error wrapping ErrInvalidPolicy, and leaves res empty,
-// when p is nil or misconfigured or o is invalid. It does not read the clock
+// Evaluate leaves res empty and returns an error wrapping ErrInvalidPolicy
+// when p is nil or misconfigured, or one wrapping ErrInvalidConfig when o is
+// invalid. It does not read the clock
 // and does not modify items.
 func (o Options) Evaluate(p Policy, now time.Time, items []Item, res *Result) error {
 	res.Decisions = res.Decisions[:0]
@@ -362,7 +389,7 @@ func (o Options) Evaluate(p Policy, now time.Time, items []Item, res *Result) er
 	out := res.Decisions
 	e := &res.ev
 	e.reset(now, items, o)
-	guard := !o.AllowDeleteNewest && e.anySucceeded
+	guard := !o.AllowDeleteNewest && e.anyGuardable
 	// The single-pass fast path of a lone policy needs no per-group or
 	// per-outcome pass afterwards.
 	e.top = !guard && o.MaxDeletions == 0 && len(e.groups) <= 1 && !e.anyFailed
@@ -427,7 +454,7 @@ func (e *evaluation) report(out []Decision, res *Result) {
 		if len(e.groups) > 1 {
 			g = &res.Groups[e.gidx[i]]
 		}
-		failed := e.items[i].Outcome == Failed
+		failed := e.items[i].Outcome == OutcomeFailed
 		switch {
 		case out[i].Keep && failed:
 			g.Kept++
@@ -445,14 +472,12 @@ func (e *evaluation) report(out []Decision, res *Result) {
 	}
 }
 
-// guard keeps the newest successful item of each group.
+// guard keeps the newest item of each group that did not fail: succeeded,
+// or of unknown outcome, read the safe way.
 func (e *evaluation) guard(out []Decision) {
 	for gi := range e.rank() {
 		g := &e.groups[gi]
-		for _, k := range g.ok {
-			if e.items[k.idx].Outcome != Succeeded {
-				continue
-			}
+		for _, k := range g.ok { // g.ok holds no failed item
 			d := &out[k.idx]
 			d.keepUntil(ReasonGuard, time.Time{})
 			// When an item from the future arrives it may be the newer
@@ -538,8 +563,9 @@ type evaluation struct {
 	items      []Item
 	tieByInput bool
 
-	// anySucceeded and anyFailed report whether some item has that Outcome.
-	anySucceeded, anyFailed bool
+	// anyGuardable reports whether some item did not fail (the guard may
+	// keep it); anyFailed whether some item failed.
+	anyGuardable, anyFailed bool
 
 	// groups has one entry per distinct Item.Group, ordered by Group; gidx
 	// maps each item to its group when there are several.
@@ -597,14 +623,13 @@ func (e *evaluation) reset(now time.Time, items []Item, o Options) {
 	e.top, e.finished = false, false
 	e.kept, e.skewed = 0, 0
 	e.next = time.Time{}
-	e.anySucceeded, e.anyFailed = false, false
+	e.anyGuardable, e.anyFailed = false, false
 	multi := false
 	for i := range items {
-		switch items[i].Outcome {
-		case Succeeded:
-			e.anySucceeded = true
-		case Failed:
+		if items[i].Outcome == OutcomeFailed {
 			e.anyFailed = true
+		} else {
+			e.anyGuardable = true
 		}
 		if !multi && items[i].Group != items[0].Group {
 			multi = true
@@ -702,7 +727,7 @@ func (e *evaluation) rank() []group {
 			}
 		default:
 			e.ranked = append(e.ranked, rankKey{sec: t.Unix(), nsec: int32(t.Nanosecond()), idx: int32(i)})
-			anyFailed = anyFailed || it.Outcome == Failed
+			anyFailed = anyFailed || it.Outcome == OutcomeFailed
 		}
 	}
 	if len(e.groups) == 0 {
@@ -729,7 +754,7 @@ func (e *evaluation) rank() []group {
 		if multi {
 			c = 2 * e.gidx[k.idx]
 		}
-		if e.items[k.idx].Outcome == Failed {
+		if e.items[k.idx].Outcome == OutcomeFailed {
 			c++
 		}
 		e.cls[k.idx] = c

@@ -29,10 +29,26 @@ type want struct {
 	forced      bool
 }
 
+// policyAlone judges items by the policy alone: most tests here are about a
+// policy, and their items have no Outcome, which the guard protects.
+var policyAlone = Options{AllowDeleteNewest: true}
+
+// evaluate applies p alone (the guard off); evaluateGuarded with the default
+// Options (the guard on).
 func evaluate(t *testing.T, p Policy, now time.Time, items []Item) *Result {
 	t.Helper()
+	return evaluateOpts(t, policyAlone, p, now, items)
+}
+
+func evaluateGuarded(t *testing.T, p Policy, now time.Time, items []Item) *Result {
+	t.Helper()
+	return evaluateOpts(t, Options{}, p, now, items)
+}
+
+func evaluateOpts(t *testing.T, o Options, p Policy, now time.Time, items []Item) *Result {
+	t.Helper()
 	var res Result
-	if err := Evaluate(p, now, items, &res); err != nil {
+	if err := o.Evaluate(p, now, items, &res); err != nil {
 		t.Fatalf("Evaluate: %v", err)
 	}
 	if len(res.Decisions) != len(items) {
@@ -476,10 +492,10 @@ func TestReasonString(t *testing.T) {
 func TestResultIsReusedWithoutStaleState(t *testing.T) {
 	var res Result
 	items := []Item{{ID: "a", Time: now.Add(-time.Hour), Force: true}, {ID: "b", Time: now.Add(-time.Hour)}}
-	if err := Evaluate(TTL{After: Day}, now, items, &res); err != nil {
+	if err := policyAlone.Evaluate(TTL{After: Day}, now, items, &res); err != nil {
 		t.Fatal(err)
 	}
-	if err := Evaluate(Newest{N: 5}, now, items[1:], &res); err != nil {
+	if err := policyAlone.Evaluate(Newest{N: 5}, now, items[1:], &res); err != nil {
 		t.Fatal(err)
 	}
 	if len(res.Decisions) != 1 || !res.Decisions[0].Keep || res.Decisions[0].Forced || res.Decisions[0].Reasons != ReasonNewest {

@@ -12,11 +12,11 @@ func TestFailedItems(t *testing.T) {
 	// Newest first: three failed nightly runs after two good ones.
 	base := at("2024-03-10T02:00:00Z")
 	items := []Item{
-		{ID: "fail-3", Time: base, Outcome: Failed},
-		{ID: "fail-2", Time: base.Add(-Day), Outcome: Failed},
-		{ID: "fail-1", Time: base.Add(-2 * Day), Outcome: Failed},
-		{ID: "good-2", Time: base.Add(-3 * Day), Outcome: Succeeded},
-		{ID: "good-1", Time: base.Add(-4 * Day), Outcome: Succeeded},
+		{ID: "fail-3", Time: base, Outcome: OutcomeFailed},
+		{ID: "fail-2", Time: base.Add(-Day), Outcome: OutcomeFailed},
+		{ID: "fail-1", Time: base.Add(-2 * Day), Outcome: OutcomeFailed},
+		{ID: "good-2", Time: base.Add(-3 * Day), Outcome: OutcomeSucceeded},
+		{ID: "good-1", Time: base.Add(-4 * Day), Outcome: OutcomeSucceeded},
 	}
 	now := base.Add(time.Hour)
 	for _, tc := range []struct {
@@ -56,13 +56,13 @@ func TestFailedItems(t *testing.T) {
 func TestGuard(t *testing.T) {
 	base := at("2024-03-10T02:00:00Z")
 	items := []Item{
-		{ID: "new", Time: base, Outcome: Succeeded},
-		{ID: "old", Time: base.Add(-Day), Outcome: Succeeded},
+		{ID: "new", Time: base, Outcome: OutcomeSucceeded},
+		{ID: "old", Time: base.Add(-Day), Outcome: OutcomeSucceeded},
 		{ID: "task", Time: base.Add(-2 * Day)},
 	}
 	now := base.Add(40 * Day)
 	t.Run("the guard keeps the newest successful item and says so", func(t *testing.T) {
-		res := evaluate(t, TTL{After: 30 * Day}, now, items)
+		res := evaluateGuarded(t, TTL{After: 30 * Day}, now, items)
 		if d := res.Decisions[0]; !d.Keep || d.Reasons != ReasonGuard || !d.DeletableAt.IsZero() {
 			t.Fatalf("newest: %+v, want kept by the guard for good", d)
 		}
@@ -71,7 +71,7 @@ func TestGuard(t *testing.T) {
 		}
 	})
 	t.Run("the guard adds its reason to an item the policy keeps anyway", func(t *testing.T) {
-		res := evaluate(t, Newest{N: 1}, now, items)
+		res := evaluateGuarded(t, Newest{N: 1}, now, items)
 		if d := res.Decisions[0]; d.Reasons != ReasonNewest|ReasonGuard {
 			t.Fatalf("newest kept for %v", d.Reasons)
 		}
@@ -79,15 +79,9 @@ func TestGuard(t *testing.T) {
 	t.Run("a forced deletion of the newest moves the guard to the next", func(t *testing.T) {
 		forced := slices.Clone(items)
 		forced[0].Force = true
-		res := evaluate(t, TTL{After: 30 * Day}, now, forced)
+		res := evaluateGuarded(t, TTL{After: 30 * Day}, now, forced)
 		if !res.Decisions[0].Forced || res.Decisions[1].Reasons != ReasonGuard {
 			t.Fatalf("decisions %+v", res.Decisions)
-		}
-	})
-	t.Run("items without an outcome are never guarded", func(t *testing.T) {
-		res := evaluate(t, TTL{After: Day}, now, items[2:])
-		if res.Kept != 0 {
-			t.Fatalf("kept %d", res.Kept)
 		}
 	})
 	t.Run("AllowDeleteNewest turns the guard off", func(t *testing.T) {
@@ -97,21 +91,71 @@ func TestGuard(t *testing.T) {
 		}
 	})
 	t.Run("the guard holds until an item from the future arrives", func(t *testing.T) {
-		future := append(slices.Clone(items), Item{ID: "future", Time: now.Add(time.Hour), Outcome: Succeeded})
-		res := evaluate(t, TTL{After: Day}, now, future)
+		future := append(slices.Clone(items), Item{ID: "future", Time: now.Add(time.Hour), Outcome: OutcomeSucceeded})
+		res := evaluateGuarded(t, TTL{After: Day}, now, future)
 		if d := res.Decisions[0]; d.Reasons != ReasonGuard || !d.DeletableAt.Equal(now.Add(time.Hour)) {
 			t.Fatalf("newest present: %+v", d)
 		}
 	})
 	t.Run("the guard protects the newest successful item of each group", func(t *testing.T) {
 		grouped := []Item{
-			{ID: "a1", Group: "a", Time: base, Outcome: Succeeded},
-			{ID: "b1", Group: "b", Time: base.Add(-Day), Outcome: Succeeded},
-			{ID: "b0", Group: "b", Time: base.Add(-2 * Day), Outcome: Succeeded},
+			{ID: "a1", Group: "a", Time: base, Outcome: OutcomeSucceeded},
+			{ID: "b1", Group: "b", Time: base.Add(-Day), Outcome: OutcomeSucceeded},
+			{ID: "b0", Group: "b", Time: base.Add(-2 * Day), Outcome: OutcomeSucceeded},
 		}
-		got, _ := evalKept(t, TTL{After: Day}, now, grouped)
+		got, _ := evalKeptOpts(t, Options{}, TTL{After: Day}, now, grouped)
 		if !slices.Equal(got, []string{"a1", "b1"}) {
 			t.Fatalf("kept %q", got)
+		}
+	})
+}
+
+// An item whose Outcome is unset is read the safe way: the guard protects it
+// as if it succeeded, so a caller who never sets Outcome still keeps its
+// newest backup. Before, the guard protected only items marked Succeeded
+// and was silently off for such a caller.
+func TestGuardProtectsItemsOfUnknownOutcome(t *testing.T) {
+	base := at("2024-03-10T02:00:00Z")
+	now := base.Add(40 * Day)
+	var unknown Outcome // the zero Outcome: the caller does not say
+	t.Run("the newest item of unknown outcome is kept by the guard", func(t *testing.T) {
+		items := []Item{
+			{ID: "backup-2", Time: base, Outcome: unknown},
+			{ID: "backup-1", Time: base.Add(-Day), Outcome: unknown},
+		}
+		res := evaluateGuarded(t, TTL{After: Day}, now, items)
+		if d := res.Decisions[0]; !d.Keep || d.Reasons != ReasonGuard {
+			t.Fatalf("newest item of unknown outcome: %+v, want kept by the guard", d)
+		}
+		if res.Decisions[1].Keep || res.Groups[0].Guarded != 0 {
+			t.Fatalf("older item kept %v, guarded %d; want deleted, guarded 0", res.Decisions[1].Keep, res.Groups[0].Guarded)
+		}
+	})
+	t.Run("an item of unknown outcome newer than a successful one is the one guarded", func(t *testing.T) {
+		items := []Item{
+			{ID: "good", Time: base.Add(-Day), Outcome: OutcomeSucceeded},
+			{ID: "unknown", Time: base, Outcome: unknown},
+		}
+		res := evaluateGuarded(t, TTL{After: Day}, now, items)
+		if res.Groups[0].Guarded != 1 || res.Decisions[0].Keep {
+			t.Fatalf("guarded %d, decisions %+v; want the unknown one guarded and the older one deleted", res.Groups[0].Guarded, res.Decisions)
+		}
+	})
+	t.Run("a failed item is never guarded", func(t *testing.T) {
+		items := []Item{
+			{ID: "failed", Time: base, Outcome: OutcomeFailed},
+			{ID: "unknown", Time: base.Add(-Day), Outcome: unknown},
+		}
+		res := evaluateGuarded(t, TTL{After: Day}, now, items)
+		if res.Decisions[0].Keep || res.Groups[0].Guarded != 1 {
+			t.Fatalf("decisions %+v, guarded %d", res.Decisions, res.Groups[0].Guarded)
+		}
+	})
+	t.Run("AllowDeleteNewest judges things that are not attempts by the policy alone", func(t *testing.T) {
+		items := []Item{{ID: "claim", Time: base}}
+		_, res := evalKeptOpts(t, Options{AllowDeleteNewest: true}, TTL{After: Day}, now, items)
+		if res.Kept != 0 || res.Groups[0].Guarded != -1 {
+			t.Fatalf("kept %d, guarded %d", res.Kept, res.Groups[0].Guarded)
 		}
 	})
 }
@@ -146,8 +190,27 @@ func TestMaxDeletions(t *testing.T) {
 	t.Run("a negative cap is invalid", func(t *testing.T) {
 		var res Result
 		err := Options{MaxDeletions: -1}.Evaluate(Newest{N: 3}, now, items, &res)
-		if !errors.Is(err, ErrInvalidPolicy) || !strings.Contains(err.Error(), "Options.MaxDeletions = -1") {
+		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "Options.MaxDeletions = -1") {
 			t.Fatalf("err = %v", err)
 		}
 	})
+}
+
+// Invalid Options are a mistake in the caller's code, not in a policy read
+// from an object: they wrap ErrInvalidConfig (before, ErrInvalidPolicy) and
+// name the field and its value.
+func TestInvalidOptionsWrapErrInvalidConfig(t *testing.T) {
+	for _, tc := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{MaxDeletions: -1}, "Options.MaxDeletions = -1"},
+		{Options{TieBreak: 7}, "Options.TieBreak = 7"},
+	} {
+		var res Result
+		err := tc.o.Evaluate(Newest{N: 1}, now, []Item{{ID: "a", Time: now}}, &res)
+		if !errors.Is(err, ErrInvalidConfig) || errors.Is(err, ErrInvalidPolicy) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: err = %v, want ErrInvalidConfig naming %q", tc.o, err, tc.want)
+		}
+	}
 }

@@ -112,17 +112,22 @@
 //     forgets the key.
 //   - ErrPanic: the step panicked; the panic value, if an error, is wrapped
 //     too.
+//   - ErrInvalidConfig: New rejected its Config, or NewMetrics its
+//     MetricsConfig (buckets out of order included); the error names the
+//     field and its value. Terminal: fix the code.
 //
 // An error makes Outcome.RequeueAfter zero: the caller's rate limiter decides
 // when to retry (controller-runtime ignores RequeueAfter when an error is
-// returned). New rejects an invalid Config with an error naming the field.
+// returned).
 //
 // # Metrics
 //
 // NewMetrics registers, on a registerer the caller supplies (never the
 // global one), a histogram of step durations by chain and step, and a counter
-// of requeues by chain, step and reason (RequeueImmediate, RequeueDelayed,
-// RequeueConflict, RequeueError, RequeueTerminal, RequeuePanic).
+// of requeues by chain, step and reason. The reasons are the values of its
+// "reason" label, untyped string constants named for what they are:
+// RequeueImmediate, RequeueDelayed, RequeueConflict, RequeueError,
+// RequeueTerminal, RequeuePanic.
 //
 // Package subreconciletest runs a chain in a test and asserts which steps
 // acted, in which order, and the resulting requeue.

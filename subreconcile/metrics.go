@@ -32,8 +32,8 @@ type MetricsConfig struct {
 	// Optional.
 	Namespace string
 
-	// Buckets of the step duration histogram, in seconds. Defaults to
-	// DefaultDurationBuckets.
+	// Buckets of the step duration histogram, in seconds, in increasing
+	// order. Defaults to DefaultDurationBuckets.
 	Buckets []float64
 }
 
@@ -58,6 +58,12 @@ func NewMetrics(cfg MetricsConfig) (*Metrics, error) {
 	buckets := cfg.Buckets
 	if buckets == nil {
 		buckets = DefaultDurationBuckets
+	}
+	// The histogram would panic on its first observation, inside a loop.
+	for i := 1; i < len(buckets); i++ {
+		if !(buckets[i-1] < buckets[i]) {
+			return nil, fmt.Errorf("%w: MetricsConfig.Buckets = %v: must be in increasing order", ErrInvalidConfig, cfg.Buckets)
+		}
 	}
 	m := &Metrics{
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{

@@ -2,6 +2,8 @@ package subreconcile_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -111,4 +113,50 @@ func TestMetricsCountRequeuesByKind(t *testing.T) {
 			t.Errorf("metric %s registered on the global registry", f.GetName())
 		}
 	}
+}
+
+// A bad MetricsConfig is refused by NewMetrics, wrapping ErrInvalidConfig and
+// naming the field and value. Before, buckets out of order made the first
+// observation panic inside a reconcile loop.
+func TestNewMetricsRefusesBadConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  subreconcile.MetricsConfig
+		want string
+	}{
+		{"buckets out of order", subreconcile.MetricsConfig{Buckets: []float64{1, 0.5}}, "MetricsConfig.Buckets = [1 0.5]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.Registerer = prometheus.NewRegistry()
+			var err error
+			func() {
+				defer func() {
+					if p := recover(); p != nil {
+						err = fmt.Errorf("panic: %v", p)
+					}
+				}()
+				var m *subreconcile.Metrics
+				if m, err = subreconcile.NewMetrics(tc.cfg); err == nil {
+					runStepOnce(t, m)
+				}
+			}()
+			if !errors.Is(err, subreconcile.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("NewMetrics = %v, want ErrInvalidConfig naming %s", err, tc.want)
+			}
+		})
+	}
+}
+
+// runStepOnce runs a one-step chain that observes m.
+func runStepOnce(t *testing.T, m *subreconcile.Metrics) {
+	t.Helper()
+	r, err := subreconcile.New(subreconcile.Config[*Database, *loopState]{
+		Name:    "Database",
+		Steps:   []dbStep{subreconcile.NamedFunc("A", func(context.Context, *Database, dbLoop) *subreconcile.Requeue { return nil })},
+		Metrics: m,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Run(context.Background(), &Database{})
 }

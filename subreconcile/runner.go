@@ -181,11 +181,11 @@ func New[T Object[T], S any](cfg Config[T, S]) (*Runner[T, S], error) {
 			return nil, fmt.Errorf("%w: Config.Steps[%d].Step (%q) is nil", ErrInvalidConfig, i, s.Name)
 		}
 		if f, ok := s.Step.(Func[T, S]); ok && f == nil {
-			return nil, fmt.Errorf("subreconcile: Config.Steps[%d].Step (%q) is a nil Func", i, s.Name)
+			return nil, fmt.Errorf("%w: Config.Steps[%d].Step (%q) is a nil Func", ErrInvalidConfig, i, s.Name)
 		}
 	}
 	if cfg.MinDelay < 0 {
-		return nil, fmt.Errorf("subreconcile: Config.MinDelay must not be negative, got %v", cfg.MinDelay)
+		return nil, fmt.Errorf("%w: Config.MinDelay = %v: must not be negative (a requeue must never become no requeue)", ErrInvalidConfig, cfg.MinDelay)
 	}
 	r := &Runner[T, S]{
 		name:               cfg.Name,

@@ -852,14 +852,19 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"nil step", subreconcile.Config[*Database, *loopState]{Name: "Database", Steps: []dbStep{{Name: "AddPods"}}},
 			`subreconcile: invalid configuration: Config.Steps[0].Step ("AddPods") is nil`},
 		{"nil func", subreconcile.Config[*Database, *loopState]{Name: "Database", Steps: []dbStep{{Name: "AddPods", Step: subreconcile.Func[*Database, *loopState](nil)}}},
-			`subreconcile: Config.Steps[0].Step ("AddPods") is a nil Func`},
+			`subreconcile: invalid configuration: Config.Steps[0].Step ("AddPods") is a nil Func`},
 		{"negative minimum delay", subreconcile.Config[*Database, *loopState]{Name: "Database", Steps: []dbStep{noop}, MinDelay: -time.Second},
-			"subreconcile: Config.MinDelay must not be negative, got -1s"},
+			"subreconcile: invalid configuration: Config.MinDelay = -1s: must not be negative (a requeue must never become no requeue)"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r, err := subreconcile.New(tt.cfg)
 			if err == nil || err.Error() != tt.want {
 				t.Errorf("New() = %v, %v; want error %q", r, err, tt.want)
+			}
+			// Every configuration error wraps ErrInvalidConfig: the nil
+			// Func and the negative MinDelay did not.
+			if !errors.Is(err, subreconcile.ErrInvalidConfig) {
+				t.Errorf("New() error %v does not wrap ErrInvalidConfig", err)
 			}
 		})
 	}

@@ -131,7 +131,8 @@ var (
 	ErrPanic = errors.New("subreconcile: panic")
 
 	// ErrInvalidConfig: New or NewMetrics was given a configuration it
-	// cannot work with. The error names the field.
+	// cannot work with. Every configuration error wraps it and names the
+	// field and its value.
 	ErrInvalidConfig = errors.New("subreconcile: invalid configuration")
 )
 

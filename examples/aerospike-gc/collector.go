@@ -137,7 +137,10 @@ func decide(b *api.AerospikeNamespaceBackup, now time.Time) (expired bool, at ti
 	}
 	var res retention.Result
 	item := retention.Item{ID: b.Namespace + "/" + b.Name, Time: b.CreationTimestamp.Time}
-	if err := retention.Evaluate(p, now, []retention.Item{item}, &res); err != nil {
+	// Each backup has its own TTL and is judged alone: the guard, which
+	// keeps the newest item of a group, would keep every backup.
+	alone := retention.Options{AllowDeleteNewest: true}
+	if err := alone.Evaluate(p, now, []retention.Item{item}, &res); err != nil {
 		return false, time.Time{}, err
 	}
 	d := res.Decisions[0]
@@ -433,5 +436,5 @@ func (c *collector) markUnmounted(ctx context.Context, claimName string) (bool, 
 		_, done := claim.Annotations[ann.LastUnmountedKey()]
 		return !done, nil
 	}
-	return c.lifecycle.MarkUnmounted(ctx, c.namespace, claimName, podName)
+	return c.lifecycle.MarkUnmounted(ctx, lifecycle.PodClaim{Namespace: c.namespace, Pod: podName, Claim: claimName})
 }

@@ -345,7 +345,7 @@ func (s *sim) deletePod(name string) {
 // claim it may reuse, then creates the pod.
 func (s *sim) recreatePod(i int) {
 	pod, claim := fmt.Sprintf("orders-%d", i), fmt.Sprintf("data-orders-%d", i)
-	dec, err := s.c.lifecycle.CheckReuse(s.ctx, scenarioNamespace, pod, claim, nil)
+	dec, err := s.c.lifecycle.CheckReuse(s.ctx, lifecycle.PodClaim{Namespace: scenarioNamespace, Pod: pod, Claim: claim}, nil)
 	if err != nil {
 		panic(err)
 	}

@@ -354,7 +354,10 @@ func retainedOnly(err error) *backupstore.RetainedError {
 func (c *controller) keepPrefix(e *api.BackupEntry, now time.Time) (bool, time.Time, error) {
 	forced := e.Annotations[api.ForceDeletionAnnotation] == "true"
 	var res retention.Result
-	if err := retention.Evaluate(retention.TTL{After: c.grace}, now, []retention.Item{{
+	// One entry judged alone: the guard, which keeps the newest item of a
+	// group, would keep it forever.
+	alone := retention.Options{AllowDeleteNewest: true}
+	if err := alone.Evaluate(retention.TTL{After: c.grace}, now, []retention.Item{{
 		ID: e.Name, Time: e.DeletionTimestamp.Time, Force: forced || e.Status.Prefix == "",
 	}}, &res); err != nil {
 		return false, time.Time{}, err

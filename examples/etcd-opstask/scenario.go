@@ -100,7 +100,7 @@ func runScenario(out io.Writer) error {
 		Handlers:   kinds,
 		Clock:      s.clk,
 		DefaultTTL: simDefaultTTL,
-		Settle:     -1, // memstore: creation order is visible at once
+		Settle:     opstask.NoSettle, // memstore: creation order is visible at once
 	})
 	if err != nil {
 		return err

@@ -83,7 +83,7 @@ func (o *operator) updateLockConfiguration(ctx context.Context, db *Database, lo
 	if err != nil {
 		return subreconcile.RequeueOnError(err)
 	}
-	if err := l.UpdateDenyList(ctx, entries); err != nil {
+	if _, err := l.UpdateDenyList(ctx, entries, nil); err != nil {
 		return subreconcile.RequeueOnError(err)
 	}
 	after, err := l.DenyList(ctx)
@@ -112,7 +112,7 @@ func (o *operator) global(name string, p plan) subreconcile.Named[*Database, *lo
 		if r != nil {
 			return r
 		}
-		if lease.Outcome != locking.Bypassed {
+		if lease.Outcome != locking.OutcomeBypassed {
 			// Act only while the lock is ours: a Take that returned late
 			// (a hung request) may hand back a lock that has run out, and
 			// the operation must not outlive it.
@@ -170,11 +170,11 @@ func (o *operator) take(ctx context.Context, loop subreconcile.Loop[*loopState])
 		return lease, subreconcile.RequeueOnError(err)
 	}
 	switch lease.Outcome {
-	case locking.Taken:
+	case locking.OutcomeTaken:
 		loop.Acted(fmt.Sprintf("took the global lock until %s", clockTime(lease.End)))
-	case locking.TakenOver:
+	case locking.OutcomeTakenOver:
 		loop.Acted(fmt.Sprintf("took the global lock over from %s, until %s", lease.Previous, clockTime(lease.End)))
-	case locking.Bypassed:
+	case locking.OutcomeBypassed:
 		if !st.bypassed {
 			loop.Acted("locks are disabled: acting without the global lock")
 		}
@@ -193,7 +193,7 @@ func (o *operator) releaseLock(ctx context.Context, _ *Database, loop subreconci
 	if !st.held {
 		return nil
 	}
-	if err := st.lock.Release(ctx); err != nil {
+	if _, _, err := st.lock.Release(ctx, nil); err != nil {
 		if errors.Is(err, locking.ErrNotHeld) {
 			// Our operations may not have been exclusive; say so loudly.
 			loop.Logger().Error(err, "global lock lost before release")

@@ -246,7 +246,11 @@ func (r *reconciler) ensureClaims(ctx context.Context, set *api.ReplicatedSet, o
 // checkReuse is lifecycle's CheckReuse; in dry-run it decides the same and
 // writes nothing, and a claim it would delete first is reported.
 func (r *reconciler) checkReuse(ctx context.Context, set *api.ReplicatedSet, podName, claimName string, owner *lifecycle.Ref) (lifecycle.ReuseDecision, error) {
-	dec, err := r.m.CheckReuse(ctx, set.Namespace, podName, claimName, &lifecycle.ReuseOptions{Owner: owner, DryRun: r.dryRun})
+	dec, err := r.m.CheckReuse(ctx, lifecycle.PodClaim{Namespace: set.Namespace, Pod: podName, Claim: claimName}, &lifecycle.ReuseOptions{Owner: owner, DryRun: r.dryRun,
+		// Claim names are <template>-<set>-<ordinal>: template data-db of
+		// set x and template data of set db-x name the same claim. A claim
+		// labelled with another set is that set's.
+		OwnerLabel: api.SetLabel})
 	if err == nil && r.dryRun && dec.Verdict == lifecycle.VerdictDeleteFirst {
 		r.event(set, claimRef(set.Namespace, claimName, ""), corev1.EventTypeNormal, reasonDryRun, "Delete", "would delete Claim "+claimName+": "+dec.Reason)
 	}
@@ -334,31 +338,21 @@ func (r *reconciler) deletePod(ctx context.Context, set *api.ReplicatedSet, pod 
 	return nil
 }
 
-// syncOwner is lifecycle's SyncOwner on the manager's cache or, in dry-run,
-// the same decision (lifecycle.OwnerReferences) reported instead of written.
+// syncOwner is lifecycle's SyncOwner on the manager's cache; in dry-run it
+// decides the same, writes nothing, and each change it would make is
+// reported as an event.
 func (r *reconciler) syncOwner(ctx context.Context, set *api.ReplicatedSet, owner lifecycle.Ref, policy lifecycle.Policy, members []lifecycle.Member) ([]lifecycle.ClaimSync, error) {
-	if !r.dryRun {
-		return r.m.SyncOwner(ctx, lifecycle.Scope{Namespace: set.Namespace, Claims: crt.ClaimCache(r.Client)}, owner, policy, members)
-	}
-	var out []lifecycle.ClaimSync
-	for _, mem := range members {
-		for _, name := range mem.Claims {
-			var c corev1.PersistentVolumeClaim
-			if err := r.Get(ctx, client.ObjectKey{Namespace: set.Namespace, Name: name}, &c); err != nil {
-				out = append(out, lifecycle.ClaimSync{Claim: name, Missing: true})
-				continue
+	syncs, err := r.m.SyncOwner(ctx, lifecycle.Scope{Namespace: set.Namespace, Claims: crt.ClaimCache(r.Client)}, owner, policy, members,
+		&lifecycle.SyncOptions{DryRun: r.dryRun})
+	if r.dryRun {
+		for _, cs := range syncs {
+			if cs.Plan.Changed {
+				r.event(set, claimRef(set.Namespace, cs.Claim, ""), corev1.EventTypeNormal, reasonDryRun, "SetOwnerReferences",
+					fmt.Sprintf("would set the owner references of Claim %s to [%s]", cs.Claim, refsString(cs.Plan.OwnerReferences)))
 			}
-			plan, err := lifecycle.OwnerReferences(lifecycle.Ownership{Policy: policy, Owner: owner, Pod: mem.Pod, Condemned: mem.Condemned}, c.OwnerReferences)
-			if err != nil {
-				return nil, err
-			}
-			if plan.Changed {
-				r.event(set, claimRef(set.Namespace, name, c.UID), corev1.EventTypeNormal, reasonDryRun, "SetOwnerReferences", fmt.Sprintf("would set the owner references of Claim %s to [%s]", name, refsString(plan.OwnerReferences)))
-			}
-			out = append(out, lifecycle.ClaimSync{Claim: name, Plan: plan})
 		}
 	}
-	return out, nil
+	return syncs, err
 }
 
 // writeStatus updates the status when it changed; current < 0 keeps the

@@ -5,7 +5,7 @@
 //	backend, err := etcdlock.New(etcdlock.Config{KV: client, Prefix: "/my-operator/lock/"})
 //	l, err := locking.New(locking.Config{Backend: backend, LockID: lockID})
 //
-// Keys are stored in etcd as Options.Prefix followed by the lock's key bytes
+// Keys are stored in etcd as Config.Prefix followed by the lock's key bytes
 // (etcd keys are byte strings, so the FoundationDB operator's "\xff\x02"
 // prefix is stored as it is); values are the lock's bytes, unchanged.
 //
@@ -28,7 +28,11 @@
 //
 //   - A transaction that writes may depend on at most about as many keys as
 //     the server's --max-txn-ops (128 by default), because each key read is
-//     one guard. The lock's own transactions read at most three keys.
+//     one guard. Take and Release read at most three keys, and
+//     ClearPendingUpgrades clears without reading; UpdateDenyList reads one
+//     key per distinct ID, so a deny list of more IDs than the limit fails
+//     to apply (apply it in parts). Transactions that only read (Holder,
+//     DenyList, PendingUpgrades, the dry runs) send no guards.
 //   - If the snapshot revision is compacted while a transaction runs, its
 //     next read fails with locking.ErrConflict, and the Lock retries.
 //

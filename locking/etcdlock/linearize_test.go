@@ -158,7 +158,7 @@ func TestCommitCutReportsUnknownResult(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if lease, err := dc2.Take(t.Context()); err != nil || lease.Outcome != locking.Taken {
+	if lease, err := dc2.Take(t.Context()); err != nil || lease.Outcome != locking.OutcomeTaken {
 		t.Fatalf("dc2 Take = %+v, %v; want Taken", lease, err)
 	}
 	dc1Again, err := locking.New(locking.Config{Backend: viaProxy, LockID: "dc1"})

@@ -75,7 +75,7 @@ func TestStorage(t *testing.T) {
 	if !b.As(&client) || client == nil {
 		t.Fatal("As(*kubelock.Client) = false")
 	}
-	if err := l.Release(ctx); err != nil {
+	if _, _, err := l.Release(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
 	got, err := cms.Get(context.Background(), "shared", metav1.GetOptions{})

@@ -215,7 +215,7 @@ func TestCommitCutReportsUnknownResult(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if lease, err := dc2.Take(t.Context()); err != nil || lease.Outcome != locking.Taken {
+	if lease, err := dc2.Take(t.Context()); err != nil || lease.Outcome != locking.OutcomeTaken {
 		t.Fatalf("dc2 Take = %+v, %v; want Taken", lease, err)
 	}
 }

@@ -45,7 +45,7 @@ func RunBenchmarks(b *testing.B, newBackend func(b *testing.B) locking.Backend) 
 			if len(lat) < cap(lat) {
 				lat = append(lat, wall.Since(t0))
 			}
-			if err != nil || lease.Outcome != locking.Extended {
+			if err != nil || lease.Outcome != locking.OutcomeExtended {
 				b.Fatalf("Take = %+v, %v; want Extended", lease, err)
 			}
 		}
@@ -63,10 +63,10 @@ func RunBenchmarks(b *testing.B, newBackend func(b *testing.B) locking.Backend) 
 		ctx := b.Context()
 		start := backend.Transactions()
 		for b.Loop() {
-			if lease, err := l.Take(ctx); err != nil || lease.Outcome != locking.Taken {
+			if lease, err := l.Take(ctx); err != nil || lease.Outcome != locking.OutcomeTaken {
 				b.Fatalf("Take = %+v, %v; want Taken", lease, err)
 			}
-			if err := l.Release(ctx); err != nil {
+			if _, _, err := l.Release(ctx, nil); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -96,7 +96,7 @@ func RunBenchmarks(b *testing.B, newBackend func(b *testing.B) locking.Backend) 
 					}
 					runtime.Gosched()
 				}
-				if err := l.Release(ctx); err != nil {
+				if _, _, err := l.Release(ctx, nil); err != nil {
 					b.Error(err)
 					return
 				}

@@ -47,8 +47,10 @@
 //     locking.ErrTxnDone;
 //   - carry the whole Lock: take, extend, take-over and release at the
 //     FoundationDB operator's keys and byte format, the deny list, corrupt
-//     records, upgrade records, the disable switch, and contenders that
-//     never hold the lock together (Exclusion).
+//     records, upgrade records, the disable switch, the dry runs of
+//     Release, UpdateDenyList and ClearPendingUpgrades (which report what
+//     would change and write nothing), and contenders that never hold the
+//     lock together (Exclusion).
 //
 // Each subtest leaves the prefix it used empty, so the suite can run again
 // (-count) against the same server.

@@ -228,7 +228,7 @@ func Hammer(ctx context.Context, backend locking.Backend, o HammerOptions) (*His
 					}
 				case r < 85:
 					op.Kind = "release"
-					err = l.Release(opCtx)
+					_, _, err = l.Release(opCtx, nil)
 				default:
 					op.Kind = "holder"
 					var rec locking.Record

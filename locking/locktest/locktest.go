@@ -462,7 +462,7 @@ func runTake(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 		lease := e.take(e.lock("dc1", nil))
 		want := locking.Lease{
 			Record:  locking.Record{Holder: "dc1", Start: epoch, End: epoch.Add(locking.DefaultDuration)},
-			Outcome: locking.Taken,
+			Outcome: locking.OutcomeTaken,
 		}
 		if diff := cmp.Diff(want, lease); diff != "" {
 			t.Fatalf("lease (-want +got):\n%s", diff)
@@ -480,7 +480,7 @@ func runTake(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 		e.take(l)
 		e.clock.Step(90 * time.Second)
 		lease := e.take(l)
-		if lease.Outcome != locking.Extended || !lease.Start.Equal(epoch) || !lease.End.Equal(epoch.Add(90*time.Second+2*time.Minute)) {
+		if lease.Outcome != locking.OutcomeExtended || !lease.Start.Equal(epoch) || !lease.End.Equal(epoch.Add(90*time.Second+2*time.Minute)) {
 			t.Fatalf("lease = %+v, want Extended from %s to %s", lease, epoch, epoch.Add(210*time.Second))
 		}
 		e.wantRecord("dc1", epoch, epoch.Add(210*time.Second))
@@ -510,7 +510,7 @@ func runTake(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 		e.clock.Step(held.RequeueAfter)
 		lease := e.take(dc2)
 		now := epoch.Add(10*time.Minute + time.Second)
-		if lease.Outcome != locking.TakenOver || lease.Previous != "dc1" || !lease.Start.Equal(now) {
+		if lease.Outcome != locking.OutcomeTakenOver || lease.Previous != "dc1" || !lease.Start.Equal(now) {
 			t.Fatalf("lease = %+v, want TakenOver from dc1 starting %s", lease, now)
 		}
 		e.wantRecord("dc2", now, now.Add(10*time.Minute))
@@ -525,7 +525,7 @@ func runTake(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 		e.clock.Step(time.Hour)
 		lease := e.take(l)
 		now := epoch.Add(time.Hour)
-		if lease.Outcome != locking.Taken || !lease.Start.Equal(now) {
+		if lease.Outcome != locking.OutcomeTaken || !lease.Start.Equal(now) {
 			t.Fatalf("lease = %+v, want Taken starting %s", lease, now)
 		}
 		e.wantRecord("dc1", now, now.Add(10*time.Minute))
@@ -545,7 +545,7 @@ func runTake(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 		_, err = dc2.Take(e.ctx)
 		wantLocked(t, err, "dc1", epoch.Add(10*time.Minute))
 		e.clock.Step(time.Nanosecond)
-		if lease := e.take(dc2); lease.Outcome != locking.TakenOver {
+		if lease := e.take(dc2); lease.Outcome != locking.OutcomeTakenOver {
 			t.Fatalf("lease = %+v, want TakenOver", lease)
 		}
 	})
@@ -562,7 +562,7 @@ func runTake(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 		_, err := tolerant.Take(e.ctx)
 		wantLocked(t, err, "dc1", epoch.Add(10*time.Minute))
 		naive := e.lock("dc2", &locking.Config{Clock: ahead})
-		if lease := e.take(naive); lease.Outcome != locking.TakenOver {
+		if lease := e.take(naive); lease.Outcome != locking.OutcomeTakenOver {
 			t.Fatalf("lease = %+v, want TakenOver (the overlap the tolerance exists to prevent)", lease)
 		}
 	})
@@ -599,18 +599,43 @@ func runRelease(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 		l := e.lock("dc1", nil)
 		e.take(l)
 		e.clock.Step(time.Minute)
-		if err := l.Release(e.ctx); err != nil {
+		if _, _, err := l.Release(e.ctx, nil); err != nil {
 			t.Fatal(err)
 		}
 		e.wantNoRecord()
-		if lease := e.take(e.lock("dc2", nil)); lease.Outcome != locking.Taken {
+		if lease := e.take(e.lock("dc2", nil)); lease.Outcome != locking.OutcomeTaken {
 			t.Fatalf("after release: lease %+v, want Taken", lease)
+		}
+	})
+
+	t.Run("a dry run reports the record it would clear and keeps it", func(t *testing.T) {
+		e := newEnv(t, newBackend)
+		l := e.lock("dc1", nil)
+		e.take(l)
+		dry := &locking.ReleaseOptions{DryRun: true}
+		want := locking.Record{Holder: "dc1", Start: epoch, End: epoch.Add(10 * time.Minute)}
+		rec, ok, err := l.Release(e.ctx, dry)
+		if err != nil || !ok || !rec.Start.Equal(want.Start) || !rec.End.Equal(want.End) || rec.Holder != want.Holder {
+			t.Fatalf("dry-run Release = %+v, %v, %v; want %+v, true, nil", rec, ok, err, want)
+		}
+		e.wantRecord("dc1", epoch, epoch.Add(10*time.Minute))
+		if _, _, err := e.lock("dc2", nil).Release(e.ctx, dry); !errors.Is(err, locking.ErrNotHeld) {
+			t.Fatalf("dry-run Release by a non-holder = %v, want ErrNotHeld", err)
+		}
+		e.wantRecord("dc1", epoch, epoch.Add(10*time.Minute))
+		rec, ok, err = l.Release(e.ctx, nil)
+		if err != nil || !ok || rec.Holder != "dc1" || !rec.End.Equal(want.End) {
+			t.Fatalf("Release = %+v, %v, %v; want what the dry run said", rec, ok, err)
+		}
+		e.wantNoRecord()
+		if _, ok, err := l.Release(e.ctx, dry); err != nil || ok {
+			t.Fatalf("dry-run Release of an absent lock = %v, %v; want false, nil", ok, err)
 		}
 	})
 
 	t.Run("absent lock releases without error", func(t *testing.T) {
 		e := newEnv(t, newBackend)
-		if err := e.lock("dc1", nil).Release(e.ctx); err != nil {
+		if _, ok, err := e.lock("dc1", nil).Release(e.ctx, nil); err != nil || ok {
 			t.Fatal(err)
 		}
 		e.wantNoRecord()
@@ -618,7 +643,7 @@ func runRelease(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 
 	refused := func(t *testing.T, e *env, l *locking.Lock, holder string, start, end time.Time) {
 		t.Helper()
-		err := l.Release(e.ctx)
+		_, _, err := l.Release(e.ctx, nil)
 		var held *locking.HeldError
 		if !errors.Is(err, locking.ErrNotHeld) || !errors.As(err, &held) || held.Holder != holder {
 			t.Fatalf("Release = %v, want ErrNotHeld naming %q", err, holder)
@@ -651,7 +676,7 @@ func runRelease(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 func runDenyList(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 	deny := func(t *testing.T, e *env, entries ...locking.DenyListEntry) {
 		t.Helper()
-		if err := e.lock("admin", nil).UpdateDenyList(e.ctx, entries); err != nil {
+		if _, err := e.lock("admin", nil).UpdateDenyList(e.ctx, entries, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -703,7 +728,7 @@ func runDenyList(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 		l := e.lock("dc1", nil)
 		e.take(l)
 		deny(t, e, locking.DenyListEntry{ID: "dc1"})
-		if err := l.Release(e.ctx); err != nil {
+		if _, _, err := l.Release(e.ctx, nil); err != nil {
 			t.Fatalf("Release = %v", err)
 		}
 		e.wantNoRecord()
@@ -715,7 +740,7 @@ func runDenyList(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 		deny(t, e, locking.DenyListEntry{ID: "dc1"})
 		e.clock.Step(time.Minute)
 		lease := e.take(e.lock("dc2", nil))
-		if lease.Outcome != locking.TakenOver || lease.Previous != "dc1" {
+		if lease.Outcome != locking.OutcomeTakenOver || lease.Previous != "dc1" {
 			t.Fatalf("lease = %+v, want TakenOver from dc1", lease)
 		}
 		e.wantRecord("dc2", epoch.Add(time.Minute), epoch.Add(11*time.Minute))
@@ -745,6 +770,49 @@ func runDenyList(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 		}
 	})
 
+	t.Run("a dry run reports exactly the entries that would change and writes nothing", func(t *testing.T) {
+		e := newEnv(t, newBackend)
+		deny(t, e, locking.DenyListEntry{ID: "dc1"}, locking.DenyListEntry{ID: "dc2"})
+		e.put(e.key("denyList/dc5"), []byte("another value"))
+		admin := e.lock("admin", nil)
+		spec := []locking.DenyListEntry{
+			{ID: "dc1", Allow: true}, // present: removed
+			{ID: "dc2"},              // present: unchanged
+			{ID: "dc3"},              // absent: added
+			{ID: "dc3"},              // listed twice: reported once
+			{ID: "dc4", Allow: true}, // absent: unchanged
+			{ID: "dc5"},              // another value: rewritten
+		}
+		want := []locking.DenyListEntry{{ID: "dc1", Allow: true}, {ID: "dc3"}, {ID: "dc5"}}
+		got, err := admin.UpdateDenyList(e.ctx, spec, &locking.DenyListOptions{DryRun: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("dry-run UpdateDenyList (-want +got):\n%s", diff)
+		}
+		ids, err := admin.DenyList(e.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]string{"dc1", "dc2", "dc5"}, ids); diff != "" {
+			t.Fatalf("a dry run changed the deny list (-want +got):\n%s", diff)
+		}
+		if v, _ := e.raw(e.key("denyList/dc5")); string(v) != "another value" {
+			t.Fatalf("a dry run rewrote dc5's entry to %q", v)
+		}
+		got, err = admin.UpdateDenyList(e.ctx, spec, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("UpdateDenyList reported (-want +got):\n%s", diff)
+		}
+		if got, err := admin.UpdateDenyList(e.ctx, spec, &locking.DenyListOptions{DryRun: true}); err != nil || len(got) != 0 {
+			t.Fatalf("after the update, a dry run = %+v, %v; want no change", got, err)
+		}
+	})
+
 	t.Run("invalid entries are rejected before anything is written", func(t *testing.T) {
 		e := newEnv(t, newBackend)
 		admin := e.lock("admin", nil)
@@ -752,7 +820,7 @@ func runDenyList(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 			"empty id":            {{ID: "dc1"}, {ID: ""}},
 			"contradictory entry": {{ID: "dc1"}, {ID: "dc1", Allow: true}},
 		} {
-			if err := admin.UpdateDenyList(e.ctx, entries); err == nil {
+			if _, err := admin.UpdateDenyList(e.ctx, entries, nil); err == nil {
 				t.Errorf("%s: UpdateDenyList succeeded, want an error", name)
 			}
 		}
@@ -812,7 +880,8 @@ func runCorrupt(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 			e.clock.Step(time.Hour) // not treated as expired either
 			_, err = e.lock("dc2", nil).Take(e.ctx)
 			check("Take by another instance", err)
-			check("Release", l.Release(e.ctx))
+			_, _, err = l.Release(e.ctx, nil)
+			check("Release", err)
 			_, _, err = l.Holder(e.ctx)
 			check("Holder", err)
 			if got, ok := e.raw(e.key("global")); !ok || !bytes.Equal(got, value) {
@@ -830,7 +899,7 @@ func runCorrupt(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 		_, err := e.lock("dc2", nil).Take(e.ctx)
 		wantLocked(t, err, "dc1", epoch.Add(10*time.Minute))
 		lease := e.take(e.lock("dc1", nil))
-		if lease.Outcome != locking.Extended || !lease.Start.Equal(epoch) {
+		if lease.Outcome != locking.OutcomeExtended || !lease.Start.Equal(epoch) {
 			t.Fatalf("lease = %+v, want Extended keeping start %s", lease, epoch)
 		}
 	})
@@ -860,7 +929,7 @@ func runUpgrades(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Fatalf("PendingUpgrades (-want +got):\n%s", diff)
 		}
-		if err := a.ClearPendingUpgrades(e.ctx); err != nil {
+		if _, err := a.ClearPendingUpgrades(e.ctx, nil); err != nil {
 			t.Fatal(err)
 		}
 		for _, v := range []string{"7.1.26", "7.1.2"} {
@@ -868,6 +937,36 @@ func runUpgrades(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 			if err != nil || len(got) != 0 {
 				t.Fatalf("after clear, PendingUpgrades(%q) = %v, %v; want empty", v, got, err)
 			}
+		}
+	})
+
+	t.Run("a dry run lists the records a clear would remove and removes none", func(t *testing.T) {
+		e := newEnv(t, newBackend)
+		l := e.lock("dc1", nil)
+		if err := l.AddPendingUpgrades(e.ctx, "7.1.26", []string{"storage-1", "log-1"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.AddPendingUpgrades(e.ctx, "7.1.2", []string{"stale"}); err != nil {
+			t.Fatal(err)
+		}
+		want := []locking.PendingUpgrade{{Version: "7.1.2", ProcessGroupID: "stale"}, {Version: "7.1.26", ProcessGroupID: "log-1"}, {Version: "7.1.26", ProcessGroupID: "storage-1"}}
+		got, err := l.ClearPendingUpgrades(e.ctx, &locking.ClearUpgradesOptions{DryRun: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("dry-run ClearPendingUpgrades (-want +got):\n%s", diff)
+		}
+		for _, k := range []string{"upgrades/7.1.26/storage-1", "upgrades/7.1.26/log-1", "upgrades/7.1.2/stale"} {
+			if _, ok := e.raw(e.key(k)); !ok {
+				t.Fatalf("a dry run removed %s", k)
+			}
+		}
+		if _, err := l.ClearPendingUpgrades(e.ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := l.ClearPendingUpgrades(e.ctx, &locking.ClearUpgradesOptions{DryRun: true}); err != nil || len(got) != 0 {
+			t.Fatalf("after the clear, a dry run = %+v, %v; want nothing", got, err)
 		}
 	})
 
@@ -900,10 +999,10 @@ func runDisabled(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 			t.Fatal(err)
 		}
 		lease, err := l.Take(e.ctx)
-		if err != nil || lease.Outcome != locking.Bypassed {
+		if err != nil || lease.Outcome != locking.OutcomeBypassed {
 			t.Fatalf("Take = %+v, %v; want Bypassed", lease, err)
 		}
-		if err := l.Release(e.ctx); err != nil {
+		if _, _, err := l.Release(e.ctx, nil); err != nil {
 			t.Fatalf("Release = %v", err)
 		}
 		if n := counting.Transactions(); n != 0 {
@@ -915,7 +1014,7 @@ func runDisabled(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 
 func deny(e *env, id string) {
 	e.t.Helper()
-	if err := e.lock("admin", nil).UpdateDenyList(e.ctx, []locking.DenyListEntry{{ID: id}}); err != nil {
+	if _, err := e.lock("admin", nil).UpdateDenyList(e.ctx, []locking.DenyListEntry{{ID: id}}, nil); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -936,7 +1035,7 @@ func runConcurrency(t *testing.T, newBackend func(t *testing.T) locking.Backend)
 			done <- err
 		}()
 		<-p.paused
-		if lease := e.take(e.lock("dc2", nil)); lease.Outcome != locking.Taken {
+		if lease := e.take(e.lock("dc2", nil)); lease.Outcome != locking.OutcomeTaken {
 			t.Fatalf("dc2 lease = %+v, want Taken", lease)
 		}
 		close(p.release)
@@ -1032,7 +1131,7 @@ func Exclusion(ctx context.Context, backend locking.Backend, prefix string, cont
 					fail(fmt.Errorf("%s: Take: %w", l.ID(), err))
 					return
 				}
-				if lease.Outcome != locking.Taken {
+				if lease.Outcome != locking.OutcomeTaken {
 					fail(fmt.Errorf("%s: Take outcome %s on a clock that never moves, want Taken", l.ID(), lease.Outcome))
 					return
 				}
@@ -1042,7 +1141,7 @@ func Exclusion(ctx context.Context, backend locking.Backend, prefix string, cont
 				}
 				runtime.Gosched()
 				inside.Add(-1)
-				if err := l.Release(stop); err != nil {
+				if _, _, err := l.Release(stop, nil); err != nil {
 					if stop.Err() == nil || errors.Is(err, locking.ErrNotHeld) {
 						fail(fmt.Errorf("%s: Release of a lock it had taken: %w", l.ID(), err))
 					}

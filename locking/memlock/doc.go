@@ -3,7 +3,7 @@
 // and passes locking/locktest's conformance suite and linearizability check,
 // so it is the test double of every code path that takes a lock.
 //
-//	l, err := locking.New(memlock.New(), lockID, nil)
+//	l, err := locking.New(locking.Config{Backend: memlock.New(), LockID: lockID})
 //
 // The zero Store is an empty store ready to use; a Store must not be copied
 // after first use.

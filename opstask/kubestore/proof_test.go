@@ -241,7 +241,7 @@ func helperController() int {
 		<-ctx.Done()
 		return ctx.Err()
 	})
-	c, err := opstask.New(opstask.Config{Store: s, Identity: "doomed", Settle: -1, Handlers: killKinds(block, block)})
+	c, err := opstask.New(opstask.Config{Store: s, Identity: "doomed", Settle: opstask.NoSettle, Handlers: killKinds(block, block)})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -379,7 +379,7 @@ func TestCleanupAtTTL(t *testing.T) {
 		}
 	}
 	nop := opstask.ExecutorFunc(func(context.Context, *opstask.Run) error { return nil })
-	c, err := opstask.New(opstask.Config{Store: s, Clock: clk, Settle: -1, DefaultTTL: 300 * time.Second, Handlers: []opstask.Handler{
+	c, err := opstask.New(opstask.Config{Store: s, Clock: clk, Settle: opstask.NoSettle, DefaultTTL: 300 * time.Second, Handlers: []opstask.Handler{
 		{Name: "onDemandSnapshot", Executor: nop},
 		{Name: "snapshotCompaction", Executor: opstask.ExecutorFunc(func(context.Context, *opstask.Run) error {
 			return opstask.WithCode("BucketGone", errors.New("backup bucket does not exist"))

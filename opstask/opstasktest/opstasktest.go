@@ -400,7 +400,7 @@ func testControllerOrder(t *testing.T, h Harness) {
 	})
 	startController(t, h, opstask.Config{
 		Handlers:   []opstask.Handler{{Name: h.Members[0].Name, Executor: exec, AllowDuplicates: true}},
-		Settle:     -1,
+		Settle:     opstask.NoSettle,
 		DefaultTTL: time.Hour,
 	})
 	deadline := time.Now().Add(60 * time.Second)
@@ -553,7 +553,7 @@ func testControllerDeleteRunning(t *testing.T, h Harness) {
 	})
 	startController(t, h, opstask.Config{
 		Handlers: []opstask.Handler{{Name: h.Members[0].Name, Executor: exec, AllowDuplicates: true}},
-		Settle:   -1,
+		Settle:   opstask.NoSettle,
 		// Renewals would find the deletion too, but only a third of the
 		// lease later: long enough that the next task would start first.
 		LeaseDuration: time.Minute,
