@@ -176,7 +176,9 @@ func TestChaosCheckerCatchesPlantedBugs(t *testing.T) {
 		isolated bool
 		clock    clock.WithTicker
 		store    bool
-		// operatorPodsOnly hides the foreign pods from the collector.
+		// operatorPodsOnly hides the foreign pods from the collector; the
+		// run is 30 s rather than 15, so that some claims expire while a
+		// foreign pod mounts them.
 		operatorPodsOnly bool
 		want             []string
 	}{
@@ -224,8 +226,12 @@ func TestChaosCheckerCatchesPlantedBugs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			duration := 15 * time.Second
+			if tc.operatorPodsOnly {
+				duration = 30 * time.Second
+			}
 			res := runGC(ctx, t, g, chaos.Config{Name: "aerospike-gc planted: " + tc.name, Seed: shortSeed,
-				Duration: 15 * time.Second, SettleTimeout: 25 * time.Second})
+				Duration: duration, SettleTimeout: 25 * time.Second})
 			t.Logf("replica log: %s\n%s", logPath, res.Table())
 			found := map[string]int{}
 			for _, v := range res.Violations {

@@ -498,7 +498,7 @@ func (g *gcWorkload) mountPod(c *claimTruth, ops *chaos.Ops) error {
 // mountForeign creates a pod the operator did not make, labelled
 // app=inspect-data, that mounts an existing claim for 2 to 8 s: two times
 // in three a claim whose own pod is away (someone looks at the data of a
-// stopped replica), else any claim.
+// stopped replica), else any claim. (unmount makes others.)
 func (g *gcWorkload) mountForeign(rng *rand.Rand, ops *chaos.Ops) error {
 	g.truth.mu.Lock()
 	var away, all []*claimTruth
@@ -520,9 +520,15 @@ func (g *gcWorkload) mountForeign(rng *rand.Rand, ops *chaos.Ops) error {
 		return nil
 	}
 	c := all[rng.IntN(len(all))]
+	g.truth.mu.Unlock()
+	return g.inspect(c, time.Duration(2000+rng.IntN(6000))*time.Millisecond, ops)
+}
+
+// inspect creates an inspect-data pod that mounts claim c for lasts.
+func (g *gcWorkload) inspect(c *claimTruth, lasts time.Duration, ops *chaos.Ops) error {
+	g.truth.mu.Lock()
 	f := &foreignPod{name: fmt.Sprintf("inspect-%s-%d", c.name, len(g.truth.foreign)), claim: c}
 	g.truth.foreign = append(g.truth.foreign, f)
-	lasts := time.Duration(2000+rng.IntN(6000)) * time.Millisecond
 	g.truth.mu.Unlock()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: f.name, Labels: map[string]string{"app": "inspect-data"}},
@@ -588,7 +594,11 @@ func (g *gcWorkload) unmountForeign(ops *chaos.Ops, all bool) error {
 
 // unmount deletes the pod of a claim mounted for 4 s or more. Two in five
 // come back within a quarter of the claim's TTL, as a restarted pod does.
+// Of the others, two in three have their data inspected at once by a
+// foreign pod that stays until 2 to 6 s past the claim's TTL.
 func (g *gcWorkload) unmount(rng *rand.Rand, ops *chaos.Ops) error {
+	inspect := rng.IntN(3) < 2
+	inspectFor := time.Duration(2000+rng.IntN(4000)) * time.Millisecond
 	g.truth.mu.Lock()
 	var cands []*claimTruth
 	for _, name := range g.truth.corder {
@@ -625,7 +635,10 @@ func (g *gcWorkload) unmount(rng *rand.Rand, ops *chaos.Ops) error {
 	}
 	g.truth.mu.Unlock()
 	ops.Add("unmount claim")
-	return nil
+	if comeback || !inspect || c.ttl >= time.Hour {
+		return nil
+	}
+	return g.inspect(c, c.ttl+inspectFor, ops)
 }
 
 // remountDue brings back the pods due to come back, as their operator
