@@ -270,6 +270,9 @@ func newGCWorkload(ctx context.Context, w gcWorld, o gcOptions, seed uint64, end
 // deletes the foreign pods left.
 func (g *gcWorkload) generate(ctx context.Context, ops *chaos.Ops) (err error) {
 	rng := rand.New(rand.NewPCG(g.seed, 0x616572))
+	// The foreign pods draw from a stream of their own: the rest of the
+	// workload is what it was without them.
+	frng := rand.New(rand.NewPCG(g.seed, 0x696e73)) // "ins"
 	defer func() {
 		if e := g.unmountForeign(ops, true); err == nil {
 			err = e
@@ -291,8 +294,13 @@ func (g *gcWorkload) generate(ctx context.Context, ops *chaos.Ops) (err error) {
 		if err := g.unmountForeign(ops, false); err != nil {
 			return err
 		}
+		if frng.IntN(5) == 0 {
+			if err := g.mountForeign(frng, ops); err != nil {
+				return err
+			}
+		}
 		var err error
-		switch n := rng.IntN(12); {
+		switch n := rng.IntN(10); {
 		case n < 4:
 			class := classExpires
 			switch m := rng.IntN(20); {
@@ -308,10 +316,8 @@ func (g *gcWorkload) generate(ctx context.Context, ops *chaos.Ops) (err error) {
 			err = g.userDelete(rng, ops)
 		case n < 7:
 			err = g.newClaim(rng, ops)
-		case n < 10:
-			err = g.unmount(rng, ops)
 		default:
-			err = g.mountForeign(rng, ops)
+			err = g.unmount(rng, frng, ops)
 		}
 		if err != nil {
 			return err
@@ -596,9 +602,9 @@ func (g *gcWorkload) unmountForeign(ops *chaos.Ops, all bool) error {
 // come back within a quarter of the claim's TTL, as a restarted pod does.
 // Of the others, two in three have their data inspected at once by a
 // foreign pod that stays until 2 to 6 s past the claim's TTL.
-func (g *gcWorkload) unmount(rng *rand.Rand, ops *chaos.Ops) error {
-	inspect := rng.IntN(3) < 2
-	inspectFor := time.Duration(2000+rng.IntN(4000)) * time.Millisecond
+func (g *gcWorkload) unmount(rng, frng *rand.Rand, ops *chaos.Ops) error {
+	inspect := frng.IntN(3) < 2
+	inspectFor := time.Duration(2000+frng.IntN(4000)) * time.Millisecond
 	g.truth.mu.Lock()
 	var cands []*claimTruth
 	for _, name := range g.truth.corder {

@@ -235,7 +235,7 @@ func TestChaosCheckerCatchesPlantedBugs(t *testing.T) {
 		{"policy read as DeleteOnScaledownAndOwnerDeletion, the claim watch blind", policyAlwaysDeletes, true, true, false, []string{invClaimSafety, invKept}},
 		{"scale-down deletes pod 0", scaleDownDeletesLowest, false, false, false, []string{invPodSafety, invLiveness}},
 		{"claims lose their owner references", claimsWithoutOwners, false, false, false, []string{invLiveness}},
-		// A backup pod mounts the claims before two scale-downs in three.
+		// Backup pods mount the claim a scale-down takes first.
 		{"scale-down deletes the claims itself, mounted or not", scaleDownDeletesClaims, false, true, true, []string{invMounted}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -422,6 +422,9 @@ var policies = []lifecycle.Policy{
 // pods left.
 func (g *spWorkload) generate(ctx context.Context, ops *chaos.Ops) (err error) {
 	rng := rand.New(rand.NewPCG(g.seed, 0x737470)) // "stp"
+	// The foreign pods draw from a stream of their own: the rest of the
+	// workload is what it was without them.
+	frng := rand.New(rand.NewPCG(g.seed, 0x626b70)) // "bkp"
 	defer func() {
 		if e := g.unmountForeign(ops, true); err == nil {
 			err = e
@@ -430,18 +433,14 @@ func (g *spWorkload) generate(ctx context.Context, ops *chaos.Ops) (err error) {
 		g.truth.stopped = time.Now()
 		g.truth.mu.Unlock()
 	}()
-	var pending []*pendingScale
 	for ctx.Err() == nil {
 		if err := g.unmountForeign(ops, false); err != nil {
 			return err
 		}
-		for len(pending) > 0 && !time.Now().Before(pending[0].at) {
-			if err := g.scaleTo(pending[0].s, pending[0].to, ops); err != nil {
-				return err
-			}
-			pending = pending[1:]
-		}
 		live := g.liveSets()
+		if err := g.mountForeign(frng, live, ops); err != nil {
+			return err
+		}
 		var err error
 		switch n := rng.IntN(20); {
 		case len(live) < 4 || (n < 2 && len(live) < 8):
@@ -450,13 +449,8 @@ func (g *spWorkload) generate(ctx context.Context, ops *chaos.Ops) (err error) {
 			err = g.deleteSet(live[rng.IntN(len(live))], ops)
 		case n < 6:
 			err = g.deletePodByHand(rng, live, ops)
-		case n < 9:
-			err = g.mountForeign(rng, ops)
 		default:
-			var p *pendingScale
-			if p, err = g.scaleSet(rng, live[rng.IntN(len(live))], ops); p != nil {
-				pending = append(pending, p)
-			}
+			err = g.scaleSet(rng, live[rng.IntN(len(live))], ops)
 		}
 		if err != nil {
 			return err
@@ -540,47 +534,16 @@ func (g *spWorkload) createSet(rng *rand.Rand, ops *chaos.Ops) error {
 	return nil
 }
 
-// pendingScale is a scale-down the generator makes once a backup pod has
-// mounted the claims it condemns for a while.
-type pendingScale struct {
-	s  *setTruth
-	to int
-	at time.Time
-}
-
 // scaleSet sets spec.replicas to 0 to 4 through the scale subresource, as
 // kubectl scale does; 0 is rarer, so that ordinal 0 often keeps its claim
-// for the whole run. Two scale-downs in three are made only after a
-// backup pod has mounted the claims of the ordinals that go for 1.5 s: it
-// returns them, to be made when due.
-func (g *spWorkload) scaleSet(rng *rand.Rand, s *setTruth, ops *chaos.Ops) (*pendingScale, error) {
+// for the whole run.
+func (g *spWorkload) scaleSet(rng *rand.Rand, s *setTruth, ops *chaos.Ops) error {
 	cur := s.replicas()
 	to := 1 + rng.IntN(4)
 	if rng.IntN(8) == 0 {
 		to = 0
 	}
-	if to < cur && rng.IntN(3) < 2 {
-		var claims []string
-		for i := to; i < cur; i++ {
-			claims = append(claims, api.ClaimName(claimTemplate, s.name, i))
-		}
-		lasts := time.Duration(3000+rng.IntN(5000)) * time.Millisecond
-		if err := g.createForeign("backup-"+s.name, claims, lasts, ops); err != nil {
-			return nil, err
-		}
-		return &pendingScale{s: s, to: to, at: time.Now().Add(1500 * time.Millisecond)}, nil
-	}
-	return nil, g.scaleTo(s, to, ops)
-}
-
-// scaleTo sets the set's spec.replicas to to, unless it is so already or
-// the set was deleted.
-func (g *spWorkload) scaleTo(s *setTruth, to int, ops *chaos.Ops) error {
-	g.truth.mu.Lock()
-	gone := s.deleted() != nil
-	g.truth.mu.Unlock()
-	cur := s.replicas()
-	if to == cur || gone {
+	if to == cur {
 		return nil
 	}
 	body := fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, to)
@@ -699,11 +662,25 @@ func (g *spWorkload) deletePodByHand(rng *rand.Rand, live []*setTruth, ops *chao
 	return nil
 }
 
-// mountForeign creates a pod the controller did not make, labelled
-// app=backup and without the set label, that mounts an existing claim for
-// 2 to 8 s: a claim of a live set, in range or left by a scale-down.
-// (scaleSet makes others, which back up the claims a scale-down condemns.)
-func (g *spWorkload) mountForeign(rng *rand.Rand, ops *chaos.Ops) error {
+// mountForeign, one time in two, creates a pod the controller did not
+// make, labelled app=backup and without the set label, that mounts an
+// existing claim for a while: two times in three the claim of a live set's
+// highest ordinal in range (a backup of the replica a scale-down takes
+// first) for 3 to 8 s, else any claim, in range or left by a scale-down,
+// for 2 to 8 s.
+func (g *spWorkload) mountForeign(rng *rand.Rand, live []*setTruth, ops *chaos.Ops) error {
+	n := rng.IntN(6)
+	if n >= 3 {
+		return nil
+	}
+	if n < 2 && len(live) > 0 {
+		s := live[rng.IntN(len(live))]
+		if r := s.replicas(); r > 0 {
+			claim := api.ClaimName(claimTemplate, s.name, r-1)
+			return g.createForeign("backup-"+claim, []string{claim}, time.Duration(3000+rng.IntN(5000))*time.Millisecond, ops)
+		}
+		return nil
+	}
 	var claims *corev1.PersistentVolumeClaimList
 	err := chaos.Retry(func(ctx context.Context) (err error) {
 		claims, err = g.kc.CoreV1().PersistentVolumeClaims(g.w.ns).List(ctx, metav1.ListOptions{})
