@@ -47,7 +47,8 @@
 //     memlock.New().
 //   - A per-call setting is an XOptions last argument: a pointer where nil
 //     means the defaults (backupstore's DeleteOptions, CopyOptions and
-//     ExpiryOptions; lifecycle's ReuseOptions and SyncOptions), or a value
+//     ExpiryOptions; lifecycle's ReuseOptions and SyncOptions; locking's
+//     ReleaseOptions, DenyListOptions and ClearUpgradesOptions), or a value
 //     when it carries a required field (lifecycle.CollectOptions, whose
 //     Scope names the namespace).
 //   - NewMetrics(MetricsConfig) (*Metrics, error) registers on
@@ -78,11 +79,23 @@
 //   - Kind means a Kubernetes kind (lifecycle.Ref.Kind) or, in opstask, a
 //     task's kind (Task.Kind, the spec.config member it sets), whose
 //     registration is an opstask.Handler. Enumerations carry their type's
-//     name: lifecycle.PlanUpdate is a PlanStatus, lifecycle.VerdictWait a
-//     Verdict, subreconcile.RequeueConflict a requeue reason.
-//   - Every destructive call has a dry run, deletes with preconditions
-//     (UID and resourceVersion, or the store's equivalent), and says in its
-//     doc what it never deletes.
+//     name, or a short form of it: lifecycle.PlanUpdate is a PlanStatus,
+//     lifecycle.VerdictWait a Verdict, retention.OutcomeSucceeded and
+//     locking.OutcomeTaken an Outcome (their earlier unprefixed names are
+//     deprecated aliases), retention.TieByID a TieBreak, opstask.CodeTimeout
+//     an ErrorCode. Two kinds are exceptions on purpose: names a design
+//     published keep its spelling (lifecycle's policy Names are KEP-1847's:
+//     lifecycle.Retain, lifecycle.DeleteOnScaledownOnly), and values that
+//     travel as strings in metrics labels and events are untyped string
+//     constants named for what they are (subreconcile.RequeueConflict, a
+//     requeue reason; lifecycle.ReasonClaimCollected, an event reason).
+//   - Every call that deletes or overwrites has a dry run that makes the
+//     same reads and decision and writes nothing (the README lists them),
+//     and says in its doc what it never deletes. Kubernetes objects are
+//     deleted with UID and resourceVersion preconditions, object versions
+//     by their version ID; a key of an unversioned bucket has no such
+//     precondition, and is checked against its prefix again just before
+//     its delete instead.
 //   - Time comes from an injected clock (k8s.io/utils/clock); nil means the
 //     real clock.
 package groundskeeper

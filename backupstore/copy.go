@@ -73,7 +73,10 @@ type CopyOptions struct {
 	// SourcePrefix selects the source objects; TargetPrefix replaces it in
 	// the target keys. Each is empty or passes CheckPrefix (so it ends in
 	// Separator): CopyBackups refuses anything else, which would also
-	// select, or write over, the keys of siblings.
+	// select, or write over, the keys of siblings. Where a bucket has a
+	// prefix of its own that the store's listing request or OpenBucket
+	// shows, that prefix followed by SourcePrefix (TargetPrefix) is
+	// checked the same way, as DeletePrefix does.
 	SourcePrefix, TargetPrefix string
 	// MaxBackupAge, when positive, copies only backups younger than it
 	// (etcd-druid's maxBackupAge; convert days with retention.Days).
@@ -86,16 +89,26 @@ type CopyOptions struct {
 	// object's modification time. Filters count backups, not objects, and
 	// copy all objects of a selected backup.
 	Backup func(key string, modTime time.Time) (id string, taken time.Time)
-	// Concurrency bounds the objects copied at once. Default 8.
+	// Concurrency bounds the objects copied at once, at most
+	// MaxConcurrency. Default (0): 8. Goroutines are started as objects
+	// are copied, never more than there are objects to copy.
 	Concurrency int
 	// ManifestKey, when set, is where the manifest is kept in the target
 	// bucket: read at the start, written before copying and every 100
-	// objects, and at the end. It is never copied or compared: an object
-	// at ManifestKey in the source (the manifest of an earlier copy into
-	// it) is not selected, and CopyBackups refuses to start when a selected
-	// object would be written at ManifestKey in the target, or when the
-	// manifest found there belongs to a copy with other prefixes.
+	// objects, and at the end, with MetadataManifest. A manifest is never
+	// copied, compared or counted as a backup, whatever its key: an object
+	// in the source that carries MetadataManifest, or is JSON
+	// (application/json) holding a Manifest and nothing else (the
+	// manifest of an earlier copy into it, such as A to B before B to C),
+	// is not selected. CopyBackups refuses to start when a backup would be
+	// written at ManifestKey in the target, or when the manifest found
+	// there belongs to a copy with other prefixes.
 	ManifestKey string
+	// DryRun selects the backups and compares them with the target, and
+	// writes nothing, not even the manifest: the result's Manifest entries
+	// with StatusNone are what a copy would write, and Overwrites names the
+	// target keys among them that hold other content now.
+	DryRun bool
 	// Retry configures the retries of transient errors.
 	Retry Retry
 	// Progress, when set, is called with the running totals after every
@@ -121,12 +134,18 @@ type CopyProgress struct {
 // CopyResult says what CopyBackups did.
 type CopyResult struct {
 	CopyProgress
-	// Excluded counts the source objects the filters left out.
+	// Excluded counts the source objects the filters left out. Manifests
+	// found in the source are not backups and are not counted.
 	Excluded int
 	// Manifest is the final manifest.
 	Manifest *Manifest
 	// FailedKeys are the keys that could not be copied, with the reason.
 	FailedKeys []KeyError
+	// Overwrites are the target keys that held other content (another
+	// size or checksum) and that the copy writes over, or, for a dry run,
+	// would. On an S3 bucket with versioning the old content stays as a
+	// noncurrent version.
+	Overwrites []string
 }
 
 // CopyError is returned when some objects were not copied. Rerunning
@@ -155,7 +174,14 @@ const (
 	// (RFC 3339, nanoseconds): the fallback identity check where a store
 	// gives no MD5.
 	MetadataSourceModTime = "backupstore-source-modtime"
+	// MetadataManifest marks a copy manifest: CopyBackups writes it on
+	// every manifest, and never selects an object that carries it as a
+	// backup, whatever its key.
+	MetadataManifest = "backupstore-manifest"
 )
+
+// manifestFormat is the value of MetadataManifest: the manifest's format.
+const manifestFormat = "v1"
 
 // CopyBackups copies the backups under opts.SourcePrefix in src to
 // opts.TargetPrefix in dst, any store to any store, streaming each object
@@ -183,8 +209,14 @@ func CopyBackups(ctx context.Context, src, dst *blob.Bucket, opts *CopyOptions) 
 	if opts == nil {
 		opts = &CopyOptions{}
 	}
-	if opts.MaxBackupAge < 0 || opts.MaxBackups < 0 {
-		return nil, fmt.Errorf("backupstore: copy: MaxBackupAge = %v, MaxBackups = %d: must not be negative", opts.MaxBackupAge, opts.MaxBackups)
+	if opts.MaxBackupAge < 0 {
+		return nil, fmt.Errorf("%w: CopyOptions.MaxBackupAge = %v: must not be negative", ErrInvalidConfig, opts.MaxBackupAge)
+	}
+	if opts.MaxBackups < 0 {
+		return nil, fmt.Errorf("%w: CopyOptions.MaxBackups = %d: must not be negative", ErrInvalidConfig, opts.MaxBackups)
+	}
+	if err := checkConcurrency("CopyOptions.Concurrency", opts.Concurrency); err != nil {
+		return nil, err
 	}
 	// A prefix that does not end in Separator selects (SourcePrefix) or
 	// writes over (TargetPrefix) the keys of siblings sharing its leading
@@ -206,26 +238,32 @@ func CopyBackups(ctx context.Context, src, dst *blob.Bucket, opts *CopyOptions) 
 
 	// 1. What the source holds, and which of it the filters select. A
 	// manifest in the source (an earlier copy into it, A to B before B to
-	// C) is not a backup: it is never selected.
-	srcObjs, err := c.listAll(ctx, src, opts.SourcePrefix, opts.ManifestKey)
+	// C, whatever its key) is not a backup: it is never selected.
+	srcObjs, err := c.listAll(ctx, src, opts.SourcePrefix, opts.ManifestKey, "SourcePrefix")
+	if pe := (*PrefixError)(nil); errors.As(err, &pe) {
+		return res, err
+	}
 	if err != nil {
 		return res, &CopyError{Err: fmt.Errorf("list source: %w", err)}
 	}
-	selected, err := c.selectBackups(srcObjs)
+	selected, manifests, err := c.selectBackups(ctx, srcObjs)
 	if err != nil {
 		return res, err
 	}
-	res.Excluded = len(srcObjs) - len(selected)
+	res.Excluded = len(srcObjs) - manifests - len(selected)
 	if opts.ManifestKey != "" {
 		for _, o := range selected {
 			if c.targetKey(o.Key) == opts.ManifestKey {
-				return res, fmt.Errorf("backupstore: copy: source object %q would be written over the manifest, ManifestKey = %q: choose another ManifestKey", o.Key, opts.ManifestKey)
+				return res, fmt.Errorf("%w: source object %q is a backup, and its target key is ManifestKey = %q: the copy would write it over its own manifest", ErrInvalidConfig, o.Key, opts.ManifestKey)
 			}
 		}
 	}
 
 	// 2. What the target holds, and what an earlier run recorded.
-	dstObjs, err := c.listAll(ctx, dst, opts.TargetPrefix, opts.ManifestKey)
+	dstObjs, err := c.listAll(ctx, dst, opts.TargetPrefix, opts.ManifestKey, "TargetPrefix")
+	if pe := (*PrefixError)(nil); errors.As(err, &pe) {
+		return res, err
+	}
 	if err != nil {
 		return res, &CopyError{Err: fmt.Errorf("list target: %w", err)}
 	}
@@ -240,8 +278,8 @@ func CopyBackups(ctx context.Context, src, dst *blob.Bucket, opts *CopyOptions) 
 	if prev != nil && (prev.SourcePrefix != opts.SourcePrefix || prev.TargetPrefix != opts.TargetPrefix) {
 		// Resuming from it would record objects of another copy; writing
 		// over it would lose that copy's record.
-		return res, fmt.Errorf("backupstore: copy: the manifest at ManifestKey = %q belongs to a copy from SourcePrefix = %q to TargetPrefix = %q, not from %q to %q: choose another ManifestKey",
-			opts.ManifestKey, prev.SourcePrefix, prev.TargetPrefix, opts.SourcePrefix, opts.TargetPrefix)
+		return res, fmt.Errorf("%w: the manifest at ManifestKey = %q belongs to a copy from SourcePrefix = %q to TargetPrefix = %q, not from %q to %q: choose another ManifestKey",
+			ErrInvalidConfig, opts.ManifestKey, prev.SourcePrefix, prev.TargetPrefix, opts.SourcePrefix, opts.TargetPrefix)
 	}
 	listed := make(map[string]bool, len(srcObjs))
 	for _, o := range srcObjs {
@@ -271,6 +309,8 @@ func CopyBackups(ctx context.Context, src, dst *blob.Bucket, opts *CopyOptions) 
 		if same {
 			e.Status = StatusCopied
 			res.Skipped++
+		} else if present[c.targetKey(o.Key)] != nil {
+			res.Overwrites = append(res.Overwrites, c.targetKey(o.Key))
 		}
 		m.Entries = append(m.Entries, e)
 	}
@@ -297,6 +337,9 @@ func CopyBackups(ctx context.Context, src, dst *blob.Bucket, opts *CopyOptions) 
 	res.Manifest = m
 	res.Selected = len(selected)
 	res.NotFound = m.Count(StatusNotFound)
+	if opts.DryRun {
+		return res, nil
+	}
 	if err := c.saveManifest(ctx); err != nil {
 		return res, &CopyError{Err: err}
 	}
@@ -308,11 +351,7 @@ func CopyBackups(ctx context.Context, src, dst *blob.Bucket, opts *CopyOptions) 
 			todo = append(todo, i)
 		}
 	}
-	n := opts.Concurrency
-	if n <= 0 {
-		n = 8
-	}
-	errs := forEach(ctx, len(todo), n, func(j int) error {
+	errs := forEach(ctx, len(todo), c.concurrency(), func(j int) error {
 		i := todo[j]
 		status, size, err := c.copyOne(ctx, m.Entries[i])
 		c.finish(ctx, i, status, size, err)
@@ -358,7 +397,18 @@ func transientPresent(ctx context.Context, err error) bool {
 	return transient(ctx, err) && !notFound(err)
 }
 
-func (c *copier) listAll(ctx context.Context, b *blob.Bucket, prefix, skip string) ([]*blob.ListObject, error) {
+// listAll lists every object under prefix in b but skip. The first
+// listing request tells the prefix the store lists, the bucket's own
+// (blob.PrefixedBucket, prefix= in a URL) followed by prefix: it is checked
+// as DeletePrefix checks it (field names the option in the error), so that
+// a bucket opened with prefix=tenant-a neither copies nor writes over
+// tenant-ab's keys.
+func (c *copier) listAll(ctx context.Context, b *blob.Bucket, prefix, skip, field string) ([]*blob.ListObject, error) {
+	rm := removerFor(b, &DeleteOptions{})
+	d := &deletion{bucket: b, prefix: prefix, rm: rm,
+		opts: &DeleteOptions{PrefixRules: PrefixRules{AllowEmpty: true}, AllowUnknownBucketPrefix: true}}
+	lo := &blob.ListOptions{Prefix: prefix}
+	rm.prepare(lo)
 	var out []*blob.ListObject
 	token := blob.FirstPageToken
 	for {
@@ -366,11 +416,14 @@ func (c *copier) listAll(ctx context.Context, b *blob.Bucket, prefix, skip strin
 		var next []byte
 		err := c.retry.do(ctx, c.clock, transientPresent, func() error {
 			var err error
-			objs, next, err = b.ListPage(ctx, token, listAllPageSize, &blob.ListOptions{Prefix: prefix})
+			objs, next, err = b.ListPage(ctx, token, listAllPageSize, lo)
 			return err
 		})
 		if err != nil {
 			return nil, err
+		}
+		if err := d.checkEffectivePrefix(); err != nil {
+			return nil, fmt.Errorf("backupstore: copy: %s: %w", field, err)
 		}
 		for _, o := range objs {
 			if !o.IsDir && o.Key != skip {
@@ -384,8 +437,63 @@ func (c *copier) listAll(ctx context.Context, b *blob.Bucket, prefix, skip strin
 	}
 }
 
-// selectBackups applies MaxBackupAge and MaxBackups through retention.
-func (c *copier) selectBackups(objs []*blob.ListObject) ([]*blob.ListObject, error) {
+// selectBackups applies MaxBackupAge and MaxBackups through retention to
+// the objects that are not manifests, and returns the selected objects and
+// the number of manifests found. Whether an object is a manifest costs one
+// attributes request (see isManifest); only the objects the filters would
+// select are asked, each once: a manifest found is set aside and the
+// filters run again, so that it never takes a backup's place.
+func (c *copier) selectBackups(ctx context.Context, objs []*blob.ListObject) ([]*blob.ListObject, int, error) {
+	manifest := make([]bool, len(objs))
+	checked := make([]bool, len(objs))
+	manifests := 0
+	for {
+		var idx []int
+		for i := range objs {
+			if !manifest[i] {
+				idx = append(idx, i)
+			}
+		}
+		keep, err := c.filter(objs, idx)
+		if err != nil {
+			return nil, 0, err
+		}
+		var ask []int
+		for _, i := range keep {
+			if !checked[i] {
+				ask = append(ask, i)
+				checked[i] = true
+			}
+		}
+		if len(ask) == 0 {
+			out := make([]*blob.ListObject, len(keep))
+			for j, i := range keep {
+				out[j] = objs[i]
+			}
+			return out, manifests, nil
+		}
+		found := make([]bool, len(ask))
+		errs := forEach(ctx, len(ask), c.concurrency(), func(j int) error {
+			var err error
+			found[j], err = c.isManifest(ctx, c.src, objs[ask[j]])
+			return err
+		})
+		if err := errors.Join(errs...); err != nil {
+			return nil, 0, &CopyError{Err: fmt.Errorf("source: %w", err)}
+		}
+		for j, i := range ask {
+			if found[j] {
+				manifest[i] = true
+				manifests++
+				c.log.V(1).Info("not copying a copy manifest found in the source", "key", objs[i].Key)
+			}
+		}
+	}
+}
+
+// filter returns the indexes among idx of the objects that MaxBackupAge
+// and MaxBackups select.
+func (c *copier) filter(objs []*blob.ListObject, idx []int) ([]int, error) {
 	var policy retention.All
 	if c.opts.MaxBackupAge > 0 {
 		policy = append(policy, retention.TTL{After: c.opts.MaxBackupAge})
@@ -394,26 +502,27 @@ func (c *copier) selectBackups(objs []*blob.ListObject) ([]*blob.ListObject, err
 		policy = append(policy, retention.Newest{N: c.opts.MaxBackups})
 	}
 	if len(policy) == 0 {
-		return objs, nil
+		return idx, nil
 	}
 	group := c.opts.Backup
 	if group == nil {
 		group = func(key string, t time.Time) (string, time.Time) { return key, t }
 	}
-	ids := make([]string, len(objs))
+	ids := make([]string, len(idx))
 	index := map[string]int{}
 	var items []retention.Item
-	for i, o := range objs {
+	for j, i := range idx {
+		o := objs[i]
 		id, taken := group(o.Key, o.ModTime)
-		ids[i] = id
-		j, ok := index[id]
+		ids[j] = id
+		k, ok := index[id]
 		if !ok {
 			index[id] = len(items)
 			items = append(items, retention.Item{ID: id, Time: taken})
 			continue
 		}
-		if taken.After(items[j].Time) {
-			items[j].Time = taken
+		if taken.After(items[k].Time) {
+			items[k].Time = taken
 		}
 	}
 	var res retention.Result
@@ -421,15 +530,85 @@ func (c *copier) selectBackups(objs []*blob.ListObject) ([]*blob.ListObject, err
 	// backup whatever its age (etcd-druid's maxBackupAge leaves it out).
 	filter := retention.Options{AllowDeleteNewest: true}
 	if err := filter.Evaluate(policy, c.clock.Now(), items, &res); err != nil {
-		return nil, fmt.Errorf("backupstore: copy filters: %w", err)
+		return nil, fmt.Errorf("%w: copy filters MaxBackupAge = %v, MaxBackups = %d: %w", ErrInvalidConfig, c.opts.MaxBackupAge, c.opts.MaxBackups, err)
 	}
-	var out []*blob.ListObject
-	for i, o := range objs {
-		if res.Decisions[index[ids[i]]].Keep {
-			out = append(out, o)
+	var out []int
+	for j, i := range idx {
+		if res.Decisions[index[ids[j]]].Keep {
+			out = append(out, i)
 		}
 	}
 	return out, nil
+}
+
+func (c *copier) concurrency() int {
+	if c.opts.Concurrency > 0 {
+		return c.opts.Concurrency
+	}
+	return 8
+}
+
+// maxManifestSniff bounds the size of a JSON object that isManifest reads
+// to tell whether it is a manifest written without MetadataManifest.
+const maxManifestSniff = 64 << 20
+
+// isManifest reports whether o is a copy manifest: it carries
+// MetadataManifest (every manifest CopyBackups writes does), or it is JSON
+// (content type application/json) that decodes as a Manifest and nothing
+// else, as the manifests written before the marker. An object gone
+// meanwhile is not one.
+func (c *copier) isManifest(ctx context.Context, b *blob.Bucket, o *blob.ListObject) (bool, error) {
+	var attrs *blob.Attributes
+	err := c.retry.do(ctx, c.clock, transientPresent, func() error {
+		var err error
+		attrs, err = b.Attributes(ctx, o.Key)
+		return err
+	})
+	if notFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("attributes of %q: %w", o.Key, err)
+	}
+	if attrs.Metadata[MetadataManifest] != "" {
+		return true, nil
+	}
+	if !strings.HasPrefix(attrs.ContentType, "application/json") || attrs.Size > maxManifestSniff {
+		return false, nil
+	}
+	var data []byte
+	err = c.retry.do(ctx, c.clock, transientPresent, func() error {
+		var err error
+		data, err = b.ReadAll(ctx, o.Key)
+		return err
+	})
+	if notFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read %q: %w", o.Key, err)
+	}
+	return looksLikeManifest(data), nil
+}
+
+// looksLikeManifest reports whether data is the JSON of a Manifest: an
+// object with exactly its three fields.
+func looksLikeManifest(data []byte) bool {
+	var m struct {
+		SourcePrefix *string          `json:"sourcePrefix"`
+		TargetPrefix *string          `json:"targetPrefix"`
+		Entries      *json.RawMessage `json:"entries"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil || dec.More() {
+		return false
+	}
+	if m.SourcePrefix == nil || m.TargetPrefix == nil || m.Entries == nil {
+		return false
+	}
+	var entries []ManifestEntry
+	return json.Unmarshal(*m.Entries, &entries) == nil
 }
 
 // samePresent reports whether the target object t is the source object o.
@@ -593,7 +772,10 @@ func (c *copier) saveManifest(ctx context.Context) error {
 		return err
 	}
 	err = c.retry.do(ctx, c.clock, transientPresent, func() error {
-		return c.dst.WriteAll(ctx, c.opts.ManifestKey, data, &blob.WriterOptions{ContentType: "application/json"})
+		return c.dst.WriteAll(ctx, c.opts.ManifestKey, data, &blob.WriterOptions{
+			ContentType: "application/json",
+			Metadata:    map[string]string{MetadataManifest: manifestFormat},
+		})
 	})
 	if err != nil {
 		return fmt.Errorf("write manifest %q: %w", c.opts.ManifestKey, err)

@@ -139,7 +139,7 @@ func CredentialsFromSecretData(scheme, namespace, name string, data map[string][
 	case "file", "mem":
 		return nil, nil
 	default:
-		return nil, fmt.Errorf("%w %q", ErrUnsupportedScheme, scheme)
+		return nil, fmt.Errorf("%w: %w %q", ErrInvalidConfig, ErrUnsupportedScheme, scheme)
 	}
 	return c, nil
 }
@@ -175,7 +175,7 @@ func LoadCredentials(ctx context.Context, secrets SecretGetter, namespace, name,
 		return nil, nil
 	case "s3", "gs", "azblob":
 	default:
-		return nil, fmt.Errorf("%w %q", ErrUnsupportedScheme, scheme)
+		return nil, fmt.Errorf("%w: %w %q", ErrInvalidConfig, ErrUnsupportedScheme, scheme)
 	}
 	s, err := secrets.GetSecret(ctx, namespace, name)
 	if apierrors.IsNotFound(err) {

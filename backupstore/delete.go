@@ -29,9 +29,13 @@ type DeleteOptions struct {
 	// with Object Lock enabled, each version the lock would keep now carries
 	// its Retention (at the cost of one HeadObject a version).
 	DryRun bool
-	// Concurrency bounds the delete requests in flight. The default is 4
-	// for stores with a batch API (each request deletes up to 1,000 S3 keys
-	// or 256 Azure blobs) and 16 for the others.
+	// Concurrency bounds the delete requests in flight, at most
+	// MaxConcurrency. The default (0) is 4 for stores with a batch API (each
+	// request deletes up to 1,000 S3 keys or 256 Azure blobs) and 16 for
+	// the others. On Azure without the batch API (Azurite, BatchNever)
+	// each batch is deleted 16 blobs at a time, so up to 16 times
+	// Concurrency requests are in flight. Goroutines are started as work
+	// appears, never more than there are requests to send.
 	Concurrency int
 	// AzureBatch chooses how Azure Blob deletes are sent: BatchAuto (the
 	// zero value) uses the Blob Batch API except against the Azure Storage
@@ -59,6 +63,23 @@ type DeleteOptions struct {
 	// money. With it set, DeletePrefix does not ask whether the bucket is
 	// versioned.
 	KeepNoncurrentVersions bool
+	// BucketPrefix states the bucket's own prefix, the one
+	// blob.PrefixedBucket (or prefix= in a URL) puts before every key, for
+	// a bucket whose prefix DeletePrefix cannot see: a fileblob or memblob
+	// bucket not opened by OpenBucket. nil states nothing; a pointer to ""
+	// states that the bucket has no prefix of its own. The effective
+	// prefix, *BucketPrefix followed by the prefix, is checked as any
+	// other. Where the bucket's prefix can be seen (the store's listing
+	// request on S3, GCS and Azure; OpenBucket), a stated one that differs
+	// is refused.
+	BucketPrefix *string
+	// AllowUnknownBucketPrefix lets the empty prefix through on a bucket
+	// whose own prefix can neither be seen nor is stated (BucketPrefix):
+	// the caller vouches that b is not a view (blob.PrefixedBucket) of a
+	// larger bucket under a prefix without a trailing Separator. Without
+	// it, such a deletion is refused with a *PrefixError before anything
+	// is deleted.
+	AllowUnknownBucketPrefix bool
 	// BypassGovernanceRetention deletes object versions under S3 Object
 	// Lock retention in governance mode (the request carries
 	// x-amz-bypass-governance-retention, and the caller needs the
@@ -315,7 +336,9 @@ const (
 // bucket opened with prefix=tenant-a is refused, because its keys include
 // those of "tenant-ab/". The effective prefix is known from the listing
 // request on Azure, from gocloud without a request on S3 and GCS, and from
-// OpenBucket for the others; it is checked before anything is deleted.
+// OpenBucket or opts.BucketPrefix for the others; it is checked before
+// anything is deleted. Where it is not known, the empty prefix is refused
+// unless opts.AllowUnknownBucketPrefix.
 // Listing and deletion run at the same time; deletion uses the store's batch
 // API where there is one (S3 DeleteObjects, Azure Blob Batch) and bounded
 // concurrency elsewhere. Objects that are already gone count as deleted, so
@@ -336,7 +359,10 @@ func DeletePrefix(ctx context.Context, b *blob.Bucket, prefix string, opts *Dele
 		return res, err
 	}
 	if opts.AzureBatch < BatchAuto || opts.AzureBatch > BatchNever {
-		return res, fmt.Errorf("backupstore: DeleteOptions.AzureBatch = %d: want BatchAuto, BatchAlways or BatchNever", opts.AzureBatch)
+		return res, fmt.Errorf("%w: DeleteOptions.AzureBatch = %d: want BatchAuto, BatchAlways or BatchNever", ErrInvalidConfig, opts.AzureBatch)
+	}
+	if err := checkConcurrency("DeleteOptions.Concurrency", opts.Concurrency); err != nil {
+		return res, err
 	}
 	log := logr.FromContextOrDiscard(ctx).WithValues("prefix", prefix)
 	rm := removerFor(b, opts)
@@ -513,31 +539,49 @@ func (d *deletion) list(ctx context.Context, pageSize int, emit func([]target) e
 
 // effectivePrefix returns the prefix the store lists: the bucket's own
 // prefix (a blob.PrefixedBucket, or prefix= in a URL opened by OpenBucket)
-// followed by d.prefix. ok is false when neither the store's listing
-// request nor OpenBucket tells the bucket's prefix.
-func (d *deletion) effectivePrefix() (p string, ok bool) {
-	if p, ok := d.rm.listedPrefix(); ok {
-		return p, true
+// followed by d.prefix, and the bucket's own prefix. ok is false when
+// neither the store's listing request, nor OpenBucket, nor the caller
+// (DeleteOptions.BucketPrefix) tells the bucket's prefix.
+func (d *deletion) effectivePrefix() (eff, bucketPrefix string, ok bool, err error) {
+	seen, known := d.rm.listedPrefix()
+	if known {
+		if !strings.HasSuffix(seen, d.prefix) {
+			return "", "", false, &PrefixError{Prefix: seen, Reason: fmt.Sprintf("the store listed this prefix, which does not end in the prefix %q given", d.prefix)}
+		}
+		bucketPrefix = strings.TrimSuffix(seen, d.prefix)
+	} else if bp, ok := openedPrefix(d.bucket); ok {
+		bucketPrefix, known = bp, true
 	}
-	if bp, ok := openedPrefix(d.bucket); ok {
-		return bp + d.prefix, true
+	if stated := d.opts.BucketPrefix; stated != nil {
+		if known && *stated != bucketPrefix {
+			return "", "", false, &PrefixError{Prefix: *stated + d.prefix, Reason: fmt.Sprintf("DeleteOptions.BucketPrefix = %q, but the bucket's own prefix is %q", *stated, bucketPrefix)}
+		}
+		bucketPrefix, known = *stated, true
 	}
-	return d.prefix, false
+	return bucketPrefix + d.prefix, bucketPrefix, known, nil
 }
 
 // checkEffectivePrefix applies the rules of CheckPrefix to the prefix the
 // store lists, not only to the caller's: a bucket opened with
 // prefix=tenant-a holds "tenant-ab/secret" as key "b/secret", so deleting
-// its "" (or "b/") would delete another tenant's data.
+// its "" (or "b/") would delete another tenant's data. Where the bucket's
+// own prefix cannot be known, the empty prefix (which would select
+// everything under it, siblings included when it lacks a trailing
+// Separator) is refused unless the caller opts out.
 func (d *deletion) checkEffectivePrefix() error {
-	eff, ok := d.effectivePrefix()
-	if !ok || eff == d.prefix {
+	eff, bucketPrefix, ok, err := d.effectivePrefix()
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if d.prefix == "" && !d.opts.AllowUnknownBucketPrefix {
+			return &PrefixError{Prefix: d.prefix, Reason: "empty prefix on a bucket whose own prefix cannot be seen (a blob.PrefixedBucket over fileblob or memblob not opened by OpenBucket): it would select every key under that prefix, those of siblings sharing its leading characters included; state the bucket's prefix in DeleteOptions.BucketPrefix, open the bucket with OpenBucket, or set DeleteOptions.AllowUnknownBucketPrefix"}
+		}
 		return nil
 	}
-	if !strings.HasSuffix(eff, d.prefix) {
-		return &PrefixError{Prefix: eff, Reason: fmt.Sprintf("the store listed this prefix, which does not end in the prefix %q given", d.prefix)}
+	if bucketPrefix == "" {
+		return nil
 	}
-	bucketPrefix := strings.TrimSuffix(eff, d.prefix)
 	if err := CheckPrefix(eff, PrefixRules{AllowPartial: d.opts.AllowPartial}); err != nil {
 		return &PrefixError{Prefix: eff, Reason: fmt.Sprintf("bucket prefix %q followed by %q: %s", bucketPrefix, d.prefix, err.(*PrefixError).Reason)}
 	}
@@ -568,31 +612,29 @@ func (d *deletion) run(ctx context.Context) (int, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	workers := d.opts.Concurrency
-	if workers <= 0 {
+	if workers == 0 {
 		workers = d.rm.concurrency()
 	}
-	batches := make(chan []target, workers)
+	// A goroutine per batch, started when the listing hands the batch on,
+	// at most workers at once: a large Concurrency costs nothing where
+	// there is little to delete.
+	sem := make(chan struct{}, workers)
 	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ts := range batches {
-				d.deleteBatch(ctx, ts)
-			}
-		}()
-	}
 	found := 0
 	listErr := d.list(ctx, listPageSize, func(ts []target) error {
 		found += len(ts)
 		select {
-		case batches <- ts:
-			return nil
+		case sem <- struct{}{}:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			d.deleteBatch(ctx, ts)
+		}()
+		return nil
 	})
-	close(batches)
 	wg.Wait()
 	if listErr != nil {
 		return found, listErr

@@ -13,8 +13,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"gocloud.dev/blob"
+	"gocloud.dev/blob/memblob"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
+	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
 )
 
 // siblings are the keys next to "backups/a/" that share its leading
@@ -322,5 +324,79 @@ func TestDeletePrefixOnPrefixedBucketLeavesSiblingTenant(t *testing.T) {
 				t.Errorf("objects left (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestDeletePrefixEmptyOnUnseenBucketPrefixLeavesSiblingTenant: a
+// blob.PrefixedBucket made by the caller over fileblob or memblob does not
+// show its prefix to DeletePrefix. Deleting its "" with AllowEmpty would
+// delete everything under "tenant-a", "tenant-ab/secret" included: it is
+// refused, unless the caller states the bucket's prefix (then checked as
+// any other) or opts out.
+func TestDeletePrefixEmptyOnUnseenBucketPrefixLeavesSiblingTenant(t *testing.T) {
+	for _, st := range []struct {
+		name string
+		open func(testing.TB) *blob.Bucket
+	}{
+		{"mem", func(testing.TB) *blob.Bucket { return memblob.OpenBucket(nil) }},
+		{"file", func(t testing.TB) *blob.Bucket { return openStore(t, testenv.File(t)) }},
+	} {
+		t.Run(st.name, func(t *testing.T) {
+			ctx := context.Background()
+			emptyOK := backupstore.PrefixRules{AllowEmpty: true}
+			// view fills a new store and returns its blob.PrefixedBucket
+			// under prefix (which closes the bucket it is given).
+			view := func(prefix string) *blob.Bucket {
+				b := st.open(t)
+				put(t, b, []string{"tenant-a/00001", "tenant-a/00002", "tenant-ab/secret", "tenant-b/00001"}, 16)
+				v := blob.PrefixedBucket(b, prefix)
+				t.Cleanup(func() { v.Close() })
+				return v
+			}
+			for _, dry := range []bool{true, false} {
+				v := view("tenant-a")
+				res, err := backupstore.DeletePrefix(ctx, v, "", &backupstore.DeleteOptions{PrefixRules: emptyOK, DryRun: dry})
+				if !errors.Is(err, backupstore.ErrUnsafePrefix) || !strings.Contains(err.Error(), "BucketPrefix") {
+					t.Errorf("DeletePrefix(PrefixedBucket(tenant-a), \"\", dry run %v) = %+v, %v; want ErrUnsafePrefix naming BucketPrefix", dry, res.DeleteProgress, err)
+				}
+				// The view lists tenant-ab/secret as "b/secret".
+				if got := slices.Sorted(maps.Keys(snapshot(t, v, ""))); !slices.Equal(got, []string{"/00001", "/00002", "b/secret"}) {
+					t.Errorf("after the refused deletion (dry run %v) the view holds %q", dry, got)
+				}
+			}
+			stated := "tenant-a"
+			v := view("tenant-a")
+			if _, err := backupstore.DeletePrefix(ctx, v, "", &backupstore.DeleteOptions{PrefixRules: emptyOK, BucketPrefix: &stated}); !errors.Is(err, backupstore.ErrUnsafePrefix) {
+				t.Errorf("with BucketPrefix %q stated: %v; want ErrUnsafePrefix", stated, err)
+			}
+			if n := len(snapshot(t, v, "")); n != 3 {
+				t.Errorf("after the refused deletion the view holds %d objects; want 3", n)
+			}
+
+			stated = "tenant-a/"
+			res, err := backupstore.DeletePrefix(ctx, view("tenant-a/"), "", &backupstore.DeleteOptions{PrefixRules: emptyOK, BucketPrefix: &stated})
+			if err != nil || res.Deleted != 2 {
+				t.Errorf("with BucketPrefix %q stated: %+v, %v; want 2 deleted", stated, res.DeleteProgress, err)
+			}
+			res, err = backupstore.DeletePrefix(ctx, view("tenant-a/"), "", &backupstore.DeleteOptions{PrefixRules: emptyOK, AllowUnknownBucketPrefix: true})
+			if err != nil || res.Deleted != 2 {
+				t.Errorf("with AllowUnknownBucketPrefix: %+v, %v; want 2 deleted", res.DeleteProgress, err)
+			}
+		})
+	}
+}
+
+// TestDeletePrefixRefusesAStatedBucketPrefixThatDiffers: a BucketPrefix
+// that differs from what OpenBucket knows is refused.
+func TestDeletePrefixRefusesAStatedBucketPrefixThatDiffers(t *testing.T) {
+	b := openURL(t, "mem://?prefix=tenant-a/", nil)
+	put(t, b, []string{"x/1"}, 4)
+	stated := "tenant-b/"
+	_, err := backupstore.DeletePrefix(context.Background(), b, "x/", &backupstore.DeleteOptions{BucketPrefix: &stated})
+	if !errors.Is(err, backupstore.ErrUnsafePrefix) || !strings.Contains(err.Error(), `"tenant-b/"`) {
+		t.Errorf("DeletePrefix = %v; want ErrUnsafePrefix naming the stated prefix", err)
+	}
+	if len(snapshot(t, b, "")) != 1 {
+		t.Error("a refused deletion deleted")
 	}
 }

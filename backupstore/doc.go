@@ -38,8 +38,11 @@
 //   - file, mem: none.
 //
 // OpenBucket builds the provider client from the credentials alone (for S3,
-// an aws-sdk-go-v2 client passed to s3blob.OpenBucket); it never reads or
-// sets process environment variables when credentials are given.
+// an aws-sdk-go-v2 client passed to s3blob.OpenBucket); when credentials are
+// given it sets no process environment variable and reads none, with one
+// exception: for gs without endpoint=, the GCS client follows
+// STORAGE_EMULATOR_HOST when it is set (and then sends no credentials), as
+// gocloud and cloud.google.com/go/storage do.
 //
 // # Guarantees
 //
@@ -51,7 +54,14 @@
 //     the effective prefix the store lists when the bucket has a prefix of
 //     its own (prefix= in the URL, blob.PrefixedBucket): a bucket opened
 //     with prefix=tenant-a holds "tenant-ab/" too, and DeletePrefix refuses
-//     it before deleting anything.
+//     it before deleting anything. Where the bucket's own prefix cannot be
+//     seen (a blob.PrefixedBucket over fileblob or memblob not opened by
+//     OpenBucket), the empty prefix is refused unless the caller states the
+//     bucket's prefix (DeleteOptions.BucketPrefix, then checked the same
+//     way) or opts out (DeleteOptions.AllowUnknownBucketPrefix).
+//   - Concurrency is bounded (at most MaxConcurrency, checked before any
+//     request), and goroutines are started as work appears: deleting one
+//     object starts one worker, whatever Concurrency says.
 //   - A dry run lists exactly the keys and bytes a deletion would remove,
 //     and deletes nothing. On a versioned S3 bucket it lists every version
 //     and delete marker (DeleteResult.Versions) with its bytes, and on a
@@ -111,6 +121,16 @@
 //     source modification time recorded in the target's metadata), writes
 //     with the source MD5 as an integrity check, and keeps a Manifest with a
 //     status per object (None, Copied, NotFound) from which a rerun resumes.
+//     The effective prefixes of both buckets are checked as for
+//     DeletePrefix where they can be seen (a bucket opened with
+//     prefix=tenant-a is refused, since its keys include tenant-ab's).
+//     A manifest in the source (a chained migration: A to B, then B to C)
+//     is never copied or counted as a backup, whatever its key: every
+//     manifest carries MetadataManifest, and a JSON object holding a
+//     Manifest and nothing else is recognised too. Telling costs one
+//     attributes request per object the filters would select. A dry run
+//     (CopyOptions.DryRun) writes nothing and names the target keys a copy
+//     would write over (CopyResult.Overwrites).
 //     It works against an S3 target with Object Lock (and a default
 //     retention): objects already there are skipped, retained or not, and a
 //     key whose retained version differs gets a new version on top, the
@@ -123,10 +143,19 @@
 //     they become noncurrent) and expired delete markers. It reads, changes
 //     and writes the bucket's configuration: rules whose ID does not start
 //     with "groundskeeper/" are written back as read, its own are found by
-//     ID, and the rule limit (1,000) is checked before writing. The prefix
-//     is checked as for DeletePrefix. RemoveExpiry removes the rules of a
+//     ID, and the rule limit (1,000) is checked before writing. The write
+//     is never retried as a write: it goes out once (the SDK's retries off
+//     for it), and a transient failure starts over from the read, because
+//     the store may have applied it. The prefix is checked as for
+//     DeletePrefix. RemoveExpiry removes the rules of a
 //     prefix; PruneExpiry removes those whose date has passed and whose
 //     prefix holds nothing, and keeps the others. Each has a dry run.
+//     "Holds nothing" is asked with ListObjectVersions, which on MinIO
+//     still lists the objects that a due rule already hides from
+//     ListObjectsV2 until its scanner deletes them: a rule removed before
+//     then would bring them back, so PruneExpiry keeps it until the data
+//     is gone (tested against MinIO; on AWS listings show expired objects
+//     until the store removes them).
 //   - Credentials never appear in logs or errors; Credentials print redacted.
 //   - No function reads the wall clock except through the injected
 //     clock.WithTicker (k8s.io/utils/clock). Logging goes to the logr.Logger
@@ -134,10 +163,21 @@
 //
 // It does not guarantee:
 //
-//   - the effective-prefix check for a blob.PrefixedBucket made by the
-//     caller over fileblob or memblob, whose listing requests do not show
-//     the prefix: open such buckets with OpenBucket and prefix=, which
-//     remembers it.
+//   - that a non-empty prefix on a blob.PrefixedBucket made by the caller
+//     over fileblob or memblob stays within one owner: its listing requests
+//     do not show the bucket's prefix, so "b/" under a view of "tenant-a"
+//     is "tenant-ab/" and cannot be told apart. Open such buckets with
+//     OpenBucket and prefix=, which remembers it, or state it in
+//     DeleteOptions.BucketPrefix. (The empty prefix is refused there, see
+//     above.) Nor, for CopyBackups, any prefix on such a bucket, the empty
+//     one included.
+//   - preconditions on objects: DeletePrefix deletes every key under the
+//     prefix whatever its content, so on an unversioned bucket a key
+//     rewritten after it was listed is deleted with its new content (the
+//     intent is that nothing under the prefix stays); on a versioned
+//     bucket each request names the version listed. CopyBackups writes
+//     over a target key without checking that it still holds what was
+//     compared.
 //   - that nothing is written under the prefix after DeletePrefix returns:
 //     stop the writers first (for etcd, the backup sidecar).
 //   - atomicity: a deletion that fails part-way leaves part of the data.
@@ -174,8 +214,11 @@
 //   - that a concurrent change to the lifecycle configuration is never
 //     lost: S3 has no conditional write of it. ExpirePrefix, RemoveExpiry
 //     and PruneExpiry read it again right before writing and start over
-//     when it changed, and check their rules after writing, which leaves a
-//     window of one PUT request. Fields of foreign rules that the
+//     when it changed, and read it after writing: when a rule of theirs is
+//     gone they start over, and the rules they read and wrote back that
+//     are gone are named in ExpiryResult.Vanished. That leaves a window of
+//     one PUT request (and a write the store applies only after the client
+//     gave up on it). Fields of foreign rules that the
 //     aws-sdk-go-v2 version in use does not know are not written back.
 //   - server-side expiry on GCS or Azure: they return ErrExpiryUnsupported.
 //     Their lifecycle APIs exist, but fake-gcs-server has no lifecycle
@@ -186,8 +229,20 @@
 //
 // # Errors
 //
+// Options and arguments the package cannot work with (a Concurrency above
+// MaxConcurrency or below zero, an unknown BatchMode, negative copy
+// filters, a zero expiry time, a URL parameter or scheme OpenBucket does
+// not understand, credentials that lack a key) are ErrInvalidConfig,
+// before any request, and the message names the field and its value; an
+// unknown scheme is ErrUnsupportedScheme as well. The manifest conflicts of
+// CopyBackups (a backup whose target key is ManifestKey, a manifest there
+// of a copy with other prefixes) are ErrInvalidConfig too.
+//
 // DeletePrefix refuses an unsafe prefix with a *PrefixError that is
-// ErrUnsafePrefix, before any request. A deletion that did not finish returns
+// ErrUnsafePrefix before anything is deleted: the prefix given before any
+// request, an effective prefix (the bucket's own followed by it) after at
+// most the first listing request, which is what shows it on Azure and on
+// buckets whose prefix cannot be seen. A deletion that did not finish returns
 // a *DeleteError that is ErrIncomplete, names the failed keys (Keys), and also
 // matches the cause that stopped it (context.Canceled, a listing error).
 // Versions the store keeps under Object Lock make that *DeleteError also
@@ -198,11 +253,15 @@
 // *Retention. A bucket whose versioning cannot be read (GetBucketVersioning
 // refused) fails with a *DeleteError naming that request, before anything
 // is deleted.
-// CopyBackups returns a *CopyError that is ErrIncomplete likewise.
+// CopyBackups returns a *CopyError that is ErrIncomplete likewise, and a
+// *PrefixError for an unsafe prefix or effective prefix (naming
+// SourcePrefix or TargetPrefix) before anything is written.
 // ExpirePrefix, RemoveExpiry and PruneExpiry return ErrExpiryUnsupported for
 // stores other than S3, ErrTooManyRules (naming the bucket, the count and
 // the limit) when the configuration would pass the store's rule limit, and
-// a *PrefixError for an unsafe prefix, each before anything is written.
+// a *PrefixError for an unsafe prefix, each before anything is written. A
+// write of the lifecycle configuration that failed transiently is not an
+// error unless the call, started over from the read, fails too.
 // LoadCredentials returns a *SecretError that is ErrSecretNotFound or
 // ErrSecretKeyMissing (naming the key), never quoting a value; an unknown
 // scheme is ErrUnsupportedScheme. Quota.Admit returns an error wrapping

@@ -83,6 +83,12 @@ type ExpiryResult struct {
 	// TotalRules is the number of rules in the bucket's configuration
 	// after the call, foreign ones included.
 	TotalRules int
+	// Vanished are the IDs of rules that the call read and wrote back,
+	// and that were gone when it read the configuration again right after
+	// its write: another writer removed them, or wrote a configuration
+	// older than ours. S3 cannot tell which; the call does not put them
+	// back.
+	Vanished []string
 }
 
 // ExpirePrefix asks the store to expire every object under prefix at or
@@ -109,7 +115,7 @@ type ExpiryResult struct {
 // unsafe prefix.
 func ExpirePrefix(ctx context.Context, b *blob.Bucket, prefix string, at time.Time, opts *ExpiryOptions) (*ExpiryResult, error) {
 	if at.IsZero() {
-		return nil, fmt.Errorf("backupstore: expire prefix %q: at = %v: must be set", prefix, at)
+		return nil, fmt.Errorf("%w: expire prefix %q: at = %v: must be set", ErrInvalidConfig, prefix, at)
 	}
 	lc, err := openLifecycle(ctx, b, prefix, opts)
 	if err != nil {
@@ -177,7 +183,11 @@ func RemoveExpiry(ctx context.Context, b *blob.Bucket, prefix string, opts *Expi
 // no object and no version or delete marker. A rule whose date is still
 // ahead stays, even over an empty prefix: it is a backstop for data not
 // written yet. It makes one listing request per prefix whose date has
-// passed, and leaves every other rule as it is. The bucket's own prefix
+// passed, and leaves every other rule as it is. The listing is of versions
+// (ListObjectVersions), not of objects: MinIO hides the objects a due rule
+// expires from ListObjectsV2 at once but deletes them later, and removing
+// the rule in between would bring them back; its version listing still
+// shows them. The bucket's own prefix
 // (prefix= of OpenBucket, blob.PrefixedBucket) limits it to the rules
 // under that prefix.
 func PruneExpiry(ctx context.Context, b *blob.Bucket, opts *ExpiryOptions) (*ExpiryResult, error) {
@@ -393,39 +403,54 @@ func (lc *lifecycle) get(ctx context.Context) ([]s3types.LifecycleRule, error) {
 	return out.Rules, nil
 }
 
-func (lc *lifecycle) put(ctx context.Context, rules []s3types.LifecycleRule) error {
-	err := lc.d.retry.do(ctx, lc.d.clock, transient, func() error {
-		var err error
-		if len(rules) == 0 {
-			// S3 refuses a configuration without rules.
-			_, err = lc.client.DeleteBucketLifecycle(ctx, &s3.DeleteBucketLifecycleInput{Bucket: aws.String(lc.bucket)})
-		} else {
-			_, err = lc.client.PutBucketLifecycleConfiguration(ctx, &s3.PutBucketLifecycleConfigurationInput{
-				Bucket:                 aws.String(lc.bucket),
-				LifecycleConfiguration: &s3types.BucketLifecycleConfiguration{Rules: rules},
-			})
-		}
-		return err
-	})
+// write replaces the configuration with rules (deletes it when rules is
+// empty: S3 refuses a configuration without rules). It sends the request
+// once, with the SDK's own retries off: a write whose answer was lost may
+// have been applied, and sending the same configuration again would erase
+// whatever another writer did in between. update restarts from the read
+// instead.
+func (lc *lifecycle) write(ctx context.Context, rules []s3types.LifecycleRule) error {
+	var err error
+	if len(rules) == 0 {
+		_, err = lc.client.DeleteBucketLifecycle(ctx, &s3.DeleteBucketLifecycleInput{Bucket: aws.String(lc.bucket)}, sendOnce)
+	} else {
+		_, err = lc.client.PutBucketLifecycleConfiguration(ctx, &s3.PutBucketLifecycleConfigurationInput{
+			Bucket:                 aws.String(lc.bucket),
+			LifecycleConfiguration: &s3types.BucketLifecycleConfiguration{Rules: rules},
+		}, sendOnce)
+	}
 	if err != nil {
 		return fmt.Errorf("backupstore: expiry: write the lifecycle configuration of bucket %q: %w", lc.bucket, err)
 	}
 	return nil
 }
 
+// sendOnce turns the SDK's retries off for one operation.
+func sendOnce(o *s3.Options) { o.Retryer = aws.NopRetryer{} }
+
 // maxUpdateAttempts bounds the restarts of update when the configuration
-// keeps changing under it.
+// keeps changing under it or its write keeps failing.
 const maxUpdateAttempts = 5
 
 // update reads the configuration, applies modify, and writes the result
 // when it differs. A lifecycle PUT replaces the whole configuration and S3
 // has no conditional PUT for it, so a rule another writer adds between
-// the read and the write would be lost: update reads the configuration a
-// second time right before writing and starts over from the newer one when
-// it changed, and reads it once more after writing to check that its rules
-// are in place (a writer that read before our write and wrote after it
-// drops them). What remains is a window of one PUT request, in which a
-// concurrent writer's change can still be lost; the doc says so.
+// the read and the write would be lost. Hence:
+//
+//   - update reads the configuration a second time right before writing,
+//     and starts over from the newer one when it changed;
+//   - the write is a read-modify-write and is never retried as a write:
+//     it goes out once (the SDK's retries off), and a transient failure
+//     starts over from the read, since the store may have applied it;
+//   - it reads the configuration once more after writing: when a rule of
+//     ours is missing (a writer that read before our write and wrote after
+//     it dropped it), it starts over; every other rule it read and wrote
+//     back is checked too, and those gone (removed by another writer, or
+//     by a write of an older configuration) are named in
+//     ExpiryResult.Vanished and logged.
+//
+// What remains is a window of one PUT request, in which a concurrent
+// writer's change can still be lost; the doc says so.
 func (lc *lifecycle) update(ctx context.Context, modify func([]s3types.LifecycleRule) []s3types.LifecycleRule) (*ExpiryResult, error) {
 	res := &ExpiryResult{}
 	for attempt := 1; ; attempt++ {
@@ -460,14 +485,26 @@ func (lc *lifecycle) update(ctx context.Context, modify func([]s3types.Lifecycle
 			lc.d.log.V(1).Info("lifecycle configuration changed while updating it; starting over", "bucket", lc.bucket)
 			continue
 		}
-		if err := lc.put(ctx, after); err != nil {
-			return res, err
+		if err := lc.write(ctx, after); err != nil {
+			if attempt == maxUpdateAttempts || !transient(ctx, err) {
+				return res, err
+			}
+			lc.d.log.V(1).Info("writing the lifecycle configuration failed; starting over from the read", "bucket", lc.bucket, "error", err)
+			if err := lc.d.wait(ctx, attempt); err != nil {
+				return res, err
+			}
+			continue
 		}
 		written, err := lc.get(ctx)
 		if err != nil {
 			return res, err
 		}
-		if reflect.DeepEqual(ownOf(lc, after), ownOf(lc, written)) {
+		own, others := missing(lc, after, written)
+		if len(others) > 0 {
+			lc.d.log.Info("rules of the lifecycle configuration that were read and written back are gone right after the write: another writer removed them, or wrote an older configuration", "bucket", lc.bucket, "rules", others)
+			res.Vanished = append(res.Vanished, others...)
+		}
+		if len(own) == 0 {
 			return res, nil
 		}
 		if attempt == maxUpdateAttempts {
@@ -476,15 +513,27 @@ func (lc *lifecycle) update(ctx context.Context, modify func([]s3types.Lifecycle
 	}
 }
 
-// ownOf returns this package's rules for lc.prefix among rules.
-func ownOf(lc *lifecycle, rules []s3types.LifecycleRule) []s3types.LifecycleRule {
-	var out []s3types.LifecycleRule
-	for _, r := range rules {
-		if lc.ownsForPrefix(r) {
-			out = append(out, r)
+// missing returns the IDs of the rules of wrote that are not in read as
+// written: this package's rules for lc.prefix (own), and the others.
+func missing(lc *lifecycle, wrote, read []s3types.LifecycleRule) (own, others []string) {
+	for _, w := range wrote {
+		found := false
+		for _, r := range read {
+			if reflect.DeepEqual(w, r) {
+				found = true
+				break
+			}
+		}
+		if found {
+			continue
+		}
+		if lc.ownsForPrefix(w) {
+			own = append(own, aws.ToString(w.ID))
+		} else {
+			others = append(others, aws.ToString(w.ID))
 		}
 	}
-	return out
+	return own, others
 }
 
 func clone(rules []s3types.LifecycleRule) []s3types.LifecycleRule {

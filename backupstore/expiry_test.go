@@ -18,6 +18,7 @@ import (
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"gocloud.dev/blob"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/internal/proxytest"
@@ -298,5 +299,146 @@ func TestExpirePrefixRefuses(t *testing.T) {
 	}
 	if rules := getRules(t, s3Client(t, b), s.Bucket); len(rules) != 0 {
 		t.Errorf("refused calls wrote rules: %v", ruleIDs(rules))
+	}
+}
+
+// isLifecycleWrite matches a PUT or DELETE of the bucket's lifecycle
+// configuration.
+func isLifecycleWrite(r *http.Request) bool {
+	return (r.Method == http.MethodPut || r.Method == http.MethodDelete) && r.URL.Query().Has("lifecycle")
+}
+
+// TestLifecycleWriteWithLostAnswerKeepsAnotherWritersRule: the store
+// applies ExpirePrefix's (or RemoveExpiry's) write of the lifecycle
+// configuration, the answer is lost, and another writer adds a rule before
+// the client hears of it. A resent write would carry the configuration read
+// before the first one and erase the other writer's rule (with only our
+// rules left, a resent DeleteBucketLifecycle deletes the other writer's
+// whole configuration); the write must go out once, and the call start
+// over from the read.
+func TestLifecycleWriteWithLostAnswerKeepsAnotherWritersRule(t *testing.T) {
+	at := time.Now().AddDate(0, 0, 30)
+	for _, tc := range []struct {
+		name    string
+		initial func(t *testing.T, bucket string, c *s3.Client) // the configuration before the call
+		call    func(ctx context.Context, b *blob.Bucket) (*backupstore.ExpiryResult, error)
+		want    []string
+	}{{
+		name: "ExpirePrefix",
+		initial: func(t *testing.T, bucket string, c *s3.Client) {
+			putRules(t, c, bucket, []s3types.LifecycleRule{foreignRule("foreign-logs", "logs/", 30)})
+		},
+		call: func(ctx context.Context, b *blob.Bucket) (*backupstore.ExpiryResult, error) {
+			return backupstore.ExpirePrefix(ctx, b, "backups/x/", at, &backupstore.ExpiryOptions{Retry: backupstore.Retry{Initial: 10 * time.Millisecond}})
+		},
+		want: []string{"foreign-logs", "groundskeeper/expire/backups/x/", "foreign-new"},
+	}, {
+		name: "RemoveExpiry of the only rules (DeleteBucketLifecycle)",
+		initial: func(t *testing.T, bucket string, c *s3.Client) {
+			putRules(t, c, bucket, []s3types.LifecycleRule{{
+				ID: aws.String("groundskeeper/expire/backups/x/"), Status: s3types.ExpirationStatusEnabled,
+				Filter:     &s3types.LifecycleRuleFilter{Prefix: aws.String("backups/x/")},
+				Expiration: &s3types.LifecycleExpiration{Date: aws.Time(time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC))},
+			}})
+		},
+		call: func(ctx context.Context, b *blob.Bucket) (*backupstore.ExpiryResult, error) {
+			return backupstore.RemoveExpiry(ctx, b, "backups/x/", &backupstore.ExpiryOptions{Retry: backupstore.Retry{Initial: 10 * time.Millisecond}})
+		},
+		want: []string{"foreign-new"},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := testenv.S3(t)
+			c := s3Client(t, openStore(t, s))
+			tc.initial(t, s.Bucket, c)
+			p := proxytest.Start(t, s.Endpoint)
+			var lost atomic.Bool
+			p.SetLoseAnswer(func(r *http.Request) bool {
+				return isLifecycleWrite(r) && lost.CompareAndSwap(false, true)
+			}, func(*http.Request) {
+				// The other writer reads what the store now holds and adds
+				// its rule.
+				putRules(t, c, s.Bucket, append(getRules(t, c, s.Bucket), foreignRule("foreign-new", "new/", 7)))
+			})
+			var writes atomic.Int64
+			p.SetFail(func(r *http.Request) bool {
+				if isLifecycleWrite(r) {
+					writes.Add(1)
+				}
+				return false
+			})
+			res, err := tc.call(context.Background(), viaProxy(t, s, p))
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			if p.Lost() != 1 {
+				t.Fatalf("%d answers lost; want 1", p.Lost())
+			}
+			if diff := gocmp.Diff(tc.want, ruleIDs(getRules(t, c, s.Bucket))); diff != "" {
+				t.Errorf("rules after the call (%d lifecycle writes sent, result %+v) (-want +got):\n%s", writes.Load(), res, diff)
+			}
+			if !res.Changed {
+				t.Errorf("result %+v: want Changed (the write was applied)", res)
+			}
+		})
+	}
+}
+
+// TestPruneExpiryKeepsTheRuleWhileMinIOStillHoldsHiddenData: MinIO hides
+// the objects a due rule expires from ListObjectsV2 at once and deletes them
+// later in its scanner; removing the rule before then brings them back.
+// PruneExpiry decides "empty" on ListObjectVersions, which MinIO does not
+// filter: while the drive still holds data that plain listings hide, it
+// keeps the rule, and it removes the rule once the data is gone.
+func TestPruneExpiryKeepsTheRuleWhileMinIOStillHoldsHiddenData(t *testing.T) {
+	s := testenv.S3(t)
+	b := openStore(t, s)
+	c := s3Client(t, b)
+	ctx := context.Background()
+	fill(t, b, "backups/p/", 2000, 16)
+	if _, err := backupstore.ExpirePrefix(ctx, b, "backups/p/", time.Now().AddDate(0, 0, -1), nil); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for len(snapshot(t, b, "backups/p/")) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("MinIO never hid the expired objects")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	onDrive := func() int {
+		dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "groundskeeper-minio-*", "data", s.Bucket, "backups", "p"))
+		if len(dirs) != 1 {
+			return 0
+		}
+		entries, _ := os.ReadDir(dirs[0])
+		return len(entries)
+	}
+	res, err := backupstore.PruneExpiry(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := onDrive(); left > 0 {
+		// The data was there during PruneExpiry's listing.
+		if len(res.Rules) != 0 {
+			t.Fatalf("PruneExpiry removed %+v while MinIO still held %d hidden objects of the prefix", res.Rules, left)
+		}
+		t.Logf("the rule stays while MinIO still holds %d objects that plain listings hide", left)
+	} else {
+		t.Log("MinIO's scanner deleted the data before PruneExpiry listed: the early case was not reached this time")
+	}
+	for onDrive() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d objects still on MinIO's drive", onDrive())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if _, err := backupstore.PruneExpiry(ctx, b, nil); err != nil {
+		t.Fatal(err)
+	}
+	if rules := getRules(t, c, s.Bucket); len(rules) != 0 {
+		t.Errorf("rules left after the data is gone: %v", ruleIDs(rules))
+	}
+	if n := len(snapshot(t, b, "backups/p/")); n != 0 {
+		t.Errorf("%d objects listed again after the rule was removed", n)
 	}
 }

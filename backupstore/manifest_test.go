@@ -6,6 +6,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"gocloud.dev/blob"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
+	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
 )
 
 // takenFromNameOrModTime reads the time out of a snapshot name, and uses
@@ -192,5 +194,128 @@ func TestEntriesRefusesARootThatReachesSiblings(t *testing.T) {
 	got, err = backupstore.Entries(context.Background(), b, "etcd/")
 	if err != nil || !slices.Equal(got, []string{"a--1"}) {
 		t.Errorf("Entries(root \"etcd/\") = %q, %v; want [a--1]", got, err)
+	}
+}
+
+// TestCopyChainedMigrationWithManifestsBesideTheDataSkipsTheManifest: A
+// a/ to B b/ keeps its manifest with the data (b/m.json); then B b/ to C
+// c/ with MaxBackups. B's manifest, the newest object under b/, is not a
+// backup: it is neither copied to C nor given one of the MaxBackups places,
+// whatever ManifestKey the second copy uses (c/m.json, where b/m.json
+// would land, or another key).
+func TestCopyChainedMigrationWithManifestsBesideTheDataSkipsTheManifest(t *testing.T) {
+	now := time.Now()
+	keys := []string{"a/Full-00000001-00000002-" + strconv.FormatInt(now.Add(-72*time.Hour).Unix(), 10),
+		"a/Full-00000002-00000003-" + strconv.FormatInt(now.Add(-48*time.Hour).Unix(), 10),
+		"a/Full-00000003-00000004-" + strconv.FormatInt(now.Add(-24*time.Hour).Unix(), 10)}
+	for _, manifestKey := range []string{"c/m.json", "c/other.json"} {
+		t.Run("second ManifestKey "+manifestKey, func(t *testing.T) {
+			a, b, c := openURL(t, "mem://", nil), openURL(t, "mem://", nil), openURL(t, "mem://", nil)
+			put(t, a, keys, 100)
+			ctx := context.Background()
+			res, err := backupstore.CopyBackups(ctx, a, b, &backupstore.CopyOptions{SourcePrefix: "a/", TargetPrefix: "b/",
+				MaxBackups: 3, Backup: takenFromNameOrModTime, ManifestKey: "b/m.json"})
+			if err != nil || res.Copied != 3 {
+				t.Fatalf("A to B: %+v, %v; want 3 copied", res.CopyProgress, err)
+			}
+			res, err = backupstore.CopyBackups(ctx, b, c, &backupstore.CopyOptions{SourcePrefix: "b/", TargetPrefix: "c/",
+				MaxBackups: 2, Backup: takenFromNameOrModTime, ManifestKey: manifestKey})
+			if err != nil {
+				t.Fatalf("B to C: %v", err)
+			}
+			want := []string{"c/" + strings.TrimPrefix(keys[1], "a/"), "c/" + strings.TrimPrefix(keys[2], "a/"), manifestKey}
+			slices.Sort(want)
+			got := slices.Sorted(maps.Keys(snapshot(t, c, "")))
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("C holds (-want +got):\n%s", diff)
+			}
+			if res.Copied != 2 || res.Excluded != 1 {
+				t.Errorf("B to C: %+v, excluded %d; want the two newest snapshots copied and the oldest excluded", res.CopyProgress, res.Excluded)
+			}
+			for _, e := range res.Manifest.Entries {
+				if strings.HasSuffix(e.Key, ".json") {
+					t.Errorf("B to C manifest lists %q", e.Key)
+				}
+			}
+		})
+	}
+}
+
+// TestCopyRecognisesAManifestWrittenWithoutTheMarker: a manifest written as
+// JSON before manifests carried MetadataManifest is recognised by its
+// format, and an ordinary JSON object is still copied.
+func TestCopyRecognisesAManifestWrittenWithoutTheMarker(t *testing.T) {
+	ctx := context.Background()
+	src, dst := openURL(t, "mem://", nil), openURL(t, "mem://", nil)
+	old, _ := json.Marshal(backupstore.Manifest{SourcePrefix: "x/", TargetPrefix: "b/", Entries: []backupstore.ManifestEntry{{Key: "x/1", Size: 1, Status: backupstore.StatusCopied}}})
+	json := &blob.WriterOptions{ContentType: "application/json"}
+	if err := src.WriteAll(ctx, "b/old-manifest.json", old, json); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.WriteAll(ctx, "b/config.json", []byte(`{"sourcePrefix":"x/","entries":[],"retention":3}`), json); err != nil {
+		t.Fatal(err)
+	}
+	res, err := backupstore.CopyBackups(ctx, src, dst, &backupstore.CopyOptions{SourcePrefix: "b/", TargetPrefix: "c/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := slices.Sorted(maps.Keys(snapshot(t, dst, ""))); !slices.Equal(got, []string{"c/config.json"}) {
+		t.Errorf("target holds %q (result %+v); want only c/config.json", got, res.CopyProgress)
+	}
+}
+
+// TestCopyRefusesABucketPrefixThatReachesSiblings: through a bucket opened
+// with prefix=tenant-a (no trailing "/"), TargetPrefix "b/" is tenant-ab's
+// "tenant-ab/": the copy would write over another tenant's keys, and a
+// SourcePrefix "" would copy another tenant's backups. Both are refused
+// before anything is written.
+func TestCopyRefusesABucketPrefixThatReachesSiblings(t *testing.T) {
+	ctx := context.Background()
+	s := testenv.File(t)
+	direct := openStore(t, s)
+	put(t, direct, []string{"src/x/1", "tenant-ab/1", "tenant-a/x/1"}, 8)
+	before := snapshot(t, direct, "")
+	for _, tc := range []struct {
+		field    string
+		src, dst *blob.Bucket
+		opts     backupstore.CopyOptions
+	}{
+		{"TargetPrefix", openURL(t, withParam(s.URL, "prefix=src/"), nil), openURL(t, withParam(s.URL, "prefix=tenant-a"), nil), backupstore.CopyOptions{TargetPrefix: "b/"}},
+		{"SourcePrefix", openURL(t, withParam(s.URL, "prefix=tenant-a"), nil), openURL(t, withParam(s.URL, "prefix=copy/"), nil), backupstore.CopyOptions{}},
+	} {
+		_, err := backupstore.CopyBackups(ctx, tc.src, tc.dst, &tc.opts)
+		if !errors.Is(err, backupstore.ErrUnsafePrefix) || !strings.Contains(err.Error(), tc.field) || !strings.Contains(err.Error(), `"tenant-a"`) {
+			t.Errorf("%s: CopyBackups = %v; want ErrUnsafePrefix naming %s and the bucket prefix", tc.field, err, tc.field)
+		}
+	}
+	if diff := cmp.Diff(before, snapshot(t, direct, "")); diff != "" {
+		t.Errorf("a refused copy changed the store (-before +after):\n%s", diff)
+	}
+}
+
+// TestCopyDryRunWritesNothing: a dry run says what a copy would write,
+// naming the target keys it would write over, and writes nothing.
+func TestCopyDryRunWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	src, dst := openURL(t, "mem://", nil), openURL(t, "mem://", nil)
+	put(t, src, []string{"a/1", "a/2", "a/3"}, 10)
+	put(t, dst, []string{"b/2"}, 20)                                          // other content: would be written over
+	put(t, dst, []string{"b/3"}, 10)                                          // wrong key's content, same size: MD5 differs
+	if err := dst.WriteAll(ctx, "b/1", content("a/1", 10), nil); err != nil { // the same: skipped
+		t.Fatal(err)
+	}
+	before := snapshot(t, dst, "")
+	res, err := backupstore.CopyBackups(ctx, src, dst, &backupstore.CopyOptions{SourcePrefix: "a/", TargetPrefix: "b/", ManifestKey: "m.json", DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"a/1=Copied", "a/2=None", "a/3=None"}, manifestKeys(res.Manifest)); diff != "" {
+		t.Errorf("dry run manifest (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"b/2", "b/3"}, res.Overwrites); diff != "" {
+		t.Errorf("Overwrites (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(before, snapshot(t, dst, "")); diff != "" {
+		t.Errorf("a dry run changed the target (-before +after):\n%s", diff)
 	}
 }

@@ -35,13 +35,13 @@ import (
 func Scheme(rawURL string) (string, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return "", fmt.Errorf("backupstore: bucket URL: %w", err)
+		return "", fmt.Errorf("%w: bucket URL: %w", ErrInvalidConfig, err)
 	}
 	switch u.Scheme {
 	case "s3", "gs", "azblob", "file", "mem":
 		return u.Scheme, nil
 	}
-	return "", fmt.Errorf("%w %q", ErrUnsupportedScheme, u.Scheme)
+	return "", fmt.Errorf("%w: %w %q", ErrInvalidConfig, ErrUnsupportedScheme, u.Scheme)
 }
 
 // OpenBucket opens the bucket at rawURL, a gocloud URL (s3://, gs://,
@@ -85,15 +85,18 @@ func OpenBucket(ctx context.Context, rawURL string, creds *Credentials) (*blob.B
 	default: // azblob
 		b, err = openAzure(ctx, u.Host, q, creds)
 	}
-	if err != nil || prefix == "" {
+	if err != nil {
 		return b, err
 	}
-	b = blob.PrefixedBucket(b, prefix)
+	if prefix != "" {
+		b = blob.PrefixedBucket(b, prefix)
+	}
 	rememberPrefix(b, prefix)
 	return b, nil
 }
 
-// bucketPrefixes holds the prefix= of the buckets OpenBucket opened, keyed
+// bucketPrefixes holds the prefix= of the buckets OpenBucket opened ("" for
+// none), keyed
 // by a weak pointer so that a closed and collected bucket leaves no entry.
 // DeletePrefix needs it where the store's listing requests do not show the
 // prefix (fileblob, memblob).
@@ -116,7 +119,7 @@ func openedPrefix(b *blob.Bucket) (string, bool) {
 
 func openS3(ctx context.Context, bucket string, q url.Values, c *Credentials) (*blob.Bucket, error) {
 	if c.AccessKeyID == "" || c.SecretAccessKey == "" {
-		return nil, fmt.Errorf("backupstore: open s3 bucket %q: credentials lack %s or %s", bucket, SecretKeyAccessKeyID, SecretKeySecretAccessKey)
+		return nil, fmt.Errorf("%w: open s3 bucket %q: credentials lack %s or %s", ErrInvalidConfig, bucket, SecretKeyAccessKeyID, SecretKeySecretAccessKey)
 	}
 	o := s3.Options{
 		Region:       c.Region,
@@ -136,7 +139,7 @@ func openS3(ctx context.Context, bucket string, q url.Values, c *Credentials) (*
 		case "use_path_style", "disable_https":
 			b, err := strconv.ParseBool(v)
 			if err != nil {
-				return nil, fmt.Errorf("backupstore: open s3 bucket %q: URL parameter %s=%q: not a boolean", bucket, k, v)
+				return nil, fmt.Errorf("%w: open s3 bucket %q: URL parameter %s=%q: not a boolean", ErrInvalidConfig, bucket, k, v)
 			}
 			if k == "use_path_style" {
 				o.UsePathStyle = b
@@ -144,11 +147,11 @@ func openS3(ctx context.Context, bucket string, q url.Values, c *Credentials) (*
 				o.EndpointOptions.DisableHTTPS = b
 			}
 		default:
-			return nil, fmt.Errorf("backupstore: open s3 bucket %q: URL parameter %q is not supported with explicit credentials", bucket, k)
+			return nil, fmt.Errorf("%w: open s3 bucket %q: URL parameter %q is not supported with explicit credentials", ErrInvalidConfig, bucket, k)
 		}
 	}
 	if o.Region == "" {
-		return nil, fmt.Errorf("backupstore: open s3 bucket %q: no region (URL parameter region= or secret key %s)", bucket, SecretKeyRegion)
+		return nil, fmt.Errorf("%w: open s3 bucket %q: no region (URL parameter region= or secret key %s)", ErrInvalidConfig, bucket, SecretKeyRegion)
 	}
 	b, err := s3blob.OpenBucket(ctx, s3.New(o), bucket, nil)
 	if err != nil {
@@ -165,17 +168,17 @@ func openGCS(ctx context.Context, bucket string, q url.Values, c *Credentials) (
 		switch k {
 		case "endpoint":
 			if u, err := url.Parse(v); err != nil || u.Scheme == "" || u.Host == "" {
-				return nil, fmt.Errorf("backupstore: open gs bucket %q: URL parameter endpoint=%q: not an absolute URL", bucket, v)
+				return nil, fmt.Errorf("%w: open gs bucket %q: URL parameter endpoint=%q: not an absolute URL", ErrInvalidConfig, bucket, v)
 			}
 			endpoint = strings.TrimSuffix(v, "/") + "/storage/v1/"
 		case "anonymous":
 			b, err := strconv.ParseBool(v)
 			if err != nil {
-				return nil, fmt.Errorf("backupstore: open gs bucket %q: URL parameter %s=%q: not a boolean", bucket, k, v)
+				return nil, fmt.Errorf("%w: open gs bucket %q: URL parameter %s=%q: not a boolean", ErrInvalidConfig, bucket, k, v)
 			}
 			anonymous = b
 		default:
-			return nil, fmt.Errorf("backupstore: open gs bucket %q: URL parameter %q is not supported here", bucket, k)
+			return nil, fmt.Errorf("%w: open gs bucket %q: URL parameter %q is not supported here", ErrInvalidConfig, bucket, k)
 		}
 	}
 	var ts oauth2.TokenSource
@@ -183,12 +186,12 @@ func openGCS(ctx context.Context, bucket string, q url.Values, c *Credentials) (
 	case anonymous:
 	case c != nil:
 		if len(c.ServiceAccountJSON) == 0 {
-			return nil, fmt.Errorf("backupstore: open gs bucket %q: credentials lack %s", bucket, SecretKeyServiceAccountJSON)
+			return nil, fmt.Errorf("%w: open gs bucket %q: credentials lack %s", ErrInvalidConfig, bucket, SecretKeyServiceAccountJSON)
 		}
 		gc, err := google.CredentialsFromJSONWithType(ctx, c.ServiceAccountJSON, google.ServiceAccount, "https://www.googleapis.com/auth/devstorage.read_write")
 		if err != nil {
 			// The parser's message may quote the key file: do not pass it on.
-			return nil, fmt.Errorf("backupstore: open gs bucket %q: %s is not a valid service account key", bucket, SecretKeyServiceAccountJSON)
+			return nil, fmt.Errorf("%w: open gs bucket %q: %s is not a valid service account key", ErrInvalidConfig, bucket, SecretKeyServiceAccountJSON)
 		}
 		ts = gcp.CredentialsTokenSource(gc)
 	default:
@@ -234,7 +237,7 @@ func openGCS(ctx context.Context, bucket string, q url.Values, c *Credentials) (
 
 func openAzure(ctx context.Context, containerName string, q url.Values, c *Credentials) (*blob.Bucket, error) {
 	if c.StorageAccount == "" || c.StorageKey == "" {
-		return nil, fmt.Errorf("backupstore: open azblob container %q: credentials lack %s or %s", containerName, SecretKeyStorageAccount, SecretKeyStorageKey)
+		return nil, fmt.Errorf("%w: open azblob container %q: credentials lack %s or %s", ErrInvalidConfig, containerName, SecretKeyStorageAccount, SecretKeyStorageKey)
 	}
 	so := azureblob.ServiceURLOptions{AccountName: c.StorageAccount}
 	for k, vs := range q {
@@ -249,7 +252,7 @@ func openAzure(ctx context.Context, containerName string, q url.Values, c *Crede
 		case "localemu", "cdn":
 			b, err := strconv.ParseBool(v)
 			if err != nil {
-				return nil, fmt.Errorf("backupstore: open azblob container %q: URL parameter %s=%q: not a boolean", containerName, k, v)
+				return nil, fmt.Errorf("%w: open azblob container %q: URL parameter %s=%q: not a boolean", ErrInvalidConfig, containerName, k, v)
 			}
 			if k == "localemu" {
 				so.IsLocalEmulator = b
@@ -257,7 +260,7 @@ func openAzure(ctx context.Context, containerName string, q url.Values, c *Crede
 				so.IsCDN = b
 			}
 		default:
-			return nil, fmt.Errorf("backupstore: open azblob container %q: URL parameter %q is not supported with explicit credentials", containerName, k)
+			return nil, fmt.Errorf("%w: open azblob container %q: URL parameter %q is not supported with explicit credentials", ErrInvalidConfig, containerName, k)
 		}
 	}
 	svc, err := azureblob.NewServiceURL(&so)
@@ -267,7 +270,7 @@ func openAzure(ctx context.Context, containerName string, q url.Values, c *Crede
 	cred, err := azblob.NewSharedKeyCredential(c.StorageAccount, c.StorageKey)
 	if err != nil {
 		// The message may quote the key: do not pass it on.
-		return nil, fmt.Errorf("backupstore: open azblob container %q: %s is not a valid shared key", containerName, SecretKeyStorageKey)
+		return nil, fmt.Errorf("%w: open azblob container %q: %s is not a valid shared key", ErrInvalidConfig, containerName, SecretKeyStorageKey)
 	}
 	client, err := container.NewClientWithSharedKeyCredential(string(svc)+"/"+containerName, cred, nil)
 	if err != nil {

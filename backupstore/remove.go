@@ -32,7 +32,9 @@ func removerFor(b *blob.Bucket, opts *DeleteOptions) remover {
 	}
 	var cc *container.Client
 	if b.As(&cc) {
-		r := &azureRemover{client: cc, perObject: max(opts.Concurrency, 16)}
+		// Single deletes go 16 at a time within each batch, so that
+		// Concurrency bounds the requests in flight to 16 times it.
+		r := &azureRemover{client: cc, perObject: 16}
 		switch opts.AzureBatch {
 		case BatchNever:
 			r.fallback.Store(true)

@@ -10,24 +10,33 @@
 //	})
 //	scope := lifecycle.Scope{Namespace: ns, Selector: sel,
 //		Claims: crt.ClaimCache(mgr.GetClient()), Pods: crt.PodCache(mgr.GetClient())}
-//	...
-//	return ctrl.Result{RequeueAfter: res.RequeueAfter}, crt.Terminal(err)
+//	res, err := m.Collect(ctx, lifecycle.CollectOptions{Scope: scope})
+//	return crt.Result(ctx, res.RequeueAfter, err)
 //
 // # Guarantees
 //
 //   - Reads that a package needs fresh (lifecycle's read-modify-write of a
 //     claim, and its pod list before a deletion) go to the API reader given,
 //     never to the manager's cache; cached reads are used only where the
-//     package documents that a cache may serve them.
+//     package documents that a cache may serve them. A pod list that
+//     LifecycleClient's apiReader answers from a cache is refused.
+//   - lifecycle's paged claim lists work on the manager's cache, which
+//     cannot continue a list: LifecycleClient reads a cached claim list
+//     whole, as one page, and pages a list sent to the API server.
 //   - Errors keep their type: apierrors.IsNotFound, IsConflict and
 //     IsForbidden work on what the adapters return.
 //   - EveryReplica's Runnable runs on every replica, leader or not;
 //     TaskStore changes only where an opstask Controller hears of changes
 //     (the manager's informer), never what it claims on (the store's
 //     consistent List).
-//   - Terminal wraps exactly the errors the packages document as "do not
-//     retry" (listed on Terminal) in reconcile.TerminalError, and leaves every
-//     other error as it is.
+//   - Terminal wraps in reconcile.TerminalError the packages' "do not
+//     retry" errors (listed on Terminal), and leaves every other error as it
+//     is. Every exported error sentinel and error type of the packages is
+//     classified, terminal or not; a test fails when one is added without
+//     a classification.
+//   - A joined error (errors.Join, several %w) is terminal, or a quiet
+//     requeue in Result, only when every one of its parts is; otherwise it
+//     is an ordinary error, logged and retried.
 //
 // backupstore.LoadCredentials reads Secrets through Secrets(mgr.GetAPIReader());
 // kubelock keeps its lock in a ConfigMap through ConfigMaps(mgr.GetClient(),
@@ -43,7 +52,14 @@
 //	r := crt.Reconciler(mgr.GetClient(), runner, func() *v1.Database { return new(v1.Database) })
 //	err = ctrl.NewControllerManagedBy(mgr).For(&v1.Database{}).Complete(r)
 //
+// Result ends a Reconcile: a conflict from a stale cache is a quiet
+// requeue, a "do not retry" error a reconcile.TerminalError, any other
+// error is returned for the controller's retry.
+//
 // The five example operators (examples/ in the repository) run on a
-// manager and show each of these in context, with two replicas in their
-// end-to-end tests.
+// manager, with two replicas in their end-to-end tests, and show
+// LifecycleClient, ClaimCache, PodCache, Secrets, Events, EveryReplica,
+// TaskStore and Result in context. None uses ConfigMaps (fdb-lock's
+// kubelock takes a clientset) or Reconciler (fdb-lock's chain writes its
+// status itself): this package's tests run them on the real API server.
 package crt

@@ -2,6 +2,7 @@ package crt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -18,9 +19,22 @@ import (
 // come from the manager's cache), and the reads lifecycle needs fresh (a
 // claim before a read-modify-write, pods before a deletion or an unmount
 // mark) through apiReader (mgr.GetAPIReader()).
+//
+// lifecycle lists claims in pages (Limit and Continue). The manager's cache
+// cannot continue a list: it stops at Limit and answers every list with a
+// continue token it refuses. A claim list that c answers from the cache is
+// therefore read whole, as one page without a continue token; a list that c
+// sends to the API server (claims not cached) is paged as asked. A pod list
+// from apiReader that comes from a cache is refused: the mount check before
+// a deletion must read the API server.
 func LifecycleClient(c client.Client, apiReader client.Reader) lifecycle.Client {
 	return lifecycleClient{c: c, live: apiReader}
 }
+
+// cacheContinue is the continue token controller-runtime's caches (the
+// informer cache and the multi-namespace cache) put on every list they
+// answer; they refuse a list that carries it.
+const cacheContinue = "continue-not-supported"
 
 type lifecycleClient struct {
 	c    client.Client
@@ -46,6 +60,19 @@ func (l lifecycleClient) ListClaims(ctx context.Context, namespace string, opts 
 	if err := l.c.List(ctx, &list, lo); err != nil {
 		return nil, err
 	}
+	if list.Continue != cacheContinue {
+		return &list, nil // the API server's page
+	}
+	// The cache, which stops at Limit and cannot continue: when it may have
+	// stopped, read everything at once (from memory), the only page.
+	if lo.Limit > 0 && int64(len(list.Items)) >= lo.Limit {
+		lo.Limit = 0
+		list = corev1.PersistentVolumeClaimList{}
+		if err := l.c.List(ctx, &list, lo); err != nil {
+			return nil, err
+		}
+	}
+	list.Continue = ""
 	return &list, nil
 }
 
@@ -70,6 +97,9 @@ func (l lifecycleClient) ListPods(ctx context.Context, namespace string, opts me
 	var list corev1.PodList
 	if err := l.live.List(ctx, &list, lo); err != nil {
 		return nil, err
+	}
+	if list.Continue == cacheContinue {
+		return nil, errors.New("crt: LifecycleClient: the pods were listed from a cache, which lifecycle must not trust before a deletion: pass the manager's API reader (mgr.GetAPIReader()) as apiReader")
 	}
 	return &list, nil
 }

@@ -2,6 +2,8 @@ package crt_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
 	testingclock "k8s.io/utils/clock/testing"
@@ -193,5 +196,153 @@ func TestLifecycleClientKeepsErrorTypes(t *testing.T) {
 	}
 	if err := lc.DeleteClaim(ctx, ns, "data", metav1.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
 		t.Errorf("DeleteClaim again: %v, want nil or NotFound", err)
+	}
+}
+
+// countingClient counts the list requests that carry a continue token.
+type countingClient struct {
+	client.Client
+	continued *int
+}
+
+func (c countingClient) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	var lo client.ListOptions
+	lo.ApplyOptions(opts)
+	if lo.Continue != "" {
+		*c.continued++
+	}
+	return c.Client.List(ctx, list, opts...)
+}
+
+// lifecycle pages its claim lists; the manager's cache cannot continue a
+// list and answers each with a continue token it then refuses. Collect and
+// SyncOwner without Scope.Claims, over more claims than one page, work
+// through LifecycleClient on a started manager's cache.
+func TestLifecycleClientListsClaimsFromTheManagersCache(t *testing.T) {
+	env := testenv.StartKubernetes(t)
+	mgr := startManager(t, env)
+	ctx := context.Background()
+	ns := env.Namespace
+	clk := testingclock.NewFakeClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
+	const pageSize, total, expired = 2, 5, 3
+	m, err := lifecycle.New(lifecycle.Config{
+		Client:     crt.LifecycleClient(mgr.GetClient(), mgr.GetAPIReader()),
+		Clock:      clk,
+		DefaultTTL: time.Hour,
+		PageSize:   pageSize,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, err := env.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "db"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ann := m.Annotations()
+	var members []lifecycle.Member
+	for i := range total {
+		a := ann.Track(fmt.Sprintf("db-%d", i), 0)
+		if i < expired {
+			a[ann.LastUnmountedKey()] = clk.Now().Add(-2 * time.Hour).Format(time.RFC3339)
+		}
+		c := claim(fmt.Sprintf("data-%d", i), a)
+		c.Labels = map[string]string{"app": "db"}
+		if _, err := env.Client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, c, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		members = append(members, lifecycle.Member{
+			Pod:    lifecycle.Ref{APIVersion: "v1", Kind: "Pod", Name: fmt.Sprintf("db-%d", i), UID: types.UID(fmt.Sprintf("00000000-0000-4000-8000-00000000000%d", i))},
+			Claims: []string{c.Name}})
+	}
+	// Wait until the cache shows every claim.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var list corev1.PersistentVolumeClaimList
+		if err := mgr.GetClient().List(ctx, &list, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Items) == total {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cache shows %d claims, want %d", len(list.Items), total)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	scope := lifecycle.Scope{Namespace: ns, Selector: labels.SelectorFromSet(labels.Set{"app": "db"})}
+
+	ref := lifecycle.Ref{APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID}
+	synced, err := m.SyncOwner(ctx, scope, ref, lifecycle.Policy{WhenDeleted: lifecycle.ActionDelete}, members, nil)
+	if err != nil {
+		t.Fatalf("SyncOwner over %d claims, %d a page, from the cache: %v", total, pageSize, err)
+	}
+	if len(synced) != total {
+		t.Fatalf("SyncOwner synced %d claims, want %d", len(synced), total)
+	}
+	for _, s := range synced {
+		if s.Missing || s.Err != nil {
+			t.Errorf("SyncOwner: claim %s missing %t, %v", s.Claim, s.Missing, s.Err)
+			continue
+		}
+		got, err := env.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, s.Claim, metav1.GetOptions{})
+		if err != nil || len(got.OwnerReferences) != 1 || got.OwnerReferences[0].UID != owner.UID {
+			t.Errorf("claim %s after SyncOwner: owner references %+v, %v; want the ConfigMap's", s.Claim, got.OwnerReferences, err)
+		}
+	}
+
+	res, err := m.Collect(ctx, lifecycle.CollectOptions{Scope: scope, DryRun: true})
+	if err != nil {
+		t.Fatalf("Collect dry run over %d claims, %d a page, from the cache: %v", total, pageSize, err)
+	}
+	if res.Listed != total || len(res.Deleted) != expired {
+		t.Fatalf("Collect dry run: listed %d, would delete %+v; want %d listed, %d deleted", res.Listed, res.Deleted, total, expired)
+	}
+	if res, err = m.Collect(ctx, lifecycle.CollectOptions{Scope: scope}); err != nil || len(res.Deleted) != expired {
+		t.Fatalf("Collect: deleted %+v, %v; want %d", res.Deleted, err, expired)
+	}
+	for i := range total {
+		got, err := env.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, fmt.Sprintf("data-%d", i), metav1.GetOptions{})
+		gone := apierrors.IsNotFound(err) || (err == nil && got.DeletionTimestamp != nil)
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		if want := i < expired; gone != want {
+			t.Errorf("claim data-%d gone or going: %t, want %t", i, gone, want)
+		}
+	}
+}
+
+// A claim list LifecycleClient sends to the API server (claims not cached)
+// is still paged, and pods listed from a cache are refused.
+func TestLifecycleClientPagesTheAPIServerAndRefusesCachedPods(t *testing.T) {
+	env := testenv.StartKubernetes(t)
+	ctx := context.Background()
+	ns := env.Namespace
+	direct, err := client.New(env.Config, client.Options{Scheme: scheme.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if _, err := env.Client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, claim(fmt.Sprintf("data-%d", i), nil), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var continued int
+	m, err := lifecycle.New(lifecycle.Config{Client: crt.LifecycleClient(countingClient{direct, &continued}, direct), PageSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := m.Collect(ctx, lifecycle.CollectOptions{Scope: lifecycle.Scope{Namespace: ns}, DryRun: true})
+	if err != nil || res.Listed != 5 {
+		t.Fatalf("Collect from the API server: listed %d, %v; want 5", res.Listed, err)
+	}
+	if continued != 2 {
+		t.Errorf("%d list requests continued a page, want 2 (5 claims, 2 a page)", continued)
+	}
+
+	mgr := startManager(t, env)
+	cached := crt.LifecycleClient(mgr.GetClient(), mgr.GetClient())
+	if _, err := cached.ListPods(ctx, ns, metav1.ListOptions{Limit: 2}); err == nil || !strings.Contains(err.Error(), "GetAPIReader") {
+		t.Errorf("ListPods from the manager's cache: %v, want an error naming mgr.GetAPIReader()", err)
 	}
 }

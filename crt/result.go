@@ -15,13 +15,21 @@ import (
 // expects, so that a controller stays quiet about what is no fault:
 //
 //   - err nil: Result.RequeueAfter is requeueAfter (zero: none);
-//   - a conflict or an AlreadyExists from the API server: the manager's
-//     cache was behind the API server. The watch brings the newer object
-//     and reconciles again; as a backstop Result requeues after
-//     subreconcile.DefaultConflictDelay. It logs at V(1), never as an error;
+//   - a conflict or an AlreadyExists from the API server (IsStale): the
+//     manager's cache was behind the API server. The watch brings the newer
+//     object and reconciles again; as a backstop Result requeues after
+//     subreconcile.DefaultConflictDelay, or after requeueAfter when that is
+//     sooner. It logs at V(1), never as an error;
 //   - an error Terminal treats as terminal: a reconcile.TerminalError, not
 //     retried until the object changes;
-//   - any other error: returned, for the controller's rate-limited retry.
+//   - any other error: returned, for the controller's rate-limited retry
+//     (controller-runtime ignores RequeueAfter beside an error: the retry
+//     runs the reconcile again, which returns the requeue it then needs).
+//
+// A join (errors.Join, fmt.Errorf with several %w, as lifecycle.SyncOwner
+// and Collect return) is a quiet requeue, or terminal, only when every one
+// of its parts is; a join with any other part is an ordinary error, logged
+// and retried.
 //
 // A typical Reconcile ends with:
 //
@@ -32,7 +40,11 @@ func Result(ctx context.Context, requeueAfter time.Duration, err error) (reconci
 		return reconcile.Result{RequeueAfter: requeueAfter}, nil
 	case IsStale(err):
 		logr.FromContextOrDiscard(ctx).V(1).Info("the cache was behind the API server; requeue", "error", err.Error())
-		return reconcile.Result{RequeueAfter: subreconcile.DefaultConflictDelay}, nil
+		after := subreconcile.DefaultConflictDelay
+		if requeueAfter > 0 && requeueAfter < after {
+			after = requeueAfter
+		}
+		return reconcile.Result{RequeueAfter: after}, nil
 	default:
 		return reconcile.Result{}, Terminal(err)
 	}
@@ -41,7 +53,17 @@ func Result(ctx context.Context, requeueAfter time.Duration, err error) (reconci
 // IsStale reports whether err is what a write based on a stale read gets
 // from the API server: a conflict (the object changed since it was read)
 // or AlreadyExists (an object the cache did not show yet). Wrapped errors
-// count; a "do not retry" error never does.
+// count; a join is stale only when every one of its parts is; a "do not
+// retry" error never is.
 func IsStale(err error) bool {
-	return (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) && !IsTerminal(err)
+	return every(err, staleHere) && !IsTerminal(err)
+}
+
+// staleHere reports whether err itself, not what it wraps, is the API
+// server's conflict or AlreadyExists.
+func staleHere(err error) bool {
+	if _, ok := err.(apierrors.APIStatus); !ok {
+		return false
+	}
+	return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
 }

@@ -40,6 +40,15 @@ func TestTerminal(t *testing.T) {
 		{"a held lock is retried", locking.ErrLocked, false},
 		{"a stale owner reference goes with the garbage collector: retried", lifecycle.ErrStaleOwnerReference, false},
 		{"any other error is retried", errors.New("connection refused"), false},
+		{"a span the retention package refuses is not retried", fmt.Errorf("parse: %w", &retention.SpanError{Input: "x"}), true},
+		{"an expiry the store cannot do is not retried", fmt.Errorf("expire: %w", backupstore.ErrExpiryUnsupported), true},
+		{"a lifecycle configuration over the rule limit is not retried", backupstore.ErrTooManyRules, true},
+		{"a transaction used after its Update is a bug: not retried", locking.ErrTxnDone, true},
+		{"a join of terminal errors is terminal", errors.Join(lifecycle.ErrInvalidInput, &lifecycle.ConflictError{Claim: "ns/data-1"}), true},
+		{"a join of a terminal error and a retryable one is retried", errors.Join(&lifecycle.ConflictError{Claim: "ns/data-0"}, errors.New("connection refused")), false},
+		{"a join nested in a wrapper is judged by every part", fmt.Errorf("sync: %w", errors.Join(opstask.ErrInvalidSpec, fmt.Errorf("x: %w", errors.Join(retention.ErrInvalidPolicy, locking.ErrLocked)))), false},
+		{"several %w are a join", fmt.Errorf("%w: %w", lifecycle.ErrInvalidInput, errors.New("EOF")), false},
+		{"several terminal %w are terminal", fmt.Errorf("%w: %w", lifecycle.ErrInvalidInput, retention.ErrInvalidDuration), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := crt.Terminal(tc.err)
@@ -89,6 +98,9 @@ func TestResult(t *testing.T) {
 			apierrors.NewAlreadyExists(gr, "data-0"),
 			reconcile.Result{RequeueAfter: subreconcile.DefaultConflictDelay}, false, false},
 		{"a retryable error is returned", time.Minute, errors.New("connection refused"), reconcile.Result{}, true, false},
+		{"a conflict requeues no later than asked", time.Second,
+			apierrors.NewConflict(gr, "data-0", errors.New("changed")),
+			reconcile.Result{RequeueAfter: time.Second}, false, false},
 		{"a do-not-retry error is terminal", 0, fmt.Errorf("scope: %w", lifecycle.ErrInvalidPolicy), reconcile.Result{}, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -106,5 +118,51 @@ func TestResult(t *testing.T) {
 				t.Errorf("terminal = %t, want %t", isTerminal, tc.terminal)
 			}
 		})
+	}
+}
+
+// A join is terminal, or a quiet requeue, only when every part is: what
+// SyncOwner returns for a conflicting controller on one claim and a 503 on
+// another must be retried, and a stale-cache 409 joined with a 403 must be
+// an error, not a requeue logged at V(1).
+func TestJoinedErrorsAreJudgedByEveryPart(t *testing.T) {
+	gr := schema.GroupResource{Resource: "persistentvolumeclaims"}
+	conflicting := fmt.Errorf("lifecycle: sync claim ns/data-0: %w", &lifecycle.ConflictError{Claim: "ns/data-0"})
+	unavailable := fmt.Errorf("lifecycle: patch claim ns/data-1: %w", apierrors.NewServiceUnavailable("etcd leader changed"))
+	stale := fmt.Errorf("lifecycle: patch claim ns/data-0: %w", apierrors.NewConflict(gr, "data-0", errors.New("changed")))
+	forbidden := fmt.Errorf("lifecycle: patch claim ns/data-1: %w", apierrors.NewForbidden(gr, "data-1", errors.New("no patch")))
+	for _, tc := range []struct {
+		name     string
+		err      error
+		want     reconcile.Result
+		terminal bool
+	}{
+		{"a conflicting controller joined with a 503 is retried", errors.Join(conflicting, unavailable), reconcile.Result{}, false},
+		{"a 503 joined with a conflicting controller is retried", errors.Join(unavailable, conflicting), reconcile.Result{}, false},
+		{"a stale-cache 409 joined with a 403 is an error", errors.Join(stale, forbidden), reconcile.Result{}, false},
+		{"a stale-cache 409 joined with a conflicting controller is an error", errors.Join(stale, conflicting), reconcile.Result{}, false},
+		{"two conflicting controllers are terminal", errors.Join(conflicting, conflicting), reconcile.Result{}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := crt.Result(context.Background(), time.Minute, tc.err)
+			if got != tc.want {
+				t.Errorf("Result = %+v, want %+v", got, tc.want)
+			}
+			if err == nil {
+				t.Fatalf("Result(%v): no error: the failed part is neither logged nor retried", tc.err)
+			}
+			if !errors.Is(err, tc.err) {
+				t.Errorf("error %v does not wrap %v", err, tc.err)
+			}
+			if isTerminal := errors.Is(err, reconcile.TerminalError(nil)); isTerminal != tc.terminal {
+				t.Errorf("terminal = %t, want %t", isTerminal, tc.terminal)
+			}
+			if crt.IsStale(tc.err) {
+				t.Errorf("IsStale(%v) = true", tc.err)
+			}
+		})
+	}
+	if !crt.IsStale(errors.Join(stale, fmt.Errorf("create: %w", apierrors.NewAlreadyExists(gr, "data-2")))) {
+		t.Error("a join of stale-cache errors only is not stale")
 	}
 }

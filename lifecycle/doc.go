@@ -163,8 +163,11 @@
 // *PolicyError naming the field and value) or ErrInvalidInput (naming the
 // field, or the claim, annotation key and value). SyncClaim and SyncOwner
 // return errors wrapping ErrConflictingController (a *ConflictError with the
-// other controller's reference) and ErrStaleOwnerReference; these describe
-// the claim and do not go away by retrying. ErrTooManyConflicts means the
+// other controller's reference), which describes the claim and does not go
+// away by retrying (crt.Terminal makes it terminal), and
+// ErrStaleOwnerReference, which clears once the garbage collector has
+// removed the reference or deleted the claim: retry (crt.Terminal leaves it
+// retryable). ErrTooManyConflicts means the
 // claim kept changing under us: requeue. Errors from the API server are
 // wrapped with the claim's namespace and name; test them with apierrors (for
 // instance apierrors.IsNotFound).

@@ -892,6 +892,33 @@ func TestTerminal(t *testing.T) {
 	}
 }
 
+// A join is terminal only when every part is: a terminal error joined with
+// a retryable one was terminal before, so the retryable failure was never
+// retried (Enqueue forgot the key).
+func TestJoinedErrorIsTerminalOnlyWhenEveryPartIs(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"terminal joined with retryable", errors.Join(subreconcile.Terminal(errDisk), errQuorum), false},
+		{"retryable joined with terminal", errors.Join(errQuorum, subreconcile.Terminal(errDisk)), false},
+		{"two terminal parts", errors.Join(subreconcile.Terminal(errDisk), subreconcile.Terminal(errQuorum)), true},
+		{"a wrapped join", fmt.Errorf("step: %w", errors.Join(subreconcile.Terminal(errDisk), errQuorum)), false},
+		{"a join of wrapped terminal parts", errors.Join(fmt.Errorf("a: %w", subreconcile.Terminal(errDisk)), subreconcile.Terminal(errQuorum)), true},
+		{"several %w, one retryable", fmt.Errorf("%w and %w", subreconcile.Terminal(errDisk), errQuorum), false},
+		{"terminal wrapping a join", subreconcile.Terminal(errors.Join(errDisk, errQuorum)), true},
+		{"ErrTerminal itself", subreconcile.ErrTerminal, true},
+	} {
+		if got := subreconcile.IsTerminal(tc.err); got != tc.want {
+			t.Errorf("%s: IsTerminal(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
+		}
+		if got := (subreconcile.Outcome{Err: tc.err}).Terminal(); got != tc.want {
+			t.Errorf("%s: Outcome.Terminal() = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
 func TestPanicWithErrorValueUnwraps(t *testing.T) {
 	r, err := subreconcile.New(subreconcile.Config[*Database, *loopState]{
 		Name: "Database",

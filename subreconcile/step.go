@@ -149,8 +149,33 @@ func Terminal(err error) error {
 	return &terminalError{err: err}
 }
 
-// IsTerminal reports whether err, or an error it wraps, was made by Terminal.
-func IsTerminal(err error) bool { return errors.Is(err, ErrTerminal) }
+// IsTerminal reports whether err was made by Terminal, or wraps such an
+// error. A join (an error with Unwrap() []error, as errors.Join and a
+// fmt.Errorf with several %w make) is terminal only when every part is: one
+// step's terminal error joined with another's retryable one must still be
+// retried, or the retryable failure is never retried at all.
+func IsTerminal(err error) bool {
+	for err != nil {
+		if x, ok := err.(interface{ Is(error) bool }); ok && x.Is(ErrTerminal) {
+			return true
+		}
+		switch e := err.(type) {
+		case interface{ Unwrap() []error }:
+			parts := e.Unwrap()
+			for _, p := range parts {
+				if !IsTerminal(p) {
+					return false
+				}
+			}
+			return len(parts) > 0
+		case interface{ Unwrap() error }:
+			err = e.Unwrap()
+		default:
+			return err == ErrTerminal
+		}
+	}
+	return false
+}
 
 type terminalError struct{ err error }
 

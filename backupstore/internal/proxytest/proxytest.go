@@ -3,6 +3,7 @@ package proxytest
 import (
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"sync"
@@ -24,6 +25,9 @@ type Proxy struct {
 	delay    time.Duration
 	fail     func(*http.Request) bool
 	handle   func(http.ResponseWriter, *http.Request) bool
+	lose     func(*http.Request) bool
+	between  func(*http.Request)
+	lost     atomic.Int64
 	srv      *http.Server
 }
 
@@ -53,7 +57,7 @@ func Start(tb testing.TB, backend string) *Proxy {
 	p.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.requests.Add(1)
 		p.mu.Lock()
-		delay, fail, handle := p.delay, p.fail, p.handle
+		delay, fail, handle, lose, between := p.delay, p.fail, p.handle, p.lose, p.between
 		p.mu.Unlock()
 		if delay > 0 {
 			time.Sleep(delay)
@@ -64,6 +68,17 @@ func Start(tb testing.TB, backend string) *Proxy {
 			return
 		}
 		if handle != nil && handle(w, r) {
+			return
+		}
+		if lose != nil && lose(r) {
+			// The store acts on the request; its answer is dropped.
+			rec := httptest.NewRecorder()
+			rp.ServeHTTP(rec, r)
+			p.lost.Add(1)
+			if between != nil {
+				between(r)
+			}
+			http.Error(w, "proxytest: the store's answer was lost", http.StatusServiceUnavailable)
 			return
 		}
 		rp.ServeHTTP(w, r)
@@ -96,6 +111,21 @@ func (p *Proxy) SetHandler(h func(w http.ResponseWriter, r *http.Request) bool) 
 	p.handle = h
 	p.mu.Unlock()
 }
+
+// SetLoseAnswer makes the requests for which lose returns true reach the
+// store, which acts on them, and answers them 503 Service Unavailable in
+// place of the store's answer, as when a reply is lost after the store
+// applied the request. between, when not nil, is called after the store
+// answered and before the client gets the 503: another writer acting in
+// between. nil lose loses no answer.
+func (p *Proxy) SetLoseAnswer(lose func(*http.Request) bool, between func(*http.Request)) {
+	p.mu.Lock()
+	p.lose, p.between = lose, between
+	p.mu.Unlock()
+}
+
+// Lost returns the number of requests whose answer was lost on purpose.
+func (p *Proxy) Lost() int64 { return p.lost.Load() }
 
 // Requests returns the number of requests received so far.
 func (p *Proxy) Requests() int64 { return p.requests.Load() }

@@ -1,0 +1,5 @@
+//go:build race
+
+package crt_test
+
+func init() { raceFlag = []string{"-race"} }
