@@ -22,6 +22,8 @@ const (
 	invSafety   = "safety"       // nothing deleted before its time or outside its prefix
 	invLiveness = "liveness"     // everything expired deleted within the bound
 	invKept     = "no data lost" // what must be kept exists, with its UID
+	// No claim is deleted while a pod mounts it, whoever made the pod.
+	invMounted = "no mounted claim deleted"
 )
 
 func secretData(endpoint string) map[string]string {
@@ -151,6 +153,14 @@ func (g *gcWorkload) check(ctx context.Context) []chaos.Violation {
 		}
 		if !c.allowedAt(lo) && !c.allowedAt(hi) {
 			add(invSafety, "claim %s (ttl %s, mounts %s) was deleted between %s and %s, while mounted or within its TTL of an unmount", c.name, c.ttl, mountsString(c.mounts), ts(lo), ts(hi))
+		}
+		// Any pod, the operator's or another's (whose mounts the TTL
+		// judgement above does not see). A deletion that lacks a lower
+		// bound (a relist found the claim gone) cannot be placed.
+		if m, ok := g.mounts.Covering(c.name, lo, hi, g.o.mountRace); ok {
+			add(invMounted, "claim %s (uid %s) was deleted between %s and %s while %s mounted it", c.name, c.uid, ts(lo), ts(hi), m)
+		} else if _, ok := g.mounts.Covering(c.name, lo, hi, 0); ok {
+			g.seen["claims deleted within the race bound of a pod's creation"]++
 		}
 	}
 	owner := map[string]*backupTruth{}

@@ -65,7 +65,12 @@ func TestChaos(t *testing.T) {
 				"--metrics-bind-address=0", "--health-probe-bind-address=0", "--zap-log-level=1", "--zap-devel",
 				"--retry-interval=2s", "--claim-selector=app=aerospike"}
 		}}
-	g, err := newGCWorkload(ctx, world, gcOptions{bound: 60 * time.Second, process: process, log: log}, seed, "http://"+minio.Addr())
+	// A replica's delete request may be held by a fault for up to the
+	// schedule's longest hold (12 s), or wait out an API server restart:
+	// the checker judges a deletion against the pods created 15 s before
+	// it or earlier.
+	g, err := newGCWorkload(ctx, world, gcOptions{bound: 60 * time.Second, process: process, log: log, mountRace: 15 * time.Second},
+		seed, "http://"+minio.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,6 +88,9 @@ func TestChaos(t *testing.T) {
 	chaos.Report(t, res, logPath)
 	if res.Ops["observed: backups deleted"] == 0 || res.Ops["observed: claims deleted"] == 0 {
 		t.Errorf("the collectors deleted nothing: the run proves nothing\n%s", res.Table())
+	}
+	if res.Ops["foreign pod mounts a claim"] == 0 {
+		t.Errorf("no foreign pod mounted a claim: the run proves nothing about them\n%s", res.Table())
 	}
 }
 
@@ -134,6 +142,31 @@ func siblingDeletingStore(t *testing.T, endpoint string, bucket *blob.Bucket, pr
 	return srv.URL
 }
 
+// operatorPodsOnly is the replicas' API server config with a planted
+// bug: their pod lists and watches select app=aerospike, the label of the
+// operator's pods, so the collector never sees a pod someone else made
+// mount a claim (as a mount check given the operator's pod selector
+// would).
+func operatorPodsOnly(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/pods") {
+				r = r.Clone(r.Context())
+				q := r.URL.Query()
+				q.Set("labelSelector", "app=aerospike")
+				r.URL.RawQuery = q.Encode()
+			}
+			return rt.RoundTrip(r)
+		})
+	})
+	return cfg
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
 // Each invariant catches a planted bug: the workload runs without faults
 // on the shared control plane, with a collector broken by a test-only
 // wrapper, and the checker must report the invariant.
@@ -143,13 +176,18 @@ func TestChaosCheckerCatchesPlantedBugs(t *testing.T) {
 		isolated bool
 		clock    clock.WithTicker
 		store    bool
-		want     []string
+		// operatorPodsOnly hides the foreign pods from the collector; the
+		// run is 30 s rather than 15, so that some claims expire while a
+		// foreign pod mounts them.
+		operatorPodsOnly bool
+		want             []string
 	}{
 		// On a control plane of its own, whose audit log records the
 		// deletions: the other two use the shared one and the watches.
 		{name: "collector clock an hour ahead", isolated: true, clock: offsetClock{offset: time.Hour}, want: []string{invSafety, invKept}},
 		{name: "store deletes a sibling key with each delete", store: true, want: []string{invSafety, invKept}},
 		{name: "collector clock an hour behind", clock: offsetClock{offset: -time.Hour}, want: []string{invLiveness}},
+		{name: "collector sees only the operator's pods", operatorPodsOnly: true, want: []string{invMounted}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var k *testenv.Kubernetes
@@ -163,9 +201,13 @@ func TestChaosCheckerCatchesPlantedBugs(t *testing.T) {
 			installCRD(t, k.Config)
 			s3 := testenv.S3(t)
 			store := s3.Open(t)
+			replicaConfig := k.Config
+			if tc.operatorPodsOnly {
+				replicaConfig = operatorPodsOnly(k.Config)
+			}
 			world := gcWorld{
 				direct: k.Config, ns: k.Namespace, bucket: s3.Bucket, store: store, auditLog: auditLog,
-				replicaConfig: func(int) (*rest.Config, *faultproxy.Proxy) { return k.Config, nil },
+				replicaConfig: func(int) (*rest.Config, *faultproxy.Proxy) { return replicaConfig, nil },
 			}
 			endpoint := s3.Endpoint
 			if tc.store {
@@ -177,12 +219,19 @@ func TestChaosCheckerCatchesPlantedBugs(t *testing.T) {
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			g, err := newGCWorkload(ctx, world, gcOptions{clock: tc.clock, bound: 15 * time.Second, log: log}, shortSeed, endpoint)
+			// No faults: a deletion decided before a pod was created
+			// reaches the API server within a second (the watch's
+			// deletionTimestamp is in seconds).
+			g, err := newGCWorkload(ctx, world, gcOptions{clock: tc.clock, bound: 15 * time.Second, log: log, mountRace: time.Second}, shortSeed, endpoint)
 			if err != nil {
 				t.Fatal(err)
 			}
+			duration := 15 * time.Second
+			if tc.operatorPodsOnly {
+				duration = 30 * time.Second
+			}
 			res := runGC(ctx, t, g, chaos.Config{Name: "aerospike-gc planted: " + tc.name, Seed: shortSeed,
-				Duration: 15 * time.Second, SettleTimeout: 25 * time.Second})
+				Duration: duration, SettleTimeout: 25 * time.Second})
 			t.Logf("replica log: %s\n%s", logPath, res.Table())
 			found := map[string]int{}
 			for _, v := range res.Violations {

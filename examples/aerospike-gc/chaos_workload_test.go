@@ -36,9 +36,11 @@ import (
 )
 
 // The aerospike-gc chaos workload: two replicas of the collector with
-// leader election, a generator of backups (with data in the store) and of
-// claims whose pods come and go, and the ground truth the generator
-// records, outside the system under test, for the checker.
+// leader election, a generator of backups (with data in the store), of
+// claims whose pods come and go, and of pods the operator did not make
+// ("inspect-data" pods) that mount a claim for a while, and the ground
+// truth the generator records, outside the system under test, for the
+// checker.
 
 // gcWorld is where the workload runs.
 type gcWorld struct {
@@ -65,6 +67,11 @@ type gcOptions struct {
 	// binary (as main wires it), which a kill ends with SIGKILL.
 	process *chaos.Process
 	log     logr.Logger
+	// mountRace is how long a pod must have existed before a claim's
+	// deletion request for the checker to report the deletion as made
+	// while the pod mounted the claim (chaos.MountLog.Covering): the
+	// longest a replica's request can be held on its way by a fault.
+	mountRace time.Duration
 }
 
 // Backup classes, which say what may happen to a backup.
@@ -106,6 +113,18 @@ type claimTruth struct {
 	mounts    []mount
 	comeback  time.Time // when the pod comes back; zero: it does not
 	remounted bool
+	// foreign are the mounts of pods the operator did not make.
+	foreign []mount
+}
+
+// foreignPod is a pod the operator did not make that mounts a claim for a
+// while: someone inspecting the data, or a backup.
+type foreignPod struct {
+	name  string
+	claim *claimTruth
+	until time.Time // when the generator deletes it
+	m     int       // its mount in claim.foreign
+	gone  bool      // its delete was sent
 }
 
 // allowedAt says whether the claim may be deleted at t: it was unmounted
@@ -124,8 +143,11 @@ func (c *claimTruth) allowedAt(t time.Time) bool {
 }
 
 // expiry is when the claim must be collected by (before the liveness
-// bound): its last unmount's TTL later; zero when it is mounted, comes
-// back, or has a TTL beyond the run.
+// bound): its last unmount's TTL later, a foreign pod's included; zero
+// when it is mounted, comes back, or has a TTL beyond the run. A foreign
+// pod that came and went before a collection pass removed the claim's
+// mark leaves the earlier mark in force: the claim may go sooner, never
+// later.
 func (c *claimTruth) expiry() time.Time {
 	if len(c.mounts) == 0 || c.ttl >= time.Hour {
 		return time.Time{}
@@ -134,7 +156,16 @@ func (c *claimTruth) expiry() time.Time {
 	if last.to.IsZero() || (!c.comeback.IsZero() && !c.remounted) {
 		return time.Time{}
 	}
-	return last.toOK.Add(c.ttl + time.Second)
+	end := last.toOK
+	for _, f := range c.foreign {
+		if f.toOK.IsZero() {
+			return time.Time{}
+		}
+		if f.toOK.After(end) {
+			end = f.toOK
+		}
+	}
+	return end.Add(c.ttl + time.Second)
 }
 
 // mustKeep says whether the claim could never be deleted so far.
@@ -158,6 +189,7 @@ type truth struct {
 	claims  map[string]*claimTruth
 	order   []string // backup names in creation order
 	corder  []string
+	foreign []*foreignPod
 	stopped time.Time // when the workload stopped
 }
 
@@ -168,11 +200,13 @@ type gcWorkload struct {
 	truth                   truth
 	keys                    *chaos.KeyHistory
 	backupAudit, claimAudit *chaos.DeleteAudit
-	cl                      client.Client // direct
-	kc                      kubernetes.Interface
-	replicas                *chaos.Replicas
-	seen                    map[string]int       // deletions by source, from check
-	watchMissed             map[types.UID]string // in the audit log, not from the watch
+	// mounts are the pods' mounts, the operator's and foreign ones.
+	mounts      chaos.MountLog
+	cl          client.Client // direct
+	kc          kubernetes.Interface
+	replicas    *chaos.Replicas
+	seen        map[string]int       // deletions by source, from check
+	watchMissed map[types.UID]string // in the audit log, not from the watch
 	// uncertain holds the objects whose only recorded deletion is a
 	// request cut short (chaos.DeleteRequest.Uncertain), from check.
 	uncertain map[types.UID]bool
@@ -232,10 +266,17 @@ func newGCWorkload(ctx context.Context, w gcWorld, o gcOptions, seed uint64, end
 	return g, err
 }
 
-// generate creates, mounts, unmounts and deletes until ctx ends.
-func (g *gcWorkload) generate(ctx context.Context, ops *chaos.Ops) error {
+// generate creates, mounts, unmounts and deletes until ctx ends, then
+// deletes the foreign pods left.
+func (g *gcWorkload) generate(ctx context.Context, ops *chaos.Ops) (err error) {
 	rng := rand.New(rand.NewPCG(g.seed, 0x616572))
+	// The foreign pods draw from a stream of their own: the rest of the
+	// workload is what it was without them.
+	frng := rand.New(rand.NewPCG(g.seed, 0x696e73)) // "ins"
 	defer func() {
+		if e := g.unmountForeign(ops, true); err == nil {
+			err = e
+		}
 		g.truth.mu.Lock()
 		g.truth.stopped = time.Now()
 		g.truth.mu.Unlock()
@@ -249,6 +290,14 @@ func (g *gcWorkload) generate(ctx context.Context, ops *chaos.Ops) error {
 	for i := 0; ctx.Err() == nil; i++ {
 		if err := g.remountDue(ops); err != nil {
 			return err
+		}
+		if err := g.unmountForeign(ops, false); err != nil {
+			return err
+		}
+		if frng.IntN(5) == 0 {
+			if err := g.mountForeign(frng, ops); err != nil {
+				return err
+			}
 		}
 		var err error
 		switch n := rng.IntN(10); {
@@ -268,7 +317,7 @@ func (g *gcWorkload) generate(ctx context.Context, ops *chaos.Ops) error {
 		case n < 7:
 			err = g.newClaim(rng, ops)
 		default:
-			err = g.unmount(rng, ops)
+			err = g.unmount(rng, frng, ops)
 		}
 		if err != nil {
 			return err
@@ -425,7 +474,7 @@ func (g *gcWorkload) newClaim(rng *rand.Rand, ops *chaos.Ops) error {
 
 func (g *gcWorkload) mountPod(c *claimTruth, ops *chaos.Ops) error {
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: c.pod},
+		ObjectMeta: metav1.ObjectMeta{Name: c.pod, Labels: map[string]string{"app": "aerospike"}},
 		Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{Name: "aerospike", Image: "aerospike/aerospike-server",
 				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/opt/aerospike/data"}}}},
@@ -443,16 +492,119 @@ func (g *gcWorkload) mountPod(c *claimTruth, ops *chaos.Ops) error {
 	if err != nil {
 		return fmt.Errorf("create pod %s: %w", c.pod, err)
 	}
+	now := time.Now()
 	g.truth.mu.Lock()
-	c.mounts = append(c.mounts, mount{from: time.Now()})
+	c.mounts = append(c.mounts, mount{from: now})
 	g.truth.mu.Unlock()
+	g.mounts.Mounted(c.pod, c.name, false, now)
 	ops.Add("mount claim")
+	return nil
+}
+
+// mountForeign creates a pod the operator did not make, labelled
+// app=inspect-data, that mounts an existing claim for 2 to 8 s: two times
+// in three a claim whose own pod is away (someone looks at the data of a
+// stopped replica), else any claim. (unmount makes others.)
+func (g *gcWorkload) mountForeign(rng *rand.Rand, ops *chaos.Ops) error {
+	g.truth.mu.Lock()
+	var away, all []*claimTruth
+	for _, name := range g.truth.corder {
+		c := g.truth.claims[name]
+		if c.uid == "" {
+			continue
+		}
+		all = append(all, c)
+		if n := len(c.mounts); n > 0 && !c.mounts[n-1].to.IsZero() {
+			away = append(away, c)
+		}
+	}
+	if len(away) > 0 && rng.IntN(3) < 2 {
+		all = away
+	}
+	if len(all) == 0 {
+		g.truth.mu.Unlock()
+		return nil
+	}
+	c := all[rng.IntN(len(all))]
+	g.truth.mu.Unlock()
+	return g.inspect(c, time.Duration(2000+rng.IntN(6000))*time.Millisecond, ops)
+}
+
+// inspect creates an inspect-data pod that mounts claim c for lasts.
+func (g *gcWorkload) inspect(c *claimTruth, lasts time.Duration, ops *chaos.Ops) error {
+	g.truth.mu.Lock()
+	f := &foreignPod{name: fmt.Sprintf("inspect-%s-%d", c.name, len(g.truth.foreign)), claim: c}
+	g.truth.foreign = append(g.truth.foreign, f)
+	g.truth.mu.Unlock()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: f.name, Labels: map[string]string{"app": "inspect-data"}},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "inspect", Image: "busybox", Command: []string{"sleep", "3600"},
+				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data", ReadOnly: true}}}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: c.name, ReadOnly: true}}}},
+		},
+	}
+	err := chaos.Retry(func(ctx context.Context) error {
+		_, err := g.kc.CoreV1().Pods(g.w.ns).Create(ctx, pod, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("create foreign pod %s: %w", f.name, err)
+	}
+	now := time.Now()
+	g.truth.mu.Lock()
+	c.foreign = append(c.foreign, mount{from: now})
+	f.m, f.until = len(c.foreign)-1, now.Add(lasts)
+	g.truth.mu.Unlock()
+	g.mounts.Mounted(f.name, c.name, true, now)
+	ops.Add("foreign pod mounts a claim")
+	return nil
+}
+
+// unmountForeign deletes the foreign pods whose time is up, or all of them.
+func (g *gcWorkload) unmountForeign(ops *chaos.Ops, all bool) error {
+	now := time.Now()
+	g.truth.mu.Lock()
+	var due []*foreignPod
+	for _, f := range g.truth.foreign {
+		if !f.gone && !f.until.IsZero() && (all || !now.Before(f.until)) {
+			f.gone = true
+			f.claim.foreign[f.m].to = now
+			due = append(due, f)
+		}
+	}
+	g.truth.mu.Unlock()
+	for _, f := range due {
+		g.mounts.Unmounting(f.name, now)
+		err := chaos.Retry(func(ctx context.Context) error {
+			err := g.kc.CoreV1().Pods(g.w.ns).Delete(ctx, f.name, metav1.DeleteOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("delete foreign pod %s: %w", f.name, err)
+		}
+		g.truth.mu.Lock()
+		f.claim.foreign[f.m].toOK = time.Now()
+		g.truth.mu.Unlock()
+		ops.Add("foreign pod deleted")
+	}
 	return nil
 }
 
 // unmount deletes the pod of a claim mounted for 4 s or more. Two in five
 // come back within a quarter of the claim's TTL, as a restarted pod does.
-func (g *gcWorkload) unmount(rng *rand.Rand, ops *chaos.Ops) error {
+// Of the others, two in three have their data inspected at once by a
+// foreign pod that stays until 2 to 6 s past the claim's TTL.
+func (g *gcWorkload) unmount(rng, frng *rand.Rand, ops *chaos.Ops) error {
+	inspect := frng.IntN(3) < 2
+	inspectFor := time.Duration(2000+frng.IntN(4000)) * time.Millisecond
 	g.truth.mu.Lock()
 	var cands []*claimTruth
 	for _, name := range g.truth.corder {
@@ -468,6 +620,7 @@ func (g *gcWorkload) unmount(rng *rand.Rand, ops *chaos.Ops) error {
 	c := cands[rng.IntN(len(cands))]
 	last := &c.mounts[len(c.mounts)-1]
 	last.to = time.Now()
+	g.mounts.Unmounting(c.pod, last.to)
 	comeback := !c.remounted && c.ttl < time.Hour && rng.IntN(5) < 2
 	delay := time.Duration(500+rng.Int64N(int64(c.ttl/4/time.Millisecond))) * time.Millisecond
 	g.truth.mu.Unlock()
@@ -488,7 +641,10 @@ func (g *gcWorkload) unmount(rng *rand.Rand, ops *chaos.Ops) error {
 	}
 	g.truth.mu.Unlock()
 	ops.Add("unmount claim")
-	return nil
+	if comeback || !inspect || c.ttl >= time.Hour {
+		return nil
+	}
+	return g.inspect(c, c.ttl+inspectFor, ops)
 }
 
 // remountDue brings back the pods due to come back, as their operator

@@ -26,6 +26,11 @@ const (
 	invClaimSafety = "safety (claims)"
 	// No pod of an ordinal in range is deleted, except by hand.
 	invPodSafety = "safety (pods)"
+	// No claim deletion is requested while a pod mounts it, except by the
+	// garbage collector: the policy's deletions go through owner
+	// references, and in a cluster the pvc-protection finalizer holds such
+	// a claim until its scheduled pods are gone (testenv schedules none).
+	invMounted = "no mounted claim deleted"
 	// Every set reaches its spec'd pods and claims, and the claims its
 	// policy deletes are gone, within the bound after the faults stopped.
 	invLiveness = "liveness"
@@ -211,6 +216,9 @@ func (g *spWorkload) check(ctx context.Context) []chaos.Violation {
 		if _, ok := g.truth.manual[d.UID]; ok {
 			continue
 		}
+		if g.truth.foreignUIDs[d.UID] {
+			continue // the generator's
+		}
 		podsByName[d.Name] = append(podsByName[d.Name], podDel{d, r})
 		switch {
 		case s == nil:
@@ -351,8 +359,10 @@ func (g *spWorkload) condemnedBy(podDels []chaos.Deletion, reqs []chaos.DeleteRe
 // down, or planted blindness): a claim of a set whose policy keeps its
 // claims (Retain on both) must never be deleted, nor one of a set the
 // workload did not create. Other missed deletions cannot be placed in the
-// set's history by revision; they are counted. Called with the truth
-// locked.
+// set's history by revision; they are counted. It also judges every claim
+// deletion request it recorded against the foreign pods' mounts: only the
+// audit log says who sent a request, and the garbage collector's are the
+// policy's. Called with the truth locked.
 func (g *spWorkload) checkAuditLog(reqs []chaos.DeleteRequest, podDels, claimDels []chaos.Deletion, add func(inv, format string, args ...any)) {
 	seen := map[types.UID]bool{}
 	for _, d := range append(slices.Clone(podDels), claimDels...) {
@@ -370,6 +380,22 @@ func (g *spWorkload) checkAuditLog(reqs []chaos.DeleteRequest, podDels, claimDel
 			}
 		case "persistentvolumeclaims":
 			g.audited["observed: claim deletion requests (audit log)"]++
+			// The request was received while the pod existed, and the pod
+			// had existed for the race bound before: its decision came
+			// after the pod's creation.
+			m, mounted := g.mounts.Covering(r.Name, r.Received, r.Received, g.o.mountRace)
+			_, overlapped := g.mounts.Covering(r.Name, r.Received, r.Received, 0)
+			switch {
+			case strings.HasSuffix(r.UserAgent, "/generic-garbage-collector"):
+				if overlapped {
+					g.audited["observed: claim deletions by the garbage collector while a foreign pod mounted the claim"]++
+				}
+			case mounted:
+				add(invMounted, "claim %s (uid %s) was deleted (audit log: received %s, by %s) while %s mounted it",
+					r.Name, r.UID, ts(r.Received), r.UserAgent, m)
+			case overlapped:
+				g.audited["checker: claim deletions within the race bound of a foreign pod's creation"]++
+			}
 			if seen[r.UID] {
 				continue
 			}
@@ -393,18 +419,27 @@ func (g *spWorkload) stoppedAt() time.Time {
 
 // observed adds to ops what the audits saw.
 func (g *spWorkload) observed(ops map[string]int) {
-	manual := 0
+	manual, foreign := 0, 0
 	g.truth.mu.Lock()
 	for _, d := range g.podAudit.Deletions() {
 		if _, ok := g.truth.manual[d.UID]; ok {
 			manual++
 		}
+		if g.truth.foreignUIDs[d.UID] {
+			foreign++
+		}
+	}
+	created := 0
+	for _, p := range g.pods.all() {
+		if !g.truth.foreignUIDs[p.uid] {
+			created++
+		}
 	}
 	g.truth.mu.Unlock()
-	ops["observed: pods deleted (not by hand)"] = len(g.podAudit.Deletions()) - manual
+	ops["observed: pods deleted (not by hand)"] = len(g.podAudit.Deletions()) - manual - foreign
 	ops["observed: claims deleted"] = len(g.claimAudit.Deletions())
 	ops["observed: claims created"] = len(g.claims.all())
-	ops["observed: pods created"] = len(g.pods.all())
+	ops["observed: pods created"] = created
 	g.truth.mu.Lock()
 	defer g.truth.mu.Unlock()
 	for k, n := range g.leniency {

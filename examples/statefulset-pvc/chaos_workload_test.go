@@ -38,8 +38,9 @@ import (
 // The statefulset-pvc chaos workload: two replicas of the controller with
 // leader election, a generator that creates ReplicatedSets under each of
 // the four claim retention policies, scales them up and down, deletes
-// pods by hand and deletes sets, and the ground truth it records outside
-// the system under test for the checker.
+// pods by hand, deletes sets and creates pods the controller did not make
+// ("backup" pods) that mount a claim for a while, and the ground truth it
+// records outside the system under test for the checker.
 //
 // Ground truth is ordered by etcd revision, not by the clock. Every
 // resourceVersion this control plane hands out is the revision of its one
@@ -80,6 +81,11 @@ type spOptions struct {
 	// binary (as main wires it), which a kill ends with SIGKILL.
 	process *chaos.Process
 	log     logr.Logger
+	// mountRace is how long a pod must have existed before a claim's
+	// deletion request for the checker to report the deletion as made
+	// while the pod mounted the claim (chaos.MountLog.Covering): the
+	// longest a replica's request can be held on its way by a fault.
+	mountRace time.Duration
 }
 
 // revs is a revision interval [lo, hi]: the event happened at one
@@ -295,8 +301,11 @@ type truth struct {
 	sets    map[string]*setTruth
 	order   []string
 	manual  map[types.UID]time.Time // pods the generator deleted by hand
-	writes  []write
-	stopped time.Time
+	foreign []*foreignPod
+	// foreignUIDs are the foreign pods' UIDs: the generator deletes them.
+	foreignUIDs map[types.UID]bool
+	writes      []write
+	stopped     time.Time
 }
 
 // lastRV is the highest revision the generator's completed writes got: a
@@ -325,6 +334,16 @@ func (t *truth) rvAfter(at time.Time) uint64 {
 
 const claimTemplate = "data"
 
+// foreignPod is a pod the controller did not make that mounts a claim for
+// a while: a backup of a replica's data, or someone inspecting the data
+// a scale-down left.
+type foreignPod struct {
+	name   string
+	claims []string
+	until  time.Time // when the generator deletes it
+	gone   bool      // its delete was sent
+}
+
 type spWorkload struct {
 	w                    spWorld
 	o                    spOptions
@@ -332,9 +351,11 @@ type spWorkload struct {
 	truth                truth
 	podAudit, claimAudit *chaos.DeleteAudit
 	pods, claims         *observer
-	cl                   client.Client // direct
-	kc                   kubernetes.Interface
-	replicas             *chaos.Replicas
+	// mounts are the foreign pods' mounts.
+	mounts   chaos.MountLog
+	cl       client.Client // direct
+	kc       kubernetes.Interface
+	replicas *chaos.Replicas
 	// leniency counts the deletions the checker could judge only
 	// leniently (revision intervals, owners): the summary shows them.
 	leniency map[string]int
@@ -355,7 +376,7 @@ func newSPWorkload(ctx context.Context, w spWorld, o spOptions, seed uint64) (*s
 		return nil, err
 	}
 	g := &spWorkload{w: w, o: o, seed: seed, cl: cl, kc: kc, leniency: map[string]int{}, audited: map[string]int{},
-		truth:  truth{sets: map[string]*setTruth{}, manual: map[types.UID]time.Time{}},
+		truth:  truth{sets: map[string]*setTruth{}, manual: map[types.UID]time.Time{}, foreignUIDs: map[types.UID]bool{}},
 		pods:   &observer{objs: map[types.UID]*objTruth{}, kind: "pod"},
 		claims: &observer{objs: map[types.UID]*objTruth{}, kind: "claim"},
 	}
@@ -396,17 +417,30 @@ var policies = []lifecycle.Policy{
 	{WhenDeleted: lifecycle.ActionDelete, WhenScaled: lifecycle.ActionDelete},
 }
 
-// generate creates, scales and deletes sets and deletes pods by hand until
-// ctx ends.
-func (g *spWorkload) generate(ctx context.Context, ops *chaos.Ops) error {
+// generate creates, scales and deletes sets, deletes pods by hand and
+// mounts claims from foreign pods until ctx ends, then deletes the foreign
+// pods left.
+func (g *spWorkload) generate(ctx context.Context, ops *chaos.Ops) (err error) {
 	rng := rand.New(rand.NewPCG(g.seed, 0x737470)) // "stp"
+	// The foreign pods draw from a stream of their own: the rest of the
+	// workload is what it was without them.
+	frng := rand.New(rand.NewPCG(g.seed, 0x626b70)) // "bkp"
 	defer func() {
+		if e := g.unmountForeign(ops, true); err == nil {
+			err = e
+		}
 		g.truth.mu.Lock()
 		g.truth.stopped = time.Now()
 		g.truth.mu.Unlock()
 	}()
 	for ctx.Err() == nil {
+		if err := g.unmountForeign(ops, false); err != nil {
+			return err
+		}
 		live := g.liveSets()
+		if err := g.mountForeign(frng, live, ops); err != nil {
+			return err
+		}
 		var err error
 		switch n := rng.IntN(20); {
 		case len(live) < 4 || (n < 2 && len(live) < 8):
@@ -625,6 +659,119 @@ func (g *spWorkload) deletePodByHand(rng *rand.Rand, live []*setTruth, ops *chao
 		return fmt.Errorf("delete pod %s: %w", name, err)
 	}
 	ops.Add("delete pod by hand")
+	return nil
+}
+
+// mountForeign, one time in two, creates a pod the controller did not
+// make, labelled app=backup and without the set label, that mounts an
+// existing claim for a while: two times in three the claim of a live set's
+// highest ordinal in range (a backup of the replica a scale-down takes
+// first) for 3 to 8 s, else any claim, in range or left by a scale-down,
+// for 2 to 8 s.
+func (g *spWorkload) mountForeign(rng *rand.Rand, live []*setTruth, ops *chaos.Ops) error {
+	n := rng.IntN(6)
+	if n >= 3 {
+		return nil
+	}
+	if n < 2 && len(live) > 0 {
+		s := live[rng.IntN(len(live))]
+		if r := s.replicas(); r > 0 {
+			claim := api.ClaimName(claimTemplate, s.name, r-1)
+			return g.createForeign("backup-"+claim, []string{claim}, time.Duration(3000+rng.IntN(5000))*time.Millisecond, ops)
+		}
+		return nil
+	}
+	var claims *corev1.PersistentVolumeClaimList
+	err := chaos.Retry(func(ctx context.Context) (err error) {
+		claims, err = g.kc.CoreV1().PersistentVolumeClaims(g.w.ns).List(ctx, metav1.ListOptions{})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("list claims: %w", err)
+	}
+	var cands []string
+	for _, c := range claims.Items {
+		if c.DeletionTimestamp == nil {
+			cands = append(cands, c.Name)
+		}
+	}
+	if len(cands) == 0 {
+		return nil
+	}
+	slices.Sort(cands) // the list's order is not the seed's
+	claim := cands[rng.IntN(len(cands))]
+	return g.createForeign("backup-"+claim, []string{claim}, time.Duration(2000+rng.IntN(6000))*time.Millisecond, ops)
+}
+
+// createForeign creates a foreign pod, named prefix and a number, that
+// mounts claims for lasts.
+func (g *spWorkload) createForeign(prefix string, claims []string, lasts time.Duration, ops *chaos.Ops) error {
+	g.truth.mu.Lock()
+	f := &foreignPod{name: fmt.Sprintf("%s-%d", prefix, len(g.truth.foreign)), claims: claims}
+	g.truth.foreign = append(g.truth.foreign, f)
+	g.truth.mu.Unlock()
+	c := corev1.Container{Name: "backup", Image: "registry.example/backup:1"}
+	var vols []corev1.Volume
+	for i, claim := range claims {
+		name := fmt.Sprintf("data-%d", i)
+		vols = append(vols, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim, ReadOnly: true}}})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: name, MountPath: "/" + name, ReadOnly: true})
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: f.name, Labels: map[string]string{"app": "backup"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{c}, Volumes: vols},
+	}
+	var created *corev1.Pod
+	err := chaos.Retry(func(ctx context.Context) error {
+		got, err := g.kc.CoreV1().Pods(g.w.ns).Create(ctx, pod, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			got, err = g.kc.CoreV1().Pods(g.w.ns).Get(ctx, f.name, metav1.GetOptions{})
+		}
+		created = got
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("create foreign pod %s: %w", f.name, err)
+	}
+	now := time.Now()
+	g.truth.mu.Lock()
+	f.until = now.Add(lasts)
+	g.truth.foreignUIDs[created.UID] = true
+	g.truth.mu.Unlock()
+	for _, claim := range claims {
+		g.mounts.Mounted(f.name, claim, true, now)
+	}
+	ops.Add("foreign pod mounts claims")
+	return nil
+}
+
+// unmountForeign deletes the foreign pods whose time is up, or all of them.
+func (g *spWorkload) unmountForeign(ops *chaos.Ops, all bool) error {
+	now := time.Now()
+	g.truth.mu.Lock()
+	var due []*foreignPod
+	for _, f := range g.truth.foreign {
+		if !f.gone && !f.until.IsZero() && (all || !now.Before(f.until)) {
+			f.gone = true
+			due = append(due, f)
+		}
+	}
+	g.truth.mu.Unlock()
+	for _, f := range due {
+		g.mounts.Unmounting(f.name, now)
+		err := chaos.Retry(func(ctx context.Context) error {
+			err := g.kc.CoreV1().Pods(g.w.ns).Delete(ctx, f.name, metav1.DeleteOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("delete foreign pod %s: %w", f.name, err)
+		}
+		ops.Add("foreign pod deleted")
+	}
 	return nil
 }
 

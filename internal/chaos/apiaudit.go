@@ -30,8 +30,10 @@ type DeleteRequest struct {
 	// object was removed (or marked for deletion, when it has finalizers)
 	// at an instant between them.
 	Received, Completed time.Time
-	// User is who sent the request.
-	User string
+	// User is who sent the request, UserAgent the client it said it was:
+	// kube-controller-manager's controllers share one user in testenv and
+	// end their user agents with their names ("/generic-garbage-collector").
+	User, UserAgent string
 	// Object is the response object (the object as it was deleted or
 	// marked), as JSON.
 	Object json.RawMessage
@@ -52,6 +54,7 @@ type auditEvent struct {
 	Stage     string                    `json:"stage"`
 	Verb      string                    `json:"verb"`
 	User      struct{ Username string } `json:"user"`
+	UserAgent string                    `json:"userAgent"`
 	ObjectRef *struct {
 		Resource, Namespace, Name, APIGroup string
 		UID                                 types.UID
@@ -132,7 +135,7 @@ func readDeleteRequests(path string, received map[string]DeleteRequest) ([]Delet
 		base := DeleteRequest{
 			Resource: ev.ObjectRef.Resource, APIGroup: ev.ObjectRef.APIGroup, Namespace: ev.ObjectRef.Namespace,
 			Name: ev.ObjectRef.Name, UID: ev.ObjectRef.UID,
-			Received: ev.Received, Completed: ev.Completed, User: ev.User.Username,
+			Received: ev.Received, Completed: ev.Completed, User: ev.User.Username, UserAgent: ev.UserAgent,
 		}
 		switch ev.Stage {
 		case "RequestReceived":

@@ -84,8 +84,8 @@ func TestReadDeleteRequests(t *testing.T) {
 			t.Errorf("delete of %s: uid %q, want %q", name, r.UID, uid)
 		case r.Received.Before(before.Add(-time.Second)) || r.Completed.After(after.Add(time.Second)) || r.Completed.Before(r.Received):
 			t.Errorf("delete of %s: received %s, completed %s; the deletes ran between %s and %s", name, r.Received, r.Completed, before, after)
-		case r.User == "":
-			t.Errorf("delete of %s: no user", name)
+		case r.User == "" || r.UserAgent == "":
+			t.Errorf("delete of %s: user %q, user agent %q; want both", name, r.User, r.UserAgent)
 		}
 	}
 	if r := got["data"]; r.Resource != "persistentvolumeclaims" || len(r.Object) == 0 {
@@ -99,14 +99,14 @@ func TestReadDeleteRequests(t *testing.T) {
 // A kill can tear the last line of the log: it is ignored, while a bad
 // line before the last is an error.
 func TestReadDeleteRequestsTornLine(t *testing.T) {
-	line := `{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"RequestResponse","stage":"ResponseComplete","verb":"delete","user":{"username":"admin"},"objectRef":{"resource":"configmaps","namespace":"ns","name":"a","apiVersion":"v1"},"responseStatus":{"code":200},"responseObject":{"kind":"ConfigMap","metadata":{"name":"a","namespace":"ns","uid":"u-1"}},"requestReceivedTimestamp":"2026-11-24T10:00:00.000001Z","stageTimestamp":"2026-11-24T10:00:00.002000Z"}`
+	line := `{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"RequestResponse","stage":"ResponseComplete","verb":"delete","user":{"username":"admin"},"userAgent":"kube-controller-manager/v1.36.3 (linux/amd64) kubernetes/abc/generic-garbage-collector","objectRef":{"resource":"configmaps","namespace":"ns","name":"a","apiVersion":"v1"},"responseStatus":{"code":200},"responseObject":{"kind":"ConfigMap","metadata":{"name":"a","namespace":"ns","uid":"u-1"}},"requestReceivedTimestamp":"2026-11-24T10:00:00.000001Z","stageTimestamp":"2026-11-24T10:00:00.002000Z"}`
 	dir := t.TempDir()
 	torn := dir + "/torn.log"
 	if err := os.WriteFile(torn, []byte(line+"\n"+line[:80]), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	reqs, err := ReadDeleteRequests(torn)
-	if err != nil || len(reqs) != 1 || reqs[0].UID != "u-1" || reqs[0].User != "admin" {
+	if err != nil || len(reqs) != 1 || reqs[0].UID != "u-1" || reqs[0].User != "admin" || !strings.HasSuffix(reqs[0].UserAgent, "/generic-garbage-collector") {
 		t.Fatalf("torn last line: %+v, %v; want one delete of a, uid u-1", reqs, err)
 	}
 	bad := dir + "/bad.log"

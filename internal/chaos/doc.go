@@ -13,7 +13,7 @@
 // the last fault.
 //
 // Checkers compare what happened with ground truth the workload records
-// outside the system under test. Three recorders help:
+// outside the system under test. Four recorders help:
 //
 //   - [ReadDeleteRequests] reads the API server's audit log of delete
 //     requests (testenv.IsolatedKubernetes.AuditLog): every deletion, with
@@ -28,6 +28,11 @@
 //     workload did, before the audit log).
 //   - [KeyHistory] lists an object store prefix over time and says by when
 //     each key was gone.
+//   - [MountLog] keeps when each pod that mounts a claim was created and
+//     when its delete was sent, the pods the operator did not make
+//     included, and says whether a claim's deletion happened while one
+//     mounted it ([MountLog.Covering], with a bound for a deletion decided
+//     just before the pod was created and slowed by a fault).
 //
 // The workloads share their faults ([ControlPlaneFaults], [Restart] and
 // [RestartGracefully] for a store, [ConnectionFaults], [KillReplica]), their replicas ([Replicas],
@@ -66,11 +71,13 @@
 // the API server's etcd connection.
 //
 //   - examples/aerospike-gc: backups with TTLs, their data in MinIO with
-//     look-alike keys beside each prefix, claims whose pods come and go.
-//     Its TestChaos runs the replicas as processes of the example's
-//     binary, killed with SIGKILL.
+//     look-alike keys beside each prefix, claims whose pods come and go,
+//     and "inspect-data" pods the operator did not make that mount a claim
+//     for a while. Its TestChaos runs the replicas as processes of the
+//     example's binary, killed with SIGKILL.
 //     Nothing deleted before its time or outside its prefix (judged on the
-//     API server's audit log, the watches and store listings); everything
+//     API server's audit log, the watches and store listings); no claim
+//     deleted while a pod, its own or a foreign one, mounts it; everything
 //     expired deleted within the bound; what must be kept still there with
 //     its UID.
 //   - examples/backup-entry: buckets with quotas on fake-gcs-server, MinIO
@@ -80,9 +87,12 @@
 //     finalizer removed only after the prefix is gone; the quota held;
 //     liveness; nothing kept lost.
 //   - examples/statefulset-pvc: sets under each claim policy scaled up and
-//     down and deleted, ordered by etcd revision. No claim or pod deleted
-//     that the policy keeps (the watches, and the audit log for deletions
-//     they missed); liveness; kept claims keep their UIDs.
+//     down and deleted, ordered by etcd revision, and "backup" pods the
+//     controller did not make that mount a claim for a while. No claim or
+//     pod deleted that the policy keeps (the watches, and the audit log for
+//     deletions they missed); no claim deletion requested while a foreign
+//     pod mounts it, except the garbage collector's (the audit log says who
+//     sent each); liveness; kept claims keep their UIDs.
 //   - examples/etcd-opstask: a stream of tasks per target executed by two
 //     replicas without leader election. No task executed twice at once,
 //     FIFO per target, Cleanup at most once at a time; liveness; no task

@@ -1,0 +1,92 @@
+package chaos
+
+import (
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Mount is one pod that had a volume for a claim, as the workload that
+// created and deleted the pod recorded it. With no kubelet (testenv), a pod
+// whose spec.volumes names the claim is what mounting means, to lifecycle
+// and to Kubernetes alike.
+type Mount struct {
+	Pod, Claim string
+	// Foreign means the system under test did not make the pod (a debug or
+	// backup pod that mounts a claim for a while).
+	Foreign bool
+	// From is when the pod's create returned: it existed by then. To is
+	// when its delete was sent, zero while it was not: it existed until
+	// then at least.
+	From, To time.Time
+}
+
+func (m Mount) String() string {
+	to := "still there"
+	if !m.To.IsZero() {
+		to = "its delete sent " + m.To.Format("15:04:05.000")
+	}
+	return fmt.Sprintf("pod %s (created by %s, %s)", m.Pod, m.From.Format("15:04:05.000"), to)
+}
+
+// MountLog records the mounts of a workload's pods so that a checker can
+// tell whether a claim was deleted while a pod mounted it. It is safe for
+// concurrent use; the zero value is ready.
+type MountLog struct {
+	mu     sync.Mutex
+	mounts []*Mount
+}
+
+// Mounted records that pod, which mounts claim, was created by at (its
+// create returned).
+func (l *MountLog) Mounted(pod, claim string, foreign bool, at time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.mounts = append(l.mounts, &Mount{Pod: pod, Claim: claim, Foreign: foreign, From: at})
+}
+
+// Unmounting records that the delete of pod is about to be sent, at at:
+// call it before the request, since the deletion may be seen before the
+// answer comes.
+func (l *MountLog) Unmounting(pod string, at time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, m := range l.mounts {
+		if m.Pod == pod && m.To.IsZero() {
+			m.To = at
+		}
+	}
+}
+
+// Mounts returns a copy of the mounts recorded, in the order created.
+func (l *MountLog) Mounts() []Mount {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]Mount, len(l.mounts))
+	for i, m := range l.mounts {
+		out[i] = *m
+	}
+	return out
+}
+
+// Covering returns a mount of claim during which a deletion known to have
+// happened at some instant of [lo, hi] certainly happened, and that had
+// begun race before lo: a deletion decided on a fresh pod list taken just
+// before the pod was created, and slowed on its way (a connection held for
+// seconds, an API server restart), may reach the API server while the pod
+// exists, and no precondition can prevent that (creating a pod does not
+// change the claim). race is that bound: 0 judges every overlap. ok is
+// false when no mount covers the deletion.
+func (l *MountLog) Covering(claim string, lo, hi time.Time, race time.Duration) (m Mount, ok bool) {
+	if lo.IsZero() || hi.Before(lo) {
+		return Mount{}, false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, m := range l.mounts {
+		if m.Claim == claim && !lo.Before(m.From.Add(race)) && (m.To.IsZero() || hi.Before(m.To)) {
+			return *m, true
+		}
+	}
+	return Mount{}, false
+}
