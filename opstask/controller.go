@@ -114,7 +114,10 @@ type Controller struct {
 	// without tasks, and only those recorded before its List.
 	metricTargets map[metricTarget]uint64
 	metricSeq     uint64
-	wg            sync.WaitGroup
+	// metricsEmpty holds, for a recorded target a Sync found without
+	// tasks, when that was first seen: its series go ForgetAfter later.
+	metricsEmpty map[metricTarget]time.Time
+	wg           sync.WaitGroup
 }
 
 // metricTarget names a target's metric series: its namespace and name.
@@ -134,12 +137,14 @@ func (c *Controller) recordFinished(t *Task) {
 	c.cfg.Metrics.finished(t)
 }
 
-// forgetMetricTargets deletes the metric series of the targets that have no
-// task in tasks, read by a List that began after recording number seq:
+// forgetMetricTargets deletes the metric series of the targets that have
+// had no task in the tasks of any Sync for MetricsConfig.ForgetAfter:
 // without tasks, a target's series would stay for the life of the process,
-// one set per target ever seen. A target recorded after the List began may
-// have a task the List missed, and is left for the next Sync.
-func (c *Controller) forgetMetricTargets(tasks []*Task, seq uint64) {
+// one set per target ever seen, and deleting them at once would lose the
+// last counts before they were scraped. tasks were read by a List that
+// began after recording number seq: a target recorded after the List began
+// may have a task the List missed, and is left for the next Sync.
+func (c *Controller) forgetMetricTargets(tasks []*Task, seq uint64, now time.Time) {
 	if c.cfg.Metrics == nil {
 		return
 	}
@@ -150,8 +155,18 @@ func (c *Controller) forgetMetricTargets(tasks []*Task, seq uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for mt, at := range c.metricTargets {
-		if !live[mt] && at <= seq {
+		if live[mt] || at > seq {
+			delete(c.metricsEmpty, mt)
+			continue
+		}
+		since, ok := c.metricsEmpty[mt]
+		if !ok {
+			c.metricsEmpty[mt] = now
+			continue
+		}
+		if now.Sub(since) >= c.cfg.Metrics.forgetAfter {
 			delete(c.metricTargets, mt)
+			delete(c.metricsEmpty, mt)
 			c.cfg.Metrics.forget(mt.namespace, mt.target)
 		}
 	}
@@ -229,6 +244,7 @@ func New(cfg Config) (*Controller, error) {
 		observed:      map[string]observation{},
 		returned:      map[string]string{},
 		metricTargets: map[metricTarget]uint64{},
+		metricsEmpty:  map[metricTarget]time.Time{},
 	}, nil
 }
 
@@ -311,7 +327,7 @@ func (c *Controller) Sync(ctx context.Context) (time.Duration, error) {
 	if err != nil {
 		return 0, fmt.Errorf("opstask: list tasks: %w", err)
 	}
-	c.forgetMetricTargets(tasks, seq)
+	c.forgetMetricTargets(tasks, seq, c.cfg.Clock.Now())
 	now := c.cfg.Clock.Now()
 	var (
 		next time.Time

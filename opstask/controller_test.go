@@ -709,6 +709,13 @@ func TestMetricSeriesOfATargetWithoutTasksAreDeleted(t *testing.T) {
 		t.Fatalf("short not deleted after its TTL: %v", err)
 	}
 	w.sync(t.Context(), c)
+	// Its last count stays for ForgetAfter (15 minutes by default), to be
+	// scraped; then the next Sync deletes its series.
+	if n := series(); n != 4 {
+		t.Fatalf("%d series right after etcd-a lost its last task, want 4: its last counts must be scraped first", n)
+	}
+	w.clock.Step(opstask.DefaultForgetAfter)
+	w.sync(t.Context(), c)
 	want := `# HELP operator_tasks_total Tasks that reached a final state, by type, final state and target.
 # TYPE operator_tasks_total counter
 operator_tasks_total{etcd="etcd-b",etcd_namespace="ns",state="Succeeded",type="job"} 1
@@ -730,6 +737,7 @@ func TestNewMetricsRefusesBadConfig(t *testing.T) {
 		want string
 	}{
 		{opstask.MetricsConfig{Buckets: []float64{2, 1}}, "MetricsConfig.Buckets = [2 1]"},
+		{opstask.MetricsConfig{ForgetAfter: -time.Second}, "MetricsConfig.ForgetAfter = -1s"},
 		{opstask.MetricsConfig{TargetLabel: "state"}, `MetricsConfig.TargetLabel = "state"`},
 		{opstask.MetricsConfig{TargetLabel: "etcd", NamespaceLabel: "etcd"}, `MetricsConfig.TargetLabel = "etcd"`},
 	} {

@@ -24,7 +24,15 @@ type MetricsConfig struct {
 	// Buckets of the duration histogram, in seconds, in increasing order.
 	// Default: 1s to about 4.5h, exponential.
 	Buckets []float64
+	// ForgetAfter is how long a target's series stay after a Sync first
+	// found the target without tasks, so that the last counts are scraped
+	// before they go: several scrape intervals. Default 15 minutes; must
+	// not be negative.
+	ForgetAfter time.Duration
 }
+
+// DefaultForgetAfter is MetricsConfig.ForgetAfter's default.
+const DefaultForgetAfter = 15 * time.Minute
 
 // Metrics are the Prometheus metrics of a Controller:
 // <prefix>operator_task_duration_seconds, a histogram of the time from
@@ -32,9 +40,10 @@ type MetricsConfig struct {
 // of tasks that reached a final state, both labelled by type (the kind),
 // state, target and target namespace. A task rejected at admission counts
 // with a duration of zero. A target's series are deleted by the first Sync
-// that finds no task of the target left in the store (its last task was
-// deleted after its TTL), so the number of series follows the targets that
-// have tasks, not every target ever seen; a counter of a target that gets
+// at least MetricsConfig.ForgetAfter after a Sync first found no task of
+// the target left in the store (its last task was deleted after its TTL),
+// so the number of series follows the targets that have had tasks lately,
+// not every target ever seen; a counter of a target that gets
 // tasks again starts from zero, which Prometheus's rate and increase read
 // as a new series. One Metrics serves one Controller: a Controller deletes
 // only the series it recorded.
@@ -49,6 +58,7 @@ type Metrics struct {
 	withoutKind *prometheus.GaugeVec
 	// targetLabel and namespaceLabel are the label names of a target.
 	targetLabel, namespaceLabel string
+	forgetAfter                 time.Duration
 }
 
 // NewMetrics validates cfg, creates the metrics and registers them on
@@ -64,6 +74,12 @@ func NewMetrics(cfg MetricsConfig) (*Metrics, error) {
 	}
 	if o.NamespaceLabel == "" {
 		o.NamespaceLabel = "target_namespace"
+	}
+	switch {
+	case o.ForgetAfter < 0:
+		return nil, fmt.Errorf("%w: MetricsConfig.ForgetAfter = %s: must not be negative", ErrInvalidConfig, o.ForgetAfter)
+	case o.ForgetAfter == 0:
+		o.ForgetAfter = DefaultForgetAfter
 	}
 	if o.Buckets == nil {
 		o.Buckets = prometheus.ExponentialBuckets(1, 2, 15)
@@ -83,6 +99,7 @@ func NewMetrics(cfg MetricsConfig) (*Metrics, error) {
 	}
 	labels := []string{"type", "state", o.TargetLabel, o.NamespaceLabel}
 	m := &Metrics{
+		forgetAfter:    o.ForgetAfter,
 		targetLabel:    o.TargetLabel,
 		namespaceLabel: o.NamespaceLabel,
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{

@@ -171,6 +171,10 @@ func TestChaosCheckerCatchesPlantedBugs(t *testing.T) {
 			name:  "contender's clock 5 s ahead",
 			plant: func() plant { return plant{skew: 5 * time.Second} },
 			want:  []string{invExclusion},
+			// It too shows only when dc2 takes the lock early while
+			// another instance holds it: 8 s went without one once in CI
+			// on a loaded machine.
+			long: true,
 		},
 		{
 			name: "steps act on a lock outside the shared store",
