@@ -70,8 +70,9 @@ func TestChaos(t *testing.T) {
 		}}
 	// A replica's delete request may be held by a fault for up to the
 	// schedule's longest hold (12 s), or wait out an API server restart:
-	// the checker judges a deletion against the pods created 15 s before
-	// it or earlier.
+	// the checker judges a replica's deletion against the pods created
+	// 15 s before it or earlier (the generator's CheckReuse deletions
+	// against every pod created before them; see check).
 	g, err := newGCWorkload(ctx, world, gcOptions{bound: 60 * time.Second, process: process, log: log, mountRace: 15 * time.Second},
 		seed, "http://"+minio.Addr())
 	if err != nil {

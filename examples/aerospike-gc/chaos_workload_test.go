@@ -799,20 +799,20 @@ func (g *gcWorkload) checkReuse(c *claimTruth, ops *chaos.Ops) (lifecycle.ReuseD
 	return dec, nil
 }
 
-// cold creates, one step in six, a cold claim (outside the collector's
+// cold creates, one step in four, a cold claim (outside the collector's
 // --claim-selector) with a TTL of 4 to 6 s, whose pod is deleted 3 to 5 s
 // later, and deletes the cold pods whose time is up. The generator marks a
 // cold claim unmounted itself (lifecycle's MarkUnmounted, as an operator
 // does after deleting its pod), and no collector removes a mark that goes
 // stale: a cold claim keeps an expired mark while a pod mounts it. Of the
 // cold claims unmounted, two in four are inspected at once by a foreign
-// pod that stays until 3 to 5 s past the TTL, and their pod comes back
+// pod that stays until 5 to 8 s past the TTL, and their pod comes back
 // within that stay, 1 to 2 s past the TTL, through CheckReuse: Wait, the
 // stale mark removed, then Reuse; one in four comes back as late, with
 // no pod on the claim (DeleteFirst: CheckReuse deletes it); one in four
 // within a quarter of its TTL (Reuse).
 func (g *gcWorkload) cold(rng *rand.Rand, ops *chaos.Ops) error {
-	if rng.IntN(6) == 0 {
+	if rng.IntN(4) == 0 {
 		g.truth.mu.Lock()
 		i := g.truth.ncold
 		c := &claimTruth{name: fmt.Sprintf("cold-%d", i), pod: fmt.Sprintf("cold-pod-%d", i), cold: true,
@@ -839,7 +839,7 @@ func (g *gcWorkload) cold(rng *rand.Rand, ops *chaos.Ops) error {
 		scenario := rng.IntN(4)
 		early := time.Duration(500+rng.Int64N(int64(c.ttl/4/time.Millisecond))) * time.Millisecond
 		late := c.ttl + time.Second + time.Duration(rng.IntN(1000))*time.Millisecond
-		stay := c.ttl + time.Duration(3000+rng.IntN(2000))*time.Millisecond
+		stay := c.ttl + time.Duration(5000+rng.IntN(3000))*time.Millisecond
 		g.truth.mu.Lock()
 		last := &c.mounts[0]
 		last.to = time.Now()
