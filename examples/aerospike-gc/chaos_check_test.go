@@ -157,8 +157,28 @@ func (g *gcWorkload) check(ctx context.Context) []chaos.Violation {
 		// Any pod, the operator's or another's (whose mounts the TTL
 		// judgement above does not see). A deletion that lacks a lower
 		// bound (a relist found the claim gone) cannot be placed.
-		if m, ok := g.mounts.Covering(c.name, lo, hi, g.o.mountRace); ok {
-			add(invMounted, "claim %s (uid %s) was deleted between %s and %s while %s mounted it", c.name, c.uid, ts(lo), ts(hi), m)
+		//
+		// A replica's delete may be held on its way by a fault after its
+		// fresh pod list (mountRace). The generator's CheckReuse is judged
+		// with no such bound: the generator creates every pod and calls
+		// CheckReuse from one goroutine, so a pod whose create had returned
+		// (Mount.From) before the delete was received (lo) was created
+		// before CheckReuse was called, and was there at its fresh pod
+		// list; a pod created after the call returned has From after lo.
+		// Its connection goes straight to the API server, with no fault
+		// and no client rate limit between its list and its delete; a
+		// delete held inside the API server (etcd's connection) keeps its
+		// Received time.
+		race := g.o.mountRace
+		if g.byReuse[reuseKey{d.UID, d.Requested}] {
+			race = 0
+		}
+		if m, ok := g.mounts.Covering(c.name, lo, hi, race); ok {
+			by := "a replica"
+			if g.byReuse[reuseKey{d.UID, d.Requested}] {
+				by = "the generator's CheckReuse"
+			}
+			add(invMounted, "claim %s (uid %s) was deleted by %s between %s and %s while %s mounted it", c.name, c.uid, by, ts(lo), ts(hi), m)
 		} else if _, ok := g.mounts.Covering(c.name, lo, hi, 0); ok {
 			g.seen["claims deleted within the race bound of a pod's creation"]++
 		}
@@ -307,6 +327,13 @@ func mountsString(ms []mount) string {
 	return s
 }
 
+// reuseKey names one claim deletion in the audit log: the claim's UID and
+// when the request was received (a claim may be asked to go twice).
+type reuseKey struct {
+	uid      types.UID
+	received time.Time
+}
+
 // deletions are the deletions of backups and claims seen by the API
 // server's audit log, when the control plane has one, and by the audits'
 // watches. The audit log's are exact (when the delete request was received
@@ -320,9 +347,13 @@ func (g *gcWorkload) deletions() (backups, claims []chaos.Deletion, err error) {
 	}
 	fromLog := map[types.UID]bool{}
 	var cutShort []chaos.DeleteRequest
+	g.byReuse = map[reuseKey]bool{}
 	for _, r := range reqs {
 		if r.Namespace != g.w.ns {
 			continue
+		}
+		if r.Resource == "persistentvolumeclaims" && r.UserAgent == reuseUserAgent && r.UID != "" && !r.Uncertain {
+			g.byReuse[reuseKey{r.UID, r.Received}] = true
 		}
 		if r.Uncertain {
 			cutShort = append(cutShort, r)
@@ -394,6 +425,9 @@ func (g *gcWorkload) deletions() (backups, claims []chaos.Deletion, err error) {
 			continue
 		}
 		known[uid], g.uncertain[uid] = true, true
+		if r.UserAgent == reuseUserAgent && what == "claims" {
+			g.byReuse[reuseKey{uid, r.Received}] = true
+		}
 		d := chaos.Deletion{UID: uid, Namespace: r.Namespace, Name: r.Name, Seen: r.Received, Requested: r.Received}
 		if !r.Completed.IsZero() {
 			d.Seen = r.Completed
@@ -405,6 +439,7 @@ func (g *gcWorkload) deletions() (backups, claims []chaos.Deletion, err error) {
 		}
 		g.seen[what+" deleted, known only from a request cut short"]++
 	}
+	g.seen["claims deleted by the reuse check"] = len(g.byReuse)
 	return backups, claims, err
 }
 

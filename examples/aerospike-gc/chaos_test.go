@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"gocloud.dev/blob"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -20,6 +22,7 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/internal/chaos"
 	"github.com/groundskeeper-io/groundskeeper/internal/faultproxy"
 	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
+	"github.com/groundskeeper-io/groundskeeper/lifecycle"
 )
 
 // shortSeed is the seed of the short run; CHAOS_SEED replays another.
@@ -67,8 +70,9 @@ func TestChaos(t *testing.T) {
 		}}
 	// A replica's delete request may be held by a fault for up to the
 	// schedule's longest hold (12 s), or wait out an API server restart:
-	// the checker judges a deletion against the pods created 15 s before
-	// it or earlier.
+	// the checker judges a replica's deletion against the pods created
+	// 15 s before it or earlier (the generator's CheckReuse deletions
+	// against every pod created before them; see check).
 	g, err := newGCWorkload(ctx, world, gcOptions{bound: 60 * time.Second, process: process, log: log, mountRace: 15 * time.Second},
 		seed, "http://"+minio.Addr())
 	if err != nil {
@@ -91,6 +95,13 @@ func TestChaos(t *testing.T) {
 	}
 	if res.Ops["foreign pod mounts a claim"] == 0 {
 		t.Errorf("no foreign pod mounted a claim: the run proves nothing about them\n%s", res.Table())
+	}
+	n := 0
+	for _, v := range []lifecycle.Verdict{lifecycle.VerdictWait, lifecycle.VerdictDeleteFirst, lifecycle.VerdictReuse, lifecycle.VerdictCreate} {
+		n += res.Ops["reuse check, mark expired, a foreign pod mounts the claim: "+v.String()]
+	}
+	if n == 0 {
+		t.Errorf("no reuse check on an expired claim a foreign pod mounts: the run proves nothing about CheckReuse's rule\n%s", res.Table())
 	}
 }
 
@@ -163,6 +174,15 @@ func operatorPodsOnly(cfg *rest.Config) *rest.Config {
 	return cfg
 }
 
+// markOnly wraps the lifecycle client of the generator's CheckReuse calls
+// with a planted bug: its pod lists are empty, so CheckReuse decides on
+// the claim's last-unmounted-on mark alone (as it did before issue 23).
+type markOnly struct{ lifecycle.Client }
+
+func (markOnly) ListPods(context.Context, string, metav1.ListOptions) (*corev1.PodList, error) {
+	return &corev1.PodList{}, nil
+}
+
 type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
@@ -180,7 +200,12 @@ func TestChaosCheckerCatchesPlantedBugs(t *testing.T) {
 		// run is 30 s rather than 15, so that some claims expire while a
 		// foreign pod mounts them.
 		operatorPodsOnly bool
-		want             []string
+		// markOnly makes the generator's CheckReuse decide on the mark
+		// alone; the run is 30 s, and the replicas' deletions are judged
+		// with TestChaos's race bound, so that only the judgement of
+		// CheckReuse's own deletions (race 0) can catch it.
+		markOnly bool
+		want     []string
 	}{
 		// On a control plane of its own, whose audit log records the
 		// deletions: the other two use the shared one and the watches.
@@ -188,6 +213,7 @@ func TestChaosCheckerCatchesPlantedBugs(t *testing.T) {
 		{name: "store deletes a sibling key with each delete", store: true, want: []string{invSafety, invKept}},
 		{name: "collector clock an hour behind", clock: offsetClock{offset: -time.Hour}, want: []string{invLiveness}},
 		{name: "collector sees only the operator's pods", operatorPodsOnly: true, want: []string{invMounted}},
+		{name: "reuse check decides on the mark alone", isolated: true, markOnly: true, want: []string{invMounted}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var k *testenv.Kubernetes
@@ -222,12 +248,17 @@ func TestChaosCheckerCatchesPlantedBugs(t *testing.T) {
 			// No faults: a deletion decided before a pod was created
 			// reaches the API server within a second (the watch's
 			// deletionTimestamp is in seconds).
-			g, err := newGCWorkload(ctx, world, gcOptions{clock: tc.clock, bound: 15 * time.Second, log: log, mountRace: time.Second}, shortSeed, endpoint)
+			o := gcOptions{clock: tc.clock, bound: 15 * time.Second, log: log, mountRace: time.Second}
+			if tc.markOnly {
+				o.mountRace = 15 * time.Second
+				o.reuseClient = func(c lifecycle.Client) lifecycle.Client { return markOnly{c} }
+			}
+			g, err := newGCWorkload(ctx, world, o, shortSeed, endpoint)
 			if err != nil {
 				t.Fatal(err)
 			}
 			duration := 15 * time.Second
-			if tc.operatorPodsOnly {
+			if tc.operatorPodsOnly || tc.markOnly {
 				duration = 30 * time.Second
 			}
 			res := runGC(ctx, t, g, chaos.Config{Name: "aerospike-gc planted: " + tc.name, Seed: shortSeed,

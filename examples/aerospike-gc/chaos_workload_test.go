@@ -37,10 +37,15 @@ import (
 
 // The aerospike-gc chaos workload: two replicas of the collector with
 // leader election, a generator of backups (with data in the store), of
-// claims whose pods come and go, and of pods the operator did not make
-// ("inspect-data" pods) that mount a claim for a while, and the ground
-// truth the generator records, outside the system under test, for the
-// checker.
+// claims whose pods come and go (and come back through lifecycle's
+// CheckReuse, as an operator brings a pod back), and of pods the operator
+// did not make ("inspect-data" pods) that mount a claim for a while, and
+// the ground truth the generator records, outside the system under test,
+// for the checker.
+
+// reuseUserAgent is the user agent of the generator's CheckReuse calls: the
+// checker tells their claim deletions apart in the API server's audit log.
+const reuseUserAgent = "aerospike-gc-chaos/reuse-check"
 
 // gcWorld is where the workload runs.
 type gcWorld struct {
@@ -70,8 +75,13 @@ type gcOptions struct {
 	// mountRace is how long a pod must have existed before a claim's
 	// deletion request for the checker to report the deletion as made
 	// while the pod mounted the claim (chaos.MountLog.Covering): the
-	// longest a replica's request can be held on its way by a fault.
+	// longest a replica's request can be held on its way by a fault. The
+	// generator's own CheckReuse deletions are judged with no such bound
+	// (see check).
 	mountRace time.Duration
+	// reuseClient, when set, wraps the lifecycle client of the generator's
+	// CheckReuse calls: a planted bug.
+	reuseClient func(lifecycle.Client) lifecycle.Client
 }
 
 // Backup classes, which say what may happen to a backup.
@@ -112,9 +122,17 @@ type claimTruth struct {
 	uid       types.UID
 	mounts    []mount
 	comeback  time.Time // when the pod comes back; zero: it does not
+	// remounted: the comeback is over (the pod came back, or CheckReuse
+	// found the claim gone or deleted it).
 	remounted bool
 	// foreign are the mounts of pods the operator did not make.
 	foreign []mount
+	// cold: outside the collector's --claim-selector (app=aerospike-cold).
+	// The generator marks it unmounted itself, and only CheckReuse may
+	// delete it: nothing must collect it.
+	cold bool
+	// unmountAt is when the generator deletes a cold claim's pod.
+	unmountAt time.Time
 }
 
 // foreignPod is a pod the operator did not make that mounts a claim for a
@@ -144,12 +162,12 @@ func (c *claimTruth) allowedAt(t time.Time) bool {
 
 // expiry is when the claim must be collected by (before the liveness
 // bound): its last unmount's TTL later, a foreign pod's included; zero
-// when it is mounted, comes back, or has a TTL beyond the run. A foreign
+// when it is mounted, comes back, has a TTL beyond the run, or is cold. A foreign
 // pod that came and went before a collection pass removed the claim's
 // mark leaves the earlier mark in force: the claim may go sooner, never
 // later.
 func (c *claimTruth) expiry() time.Time {
-	if len(c.mounts) == 0 || c.ttl >= time.Hour {
+	if len(c.mounts) == 0 || c.ttl >= time.Hour || c.cold {
 		return time.Time{}
 	}
 	last := c.mounts[len(c.mounts)-1]
@@ -189,6 +207,7 @@ type truth struct {
 	claims  map[string]*claimTruth
 	order   []string // backup names in creation order
 	corder  []string
+	ncold   int // cold claims in corder
 	foreign []*foreignPod
 	stopped time.Time // when the workload stopped
 }
@@ -201,16 +220,24 @@ type gcWorkload struct {
 	keys                    *chaos.KeyHistory
 	backupAudit, claimAudit *chaos.DeleteAudit
 	// mounts are the pods' mounts, the operator's and foreign ones.
-	mounts      chaos.MountLog
-	cl          client.Client // direct
-	kc          kubernetes.Interface
-	replicas    *chaos.Replicas
-	seen        map[string]int       // deletions by source, from check
-	watchMissed map[types.UID]string // in the audit log, not from the watch
+	mounts chaos.MountLog
+	cl     client.Client // direct
+	kc     kubernetes.Interface
+	// reuse is the lifecycle Manager of the generator's CheckReuse calls,
+	// on a direct client of its own (user agent reuseUserAgent); marker
+	// marks the cold claims unmounted.
+	reuse, marker *lifecycle.Manager
+	ann           lifecycle.Annotations
+	replicas      *chaos.Replicas
+	seen          map[string]int       // deletions by source, from check
+	watchMissed   map[types.UID]string // in the audit log, not from the watch
 	// uncertain holds the objects whose only recorded deletion is a
 	// request cut short (chaos.DeleteRequest.Uncertain), from check.
 	uncertain map[types.UID]bool
-	prefix    string
+	// byReuse holds the claim deletions the audit log says the
+	// generator's CheckReuse sent (its user agent), from check.
+	byReuse map[reuseKey]bool
+	prefix  string
 }
 
 // newGCWorkload starts the audits (before anything is created) and the key
@@ -225,7 +252,27 @@ func newGCWorkload(ctx context.Context, w gcWorld, o gcOptions, seed uint64, end
 		return nil, err
 	}
 	g := &gcWorkload{w: w, o: o, seed: seed, cl: cl, kc: kc, prefix: "backups/" + w.ns + "/",
-		truth: truth{backups: map[string]*backupTruth{}, claims: map[string]*claimTruth{}}}
+		truth: truth{backups: map[string]*backupTruth{}, claims: map[string]*claimTruth{}},
+		ann:   lifecycle.Annotations{Prefix: lifecycle.AerospikeAnnotationPrefix}}
+	// The generator's CheckReuse goes straight to the API server, with no
+	// fault on its connection and no client-side rate limit to hold its
+	// delete after its pod list.
+	rc := rest.CopyConfig(w.direct)
+	rc.UserAgent, rc.QPS, rc.Burst = reuseUserAgent, 1000, 1000
+	rkc, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	lc := lifecycle.ClientGo(rkc.CoreV1())
+	if g.marker, err = lifecycle.New(lifecycle.Config{Client: lc, Annotations: g.ann}); err != nil {
+		return nil, err
+	}
+	if o.reuseClient != nil {
+		lc = o.reuseClient(lc)
+	}
+	if g.reuse, err = lifecycle.New(lifecycle.Config{Client: lc, Annotations: g.ann}); err != nil {
+		return nil, err
+	}
 	if g.o.clock == nil {
 		g.o.clock = clock.RealClock{}
 	}
@@ -273,6 +320,8 @@ func (g *gcWorkload) generate(ctx context.Context, ops *chaos.Ops) (err error) {
 	// The foreign pods draw from a stream of their own: the rest of the
 	// workload is what it was without them.
 	frng := rand.New(rand.NewPCG(g.seed, 0x696e73)) // "ins"
+	// So do the cold claims.
+	crng := rand.New(rand.NewPCG(g.seed, 0x636f6c)) // "col"
 	defer func() {
 		if e := g.unmountForeign(ops, true); err == nil {
 			err = e
@@ -298,6 +347,9 @@ func (g *gcWorkload) generate(ctx context.Context, ops *chaos.Ops) (err error) {
 			if err := g.mountForeign(frng, ops); err != nil {
 				return err
 			}
+		}
+		if err := g.cold(crng, ops); err != nil {
+			return err
 		}
 		var err error
 		switch n := rng.IntN(10); {
@@ -436,7 +488,7 @@ func (g *gcWorkload) userDelete(rng *rand.Rand, ops *chaos.Ops) error {
 
 func (g *gcWorkload) newClaim(rng *rand.Rand, ops *chaos.Ops) error {
 	g.truth.mu.Lock()
-	i := len(g.truth.corder)
+	i := len(g.truth.corder) - g.truth.ncold
 	c := &claimTruth{name: fmt.Sprintf("data-%d", i), pod: fmt.Sprintf("pod-%d", i),
 		ttl: time.Duration(5+rng.IntN(6)) * time.Second}
 	if rng.IntN(7) == 0 {
@@ -445,9 +497,18 @@ func (g *gcWorkload) newClaim(rng *rand.Rand, ops *chaos.Ops) error {
 	g.truth.claims[c.name] = c
 	g.truth.corder = append(g.truth.corder, c.name)
 	g.truth.mu.Unlock()
-	ann := lifecycle.Annotations{Prefix: lifecycle.AerospikeAnnotationPrefix}
+	return g.createClaim(c, ops)
+}
+
+// createClaim creates claim c, labelled app=aerospike (app=aerospike-cold
+// when cold) and tracked for pod c.pod with c's TTL, and mounts it.
+func (g *gcWorkload) createClaim(c *claimTruth, ops *chaos.Ops) error {
+	app := "aerospike"
+	if c.cold {
+		app = "aerospike-cold"
+	}
 	claim := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: c.name, Labels: map[string]string{"app": "aerospike"}, Annotations: ann.Track(c.pod, c.ttl)},
+		ObjectMeta: metav1.ObjectMeta{Name: c.name, Labels: map[string]string{"app": app}, Annotations: g.ann.Track(c.pod, c.ttl)},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
@@ -473,8 +534,12 @@ func (g *gcWorkload) newClaim(rng *rand.Rand, ops *chaos.Ops) error {
 }
 
 func (g *gcWorkload) mountPod(c *claimTruth, ops *chaos.Ops) error {
+	app := "aerospike"
+	if c.cold {
+		app = "aerospike-cold"
+	}
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: c.pod, Labels: map[string]string{"app": "aerospike"}},
+		ObjectMeta: metav1.ObjectMeta{Name: c.pod, Labels: map[string]string{"app": app}},
 		Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{Name: "aerospike", Image: "aerospike/aerospike-server",
 				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/opt/aerospike/data"}}}},
@@ -510,7 +575,7 @@ func (g *gcWorkload) mountForeign(rng *rand.Rand, ops *chaos.Ops) error {
 	var away, all []*claimTruth
 	for _, name := range g.truth.corder {
 		c := g.truth.claims[name]
-		if c.uid == "" {
+		if c.uid == "" || c.cold {
 			continue
 		}
 		all = append(all, c)
@@ -609,7 +674,7 @@ func (g *gcWorkload) unmount(rng, frng *rand.Rand, ops *chaos.Ops) error {
 	var cands []*claimTruth
 	for _, name := range g.truth.corder {
 		c := g.truth.claims[name]
-		if n := len(c.mounts); n > 0 && c.mounts[n-1].to.IsZero() && time.Since(c.mounts[n-1].from) > 4*time.Second {
+		if n := len(c.mounts); !c.cold && n > 0 && c.mounts[n-1].to.IsZero() && time.Since(c.mounts[n-1].from) > 4*time.Second {
 			cands = append(cands, c)
 		}
 	}
@@ -648,10 +713,15 @@ func (g *gcWorkload) unmount(rng, frng *rand.Rand, ops *chaos.Ops) error {
 }
 
 // remountDue brings back the pods due to come back, as their operator
-// would: the pod, then the claim's unmount mark cleared (lifecycle's
-// MarkMounted). A pod that would come back within 2 s of its claim's
-// expiry stays away: its claim may be collected, and mounting it then
-// races the collector by design.
+// would: lifecycle's CheckReuse first, then the pod when the verdict is
+// Reuse (CheckReuse has removed the claim's mark, guarded by its
+// resourceVersion, so a collector that decided on the marked version
+// cannot delete it). Wait (the claim is terminating, or its mark had
+// expired while a pod the operator did not make mounts it, and CheckReuse
+// removed the mark) is asked again at the next step. Create (the claim is
+// gone: the collector took it) and DeleteFirst (CheckReuse deleted it)
+// end the comeback: an operator would create a fresh claim; the workload
+// leaves the pod away.
 func (g *gcWorkload) remountDue(ops *chaos.Ops) error {
 	now := time.Now()
 	g.truth.mu.Lock()
@@ -659,33 +729,158 @@ func (g *gcWorkload) remountDue(ops *chaos.Ops) error {
 	for _, name := range g.truth.corder {
 		c := g.truth.claims[name]
 		if !c.comeback.IsZero() && !c.remounted && !now.Before(c.comeback) {
-			c.remounted = true
-			last := c.mounts[len(c.mounts)-1]
-			if now.After(last.to.Truncate(time.Second).Add(c.ttl - 2*time.Second)) {
-				c.comeback = time.Time{}
-				continue
-			}
 			due = append(due, c)
 		}
 	}
 	g.truth.mu.Unlock()
-	ann := lifecycle.Annotations{Prefix: lifecycle.AerospikeAnnotationPrefix}
 	for _, c := range due {
-		if err := g.mountPod(c, ops); err != nil {
+		dec, err := g.checkReuse(c, ops)
+		if err != nil {
 			return err
 		}
-		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, ann.LastUnmountedKey())
+		if dec.Verdict == lifecycle.VerdictWait {
+			continue
+		}
+		if dec.Verdict == lifecycle.VerdictReuse {
+			if err := g.mountPod(c, ops); err != nil {
+				return err
+			}
+			ops.Add("remount claim")
+		}
+		g.truth.mu.Lock()
+		c.remounted = true
+		if dec.Verdict != lifecycle.VerdictReuse {
+			c.comeback = time.Time{}
+		}
+		g.truth.mu.Unlock()
+	}
+	return nil
+}
+
+// checkReuse calls lifecycle's CheckReuse for c's pod, as an operator does
+// before it creates the pod, and counts the verdict: among all calls, and
+// among the calls on a claim whose mark had expired (a read just before
+// says) while a foreign pod mounts it, where a CheckReuse that decided on
+// the mark alone would delete a mounted claim.
+func (g *gcWorkload) checkReuse(c *claimTruth, ops *chaos.Ops) (lifecycle.ReuseDecision, error) {
+	g.truth.mu.Lock()
+	foreign := false
+	for _, f := range g.truth.foreign {
+		foreign = foreign || (f.claim == c && !f.gone)
+	}
+	g.truth.mu.Unlock()
+	var dec lifecycle.ReuseDecision
+	expired := false
+	err := chaos.Retry(func(ctx context.Context) error {
+		claim, err := g.kc.CoreV1().PersistentVolumeClaims(g.w.ns).Get(ctx, c.name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			expired = false
+		case err != nil:
+			return err
+		default:
+			u, err := g.ann.Read(claim)
+			if err != nil {
+				return err
+			}
+			exp := u.Expiry(0)
+			expired = !exp.IsZero() && !time.Now().Before(exp)
+		}
+		dec, err = g.reuse.CheckReuse(ctx, lifecycle.PodClaim{Namespace: g.w.ns, Pod: c.pod, Claim: c.name}, nil)
+		return err
+	})
+	if err != nil {
+		return dec, fmt.Errorf("check reuse of claim %s for pod %s: %w", c.name, c.pod, err)
+	}
+	ops.Add("reuse check: " + dec.Verdict.String())
+	if expired && foreign {
+		ops.Add("reuse check, mark expired, a foreign pod mounts the claim: " + dec.Verdict.String())
+	}
+	return dec, nil
+}
+
+// cold creates, one step in four, a cold claim (outside the collector's
+// --claim-selector) with a TTL of 4 to 6 s, whose pod is deleted 3 to 5 s
+// later, and deletes the cold pods whose time is up. The generator marks a
+// cold claim unmounted itself (lifecycle's MarkUnmounted, as an operator
+// does after deleting its pod), and no collector removes a mark that goes
+// stale: a cold claim keeps an expired mark while a pod mounts it. Of the
+// cold claims unmounted, two in four are inspected at once by a foreign
+// pod that stays until 5 to 8 s past the TTL, and their pod comes back
+// within that stay, 1 to 2 s past the TTL, through CheckReuse: Wait, the
+// stale mark removed, then Reuse; one in four comes back as late, with
+// no pod on the claim (DeleteFirst: CheckReuse deletes it); one in four
+// within a quarter of its TTL (Reuse).
+func (g *gcWorkload) cold(rng *rand.Rand, ops *chaos.Ops) error {
+	if rng.IntN(4) == 0 {
+		g.truth.mu.Lock()
+		i := g.truth.ncold
+		c := &claimTruth{name: fmt.Sprintf("cold-%d", i), pod: fmt.Sprintf("cold-pod-%d", i), cold: true,
+			ttl: time.Duration(4+rng.IntN(3)) * time.Second, unmountAt: time.Now().Add(time.Duration(3000+rng.IntN(2000)) * time.Millisecond)}
+		g.truth.claims[c.name] = c
+		g.truth.corder = append(g.truth.corder, c.name)
+		g.truth.ncold++
+		g.truth.mu.Unlock()
+		if err := g.createClaim(c, ops); err != nil {
+			return err
+		}
+	}
+	now := time.Now()
+	g.truth.mu.Lock()
+	var due []*claimTruth
+	for _, name := range g.truth.corder {
+		c := g.truth.claims[name]
+		if c.cold && len(c.mounts) == 1 && c.mounts[0].to.IsZero() && !now.Before(c.unmountAt) {
+			due = append(due, c)
+		}
+	}
+	g.truth.mu.Unlock()
+	for _, c := range due {
+		scenario := rng.IntN(4)
+		early := time.Duration(500+rng.Int64N(int64(c.ttl/4/time.Millisecond))) * time.Millisecond
+		late := c.ttl + time.Second + time.Duration(rng.IntN(1000))*time.Millisecond
+		stay := c.ttl + time.Duration(5000+rng.IntN(3000))*time.Millisecond
+		g.truth.mu.Lock()
+		last := &c.mounts[0]
+		last.to = time.Now()
+		g.mounts.Unmounting(c.pod, last.to)
+		g.truth.mu.Unlock()
 		err := chaos.Retry(func(ctx context.Context) error {
-			_, err := g.kc.CoreV1().PersistentVolumeClaims(g.w.ns).Patch(ctx, c.name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+			err := g.kc.CoreV1().Pods(g.w.ns).Delete(ctx, c.pod, metav1.DeleteOptions{})
 			if apierrors.IsNotFound(err) {
-				return nil // collected before it came back: allowed if it expired
+				return nil
 			}
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("mark claim %s mounted: %w", c.name, err)
+			return fmt.Errorf("delete pod %s: %w", c.pod, err)
 		}
-		ops.Add("remount claim")
+		g.truth.mu.Lock()
+		last.toOK = time.Now()
+		g.truth.mu.Unlock()
+		ops.Add("unmount claim")
+		err = chaos.Retry(func(ctx context.Context) error {
+			_, err := g.marker.MarkUnmounted(ctx, lifecycle.PodClaim{Namespace: g.w.ns, Pod: c.pod, Claim: c.name})
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("mark claim %s unmounted: %w", c.name, err)
+		}
+		// The mark says a second no later than now (lifecycle writes
+		// seconds): it has expired by now plus the TTL.
+		marked := time.Now()
+		comeback := marked.Add(late)
+		if scenario == 3 {
+			comeback = marked.Add(early)
+		}
+		g.truth.mu.Lock()
+		c.comeback = comeback
+		g.truth.mu.Unlock()
+		if scenario < 2 {
+			if err := g.inspect(c, stay, ops); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

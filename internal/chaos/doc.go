@@ -71,15 +71,24 @@
 // the API server's etcd connection.
 //
 //   - examples/aerospike-gc: backups with TTLs, their data in MinIO with
-//     look-alike keys beside each prefix, claims whose pods come and go,
-//     and "inspect-data" pods the operator did not make that mount a claim
-//     for a while. Its TestChaos runs the replicas as processes of the
-//     example's binary, killed with SIGKILL.
+//     look-alike keys beside each prefix, claims whose pods come and go
+//     and come back through lifecycle's CheckReuse (as an operator brings
+//     a pod back; the generator's own client, with a user agent of its
+//     own), "inspect-data" pods the operator did not make that mount a
+//     claim for a while, and "cold" claims outside the collector's
+//     selector, which the generator marks unmounted itself and which only
+//     CheckReuse deletes: inspected, they keep an expired mark while the
+//     inspect pod mounts them, and their pod comes back then (CheckReuse
+//     must answer Wait, not delete). Its TestChaos runs the replicas as
+//     processes of the example's binary, killed with SIGKILL.
 //     Nothing deleted before its time or outside its prefix (judged on the
 //     API server's audit log, the watches and store listings); no claim
-//     deleted while a pod, its own or a foreign one, mounts it; everything
-//     expired deleted within the bound; what must be kept still there with
-//     its UID.
+//     deleted while a pod, its own or a foreign one, mounts it (a
+//     replica's deletion with a bound for a request held by a fault,
+//     CheckReuse's with none: the generator creates every pod and calls
+//     CheckReuse from one goroutine, on a connection with no fault);
+//     everything expired deleted within the bound; what must be kept
+//     still there with its UID.
 //   - examples/backup-entry: buckets with quotas on fake-gcs-server, MinIO
 //     and Azurite (all restarted; Azurite only with SIGTERM, since a kill
 //     can lose its last writes), entries deleted after their grace period or
