@@ -644,16 +644,8 @@ func (g *gcWorkload) unmountForeign(ops *chaos.Ops, all bool) error {
 	}
 	g.truth.mu.Unlock()
 	for _, f := range due {
-		g.mounts.Unmounting(f.name, now)
-		err := chaos.Retry(func(ctx context.Context) error {
-			err := g.kc.CoreV1().Pods(g.w.ns).Delete(ctx, f.name, metav1.DeleteOptions{})
-			if apierrors.IsNotFound(err) {
-				return nil
-			}
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("delete foreign pod %s: %w", f.name, err)
+		if err := g.mounts.DeletePod(g.kc.CoreV1().Pods(g.w.ns), f.name, now); err != nil {
+			return fmt.Errorf("foreign pod: %w", err)
 		}
 		g.truth.mu.Lock()
 		f.claim.foreign[f.m].toOK = time.Now()

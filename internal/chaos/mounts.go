@@ -1,9 +1,14 @@
 package chaos
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 )
 
 // Mount is one pod that had a volume for a claim, as the workload that
@@ -56,6 +61,24 @@ func (l *MountLog) Unmounting(pod string, at time.Time) {
 			m.To = at
 		}
 	}
+}
+
+// DeletePod records that the delete of pod is being sent at now (see
+// Unmounting), then deletes it through faults (Retry); a pod already gone
+// counts as deleted.
+func (l *MountLog) DeletePod(pods corev1client.PodInterface, pod string, now time.Time) error {
+	l.Unmounting(pod, now)
+	err := Retry(func(ctx context.Context) error {
+		err := pods.Delete(ctx, pod, metav1.DeleteOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("delete pod %s: %w", pod, err)
+	}
+	return nil
 }
 
 // Mounts returns a copy of the mounts recorded, in the order created.
