@@ -475,6 +475,12 @@ func (e *evaluation) report(out []Decision, res *Result) {
 // guard keeps the newest item of each group that did not fail: succeeded,
 // or of unknown outcome, read the safe way.
 func (e *evaluation) guard(out []Decision) {
+	if !e.rankedOK {
+		// The policy did not rank (a TTL, a MaxAge): one pass finds each
+		// group's newest item, where a ranking would sort them all.
+		e.guardLinear(out)
+		return
+	}
 	for gi := range e.rank() {
 		g := &e.groups[gi]
 		for _, k := range g.ok { // g.ok holds no failed item
@@ -486,6 +492,55 @@ func (e *evaluation) guard(out []Decision) {
 			g.guarded = int(k.idx)
 			break
 		}
+	}
+}
+
+// guardLinear is guard in one pass over the items, for when nothing ranked
+// them: it takes, in each group, the item rank would put first among those
+// that did not fail (present: a Time, not after now, not forced; newest,
+// ties broken as rank breaks them), and notes each group's earliest Time
+// after now.
+func (e *evaluation) guardLinear(out []Decision) {
+	multi := len(e.groups) > 1
+	e.newest = slices.Grow(e.newest[:0], len(e.groups))[:len(e.groups)]
+	for i := range e.newest {
+		e.newest[i] = -1
+	}
+	for i := range e.items {
+		it := &e.items[i]
+		t := it.Time
+		gi := int32(0)
+		if multi {
+			gi = e.gidx[i]
+		}
+		switch {
+		case t.IsZero(), it.Force && !it.Hold, it.Outcome == OutcomeFailed && !t.After(e.now):
+			continue
+		case t.After(e.now):
+			if g := &e.groups[gi]; g.firstSkew.IsZero() || t.Before(g.firstSkew) {
+				g.firstSkew = t
+			}
+			continue
+		}
+		b := e.newest[gi]
+		if b < 0 {
+			e.newest[gi] = int32(i)
+			continue
+		}
+		bt := e.items[b].Time
+		if t.After(bt) || (t.Equal(bt) && !e.tieByInput && it.ID < e.items[b].ID) {
+			e.newest[gi] = int32(i)
+		}
+	}
+	for gi, b := range e.newest {
+		if b < 0 {
+			continue
+		}
+		g := &e.groups[gi]
+		d := &out[b]
+		d.keepUntil(ReasonGuard, time.Time{})
+		d.DeletableAt = earliest(d.DeletableAt, g.firstSkew)
+		g.guarded = int(b)
 	}
 }
 
@@ -584,6 +639,7 @@ type evaluation struct {
 	ranked   []rankKey
 	tmp      []rankKey // scratch for sorting ranked
 	rankedOK bool
+	newest   []int32 // guardLinear's newest item of each group; -1 when none
 
 	bufs  [][]Decision // scratch decisions for composites, one per depth
 	depth int
