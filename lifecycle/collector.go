@@ -216,7 +216,10 @@ func (m *Manager) Collect(ctx context.Context, opts CollectOptions) (CollectResu
 		// from the API server.
 		var fresh []*corev1.Pod
 		if opts.Pods == nil && opts.PodSelector == nil {
-			fresh = append([]*corev1.Pod{}, pods...) // non-nil: no second list
+			fresh = pods
+			if fresh == nil {
+				fresh = []*corev1.Pod{} // listed, and there are none: no second list
+			}
 		}
 		if expired, mounted, err = m.mayDelete(ctx, opts.Namespace, expired, fresh); err != nil {
 			return res, err

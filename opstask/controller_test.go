@@ -575,14 +575,8 @@ func TestTTLNeverEarlyForATruncatedFinishTime(t *testing.T) {
 	w := newWorld(t)
 	nop := opstask.ExecutorFunc(func(context.Context, *opstask.Run) error { return nil })
 	c := w.controller(opstask.Config{Handlers: []opstask.Handler{{Name: "job", Executor: nop}}})
-	ttl := int32(60)
 	finished := t0.Add(time.Hour) // a whole second, as the API server returns it
-	status := opstask.Status{State: opstask.TaskStateSucceeded, StartedAt: metaTime(finished), LastTransitionTime: metaTime(finished),
-		LastOperation: &opstask.LastOperation{Type: opstask.LastOperationTypeExecution, State: opstask.LastOperationStateCompleted, RunID: "run-1"}}
-	if _, err := w.store.Create(t.Context(), &opstask.Task{Namespace: "ns", Name: "done", Status: status,
-		Spec: opstask.Spec{Config: map[string]json.RawMessage{"job": json.RawMessage(`{}`)}, TTLSecondsAfterFinished: &ttl}}); err != nil {
-		t.Fatal(err)
-	}
+	createSucceeded(t, w, "done", finished, 60)
 	for _, step := range []struct {
 		name    string
 		at      time.Duration // after the stamped finish
@@ -630,6 +624,18 @@ func TestNegativeSettleIsRefused(t *testing.T) {
 	}
 }
 
+// createSucceeded stores task name of kind job, Succeeded at finished, with
+// a TTL of ttl seconds.
+func createSucceeded(t *testing.T, w *world, name string, finished time.Time, ttl int32) {
+	t.Helper()
+	status := opstask.Status{State: opstask.TaskStateSucceeded, StartedAt: metaTime(finished), LastTransitionTime: metaTime(finished),
+		LastOperation: &opstask.LastOperation{Type: opstask.LastOperationTypeExecution, State: opstask.LastOperationStateCompleted, RunID: "run-1"}}
+	if _, err := w.store.Create(t.Context(), &opstask.Task{Namespace: "ns", Name: name, Status: status,
+		Spec: opstask.Spec{Config: map[string]json.RawMessage{"job": json.RawMessage(`{}`)}, TTLSecondsAfterFinished: &ttl}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A controller whose clock runs ahead of the finishing controller's by d
 // judged the TTL d early. With Config.ClockSkewTolerance the task is kept
 // that much longer, and Sync and DryRun agree on the instant.
@@ -637,14 +643,8 @@ func TestTTLWaitsForTheClockSkewTolerance(t *testing.T) {
 	w := newWorld(t)
 	nop := opstask.ExecutorFunc(func(context.Context, *opstask.Run) error { return nil })
 	c := w.controller(opstask.Config{ClockSkewTolerance: 10 * time.Second, Handlers: []opstask.Handler{{Name: "job", Executor: nop}}})
-	ttl := int32(60)
 	finished := t0.Add(time.Hour)
-	status := opstask.Status{State: opstask.TaskStateSucceeded, StartedAt: metaTime(finished), LastTransitionTime: metaTime(finished),
-		LastOperation: &opstask.LastOperation{Type: opstask.LastOperationTypeExecution, State: opstask.LastOperationStateCompleted, RunID: "run-1"}}
-	if _, err := w.store.Create(t.Context(), &opstask.Task{Namespace: "ns", Name: "done", Status: status,
-		Spec: opstask.Spec{Config: map[string]json.RawMessage{"job": json.RawMessage(`{}`)}, TTLSecondsAfterFinished: &ttl}}); err != nil {
-		t.Fatal(err)
-	}
+	createSucceeded(t, w, "done", finished, 60)
 	for _, step := range []struct {
 		name    string
 		at      time.Duration // after the stamped finish

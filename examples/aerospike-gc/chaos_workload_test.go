@@ -547,21 +547,13 @@ func (g *gcWorkload) mountPod(c *claimTruth, ops *chaos.Ops) error {
 				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: c.name}}}},
 		},
 	}
-	err := chaos.Retry(func(ctx context.Context) error {
-		_, err := g.kc.CoreV1().Pods(g.w.ns).Create(ctx, pod, metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) {
-			return nil
-		}
-		return err
-	})
+	now, err := g.mounts.CreatePod(g.kc.CoreV1().Pods(g.w.ns), pod, c.name, false)
 	if err != nil {
-		return fmt.Errorf("create pod %s: %w", c.pod, err)
+		return err
 	}
-	now := time.Now()
 	g.truth.mu.Lock()
 	c.mounts = append(c.mounts, mount{from: now})
 	g.truth.mu.Unlock()
-	g.mounts.Mounted(c.pod, c.name, false, now)
 	ops.Add("mount claim")
 	return nil
 }
@@ -610,22 +602,14 @@ func (g *gcWorkload) inspect(c *claimTruth, lasts time.Duration, ops *chaos.Ops)
 				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: c.name, ReadOnly: true}}}},
 		},
 	}
-	err := chaos.Retry(func(ctx context.Context) error {
-		_, err := g.kc.CoreV1().Pods(g.w.ns).Create(ctx, pod, metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) {
-			return nil
-		}
-		return err
-	})
+	now, err := g.mounts.CreatePod(g.kc.CoreV1().Pods(g.w.ns), pod, c.name, true)
 	if err != nil {
-		return fmt.Errorf("create foreign pod %s: %w", f.name, err)
+		return fmt.Errorf("foreign pod: %w", err)
 	}
-	now := time.Now()
 	g.truth.mu.Lock()
 	c.foreign = append(c.foreign, mount{from: now})
 	f.m, f.until = len(c.foreign)-1, now.Add(lasts)
 	g.truth.mu.Unlock()
-	g.mounts.Mounted(f.name, c.name, true, now)
 	ops.Add("foreign pod mounts a claim")
 	return nil
 }

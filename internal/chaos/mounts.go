@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -61,6 +62,25 @@ func (l *MountLog) Unmounting(pod string, at time.Time) {
 			m.To = at
 		}
 	}
+}
+
+// CreatePod creates pod, which mounts claim, through faults (Retry; a pod
+// already there counts as created), then records the mount from when its
+// create returned, and returns that instant.
+func (l *MountLog) CreatePod(pods corev1client.PodInterface, pod *corev1.Pod, claim string, foreign bool) (time.Time, error) {
+	err := Retry(func(ctx context.Context) error {
+		_, err := pods.Create(ctx, pod, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("create pod %s: %w", pod.Name, err)
+	}
+	now := time.Now()
+	l.Mounted(pod.Name, claim, foreign, now)
+	return now, nil
 }
 
 // DeletePod records that the delete of pod is being sent at now (see
