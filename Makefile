@@ -1,15 +1,28 @@
 # groundskeeper: lint, test environment, tests and benchmarks.
 #
-#   make test      install what is missing, lint, then run every test
+#   make test      install what is missing, lint, run the library's unit
+#                  tests at the oldest versions it supports, then every test
+#                  at the newest
 #   make testenv   build or install only the test environment's components
-#   make lint      gofmt, go mod tidy, go vet, staticcheck, download size
+#   make lint      gofmt, go mod tidy, go vet, staticcheck, download size,
+#                  supported versions
+#   make oldest    build, vet and unit-test the library at the oldest versions
 #   make bench     run the benchmarks
-#   make chaos     the long chaos runs (internal/chaos): CHAOS_DURATION of
-#                  faults per workload (default 20m), CHAOS_SEED to replay
+#   make chaos     the long chaos runs (examples/internal/chaos):
+#                  CHAOS_DURATION of faults per workload (default 20m),
+#                  CHAOS_SEED to replay
 #   make chaos-short  only the short chaos runs, which make test runs too
 #
 # Components are cached outside the clone (see hack/testenv.sh) and linked
 # into .cache/bin, where internal/testenv finds them.
+#
+# Modules: the library is the root module; the examples with their end-to-end
+# and chaos suites are the module in examples/, and the tools that build the
+# test components are modules under internal/tools. go.work joins the root and
+# examples modules, so that commands run from the root build the library at
+# the newest versions the examples require; GOWORK=off builds the library
+# alone, at the oldest versions its go.mod requires. Never run `go work sync`:
+# it would raise the library's go.mod to the newest versions.
 
 SHELL := /usr/bin/env bash
 GO    ?= go
@@ -23,32 +36,66 @@ BIN   := $(CURDIR)/.cache/bin
 TEST_FLAGS  ?= -race -timeout 30m -p 3
 BENCH_FLAGS ?= -run '^$$' -bench . -benchmem -timeout 60m
 
-.PHONY: all test testenv lint vet fmt-check tidy-check staticcheck size-check bench chaos chaos-short
+# Every package of the workspace: the library's and the examples'.
+PACKAGES := ./... ./examples/...
+# Every module, for go mod tidy.
+MODULES  := . examples internal/tools/etcd internal/tools/kube internal/tools/modsize
+
+# The supported range (README, "Supported versions"): the library's go.mod
+# requires the oldest, the examples' go.mod the newest.
+OLDEST_GO     := 1.25.0
+OLDEST_K8S    := v0.35.0
+OLDEST_CR     := v0.23.0
+NEWEST_K8S    := v0.37.2
+NEWEST_CR     := v0.25.2
+
+.PHONY: all test testenv lint vet fmt-check tidy-check versions-check staticcheck size-check oldest bench chaos chaos-short
 
 all: test
 
 testenv:
 	hack/testenv.sh
 
-test: testenv lint
-	$(GO) test $(TEST_FLAGS) ./...
+test: testenv lint oldest
+	$(GO) test $(TEST_FLAGS) $(PACKAGES)
 
-lint: fmt-check tidy-check vet staticcheck size-check
+lint: fmt-check tidy-check versions-check vet staticcheck size-check
+
+# The library alone, at the oldest versions it supports: build, vet and the
+# unit tests (-short skips every test that needs a real component; those run
+# in make test at the newest versions).
+oldest:
+	GOWORK=off $(GO) build ./...
+	GOWORK=off $(GO) vet ./...
+	GOWORK=off $(GO) test -short -count=1 ./...
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
-# go.mod and go.sum must already be what go mod tidy makes them.
+# Every go.mod and go.sum must already be what go mod tidy makes them.
 tidy-check:
-	$(GO) mod tidy -diff
+	@for m in $(MODULES); do echo "go mod tidy -diff ($$m)"; (cd $$m && GOWORK=off $(GO) mod tidy -diff) || exit 1; done
+
+# The library's go.mod requires the oldest supported versions and the
+# workspace (examples, integration tests) selects the newest.
+versions-check:
+	@check() { got=$$($(GO) list -m -f '{{.Version}}' $$2); \
+	  [ "$$got" = "$$3" ] || { echo "versions-check: $$1: $$2 is $$got, want $$3 (see OLDEST_*/NEWEST_* in the Makefile)"; exit 1; }; }; \
+	got=$$(GOWORK=off $(GO) mod edit -json | sed -n 's/^\t"Go": "\(.*\)",$$/\1/p'); \
+	[ "$$got" = "$(OLDEST_GO)" ] || { echo "versions-check: go.mod: go $$got, want $(OLDEST_GO)"; exit 1; }; \
+	for p in k8s.io/api k8s.io/apimachinery k8s.io/client-go; do \
+	  GOWORK=off check library $$p $(OLDEST_K8S); check workspace $$p $(NEWEST_K8S); done; \
+	GOWORK=off check library sigs.k8s.io/controller-runtime $(OLDEST_CR); \
+	check workspace sigs.k8s.io/controller-runtime $(NEWEST_CR); \
+	echo "versions-check: library at k8s.io $(OLDEST_K8S), controller-runtime $(OLDEST_CR), go $(OLDEST_GO); workspace at $(NEWEST_K8S), $(NEWEST_CR)"
 
 vet:
-	$(GO) vet ./...
+	$(GO) vet $(PACKAGES)
 
 staticcheck:
 	@[ -x $(BIN)/staticcheck ] || hack/testenv.sh staticcheck
-	$(BIN)/staticcheck ./...
+	$(BIN)/staticcheck $(PACKAGES)
 
 # What go get downloads: no tracked file over 1 MiB unless allowed in
 # hack/large-files.allow, and the module zip of HEAD, built as the Go module
@@ -57,9 +104,9 @@ size-check:
 	cd internal/tools/modsize && $(GO) run . -C ../../.. -budget 2MiB -allow hack/large-files.allow
 
 bench: testenv
-	$(GO) test $(BENCH_FLAGS) ./...
+	$(GO) test $(BENCH_FLAGS) $(PACKAGES)
 
-# The chaos runs (internal/chaos): every example's TestChaos* but the
+# The chaos runs (examples/internal/chaos): every example's TestChaos* but the
 # planted-bug tests (fdb-lock has two, one per lock backend), with its
 # summary table. make chaos is the long run: CHAOS_DURATION of faults for
 # each workload (default 20m), one workload at a time (CHAOS_PARALLEL), on

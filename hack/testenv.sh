@@ -15,7 +15,7 @@ mkdir -p "$cache" "$bin"
 
 # Pinned versions. Kubernetes and etcd are pinned by their tools modules
 # (internal/tools/*/go.mod and go.sum); the others here.
-kube_version=v1.36.3
+kube_version=v1.37.2
 minio_version=v0.0.0-20260212201848-7aac2a2c5b7c
 fakegcs_version=v1.56.1
 azurite_version=3.37.0

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/groundskeeper-io/groundskeeper/examples/backup-entry/api"
-	"github.com/groundskeeper-io/groundskeeper/internal/chaos"
+	"github.com/groundskeeper-io/groundskeeper/examples/internal/chaos"
 )
 
 // The invariants of the backup-entry workload.

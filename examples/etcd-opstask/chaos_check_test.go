@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/groundskeeper-io/groundskeeper/examples/etcd-opstask/api"
-	"github.com/groundskeeper-io/groundskeeper/internal/chaos"
+	"github.com/groundskeeper-io/groundskeeper/examples/internal/chaos"
 	"github.com/groundskeeper-io/groundskeeper/opstask"
 )
 

@@ -13,8 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/groundskeeper-io/groundskeeper/examples/internal/chaos"
 	"github.com/groundskeeper-io/groundskeeper/examples/statefulset-pvc/api"
-	"github.com/groundskeeper-io/groundskeeper/internal/chaos"
 )
 
 // The invariants of the statefulset-pvc workload.

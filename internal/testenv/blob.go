@@ -97,6 +97,7 @@ type BucketOptions struct {
 // with Object Lock as o says.
 func S3With(t testing.TB, o BucketOptions) *BlobStore {
 	t.Helper()
+	skipInShortMode(t)
 	srv, err := minioOnce.get(startMinIO)
 	if err != nil {
 		unavailable(t, err)
@@ -231,6 +232,7 @@ func GCSWith(t testing.TB, o BucketOptions) *BlobStore {
 	if o.ObjectLock {
 		t.Fatal("testenv: GCS buckets have no Object Lock")
 	}
+	skipInShortMode(t)
 	srv, err := gcsOnce.get(startFakeGCS)
 	if err != nil {
 		unavailable(t, err)
@@ -284,6 +286,7 @@ func fakeGCSSpec(persist bool) blobServerSpec {
 // Azure returns a fresh container on a shared Azurite blob server.
 func Azure(t testing.TB) *BlobStore {
 	t.Helper()
+	skipInShortMode(t)
 	srv, err := azuriteOnce.get(startAzurite)
 	if err != nil {
 		unavailable(t, err)

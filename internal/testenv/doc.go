@@ -19,6 +19,9 @@
 //     everything; its kubeconfig file is in [Kubernetes.Kubeconfig].
 //   - A component that cannot start fails the test with an error that names it
 //     and shows the tail of its log.
+//   - With go test -short, every test that needs a component is skipped:
+//     make test runs the unit tests that way at the oldest dependency
+//     versions the library supports.
 //   - A component whose binary has not been built skips the test with a
 //     message that says to run `make testenv`, except when CI=true, where it
 //     fails the test.

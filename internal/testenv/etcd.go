@@ -29,6 +29,7 @@ var etcdOnce shared[*etcdServer]
 // under "/registry" belong to the Kubernetes API server when one runs.
 func StartEtcd(t testing.TB) *Etcd {
 	t.Helper()
+	skipInShortMode(t)
 	s, err := etcdOnce.get(startEtcd)
 	if err != nil {
 		unavailable(t, err)

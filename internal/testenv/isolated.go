@@ -51,6 +51,7 @@ type IsolatedKubernetes struct {
 // into the components themselves.
 func StartIsolatedKubernetes(t testing.TB) *IsolatedKubernetes {
 	t.Helper()
+	skipInShortMode(t)
 	k, err := startIsolatedKubernetes(t)
 	if err != nil {
 		unavailable(t, err)
@@ -236,6 +237,7 @@ func StartIsolatedAzure(t testing.TB) *IsolatedBlobStore {
 
 func startIsolatedBlob(t testing.TB, spec blobServerSpec, port int, bucket func(endpoint string) (*BlobStore, error)) *IsolatedBlobStore {
 	t.Helper()
+	skipInShortMode(t)
 	path, err := binary(spec.name)
 	if err != nil {
 		unavailable(t, err)

@@ -56,6 +56,7 @@ var kubeOnce shared[*controlPlane]
 // and a fresh namespace for the test.
 func StartKubernetes(t testing.TB) *Kubernetes {
 	t.Helper()
+	skipInShortMode(t)
 	cp, err := kubeOnce.get(startControlPlane)
 	if err != nil {
 		unavailable(t, err)

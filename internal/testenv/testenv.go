@@ -71,6 +71,17 @@ func unavailable(t testing.TB, err error) {
 	t.Skipf("testenv: %v (run `make testenv` to build the test environment)", err)
 }
 
+// skipInShortMode skips a test that needs a real component when go test
+// runs with -short: make test runs the library's unit tests that way at the
+// oldest dependency versions it supports, and every test, these included,
+// at the newest.
+func skipInShortMode(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("testenv: needs a real component; -short runs unit tests only")
+	}
+}
+
 var errNotBuilt = errors.New("component binary not found")
 
 // binary returns the path of a component binary.
