@@ -62,7 +62,9 @@ go mod tidy
 versions >"$work/after.versions"
 compiled >"$work/after.compiled"
 
-echo "== versions before -> after (go line, k8s.io, controller-runtime, etcd)"
+echo "== versions before (go line, k8s.io, controller-runtime, etcd)"
+cat "$work/before.versions"
+echo "== changes after"
 diff <(cat "$work/before.versions") <(cat "$work/after.versions") && echo "(none moved)" || true
 echo "== packages compiled: $(wc -l <"$work/before.compiled") before, $(wc -l <"$work/after.compiled") after (the new one included)"
 lost=$(comm -23 "$work/before.compiled" "$work/after.compiled")

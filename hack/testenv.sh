@@ -13,6 +13,14 @@ cache=${GROUNDSKEEPER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/groundskeeper}
 bin="$root/.cache/bin"
 mkdir -p "$cache" "$bin"
 
+# One run at a time per cache: two clones building the same component at
+# once would write into each other's output.
+exec 9>"$cache/.lock"
+if ! flock -n 9; then
+  printf 'testenv: waiting for another hack/testenv.sh run to finish\n' >&2
+  flock 9
+fi
+
 # Pinned versions. Kubernetes and etcd are pinned by their tools modules
 # (internal/tools/*/go.mod and go.sum); the others here.
 kube_version=v1.37.2
