@@ -156,7 +156,9 @@ func sentinelClasses(t *testing.T, f *ast.File) []sentinelClass {
 // their type information.
 func exportedErrors(t *testing.T) []exportedError {
 	t.Helper()
-	module := strings.TrimSpace(goCmd(t, "list", "-m"))
+	// The module of this package: go list -m would list every module of the
+	// go.work workspace.
+	module := strings.TrimSpace(goCmd(t, "list", "-f", "{{.Module.Path}}", "."))
 	var public []string
 	names := map[string]string{}
 	for _, l := range strings.Split(strings.TrimSpace(goCmd(t, "list", "-f", "{{.ImportPath}}\t{{.Name}}", module+"/...")), "\n") {
