@@ -7,6 +7,8 @@
 #
 # Usage: hack/testenv.sh [component ...]   (default: all)
 set -euo pipefail
+# The tools modules under internal/tools are not in the go.work workspace.
+export GOWORK=off
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cache=${GROUNDSKEEPER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/groundskeeper}
