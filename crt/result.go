@@ -2,12 +2,14 @@ package crt
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/groundskeeper-io/groundskeeper/locking"
 	"github.com/groundskeeper-io/groundskeeper/subreconcile"
 )
 
@@ -20,6 +22,10 @@ import (
 //     object and reconciles again; as a backstop Result requeues after
 //     subreconcile.DefaultConflictDelay, or after requeueAfter when that is
 //     sooner. It logs at V(1), never as an error;
+//   - the global lock held by another instance (a *locking.HeldError wrapping
+//     locking.ErrLocked, as Lock.Take and Lock.Do return): a requeue after
+//     HeldError.RequeueAfter, when the holder's lock runs out unless it is
+//     extended, or after requeueAfter when that is sooner. It logs at V(1);
 //   - an error Terminal treats as terminal: a reconcile.TerminalError, not
 //     retried until the object changes;
 //   - any other error: returned, for the controller's rate-limited retry
@@ -45,9 +51,29 @@ func Result(ctx context.Context, requeueAfter time.Duration, err error) (reconci
 			after = requeueAfter
 		}
 		return reconcile.Result{RequeueAfter: after}, nil
+	case every(err, lockHeldHere):
+		var held *locking.HeldError
+		errors.As(err, &held)
+		logr.FromContextOrDiscard(ctx).V(1).Info("the global lock is held by another instance; requeue",
+			"holder", held.Holder, "end", held.End, "requeueAfter", held.RequeueAfter)
+		after := held.RequeueAfter
+		if after <= 0 {
+			after = time.Second // the lock record's precision
+		}
+		if requeueAfter > 0 && requeueAfter < after {
+			after = requeueAfter
+		}
+		return reconcile.Result{RequeueAfter: after}, nil
 	default:
 		return reconcile.Result{}, Terminal(err)
 	}
+}
+
+// lockHeldHere reports whether err itself is the lock's "held by another
+// instance".
+func lockHeldHere(err error) bool {
+	held, ok := err.(*locking.HeldError)
+	return ok && errors.Is(held, locking.ErrLocked)
 }
 
 // IsStale reports whether err is what a write based on a stale read gets

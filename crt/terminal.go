@@ -96,6 +96,7 @@ var classes = []class{
 	sentinel(locking.ErrLocked, mayRetry),
 	sentinel(locking.ErrDenied, mayRetry),
 	sentinel(locking.ErrNotHeld, mayRetry),
+	sentinel(locking.ErrLeaseEnded, mayRetry),
 	sentinel(locking.ErrConflict, mayRetry),
 	sentinel(locking.ErrUnavailable, mayRetry),
 	sentinel(locking.ErrUnknownResult, mayRetry),

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +20,7 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/crt"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
 	"github.com/groundskeeper-io/groundskeeper/locking"
+	"github.com/groundskeeper-io/groundskeeper/locking/memlock"
 	"github.com/groundskeeper-io/groundskeeper/opstask"
 	"github.com/groundskeeper-io/groundskeeper/retention"
 	"github.com/groundskeeper-io/groundskeeper/subreconcile"
@@ -164,5 +166,46 @@ func TestJoinedErrorsAreJudgedByEveryPart(t *testing.T) {
 	}
 	if !crt.IsStale(errors.Join(stale, fmt.Errorf("create: %w", apierrors.NewAlreadyExists(gr, "data-2")))) {
 		t.Error("a join of stale-cache errors only is not stale")
+	}
+}
+
+// The global lock held by another instance is no fault: a quiet requeue at
+// the time the holder's lock runs out. Losing the lock (ErrNotHeld) is not
+// that: it is an error, retried.
+func TestResultRequeuesWhileTheLockIsHeldElsewhere(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(time.Unix(1700000000, 0))
+	store := memlock.New()
+	lock := func(id string) *locking.Lock {
+		l, err := locking.New(locking.Config{Backend: store, LockID: id, Duration: time.Minute, Clock: clk})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	if _, err := lock("dc2").Take(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err := lock("dc1").Do(ctx, func(context.Context, locking.Lease) error {
+		t.Error("fn ran while dc2 holds the lock")
+		return nil
+	}, nil)
+	var held *locking.HeldError
+	if !errors.As(err, &held) || held.RequeueAfter < time.Minute {
+		t.Fatalf("Do = %v, want a *HeldError with a RequeueAfter of a minute or more", err)
+	}
+	got, rerr := crt.Result(ctx, 0, fmt.Errorf("reconfigure: %w", err))
+	if rerr != nil || got.RequeueAfter != held.RequeueAfter {
+		t.Fatalf("Result(held) = %+v, %v; want a requeue after %s and no error", got, rerr, held.RequeueAfter)
+	}
+	if got, rerr := crt.Result(ctx, 10*time.Second, err); rerr != nil || got.RequeueAfter != 10*time.Second {
+		t.Fatalf("Result(held, asked 10s) = %+v, %v; want the sooner 10s", got, rerr)
+	}
+	if got, rerr := crt.Result(ctx, 0, errors.Join(err, errors.New("connection refused"))); rerr == nil || got.RequeueAfter != 0 {
+		t.Fatalf("Result(held joined with another error) = %+v, %v; want the error", got, rerr)
+	}
+	_, _, err = lock("dc1").Release(ctx, nil)
+	if got, rerr := crt.Result(ctx, 0, err); !errors.Is(rerr, locking.ErrNotHeld) || got.RequeueAfter != 0 {
+		t.Fatalf("Result(ErrNotHeld) = %+v, %v; want the error, retried", got, rerr)
 	}
 }

@@ -15,6 +15,17 @@
 //	}
 //	defer l.Release(ctx, nil)
 //
+// Lock.Do is that pattern whole, with what is easy to get wrong done for
+// you: it runs a function only while the lock is ours, with a context that
+// ends at the lease's end on Config.Clock (an injected clock included), and
+// refuses a lease that ended before Take returned; crt.Result turns the
+// lock held elsewhere into a requeue at the time it runs out:
+//
+//	_, err := l.Do(ctx, func(ctx context.Context, lease locking.Lease) error {
+//		return reconfigure(ctx)
+//	}, &locking.DoOptions{Margin: 30 * time.Second, Release: true})
+//	return crt.Result(ctx, 0, err)
+//
 // # What it owns
 //
 // Keys are plain byte strings under a prefix, DefaultPrefix
@@ -120,6 +131,8 @@
 //   - ErrInvalidConfig: New, or a backend's New, was given a configuration
 //     it cannot work with; the error names the field and its value.
 //     Terminal: do not retry.
+//   - ErrLeaseEnded: Do's lease ended before its function started, or while it
+//     ran; retrying takes the lock again.
 //   - ErrTxnDone: a Txn was used after its Update returned, a bug in the
 //     caller of a backend.
 //

@@ -53,6 +53,12 @@ var (
 	// at the stored value. Retrying does not help.
 	ErrCorrupt = errors.New("locking: stored lock record is corrupt")
 
+	// ErrLeaseEnded means the lease a Do ran under ended (its End, less
+	// DoOptions.Margin, passed on Config.Clock) before the function could
+	// start, or while it ran: what the function did after that was not
+	// protected by the lock. Retrying takes the lock again.
+	ErrLeaseEnded = errors.New("locking: the lease ended")
+
 	// ErrTxnDone means a Txn was used after the Update it was given to had
 	// returned: a bug in the caller. Every backend's Txn returns it.
 	ErrTxnDone = errors.New("locking: transaction used after Update returned")

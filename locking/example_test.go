@@ -138,3 +138,34 @@ func ExampleLock_AddPendingUpgrades() {
 	// would clear [{7.3.43 dc1-log-1} {7.3.43 dc1-storage-1} {7.3.43 dc2-storage-1}]
 	// 0
 }
+
+// Do runs a step only while the lock is ours, and ends its context when the
+// lease ends on the lock's clock.
+func ExampleLock_Do() {
+	ctx := context.Background()
+	store := memlock.New()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	dc1, err := locking.New(locking.Config{Backend: store, LockID: "dc1", Duration: time.Minute, Clock: clk})
+	if err != nil {
+		panic(err)
+	}
+
+	// A step that finishes in time; the lock is released after it.
+	_, err = dc1.Do(ctx, func(ctx context.Context, lease locking.Lease) error {
+		fmt.Println("reconfiguring until", lease.End.UTC().Format(time.TimeOnly))
+		return nil
+	}, &locking.DoOptions{Margin: 10 * time.Second, Release: true})
+	fmt.Println("first step:", err)
+
+	// A step that outlives its lease: its context ends 10 s before the end.
+	_, err = dc1.Do(ctx, func(ctx context.Context, lease locking.Lease) error {
+		clk.Step(50 * time.Second)
+		<-ctx.Done()
+		return ctx.Err()
+	}, &locking.DoOptions{Margin: 10 * time.Second})
+	fmt.Println("second step: lease ended:", errors.Is(err, locking.ErrLeaseEnded))
+	// Output:
+	// reconfiguring until 03:05:05
+	// first step: <nil>
+	// second step: lease ended: true
+}
