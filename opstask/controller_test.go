@@ -748,3 +748,44 @@ func TestNewMetricsRefusesBadConfig(t *testing.T) {
 		}
 	}
 }
+
+// Two controllers in one process create their metrics on one registry (one
+// per task resource, on the manager's registry): the second NewMetrics
+// shares the first's collectors instead of failing, and a controller that
+// forgets a target deletes only the series it recorded, not the other's
+// series of a target of the same name.
+func TestTwoControllersShareMetricsOnOneRegistry(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	nop := opstask.ExecutorFunc(func(context.Context, *opstask.Run) error { return nil })
+	worlds := []*world{newWorld(t), newWorld(t)}
+	var ctls []*opstask.Controller
+	for i, w := range worlds {
+		m, err := opstask.NewMetrics(opstask.MetricsConfig{Registerer: reg})
+		if err != nil {
+			t.Fatalf("NewMetrics of controller %d on a shared registry: %v", i, err)
+		}
+		ctls = append(ctls, w.controller(opstask.Config{DefaultTTL: time.Hour, Metrics: m,
+			Handlers: []opstask.Handler{{Name: []string{"snapshot", "copy"}[i], Executor: nop}}}))
+		w.create("task", "etcd-a", map[string]any{[]string{"snapshot", "copy"}[i]: map[string]any{}})
+		w.sync(t.Context(), ctls[i])
+		w.waitState("task", opstask.TaskStateSucceeded)
+	}
+	if n := testutil.CollectAndCount(reg, "operator_tasks_total"); n != 2 {
+		t.Fatalf("%d series of operator_tasks_total, want 2 (one per controller)", n)
+	}
+	// The first controller's task runs out of TTL; once its target has been
+	// without tasks for ForgetAfter, it forgets its series.
+	w := worlds[0]
+	w.clock.Step(61 * time.Minute)
+	w.sync(t.Context(), ctls[0])
+	w.sync(t.Context(), ctls[0])
+	w.clock.Step(opstask.DefaultForgetAfter)
+	w.sync(t.Context(), ctls[0])
+	want := `# HELP operator_tasks_total Tasks that reached a final state, by type, final state and target.
+# TYPE operator_tasks_total counter
+operator_tasks_total{state="Succeeded",target="etcd-a",target_namespace="ns",type="copy"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "operator_tasks_total"); err != nil {
+		t.Errorf("after the first controller forgot etcd-a: %v", err)
+	}
+}

@@ -2,9 +2,12 @@ package opstask
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/groundskeeper-io/groundskeeper/internal/promreg"
 )
 
 // MetricsConfig configures Metrics. Registerer is required; the zero value
@@ -45,8 +48,14 @@ const DefaultForgetAfter = 15 * time.Minute
 // so the number of series follows the targets that have had tasks lately,
 // not every target ever seen; a counter of a target that gets
 // tasks again starts from zero, which Prometheus's rate and increase read
-// as a new series. One Metrics serves one Controller: a Controller deletes
-// only the series it recorded.
+// as a new series. One Metrics serves one Controller, and deletes only the
+// series it recorded.
+//
+// Several Controllers in one process may each call NewMetrics with the same
+// registerer and names (one per task resource, on the manager's registry):
+// the second and later share the first's collectors (the first's Buckets
+// apply), record into the same series, and each deletes only the series
+// it recorded itself.
 //
 // <prefix>operator_expired_tasks_without_kind, a gauge by type, counts the
 // finished tasks past their TTL that the controller leaves alone, neither
@@ -56,14 +65,20 @@ type Metrics struct {
 	duration    *prometheus.HistogramVec
 	total       *prometheus.CounterVec
 	withoutKind *prometheus.GaugeVec
-	// targetLabel and namespaceLabel are the label names of a target.
-	targetLabel, namespaceLabel string
-	forgetAfter                 time.Duration
+	forgetAfter time.Duration
+
+	mu sync.Mutex
+	// recorded holds the label values (type, state, target, namespace) of
+	// the series this Metrics wrote, the only ones it deletes.
+	recorded map[[4]string]struct{}
+	// kindsSet holds the kinds whose withoutKind gauge this Metrics set.
+	kindsSet map[string]bool
 }
 
 // NewMetrics validates cfg, creates the metrics and registers them on
-// cfg.Registerer. It returns an error when the registerer refuses them (for
-// instance, already registered).
+// cfg.Registerer, or shares the collectors already registered there under the
+// same names and labels. It returns an error when the registerer refuses
+// them (for instance, a metric of the same name with other labels).
 func NewMetrics(cfg MetricsConfig) (*Metrics, error) {
 	o := cfg
 	if o.Registerer == nil {
@@ -99,9 +114,9 @@ func NewMetrics(cfg MetricsConfig) (*Metrics, error) {
 	}
 	labels := []string{"type", "state", o.TargetLabel, o.NamespaceLabel}
 	m := &Metrics{
-		forgetAfter:    o.ForgetAfter,
-		targetLabel:    o.TargetLabel,
-		namespaceLabel: o.NamespaceLabel,
+		forgetAfter: o.ForgetAfter,
+		recorded:    map[[4]string]struct{}{},
+		kindsSet:    map[string]bool{},
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    o.Prefix + "operator_task_duration_seconds",
 			Help:    "Time from a task's start to its final state, by type, final state and target.",
@@ -117,21 +132,26 @@ func NewMetrics(cfg MetricsConfig) (*Metrics, error) {
 		}, []string{"type"}),
 	}
 	var registered []prometheus.Collector
-	for _, c := range []struct {
-		name string
-		c    prometheus.Collector
-	}{
-		{"operator_task_duration_seconds", m.duration},
-		{"operator_tasks_total", m.total},
-		{"operator_expired_tasks_without_kind", m.withoutKind},
-	} {
-		if err := o.Registerer.Register(c.c); err != nil {
-			for _, r := range registered {
-				o.Registerer.Unregister(r)
-			}
-			return nil, fmt.Errorf("opstask: register %s: %w", o.Prefix+c.name, err)
+	fail := func(name string, err error) (*Metrics, error) {
+		for _, r := range registered {
+			o.Registerer.Unregister(r)
 		}
-		registered = append(registered, c.c)
+		return nil, fmt.Errorf("opstask: register %s: %w", o.Prefix+name, err)
+	}
+	var added bool
+	var err error
+	if m.duration, added, err = promreg.Register(o.Registerer, m.duration); err != nil {
+		return fail("operator_task_duration_seconds", err)
+	} else if added {
+		registered = append(registered, m.duration)
+	}
+	if m.total, added, err = promreg.Register(o.Registerer, m.total); err != nil {
+		return fail("operator_tasks_total", err)
+	} else if added {
+		registered = append(registered, m.total)
+	}
+	if m.withoutKind, _, err = promreg.Register(o.Registerer, m.withoutKind); err != nil {
+		return fail("operator_expired_tasks_without_kind", err)
 	}
 	return m, nil
 }
@@ -141,9 +161,17 @@ func (m *Metrics) setWithoutKind(byKind map[string]int) {
 	if m == nil {
 		return
 	}
-	m.withoutKind.Reset()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k := range m.kindsSet {
+		if _, ok := byKind[k]; !ok {
+			m.withoutKind.DeleteLabelValues(k)
+			delete(m.kindsSet, k)
+		}
+	}
 	for k, n := range byKind {
 		m.withoutKind.WithLabelValues(k).Set(float64(n))
+		m.kindsSet[k] = true
 	}
 }
 
@@ -152,9 +180,15 @@ func (m *Metrics) forget(namespace, target string) {
 	if m == nil {
 		return
 	}
-	l := prometheus.Labels{m.targetLabel: target, m.namespaceLabel: namespace}
-	m.duration.DeletePartialMatch(l)
-	m.total.DeletePartialMatch(l)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for lv := range m.recorded {
+		if lv[2] == target && lv[3] == namespace {
+			m.duration.DeleteLabelValues(lv[:]...)
+			m.total.DeleteLabelValues(lv[:]...)
+			delete(m.recorded, lv)
+		}
+	}
 }
 
 // finished records a task that reached a final state.
@@ -166,7 +200,10 @@ func (m *Metrics) finished(t *Task) {
 	if t.Status.StartedAt != nil && t.Status.LastTransitionTime != nil {
 		d = t.Status.LastTransitionTime.Sub(t.Status.StartedAt.Time)
 	}
-	lv := []string{t.Kind(), string(t.State()), t.Spec.Target, t.Namespace}
-	m.duration.WithLabelValues(lv...).Observe(d.Seconds())
-	m.total.WithLabelValues(lv...).Inc()
+	lv := [4]string{t.Kind(), string(t.State()), t.Spec.Target, t.Namespace}
+	m.duration.WithLabelValues(lv[:]...).Observe(d.Seconds())
+	m.total.WithLabelValues(lv[:]...).Inc()
+	m.mu.Lock()
+	m.recorded[lv] = struct{}{}
+	m.mu.Unlock()
 }

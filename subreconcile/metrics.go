@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/groundskeeper-io/groundskeeper/internal/promreg"
 )
 
 // Requeue reasons, the values of the "reason" label of the requeue counter.
@@ -50,7 +52,10 @@ type Metrics struct {
 	requeues *prometheus.CounterVec
 }
 
-// NewMetrics creates the collectors and registers them on cfg.Registerer.
+// NewMetrics creates the collectors and registers them on cfg.Registerer. A
+// second NewMetrics with the same registerer and Namespace (another
+// controller in the same process) shares the first's collectors, and its
+// Buckets are ignored, rather than failing as already registered.
 func NewMetrics(cfg MetricsConfig) (*Metrics, error) {
 	if cfg.Registerer == nil {
 		return nil, fmt.Errorf("%w: MetricsConfig.Registerer is nil", ErrInvalidConfig)
@@ -80,11 +85,15 @@ func NewMetrics(cfg MetricsConfig) (*Metrics, error) {
 			Help:      "Requeues asked for by steps of a reconcile loop, by reason.",
 		}, []string{"chain", "step", "reason"}),
 	}
-	if err := cfg.Registerer.Register(m.duration); err != nil {
+	var added bool
+	var err error
+	if m.duration, added, err = promreg.Register(cfg.Registerer, m.duration); err != nil {
 		return nil, fmt.Errorf("subreconcile: registering step duration histogram: %w", err)
 	}
-	if err := cfg.Registerer.Register(m.requeues); err != nil {
-		cfg.Registerer.Unregister(m.duration)
+	if m.requeues, _, err = promreg.Register(cfg.Registerer, m.requeues); err != nil {
+		if added {
+			cfg.Registerer.Unregister(m.duration)
+		}
 		return nil, fmt.Errorf("subreconcile: registering requeue counter: %w", err)
 	}
 	return m, nil

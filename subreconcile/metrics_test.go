@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/groundskeeper-io/groundskeeper/subreconcile"
 )
@@ -18,13 +19,41 @@ func TestNewMetrics(t *testing.T) {
 		t.Errorf("NewMetrics without registerer: %v", err)
 	}
 
+	// Two controllers in one process, each with its metrics on the
+	// manager's registry, share the collectors.
 	reg := prometheus.NewRegistry()
-	if _, err := subreconcile.NewMetrics(subreconcile.MetricsConfig{Registerer: reg, Namespace: "fdb"}); err != nil {
+	first, err := subreconcile.NewMetrics(subreconcile.MetricsConfig{Registerer: reg, Namespace: "fdb"})
+	if err != nil {
 		t.Fatal(err)
 	}
-	_, err := subreconcile.NewMetrics(subreconcile.MetricsConfig{Registerer: reg, Namespace: "fdb"})
+	second, err := subreconcile.NewMetrics(subreconcile.MetricsConfig{Registerer: reg, Namespace: "fdb"})
+	if err != nil {
+		t.Fatalf("registering twice on one registry: %v, want the first's collectors shared", err)
+	}
+	for i, m := range []*subreconcile.Metrics{first, second} {
+		runner, err := subreconcile.New(subreconcile.Config[*Database, *loopState]{
+			Name:    fmt.Sprintf("Chain%d", i),
+			Steps:   []dbStep{subreconcile.NamedFunc("S", func(context.Context, *Database, dbLoop) *subreconcile.Requeue { return subreconcile.RequeueAfter(0, "x") })},
+			Metrics: m,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runner.Run(t.Context(), newDatabase(1))
+	}
+	if n := testutil.CollectAndCount(reg, "fdb_subreconcile_requeues_total"); n != 2 {
+		t.Errorf("%d requeue series on the shared registry, want 2 (one per chain)", n)
+	}
+
+	// A metric of the same name with other labels is refused.
+	other := prometheus.NewRegistry()
+	other.MustRegister(prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "fdb", Subsystem: "subreconcile", Name: "step_duration_seconds",
+		Help: "Time taken by one step of a reconcile loop.",
+	}, []string{"controller"}))
+	_, err = subreconcile.NewMetrics(subreconcile.MetricsConfig{Registerer: other, Namespace: "fdb"})
 	if err == nil || !strings.Contains(err.Error(), "registering step duration histogram") {
-		t.Errorf("registering twice on one registry: %v, want a registration error", err)
+		t.Errorf("registering beside a histogram of other labels: %v, want a registration error", err)
 	}
 }
 
