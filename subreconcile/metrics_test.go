@@ -32,8 +32,10 @@ func TestNewMetrics(t *testing.T) {
 	}
 	for i, m := range []*subreconcile.Metrics{first, second} {
 		runner, err := subreconcile.New(subreconcile.Config[*Database, *loopState]{
-			Name:    fmt.Sprintf("Chain%d", i),
-			Steps:   []dbStep{subreconcile.NamedFunc("S", func(context.Context, *Database, dbLoop) *subreconcile.Requeue { return subreconcile.RequeueAfter(0, "x") })},
+			Name: fmt.Sprintf("Chain%d", i),
+			Steps: []dbStep{subreconcile.NamedFunc("S", func(context.Context, *Database, dbLoop) *subreconcile.Requeue {
+				return subreconcile.RequeueAfter(0, "x")
+			})},
 			Metrics: m,
 		})
 		if err != nil {
