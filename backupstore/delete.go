@@ -11,13 +11,15 @@ import (
 	"github.com/go-logr/logr"
 	"gocloud.dev/blob"
 	"k8s.io/utils/clock"
+
+	"github.com/groundskeeper-io/groundskeeper/internal/storeerr"
 )
 
 // ErrIncomplete is returned, wrapped in a *DeleteError, when DeletePrefix
 // could not delete every object under the prefix: some keys failed, the
 // listing failed, or the context ended. Running DeletePrefix again finishes
 // the job.
-var ErrIncomplete = errors.New("backupstore: deletion incomplete")
+var ErrIncomplete = storeerr.ErrIncomplete
 
 // DeleteOptions configure DeletePrefix. nil means the defaults.
 type DeleteOptions struct {

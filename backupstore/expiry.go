@@ -17,6 +17,8 @@ import (
 	"github.com/go-logr/logr"
 	"gocloud.dev/blob"
 	"k8s.io/utils/clock"
+
+	"github.com/groundskeeper-io/groundskeeper/internal/storeerr"
 )
 
 // ErrExpiryUnsupported is returned by ExpirePrefix, RemoveExpiry and
@@ -24,12 +26,12 @@ import (
 // reach: every store but S3 (GCS and Azure have lifecycle management, but
 // their emulators here have none to test against, so no code path for
 // them is shipped).
-var ErrExpiryUnsupported = errors.New("backupstore: server-side expiry is not supported for this store")
+var ErrExpiryUnsupported = storeerr.ErrExpiryUnsupported
 
 // ErrTooManyRules is returned when adding this package's rules would take
 // the bucket's lifecycle configuration past the store's limit (S3: 1,000
 // rules). Nothing is written.
-var ErrTooManyRules = errors.New("backupstore: the bucket's lifecycle configuration would exceed the store's rule limit")
+var ErrTooManyRules = storeerr.ErrTooManyRules
 
 // maxLifecycleRules is S3's limit of rules in one configuration.
 const maxLifecycleRules = 1000

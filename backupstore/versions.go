@@ -16,6 +16,8 @@ import (
 	smithy "github.com/aws/smithy-go"
 	"gocloud.dev/blob"
 	"google.golang.org/api/iterator"
+
+	"github.com/groundskeeper-io/groundskeeper/internal/storeerr"
 )
 
 // ObjectVersion is one version or delete marker of an object on a
@@ -39,7 +41,7 @@ type ObjectVersion struct {
 // left object versions because the store keeps them under S3 Object Lock:
 // a retention period (governance or compliance mode) or a legal hold.
 // errors.As gives the *RetainedError, which says which and until when.
-var ErrRetained = errors.New("backupstore: retained by object lock")
+var ErrRetained = storeerr.ErrRetained
 
 // Retention is why the store refused to delete one object version: the
 // per-key error of a *DeleteError (KeyError.Err) for such a version. It is
