@@ -81,7 +81,7 @@ func OpenBucket(ctx context.Context, rawURL string, creds *Credentials) (*blob.B
 	if prefix != "" {
 		b = blob.PrefixedBucket(b, prefix)
 	}
-	remember(b, opened{prefix: prefix, scheme: scheme})
+	rememberPrefix(b, prefix)
 	return b, nil
 }
 
@@ -105,36 +105,27 @@ func (c *Credentials) driver() *driver.Credentials {
 	}
 }
 
-// opened is what OpenBucket remembers of a bucket: the prefix= it was
-// opened with ("" for none) and its URL's scheme.
-type opened struct{ prefix, scheme string }
+// bucketPrefixes holds the prefix= of the buckets OpenBucket opened ("" for
+// none), keyed by a weak pointer so that a closed and collected bucket
+// leaves no entry. DeletePrefix needs it where the store's listing requests
+// do not show the prefix (fileblob, memblob), and storeOf to know a bucket
+// OpenBucket opened.
+var bucketPrefixes sync.Map // weak.Pointer[blob.Bucket] -> string
 
-// openedBuckets holds what OpenBucket remembers of the buckets it opened,
-// keyed by a weak pointer so that a closed and collected bucket leaves no
-// entry. DeletePrefix needs the prefix where the store's listing requests
-// do not show it (fileblob, memblob), and the scheme to know the store of a
-// bucket that no provider owns.
-var openedBuckets sync.Map // weak.Pointer[blob.Bucket] -> opened
-
-func remember(b *blob.Bucket, o opened) {
+func rememberPrefix(b *blob.Bucket, prefix string) {
 	wp := weak.Make(b)
-	openedBuckets.Store(wp, o)
-	runtime.AddCleanup(b, func(wp weak.Pointer[blob.Bucket]) { openedBuckets.Delete(wp) }, wp)
+	bucketPrefixes.Store(wp, prefix)
+	runtime.AddCleanup(b, func(wp weak.Pointer[blob.Bucket]) { bucketPrefixes.Delete(wp) }, wp)
 }
 
-// openedAs returns what OpenBucket remembers of b.
-func openedAs(b *blob.Bucket) (opened, bool) {
-	v, ok := openedBuckets.Load(weak.Make(b))
-	if !ok {
-		return opened{}, false
-	}
-	return v.(opened), true
-}
-
-// openedPrefix returns the prefix= with which OpenBucket opened b.
+// openedPrefix returns the prefix= with which OpenBucket opened b; ok is
+// false for a bucket OpenBucket did not open.
 func openedPrefix(b *blob.Bucket) (string, bool) {
-	o, ok := openedAs(b)
-	return o.prefix, ok
+	v, ok := bucketPrefixes.Load(weak.Make(b))
+	if !ok {
+		return "", false
+	}
+	return v.(string), true
 }
 
 // storeOf returns the provider that owns b, or nil for a bucket that no
@@ -151,7 +142,7 @@ func storeOf(b *blob.Bucket) (driver.Provider, error) {
 			return p, nil
 		}
 	}
-	if _, ok := openedAs(b); ok {
+	if _, ok := openedPrefix(b); ok {
 		return nil, nil // file or mem: OpenBucket opens the others through their provider
 	}
 	var fi os.FileInfo
