@@ -5,7 +5,9 @@
 #                  at the newest
 #   make testenv   build or install only the test environment's components
 #   make lint      gofmt, go mod tidy, go vet, staticcheck, download size,
-#                  supported versions
+#                  supported versions, what each package costs its importers
+#   make deps-budget  rewrite hack/deps-budget.txt after an intended change
+#                  of what a package pulls in
 #   make oldest    build, vet and unit-test the library at the oldest versions
 #   make bench     run the benchmarks
 #   make chaos     the long chaos runs (examples/internal/chaos):
@@ -39,7 +41,7 @@ BENCH_FLAGS ?= -run '^$$' -bench . -benchmem -timeout 60m
 # Every package of the workspace: the library's and the examples'.
 PACKAGES := ./... ./examples/...
 # Every module, for go mod tidy.
-MODULES  := . examples internal/tools/etcd internal/tools/kube internal/tools/modsize
+MODULES  := . examples internal/tools/etcd internal/tools/kube internal/tools/modsize internal/tools/depsbudget
 
 # The supported range (README, "Supported versions"): the library's go.mod
 # requires the oldest, the examples' go.mod the newest.
@@ -49,7 +51,7 @@ OLDEST_CR     := v0.23.0
 NEWEST_K8S    := v0.37.2
 NEWEST_CR     := v0.25.2
 
-.PHONY: all test testenv lint vet fmt-check tidy-check versions-check staticcheck size-check oldest bench chaos chaos-short
+.PHONY: all test testenv lint vet fmt-check tidy-check versions-check staticcheck size-check deps-check deps-budget oldest bench chaos chaos-short
 
 all: test
 
@@ -59,7 +61,7 @@ testenv:
 test: testenv lint oldest
 	$(GO) test $(TEST_FLAGS) $(PACKAGES)
 
-lint: fmt-check tidy-check versions-check vet staticcheck size-check
+lint: fmt-check tidy-check versions-check vet staticcheck size-check deps-check
 
 # The library alone, at the oldest versions it supports: build, vet and the
 # unit tests (-short skips every test that needs a real component; those run
@@ -102,6 +104,18 @@ staticcheck:
 # proxy builds it, under its budget (internal/tools/modsize).
 size-check:
 	cd internal/tools/modsize && GOWORK=off $(GO) run . -C ../../.. -budget 2MiB -allow hack/large-files.allow
+
+# What each public package costs a user who imports it: the modules (and
+# packages) of its import closure, the library alone at its go.mod's
+# versions, compared with hack/deps-budget.txt (internal/tools/depsbudget).
+# It fails, naming the package, the modules and the import that brings
+# them, when a package pulls in more or less than its budget; make
+# deps-budget rewrites the budget when the change is intended.
+deps-check:
+	cd internal/tools/depsbudget && GOWORK=off $(GO) run . -C ../../..
+
+deps-budget:
+	cd internal/tools/depsbudget && GOWORK=off $(GO) run . -C ../../.. -write
 
 bench: testenv
 	$(GO) test $(BENCH_FLAGS) $(PACKAGES)

@@ -20,7 +20,8 @@
 //     pluggable transactional backends.
 //   - [github.com/groundskeeper-io/groundskeeper/backupstore] deletes and
 //     copies backup data in object stores through gocloud.dev/blob, fast and
-//     never outside the prefix it was given.
+//     never outside the prefix it was given; each cloud store's support
+//     (backupstore/s3store, gcsstore, azurestore) is linked by importing it.
 //   - [github.com/groundskeeper-io/groundskeeper/opstask] runs out-of-band
 //     operational tasks (on-demand snapshots, compactions, copies) as a FIFO
 //     state machine per target.

@@ -1,8 +1,9 @@
 package backupstore
 
 import (
-	"errors"
 	"fmt"
+
+	"github.com/groundskeeper-io/groundskeeper/internal/storeerr"
 )
 
 // ErrInvalidConfig is wrapped by every error about options or arguments
@@ -11,7 +12,7 @@ import (
 // understand, credentials that lack a key); the message names the field
 // and its value. An unsafe prefix is ErrUnsafePrefix instead, and a
 // missing Secret or Secret key ErrSecretNotFound or ErrSecretKeyMissing.
-var ErrInvalidConfig = errors.New("backupstore: invalid configuration")
+var ErrInvalidConfig = storeerr.ErrInvalidConfig
 
 // MaxConcurrency is the largest Concurrency that DeleteOptions and
 // CopyOptions accept. Far more requests in flight than a store serves at

@@ -18,6 +18,7 @@ import (
 	"gocloud.dev/blob"
 	"k8s.io/utils/clock"
 
+	"github.com/groundskeeper-io/groundskeeper/backupstore/internal/driver"
 	"github.com/groundskeeper-io/groundskeeper/retention"
 )
 
@@ -351,7 +352,7 @@ func CopyBackups(ctx context.Context, src, dst *blob.Bucket, opts *CopyOptions) 
 			todo = append(todo, i)
 		}
 	}
-	errs := forEach(ctx, len(todo), c.concurrency(), func(j int) error {
+	errs := driver.ForEach(ctx, len(todo), c.concurrency(), func(j int) error {
 		i := todo[j]
 		status, size, err := c.copyOne(ctx, m.Entries[i])
 		c.finish(ctx, i, status, size, err)
@@ -404,11 +405,14 @@ func transientPresent(ctx context.Context, err error) bool {
 // a bucket opened with prefix=tenant-a neither copies nor writes over
 // tenant-ab's keys.
 func (c *copier) listAll(ctx context.Context, b *blob.Bucket, prefix, skip, field string) ([]*blob.ListObject, error) {
-	rm := removerFor(b, &DeleteOptions{})
+	rm, err := removerFor(b, &DeleteOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("backupstore: copy: %s: %w", field, err)
+	}
 	d := &deletion{bucket: b, prefix: prefix, rm: rm,
 		opts: &DeleteOptions{PrefixRules: PrefixRules{AllowEmpty: true}, AllowUnknownBucketPrefix: true}}
 	lo := &blob.ListOptions{Prefix: prefix}
-	rm.prepare(lo)
+	rm.Prepare(lo)
 	var out []*blob.ListObject
 	token := blob.FirstPageToken
 	for {
@@ -422,7 +426,7 @@ func (c *copier) listAll(ctx context.Context, b *blob.Bucket, prefix, skip, fiel
 		if err != nil {
 			return nil, err
 		}
-		if err := d.checkEffectivePrefix(); err != nil {
+		if err := d.CheckEffectivePrefix(); err != nil {
 			return nil, fmt.Errorf("backupstore: copy: %s: %w", field, err)
 		}
 		for _, o := range objs {
@@ -473,7 +477,7 @@ func (c *copier) selectBackups(ctx context.Context, objs []*blob.ListObject) ([]
 			return out, manifests, nil
 		}
 		found := make([]bool, len(ask))
-		errs := forEach(ctx, len(ask), c.concurrency(), func(j int) error {
+		errs := driver.ForEach(ctx, len(ask), c.concurrency(), func(j int) error {
 			var err error
 			found[j], err = c.isManifest(ctx, c.src, objs[ask[j]])
 			return err

@@ -2,13 +2,14 @@ package backupstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+
+	"github.com/groundskeeper-io/groundskeeper/internal/storeerr"
 )
 
 // Keys of the credentials Secret, per provider. They are the keys Gardener's
@@ -33,13 +34,13 @@ const (
 var (
 	// ErrSecretNotFound: the credentials Secret does not exist. A controller
 	// should warn and not delete anything (aerospike-operator's rule).
-	ErrSecretNotFound = errors.New("backupstore: credentials secret not found")
+	ErrSecretNotFound = storeerr.ErrSecretNotFound
 	// ErrSecretKeyMissing: the Secret exists but lacks a required key, or
 	// holds an empty value for it.
-	ErrSecretKeyMissing = errors.New("backupstore: credentials secret lacks a required key")
+	ErrSecretKeyMissing = storeerr.ErrSecretKeyMissing
 	// ErrUnsupportedScheme: the URL scheme is not one of s3, gs, azblob,
 	// file, mem.
-	ErrUnsupportedScheme = errors.New("backupstore: unsupported URL scheme")
+	ErrUnsupportedScheme = storeerr.ErrUnsupportedScheme
 )
 
 // SecretError says which Secret (and which key of it) could not be used. It

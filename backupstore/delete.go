@@ -11,13 +11,16 @@ import (
 	"github.com/go-logr/logr"
 	"gocloud.dev/blob"
 	"k8s.io/utils/clock"
+
+	"github.com/groundskeeper-io/groundskeeper/backupstore/internal/driver"
+	"github.com/groundskeeper-io/groundskeeper/internal/storeerr"
 )
 
 // ErrIncomplete is returned, wrapped in a *DeleteError, when DeletePrefix
 // could not delete every object under the prefix: some keys failed, the
 // listing failed, or the context ended. Running DeletePrefix again finishes
 // the job.
-var ErrIncomplete = errors.New("backupstore: deletion incomplete")
+var ErrIncomplete = storeerr.ErrIncomplete
 
 // DeleteOptions configure DeletePrefix. nil means the defaults.
 type DeleteOptions struct {
@@ -255,28 +258,6 @@ func (e *DeleteError) Keys() []string {
 	return keys
 }
 
-// target is one object to delete: its key in gocloud's terms and, for
-// stores deleted through their native API, the key as the store spells it
-// (gocloud escapes some characters).
-type target struct {
-	key, raw string
-	size     int64
-	// version is the version to delete on a versioned bucket, and marker
-	// says it is a delete marker; empty for the current object.
-	version string
-	marker  bool
-	latest  bool
-}
-
-// id identifies the target among those of a run.
-func (t target) id() string {
-	if t.version == "" {
-		return t.key
-	}
-	return t.key + "\x00" + t.version
-}
-
-// remover deletes objects through one store's API.
 // BatchMode says whether a store's batch delete API is used.
 type BatchMode int
 
@@ -289,33 +270,6 @@ const (
 	// BatchNever deletes one object per request.
 	BatchNever
 )
-
-type remover interface {
-	method() string
-	// batchSize is the most targets one call of remove takes.
-	batchSize() int
-	// concurrency is the default number of remove calls in flight.
-	concurrency() int
-	// prepare is called with the options of every listing request, so
-	// that the remover can learn what the bucket does not tell otherwise.
-	prepare(opts *blob.ListOptions)
-	// raw returns the store's own spelling of the key of obj.
-	raw(obj *blob.ListObject) (string, bool)
-	// listedPrefix returns the prefix of the last listing request as the
-	// store saw it: the prefix of a blob.PrefixedBucket followed by ours.
-	// Raw keys must be under it.
-	listedPrefix() (string, bool)
-	// remove deletes ts and returns one error per target: nil when it is
-	// gone, errGone when it was already gone.
-	remove(ctx context.Context, ts []target) []error
-}
-
-// errGone marks a target that was already deleted.
-var errGone = errors.New("already gone")
-
-// errOutsidePrefix marks a listed key that is not under the prefix: it is
-// never sent to the store.
-var errOutsidePrefix = errors.New("key is not under the prefix; refused")
 
 const (
 	listPageSize = 1000
@@ -365,7 +319,10 @@ func DeletePrefix(ctx context.Context, b *blob.Bucket, prefix string, opts *Dele
 		return res, err
 	}
 	log := logr.FromContextOrDiscard(ctx).WithValues("prefix", prefix)
-	rm := removerFor(b, opts)
+	rm, err := removerFor(b, opts)
+	if err != nil {
+		return res, err
+	}
 	d := &deletion{
 		bucket: b, prefix: prefix, rm: rm, opts: opts, log: log, res: res,
 		retry: opts.Retry.withDefaults(), clock: opts.Clock, failed: map[string]bool{},
@@ -375,10 +332,10 @@ func DeletePrefix(ctx context.Context, b *blob.Bucket, prefix string, opts *Dele
 	if d.clock == nil {
 		d.clock = clock.RealClock{}
 	}
-	if vl, ok := rm.(versionLister); ok && !opts.KeepNoncurrentVersions {
+	if vl, ok := rm.(driver.VersionLister); ok && !opts.KeepNoncurrentVersions {
 		// One request per call; the bucket's name and the prefix it lists
 		// come from gocloud without a request.
-		versioned, err := vl.probeVersioning(ctx, d)
+		versioned, err := vl.ProbeVersioning(ctx, d)
 		if pe := (*PrefixError)(nil); errors.As(err, &pe) {
 			return res, err
 		}
@@ -389,21 +346,27 @@ func DeletePrefix(ctx context.Context, b *blob.Bucket, prefix string, opts *Dele
 		res.Versioned = versioned
 	}
 	if opts.DryRun {
-		var raw []string
-		err := d.list(ctx, listAllPageSize, func(ts []target) error {
+		var versions []driver.Target
+		err := d.list(ctx, listAllPageSize, func(ts []driver.Target) error {
 			for _, t := range ts {
-				if n := len(res.Keys); n == 0 || res.Keys[n-1] != t.key || !d.versioned {
-					res.Keys = append(res.Keys, t.key)
+				if n := len(res.Keys); n == 0 || res.Keys[n-1] != t.Key || !d.versioned {
+					res.Keys = append(res.Keys, t.Key)
 				}
 				if d.versioned {
-					res.Versions = append(res.Versions, ObjectVersion{Key: t.key, VersionID: t.version, DeleteMarker: t.marker, Latest: t.latest, Size: t.size})
-					raw = append(raw, t.raw)
+					res.Versions = append(res.Versions, ObjectVersion{Key: t.Key, VersionID: t.Version, DeleteMarker: t.Marker, Latest: t.Latest, Size: t.Size})
+					versions = append(versions, t)
 				}
 			}
 			return nil
 		})
-		if s3r, ok := rm.(*s3Remover); ok && err == nil && d.versioned {
-			err = s3r.dryRunRetention(ctx, res.Versions, raw, d.clock.Now(), opts.BypassGovernanceRetention)
+		if rl, ok := rm.(driver.RetentionLister); ok && err == nil && d.versioned {
+			var locks []error
+			locks, err = rl.Retention(ctx, versions, d.clock.Now(), opts.BypassGovernanceRetention)
+			for i, l := range locks {
+				if r := (*Retention)(nil); errors.As(l, &r) {
+					res.Versions[i].Retention = r
+				}
+			}
 		}
 		res.Bytes = res.ListedBytes
 		if pe := (*PrefixError)(nil); errors.As(err, &pe) {
@@ -421,7 +384,6 @@ func DeletePrefix(ctx context.Context, b *blob.Bucket, prefix string, opts *Dele
 	// fileblob pages in directory-walk order, which is not key order, and
 	// can skip keys such as "p/x-y/1" after "p/x/1") and objects written
 	// while the deletion ran.
-	var err error
 	for pass := 1; ; pass++ {
 		var found int
 		found, err = d.run(ctx)
@@ -436,7 +398,7 @@ func DeletePrefix(ctx context.Context, b *blob.Bucket, prefix string, opts *Dele
 	if pe := (*PrefixError)(nil); errors.As(err, &pe) {
 		return res, err
 	}
-	res.Method = rm.method()
+	res.Method = rm.Method()
 	d.report(func(p *DeleteProgress) { p.Done = true })
 	if err != nil || len(res.FailedKeys) > 0 {
 		log.Info("deletion incomplete", "deleted", res.Deleted, "failed", len(res.FailedKeys), "error", err)
@@ -449,7 +411,7 @@ func DeletePrefix(ctx context.Context, b *blob.Bucket, prefix string, opts *Dele
 type deletion struct {
 	bucket *blob.Bucket
 	prefix string
-	rm     remover
+	rm     driver.Remover
 	opts   *DeleteOptions
 	log    logr.Logger
 	retry  Retry
@@ -465,6 +427,16 @@ type deletion struct {
 	progress *notifier[DeleteProgress]
 }
 
+// Bucket, Prefix, CheckEffectivePrefix and Retry make a deletion the
+// driver.Run of its remover.
+func (d *deletion) Bucket() *blob.Bucket { return d.bucket }
+func (d *deletion) Prefix() string       { return d.prefix }
+
+// Retry calls f with the deletion's retries of transient errors.
+func (d *deletion) Retry(ctx context.Context, f func() error) error {
+	return d.retry.do(ctx, d.clock, transient, f)
+}
+
 // report applies f to the running totals and queues them for Progress.
 // The queueing happens under the lock so that the calls see the totals in
 // order; the calls themselves run on the notifier's goroutine.
@@ -476,14 +448,14 @@ func (d *deletion) report(f func(*DeleteProgress)) {
 }
 
 // list pages through the prefix and hands batches of targets to emit.
-func (d *deletion) list(ctx context.Context, pageSize int, emit func([]target) error) error {
+func (d *deletion) list(ctx context.Context, pageSize int, emit func([]driver.Target) error) error {
 	if d.versioned {
 		return d.listVersions(ctx, emit)
 	}
 	lo := &blob.ListOptions{Prefix: d.prefix}
-	d.rm.prepare(lo)
-	n := d.rm.batchSize()
-	batch := make([]target, 0, n)
+	d.rm.Prepare(lo)
+	n := d.rm.BatchSize()
+	batch := make([]driver.Target, 0, n)
 	token := blob.FirstPageToken
 	for {
 		var (
@@ -500,7 +472,7 @@ func (d *deletion) list(ctx context.Context, pageSize int, emit func([]target) e
 		}
 		// The request just made tells the prefix the store listed: check
 		// it before any key of it is handed on.
-		if err := d.checkEffectivePrefix(); err != nil {
+		if err := d.CheckEffectivePrefix(); err != nil {
 			return err
 		}
 		var listed, bytes int64
@@ -511,9 +483,9 @@ func (d *deletion) list(ctx context.Context, pageSize int, emit func([]target) e
 			if o.IsDir || anyFailed && d.isFailed(o.Key) {
 				continue
 			}
-			t := target{key: o.Key, raw: o.Key, size: o.Size}
-			if raw, ok := d.rm.raw(o); ok {
-				t.raw = raw
+			t := driver.Target{Key: o.Key, Raw: o.Key, Size: o.Size}
+			if raw, ok := d.rm.Raw(o); ok {
+				t.Raw = raw
 			}
 			listed++
 			bytes += o.Size
@@ -522,7 +494,7 @@ func (d *deletion) list(ctx context.Context, pageSize int, emit func([]target) e
 				if err := emit(batch); err != nil {
 					return err
 				}
-				batch = make([]target, 0, n)
+				batch = make([]driver.Target, 0, n)
 			}
 		}
 		d.report(func(p *DeleteProgress) { p.Listed += listed; p.ListedBytes += bytes })
@@ -543,7 +515,7 @@ func (d *deletion) list(ctx context.Context, pageSize int, emit func([]target) e
 // neither the store's listing request, nor OpenBucket, nor the caller
 // (DeleteOptions.BucketPrefix) tells the bucket's prefix.
 func (d *deletion) effectivePrefix() (eff, bucketPrefix string, ok bool, err error) {
-	seen, known := d.rm.listedPrefix()
+	seen, known := d.rm.ListedPrefix()
 	if known {
 		if !strings.HasSuffix(seen, d.prefix) {
 			return "", "", false, &PrefixError{Prefix: seen, Reason: fmt.Sprintf("the store listed this prefix, which does not end in the prefix %q given", d.prefix)}
@@ -561,14 +533,14 @@ func (d *deletion) effectivePrefix() (eff, bucketPrefix string, ok bool, err err
 	return bucketPrefix + d.prefix, bucketPrefix, known, nil
 }
 
-// checkEffectivePrefix applies the rules of CheckPrefix to the prefix the
+// CheckEffectivePrefix applies the rules of CheckPrefix to the prefix the
 // store lists, not only to the caller's: a bucket opened with
 // prefix=tenant-a holds "tenant-ab/secret" as key "b/secret", so deleting
 // its "" (or "b/") would delete another tenant's data. Where the bucket's
 // own prefix cannot be known, the empty prefix (which would select
 // everything under it, siblings included when it lacks a trailing
 // Separator) is refused unless the caller opts out.
-func (d *deletion) checkEffectivePrefix() error {
+func (d *deletion) CheckEffectivePrefix() error {
 	eff, bucketPrefix, ok, err := d.effectivePrefix()
 	if err != nil {
 		return err
@@ -613,7 +585,7 @@ func (d *deletion) run(ctx context.Context) (int, error) {
 	defer cancel()
 	workers := d.opts.Concurrency
 	if workers == 0 {
-		workers = d.rm.concurrency()
+		workers = d.rm.Concurrency()
 	}
 	// A goroutine per batch, started when the listing hands the batch on,
 	// at most workers at once: a large Concurrency costs nothing where
@@ -621,7 +593,7 @@ func (d *deletion) run(ctx context.Context) (int, error) {
 	sem := make(chan struct{}, workers)
 	var wg sync.WaitGroup
 	found := 0
-	listErr := d.list(ctx, listPageSize, func(ts []target) error {
+	listErr := d.list(ctx, listPageSize, func(ts []driver.Target) error {
 		found += len(ts)
 		select {
 		case sem <- struct{}{}:
@@ -644,47 +616,47 @@ func (d *deletion) run(ctx context.Context) (int, error) {
 
 // deleteBatch deletes ts, retrying the keys that failed transiently, and
 // records the outcome of every key.
-func (d *deletion) deleteBatch(ctx context.Context, ts []target) {
+func (d *deletion) deleteBatch(ctx context.Context, ts []driver.Target) {
 	var failed []KeyError
-	pending := make([]target, 0, len(ts))
+	pending := make([]driver.Target, 0, len(ts))
 	// The last line of defence: whatever the listing returned, only keys
 	// under the prefix, in both spellings, reach the store. The store's
 	// spelling of the prefix ends with ours; it is longer when b is a
 	// blob.PrefixedBucket (a bucket URL with prefix=).
 	rawPrefix := d.prefix
-	if p, ok := d.rm.listedPrefix(); ok && strings.HasSuffix(p, d.prefix) {
+	if p, ok := d.rm.ListedPrefix(); ok && strings.HasSuffix(p, d.prefix) {
 		rawPrefix = p
 	}
 	for _, t := range ts {
-		if underPrefix(t.key, d.prefix) && underPrefix(t.raw, rawPrefix) {
+		if underPrefix(t.Key, d.prefix) && underPrefix(t.Raw, rawPrefix) {
 			pending = append(pending, t)
 		} else {
-			d.log.Error(errOutsidePrefix, "listing returned a key outside the prefix", "key", t.key)
-			failed = append(failed, KeyError{Key: t.key, VersionID: t.version, Err: errOutsidePrefix})
+			d.log.Error(driver.ErrOutsidePrefix, "listing returned a key outside the prefix", "key", t.Key)
+			failed = append(failed, KeyError{Key: t.Key, VersionID: t.Version, Err: driver.ErrOutsidePrefix})
 		}
 	}
 	var deleted, gone, bytes int64
 	for attempt := 1; len(pending) > 0; attempt++ {
 		if ctx.Err() != nil {
 			for _, t := range pending {
-				failed = append(failed, KeyError{Key: t.key, VersionID: t.version, Err: ctx.Err()})
+				failed = append(failed, KeyError{Key: t.Key, VersionID: t.Version, Err: ctx.Err()})
 			}
 			break
 		}
-		errs := d.rm.remove(ctx, pending)
-		var again []target
+		errs := d.rm.Remove(ctx, pending)
+		var again []driver.Target
 		for i, t := range pending {
 			switch err := errs[i]; {
-			case err == nil || errors.Is(err, errGone):
+			case err == nil || errors.Is(err, driver.ErrGone):
 				deleted++
-				bytes += t.size
+				bytes += t.Size
 				if err != nil {
 					gone++
 				}
 			case attempt < d.retry.Attempts && transient(ctx, err):
 				again = append(again, t)
 			default:
-				failed = append(failed, KeyError{Key: t.key, VersionID: t.version, Err: err})
+				failed = append(failed, KeyError{Key: t.Key, VersionID: t.Version, Err: err})
 			}
 		}
 		pending = again
@@ -692,7 +664,7 @@ func (d *deletion) deleteBatch(ctx context.Context, ts []target) {
 			d.log.V(1).Info("retrying transient delete failures", "keys", len(pending), "attempt", attempt)
 			if err := d.wait(ctx, attempt); err != nil {
 				for _, t := range pending {
-					failed = append(failed, KeyError{Key: t.key, VersionID: t.version, Err: err})
+					failed = append(failed, KeyError{Key: t.Key, VersionID: t.Version, Err: err})
 				}
 				break
 			}
@@ -705,7 +677,7 @@ func (d *deletion) deleteBatch(ctx context.Context, ts []target) {
 		d.res.AlreadyGone += gone
 		d.res.FailedKeys = append(d.res.FailedKeys, failed...)
 		for _, f := range failed {
-			d.failed[target{key: f.Key, version: f.VersionID}.id()] = true
+			d.failed[driver.Target{Key: f.Key, Version: f.VersionID}.ID()] = true
 		}
 	})
 }

@@ -2,7 +2,9 @@
 // gocloud.dev/blob: opening a bucket from a URL and credentials held in a
 // Kubernetes Secret, deleting everything under a prefix fast and never
 // outside it, copying backups between stores, and the per-entry prefixes of
-// shared buckets.
+// shared buckets. It works on file:// and mem:// buckets as it is; each
+// cloud store (s3://, gs://, azblob://) needs its provider package
+// imported, which links that cloud's SDK (see Providers).
 //
 // A garbage collector (aerospike-operator's backup collector, Gardener's
 // BackupEntry controller) does:
@@ -26,6 +28,60 @@
 //	_, err := backupstore.ExpirePrefix(ctx, b, prefix, entry.ExpiresAt, nil)
 //	// later, once the prefix is empty and the date past:
 //	_, err = backupstore.PruneExpiry(ctx, b, nil)
+//
+// # Providers
+//
+// This package is the portable core: it links gocloud.dev/blob with its
+// fileblob and memblob drivers, and no cloud SDK. Each cloud store has a
+// package of its own that a program links by importing it, usually for its
+// side effect alone:
+//
+//	import (
+//		"github.com/groundskeeper-io/groundskeeper/backupstore"
+//		_ "github.com/groundskeeper-io/groundskeeper/backupstore/gcsstore" // gs://
+//	)
+//
+// The providers are:
+//
+//   - s3store: s3:// and every S3 bucket (AWS SDK for Go v2): DeleteObjects
+//     batches, versions and Object Lock, lifecycle rules (ExpirePrefix);
+//   - gcsstore: gs:// and every GCS bucket (cloud.google.com/go/storage):
+//     generations of versioned buckets;
+//   - azurestore: azblob:// and every Azure Blob container (Azure SDK for
+//     Go): Blob Batch.
+//
+// A provider registers the client it builds from Credentials for
+// OpenBucket, and its store's fast paths, which this package uses on every
+// bucket of that store, whoever opened it.
+//
+// This is go-cloud's own answer (gocloud.dev/blob and its drivers, which a
+// program links by importing them), taken for what it saves. A program
+// that opens one GCS bucket and dry-runs a deletion compiled 818 packages
+// of 108 modules into a 94 MB binary (66 MB stripped) when this package
+// linked all three SDKs; with gcsstore alone it compiles 653 packages of 80
+// modules into 79 MB (55 MB), and its go.mod requires 80 modules instead
+// of 109, none of AWS's or Azure's (Go 1.26, linux/amd64, this module's
+// go.mod versions). With s3store alone: 473 packages, 63 MB (45 MB); with
+// azurestore alone: 510 packages, 56 MB (40 MB). What it costs is
+// an import line per store and the mistake of forgetting it, which this
+// package turns into errors that name the import to add:
+//
+//   - OpenBucket refuses a cloud scheme without its provider
+//     (ErrUnsupportedScheme), before any request;
+//   - DeletePrefix, CopyBackups, ExpirePrefix, RemoveExpiry and
+//     PruneExpiry refuse (ErrInvalidConfig) a bucket they cannot tell from
+//     a cloud store's while gocloud's driver for that store is linked into
+//     the program without its provider, before any request, rather than
+//     delete an S3 bucket's keys one by one and leave its versions and
+//     locks behind, or call S3 expiry unsupported. A bucket is told apart
+//     when a linked provider owns it, when OpenBucket opened it, or when it
+//     is a fileblob one; so a memblob bucket made with memblob.OpenBucket
+//     is refused in a program that links gocloud's S3 driver without
+//     s3store: open it with OpenBucket(ctx, "mem://", nil).
+//
+// The providers are packages of this module, not modules of their own:
+// their SDKs are plain Go, and a user's build selects only the modules of
+// the packages it imports.
 //
 // # Credentials
 //
@@ -234,7 +290,11 @@
 // filters, a zero expiry time, a URL parameter or scheme OpenBucket does
 // not understand, credentials that lack a key) are ErrInvalidConfig,
 // before any request, and the message names the field and its value; an
-// unknown scheme is ErrUnsupportedScheme as well. The manifest conflicts of
+// unknown scheme is ErrUnsupportedScheme as well, and so is a cloud scheme
+// whose provider is not imported (the message names the import); a bucket
+// of a store whose provider is not imported, where it cannot be told from
+// another (see Providers), is ErrInvalidConfig for every function that
+// takes a bucket. The manifest conflicts of
 // CopyBackups (a backup whose target key is ManifestKey, a manifest there
 // of a copy with other prefixes) are ErrInvalidConfig too.
 //
@@ -270,9 +330,10 @@
 // # As
 //
 // This package adds no wrapper around *blob.Bucket: reach the provider's
-// client with gocloud's Bucket.As, which DeletePrefix itself uses:
-// *s3.Client (aws-sdk-go-v2) for s3blob, *container.Client (azblob) for
-// azureblob, *storage.Client for gcsblob. Per-key errors in a *DeleteError
+// client with gocloud's Bucket.As, which the providers themselves use:
+// *s3.Client (aws-sdk-go-v2) for s3blob (s3store), *container.Client
+// (azblob) for azureblob (azurestore), *storage.Client for gcsblob
+// (gcsstore). Per-key errors in a *DeleteError
 // or *CopyError are the providers' own: use errors.As with
 // *smithyhttp.ResponseError or *azcore.ResponseError, or gcerrors.Code.
 // Beware gcerrors.NotFound on S3: gocloud's s3blob (v0.46) reports any

@@ -4,19 +4,17 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"reflect"
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
-	smithy "github.com/aws/smithy-go"
 	"github.com/go-logr/logr"
 	"gocloud.dev/blob"
 	"k8s.io/utils/clock"
+
+	"github.com/groundskeeper-io/groundskeeper/backupstore/internal/driver"
+	"github.com/groundskeeper-io/groundskeeper/internal/storeerr"
 )
 
 // ErrExpiryUnsupported is returned by ExpirePrefix, RemoveExpiry and
@@ -24,15 +22,12 @@ import (
 // reach: every store but S3 (GCS and Azure have lifecycle management, but
 // their emulators here have none to test against, so no code path for
 // them is shipped).
-var ErrExpiryUnsupported = errors.New("backupstore: server-side expiry is not supported for this store")
+var ErrExpiryUnsupported = storeerr.ErrExpiryUnsupported
 
 // ErrTooManyRules is returned when adding this package's rules would take
 // the bucket's lifecycle configuration past the store's limit (S3: 1,000
 // rules). Nothing is written.
-var ErrTooManyRules = errors.New("backupstore: the bucket's lifecycle configuration would exceed the store's rule limit")
-
-// maxLifecycleRules is S3's limit of rules in one configuration.
-const maxLifecycleRules = 1000
+var ErrTooManyRules = storeerr.ErrTooManyRules
 
 // ruleIDPrefix starts the ID of every lifecycle rule this package owns;
 // rules with any other ID are never changed or removed.
@@ -121,15 +116,15 @@ func ExpirePrefix(ctx context.Context, b *blob.Bucket, prefix string, at time.Ti
 	if err != nil {
 		return nil, err
 	}
-	versioned, err := lc.versioned(ctx)
+	versioned, err := lc.Versioned(ctx)
 	if err != nil {
 		return nil, err
 	}
-	want := ownRules(lc.prefix, midnightAtOrAfter(at), versioned)
-	res, err := lc.update(ctx, func(rules []s3types.LifecycleRule) []s3types.LifecycleRule {
+	want := lc.NewRules(ruleID("expire", lc.Prefix()), ruleID("markers", lc.Prefix()), lc.Prefix(), midnightAtOrAfter(at), versioned)
+	res, err := lc.update(ctx, func(rules []driver.Rule) []driver.Rule {
 		// Our rules take the place of the first of them, so that a call
 		// that changes nothing writes nothing.
-		out := make([]s3types.LifecycleRule, 0, len(rules)+len(want))
+		out := make([]driver.Rule, 0, len(rules)+len(want))
 		placed := false
 		for _, r := range rules {
 			switch {
@@ -159,10 +154,10 @@ func RemoveExpiry(ctx context.Context, b *blob.Bucket, prefix string, opts *Expi
 	if err != nil {
 		return nil, err
 	}
-	var removed []s3types.LifecycleRule
-	res, err := lc.update(ctx, func(rules []s3types.LifecycleRule) []s3types.LifecycleRule {
+	var removed []driver.Rule
+	res, err := lc.update(ctx, func(rules []driver.Rule) []driver.Rule {
 		removed = nil
-		var out []s3types.LifecycleRule
+		var out []driver.Rule
 		for _, r := range rules {
 			if lc.ownsForPrefix(r) {
 				removed = append(removed, r)
@@ -201,33 +196,33 @@ func PruneExpiry(ctx context.Context, b *blob.Bucket, opts *ExpiryOptions) (*Exp
 		return nil, err
 	}
 	empty := map[string]bool{}
-	var removed []s3types.LifecycleRule
-	res, err := lc.update(ctx, func(rules []s3types.LifecycleRule) []s3types.LifecycleRule {
+	var removed []driver.Rule
+	res, err := lc.update(ctx, func(rules []driver.Rule) []driver.Rule {
 		removed = nil
 		// A prefix is due when no rule of ours for it has a date ahead.
 		due := map[string]bool{}
 		for _, r := range rules {
 			if lc.owns(r) {
-				p := rulePrefix(r)
+				p := r.Prefix()
 				if _, ok := due[p]; !ok {
 					due[p] = true
 				}
-				if r.Expiration != nil && r.Expiration.Date != nil && r.Expiration.Date.After(lc.d.clock.Now()) {
+				if r.Date().After(lc.d.clock.Now()) {
 					due[p] = false
 				}
 			}
 		}
-		var out []s3types.LifecycleRule
+		var out []driver.Rule
 		for _, r := range rules {
-			p := rulePrefix(r)
-			if !lc.owns(r) || !strings.HasPrefix(p, lc.prefix) || !due[p] {
+			p := r.Prefix()
+			if !lc.owns(r) || !strings.HasPrefix(p, lc.Prefix()) || !due[p] {
 				out = append(out, r)
 				continue
 			}
 			isEmpty, seen := empty[p]
 			if !seen {
 				var err error
-				if isEmpty, err = lc.isEmpty(ctx, p); err != nil {
+				if isEmpty, err = lc.IsEmpty(ctx, p); err != nil {
 					lc.err = err
 					return rules
 				}
@@ -269,70 +264,24 @@ func ruleID(kind, prefix string) string {
 	return id
 }
 
-// ownRules are the rules that expire prefix from date.
-func ownRules(prefix string, date time.Time, versioned bool) []s3types.LifecycleRule {
-	r := s3types.LifecycleRule{
-		ID:         aws.String(ruleID("expire", prefix)),
-		Status:     s3types.ExpirationStatusEnabled,
-		Filter:     &s3types.LifecycleRuleFilter{Prefix: aws.String(prefix)},
-		Expiration: &s3types.LifecycleExpiration{Date: aws.Time(date)},
-	}
-	if !versioned {
-		return []s3types.LifecycleRule{r}
-	}
-	r.NoncurrentVersionExpiration = &s3types.NoncurrentVersionExpiration{NoncurrentDays: aws.Int32(1)}
-	// S3 takes ExpiredObjectDeleteMarker only in a rule without a date.
-	markers := s3types.LifecycleRule{
-		ID:         aws.String(ruleID("markers", prefix)),
-		Status:     s3types.ExpirationStatusEnabled,
-		Filter:     &s3types.LifecycleRuleFilter{Prefix: aws.String(prefix)},
-		Expiration: &s3types.LifecycleExpiration{ExpiredObjectDeleteMarker: aws.Bool(true)},
-	}
-	return []s3types.LifecycleRule{r, markers}
-}
-
-func summarize(rules []s3types.LifecycleRule) []ExpiryRule {
+// summarize describes rules for ExpiryResult.
+func summarize(rules []driver.Rule) []ExpiryRule {
 	var out []ExpiryRule
 	for _, r := range rules {
-		e := ExpiryRule{ID: aws.ToString(r.ID), Prefix: rulePrefix(r)}
-		if r.Expiration != nil {
-			if r.Expiration.Date != nil {
-				e.Date = r.Expiration.Date.UTC()
-			}
-			e.ExpiredDeleteMarkers = aws.ToBool(r.Expiration.ExpiredObjectDeleteMarker)
-		}
-		if r.NoncurrentVersionExpiration != nil {
-			e.NoncurrentDays = aws.ToInt32(r.NoncurrentVersionExpiration.NoncurrentDays)
-		}
-		out = append(out, e)
+		out = append(out, ExpiryRule{ID: r.ID(), Prefix: r.Prefix(), Date: r.Date(),
+			NoncurrentDays: r.NoncurrentDays(), ExpiredDeleteMarkers: r.ExpiredDeleteMarkers()})
 	}
 	return out
 }
 
-// rulePrefix is the prefix a rule filters on (in the filter, or in the
-// deprecated Prefix of the rule).
-func rulePrefix(r s3types.LifecycleRule) string {
-	if r.Filter != nil {
-		if r.Filter.Prefix != nil {
-			return *r.Filter.Prefix
-		}
-		if r.Filter.And != nil {
-			return aws.ToString(r.Filter.And.Prefix)
-		}
-	}
-	//lint:ignore SA1019 foreign rules may still use it
-	return aws.ToString(r.Prefix) //nolint:staticcheck
-}
-
-// lifecycle is the S3 lifecycle configuration of one bucket, seen through
-// one prefix.
+// lifecycle is a bucket's lifecycle configuration (its store's, through
+// its provider), seen through one prefix, with the deletion whose prefix
+// checks and retries it uses.
 type lifecycle struct {
-	client *s3.Client
-	bucket string
-	prefix string // the effective prefix, as S3 spells it
-	opts   *ExpiryOptions
-	d      *deletion // for the prefix checks and retries
-	err    error     // set by a modify function that failed
+	driver.Lifecycle
+	opts *ExpiryOptions
+	d    *deletion // for the prefix checks and retries
+	err  error     // set by a modify function that failed
 }
 
 func openLifecycle(ctx context.Context, b *blob.Bucket, prefix string, opts *ExpiryOptions) (*lifecycle, error) {
@@ -342,91 +291,41 @@ func openLifecycle(ctx context.Context, b *blob.Bucket, prefix string, opts *Exp
 	if err := CheckPrefix(prefix, opts.PrefixRules); err != nil {
 		return nil, err
 	}
-	var client *s3.Client
-	if !b.As(&client) {
+	p, err := storeOf(b)
+	if err != nil {
+		return nil, err
+	}
+	var rm driver.Remover
+	if p != nil {
+		rm = p.Remover(b, driver.RemoverOptions{})
+	}
+	ex, ok := rm.(driver.Expirer)
+	if !ok {
 		return nil, fmt.Errorf("%w (only S3 buckets have one here)", ErrExpiryUnsupported)
 	}
-	r := &s3Remover{client: client}
-	d := &deletion{bucket: b, prefix: prefix, rm: r, opts: &DeleteOptions{PrefixRules: opts.PrefixRules},
+	d := &deletion{bucket: b, prefix: prefix, rm: rm, opts: &DeleteOptions{PrefixRules: opts.PrefixRules},
 		retry: opts.Retry.withDefaults(), clock: opts.Clock, log: logr.FromContextOrDiscard(ctx).WithValues("prefix", prefix)}
 	if d.clock == nil {
 		d.clock = clock.RealClock{}
 	}
-	if err := r.learn(ctx, d); err != nil {
+	l, err := ex.Lifecycle(ctx, d)
+	if err != nil {
 		return nil, err
 	}
-	listed, _ := r.listedPrefix()
-	return &lifecycle{client: client, bucket: aws.ToString(r.bucket.Load()), prefix: listed, opts: opts, d: d}, nil
+	return &lifecycle{Lifecycle: l, opts: opts, d: d}, nil
 }
 
 // owns reports whether this package owns r.
-func (lc *lifecycle) owns(r s3types.LifecycleRule) bool {
-	return strings.HasPrefix(aws.ToString(r.ID), ruleIDPrefix)
+func (lc *lifecycle) owns(r driver.Rule) bool {
+	return strings.HasPrefix(r.ID(), ruleIDPrefix)
 }
 
 // ownsForPrefix reports whether r is one of this package's rules for
-// lc.prefix.
-func (lc *lifecycle) ownsForPrefix(r s3types.LifecycleRule) bool {
-	id := aws.ToString(r.ID)
-	return id == ruleID("expire", lc.prefix) || id == ruleID("markers", lc.prefix)
+// lc.Prefix().
+func (lc *lifecycle) ownsForPrefix(r driver.Rule) bool {
+	id := r.ID()
+	return id == ruleID("expire", lc.Prefix()) || id == ruleID("markers", lc.Prefix())
 }
-
-func (lc *lifecycle) versioned(ctx context.Context) (bool, error) {
-	var out *s3.GetBucketVersioningOutput
-	err := lc.d.retry.do(ctx, lc.d.clock, transient, func() error {
-		var err error
-		out, err = lc.client.GetBucketVersioning(ctx, &s3.GetBucketVersioningInput{Bucket: aws.String(lc.bucket)})
-		return err
-	})
-	if err != nil {
-		return false, fmt.Errorf("backupstore: expiry: GetBucketVersioning of bucket %q: %w", lc.bucket, err)
-	}
-	return out.Status != "", nil
-}
-
-// get reads the bucket's lifecycle rules; none when it has no
-// configuration.
-func (lc *lifecycle) get(ctx context.Context) ([]s3types.LifecycleRule, error) {
-	var out *s3.GetBucketLifecycleConfigurationOutput
-	err := lc.d.retry.do(ctx, lc.d.clock, transient, func() error {
-		var err error
-		out, err = lc.client.GetBucketLifecycleConfiguration(ctx, &s3.GetBucketLifecycleConfigurationInput{Bucket: aws.String(lc.bucket)})
-		return err
-	})
-	var ae smithy.APIError
-	if errors.As(err, &ae) && ae.ErrorCode() == "NoSuchLifecycleConfiguration" {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("backupstore: expiry: GetBucketLifecycleConfiguration of bucket %q: %w", lc.bucket, err)
-	}
-	return out.Rules, nil
-}
-
-// write replaces the configuration with rules (deletes it when rules is
-// empty: S3 refuses a configuration without rules). It sends the request
-// once, with the SDK's own retries off: a write whose answer was lost may
-// have been applied, and sending the same configuration again would erase
-// whatever another writer did in between. update restarts from the read
-// instead.
-func (lc *lifecycle) write(ctx context.Context, rules []s3types.LifecycleRule) error {
-	var err error
-	if len(rules) == 0 {
-		_, err = lc.client.DeleteBucketLifecycle(ctx, &s3.DeleteBucketLifecycleInput{Bucket: aws.String(lc.bucket)}, sendOnce)
-	} else {
-		_, err = lc.client.PutBucketLifecycleConfiguration(ctx, &s3.PutBucketLifecycleConfigurationInput{
-			Bucket:                 aws.String(lc.bucket),
-			LifecycleConfiguration: &s3types.BucketLifecycleConfiguration{Rules: rules},
-		}, sendOnce)
-	}
-	if err != nil {
-		return fmt.Errorf("backupstore: expiry: write the lifecycle configuration of bucket %q: %w", lc.bucket, err)
-	}
-	return nil
-}
-
-// sendOnce turns the SDK's retries off for one operation.
-func sendOnce(o *s3.Options) { o.Retryer = aws.NopRetryer{} }
 
 // maxUpdateAttempts bounds the restarts of update when the configuration
 // keeps changing under it or its write keeps failing.
@@ -451,10 +350,10 @@ const maxUpdateAttempts = 5
 //
 // What remains is a window of one PUT request, in which a concurrent
 // writer's change can still be lost; the doc says so.
-func (lc *lifecycle) update(ctx context.Context, modify func([]s3types.LifecycleRule) []s3types.LifecycleRule) (*ExpiryResult, error) {
+func (lc *lifecycle) update(ctx context.Context, modify func([]driver.Rule) []driver.Rule) (*ExpiryResult, error) {
 	res := &ExpiryResult{}
 	for attempt := 1; ; attempt++ {
-		before, err := lc.get(ctx)
+		before, err := lc.Rules(ctx)
 		if err != nil {
 			return res, err
 		}
@@ -467,55 +366,55 @@ func (lc *lifecycle) update(ctx context.Context, modify func([]s3types.Lifecycle
 			res.TotalRules = len(before)
 			return res, nil
 		}
-		if len(after) > maxLifecycleRules {
-			return res, fmt.Errorf("%w: bucket %q has %d rules, and %d are wanted; the limit is %d", ErrTooManyRules, lc.bucket, len(before), len(after), maxLifecycleRules)
+		if len(after) > lc.MaxRules() {
+			return res, fmt.Errorf("%w: bucket %q has %d rules, and %d are wanted; the limit is %d", ErrTooManyRules, lc.Bucket(), len(before), len(after), lc.MaxRules())
 		}
 		res.Changed = true
 		if lc.opts.DryRun {
 			return res, nil
 		}
-		again, err := lc.get(ctx)
+		again, err := lc.Rules(ctx)
 		if err != nil {
 			return res, err
 		}
 		if !reflect.DeepEqual(before, again) {
 			if attempt == maxUpdateAttempts {
-				return res, fmt.Errorf("backupstore: expiry: the lifecycle configuration of bucket %q changed under every one of %d attempts to update it", lc.bucket, attempt)
+				return res, fmt.Errorf("backupstore: expiry: the lifecycle configuration of bucket %q changed under every one of %d attempts to update it", lc.Bucket(), attempt)
 			}
-			lc.d.log.V(1).Info("lifecycle configuration changed while updating it; starting over", "bucket", lc.bucket)
+			lc.d.log.V(1).Info("lifecycle configuration changed while updating it; starting over", "bucket", lc.Bucket())
 			continue
 		}
-		if err := lc.write(ctx, after); err != nil {
+		if err := lc.Write(ctx, after); err != nil {
 			if attempt == maxUpdateAttempts || !transient(ctx, err) {
 				return res, err
 			}
-			lc.d.log.V(1).Info("writing the lifecycle configuration failed; starting over from the read", "bucket", lc.bucket, "error", err)
+			lc.d.log.V(1).Info("writing the lifecycle configuration failed; starting over from the read", "bucket", lc.Bucket(), "error", err)
 			if err := lc.d.wait(ctx, attempt); err != nil {
 				return res, err
 			}
 			continue
 		}
-		written, err := lc.get(ctx)
+		written, err := lc.Rules(ctx)
 		if err != nil {
 			return res, err
 		}
 		own, others := missing(lc, after, written)
 		if len(others) > 0 {
-			lc.d.log.Info("rules of the lifecycle configuration that were read and written back are gone right after the write: another writer removed them, or wrote an older configuration", "bucket", lc.bucket, "rules", others)
+			lc.d.log.Info("rules of the lifecycle configuration that were read and written back are gone right after the write: another writer removed them, or wrote an older configuration", "bucket", lc.Bucket(), "rules", others)
 			res.Vanished = append(res.Vanished, others...)
 		}
 		if len(own) == 0 {
 			return res, nil
 		}
 		if attempt == maxUpdateAttempts {
-			return res, fmt.Errorf("backupstore: expiry: the lifecycle configuration of bucket %q was overwritten after every one of %d attempts to update it", lc.bucket, attempt)
+			return res, fmt.Errorf("backupstore: expiry: the lifecycle configuration of bucket %q was overwritten after every one of %d attempts to update it", lc.Bucket(), attempt)
 		}
 	}
 }
 
 // missing returns the IDs of the rules of wrote that are not in read as
-// written: this package's rules for lc.prefix (own), and the others.
-func missing(lc *lifecycle, wrote, read []s3types.LifecycleRule) (own, others []string) {
+// written: this package's rules for lc.Prefix() (own), and the others.
+func missing(lc *lifecycle, wrote, read []driver.Rule) (own, others []string) {
 	for _, w := range wrote {
 		found := false
 		for _, r := range read {
@@ -528,32 +427,17 @@ func missing(lc *lifecycle, wrote, read []s3types.LifecycleRule) (own, others []
 			continue
 		}
 		if lc.ownsForPrefix(w) {
-			own = append(own, aws.ToString(w.ID))
+			own = append(own, w.ID())
 		} else {
-			others = append(others, aws.ToString(w.ID))
+			others = append(others, w.ID())
 		}
 	}
 	return own, others
 }
 
-func clone(rules []s3types.LifecycleRule) []s3types.LifecycleRule {
+func clone(rules []driver.Rule) []driver.Rule {
 	if rules == nil {
 		return nil
 	}
-	return append([]s3types.LifecycleRule(nil), rules...)
-}
-
-// isEmpty reports whether nothing, not even a version or delete marker, is
-// stored under prefix.
-func (lc *lifecycle) isEmpty(ctx context.Context, prefix string) (bool, error) {
-	var out *s3.ListObjectVersionsOutput
-	err := lc.d.retry.do(ctx, lc.d.clock, transient, func() error {
-		var err error
-		out, err = lc.client.ListObjectVersions(ctx, &s3.ListObjectVersionsInput{Bucket: aws.String(lc.bucket), Prefix: aws.String(prefix), MaxKeys: aws.Int32(1)})
-		return err
-	})
-	if err != nil {
-		return false, fmt.Errorf("backupstore: expiry: list prefix %q of bucket %q: %w", prefix, lc.bucket, err)
-	}
-	return len(out.Versions) == 0 && len(out.DeleteMarkers) == 0, nil
+	return append([]driver.Rule(nil), rules...)
 }

@@ -11,6 +11,9 @@ import (
 	"gocloud.dev/blob"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
+	_ "github.com/groundskeeper-io/groundskeeper/backupstore/azurestore"
+	_ "github.com/groundskeeper-io/groundskeeper/backupstore/gcsstore"
+	_ "github.com/groundskeeper-io/groundskeeper/backupstore/s3store"
 	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
 )
 

@@ -3,31 +3,19 @@ package backupstore
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"net/url"
+	"os"
 	"runtime"
-	"strconv"
+	"sort"
 	"strings"
 	"sync"
 	"weak"
 
-	"cloud.google.com/go/storage"
-
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	awscreds "github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"gocloud.dev/blob"
-	"gocloud.dev/blob/azureblob"
 	_ "gocloud.dev/blob/fileblob" // file:// URLs
-	"gocloud.dev/blob/gcsblob"
-	_ "gocloud.dev/blob/memblob" // mem:// URLs
-	"gocloud.dev/blob/s3blob"
-	"gocloud.dev/gcp"
-	"golang.org/x/oauth2"
-	"golang.org/x/oauth2/google"
-	"google.golang.org/api/option"
+	_ "gocloud.dev/blob/memblob"  // mem:// URLs
+
+	"github.com/groundskeeper-io/groundskeeper/backupstore/internal/driver"
 )
 
 // Scheme returns the scheme of a bucket URL ("s3", "gs", "azblob", "file",
@@ -45,11 +33,14 @@ func Scheme(rawURL string) (string, error) {
 }
 
 // OpenBucket opens the bucket at rawURL, a gocloud URL (s3://, gs://,
-// azblob://, file://, mem://). With nil creds it is blob.OpenBucket: the
-// provider's ambient credentials (environment, instance metadata) are used.
-// With creds, the provider client is built from them alone and no process
-// environment variable is read or written, so buckets of different tenants
-// can be open at once.
+// azblob://, file://, mem://). The cloud schemes need their provider
+// package imported (see Providers in the package doc): without it,
+// OpenBucket returns an error that is ErrUnsupportedScheme and names the
+// import. With nil creds it is blob.OpenBucket: the provider's ambient
+// credentials (environment, instance metadata) are used. With creds, the
+// provider client is built from them alone and no process environment
+// variable is read or written, so buckets of different tenants can be
+// open at once.
 //
 // The URL parameter prefix (as blob.PrefixedBucket: every key is under it)
 // is understood with every scheme; OpenBucket remembers it, and DeletePrefix
@@ -70,23 +61,22 @@ func OpenBucket(ctx context.Context, rawURL string, creds *Credentials) (*blob.B
 	q := u.Query()
 	prefix := q.Get("prefix")
 	q.Del("prefix")
+	u.RawQuery = q.Encode()
 	var b *blob.Bucket
-	switch {
-	case scheme == "gs" && (creds != nil || q.Has("endpoint") || q.Has("anonymous")):
-		b, err = openGCS(ctx, u.Host, q, creds)
-	case creds == nil || scheme == "file" || scheme == "mem":
-		u.RawQuery = q.Encode()
+	if scheme == "file" || scheme == "mem" {
 		b, err = blob.OpenBucket(ctx, u.String())
 		if err != nil {
 			return nil, fmt.Errorf("backupstore: open %s bucket: %w", scheme, err)
 		}
-	case scheme == "s3":
-		b, err = openS3(ctx, u.Host, q, creds)
-	default: // azblob
-		b, err = openAzure(ctx, u.Host, q, creds)
-	}
-	if err != nil {
-		return b, err
+	} else {
+		p := driver.Lookup(scheme)
+		if p == nil {
+			return nil, fmt.Errorf("%w: %w %q: no provider of it is linked into this program: add import _ %q", ErrInvalidConfig, ErrUnsupportedScheme, scheme, providerPackages[scheme])
+		}
+		b, err = p.Open(ctx, u, creds.driver())
+		if err != nil {
+			return nil, err
+		}
 	}
 	if prefix != "" {
 		b = blob.PrefixedBucket(b, prefix)
@@ -95,11 +85,31 @@ func OpenBucket(ctx context.Context, rawURL string, creds *Credentials) (*blob.B
 	return b, nil
 }
 
+// providerPackages are the packages that provide the cloud schemes.
+var providerPackages = map[string]string{
+	"s3":     "github.com/groundskeeper-io/groundskeeper/backupstore/s3store",
+	"gs":     "github.com/groundskeeper-io/groundskeeper/backupstore/gcsstore",
+	"azblob": "github.com/groundskeeper-io/groundskeeper/backupstore/azurestore",
+}
+
+// driver returns c for a provider (nil for nil).
+func (c *Credentials) driver() *driver.Credentials {
+	if c == nil {
+		return nil
+	}
+	return &driver.Credentials{
+		AccessKeyID: c.AccessKeyID, SecretAccessKey: c.SecretAccessKey,
+		Region: c.Region, Endpoint: c.Endpoint, S3PathStyle: c.S3PathStyle,
+		ServiceAccountJSON: c.ServiceAccountJSON,
+		StorageAccount:     c.StorageAccount, StorageKey: c.StorageKey,
+	}
+}
+
 // bucketPrefixes holds the prefix= of the buckets OpenBucket opened ("" for
-// none), keyed
-// by a weak pointer so that a closed and collected bucket leaves no entry.
-// DeletePrefix needs it where the store's listing requests do not show the
-// prefix (fileblob, memblob).
+// none), keyed by a weak pointer so that a closed and collected bucket
+// leaves no entry. DeletePrefix needs it where the store's listing requests
+// do not show the prefix (fileblob, memblob), and storeOf to know a bucket
+// OpenBucket opened.
 var bucketPrefixes sync.Map // weak.Pointer[blob.Bucket] -> string
 
 func rememberPrefix(b *blob.Bucket, prefix string) {
@@ -108,7 +118,8 @@ func rememberPrefix(b *blob.Bucket, prefix string) {
 	runtime.AddCleanup(b, func(wp weak.Pointer[blob.Bucket]) { bucketPrefixes.Delete(wp) }, wp)
 }
 
-// openedPrefix returns the prefix= with which OpenBucket opened b.
+// openedPrefix returns the prefix= with which OpenBucket opened b; ok is
+// false for a bucket OpenBucket did not open.
 func openedPrefix(b *blob.Bucket) (string, bool) {
 	v, ok := bucketPrefixes.Load(weak.Make(b))
 	if !ok {
@@ -117,168 +128,41 @@ func openedPrefix(b *blob.Bucket) (string, bool) {
 	return v.(string), true
 }
 
-func openS3(ctx context.Context, bucket string, q url.Values, c *Credentials) (*blob.Bucket, error) {
-	if c.AccessKeyID == "" || c.SecretAccessKey == "" {
-		return nil, fmt.Errorf("%w: open s3 bucket %q: credentials lack %s or %s", ErrInvalidConfig, bucket, SecretKeyAccessKeyID, SecretKeySecretAccessKey)
-	}
-	o := s3.Options{
-		Region:       c.Region,
-		UsePathStyle: c.S3PathStyle,
-		Credentials:  awscreds.NewStaticCredentialsProvider(c.AccessKeyID, c.SecretAccessKey, ""),
-	}
-	if c.Endpoint != "" {
-		o.BaseEndpoint = aws.String(c.Endpoint)
-	}
-	for k, vs := range q {
-		v := vs[0]
-		switch k {
-		case "region":
-			o.Region = v
-		case "endpoint":
-			o.BaseEndpoint = aws.String(v)
-		case "use_path_style", "disable_https":
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return nil, fmt.Errorf("%w: open s3 bucket %q: URL parameter %s=%q: not a boolean", ErrInvalidConfig, bucket, k, v)
-			}
-			if k == "use_path_style" {
-				o.UsePathStyle = b
-			} else {
-				o.EndpointOptions.DisableHTTPS = b
-			}
-		default:
-			return nil, fmt.Errorf("%w: open s3 bucket %q: URL parameter %q is not supported with explicit credentials", ErrInvalidConfig, bucket, k)
+// storeOf returns the provider that owns b, or nil for a bucket that no
+// provider owns (fileblob, memblob, a driver of someone else's). It refuses
+// a bucket it cannot tell from one of a cloud store whose provider is not
+// linked: where gocloud's driver for that store is linked into the
+// program (its URL scheme is registered) and b is neither a bucket
+// OpenBucket opened nor a fileblob one. Deleting such a bucket without
+// its provider would lose what the package doc promises there (S3 versions
+// and Object Lock, GCS generations, S3's own not-found codes).
+func storeOf(b *blob.Bucket) (driver.Provider, error) {
+	for _, p := range driver.Providers() {
+		if p.Owns(b) {
+			return p, nil
 		}
 	}
-	if o.Region == "" {
-		return nil, fmt.Errorf("%w: open s3 bucket %q: no region (URL parameter region= or secret key %s)", ErrInvalidConfig, bucket, SecretKeyRegion)
+	if _, ok := openedPrefix(b); ok {
+		return nil, nil // file or mem: OpenBucket opens the others through their provider
 	}
-	b, err := s3blob.OpenBucket(ctx, s3.New(o), bucket, nil)
-	if err != nil {
-		return nil, fmt.Errorf("backupstore: open s3 bucket %q: %w", bucket, err)
+	var fi os.FileInfo
+	if b.As(&fi) {
+		return nil, nil // fileblob
 	}
-	return b, nil
-}
-
-func openGCS(ctx context.Context, bucket string, q url.Values, c *Credentials) (*blob.Bucket, error) {
-	var endpoint string
-	var anonymous bool
-	for k, vs := range q {
-		v := vs[0]
-		switch k {
-		case "endpoint":
-			if u, err := url.Parse(v); err != nil || u.Scheme == "" || u.Host == "" {
-				return nil, fmt.Errorf("%w: open gs bucket %q: URL parameter endpoint=%q: not an absolute URL", ErrInvalidConfig, bucket, v)
-			}
-			endpoint = strings.TrimSuffix(v, "/") + "/storage/v1/"
-		case "anonymous":
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return nil, fmt.Errorf("%w: open gs bucket %q: URL parameter %s=%q: not a boolean", ErrInvalidConfig, bucket, k, v)
-			}
-			anonymous = b
-		default:
-			return nil, fmt.Errorf("%w: open gs bucket %q: URL parameter %q is not supported here", ErrInvalidConfig, bucket, k)
+	var missing []string
+	for scheme := range providerPackages {
+		if driver.Lookup(scheme) == nil && blob.DefaultURLMux().ValidBucketScheme(scheme) {
+			missing = append(missing, scheme)
 		}
 	}
-	var ts oauth2.TokenSource
-	switch {
-	case anonymous:
-	case c != nil:
-		if len(c.ServiceAccountJSON) == 0 {
-			return nil, fmt.Errorf("%w: open gs bucket %q: credentials lack %s", ErrInvalidConfig, bucket, SecretKeyServiceAccountJSON)
-		}
-		gc, err := google.CredentialsFromJSONWithType(ctx, c.ServiceAccountJSON, google.ServiceAccount, "https://www.googleapis.com/auth/devstorage.read_write")
-		if err != nil {
-			// The parser's message may quote the key file: do not pass it on.
-			return nil, fmt.Errorf("%w: open gs bucket %q: %s is not a valid service account key", ErrInvalidConfig, bucket, SecretKeyServiceAccountJSON)
-		}
-		ts = gcp.CredentialsTokenSource(gc)
-	default:
-		gc, err := gcp.DefaultCredentials(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("backupstore: open gs bucket %q: ambient credentials: %w", bucket, err)
-		}
-		ts = gcp.CredentialsTokenSource(gc)
+	if len(missing) == 0 {
+		return nil, nil
 	}
-	if endpoint == "" && !anonymous {
-		// gocloud's own client: it follows STORAGE_EMULATOR_HOST.
-		client, err := gcp.NewHTTPClient(gcp.DefaultTransport(), ts)
-		if err != nil {
-			return nil, fmt.Errorf("backupstore: open gs bucket %q: %w", bucket, err)
-		}
-		b, err := gcsblob.OpenBucket(ctx, client, bucket, nil)
-		if err != nil {
-			return nil, fmt.Errorf("backupstore: open gs bucket %q: %w", bucket, err)
-		}
-		return b, nil
+	sort.Strings(missing)
+	var imports []string
+	for _, s := range missing {
+		imports = append(imports, fmt.Sprintf("import _ %q", providerPackages[s]))
 	}
-	// An explicit client: its endpoint and HTTP client win over
-	// STORAGE_EMULATOR_HOST, so a test can put a proxy in front of an
-	// emulator.
-	hc := &http.Client{Transport: gcp.DefaultTransport()}
-	if ts != nil {
-		hc = &http.Client{Transport: &oauth2.Transport{Base: gcp.DefaultTransport(), Source: ts}}
-	}
-	opts := []option.ClientOption{option.WithHTTPClient(hc)}
-	if endpoint != "" {
-		opts = append(opts, option.WithEndpoint(endpoint))
-	}
-	sc, err := storage.NewClient(ctx, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("backupstore: open gs bucket %q: %w", bucket, err)
-	}
-	b, err := gcsblob.OpenBucket(ctx, nil, bucket, &gcsblob.Options{Client: sc})
-	if err != nil {
-		return nil, fmt.Errorf("backupstore: open gs bucket %q: %w", bucket, err)
-	}
-	return b, nil
-}
-
-func openAzure(ctx context.Context, containerName string, q url.Values, c *Credentials) (*blob.Bucket, error) {
-	if c.StorageAccount == "" || c.StorageKey == "" {
-		return nil, fmt.Errorf("%w: open azblob container %q: credentials lack %s or %s", ErrInvalidConfig, containerName, SecretKeyStorageAccount, SecretKeyStorageKey)
-	}
-	so := azureblob.ServiceURLOptions{AccountName: c.StorageAccount}
-	for k, vs := range q {
-		v := vs[0]
-		switch k {
-		case "domain":
-			so.StorageDomain = v
-		case "protocol":
-			so.Protocol = v
-		case "storage_account":
-			so.AccountName = v
-		case "localemu", "cdn":
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return nil, fmt.Errorf("%w: open azblob container %q: URL parameter %s=%q: not a boolean", ErrInvalidConfig, containerName, k, v)
-			}
-			if k == "localemu" {
-				so.IsLocalEmulator = b
-			} else {
-				so.IsCDN = b
-			}
-		default:
-			return nil, fmt.Errorf("%w: open azblob container %q: URL parameter %q is not supported with explicit credentials", ErrInvalidConfig, containerName, k)
-		}
-	}
-	svc, err := azureblob.NewServiceURL(&so)
-	if err != nil {
-		return nil, fmt.Errorf("backupstore: open azblob container %q: %w", containerName, err)
-	}
-	cred, err := azblob.NewSharedKeyCredential(c.StorageAccount, c.StorageKey)
-	if err != nil {
-		// The message may quote the key: do not pass it on.
-		return nil, fmt.Errorf("%w: open azblob container %q: %s is not a valid shared key", ErrInvalidConfig, containerName, SecretKeyStorageKey)
-	}
-	client, err := container.NewClientWithSharedKeyCredential(string(svc)+"/"+containerName, cred, nil)
-	if err != nil {
-		return nil, fmt.Errorf("backupstore: open azblob container %q: %w", containerName, err)
-	}
-	b, err := azureblob.OpenBucket(ctx, client, nil)
-	if err != nil {
-		return nil, fmt.Errorf("backupstore: open azblob container %q: %w", containerName, err)
-	}
-	return b, nil
+	return nil, fmt.Errorf("%w: the bucket's store is not known: gocloud's driver for %s is linked into this program, but not backupstore's provider, without which such a bucket would be handled as a plain one (no versions, no batches, no Object Lock): add %s",
+		ErrInvalidConfig, strings.Join(missing, " and "), strings.Join(imports, " and "))
 }

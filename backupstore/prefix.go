@@ -1,10 +1,11 @@
 package backupstore
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/groundskeeper-io/groundskeeper/internal/storeerr"
 )
 
 // Separator is the key separator that prefixes end in. Object stores have no
@@ -13,7 +14,7 @@ const Separator = "/"
 
 // ErrUnsafePrefix is returned, wrapped in a *PrefixError, when a prefix given
 // to DeletePrefix (or built by EntryPrefix) breaks a safety rule.
-var ErrUnsafePrefix = errors.New("backupstore: unsafe prefix")
+var ErrUnsafePrefix = storeerr.ErrUnsafePrefix
 
 // PrefixError names a refused prefix and the rule it breaks. It unwraps to
 // ErrUnsafePrefix.

@@ -2,16 +2,17 @@ package backupstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
 	"gocloud.dev/blob"
+
+	"github.com/groundskeeper-io/groundskeeper/internal/storeerr"
 )
 
 // ErrBucketFull is returned by Quota.Admit when a shared bucket already
 // holds its limit of entries.
-var ErrBucketFull = errors.New("backupstore: bucket holds its limit of entries")
+var ErrBucketFull = storeerr.ErrBucketFull
 
 // EntryName is the name of the backup entry of a cluster in a shared bucket,
 // following Gardener's BackupEntry naming: the cluster's technical ID (the

@@ -18,6 +18,9 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/groundskeeper-io/groundskeeper/backupstore"
+	"github.com/groundskeeper-io/groundskeeper/crt"
 )
 
 // raceFlag is "-race" when the test runs with the race detector, so that
@@ -45,30 +48,113 @@ func (e exportedError) line(class string) string {
 	return fmt.Sprintf("errorType[%s%s.%s](%s),", star, e.pkgName, e.name, class)
 }
 
+// unimported are the public packages crt must not import, and why. Their
+// sentinels are classified in crt/terminal.go through the internal package
+// they re-export them from; their error types in unimportedTypes.
+var unimported = map[string]string{
+	"backupstore": "an operator that uses crt without backupstore would link every cloud SDK",
+}
+
+// unimportedTypes classifies the error types of the packages crt does not
+// import: Terminal cannot name them, and judges each by what it wraps. A
+// type classified doNotRetry here must therefore be terminal through the
+// sentinel it wraps, and one classified mayRetry must not be terminal by
+// itself: TestUnimportedTypesAreJudgedAsClassified checks both.
+var unimportedTypes = []struct {
+	err      error
+	terminal bool // doNotRetry
+}{
+	{&backupstore.PrefixError{}, true}, // it is ErrUnsafePrefix
+	{&backupstore.SecretError{}, false},
+	{&backupstore.Retention{}, false},
+	{&backupstore.RetainedError{}, false},
+	{&backupstore.RetainedObject{}, false}, // an error by its embedded Retention
+	{backupstore.KeyError{}, false},
+	{&backupstore.DeleteError{}, false},
+	{&backupstore.CopyError{}, false},
+}
+
 // Every exported sentinel and error type of every public package of the
 // module is classified in crt's classes, terminal or not: a list kept by
 // hand drifts (it missed retention.ErrInvalidSpan, backupstore's
-// ErrExpiryUnsupported and ErrTooManyRules, locking.ErrTxnDone).
+// ErrExpiryUnsupported and ErrTooManyRules, locking.ErrTxnDone). A
+// sentinel re-exported from an internal package (var ErrX = pkg.ErrX) is
+// classified by the line of the value it re-exports; an error type of a
+// package crt does not import by its line in unimportedTypes.
 func TestEveryErrorIsClassified(t *testing.T) {
-	exported := exportedErrors(t)
+	public := publicPackages(t)
+	exported := exportedErrors(t, public)
 	if len(exported) < 40 {
 		t.Fatalf("found only %d exported errors in the module: the enumeration is broken", len(exported))
 	}
-	classified, imports := classifiedErrors(t, "terminal.go")
+	classified, imports := classifiedErrors(t, "terminal.go", "classes")
+	testClassified, _ := classifiedErrors(t, "classes_test.go", "unimportedTypes")
+	origin := reexports(t, public)
 	for _, e := range exported {
-		switch n := classified[e.key()]; {
+		n := classified[e.key()]
+		if e.typ == "" {
+			n += classified[origin[e.key()]]
+		} else {
+			n += testClassified[e.key()]
+		}
+		switch {
 		case n == 0:
-			msg := fmt.Sprintf("%s.%s (%s) is not classified: add to classes in crt/terminal.go, beside its package's lines, either\n\t%s\nor\n\t%s",
-				e.pkgName, e.name, e.pkgPath, e.line("doNotRetry"), e.line("mayRetry"))
-			if e.typ == "" {
-				msg += fmt.Sprintf("\n(a doNotRetry sentinel is also named in Terminal's documentation, in the bullet \"  - %s:\")", e.pkgName)
-			}
-			if !imports[e.pkgPath] {
-				msg += fmt.Sprintf("\nand import %q there", e.pkgPath)
-			}
-			t.Error(msg)
+			t.Error(unclassified(e, origin[e.key()], imports))
 		case n > 1:
-			t.Errorf("%s.%s is classified %d times in crt/terminal.go: keep one line", e.pkgName, e.name, n)
+			t.Errorf("%s.%s is classified %d times in crt/terminal.go and unimportedTypes: keep one line", e.pkgName, e.name, n)
+		}
+	}
+}
+
+// unclassified says how to classify e, which no line classifies; origin is
+// the sentinel e re-exports, if it does.
+func unclassified(e exportedError, origin string, imports map[string]bool) string {
+	if why, ok := unimported[e.pkgName]; ok {
+		if e.typ != "" {
+			lit := e.pkgName + "." + e.name + "{}"
+			if strings.HasPrefix(e.typ, "*") {
+				lit = "&" + lit
+			}
+			return fmt.Sprintf("%s.%s (%s) is not classified: crt does not import %s (%s), so add to unimportedTypes in crt/classes_test.go, beside its package's lines, either\n\t{%s, true}, // doNotRetry: only if it wraps a doNotRetry sentinel\nor\n\t{%s, false},",
+				e.pkgName, e.name, e.pkgPath, e.pkgName, why, lit, lit)
+		}
+		if origin == "" {
+			return fmt.Sprintf("%s.%s (%s) is not classified: crt does not import %s (%s), so declare the sentinel in the internal package %s re-exports its sentinels from (internal/storeerr), make it %s.%s = storeerr.%s, and add sentinel(storeerr.%s, doNotRetry or mayRetry) to classes in crt/terminal.go",
+				e.pkgName, e.name, e.pkgPath, e.pkgName, why, e.pkgName, e.pkgName, e.name, e.name, e.name)
+		}
+		pkg, name, _ := strings.Cut(path.Base(origin), ".")
+		return fmt.Sprintf("%s.%s (%s, the value of %s) is not classified: add to classes in crt/terminal.go, beside its package's lines, either\n\tsentinel(%s.%s, doNotRetry),\nor\n\tsentinel(%s.%s, mayRetry),\n(a doNotRetry sentinel is also named in Terminal's documentation, in the bullet \"  - %s:\")",
+			e.pkgName, e.name, e.pkgPath, origin, pkg, name, pkg, name, e.pkgName)
+	}
+	msg := fmt.Sprintf("%s.%s (%s) is not classified: add to classes in crt/terminal.go, beside its package's lines, either\n\t%s\nor\n\t%s",
+		e.pkgName, e.name, e.pkgPath, e.line("doNotRetry"), e.line("mayRetry"))
+	if e.typ == "" {
+		msg += fmt.Sprintf("\n(a doNotRetry sentinel is also named in Terminal's documentation, in the bullet \"  - %s:\")", e.pkgName)
+	}
+	if !imports[e.pkgPath] {
+		msg += fmt.Sprintf("\nand import %q there", e.pkgPath)
+	}
+	return msg
+}
+
+// Terminal cannot name the error types of the packages crt does not
+// import; it must judge each as unimportedTypes classifies it, by what the
+// type wraps.
+func TestUnimportedTypesAreJudgedAsClassified(t *testing.T) {
+	for _, c := range unimportedTypes {
+		if got := crt.IsTerminal(c.err); got != c.terminal {
+			t.Errorf("IsTerminal(%T{}) = %t, but unimportedTypes classifies it terminal: %t", c.err, got, c.terminal)
+		}
+	}
+}
+
+// crt must not import the packages of unimported, directly or through
+// another package.
+func TestCrtDoesNotImportTheUnimported(t *testing.T) {
+	module := modulePath(t)
+	for _, dep := range strings.Fields(goCmd(t, "list", "-deps", module+"/crt")) {
+		if why, ok := unimported[strings.TrimPrefix(dep, module+"/")]; ok {
+			t.Errorf("crt imports %s (%s): go list -deps names it; see unimported in crt/classes_test.go for how its errors are classified without it", dep, why)
 		}
 	}
 }
@@ -111,7 +197,24 @@ func TestTerminalDocListsTheTerminalSentinels(t *testing.T) {
 			}
 		}
 	}
+	// A line of classes names the value a public package re-exports
+	// (storeerr.ErrX); the documentation names the public one
+	// (backupstore's ErrX).
+	publicName := map[string]string{}
+	public := publicPackages(t)
+	names := map[string]string{}
+	for _, p := range public {
+		names[p.path] = p.name
+	}
+	for pub, orig := range reexports(t, public) {
+		pubPkg, name := splitKey(pub)
+		origPkg, _ := splitKey(orig)
+		publicName[path.Base(origPkg)+"."+name] = names[pubPkg] + "." + name
+	}
 	for _, e := range sentinelClasses(t, f) {
+		if p, ok := publicName[e.name]; ok {
+			e.name = p
+		}
 		switch {
 		case e.class == "doNotRetry" && !named[e.name]:
 			pkg, name, _ := strings.Cut(e.name, ".")
@@ -151,25 +254,104 @@ func sentinelClasses(t *testing.T, f *ast.File) []sentinelClass {
 	return out
 }
 
-// exportedErrors lists the exported sentinels and error types of the
-// module's public packages (not internal, not examples, not commands), from
-// their type information.
-func exportedErrors(t *testing.T) []exportedError {
+// publicPackage is a public package of the module: not internal, not an
+// example, not a command.
+type publicPackage struct {
+	path, name, dir string
+	files           []string // its Go files, tests not included
+}
+
+func publicPackages(t *testing.T) []publicPackage {
 	t.Helper()
-	// The module of this package: go list -m would list every module of the
-	// go.work workspace.
-	module := strings.TrimSpace(goCmd(t, "list", "-f", "{{.Module.Path}}", "."))
-	var public []string
-	names := map[string]string{}
-	for _, l := range strings.Split(strings.TrimSpace(goCmd(t, "list", "-f", "{{.ImportPath}}\t{{.Name}}", module+"/...")), "\n") {
-		p, name, _ := strings.Cut(l, "\t")
+	module := modulePath(t)
+	var public []publicPackage
+	for _, l := range strings.Split(strings.TrimSpace(goCmd(t, "list", "-f", "{{.ImportPath}}\t{{.Name}}\t{{.Dir}}\t{{join .GoFiles \" \"}}", module+"/...")), "\n") {
+		f := strings.Split(l, "\t")
+		p, name := f[0], f[1]
 		rel := strings.TrimPrefix(strings.TrimPrefix(p, module), "/")
 		if name == "main" || rel == "examples" || strings.HasPrefix(rel, "examples/") ||
 			slices.Contains(strings.Split(rel, "/"), "internal") {
 			continue
 		}
-		public = append(public, p)
-		names[p] = name
+		public = append(public, publicPackage{path: p, name: name, dir: f[2], files: strings.Fields(f[3])})
+	}
+	return public
+}
+
+// splitKey splits "path/to/pkg.ErrX" into the package path and the name.
+func splitKey(key string) (string, string) {
+	i := strings.LastIndex(key, ".")
+	return key[:i], key[i+1:]
+}
+
+// reexports maps each exported variable of the public packages that is
+// declared as another package's variable (var ErrX = storeerr.ErrX) to
+// that variable: "…/backupstore.ErrX" to "…/internal/storeerr.ErrX".
+func reexports(t *testing.T, public []publicPackage) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	fset := token.NewFileSet()
+	for _, p := range public {
+		for _, name := range p.files {
+			f, err := parser.ParseFile(fset, p.dir+"/"+name, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			byName := importNames(t, f)
+			for _, d := range f.Decls {
+				g, ok := d.(*ast.GenDecl)
+				if !ok || g.Tok != token.VAR {
+					continue
+				}
+				for _, spec := range g.Specs {
+					vs := spec.(*ast.ValueSpec)
+					for i, id := range vs.Names {
+						if i >= len(vs.Values) || !id.IsExported() {
+							continue
+						}
+						sel, ok := vs.Values[i].(*ast.SelectorExpr)
+						if !ok {
+							continue
+						}
+						if x, ok := sel.X.(*ast.Ident); ok && byName[x.Name] != "" {
+							out[p.path+"."+id.Name] = byName[x.Name] + "." + sel.Sel.Name
+						}
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// importNames maps the names under which f refers to the packages it
+// imports to their paths.
+func importNames(t *testing.T, f *ast.File) map[string]string {
+	t.Helper()
+	byName := map[string]string{}
+	for _, spec := range f.Imports {
+		p, err := strconv.Unquote(spec.Path.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := path.Base(p) // the module's package names are their directories'
+		if spec.Name != nil {
+			name = spec.Name.Name
+		}
+		byName[name] = p
+	}
+	return byName
+}
+
+// exportedErrors lists the exported sentinels and error types of the
+// module's public packages, from their type information.
+func exportedErrors(t *testing.T, publicPkgs []publicPackage) []exportedError {
+	t.Helper()
+	var public []string
+	names := map[string]string{}
+	for _, p := range publicPkgs {
+		public = append(public, p.path)
+		names[p.path] = p.name
 	}
 	args := append([]string{"list"}, raceFlag...)
 	args = append(args, "-export", "-deps", "-f", "{{.ImportPath}}\t{{.Export}}")
@@ -225,42 +407,33 @@ func exportedErrors(t *testing.T) []exportedError {
 	return out
 }
 
-// classifiedErrors reads the declaration of classes in file and returns how
-// often each package-qualified name appears in it, and the packages the
-// file imports.
-func classifiedErrors(t *testing.T, file string) (map[string]int, map[string]bool) {
+// classifiedErrors reads the declaration of the variable name in file and
+// returns how often each package-qualified name appears in it, and the
+// packages the file imports.
+func classifiedErrors(t *testing.T, file, name string) (map[string]int, map[string]bool) {
 	t.Helper()
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, file, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	byName := map[string]string{} // import name -> path
+	byName := importNames(t, f)
 	imports := map[string]bool{}
-	for _, spec := range f.Imports {
-		p, err := strconv.Unquote(spec.Path.Value)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, p := range byName {
 		imports[p] = true
-		name := path.Base(p) // the module's package names are their directories'
-		if spec.Name != nil {
-			name = spec.Name.Name
-		}
-		byName[name] = p
 	}
 	var decl ast.Node
 	for _, d := range f.Decls {
 		if g, ok := d.(*ast.GenDecl); ok && g.Tok == token.VAR {
 			for _, s := range g.Specs {
-				if vs := s.(*ast.ValueSpec); len(vs.Names) == 1 && vs.Names[0].Name == "classes" {
+				if vs := s.(*ast.ValueSpec); len(vs.Names) == 1 && vs.Names[0].Name == name {
 					decl = vs
 				}
 			}
 		}
 	}
 	if decl == nil {
-		t.Fatalf("%s declares no var classes", file)
+		t.Fatalf("%s declares no var %s", file, name)
 	}
 	count := map[string]int{}
 	ast.Inspect(decl, func(n ast.Node) bool {
@@ -272,6 +445,13 @@ func classifiedErrors(t *testing.T, file string) (map[string]int, map[string]boo
 		return true
 	})
 	return count, imports
+}
+
+// modulePath is the path of crt's module. (go list -m names every module
+// of the go.work workspace the tests may run in.)
+func modulePath(t *testing.T) string {
+	t.Helper()
+	return strings.TrimSpace(goCmd(t, "list", "-f", "{{.Module.Path}}", "."))
 }
 
 func goCmd(t *testing.T, args ...string) string {

@@ -38,7 +38,11 @@
 //     requeue in Result, only when every one of its parts is; otherwise it
 //     is an ordinary error, logged and retried.
 //
-// backupstore.LoadCredentials reads Secrets through Secrets(mgr.GetAPIReader());
+// backupstore.LoadCredentials reads Secrets through Secrets(mgr.GetAPIReader())
+// (a SecretGetter, which is a backupstore.SecretGetter: crt does not import
+// backupstore, and knows its errors by the values backupstore re-exports,
+// so that an operator that wires only lifecycle, locking, opstask or
+// subreconcile through crt links no cloud SDK);
 // kubelock keeps its lock in a ConfigMap through ConfigMaps(mgr.GetClient(),
 // mgr.GetAPIReader()).
 // An opstask Controller runs on every replica, fed by the manager's cache:

@@ -5,7 +5,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/groundskeeper-io/groundskeeper/backupstore"
+	"github.com/groundskeeper-io/groundskeeper/internal/storeerr"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
 	"github.com/groundskeeper-io/groundskeeper/locking"
 	"github.com/groundskeeper-io/groundskeeper/opstask"
@@ -48,25 +48,22 @@ var classes = []class{
 	// backupstore: what the caller or the store's configuration must
 	// change is terminal; a missing Secret may be created, a full bucket
 	// emptied, a retention period ends, an incomplete deletion or copy is
-	// resumed by the next run.
-	sentinel(backupstore.ErrInvalidConfig, doNotRetry),
-	sentinel(backupstore.ErrUnsafePrefix, doNotRetry),
-	sentinel(backupstore.ErrSecretKeyMissing, doNotRetry),
-	sentinel(backupstore.ErrUnsupportedScheme, doNotRetry),
-	sentinel(backupstore.ErrExpiryUnsupported, doNotRetry),
-	sentinel(backupstore.ErrTooManyRules, doNotRetry),
-	sentinel(backupstore.ErrSecretNotFound, mayRetry),
-	sentinel(backupstore.ErrBucketFull, mayRetry),
-	sentinel(backupstore.ErrRetained, mayRetry),
-	sentinel(backupstore.ErrIncomplete, mayRetry),
-	errorType[*backupstore.PrefixError](doNotRetry),
-	errorType[*backupstore.SecretError](mayRetry),
-	errorType[*backupstore.Retention](mayRetry),
-	errorType[*backupstore.RetainedError](mayRetry),
-	errorType[*backupstore.RetainedObject](mayRetry), // an error by its embedded Retention
-	errorType[backupstore.KeyError](mayRetry),
-	errorType[*backupstore.DeleteError](mayRetry),
-	errorType[*backupstore.CopyError](mayRetry),
+	// resumed by the next run. crt does not import backupstore, so that an
+	// operator that uses crt without it links no cloud SDK: its sentinels
+	// are classified here by the values it re-exports from
+	// internal/storeerr (backupstore.ErrX is storeerr.ErrX), and its error
+	// types, which Terminal judges by the sentinels they wrap (a
+	// *PrefixError is ErrUnsafePrefix), in the tests' unimportedTypes.
+	sentinel(storeerr.ErrInvalidConfig, doNotRetry),
+	sentinel(storeerr.ErrUnsafePrefix, doNotRetry),
+	sentinel(storeerr.ErrSecretKeyMissing, doNotRetry),
+	sentinel(storeerr.ErrUnsupportedScheme, doNotRetry),
+	sentinel(storeerr.ErrExpiryUnsupported, doNotRetry),
+	sentinel(storeerr.ErrTooManyRules, doNotRetry),
+	sentinel(storeerr.ErrSecretNotFound, mayRetry),
+	sentinel(storeerr.ErrBucketFull, mayRetry),
+	sentinel(storeerr.ErrRetained, mayRetry),
+	sentinel(storeerr.ErrIncomplete, mayRetry),
 
 	// opstask: a bad spec or configuration and an illegal transition (a
 	// bug) are terminal. Store conflicts and absences, unmet preconditions

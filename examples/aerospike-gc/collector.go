@@ -19,6 +19,10 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
+	// The stores a bucket URL may name: each provider links its cloud's SDK.
+	_ "github.com/groundskeeper-io/groundskeeper/backupstore/azurestore" // azblob://
+	_ "github.com/groundskeeper-io/groundskeeper/backupstore/gcsstore"   // gs://
+	_ "github.com/groundskeeper-io/groundskeeper/backupstore/s3store"    // s3://
 	"github.com/groundskeeper-io/groundskeeper/examples/aerospike-gc/api"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
 	"github.com/groundskeeper-io/groundskeeper/retention"

@@ -24,6 +24,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
+	// The stores a bucket URL may name: each provider links its cloud's SDK.
+	_ "github.com/groundskeeper-io/groundskeeper/backupstore/azurestore" // azblob://
+	_ "github.com/groundskeeper-io/groundskeeper/backupstore/gcsstore"   // gs://
+	_ "github.com/groundskeeper-io/groundskeeper/backupstore/s3store"    // s3://
 	"github.com/groundskeeper-io/groundskeeper/crt"
 	"github.com/groundskeeper-io/groundskeeper/examples/backup-entry/api"
 )

@@ -48,6 +48,10 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
+	// The stores a bucket URL may name: each provider links its cloud's SDK.
+	_ "github.com/groundskeeper-io/groundskeeper/backupstore/azurestore" // azblob://
+	_ "github.com/groundskeeper-io/groundskeeper/backupstore/gcsstore"   // gs://
+	_ "github.com/groundskeeper-io/groundskeeper/backupstore/s3store"    // s3://
 	"github.com/groundskeeper-io/groundskeeper/crt"
 	"github.com/groundskeeper-io/groundskeeper/examples/etcd-opstask/api"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"

@@ -71,7 +71,7 @@ func run(root, budgetFlag, allowPath string) error {
 	}
 	var buf bytes.Buffer
 	mv := module.Version{Path: modPath, Version: "v0.0.0-00010101000000-000000000000"}
-	if err := zip.CreateFromVCS(&buf, mv, root, "HEAD", ""); err != nil {
+	if err := zipHEAD(&buf, mv, root); err != nil {
 		return fmt.Errorf("build the module zip of %s at HEAD: %w", modPath, err)
 	}
 	zr, err := stdzip.NewReader(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
@@ -92,6 +92,45 @@ func run(root, budgetFlag, allowPath string) error {
 		return errors.New(strings.Join(problems, "\n  "))
 	}
 	return nil
+}
+
+// zipHEAD writes the module zip of the commit checked out at root.
+// golang.org/x/mod/zip recognises a repository only where root/.git is the
+// git directory, which a linked work tree (git worktree add) does not
+// have: there the commit is zipped from a temporary clone that shares the
+// repository's objects.
+func zipHEAD(w *bytes.Buffer, mv module.Version, root string) error {
+	err := zip.CreateFromVCS(w, mv, root, "HEAD", "")
+	if uerr := (*zip.UnrecognizedVCSError)(nil); !errors.As(err, &uerr) {
+		return err
+	}
+	rev, err := git(root, "rev-parse", "HEAD")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "modsize-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	if _, err := git(root, "clone", "--quiet", "--shared", "--no-checkout", ".", tmp); err != nil {
+		return err
+	}
+	w.Reset()
+	return zip.CreateFromVCS(w, mv, tmp, rev, "")
+}
+
+// git runs git in dir and returns its trimmed output.
+func git(dir string, args ...string) (string, error) {
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return strings.TrimSpace(string(out)), nil
 }
 
 type tracked struct {

@@ -1,4 +1,4 @@
-package backupstore
+package s3store
 
 import (
 	"context"
@@ -8,11 +8,15 @@ import (
 	"testing"
 
 	"gocloud.dev/gcerrors"
+
+	"github.com/groundskeeper-io/groundskeeper/backupstore"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/internal/driver"
 )
 
 // TestNotFoundOnlyForMissingObjects feeds the real S3 driver error responses
-// (the wire format of S3's REST API) and checks which of them notFound
-// reads as a missing object. The request IDs contain "301", which gocloud's
+// (the wire format of S3's REST API) and checks which of them driver.IsNotFound
+// reads as a missing object (backupstore's classification, to which this
+// package gives S3's codes). The request IDs contain "301", which gocloud's
 // s3blob alone reports as NotFound whatever the error is: an access-denied
 // object read as missing would be skipped by a copy and counted as gone by
 // a delete.
@@ -50,8 +54,8 @@ func TestNotFoundOnlyForMissingObjects(t *testing.T) {
 			defer srv.Close()
 
 			ctx := context.Background()
-			creds := &Credentials{AccessKeyID: "id", SecretAccessKey: "secret", Region: "us-east-1", Endpoint: srv.URL, S3PathStyle: true}
-			b, err := OpenBucket(ctx, "s3://backups?disable_https=true", creds)
+			creds := &backupstore.Credentials{AccessKeyID: "id", SecretAccessKey: "secret", Region: "us-east-1", Endpoint: srv.URL, S3PathStyle: true}
+			b, err := backupstore.OpenBucket(ctx, "s3://backups?disable_https=true", creds)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -60,13 +64,13 @@ func TestNotFoundOnlyForMissingObjects(t *testing.T) {
 			if err == nil {
 				t.Fatal("ReadAll succeeded against an error reply")
 			}
-			if got := notFound(err); got != tc.want {
-				t.Errorf("notFound(%v) = %v, want %v (gcerrors.Code says %v)", err, got, tc.want, gcerrors.Code(err))
+			if got := driver.IsNotFound(err); got != tc.want {
+				t.Errorf("IsNotFound(%v) = %v, want %v (gcerrors.Code says %v)", err, got, tc.want, gcerrors.Code(err))
 			}
 			// Retries must not give up on a server error taken for a
 			// missing object.
-			if tc.reply.status == 500 && !transient(ctx, err) {
-				t.Errorf("transient(%v) = false for a 500", err)
+			if tc.reply.status == 500 && !driver.IsTransient(ctx, err) {
+				t.Errorf("IsTransient(%v) = false for a 500", err)
 			}
 		})
 	}

@@ -15,6 +15,14 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
 )
 
+// crt.SecretGetter is backupstore.SecretGetter's method set: either is the
+// other, so what crt.Secrets returns goes to backupstore as it did when
+// Secrets returned a backupstore.SecretGetter.
+var (
+	_ backupstore.SecretGetter = crt.SecretGetter(nil)
+	_ crt.SecretGetter         = backupstore.SecretGetter(nil)
+)
+
 // LoadCredentials over a controller-runtime reader: a missing Secret is
 // ErrSecretNotFound, as over client-go, and a present one is read.
 func TestLoadCredentialsOverAReader(t *testing.T) {

@@ -1,0 +1,25 @@
+// Package storeerr defines backupstore's sentinel errors in a package that
+// imports nothing but errors. backupstore re-exports each as the same value
+// (backupstore.ErrInvalidConfig is storeerr.ErrInvalidConfig), which is the
+// name users know and the one documented there; crt classifies them for
+// Terminal through this package, so that an operator that imports crt
+// without backupstore does not link the cloud SDKs behind it.
+//
+// A new sentinel of backupstore is declared here and re-exported there:
+// crt's TestEveryErrorIsClassified says so when one is not.
+package storeerr
+
+import "errors"
+
+var (
+	ErrInvalidConfig     = errors.New("backupstore: invalid configuration")
+	ErrUnsafePrefix      = errors.New("backupstore: unsafe prefix")
+	ErrSecretNotFound    = errors.New("backupstore: credentials secret not found")
+	ErrSecretKeyMissing  = errors.New("backupstore: credentials secret lacks a required key")
+	ErrUnsupportedScheme = errors.New("backupstore: unsupported URL scheme")
+	ErrIncomplete        = errors.New("backupstore: deletion incomplete")
+	ErrRetained          = errors.New("backupstore: retained by object lock")
+	ErrExpiryUnsupported = errors.New("backupstore: server-side expiry is not supported for this store")
+	ErrTooManyRules      = errors.New("backupstore: the bucket's lifecycle configuration would exceed the store's rule limit")
+	ErrBucketFull        = errors.New("backupstore: bucket holds its limit of entries")
+)
