@@ -7,6 +7,8 @@
 #   make lint      gofmt, go mod tidy, go vet, staticcheck, download size,
 #                  supported versions
 #   make oldest    build, vet and unit-test the library at the oldest versions
+#   make docs      check the library's pages as pkg.go.dev will show them
+#                  (hack/pkgsite.sh; hack/pkgsite.sh alone serves them)
 #   make bench     run the benchmarks
 #   make chaos     the long chaos runs (examples/internal/chaos):
 #                  CHAOS_DURATION of faults per workload (default 20m),
@@ -49,14 +51,14 @@ OLDEST_CR     := v0.23.0
 NEWEST_K8S    := v0.37.2
 NEWEST_CR     := v0.25.2
 
-.PHONY: all test testenv lint vet fmt-check tidy-check versions-check staticcheck size-check oldest bench chaos chaos-short
+.PHONY: all test testenv lint vet fmt-check tidy-check versions-check staticcheck size-check oldest docs bench chaos chaos-short
 
 all: test
 
 testenv:
 	hack/testenv.sh
 
-test: testenv lint oldest
+test: testenv lint oldest docs
 	$(GO) test $(TEST_FLAGS) $(PACKAGES)
 
 lint: fmt-check tidy-check versions-check vet staticcheck size-check
@@ -68,6 +70,12 @@ oldest:
 	GOWORK=off $(GO) build ./...
 	GOWORK=off $(GO) vet ./...
 	GOWORK=off $(GO) test -short -count=1 ./...
+
+# The root module's documentation as pkg.go.dev will render it, by pkgsite
+# on a loopback port: every public package's page renders, with its
+# overview, its examples and the license detected as Apache-2.0.
+docs:
+	hack/pkgsite.sh check
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); \

@@ -5,7 +5,7 @@
 # is built only when its pinned version changed, so a fresh clone on a machine
 # that built them before costs only the links.
 #
-# Usage: hack/testenv.sh [component ...]   (default: all)
+# Usage: hack/testenv.sh [component ...]   (default: all but chromium)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,6 +20,12 @@ minio_version=v0.0.0-20260212201848-7aac2a2c5b7c
 fakegcs_version=v1.56.1
 azurite_version=3.37.0
 staticcheck_version=v0.8.2
+pkgsite_version=v0.6.0
+# The Go vulnerability database as the golang.org/x/vulndb module holds it
+# (its OSV records, data/osv), indexed by the same module's cmd/indexdb into
+# the layout govulncheck reads with -db file://. Raise it to check against
+# newer reports; the date in the version is the newest report it can know.
+vulndb_version=v0.0.0-20261105234957-e22db6528018
 
 log() { printf 'testenv: %s\n' "$*" >&2; }
 
@@ -81,6 +87,30 @@ goinstall() {
 build_minio() { goinstall minio github.com/minio/minio "$minio_version"; }
 build_fakegcs() { goinstall fake-gcs-server github.com/fsouza/fake-gcs-server "$fakegcs_version"; }
 build_staticcheck() { goinstall staticcheck honnef.co/go/tools/cmd/staticcheck "$staticcheck_version"; }
+build_pkgsite() { goinstall pkgsite golang.org/x/pkgsite/cmd/pkgsite "$pkgsite_version"; }
+
+# vulndb builds the vulnerability database that make vulncheck reads, and
+# links it as .cache/vulndb.
+build_vulndb() {
+  goinstall indexdb golang.org/x/vulndb/cmd/indexdb "$vulndb_version"
+  local dir="$cache/vulndb-$vulndb_version" src
+  if [ ! -f "$dir/index/modules.json" ]; then
+    log "indexing the vulnerability database golang.org/x/vulndb@$vulndb_version"
+    src=$(cd "$cache" && GOWORK=off quiet go mod download -json "golang.org/x/vulndb@$vulndb_version" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+    [ -d "$src/data/osv" ] || { log "golang.org/x/vulndb@$vulndb_version has no data/osv"; exit 1; }
+    rm -rf "$dir.tmp"
+    "$bin/indexdb" -vulns "$src/data/osv" -out "$dir.tmp"
+    rm -rf "$dir" && mv "$dir.tmp" "$dir"
+  fi
+  ln -sfn "$dir" "$root/.cache/vulndb"
+}
+
+# chromium (Debian's), headless, takes the screenshots of hack/pkgsite.sh
+# shots; no test needs it.
+build_chromium() {
+  command -v chromium >/dev/null || install_debian chromium
+  link chromium "$(command -v chromium)"
+}
 
 build_azurite() {
   command -v npm >/dev/null || { log "npm is missing"; install_debian nodejs npm; }
@@ -110,7 +140,7 @@ install_debian() {
 }
 
 components=("$@")
-[ ${#components[@]} -gt 0 ] || components=(etcd kube minio fakegcs azurite staticcheck rclone)
+[ ${#components[@]} -gt 0 ] || components=(etcd kube minio fakegcs azurite staticcheck pkgsite vulndb rclone)
 for c in "${components[@]}"; do
   "build_$c"
 done
