@@ -51,7 +51,7 @@ build_kube() {
     log "building kube-apiserver and kube-controller-manager $kube_version (about 8 minutes cold)"
     local v=k8s.io/component-base/version minor=${kube_version#v1.}
     minor=${minor%%.*}
-    (cd "$mod" && quiet go build -trimpath -o "$dir.tmp/" \
+    (cd "$mod" && GOWORK=off quiet go build -trimpath -o "$dir.tmp/" \
       -ldflags "-s -w -X $v.gitVersion=$kube_version -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean" \
       ./cmd/kube-apiserver ./cmd/kube-controller-manager)
     rm -rf "$dir" && mv "$dir.tmp" "$dir"
@@ -66,7 +66,7 @@ build_etcd() {
   dir="$cache/etcd-$k"
   if [ ! -x "$dir/etcd" ]; then
     log "building etcd"
-    (cd "$mod" && quiet go build -trimpath -ldflags "-s -w" -o "$dir.tmp/" ./cmd/etcd)
+    (cd "$mod" && GOWORK=off quiet go build -trimpath -ldflags "-s -w" -o "$dir.tmp/" ./cmd/etcd)
     rm -rf "$dir" && mv "$dir.tmp" "$dir"
   fi
   link etcd "$dir/etcd"
