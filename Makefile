@@ -1,11 +1,11 @@
 # groundskeeper: lint, test environment, tests and benchmarks.
 #
 #   make test      install what is missing, lint, run the library's unit
-#                  tests at the oldest versions it supports, then every test
-#                  at the newest
+#                  tests at the oldest versions it supports, check its
+#                  documentation pages, then run every test at the newest
 #   make testenv   build or install only the test environment's components
 #   make lint      gofmt, go mod tidy, go vet, staticcheck, download size,
-#                  supported versions
+#                  supported versions, known vulnerabilities (govulncheck)
 #   make oldest    build, vet and unit-test the library at the oldest versions
 #   make docs      check the library's pages as pkg.go.dev will show them
 #                  (hack/pkgsite.sh; hack/pkgsite.sh alone serves them)
@@ -41,7 +41,7 @@ BENCH_FLAGS ?= -run '^$$' -bench . -benchmem -timeout 60m
 # Every package of the workspace: the library's and the examples'.
 PACKAGES := ./... ./examples/...
 # Every module, for go mod tidy.
-MODULES  := . examples internal/tools/etcd internal/tools/kube internal/tools/modsize
+MODULES  := . examples internal/tools/etcd internal/tools/kube internal/tools/modsize internal/tools/vulncheck
 
 # The supported range (README, "Supported versions"): the library's go.mod
 # requires the oldest, the examples' go.mod the newest.
@@ -51,7 +51,7 @@ OLDEST_CR     := v0.23.0
 NEWEST_K8S    := v0.37.2
 NEWEST_CR     := v0.25.2
 
-.PHONY: all test testenv lint vet fmt-check tidy-check versions-check staticcheck size-check oldest docs bench chaos chaos-short
+.PHONY: all test testenv lint vet fmt-check tidy-check versions-check staticcheck size-check vulncheck oldest docs bench chaos chaos-short
 
 all: test
 
@@ -61,7 +61,7 @@ testenv:
 test: testenv lint oldest docs
 	$(GO) test $(TEST_FLAGS) $(PACKAGES)
 
-lint: fmt-check tidy-check versions-check vet staticcheck size-check
+lint: fmt-check tidy-check versions-check vet staticcheck size-check vulncheck
 
 # The library alone, at the oldest versions it supports: build, vet and the
 # unit tests (-short skips every test that needs a real component; those run
@@ -110,6 +110,16 @@ staticcheck:
 # proxy builds it, under its budget (internal/tools/modsize).
 size-check:
 	cd internal/tools/modsize && GOWORK=off $(GO) run . -C ../../.. -budget 2MiB -allow hack/large-files.allow
+
+# Known vulnerabilities that our code calls, by govulncheck over the library
+# and over the examples, each module alone at the versions its go.mod
+# selects, against the Go vulnerability database of the golang.org/x/vulndb
+# version pinned in hack/testenv.sh (no network needed once it is built).
+# Fails on each one not in hack/vulncheck.allow, and on each line there that
+# no longer matches one.
+vulncheck:
+	@hack/testenv.sh vulndb
+	cd internal/tools/vulncheck && GOWORK=off $(GO) run . -C ../../.. -db .cache/vulndb -allow hack/vulncheck.allow . examples
 
 bench: testenv
 	$(GO) test $(BENCH_FLAGS) $(PACKAGES)

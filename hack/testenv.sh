@@ -94,12 +94,13 @@ build_pkgsite() { goinstall pkgsite golang.org/x/pkgsite/cmd/pkgsite "$pkgsite_v
 build_vulndb() {
   goinstall indexdb golang.org/x/vulndb/cmd/indexdb "$vulndb_version"
   local dir="$cache/vulndb-$vulndb_version" src
-  if [ ! -f "$dir/index/modules.json" ]; then
+  if [ ! -f "$dir/index/modules.json" ] || [ ! -f "$dir/SOURCE" ]; then
     log "indexing the vulnerability database golang.org/x/vulndb@$vulndb_version"
     src=$(cd "$cache" && GOWORK=off quiet go mod download -json "golang.org/x/vulndb@$vulndb_version" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
     [ -d "$src/data/osv" ] || { log "golang.org/x/vulndb@$vulndb_version has no data/osv"; exit 1; }
     rm -rf "$dir.tmp"
     "$bin/indexdb" -vulns "$src/data/osv" -out "$dir.tmp"
+    echo "golang.org/x/vulndb@$vulndb_version" >"$dir.tmp/SOURCE"
     rm -rf "$dir" && mv "$dir.tmp" "$dir"
   fi
   ln -sfn "$dir" "$root/.cache/vulndb"
