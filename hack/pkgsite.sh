@@ -49,8 +49,8 @@ trap stop EXIT
 # sets addr. pkgsite loads the module and the standard library first (about
 # 5 s).
 start() {
-  local try port i
-  for try in 1 2 3 4 5; do
+  local port i
+  for _ in 1 2 3 4 5; do
     port=$((20000 + RANDOM % 20000))
     (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && continue # taken
     (cd "$root" && GOWORK=off exec "$bin/pkgsite" -http "127.0.0.1:$port" -list=false .) >"$work/pkgsite.log" 2>&1 &
@@ -75,7 +75,7 @@ start() {
 
 # The public packages: every package of the root module but internal ones.
 mapfile -t pkgs < <(cd "$root" && GOWORK=off go list -f '{{.ImportPath}} {{.Name}} {{.Dir}}' ./... |
-  grep -Ev '(^|/)internal(/| )')
+  awk '$1 !~ /(^|\/)internal(\/|$)/')
 [ ${#pkgs[@]} -gt 0 ] || { log "go list found no packages"; exit 1; }
 
 start
