@@ -1,14 +1,17 @@
 # groundskeeper: lint, test environment, tests and benchmarks.
 #
 #   make test      install what is missing, lint, run the library's unit
-#                  tests at the oldest versions it supports, then every test
-#                  at the newest
+#                  tests at the oldest versions it supports, check its
+#                  documentation pages, then run every test at the newest
 #   make testenv   build or install only the test environment's components
 #   make lint      gofmt, go mod tidy, go vet, staticcheck, download size,
-#                  supported versions, what each package costs its importers
+#                  supported versions, what each package costs its
+#                  importers, known vulnerabilities (govulncheck)
 #   make deps-budget  rewrite hack/deps-budget.txt after an intended change
 #                  of what a package pulls in
 #   make oldest    build, vet and unit-test the library at the oldest versions
+#   make docs      check the library's pages as pkg.go.dev will show them
+#                  (hack/pkgsite.sh; hack/pkgsite.sh alone serves them)
 #   make bench     run the benchmarks
 #   make chaos     the long chaos runs (examples/internal/chaos):
 #                  CHAOS_DURATION of faults per workload (default 20m),
@@ -41,7 +44,7 @@ BENCH_FLAGS ?= -run '^$$' -bench . -benchmem -timeout 60m
 # Every package of the workspace: the library's and the examples'.
 PACKAGES := ./... ./examples/...
 # Every module, for go mod tidy.
-MODULES  := . examples internal/tools/etcd internal/tools/kube internal/tools/modsize internal/tools/depsbudget
+MODULES  := . examples internal/tools/etcd internal/tools/kube internal/tools/modsize internal/tools/depsbudget internal/tools/vulncheck
 
 # The supported range (README, "Supported versions"): the library's go.mod
 # requires the oldest, the examples' go.mod the newest.
@@ -51,17 +54,17 @@ OLDEST_CR     := v0.23.0
 NEWEST_K8S    := v0.37.2
 NEWEST_CR     := v0.25.2
 
-.PHONY: all test testenv lint vet fmt-check tidy-check versions-check staticcheck size-check deps-check deps-budget oldest bench chaos chaos-short
+.PHONY: all test testenv lint vet fmt-check tidy-check versions-check staticcheck size-check deps-check deps-budget vulncheck oldest docs bench chaos chaos-short
 
 all: test
 
 testenv:
 	hack/testenv.sh
 
-test: testenv lint oldest
+test: testenv lint oldest docs
 	$(GO) test $(TEST_FLAGS) $(PACKAGES)
 
-lint: fmt-check tidy-check versions-check vet staticcheck size-check deps-check
+lint: fmt-check tidy-check versions-check vet staticcheck size-check deps-check vulncheck
 
 # The library alone, at the oldest versions it supports: build, vet and the
 # unit tests (-short skips every test that needs a real component; those run
@@ -70,6 +73,12 @@ oldest:
 	GOWORK=off $(GO) build ./...
 	GOWORK=off $(GO) vet ./...
 	GOWORK=off $(GO) test -short -count=1 ./...
+
+# The root module's documentation as pkg.go.dev will render it, by pkgsite
+# on a loopback port: every public package's page renders, with its
+# overview, its examples and the license detected as Apache-2.0.
+docs:
+	hack/pkgsite.sh check
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); \
@@ -116,6 +125,16 @@ deps-check:
 
 deps-budget:
 	cd internal/tools/depsbudget && GOWORK=off $(GO) run . -C ../../.. -write
+
+# Known vulnerabilities that our code calls, by govulncheck over the library
+# and over the examples, each module alone at the versions its go.mod
+# selects, against the Go vulnerability database of the golang.org/x/vulndb
+# version pinned in hack/testenv.sh (no network needed once it is built).
+# Fails on each one not in hack/vulncheck.allow, and on each line there that
+# no longer matches one.
+vulncheck:
+	@hack/testenv.sh vulndb
+	cd internal/tools/vulncheck && GOWORK=off $(GO) run . -C ../../.. -db .cache/vulndb -allow hack/vulncheck.allow . examples
 
 bench: testenv
 	$(GO) test $(BENCH_FLAGS) $(PACKAGES)

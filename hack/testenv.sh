@@ -5,7 +5,7 @@
 # is built only when its pinned version changed, so a fresh clone on a machine
 # that built them before costs only the links.
 #
-# Usage: hack/testenv.sh [component ...]   (default: all)
+# Usage: hack/testenv.sh [component ...]   (default: all but chromium)
 set -euo pipefail
 # The tools modules under internal/tools are not in the go.work workspace.
 export GOWORK=off
@@ -30,6 +30,12 @@ minio_version=v0.0.0-20260212201848-7aac2a2c5b7c
 fakegcs_version=v1.56.1
 azurite_version=3.37.0
 staticcheck_version=v0.8.2
+pkgsite_version=v0.6.0
+# The Go vulnerability database as the golang.org/x/vulndb module holds it
+# (its OSV records, data/osv), indexed by the same module's cmd/indexdb into
+# the layout govulncheck reads with -db file://. Raise it to check against
+# newer reports; the date in the version is the newest report it can know.
+vulndb_version=v0.0.0-20261105234957-e22db6528018
 
 log() { printf 'testenv: %s\n' "$*" >&2; }
 
@@ -55,7 +61,7 @@ build_kube() {
     log "building kube-apiserver and kube-controller-manager $kube_version (about 8 minutes cold)"
     local v=k8s.io/component-base/version minor=${kube_version#v1.}
     minor=${minor%%.*}
-    (cd "$mod" && quiet go build -trimpath -o "$dir.tmp/" \
+    (cd "$mod" && GOWORK=off quiet go build -trimpath -o "$dir.tmp/" \
       -ldflags "-s -w -X $v.gitVersion=$kube_version -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean" \
       ./cmd/kube-apiserver ./cmd/kube-controller-manager)
     rm -rf "$dir" && mv "$dir.tmp" "$dir"
@@ -70,7 +76,7 @@ build_etcd() {
   dir="$cache/etcd-$k"
   if [ ! -x "$dir/etcd" ]; then
     log "building etcd"
-    (cd "$mod" && quiet go build -trimpath -ldflags "-s -w" -o "$dir.tmp/" ./cmd/etcd)
+    (cd "$mod" && GOWORK=off quiet go build -trimpath -ldflags "-s -w" -o "$dir.tmp/" ./cmd/etcd)
     rm -rf "$dir" && mv "$dir.tmp" "$dir"
   fi
   link etcd "$dir/etcd"
@@ -91,6 +97,31 @@ goinstall() {
 build_minio() { goinstall minio github.com/minio/minio "$minio_version"; }
 build_fakegcs() { goinstall fake-gcs-server github.com/fsouza/fake-gcs-server "$fakegcs_version"; }
 build_staticcheck() { goinstall staticcheck honnef.co/go/tools/cmd/staticcheck "$staticcheck_version"; }
+build_pkgsite() { goinstall pkgsite golang.org/x/pkgsite/cmd/pkgsite "$pkgsite_version"; }
+
+# vulndb builds the vulnerability database that make vulncheck reads, and
+# links it as .cache/vulndb.
+build_vulndb() {
+  goinstall indexdb golang.org/x/vulndb/cmd/indexdb "$vulndb_version"
+  local dir="$cache/vulndb-$vulndb_version" src
+  if [ ! -f "$dir/index/modules.json" ] || [ ! -f "$dir/SOURCE" ]; then
+    log "indexing the vulnerability database golang.org/x/vulndb@$vulndb_version"
+    src=$(cd "$cache" && GOWORK=off quiet go mod download -json "golang.org/x/vulndb@$vulndb_version" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+    [ -d "$src/data/osv" ] || { log "golang.org/x/vulndb@$vulndb_version has no data/osv"; exit 1; }
+    rm -rf "$dir.tmp"
+    "$bin/indexdb" -vulns "$src/data/osv" -out "$dir.tmp"
+    echo "golang.org/x/vulndb@$vulndb_version" >"$dir.tmp/SOURCE"
+    rm -rf "$dir" && mv "$dir.tmp" "$dir"
+  fi
+  ln -sfn "$dir" "$root/.cache/vulndb"
+}
+
+# chromium (Debian's), headless, takes the screenshots of hack/pkgsite.sh
+# shots; no test needs it.
+build_chromium() {
+  command -v chromium >/dev/null || install_debian chromium
+  link chromium "$(command -v chromium)"
+}
 
 build_azurite() {
   command -v npm >/dev/null || { log "npm is missing"; install_debian nodejs npm; }
@@ -120,7 +151,7 @@ install_debian() {
 }
 
 components=("$@")
-[ ${#components[@]} -gt 0 ] || components=(etcd kube minio fakegcs azurite staticcheck rclone)
+[ ${#components[@]} -gt 0 ] || components=(etcd kube minio fakegcs azurite staticcheck pkgsite vulndb rclone)
 for c in "${components[@]}"; do
   "build_$c"
 done

@@ -22,8 +22,9 @@ import (
 // generated CRD checks that they agree.
 const MaxLastErrors = 10
 
-// TaskState is the state of a task.
 // +kubebuilder:validation:Enum=Pending;InProgress;Succeeded;Failed;Rejected
+
+// TaskState is the state of a task.
 type TaskState string
 
 // The task states. A task with no state is Pending: the status subresource
@@ -41,9 +42,10 @@ func (s TaskState) Finished() bool {
 	return s == TaskStateSucceeded || s == TaskStateFailed || s == TaskStateRejected
 }
 
+// +kubebuilder:validation:Enum=Admit;Execution;Cleanup
+
 // LastOperationType is the phase of a task's lifecycle the last operation
 // belongs to.
-// +kubebuilder:validation:Enum=Admit;Execution;Cleanup
 type LastOperationType string
 
 // The operation types of DEP-05.
@@ -60,8 +62,9 @@ const (
 	LastOperationTypeCleanup LastOperationType = "Cleanup"
 )
 
-// LastOperationState is the state of the last operation.
 // +kubebuilder:validation:Enum=InProgress;Completed;Failed
+
+// LastOperationState is the state of the last operation.
 type LastOperationState string
 
 // The operation states of DEP-05.
@@ -97,9 +100,10 @@ const (
 	CodeCleanupFailed ErrorCode = "CleanupFailed"
 )
 
+// +kubebuilder:object:generate=true
+
 // Status is the observed state of a task: DEP-05's EtcdOpsTaskStatus. Embed
 // it as the .status of a custom resource with the status subresource.
-// +kubebuilder:object:generate=true
 type Status struct {
 	// State is the last known state of the task. Empty means Pending.
 	// +optional
@@ -121,10 +125,11 @@ type Status struct {
 	LastOperation *LastOperation `json:"lastOperation,omitempty"`
 }
 
+// +kubebuilder:object:generate=true
+
 // LastOperation records the last operation done on a task. DEP-05's Go
 // sketch names LastUpdateTime's json field "lastTransitionTime" while its
 // YAML and etcd-druid's CRD say "lastUpdateTime"; this is the latter.
-// +kubebuilder:object:generate=true
 type LastOperation struct {
 	// Type is the phase the operation belongs to.
 	Type LastOperationType `json:"type"`
@@ -140,8 +145,9 @@ type LastOperation struct {
 	Description string `json:"description"`
 }
 
-// LastError is an error observed while processing a task.
 // +kubebuilder:object:generate=true
+
+// LastError is an error observed while processing a task.
 type LastError struct {
 	// Code identifies the kind of error.
 	Code ErrorCode `json:"code"`

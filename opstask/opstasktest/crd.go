@@ -1,3 +1,10 @@
+// The API group and version of TestTask, for controller-gen. They stand
+// apart from the package clause so that they are not part of the package
+// documentation.
+//
+// +groupName=opstasktest.groundskeeper.io
+// +versionName=v1
+
 package opstasktest
 
 import (
@@ -19,6 +26,11 @@ import (
 
 //go:generate go run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0 object crd:crdVersions=v1 paths=. output:crd:dir=crd
 
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Namespaced
+// +kubebuilder:object:generate=true
+
 // TestTask is the smallest custom resource a Kubernetes opstask.Store can
 // be tested on: DEP-05's spec fields (a one-of config whose members are
 // free-form, ttlSecondsAfterFinished, and a target named "target") and an
@@ -27,11 +39,6 @@ import (
 // bounded). Any member name is a kind, so a test registers the kinds it
 // likes. Install it with InstallCRD; a kubestore.Config for it takes
 // Resource, GroupVersionKind.Kind and TargetField below.
-//
-// +kubebuilder:object:root=true
-// +kubebuilder:subresource:status
-// +kubebuilder:resource:scope=Namespaced
-// +kubebuilder:object:generate=true
 type TestTask struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -41,20 +48,20 @@ type TestTask struct {
 	Status opstask.Status `json:"status,omitempty"`
 }
 
-// TestTaskList is a list of TestTask.
-//
 // +kubebuilder:object:root=true
 // +kubebuilder:object:generate=true
+
+// TestTaskList is a list of TestTask.
 type TestTaskList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []TestTask `json:"items"`
 }
 
-// TestTaskSpec has DEP-05's spec fields.
-//
 // +kubebuilder:validation:XValidation:rule="has(self.target) == has(oldSelf.target)",message="target cannot be added or removed after creation"
 // +kubebuilder:object:generate=true
+
+// TestTaskSpec has DEP-05's spec fields.
 type TestTaskSpec struct {
 	// Config has exactly one member, any object; its name is the kind.
 	// +kubebuilder:validation:MinProperties=1

@@ -44,7 +44,4 @@
 //     the store's own tests' job.
 //   - That TestTask's CRD holds an operator's own rules: it has only those
 //     opstask expects of every task resource.
-//
-// +groupName=opstasktest.groundskeeper.io
-// +versionName=v1
 package opstasktest
