@@ -100,75 +100,62 @@ func (o *operator) updateLockConfiguration(ctx context.Context, db *Database, lo
 // id, and how that changes the status; "" if there is nothing to do.
 type plan func(db *Database, id string) (what string, apply func(*DatabaseStatus))
 
-// global is a step that takes the lock before it acts. It checks the
-// resource again after taking the lock, because the previous holder may
-// have done the work.
+// global is a step that takes the lock before it acts, through Lock.Do:
+// the operation runs only while the lock is ours, with a context that ends
+// at the lease's end on the lock's clock, and never on a lease that ran out
+// before Take returned (a hung request). It checks the resource again once
+// it holds the lock, because the previous holder may have done the work.
 func (o *operator) global(name string, p plan) subreconcile.Named[*Database, *loopState] {
 	return subreconcile.NamedFunc(name, func(ctx context.Context, db *Database, loop subreconcile.Loop[*loopState]) *subreconcile.Requeue {
 		if what, _ := p(db, o.id); what == "" {
 			return nil
 		}
-		lease, r := o.take(ctx, loop)
-		if r != nil {
-			return r
-		}
-		if lease.Outcome != locking.OutcomeBypassed {
-			// Act only while the lock is ours: a Take that returned late
-			// (a hung request) may hand back a lock that has run out, and
-			// the operation must not outlive it.
-			left := lease.End.Sub(o.now())
-			if left <= 0 {
-				return subreconcile.RequeueAfter(time.Nanosecond, fmt.Sprintf("the global lock ran out at %s before %s could act", clockTime(lease.End), o.id))
+		st := loop.State()
+		ran := false
+		lease, err := st.lock.Do(ctx, func(ctx context.Context, lease locking.Lease) error {
+			ran = true
+			o.tookLock(loop, lease)
+			fresh, err := o.dbs.Get(ctx, db.Namespace, db.Name)
+			if err != nil {
+				return err
 			}
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, left)
-			defer cancel()
-		}
-		fresh, err := o.dbs.Get(ctx, db.Namespace, db.Name)
-		if err != nil {
-			return subreconcile.RequeueOnError(err)
-		}
-		*db = *fresh
-		what, apply := p(db, o.id)
-		if what == "" {
+			*db = *fresh
+			what, apply := p(db, o.id)
+			if what == "" {
+				return nil
+			}
+			if err := o.actor.Act(ctx, o.id, what); err != nil {
+				return fmt.Errorf("%s: %w", what, err)
+			}
+			apply(&db.Status)
+			updated, err := o.dbs.UpdateStatus(ctx, db)
+			if err != nil {
+				return err
+			}
+			*db = *updated
+			loop.Acted(what)
 			return nil
-		}
-		if err := o.actor.Act(ctx, o.id, what); err != nil {
-			return subreconcile.RequeueOnError(fmt.Errorf("%s: %w", what, err))
-		}
-		apply(&db.Status)
-		updated, err := o.dbs.UpdateStatus(ctx, db)
-		if err != nil {
+		}, nil)
+		var held *locking.HeldError
+		switch {
+		case err == nil:
+			return nil
+		case errors.As(err, &held) && errors.Is(err, locking.ErrLocked):
+			return subreconcile.RequeueAfter(held.RequeueAfter,
+				fmt.Sprintf("%s holds the global lock until %s", held.Holder, clockTime(held.End)))
+		case errors.Is(err, locking.ErrDenied):
+			return subreconcile.RequeueAfter(o.deniedRetry, fmt.Sprintf("%s is on the deny list: no global operations", o.id))
+		case !ran && errors.Is(err, locking.ErrLeaseEnded):
+			return subreconcile.RequeueAfter(time.Nanosecond, fmt.Sprintf("the global lock ran out at %s before %s could act", clockTime(lease.End), o.id))
+		default:
 			return subreconcile.RequeueOnError(err)
 		}
-		*db = *updated
-		loop.Acted(what)
-		return nil
 	})
 }
 
-// now reads the lock's clock.
-func (o *operator) now() time.Time {
-	if o.lockConfig.Clock == nil {
-		return time.Now()
-	}
-	return o.lockConfig.Clock.Now()
-}
-
-// take takes or extends the lock, or says when to come back.
-func (o *operator) take(ctx context.Context, loop subreconcile.Loop[*loopState]) (locking.Lease, *subreconcile.Requeue) {
+// tookLock records, once the lock is ours, how it came to be.
+func (o *operator) tookLock(loop subreconcile.Loop[*loopState], lease locking.Lease) {
 	st := loop.State()
-	lease, err := st.lock.Take(ctx)
-	var held *locking.HeldError
-	switch {
-	case errors.As(err, &held):
-		return lease, subreconcile.RequeueAfter(held.RequeueAfter,
-			fmt.Sprintf("%s holds the global lock until %s", held.Holder, clockTime(held.End)))
-	case errors.Is(err, locking.ErrDenied):
-		return lease, subreconcile.RequeueAfter(o.deniedRetry, fmt.Sprintf("%s is on the deny list: no global operations", o.id))
-	case err != nil:
-		return lease, subreconcile.RequeueOnError(err)
-	}
 	switch lease.Outcome {
 	case locking.OutcomeTaken:
 		loop.Acted(fmt.Sprintf("took the global lock until %s", clockTime(lease.End)))
@@ -179,10 +166,9 @@ func (o *operator) take(ctx context.Context, loop subreconcile.Loop[*loopState])
 			loop.Acted("locks are disabled: acting without the global lock")
 		}
 		st.bypassed = true
-		return lease, nil
+		return
 	}
 	st.held = true
-	return lease, nil
 }
 
 // releaseLock releases the lock once every global step of the loop is done,

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/groundskeeper-io/groundskeeper/examples/fdb-lock/api"
@@ -123,8 +124,10 @@ func (h *history) newClient() int {
 // recordingClock is a replica's lock clock: the real clock, shifted by
 // offset (a planted bug), which remembers its last reading, so that the
 // recorder learns the time the lock decided a transaction on (as
-// locktest's Hammer does).
+// locktest's Hammer does). Its timers are the real clock's: a shift does
+// not change a duration.
 type recordingClock struct {
+	clock.RealClock
 	offset time.Duration
 	last   atomic.Int64
 }

@@ -41,10 +41,11 @@ type controllerOptions struct {
 	lockDuration   time.Duration
 	actionDuration time.Duration
 	deniedRetry    time.Duration
-	// clock is the lock's clock, which a global step also measures its
-	// lease with: the real clock if nil. Not a flag: tests inject one
-	// (the chaos workload records the readings, and plants a skewed one).
-	clock clock.PassiveClock
+	// clock is the lock's clock, on which Lock.Do also ends a global step
+	// at its lease's end: the real clock if nil. Not a flag: tests inject
+	// one (the chaos workload records the readings, and plants a skewed
+	// one).
+	clock clock.Clock
 }
 
 // backends open a lock backend by the --lock-backend name; backend_fdb.go
