@@ -32,11 +32,7 @@ func (provider) Scheme() string { return azureblob.Scheme }
 // without credentials it is gocloud's URL opener (the environment's).
 func (provider) Open(ctx context.Context, u *url.URL, c *driver.Credentials) (*blob.Bucket, error) {
 	if c == nil {
-		b, err := blob.OpenBucket(ctx, u.String())
-		if err != nil {
-			return nil, fmt.Errorf("backupstore: open azblob bucket: %w", err)
-		}
-		return b, nil
+		return driver.OpenAmbient(ctx, u)
 	}
 	containerName := u.Host
 	if c.StorageAccount == "" || c.StorageKey == "" {

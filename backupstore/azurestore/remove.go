@@ -20,7 +20,7 @@ type remover struct {
 	client    *container.Client
 	perObject int
 	fallback  atomic.Bool
-	listed    atomic.Pointer[string]
+	driver.Listed
 }
 
 var _ driver.Remover = (*remover)(nil)
@@ -39,18 +39,10 @@ func (r *remover) Prepare(opts *blob.ListOptions) {
 	opts.BeforeList = func(as func(any) bool) error {
 		var o *container.ListBlobsHierarchyOptions
 		if as(&o) && o != nil {
-			r.listed.Store(o.Prefix)
+			r.Listed.Store(o.Prefix)
 		}
 		return nil
 	}
-}
-
-func (r *remover) ListedPrefix() (string, bool) {
-	p := r.listed.Load()
-	if p == nil {
-		return "", false
-	}
-	return *p, true
 }
 
 func (r *remover) Raw(o *blob.ListObject) (string, bool) {

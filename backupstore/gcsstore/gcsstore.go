@@ -36,11 +36,7 @@ func (provider) Scheme() string { return gcsblob.Scheme }
 func (provider) Open(ctx context.Context, u *url.URL, c *driver.Credentials) (*blob.Bucket, error) {
 	q := u.Query()
 	if c == nil && !q.Has("endpoint") && !q.Has("anonymous") {
-		b, err := blob.OpenBucket(ctx, u.String())
-		if err != nil {
-			return nil, fmt.Errorf("backupstore: open gs bucket: %w", err)
-		}
-		return b, nil
+		return driver.OpenAmbient(ctx, u)
 	}
 	bucket := u.Host
 	var endpoint string

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync/atomic"
 
 	"cloud.google.com/go/storage"
 	"gocloud.dev/blob"
@@ -21,7 +20,7 @@ import (
 type remover struct {
 	bucket *blob.Bucket
 	client *storage.Client
-	listed atomic.Pointer[string]
+	driver.Listed
 	// name is the bucket's name, learnt by ProbeVersioning; versioned:
 	// targets name generations.
 	name      string
@@ -64,18 +63,10 @@ func (r *remover) Prepare(opts *blob.ListOptions) {
 		var q *storage.Query
 		if as(&q) && q != nil {
 			p := q.Prefix
-			r.listed.Store(&p)
+			r.Listed.Store(&p)
 		}
 		return nil
 	}
-}
-
-func (r *remover) ListedPrefix() (string, bool) {
-	p := r.listed.Load()
-	if p == nil {
-		return "", false
-	}
-	return *p, true
 }
 
 func (r *remover) Remove(ctx context.Context, ts []driver.Target) []error {
@@ -113,7 +104,7 @@ func (r *remover) ProbeVersioning(ctx context.Context, run driver.Run) (bool, er
 			if as(&oh) && oh != nil && *oh != nil && strings.HasSuffix((*oh).ObjectName(), probe) {
 				r.name = (*oh).BucketName()
 				p := strings.TrimSuffix((*oh).ObjectName(), probe)
-				r.listed.Store(&p)
+				r.Listed.Store(&p)
 			}
 			return errProbed
 		},

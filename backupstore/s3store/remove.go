@@ -21,7 +21,7 @@ import (
 type remover struct {
 	client *s3.Client
 	bucket atomic.Pointer[string]
-	listed atomic.Pointer[string]
+	driver.Listed
 	// versioned: targets name versions, deleted with their VersionId.
 	versioned        bool
 	bypassGovernance bool
@@ -54,18 +54,13 @@ func (r *remover) Prepare(opts *blob.ListOptions) {
 		switch {
 		case as(&v2):
 			r.bucket.Store(v2.Bucket)
-			r.listed.Store(v2.Prefix)
+			r.Listed.Store(v2.Prefix)
 		case as(&v1):
 			r.bucket.Store(v1.Bucket)
-			r.listed.Store(v1.Prefix)
+			r.Listed.Store(v1.Prefix)
 		}
 		return nil
 	}
-}
-
-func (r *remover) ListedPrefix() (string, bool) {
-	p := r.listed.Load()
-	return aws.ToString(p), p != nil
 }
 
 func (r *remover) Raw(o *blob.ListObject) (string, bool) {

@@ -33,11 +33,7 @@ func (provider) Scheme() string { return s3blob.Scheme }
 // gocloud's URL opener (the environment's and the instance's credentials).
 func (provider) Open(ctx context.Context, u *url.URL, c *driver.Credentials) (*blob.Bucket, error) {
 	if c == nil {
-		b, err := blob.OpenBucket(ctx, u.String())
-		if err != nil {
-			return nil, fmt.Errorf("backupstore: open s3 bucket: %w", err)
-		}
-		return b, nil
+		return driver.OpenAmbient(ctx, u)
 	}
 	bucket := u.Host
 	if c.AccessKeyID == "" || c.SecretAccessKey == "" {

@@ -61,7 +61,7 @@ func (r *remover) learn(ctx context.Context, run driver.Run) error {
 			if as(&in) && in != nil && strings.HasSuffix(aws.ToString(in.Key), probe) {
 				r.bucket.Store(in.Bucket)
 				p := strings.TrimSuffix(aws.ToString(in.Key), probe)
-				r.listed.Store(&p)
+				r.Listed.Store(&p)
 			}
 			return errProbed
 		},
