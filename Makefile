@@ -19,7 +19,7 @@
 #   make chaos-short  only the short chaos runs, which make test runs too
 #
 # Components are cached outside the clone (see hack/testenv.sh) and linked
-# into .cache/bin, where internal/testenv finds them.
+# into .cache/bin, where testenv finds them.
 #
 # Modules: the library is the root module; the examples with their end-to-end
 # and chaos suites are the module in examples/, and the tools that build the

@@ -17,7 +17,7 @@ import (
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/internal/proxytest"
-	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
+	"github.com/groundskeeper-io/groundskeeper/testenv"
 )
 
 // expiryBenchObjects is how many objects BenchmarkExpirePrefix writes under

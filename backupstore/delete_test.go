@@ -16,7 +16,7 @@ import (
 	"gocloud.dev/blob/memblob"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
-	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
+	"github.com/groundskeeper-io/groundskeeper/testenv"
 )
 
 // siblings are the keys next to "backups/a/" that share its leading

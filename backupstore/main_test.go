@@ -14,7 +14,7 @@ import (
 	_ "github.com/groundskeeper-io/groundskeeper/backupstore/azurestore"
 	_ "github.com/groundskeeper-io/groundskeeper/backupstore/gcsstore"
 	_ "github.com/groundskeeper-io/groundskeeper/backupstore/s3store"
-	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
+	"github.com/groundskeeper-io/groundskeeper/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

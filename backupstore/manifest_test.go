@@ -15,7 +15,7 @@ import (
 	"gocloud.dev/blob"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
-	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
+	"github.com/groundskeeper-io/groundskeeper/testenv"
 )
 
 // takenFromNameOrModTime reads the time out of a snapshot name, and uses

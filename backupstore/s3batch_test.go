@@ -18,7 +18,7 @@ import (
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/internal/proxytest"
-	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
+	"github.com/groundskeeper-io/groundskeeper/testenv"
 )
 
 // deleteRequestKeys reads the keys of a DeleteObjects request.

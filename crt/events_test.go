@@ -15,8 +15,8 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	"github.com/groundskeeper-io/groundskeeper/crt"
-	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
+	"github.com/groundskeeper-io/groundskeeper/testenv"
 )
 
 // The events lifecycle records on an owner about two of its claims stay

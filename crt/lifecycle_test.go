@@ -17,46 +17,25 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/groundskeeper-io/groundskeeper/crt"
-	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
+	"github.com/groundskeeper-io/groundskeeper/testenv"
 )
 
 // startManager starts a controller-runtime manager on the test API server,
 // caching the namespace only, and returns it once its cache has synced.
 func startManager(t *testing.T, env *testenv.Kubernetes) ctrl.Manager {
 	t.Helper()
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 scheme.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{env.Namespace: {}}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
+	mgr := env.NewManager(t, scheme.Scheme)
 	// Informers start on first use: ask for the two this test reads.
 	for _, obj := range []client.Object{&corev1.PersistentVolumeClaim{}, &corev1.Pod{}} {
-		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
+		if _, err := mgr.GetCache().GetInformer(context.Background(), obj); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		t.Fatal("cache did not sync")
-	}
+	testenv.StartManager(t, mgr)
 	return mgr
 }
 

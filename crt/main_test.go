@@ -3,7 +3,7 @@ package crt_test
 import (
 	"testing"
 
-	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
+	"github.com/groundskeeper-io/groundskeeper/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

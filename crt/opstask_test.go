@@ -18,10 +18,10 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/groundskeeper-io/groundskeeper/crt"
-	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
 	"github.com/groundskeeper-io/groundskeeper/opstask"
 	"github.com/groundskeeper-io/groundskeeper/opstask/kubestore"
 	"github.com/groundskeeper-io/groundskeeper/opstask/opstasktest"
+	"github.com/groundskeeper-io/groundskeeper/testenv"
 )
 
 // storeOnly is an opstask.Store without a Watch method.

@@ -15,9 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/groundskeeper-io/groundskeeper/crt"
-	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
 	"github.com/groundskeeper-io/groundskeeper/subreconcile"
+	"github.com/groundskeeper-io/groundskeeper/testenv"
 )
 
 // A subreconcile chain over pods (whose status a test may write: there is

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Builds or installs the real components that internal/testenv starts, and the
+# Builds or installs the real components that testenv starts, and the
 # pinned tools of `make lint`, into a cache outside the clone keyed by their
-# pinned versions, then links them into .cache/bin of this clone. A component
-# is built only when its pinned version changed, so a fresh clone on a machine
-# that built them before costs only the links.
+# pinned versions, then links them into .cache/bin of this clone and into
+# bin of the cache, where the tests of other modules that use testenv find
+# them.
+# A component is built only when its pinned version changed, so a fresh clone
+# on a machine that built them before costs only the links.
 #
 # Usage: hack/testenv.sh [component ...]   (default: all but chromium)
 set -euo pipefail
@@ -13,7 +15,7 @@ export GOWORK=off
 root=$(cd "$(dirname "$0")/.." && pwd)
 cache=${GROUNDSKEEPER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/groundskeeper}
 bin="$root/.cache/bin"
-mkdir -p "$cache" "$bin"
+mkdir -p "$cache/bin" "$bin"
 
 # One run at a time per cache: two clones building the same component at
 # once would write into each other's output.
@@ -50,8 +52,8 @@ key() {
     sha256sum | cut -c1-12
 }
 
-# link NAME TARGET links .cache/bin/NAME to TARGET.
-link() { ln -sfn "$2" "$bin/$1"; }
+# link NAME TARGET links .cache/bin/NAME and the cache's bin/NAME to TARGET.
+link() { ln -sfn "$2" "$bin/$1" && ln -sfn "$2" "$cache/bin/$1"; }
 
 build_kube() {
   local mod="$root/internal/tools/kube" k dir

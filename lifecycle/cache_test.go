@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
+	"github.com/groundskeeper-io/groundskeeper/testenv"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"

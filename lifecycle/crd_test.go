@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
+	"github.com/groundskeeper-io/groundskeeper/testenv"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"

@@ -4,7 +4,7 @@ import (
 	"flag"
 	"testing"
 
-	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
+	"github.com/groundskeeper-io/groundskeeper/testenv"
 )
 
 func TestMain(m *testing.M) {

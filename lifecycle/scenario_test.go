@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
+	"github.com/groundskeeper-io/groundskeeper/testenv"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 

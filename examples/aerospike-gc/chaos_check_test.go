@@ -14,7 +14,7 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/examples/aerospike-gc/api"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/chaos"
-	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
+	"github.com/groundskeeper-io/groundskeeper/testenv"
 )
 
 // The invariants of the aerospike-gc workload.

@@ -20,9 +20,9 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/chaos"
-	"github.com/groundskeeper-io/groundskeeper/internal/faultproxy"
-	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
+	"github.com/groundskeeper-io/groundskeeper/testenv"
+	"github.com/groundskeeper-io/groundskeeper/testenv/faultproxy"
 )
 
 // shortSeed is the seed of the short run; CHAOS_SEED replays another.

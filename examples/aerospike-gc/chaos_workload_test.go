@@ -30,9 +30,9 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/chaos"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/replicatest"
-	"github.com/groundskeeper-io/groundskeeper/internal/faultproxy"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
 	"github.com/groundskeeper-io/groundskeeper/retention"
+	"github.com/groundskeeper-io/groundskeeper/testenv/faultproxy"
 )
 
 // The aerospike-gc chaos workload: two replicas of the collector with

@@ -20,9 +20,9 @@ import (
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/examples/aerospike-gc/api"
-	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
 	"github.com/groundskeeper-io/groundskeeper/retention"
+	"github.com/groundskeeper-io/groundskeeper/testenv"
 )
 
 // An expired backup one of whose objects is under S3 Object Lock

@@ -34,9 +34,9 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/rbactest"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/replicatest"
-	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
 	"github.com/groundskeeper-io/groundskeeper/retention"
+	"github.com/groundskeeper-io/groundskeeper/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

@@ -28,8 +28,8 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/examples/backup-entry/api"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/chaos"
-	"github.com/groundskeeper-io/groundskeeper/internal/faultproxy"
-	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
+	"github.com/groundskeeper-io/groundskeeper/testenv"
+	"github.com/groundskeeper-io/groundskeeper/testenv/faultproxy"
 )
 
 // shortSeed is the seed of the short run; CHAOS_SEED replays another.
@@ -91,7 +91,7 @@ func TestChaos(t *testing.T) {
 	clients := []*faultproxy.Proxy{replicaProxies[0], replicaProxies[1], minio, gcsProxy, azurite}
 	all := append(clients[:5:5], k.EtcdProxy)
 	// Azurite is only ever stopped with SIGTERM: a kill can lose its last
-	// writes (internal/testenv).
+	// writes (testenv).
 	faults := append(chaos.ControlPlaneFaults(k),
 		chaos.Restart("restart minio", s3.Server), chaos.Restart("restart fake-gcs-server", gcs.Server),
 		chaos.RestartGracefully("restart azurite (SIGTERM)", az.Server), chaos.KillReplica(g.replicas))

@@ -29,7 +29,7 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/chaos"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/replicatest"
-	"github.com/groundskeeper-io/groundskeeper/internal/faultproxy"
+	"github.com/groundskeeper-io/groundskeeper/testenv/faultproxy"
 )
 
 // The backup-entry chaos workload: replicas of the controller with leader

@@ -12,9 +12,9 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/chaos"
-	"github.com/groundskeeper-io/groundskeeper/internal/faultproxy"
-	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
 	"github.com/groundskeeper-io/groundskeeper/opstask"
+	"github.com/groundskeeper-io/groundskeeper/testenv"
+	"github.com/groundskeeper-io/groundskeeper/testenv/faultproxy"
 )
 
 // shortSeed is the seed of the short run; CHAOS_SEED replays another.

@@ -25,9 +25,9 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/examples/etcd-opstask/api"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/chaos"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
-	"github.com/groundskeeper-io/groundskeeper/internal/faultproxy"
-	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
 	"github.com/groundskeeper-io/groundskeeper/opstask"
+	"github.com/groundskeeper-io/groundskeeper/testenv"
+	"github.com/groundskeeper-io/groundskeeper/testenv/faultproxy"
 )
 
 // The etcd-opstask chaos workload: two replicas of the controller, both

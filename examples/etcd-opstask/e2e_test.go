@@ -37,8 +37,8 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/examples/etcd-opstask/opsctl"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/rbactest"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/replicatest"
-	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
 	"github.com/groundskeeper-io/groundskeeper/opstask"
+	"github.com/groundskeeper-io/groundskeeper/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

@@ -24,10 +24,10 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/chaos"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/replicatest"
-	"github.com/groundskeeper-io/groundskeeper/internal/faultproxy"
 	"github.com/groundskeeper-io/groundskeeper/internal/tuple"
 	"github.com/groundskeeper-io/groundskeeper/locking"
 	"github.com/groundskeeper-io/groundskeeper/locking/locktest"
+	"github.com/groundskeeper-io/groundskeeper/testenv/faultproxy"
 )
 
 // The fdb-lock chaos workload: two replicas (leader election on) of each of

@@ -26,8 +26,8 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/rbactest"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/replicatest"
-	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
 	"github.com/groundskeeper-io/groundskeeper/locking"
+	"github.com/groundskeeper-io/groundskeeper/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

@@ -31,8 +31,8 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/replicatest"
 	"github.com/groundskeeper-io/groundskeeper/examples/statefulset-pvc/api"
-	"github.com/groundskeeper-io/groundskeeper/internal/faultproxy"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
+	"github.com/groundskeeper-io/groundskeeper/testenv/faultproxy"
 )
 
 // The statefulset-pvc chaos workload: two replicas of the controller with

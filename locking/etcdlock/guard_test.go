@@ -8,8 +8,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
 	"github.com/groundskeeper-io/groundskeeper/locking"
+	"github.com/groundskeeper-io/groundskeeper/testenv"
 )
 
 // TestRangeGuardAloneMissesDeletions is why commit also guards every key a

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
 	"github.com/groundskeeper-io/groundskeeper/locking"
 	"github.com/groundskeeper-io/groundskeeper/locking/etcdlock"
 	"github.com/groundskeeper-io/groundskeeper/locking/locktest"
+	"github.com/groundskeeper-io/groundskeeper/testenv"
 )
 
 // The mutual-exclusion proof against a real etcd: contenders hammer

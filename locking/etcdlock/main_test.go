@@ -10,10 +10,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
 	"github.com/groundskeeper-io/groundskeeper/locking"
 	"github.com/groundskeeper-io/groundskeeper/locking/etcdlock"
 	"github.com/groundskeeper-io/groundskeeper/locking/locktest"
+	"github.com/groundskeeper-io/groundskeeper/testenv"
 )
 
 // Environment of the hammering child processes (see TestMultiProcess).

@@ -11,10 +11,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
 	"github.com/groundskeeper-io/groundskeeper/locking"
 	"github.com/groundskeeper-io/groundskeeper/locking/kubelock"
 	"github.com/groundskeeper-io/groundskeeper/locking/locktest"
+	"github.com/groundskeeper-io/groundskeeper/testenv"
 )
 
 // The mutual-exclusion proof against a real kube-apiserver: contenders

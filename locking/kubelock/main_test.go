@@ -8,10 +8,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
 	"github.com/groundskeeper-io/groundskeeper/locking"
 	"github.com/groundskeeper-io/groundskeeper/locking/kubelock"
 	"github.com/groundskeeper-io/groundskeeper/locking/locktest"
+	"github.com/groundskeeper-io/groundskeeper/testenv"
 )
 
 // Environment of the hammering child processes (see TestExclusionProcesses):

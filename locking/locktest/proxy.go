@@ -6,7 +6,7 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/groundskeeper-io/groundskeeper/internal/faultproxy"
+	"github.com/groundskeeper-io/groundskeeper/testenv/faultproxy"
 )
 
 // Proxy is a TCP proxy on loopback between a client and a server, for
@@ -17,7 +17,7 @@ import (
 // cannot know the outcome. TLS passes through unchanged.
 //
 // It is a thin wrapper over the module's fault proxy
-// (internal/faultproxy), which also adds latency, blackholes and drops
+// (testenv/faultproxy), which also adds latency, blackholes and drops
 // requests; the chaos tests use that one directly.
 type Proxy struct {
 	p *faultproxy.Proxy

@@ -13,10 +13,10 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
-	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
 	"github.com/groundskeeper-io/groundskeeper/opstask"
 	"github.com/groundskeeper-io/groundskeeper/opstask/kubestore"
 	"github.com/groundskeeper-io/groundskeeper/opstask/opstasktest"
+	"github.com/groundskeeper-io/groundskeeper/testenv"
 )
 
 func TestMain(m *testing.M) {

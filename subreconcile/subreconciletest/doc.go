@@ -37,7 +37,7 @@
 //   - Anything of the object's life outside the loop: there is no API
 //     server, no status write and no watch; the test hands Run the object
 //     and inspects it afterwards. Test a step's Kubernetes calls against
-//     internal/testenv.
+//     testenv.
 //   - Events when the Config brought its own recorder: Result.Events is then
 //     empty and ExpectEvents sees nothing.
 //   - Safety for concurrent Runs on one Harness: the event buffer is shared,

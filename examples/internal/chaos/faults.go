@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/groundskeeper-io/groundskeeper/internal/faultproxy"
-	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
+	"github.com/groundskeeper-io/groundskeeper/testenv"
+	"github.com/groundskeeper-io/groundskeeper/testenv/faultproxy"
 )
 
 // Sleep waits for d or until ctx ends, whichever is first.

@@ -13,8 +13,8 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"k8s.io/client-go/rest"
 
-	"github.com/groundskeeper-io/groundskeeper/internal/faultproxy"
-	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
+	"github.com/groundskeeper-io/groundskeeper/testenv"
+	"github.com/groundskeeper-io/groundskeeper/testenv/faultproxy"
 )
 
 // Replicas runs N replicas of a controller, each replaced when it is

@@ -1,5 +1,5 @@
 // Command etcd is the upstream etcd server, built from pinned modules for
-// internal/testenv.
+// testenv.
 package main
 
 import (

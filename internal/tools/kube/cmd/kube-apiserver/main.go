@@ -1,5 +1,5 @@
 // Command kube-apiserver is the upstream API server, built from pinned modules
-// for internal/testenv.
+// for testenv.
 package main
 
 import (

@@ -1,5 +1,5 @@
 // Command kube-controller-manager is the upstream controller manager, built
-// from pinned modules for internal/testenv.
+// from pinned modules for testenv.
 package main
 
 import (

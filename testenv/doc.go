@@ -1,5 +1,5 @@
-// Package testenv starts real components for groundskeeper's tests, on free
-// loopback ports: etcd, kube-apiserver and kube-controller-manager, MinIO
+// Package testenv starts real components for tests, on free loopback ports,
+// for groundskeeper's own tests and for the tests of operators built on it: etcd, kube-apiserver and kube-controller-manager, MinIO
 // (S3), fake-gcs-server (GCS) and Azurite (Azure Blob), plus file and memory
 // buckets. A mock answers what its author believed; these answer what the
 // real thing does.
@@ -43,7 +43,7 @@
 // [Component] with Stop (SIGTERM), Start, Restart and Kill (SIGKILL); it
 // comes back on the same ports with the same data directory, so clients
 // reconnect to the address they had. Faults of the network between a client
-// and any component come from internal/faultproxy (latency, blackhole,
+// and any component come from testenv/faultproxy (latency, blackhole,
 // reset, refusal, one-way drop); [Kubernetes.ConfigVia] routes a client of
 // the API server through one. The isolated API server writes an audit log
 // of every delete request, its receipt and its response
@@ -78,12 +78,38 @@
 // emulator only through the process-wide STORAGE_EMULATOR_HOST, which
 // belongs to the shared server. Use its Endpoint (the JSON API).
 //
+// # A test of your own operator
+//
+// A test of a controller-runtime operator gets a manager on the real API
+// server from [Kubernetes.NewManager], adds its controllers, and starts it
+// with [StartManager]; the garbage collector of the controller manager then
+// deletes what owner references say it should, which controller-runtime's
+// envtest cannot show:
+//
+//	func TestMain(m *testing.M) { testenv.Main(m) }
+//
+//	func TestScaleDown(t *testing.T) {
+//		env := testenv.StartKubernetes(t)
+//		mgr := env.NewManager(t, scheme)
+//		if err := setupMyController(mgr); err != nil {
+//			t.Fatal(err)
+//		}
+//		testenv.StartManager(t, mgr)
+//		// create objects in env.Namespace through mgr.GetClient() or
+//		// env.Client, and wait for what the controller does.
+//	}
+//
 // # Binaries
 //
-// `make testenv` (hack/testenv.sh) builds the components from pinned
-// versions into a cache outside the clone and links them into .cache/bin at
-// the module root, where this package finds them; [BinDirEnv] overrides the
-// directory.
+// `make testenv` (hack/testenv.sh) in a clone of this repository builds the
+// components from pinned versions into a cache outside the clone
+// (${XDG_CACHE_HOME:-$HOME/.cache}/groundskeeper) and links them into two
+// folders: .cache/bin at the clone's root, where the tests of the
+// groundskeeper module find them, and bin in that cache, where the tests of
+// any other module find them. [BinDirEnv] overrides both. The tests of
+// another module need only the clone's `make testenv` once per machine, and
+// binaries of other versions may be linked there instead, though testenv
+// is tested only with the pinned ones (Kubernetes 1.37.2).
 //
 // # Object store credentials
 //

@@ -17,8 +17,11 @@ import (
 )
 
 // BinDirEnv names the environment variable that overrides where the
-// component binaries are looked up. By default they are in .cache/bin at the
-// root of the module, where `make testenv` links them.
+// component binaries are looked up. Without it they are looked up in
+// .cache/bin at the root of the groundskeeper module when the tests run
+// inside it, and otherwise in bin under the machine's groundskeeper cache
+// (${XDG_CACHE_HOME:-$HOME/.cache}/groundskeeper/bin): `make testenv` links
+// them into both.
 const BinDirEnv = "GROUNDSKEEPER_TESTENV_BIN"
 
 // Main runs the tests of a package and then stops every component they
@@ -68,7 +71,7 @@ func unavailable(t testing.TB, err error) {
 	if inCI() || !errors.Is(err, errNotBuilt) {
 		t.Fatalf("testenv: %v", err)
 	}
-	t.Skipf("testenv: %v (run `make testenv` to build the test environment)", err)
+	t.Skipf("testenv: %v (run `make testenv` in a clone of github.com/groundskeeper-io/groundskeeper, or set %s)", err, BinDirEnv)
 }
 
 // skipInShortMode skips a test that needs a real component when go test
@@ -86,13 +89,9 @@ var errNotBuilt = errors.New("component binary not found")
 
 // binary returns the path of a component binary.
 func binary(name string) (string, error) {
-	dir := os.Getenv(BinDirEnv)
-	if dir == "" {
-		root, err := moduleRoot()
-		if err != nil {
-			return "", err
-		}
-		dir = filepath.Join(root, ".cache", "bin")
+	dir, err := binDir()
+	if err != nil {
+		return "", err
 	}
 	path := filepath.Join(dir, name)
 	if _, err := os.Stat(path); err != nil {
@@ -101,21 +100,43 @@ func binary(name string) (string, error) {
 	return path, nil
 }
 
+// binDir returns the directory of the component binaries: BinDirEnv, then
+// .cache/bin of the groundskeeper module the tests run in, then the bin
+// folder of the machine's cache.
+func binDir() (string, error) {
+	if dir := os.Getenv(BinDirEnv); dir != "" {
+		return dir, nil
+	}
+	if root, ok := moduleRoot(); ok {
+		return filepath.Join(root, ".cache", "bin"), nil
+	}
+	cache := os.Getenv("XDG_CACHE_HOME")
+	if cache == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("testenv: no home directory to find the components in; set %s: %w", BinDirEnv, err)
+		}
+		cache = filepath.Join(home, ".cache")
+	}
+	return filepath.Join(cache, "groundskeeper", "bin"), nil
+}
+
 // moduleRoot walks up from the working directory (a package directory under
-// `go test`) to the directory holding this module's go.mod.
-func moduleRoot() (string, error) {
+// `go test`) to the directory holding groundskeeper's go.mod, if the tests
+// run inside that module.
+func moduleRoot() (string, bool) {
 	dir, err := os.Getwd()
 	if err != nil {
-		return "", err
+		return "", false
 	}
 	for {
 		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
 		if err == nil && bytes.HasPrefix(data, []byte("module github.com/groundskeeper-io/groundskeeper\n")) {
-			return dir, nil
+			return dir, true
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", fmt.Errorf("testenv: no groundskeeper go.mod above the working directory; set %s", BinDirEnv)
+			return "", false
 		}
 		dir = parent
 	}

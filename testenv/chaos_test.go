@@ -23,8 +23,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/groundskeeper-io/groundskeeper/internal/faultproxy"
-	"github.com/groundskeeper-io/groundskeeper/internal/testenv"
+	"github.com/groundskeeper-io/groundskeeper/testenv"
+	"github.com/groundskeeper-io/groundskeeper/testenv/faultproxy"
 )
 
 // eventually polls f every 200 ms until it returns nil or timeout passes,
@@ -224,7 +224,7 @@ type putGet struct {
 }
 
 // TestObjectStoreRestarts shows, per store of its own, what survives an
-// orderly restart (SIGTERM) and a crash (SIGKILL); internal/testenv/doc.go
+// orderly restart (SIGTERM) and a crash (SIGKILL); testenv/doc.go
 // states the same.
 func TestObjectStoreRestarts(t *testing.T) {
 	for _, tc := range []struct {

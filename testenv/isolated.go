@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/groundskeeper-io/groundskeeper/internal/faultproxy"
+	"github.com/groundskeeper-io/groundskeeper/testenv/faultproxy"
 )
 
 // IsolatedKubernetes is a control plane that belongs to one test, so that

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/groundskeeper-io/groundskeeper/internal/faultproxy"
+	"github.com/groundskeeper-io/groundskeeper/testenv/faultproxy"
 )
 
 // TestMain fails the package if a proxy goroutine outlives the tests: Close
@@ -40,7 +40,7 @@ func leaked() string {
 		buf = buf[:runtime.Stack(buf, true)]
 		stacks = ""
 		for g := range strings.SplitSeq(string(buf), "\n\n") {
-			if strings.Contains(g, "internal/faultproxy.(*") {
+			if strings.Contains(g, "testenv/faultproxy.(*") {
 				stacks += g + "\n\n"
 			}
 		}
