@@ -125,6 +125,10 @@ func New(cfg Config) (*Lock, error) {
 // ID returns this instance's lock ID.
 func (l *Lock) ID() string { return l.id }
 
+// Disabled reports whether the lock was configured with Config.Disabled:
+// Take then succeeds without touching the backend.
+func (l *Lock) Disabled() bool { return l.disabled }
+
 // As calls the backend's As; see Backend.As.
 func (l *Lock) As(i any) bool { return l.backend.As(i) }
 

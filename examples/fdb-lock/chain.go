@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/groundskeeper-io/groundskeeper/locking"
+	"github.com/groundskeeper-io/groundskeeper/locking/lockstep"
 	"github.com/groundskeeper-io/groundskeeper/subreconcile"
 )
 
@@ -41,155 +41,61 @@ type operator struct {
 
 // loopState is built once per loop: the lock, with the spec's disable
 // switch, and whether this loop holds it.
-type loopState struct {
-	lock *locking.Lock
-	// held: a step of this loop took or extended the lock. bypassed: a step
-	// went ahead with locks disabled.
-	held, bypassed bool
-}
+type loopState = lockstep.State
 
 // newRunner returns the chain, in the order of the FoundationDB operator's
 // cluster reconciler: the deny list first, then the global operations, each
 // of which takes (or extends) the lock before acting, then the release.
 func (o *operator) newRunner(cfg subreconcile.Config[*Database, *loopState]) (*subreconcile.Runner[*Database, *loopState], error) {
+	lo := lockstep.Options{DeniedRetry: o.deniedRetry, TimeLayout: time.TimeOnly}
 	cfg.Name = "Database"
 	cfg.Steps = []subreconcile.Named[*Database, *loopState]{
-		subreconcile.NamedFunc("UpdateLockConfiguration", o.updateLockConfiguration),
-		o.global("ChangeCoordinators", changeCoordinators),
-		o.global("ExcludeProcesses", excludeProcesses),
-		o.global("BounceProcesses", bounceProcesses),
-		subreconcile.NamedFunc("ReleaseLock", o.releaseLock),
+		lockstep.DenyList[*Database, *loopState]("UpdateLockConfiguration", denyList),
+		o.global("ChangeCoordinators", changeCoordinators, lo),
+		o.global("ExcludeProcesses", excludeProcesses, lo),
+		o.global("BounceProcesses", bounceProcesses, lo),
+		lockstep.Release[*Database, *loopState]("ReleaseLock"),
 	}
 	cfg.NewState = func(_ context.Context, db *Database) (*loopState, error) {
 		cfg := o.lockConfig
 		cfg.Backend, cfg.LockID, cfg.Disabled = o.backend, o.id, db.Spec.LockOptions.DisableLocks
 		l, err := locking.New(cfg)
-		return &loopState{lock: l}, err
+		return lockstep.NewState(l), err
 	}
 	return subreconcile.New(cfg)
-}
-
-// updateLockConfiguration applies the spec's deny list, as the FoundationDB
-// operator's UpdateLockConfiguration does; not while locks are disabled.
-func (o *operator) updateLockConfiguration(ctx context.Context, db *Database, loop subreconcile.Loop[*loopState]) *subreconcile.Requeue {
-	entries := denyList(db)
-	if db.Spec.LockOptions.DisableLocks || len(entries) == 0 {
-		return nil
-	}
-	l := loop.State().lock
-	// UpdateDenyList does not say what it changed; reading the list around
-	// it is how the timeline shows when the list changes.
-	before, err := l.DenyList(ctx)
-	if err != nil {
-		return subreconcile.RequeueOnError(err)
-	}
-	if _, err := l.UpdateDenyList(ctx, entries, nil); err != nil {
-		return subreconcile.RequeueOnError(err)
-	}
-	after, err := l.DenyList(ctx)
-	if err != nil {
-		return subreconcile.RequeueOnError(err)
-	}
-	if !slices.Equal(before, after) {
-		loop.Acted(fmt.Sprintf("deny list is now %v", after))
-	}
-	return nil
 }
 
 // A plan says what a global operation would do to a database for instance
 // id, and how that changes the status; "" if there is nothing to do.
 type plan func(db *Database, id string) (what string, apply func(*DatabaseStatus))
 
-// global is a step that takes the lock before it acts, through Lock.Do:
-// the operation runs only while the lock is ours, with a context that ends
-// at the lease's end on the lock's clock, and never on a lease that ran out
-// before Take returned (a hung request). It checks the resource again once
-// it holds the lock, because the previous holder may have done the work.
-func (o *operator) global(name string, p plan) subreconcile.Named[*Database, *loopState] {
-	return subreconcile.NamedFunc(name, func(ctx context.Context, db *Database, loop subreconcile.Loop[*loopState]) *subreconcile.Requeue {
-		if what, _ := p(db, o.id); what == "" {
-			return nil
+// global is a step that runs the operation p plans under the global lock
+// (lockstep.Global: only while the lock is ours, with a context that ends
+// with the lease on the lock's clock). It reads the database again once it
+// holds the lock, because the previous holder may have done the work.
+func (o *operator) global(name string, p plan, lo lockstep.Options) subreconcile.Named[*Database, *loopState] {
+	pending := func(db *Database) bool { what, _ := p(db, o.id); return what != "" }
+	return lockstep.Global[*Database, *loopState](name, pending, func(ctx context.Context, db *Database, _ locking.Lease) (string, error) {
+		fresh, err := o.dbs.Get(ctx, db.Namespace, db.Name)
+		if err != nil {
+			return "", err
 		}
-		st := loop.State()
-		ran := false
-		lease, err := st.lock.Do(ctx, func(ctx context.Context, lease locking.Lease) error {
-			ran = true
-			o.tookLock(loop, lease)
-			fresh, err := o.dbs.Get(ctx, db.Namespace, db.Name)
-			if err != nil {
-				return err
-			}
-			*db = *fresh
-			what, apply := p(db, o.id)
-			if what == "" {
-				return nil
-			}
-			if err := o.actor.Act(ctx, o.id, what); err != nil {
-				return fmt.Errorf("%s: %w", what, err)
-			}
-			apply(&db.Status)
-			updated, err := o.dbs.UpdateStatus(ctx, db)
-			if err != nil {
-				return err
-			}
-			*db = *updated
-			loop.Acted(what)
-			return nil
-		}, nil)
-		var held *locking.HeldError
-		switch {
-		case err == nil:
-			return nil
-		case errors.As(err, &held) && errors.Is(err, locking.ErrLocked):
-			return subreconcile.RequeueAfter(held.RequeueAfter,
-				fmt.Sprintf("%s holds the global lock until %s", held.Holder, clockTime(held.End)))
-		case errors.Is(err, locking.ErrDenied):
-			return subreconcile.RequeueAfter(o.deniedRetry, fmt.Sprintf("%s is on the deny list: no global operations", o.id))
-		case !ran && errors.Is(err, locking.ErrLeaseEnded):
-			return subreconcile.RequeueAfter(time.Nanosecond, fmt.Sprintf("the global lock ran out at %s before %s could act", clockTime(lease.End), o.id))
-		default:
-			return subreconcile.RequeueOnError(err)
+		*db = *fresh
+		what, apply := p(db, o.id)
+		if what == "" {
+			return "", nil
 		}
-	})
-}
-
-// tookLock records, once the lock is ours, how it came to be.
-func (o *operator) tookLock(loop subreconcile.Loop[*loopState], lease locking.Lease) {
-	st := loop.State()
-	switch lease.Outcome {
-	case locking.OutcomeTaken:
-		loop.Acted(fmt.Sprintf("took the global lock until %s", clockTime(lease.End)))
-	case locking.OutcomeTakenOver:
-		loop.Acted(fmt.Sprintf("took the global lock over from %s, until %s", lease.Previous, clockTime(lease.End)))
-	case locking.OutcomeBypassed:
-		if !st.bypassed {
-			loop.Acted("locks are disabled: acting without the global lock")
+		if err := o.actor.Act(ctx, o.id, what); err != nil {
+			return "", fmt.Errorf("%s: %w", what, err)
 		}
-		st.bypassed = true
-		return
-	}
-	st.held = true
-}
-
-// releaseLock releases the lock once every global step of the loop is done,
-// so that other instances need not wait for it to expire. A loop that ended
-// early keeps it: its work is not finished.
-func (o *operator) releaseLock(ctx context.Context, _ *Database, loop subreconcile.Loop[*loopState]) *subreconcile.Requeue {
-	st := loop.State()
-	if !st.held {
-		return nil
-	}
-	if _, _, err := st.lock.Release(ctx, nil); err != nil {
-		if errors.Is(err, locking.ErrNotHeld) {
-			// Our operations may not have been exclusive; say so loudly.
-			loop.Logger().Error(err, "global lock lost before release")
-			loop.Acted("the global lock was no longer ours: " + err.Error())
-			return nil
+		apply(&db.Status)
+		updated, err := o.dbs.UpdateStatus(ctx, db)
+		if err != nil {
+			return "", err
 		}
-		return subreconcile.RequeueOnError(err)
-	}
-	loop.Acted("released the global lock")
-	return nil
+		*db = *updated
+		return what, nil
+	}, lo)
 }
 
 func changeCoordinators(db *Database, _ string) (string, func(*DatabaseStatus)) {

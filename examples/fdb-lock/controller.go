@@ -18,7 +18,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/groundskeeper-io/groundskeeper/crt"
 	"github.com/groundskeeper-io/groundskeeper/examples/fdb-lock/api"
@@ -130,29 +129,14 @@ func newManager(cfg *rest.Config, common *kubecmd.Flags, o controllerOptions, ba
 	if err != nil {
 		return nil, err
 	}
+	// The chain writes the status itself, each global step while it holds
+	// the lock, so that the next holder sees what was done; the status
+	// write crt.Reconciler makes after the chain then changes nothing.
 	err = ctrl.NewControllerManagedBy(mgr).
 		For(&api.Database{}).
 		Named("database").
-		Complete(&reconciler{Client: mgr.GetClient(), runner: runner})
+		Complete(crt.Reconciler(mgr.GetClient(), runner, func() *Database { return new(Database) }))
 	return mgr, err
-}
-
-// reconciler runs the chain on a Database. The chain writes the status
-// itself, each global step while it holds the lock, so that the next
-// holder sees what was done; crt.Reconciler, which writes the status after
-// the chain, is not needed.
-type reconciler struct {
-	client.Client
-	runner *subreconcile.Runner[*Database, *loopState]
-}
-
-func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	var db Database
-	if err := r.Get(ctx, req.NamespacedName, &db); err != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(err) // deleted: nothing to reconcile
-	}
-	after, err := r.runner.Run(ctx, &db).Result()
-	return crt.Result(ctx, after, err)
 }
 
 // apiDatabases reads Databases from the API server and writes their status.
