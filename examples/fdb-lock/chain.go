@@ -6,17 +6,23 @@ import (
 	"slices"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/groundskeeper-io/groundskeeper/examples/fdb-lock/api"
 	"github.com/groundskeeper-io/groundskeeper/locking"
 	"github.com/groundskeeper-io/groundskeeper/locking/lockstep"
 	"github.com/groundskeeper-io/groundskeeper/subreconcile"
 )
 
-// databases reads a Database afresh and writes its status: the manager's
-// API reader and client in a cluster, a map in the scenario.
-type databases interface {
-	Get(ctx context.Context, namespace, name string) (*Database, error)
-	UpdateStatus(ctx context.Context, db *Database) (*Database, error)
-}
+// The custom resource this example reconciles is api.Database; these names
+// keep the controller's code short.
+type (
+	Database       = api.Database
+	DatabaseSpec   = api.DatabaseSpec
+	DatabaseStatus = api.DatabaseStatus
+	LockOptions    = api.LockOptions
+	DenyListEntry  = locking.DenyListEntry
+)
 
 // actor carries out a global operation. There is no FoundationDB in this
 // example: the controller logs the operation and waits as long as one takes,
@@ -25,18 +31,17 @@ type actor interface {
 	Act(ctx context.Context, instance, operation string) error
 }
 
-// operator is one operator instance: its lock ID, where its lock lives, and
-// the chain it runs over every Database.
+// operator is one operator instance: its options (lock ID, duration and
+// clock, denied retry), where its lock lives, and the chain it runs over
+// every Database.
 type operator struct {
-	id      string
+	controllerOptions
 	backend locking.Backend
-	// lockOptions are used for every loop; Disabled comes from the spec.
-	lockConfig locking.Config
-	dbs        databases
-	actor      actor
-	// deniedRetry is when a denied instance looks again: retrying does not
-	// help until someone allows it, which may be another instance's spec.
-	deniedRetry time.Duration
+	// live reads a Database afresh (the manager's API reader), c writes
+	// its status.
+	live  client.Reader
+	c     client.Client
+	actor actor
 }
 
 // loopState is built once per loop: the lock, with the spec's disable
@@ -48,20 +53,18 @@ type loopState = lockstep.State
 // of which takes (or extends) the lock before acting, then the release.
 func (o *operator) newRunner(cfg subreconcile.Config[*Database, *loopState]) (*subreconcile.Runner[*Database, *loopState], error) {
 	lo := lockstep.Options{DeniedRetry: o.deniedRetry, TimeLayout: time.TimeOnly}
+	lc := locking.Config{Backend: o.backend, LockID: o.lockID, Duration: o.lockDuration, Clock: o.clock}
 	cfg.Name = "Database"
 	cfg.Steps = []subreconcile.Named[*Database, *loopState]{
-		lockstep.DenyList[*Database, *loopState]("UpdateLockConfiguration", denyList),
+		lockstep.DenyList[*Database, *loopState]("UpdateLockConfiguration", func(db *Database) []locking.DenyListEntry {
+			return db.Spec.LockOptions.DenyList
+		}),
 		o.global("ChangeCoordinators", changeCoordinators, lo),
 		o.global("ExcludeProcesses", excludeProcesses, lo),
 		o.global("BounceProcesses", bounceProcesses, lo),
 		lockstep.Release[*Database, *loopState]("ReleaseLock"),
 	}
-	cfg.NewState = func(_ context.Context, db *Database) (*loopState, error) {
-		cfg := o.lockConfig
-		cfg.Backend, cfg.LockID, cfg.Disabled = o.backend, o.id, db.Spec.LockOptions.DisableLocks
-		l, err := locking.New(cfg)
-		return lockstep.NewState(l), err
-	}
+	cfg.NewState = lockstep.NewStates(lc, func(db *Database) bool { return db.Spec.LockOptions.DisableLocks })
 	return subreconcile.New(cfg)
 }
 
@@ -74,27 +77,22 @@ type plan func(db *Database, id string) (what string, apply func(*DatabaseStatus
 // with the lease on the lock's clock). It reads the database again once it
 // holds the lock, because the previous holder may have done the work.
 func (o *operator) global(name string, p plan, lo lockstep.Options) subreconcile.Named[*Database, *loopState] {
-	pending := func(db *Database) bool { what, _ := p(db, o.id); return what != "" }
+	pending := func(db *Database) bool { what, _ := p(db, o.lockID); return what != "" }
 	return lockstep.Global[*Database, *loopState](name, pending, func(ctx context.Context, db *Database, _ locking.Lease) (string, error) {
-		fresh, err := o.dbs.Get(ctx, db.Namespace, db.Name)
-		if err != nil {
+		var fresh Database
+		if err := o.live.Get(ctx, client.ObjectKeyFromObject(db), &fresh); err != nil {
 			return "", err
 		}
-		*db = *fresh
-		what, apply := p(db, o.id)
+		*db = fresh
+		what, apply := p(db, o.lockID)
 		if what == "" {
 			return "", nil
 		}
-		if err := o.actor.Act(ctx, o.id, what); err != nil {
+		if err := o.actor.Act(ctx, o.lockID, what); err != nil {
 			return "", fmt.Errorf("%s: %w", what, err)
 		}
 		apply(&db.Status)
-		updated, err := o.dbs.UpdateStatus(ctx, db)
-		if err != nil {
-			return "", err
-		}
-		*db = *updated
-		return what, nil
+		return what, o.c.Status().Update(ctx, db)
 	}, lo)
 }
 
@@ -108,12 +106,8 @@ func changeCoordinators(db *Database, _ string) (string, func(*DatabaseStatus)) 
 }
 
 func excludeProcesses(db *Database, _ string) (string, func(*DatabaseStatus)) {
-	var missing []string
-	for _, p := range db.Spec.ExcludedProcesses {
-		if !slices.Contains(db.Status.ExcludedProcesses, p) {
-			missing = append(missing, p)
-		}
-	}
+	missing := slices.DeleteFunc(slices.Clone(db.Spec.ExcludedProcesses),
+		func(p string) bool { return slices.Contains(db.Status.ExcludedProcesses, p) })
 	if len(missing) == 0 {
 		return "", nil
 	}

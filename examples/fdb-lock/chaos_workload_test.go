@@ -408,14 +408,14 @@ func (g *lockWorkload) runManager(ctx context.Context, cfg *rest.Config, i int) 
 		clk.offset = g.o.plant.skew
 	}
 	o := controllerOptions{
-		lockID: id, lockBackend: g.o.backend, lockConfigMap: "fdb-lock-global",
+		lockID: id, lockURL: "configmap://" + g.w.ns + "/fdb-lock-global",
 		lockDuration: g.o.lockDuration, actionDuration: g.o.actionDuration,
 		deniedRetry: time.Second, clock: clk,
 	}
 	if g.o.backend == "etcd" {
-		o.etcdEndpoints, o.etcdPrefix = g.w.etcdEndpoint(i), g.w.etcdPrefix
+		o.lockURL = etcdURL([]string{g.w.etcdEndpoint(i)}, g.w.etcdPrefix)
 	}
-	store, closer, err := openBackend(ctx, o, cfg, g.w.ns)
+	store, closer, err := openBackend(ctx, o, cfg)
 	if err != nil {
 		return err
 	}

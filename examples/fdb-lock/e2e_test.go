@@ -107,14 +107,13 @@ func TestInstancesTakeTurns(t *testing.T) {
 			k := testenv.StartKubernetes(t)
 			client := installCRD(t, k.Config)
 			opts := controllerOptions{
-				lockBackend:   backend,
-				lockConfigMap: "fdb-lock-global",
-				lockDuration:  3 * time.Second,
-				deniedRetry:   time.Second,
+				lockURL:      "configmap://" + k.Namespace + "/fdb-lock-global",
+				lockDuration: 3 * time.Second,
+				deniedRetry:  time.Second,
 			}
 			if backend == "etcd" {
 				e := testenv.StartEtcd(t)
-				opts.etcdEndpoints, opts.etcdPrefix = strings.Join(e.Endpoints, ","), e.Prefix
+				opts.lockURL = etcdURL(e.Endpoints, e.Prefix)
 			}
 			createDatabase(t, client, k.Namespace, DatabaseSpec{
 				Version:           "v1",
@@ -128,7 +127,7 @@ func TestInstancesTakeTurns(t *testing.T) {
 			for _, id := range []string{"dc1", "dc2", "dc3"} {
 				inst[id] = startInstance(t, requests.Wrap(k.Config), k.Namespace, opts, id, rec)
 			}
-			b, closer, err := openBackend(context.Background(), opts, k.Config, k.Namespace)
+			b, closer, err := openBackend(context.Background(), opts, k.Config)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -224,7 +223,7 @@ func TestInstancesTakeTurns(t *testing.T) {
 				t.Errorf("deny list in the backend = %v, %v; want [dc3]", ids, err)
 			}
 
-			// deploy/rbac.yaml, written for --lock-backend=kubernetes,
+			// deploy/rbac.yaml, written for a configmap:// --lock-url,
 			// grants exactly what the controllers asked for.
 			if backend == "kubernetes" {
 				rules := rbactest.Rules(t, "deploy/rbac.yaml", map[string]string{"fdb-lock": k.Namespace})
@@ -247,10 +246,9 @@ func TestDisabledLocksOverlap(t *testing.T) {
 	k := testenv.StartKubernetes(t)
 	client := installCRD(t, k.Config)
 	opts := controllerOptions{
-		lockBackend:   "kubernetes",
-		lockConfigMap: "fdb-lock-global",
-		lockDuration:  3 * time.Second,
-		deniedRetry:   time.Second,
+		lockURL:      "configmap://" + k.Namespace + "/fdb-lock-global",
+		lockDuration: 3 * time.Second,
+		deniedRetry:  time.Second,
 	}
 	createDatabase(t, client, k.Namespace, DatabaseSpec{
 		Version:     "v1",
@@ -386,7 +384,7 @@ func startInstance(t *testing.T, cfg *rest.Config, namespace string, o controlle
 		name := fmt.Sprintf("%s-%d", id, i)
 		log := replicatest.Logger(t).WithName(name)
 		ctx, cancel := context.WithCancel(logr.NewContext(context.Background(), log))
-		backend, closer, err := openBackend(ctx, o, cfg, namespace)
+		backend, closer, err := openBackend(ctx, o, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -459,7 +457,7 @@ func TestRunWithKubeconfig(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- run([]string{"--kubeconfig", kubeconfig, "--namespace", k.Namespace, "--lock-id", "dc1",
-			"--lock-backend", "kubernetes", "--action-duration", "10ms", "--zap-log-level", "1", "--leader-elect",
+			"--action-duration", "10ms", "--zap-log-level", "1", "--leader-elect",
 			"--health-probe-bind-address", "0"})
 	}()
 	waitFor(t, client, k.Namespace, 60*time.Second, func(d *Database) bool {
@@ -484,4 +482,14 @@ func TestRunWithKubeconfig(t *testing.T) {
 	// start to its stop (which releases the Lease).
 	rules := rbactest.Rules(t, "deploy/rbac.yaml", map[string]string{"fdb-lock": k.Namespace})
 	rbactest.Check(t, rules, requests.Requests(), nil)
+}
+
+// etcdURL is the --lock-url of an etcd lock on endpoints (http:// URLs),
+// under prefix.
+func etcdURL(endpoints []string, prefix string) string {
+	hosts := make([]string, len(endpoints))
+	for i, ep := range endpoints {
+		hosts[i] = strings.TrimPrefix(ep, "http://")
+	}
+	return "etcd://" + strings.Join(hosts, ",") + prefix
 }

@@ -10,6 +10,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/groundskeeper-io/groundskeeper/locking"
 	"github.com/groundskeeper-io/groundskeeper/locking/memlock"
@@ -28,7 +30,7 @@ var scenarioStart = time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
 type sim struct {
 	out     io.Writer
 	clk     *clocktesting.FakeClock
-	stored  *Database // what the "API server" holds
+	c       client.Client // what the "API server" holds: a fake client
 	insts   []*simInstance
 	script  []scriptEvent
 	killing string // instance whose operator dies in its next operation
@@ -47,16 +49,16 @@ type scriptEvent struct {
 }
 
 func runScenario(out io.Writer) error {
-	s := &sim{out: out, clk: clocktesting.NewFakeClock(scenarioStart)}
+	s := &sim{out: out, clk: clocktesting.NewFakeClock(scenarioStart),
+		c: fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&Database{}).Build()}
 	backend := memlock.New()
 	for _, id := range []string{"dc1", "dc2"} {
 		o := &operator{
-			id:          id,
-			backend:     backend,
-			lockConfig:  locking.Config{Clock: s.clk},
-			dbs:         simDatabases{s},
-			actor:       simActor{s},
-			deniedRetry: 5 * time.Minute,
+			controllerOptions: controllerOptions{lockID: id, lockDuration: locking.DefaultDuration, deniedRetry: 5 * time.Minute, clock: s.clk},
+			backend:           backend,
+			live:              s.c,
+			c:                 s.c,
+			actor:             simActor{s},
 		}
 		r, err := o.newRunner(subreconcile.Config[*Database, *loopState]{Clock: s.clk})
 		if err != nil {
@@ -68,7 +70,7 @@ func runScenario(out io.Writer) error {
 
 	fmt.Fprintf(out, "Simulated timeline, %s UTC. Locks last %s.\n\n", scenarioStart.Format(time.DateOnly), locking.DefaultDuration)
 	s.at(0, func() {
-		s.stored = &Database{
+		s.must(s.c.Create(context.Background(), &Database{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "orders", Generation: 1},
 			Spec: DatabaseSpec{
 				Version:           "7.3.43",
@@ -79,7 +81,7 @@ func runScenario(out io.Writer) error {
 				Coordinators:    3,
 				RunningVersions: map[string]string{"dc1": "7.1.26", "dc2": "7.1.26"},
 			},
-		}
+		}))
 		s.say("user", `creates database "orders": version 7.3.43, 5 coordinators, exclude dc1-storage-3 (it runs 7.1.26 on 3 coordinators)`)
 		s.killing = "dc1"
 		s.start(dc1)
@@ -129,8 +131,10 @@ func (s *sim) enqueue(in *simInstance, d time.Duration) {
 
 // edit changes the spec, and every running instance sees the change at once.
 func (s *sim) edit(what string, change func(*Database)) {
-	change(s.stored)
-	s.stored.Generation++
+	d := s.db()
+	change(d)
+	d.Generation++
+	s.must(s.c.Update(context.Background(), d))
 	s.say("user", what)
 	for _, in := range s.insts {
 		if in.running {
@@ -163,7 +167,7 @@ func (s *sim) run() error {
 }
 
 func (s *sim) reconcile(in *simInstance) {
-	out := in.runner.Run(context.Background(), s.stored.DeepCopy())
+	out := in.runner.Run(context.Background(), s.db())
 	for _, a := range out.Acted {
 		for _, what := range a.Actions {
 			s.say(in.id, a.Name+": "+what)
@@ -185,20 +189,24 @@ func (s *sim) reconcile(in *simInstance) {
 }
 
 func (s *sim) summary() string {
-	st := s.stored.Status
+	st := s.db().Status
 	return fmt.Sprintf("%d coordinators, excluded %v, dc1 runs %s, dc2 runs %s",
 		st.Coordinators, st.ExcludedProcesses, st.RunningVersions["dc1"], st.RunningVersions["dc2"])
 }
 
-type simDatabases struct{ s *sim }
-
-func (d simDatabases) Get(_ context.Context, _, _ string) (*Database, error) {
-	return d.s.stored.DeepCopy(), nil
+// db reads the database from the fake API server.
+func (s *sim) db() *Database {
+	var d Database
+	s.must(s.c.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: "orders"}, &d))
+	return &d
 }
 
-func (d simDatabases) UpdateStatus(_ context.Context, db *Database) (*Database, error) {
-	d.s.stored.Status = db.DeepCopy().Status
-	return d.s.stored.DeepCopy(), nil
+// must stops the scenario on an error of the fake API server, which has
+// none unless the scenario itself is wrong.
+func (s *sim) must(err error) {
+	if err != nil {
+		panic(fmt.Sprintf("scenario: %v", err))
+	}
 }
 
 var errKilled = errors.New("operator pod killed")

@@ -5,8 +5,9 @@
 // back.
 //
 // A chain's per-loop state carries a *State (or is one), built from a
-// locking.Lock in NewState; the steps are Global (work under the lock),
-// DenyList (the spec's deny list applied to the lock) and Release:
+// locking.Lock in NewState (NewStates makes that function); the steps are
+// Global (work under the lock), DenyList (the spec's deny list applied to
+// the lock) and Release:
 //
 //	cfg := subreconcile.Config[*Cluster, *lockstep.State]{
 //		Name: "Cluster",
@@ -15,10 +16,8 @@
 //			lockstep.Global[*Cluster, *lockstep.State]("ChangeCoordinators", coordinatorsDiffer, changeCoordinators, lockstep.Options{}),
 //			lockstep.Release[*Cluster, *lockstep.State]("ReleaseLock"),
 //		},
-//		NewState: func(ctx context.Context, c *Cluster) (*lockstep.State, error) {
-//			l, err := locking.New(locking.Config{Backend: backend, LockID: id, Disabled: c.Spec.DisableLocks})
-//			return lockstep.NewState(l), err
-//		},
+//		NewState: lockstep.NewStates(locking.Config{Backend: backend, LockID: id},
+//			func(c *Cluster) bool { return c.Spec.DisableLocks }),
 //	}
 //
 // # Guarantees

@@ -195,3 +195,18 @@ func Release[T subreconcile.Object[T], S Holder](name string) subreconcile.Named
 		return nil
 	})
 }
+
+// NewStates returns a chain's NewState for a state of *State: each loop
+// gets a lock built from cfg, disabled when disabled(obj) says so (a
+// spec's disable switch; nil means never).
+func NewStates[T any](cfg locking.Config, disabled func(obj T) bool) func(context.Context, T) (*State, error) {
+	return func(_ context.Context, obj T) (*State, error) {
+		c := cfg
+		c.Disabled = disabled != nil && disabled(obj)
+		l, err := locking.New(c)
+		if err != nil {
+			return nil, err
+		}
+		return NewState(l), nil
+	}
+}

@@ -61,10 +61,8 @@ func newInstance(t *testing.T, id string, backend locking.Backend, clk *clocktes
 				}, o),
 			lockstep.Release[db, *lockstep.State]("ReleaseLock"),
 		},
-		NewState: func(context.Context, db) (*lockstep.State, error) {
-			l, err := locking.New(locking.Config{Backend: backend, LockID: id, Clock: clk, Disabled: disabled})
-			return lockstep.NewState(l), err
-		},
+		NewState: lockstep.NewStates(locking.Config{Backend: backend, LockID: id, Clock: clk},
+			func(db) bool { return disabled }),
 	})
 	return in
 }
