@@ -207,6 +207,9 @@ type ReuseDecision struct {
 	Reason string
 	// Expiry is the claim's expiry, when it is unmounted and has a TTL.
 	Expiry time.Time
+	// UID is the UID of the claim decided on (Manager.CheckReuse; empty
+	// for VerdictCreate and from Annotations.Reuse).
+	UID types.UID
 }
 
 // Reuse decides, before an operator creates pod podName (not yet created:

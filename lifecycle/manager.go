@@ -560,6 +560,7 @@ func (m *Manager) CheckReuse(ctx context.Context, pc PodClaim, opts *ReuseOption
 	case err != nil:
 		return ReuseDecision{}, err
 	}
+	dec.UID = decidedOn.UID
 	if dec.Verdict != VerdictDeleteFirst {
 		return dec, nil
 	}

@@ -62,7 +62,8 @@ func newManager(cfg *rest.Config, common *kubecmd.Flags, o controllerOptions, op
 	if err != nil {
 		return nil, err
 	}
-	r := &reconciler{Client: mgr.GetClient(), live: mgr.GetAPIReader(), m: m, events: events, dryRun: o.dryRun}
+	r := &reconciler{Client: mgr.GetClient(), m: m, events: events, dryRun: o.dryRun,
+		sets: crt.ClaimSets[*api.ReplicatedSet]{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), GVK: api.GroupVersionKind, Spec: specOf}}
 	err = ctrl.NewControllerManagedBy(mgr).
 		For(&api.ReplicatedSet{}).
 		Owns(&corev1.Pod{}).
