@@ -51,7 +51,8 @@ type Config struct {
 	// Clock is read for unmount times and TTL evaluation; nil is the real
 	// clock.
 	Clock clock.PassiveClock
-	// Annotations names the unmount tracking annotations.
+	// Annotations names the unmount tracking annotations, and opts in to
+	// the claims' Unused condition (Annotations.UnusedCondition).
 	Annotations Annotations
 	// DefaultTTL applies to unmounted claims without a pvc-ttl annotation.
 	// Zero: such claims never expire.
