@@ -144,6 +144,40 @@ type SetResult struct {
 	// RequeueAfter is when to look again although no watch may wake the
 	// owner: set while pods wait for claims or a condemned pod terminates.
 	RequeueAfter time.Duration
+	// Policy is the KEP-1847 name of the owner's policy.
+	Policy Name
+}
+
+// Reasons of SetResult.Condition besides the event reasons.
+const (
+	ReasonReconciled          = "Reconciled"
+	ReasonStaleOwnerReference = "StaleOwnerReference"
+)
+
+// Condition summarizes a SyncSet call as a status condition of the owner,
+// of type conditionType, given the call's error: False with
+// ReasonClaimOwnersFailed and the error; else False with
+// ReasonConflictingController, ReasonStaleOwnerReference or
+// ReasonWaitingForClaim (the first that applies), naming the claims or why
+// pods wait; else True with ReasonReconciled. The caller sets
+// ObservedGeneration; meta.SetStatusCondition sets the transition time.
+func (r SetResult) Condition(conditionType string, err error) metav1.Condition {
+	c := metav1.Condition{Type: conditionType, Status: metav1.ConditionFalse}
+	switch {
+	case err != nil:
+		c.Reason, c.Message = ReasonClaimOwnersFailed, err.Error()
+	case len(r.Conflicts) > 0:
+		c.Reason, c.Message = ReasonConflictingController,
+			fmt.Sprintf("claims %s are controlled by another object; the policy does not apply to them", strings.Join(r.Conflicts, ", "))
+	case len(r.Stale) > 0:
+		c.Reason, c.Message = ReasonStaleOwnerReference,
+			fmt.Sprintf("claims %s refer to an earlier owner or pod of the same name; left to the garbage collector", strings.Join(r.Stale, ", "))
+	case len(r.Waiting) > 0:
+		c.Reason, c.Message = ReasonWaitingForClaim, strings.Join(r.Waiting, "; ")
+	default:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, ReasonReconciled, fmt.Sprintf("claims follow policy %s", r.Policy)
+	}
+	return c
 }
 
 // setRequeue is SetResult.RequeueAfter while something is awaited: the
@@ -193,10 +227,11 @@ func (m *Manager) SyncSet(ctx context.Context, set ClaimSet, opts *SetOptions) (
 	if err := set.validate(); err != nil {
 		return SetResult{}, err
 	}
-	if set.Owner.Deleting {
-		return SetResult{}, nil
-	}
 	s := &setRun{m: m, set: set, opts: *opts, owner: set.Owner.Ref}
+	s.res.Policy, _ = set.Owner.Policy.Name()
+	if set.Owner.Deleting {
+		return s.res, nil
+	}
 	if s.set.CondemnedAnnotation == "" {
 		s.set.CondemnedAnnotation = m.ann.prefix() + CondemnedSuffix
 	}

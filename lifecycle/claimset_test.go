@@ -542,3 +542,29 @@ func TestClaimSetRejectsBadInput(t *testing.T) {
 		}
 	}
 }
+
+// The owner's status condition from a SyncSet result: the error first,
+// then conflicts, stale references, waiting pods; else True.
+func TestSetResultCondition(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		res    lifecycle.SetResult
+		err    error
+		status metav1.ConditionStatus
+		reason string
+		msg    string
+	}{
+		{"all well", lifecycle.SetResult{Policy: lifecycle.DeleteOnScaledownOnly}, nil, metav1.ConditionTrue, lifecycle.ReasonReconciled, "claims follow policy DeleteOnScaledownOnly"},
+		{"failed", lifecycle.SetResult{Conflicts: []string{"a"}}, errors.New("boom"), metav1.ConditionFalse, lifecycle.ReasonClaimOwnersFailed, "boom"},
+		{"conflict before stale", lifecycle.SetResult{Conflicts: []string{"a", "b"}, Stale: []string{"c"}}, nil, metav1.ConditionFalse, lifecycle.ReasonConflictingController,
+			"claims a, b are controlled by another object; the policy does not apply to them"},
+		{"stale before waiting", lifecycle.SetResult{Stale: []string{"c"}, Waiting: []string{"w"}}, nil, metav1.ConditionFalse, lifecycle.ReasonStaleOwnerReference,
+			"claims c refer to an earlier owner or pod of the same name; left to the garbage collector"},
+		{"waiting", lifecycle.SetResult{Waiting: []string{"pod x-1 waits: a", "pod x-2 waits: b"}}, nil, metav1.ConditionFalse, lifecycle.ReasonWaitingForClaim, "pod x-1 waits: a; pod x-2 waits: b"},
+	} {
+		c := tc.res.Condition("ClaimsReady", tc.err)
+		if c.Type != "ClaimsReady" || c.Status != tc.status || c.Reason != tc.reason || c.Message != tc.msg {
+			t.Errorf("%s: %+v; want %s %s %q", tc.name, c, tc.status, tc.reason, tc.msg)
+		}
+	}
+}

@@ -2,8 +2,7 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"strings"
+	"errors"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -47,7 +46,7 @@ func (r *reconciler) reconcile(ctx context.Context, set *api.ReplicatedSet) erro
 		// Terminal until the spec changes: touching claims under a policy
 		// we cannot read could delete data.
 		r.events.Eventf(set, nil, corev1.EventTypeWarning, "InvalidPolicy", "Validate", "%s", err.Error())
-		return r.writeStatus(ctx, set, -1, "", metav1.ConditionFalse, "InvalidPolicy", err.Error())
+		return r.writeStatus(ctx, set, -1, "", metav1.Condition{Type: conditionClaimsReady, Status: metav1.ConditionFalse, Reason: "InvalidPolicy", Message: err.Error()})
 	}
 	if cs.Owner.Deleting {
 		return nil // the garbage collector does the rest
@@ -55,26 +54,8 @@ func (r *reconciler) reconcile(ctx context.Context, set *api.ReplicatedSet) erro
 	cs.Label, cs.CondemnedAnnotation = api.SetLabel, api.CondemnedByAnnotation
 	cs.Pod = func(i int) (*corev1.Pod, error) { return podOf(set, i), nil }
 	cs.Claims = func(i int) ([]*corev1.PersistentVolumeClaim, error) { return claimsOf(set, i), nil }
-	res, syncErr := r.m.SyncSet(ctx, cs, &lifecycle.SetOptions{DryRun: r.dryRun, CreateMissing: true})
-
-	policyName, _ := cs.Owner.Policy.Name()
-	status, reason, msg := metav1.ConditionTrue, "Reconciled", fmt.Sprintf("claims follow policy %s", policyName)
-	switch {
-	case syncErr != nil:
-		status, reason, msg = metav1.ConditionFalse, lifecycle.ReasonClaimOwnersFailed, syncErr.Error()
-	case len(res.Conflicts) > 0:
-		status, reason, msg = metav1.ConditionFalse, lifecycle.ReasonConflictingController,
-			fmt.Sprintf("claims %s are controlled by another object; the policy does not apply to them", strings.Join(res.Conflicts, ", "))
-	case len(res.Stale) > 0:
-		status, reason, msg = metav1.ConditionFalse, "StaleOwnerReference",
-			fmt.Sprintf("claims %s refer to an earlier set or pod of the same name; left to the garbage collector", strings.Join(res.Stale, ", "))
-	case len(res.Waiting) > 0:
-		status, reason, msg = metav1.ConditionFalse, lifecycle.ReasonWaitingForClaim, strings.Join(res.Waiting, "; ")
-	}
-	if err := r.writeStatus(ctx, set, res.Ready, string(policyName), status, reason, msg); err != nil {
-		return err
-	}
-	return syncErr
+	res, err := r.m.SyncSet(ctx, cs, &lifecycle.SetOptions{DryRun: r.dryRun, CreateMissing: true})
+	return errors.Join(r.writeStatus(ctx, set, res.Ready, string(res.Policy), res.Condition(conditionClaimsReady, err)), err)
 }
 
 // podOf is the set's pod with ordinal i, mounting its claims; lifecycle
@@ -108,15 +89,15 @@ func claimsOf(set *api.ReplicatedSet, i int) []*corev1.PersistentVolumeClaim {
 
 // writeStatus updates the status when it changed; ready < 0 keeps the
 // replica count.
-func (r *reconciler) writeStatus(ctx context.Context, set *api.ReplicatedSet, ready int, policy string, cond metav1.ConditionStatus, reason, msg string) error {
+func (r *reconciler) writeStatus(ctx context.Context, set *api.ReplicatedSet, ready int, policy string, cond metav1.Condition) error {
 	next := set.DeepCopy()
 	next.Status.ObservedGeneration = set.Generation
 	if ready >= 0 {
 		next.Status.Replicas = int32(ready)
 	}
 	next.Status.Policy = policy
-	meta.SetStatusCondition(&next.Status.Conditions, metav1.Condition{Type: conditionClaimsReady, Status: cond, Reason: reason,
-		Message: msg, ObservedGeneration: set.Generation})
+	cond.ObservedGeneration = set.Generation
+	meta.SetStatusCondition(&next.Status.Conditions, cond)
 	if equality.Semantic.DeepEqual(set.Status, next.Status) {
 		return nil
 	}
