@@ -30,10 +30,9 @@ import (
 // collector treats every kind alike), read from the API server on every
 // step, as a reconciler reads its object.
 type claimSetOwner struct {
-	c      kubernetes.Interface
-	ns     string
-	name   string
-	policy lifecycle.Policy
+	c    kubernetes.Interface
+	ns   string
+	name string
 }
 
 func (o claimSetOwner) write(ctx context.Context, replicas int, p lifecycle.Policy) error {
