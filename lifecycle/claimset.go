@@ -227,7 +227,7 @@ func (m *Manager) SyncSet(ctx context.Context, set ClaimSet, opts *SetOptions) (
 	if err := set.validate(); err != nil {
 		return SetResult{}, err
 	}
-	s := &setRun{m: m, set: set, opts: *opts, owner: set.Owner.Ref}
+	s := &setRun{m: m, set: set, opts: *opts, owner: set.Owner.Ref, ordinals: map[string]int{}}
 	s.res.Policy, _ = set.Owner.Policy.Name()
 	if set.Owner.Deleting {
 		return s.res, nil
@@ -245,8 +245,8 @@ func (s ClaimSet) validate() error {
 	switch {
 	case s.Namespace == "":
 		return bad("Namespace", `""`)
-	case s.Owner.Ref.Name == "" || s.Owner.Ref.UID == "":
-		return bad("Owner.Ref", fmt.Sprintf("%q: name and UID are required", s.Owner.Ref.String()))
+	case s.Owner.Ref.Name == "" || s.Owner.Ref.UID == "" || s.Owner.Ref.Kind == "" || s.Owner.Ref.APIVersion == "":
+		return bad("Owner.Ref", fmt.Sprintf("%+v: apiVersion, kind, name and UID are required", s.Owner.Ref))
 	case s.Owner.Replicas < 0:
 		return bad("Owner.Replicas", strconv.Itoa(s.Owner.Replicas))
 	case s.Label == "":
@@ -269,6 +269,8 @@ type setRun struct {
 	opts  SetOptions
 	owner Ref
 	res   SetResult
+	// ordinals maps the claims of the members to their pod's ordinal.
+	ordinals map[string]int
 }
 
 // podName is the name of pod ordinal i.
@@ -326,7 +328,7 @@ func (s *setRun) run(ctx context.Context) (SetResult, error) {
 		}
 		if pod.DeletionTimestamp == nil {
 			s.res.Ready++
-			members = append(members, Member{Pod: PodRef(pod), Claims: names(claims)})
+			members = append(members, Member{Pod: PodRef(pod), Claims: s.names(claims, i)})
 		}
 	}
 	terminating := false
@@ -344,7 +346,7 @@ func (s *setRun) run(ctx context.Context) (SetResult, error) {
 			return s.res, err
 		}
 		s.res.Condemned = append(s.res.Condemned, i)
-		members = append(members, Member{Pod: PodRef(pod), Condemned: true, Claims: names(claims)})
+		members = append(members, Member{Pod: PodRef(pod), Condemned: true, Claims: s.names(claims, i)})
 	}
 
 	failed := s.syncOwner(ctx, policy, members)
@@ -380,10 +382,13 @@ func (s *setRun) claims(i int) ([]*corev1.PersistentVolumeClaim, error) {
 	return claims, nil
 }
 
-func names(claims []*corev1.PersistentVolumeClaim) []string {
+// names returns the names of the claims of pod i, and remembers their
+// ordinal for the actions about them.
+func (s *setRun) names(claims []*corev1.PersistentVolumeClaim, i int) []string {
 	out := make([]string, len(claims))
-	for i, c := range claims {
-		out[i] = c.Name
+	for j, c := range claims {
+		out[j] = c.Name
+		s.ordinals[c.Name] = i
 	}
 	return out
 }
@@ -523,7 +528,7 @@ func (s *setRun) syncOwner(ctx context.Context, policy Policy, members []Member)
 		switch {
 		case cs.Err == nil:
 			if cs.Plan.Changed {
-				a := SetAction{Verb: "SetOwnerReferences", Kind: "PersistentVolumeClaim", Name: cs.Claim, Ordinal: -1}
+				a := SetAction{Verb: "SetOwnerReferences", Kind: "PersistentVolumeClaim", Name: cs.Claim, Ordinal: s.ordinals[cs.Claim]}
 				if s.opts.DryRun {
 					a.Message = fmt.Sprintf("would set the owner references of Claim %s to [%s]", cs.Claim, refsString(cs.Plan.OwnerReferences))
 					s.record(a, corev1.EventTypeNormal, ReasonDryRun)

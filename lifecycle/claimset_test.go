@@ -517,7 +517,7 @@ func TestClaimSetRejectsBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ok := lifecycle.ClaimSet{Namespace: "ns", Owner: lifecycle.Owner{Ref: lifecycle.Ref{Name: "db", UID: "u1"}}, Label: "app",
+	ok := lifecycle.ClaimSet{Namespace: "ns", Owner: lifecycle.Owner{Ref: lifecycle.Ref{APIVersion: "v1", Kind: "ConfigMap", Name: "db", UID: "u1"}}, Label: "app",
 		Pod:    func(int) (*corev1.Pod, error) { return &corev1.Pod{}, nil },
 		Reread: func(context.Context) (*lifecycle.Owner, error) { return nil, nil }}
 	for _, tc := range []struct {
