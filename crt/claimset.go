@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
 )
@@ -20,10 +21,12 @@ import (
 // pods and claims. The reconciler adds the label and how to build pods and
 // claims, and calls lifecycle.Manager.SyncSet:
 //
-//	sets := crt.ClaimSets[*api.DB]{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), GVK: api.GVK, Spec: spec}
+//	sets := crt.ClaimSets[*api.DB]{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), GVK: api.GVK, Spec: spec, Label: api.DBLabel}
+//	ctrl.NewControllerManagedBy(mgr).For(&api.DB{}).Owns(&corev1.Pod{}).
+//		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(sets.Requests)).Complete(r)
 //	...
 //	set, err := sets.For(db)
-//	set.Label, set.Pod, set.Claims = api.DBLabel, podOf(db), claimsOf(db)
+//	set.Pod, set.Claims = podOf(db), claimsOf(db)
 //	res, err := m.SyncSet(ctx, set, nil)
 //
 // The manager's cache must hold the owner's pods (by the label) and the
@@ -41,13 +44,37 @@ type ClaimSets[T client.Object] struct {
 	// Spec returns the owner's desired replicas and its claim retention
 	// policy; an error (an invalid policy) stops the call.
 	Spec func(owner T) (replicas int, policy lifecycle.Policy, err error)
+	// Label is lifecycle.ClaimSet.Label: the key of the label whose value
+	// is the owner's name, on its pods and claims.
+	Label string
 }
 
-// For returns the ClaimSet of owner with Namespace, Owner, Reread,
+// Requests maps a claim to the owner it belongs to, for a watch on claims
+// (handler.EnqueueRequestsFromMapFunc(sets.Requests)): the owner named by
+// its controller reference when that is of the owner's group and kind, else
+// the one its Label names. Under whenScaled: Delete a condemned pod controls
+// its claims; the label still leads back to the owner.
+func (s ClaimSets[T]) Requests(_ context.Context, claim client.Object) []reconcile.Request {
+	name := ""
+	if s.Label != "" {
+		name = claim.GetLabels()[s.Label]
+	}
+	if ref := metav1.GetControllerOf(claim); ref != nil && ref.Kind == s.GVK.Kind {
+		if gv, err := schema.ParseGroupVersion(ref.APIVersion); err == nil && gv.Group == s.GVK.Group {
+			name = ref.Name
+		}
+	}
+	if name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: claim.GetNamespace(), Name: name}}}
+}
+
+// For returns the ClaimSet of owner with Namespace, Owner, Label, Reread,
 // PodCache and ClaimCache filled in.
 func (s ClaimSets[T]) For(owner T) (lifecycle.ClaimSet, error) {
-	if s.Client == nil || s.APIReader == nil || s.Spec == nil || s.GVK.Kind == "" {
-		return lifecycle.ClaimSet{}, fmt.Errorf("crt: ClaimSets: Client, APIReader, GVK and Spec are required (GVK = %q)", s.GVK.String())
+	if s.Client == nil || s.APIReader == nil || s.Spec == nil || s.GVK.Kind == "" || s.Label == "" {
+		return lifecycle.ClaimSet{}, fmt.Errorf("crt: ClaimSets: Client, APIReader, GVK, Spec and Label are required (GVK = %q, Label = %q)", s.GVK.String(), s.Label)
 	}
 	o, err := s.owner(owner)
 	if err != nil {
@@ -57,6 +84,7 @@ func (s ClaimSets[T]) For(owner T) (lifecycle.ClaimSet, error) {
 	return lifecycle.ClaimSet{
 		Namespace: owner.GetNamespace(),
 		Owner:     o,
+		Label:     s.Label,
 		Reread: func(ctx context.Context) (*lifecycle.Owner, error) {
 			fresh := owner.DeepCopyObject().(T)
 			err := s.APIReader.Get(ctx, key, fresh)

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -26,7 +27,7 @@ func TestClaimSetsOnAManager(t *testing.T) {
 	mgr := startManager(t, env)
 	ctx := t.Context()
 	c := mgr.GetClient()
-	sets := crt.ClaimSets[*corev1.ConfigMap]{Client: c, APIReader: mgr.GetAPIReader(), GVK: corev1.SchemeGroupVersion.WithKind("ConfigMap"),
+	sets := crt.ClaimSets[*corev1.ConfigMap]{Client: c, APIReader: mgr.GetAPIReader(), GVK: corev1.SchemeGroupVersion.WithKind("ConfigMap"), Label: "app",
 		Spec: func(cm *corev1.ConfigMap) (int, lifecycle.Policy, error) {
 			n, err := strconv.Atoi(cm.Data["replicas"])
 			return n, lifecycle.Policy{WhenScaled: lifecycle.ActionDelete}, err
@@ -44,7 +45,6 @@ func TestClaimSetsOnAManager(t *testing.T) {
 		if err != nil {
 			return lifecycle.SetResult{}, err
 		}
-		set.Label = "app"
 		set.Pod = func(i int) (*corev1.Pod, error) { return pod("", "data-db-"+strconv.Itoa(i)), nil }
 		set.Claims = func(i int) ([]*corev1.PersistentVolumeClaim, error) {
 			return []*corev1.PersistentVolumeClaim{claim("data-db-"+strconv.Itoa(i), nil)}, nil
@@ -102,5 +102,33 @@ func TestClaimSetsOnAManager(t *testing.T) {
 	}
 	if now, err := set.Reread(ctx); err != nil || now != nil {
 		t.Errorf("Reread of a deleted owner = %+v, %v; want nil, nil", now, err)
+	}
+}
+
+// Requests leads a claim back to its owner: by a controller reference of the
+// owner's group and kind, else by the label.
+func TestClaimSetsRequests(t *testing.T) {
+	sets := crt.ClaimSets[*corev1.ConfigMap]{GVK: schema.GroupVersionKind{Group: "db.example", Version: "v1", Kind: "DB"}, Label: "db.example/name"}
+	yes := true
+	for _, tc := range []struct {
+		name   string
+		labels map[string]string
+		ctl    *metav1.OwnerReference
+		want   string
+	}{
+		{"controlled by the owner", nil, &metav1.OwnerReference{APIVersion: "db.example/v2", Kind: "DB", Name: "a", Controller: &yes}, "a"},
+		{"controlled by its pod, labelled", map[string]string{"db.example/name": "b"}, &metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: "b-1", Controller: &yes}, "b"},
+		{"controlled by a DB of another group, labelled", map[string]string{"db.example/name": "c"}, &metav1.OwnerReference{APIVersion: "other.example/v1", Kind: "DB", Name: "x", Controller: &yes}, "c"},
+		{"neither", map[string]string{"app": "d"}, nil, ""},
+	} {
+		claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "data", Labels: tc.labels}}
+		if tc.ctl != nil {
+			claim.OwnerReferences = []metav1.OwnerReference{*tc.ctl}
+		}
+		got := sets.Requests(context.Background(), claim)
+		switch {
+		case tc.want == "" && len(got) != 0, tc.want != "" && (len(got) != 1 || got[0].Name != tc.want || got[0].Namespace != "ns"):
+			t.Errorf("%s: %v, want %q", tc.name, got, tc.want)
+		}
 	}
 }

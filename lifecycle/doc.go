@@ -21,9 +21,9 @@
 // manager:
 //
 //	set, err := sets.For(db) // a crt.ClaimSets[*api.DB]
-//	set.Label, set.Pod, set.Claims = api.DBLabel, podOf(db), claimsOf(db)
+//	set.Pod, set.Claims = podOf(db), claimsOf(db)
 //	res, err := m.SyncSet(ctx, set, nil)
-//	// status from res.Ready, res.Waiting, res.Conflicts; requeue after res.RequeueAfter
+//	// status from res.Ready and res.Condition("ClaimsReady", err); requeue after res.RequeueAfter
 //
 // # Policies
 //

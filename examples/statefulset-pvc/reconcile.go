@@ -51,7 +51,7 @@ func (r *reconciler) reconcile(ctx context.Context, set *api.ReplicatedSet) erro
 	if cs.Owner.Deleting {
 		return nil // the garbage collector does the rest
 	}
-	cs.Label, cs.CondemnedAnnotation = api.SetLabel, api.CondemnedByAnnotation
+	cs.CondemnedAnnotation = api.CondemnedByAnnotation
 	cs.Pod = func(i int) (*corev1.Pod, error) { return podOf(set, i), nil }
 	cs.Claims = func(i int) ([]*corev1.PersistentVolumeClaim, error) { return claimsOf(set, i), nil }
 	res, err := r.m.SyncSet(ctx, cs, &lifecycle.SetOptions{DryRun: r.dryRun, CreateMissing: true})

@@ -128,7 +128,7 @@ func runScenario(out io.Writer) error {
 		return err
 	}
 	s.r = &reconciler{Client: s.client, m: m, events: simEvents{events},
-		sets: crt.ClaimSets[*api.ReplicatedSet]{Client: s.client, APIReader: s.client, GVK: api.GroupVersionKind, Spec: specOf}}
+		sets: crt.ClaimSets[*api.ReplicatedSet]{Client: s.client, APIReader: s.client, GVK: api.GroupVersionKind, Spec: specOf, Label: api.SetLabel}}
 
 	fmt.Fprintf(out, "Simulated timeline, %s UTC, namespace %q. One ReplicatedSet per KEP-1847 policy, each with\n", scenarioStart.Format(time.DateOnly), scenarioNamespace)
 	fmt.Fprintf(out, "one volume claim template \"data\": created with 3 replicas, scaled to 1, scaled back to 3, deleted.\n")
