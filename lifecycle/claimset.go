@@ -127,7 +127,8 @@ type SetResult struct {
 	// Actions are what was done (or, with DryRun, would be done), in order.
 	Actions []SetAction
 	// Ready is the number of pods in range that exist and are not being
-	// deleted, those created in this call included: the owner's status.
+	// deleted, those created in this call included (in a dry run that
+	// creates nothing, those it would create): the owner's status.
 	Ready int
 	// Waiting says, per pod that could not be created, why (a claim being
 	// deleted, or still belonging to an earlier pod or another owner).
