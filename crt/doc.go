@@ -23,6 +23,8 @@
 //   - lifecycle's paged claim lists work on the manager's cache, which
 //     cannot continue a list: LifecycleClient reads a cached claim list
 //     whole, as one page, and pages a list sent to the API server.
+//   - ClaimSets reads the owner again through the API reader given, never
+//     the cache, before lifecycle's SyncSet deletes a pod on scale-down.
 //   - Errors keep their type: apierrors.IsNotFound, IsConflict and
 //     IsForbidden work on what the adapters return.
 //   - EveryReplica's Runnable runs on every replica, leader or not;
@@ -62,8 +64,8 @@
 //
 // The five example operators (examples/ in the repository) run on a
 // manager, with two replicas in their end-to-end tests, and show
-// LifecycleClient, ClaimCache, PodCache, Secrets, Events, EveryReplica,
-// TaskStore and Result in context. None uses ConfigMaps (fdb-lock's
+// LifecycleClient, ClaimCache, PodCache, ClaimSets, Secrets, Events,
+// EveryReplica, TaskStore and Result in context. None uses ConfigMaps (fdb-lock's
 // kubelock takes a clientset) or Reconciler (fdb-lock's chain writes its
 // status itself): this package's tests run them on the real API server.
 package crt

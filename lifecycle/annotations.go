@@ -31,12 +31,66 @@ const (
 	LastUnmountedSuffix = "last-unmounted-on"
 )
 
-// Annotations names the unmount tracking annotations. The zero value uses
-// DefaultAnnotationPrefix.
+// Annotations names the unmount tracking annotations, and says whether the
+// claims' Unused condition stands in for last-unmounted-on. The zero value
+// uses DefaultAnnotationPrefix and the annotations alone.
 type Annotations struct {
 	// Prefix is prepended to the annotation names; it normally ends with
 	// "/". Empty means DefaultAnnotationPrefix.
 	Prefix string
+	// UnusedCondition takes "unmounted since" from the claim's Unused
+	// condition (Kubernetes 1.37, KEP-5541, feature gate
+	// PersistentVolumeClaimUnusedSinceTime) where the claim has one, instead
+	// of the last-unmounted-on annotation: kube-controller-manager's
+	// pvc-protection controller keeps it on Bound claims, True since the
+	// last pod that named the claim went (its lastTransitionTime), False
+	// while a pod does. So no annotation is written (MarkUnmounted writes
+	// none on such a claim) and no pod-delete event can be missed.
+	//
+	// It applies only to claims this package tracks (carrying the pod-name,
+	// pvc-ttl or last-unmounted-on annotation), so that opting in never
+	// makes a claim collectable that was not before. A claim without the
+	// condition (an older cluster, the gate off, a claim not Bound) is
+	// tracked by the annotations as without this option; a condition of
+	// status Unknown is ignored the same way. A claim no pod has mounted yet
+	// is Unused from the moment it is bound: its TTL runs from then, which
+	// is the condition's meaning (no pod uses the claim) and lets a claim
+	// whose pod was never created expire, which the annotations never do.
+	// Choose a TTL longer than a pod takes to appear after its claim binds.
+	UnusedCondition bool
+}
+
+// unusedCondition is the type of the claim condition of KEP-5541
+// (corev1.PersistentVolumeClaimUnused from k8s.io/api v0.37), spelled out
+// because this package builds against older k8s.io/api too.
+const unusedCondition corev1.PersistentVolumeClaimConditionType = "Unused"
+
+// unusedSince returns the claim's Unused condition when a applies it (see
+// UnusedCondition): ok is false when the annotations decide.
+func (a Annotations) unusedSince(claim *corev1.PersistentVolumeClaim) (since time.Time, unused, ok bool) {
+	if !a.UnusedCondition {
+		return time.Time{}, false, false
+	}
+	ann := claim.Annotations
+	if _, p := ann[a.PodNameKey()]; !p {
+		if _, t := ann[a.TTLKey()]; !t {
+			if _, l := ann[a.LastUnmountedKey()]; !l {
+				return time.Time{}, false, false
+			}
+		}
+	}
+	for _, c := range claim.Status.Conditions {
+		if c.Type != unusedCondition {
+			continue
+		}
+		switch c.Status {
+		case corev1.ConditionTrue:
+			return c.LastTransitionTime.UTC(), true, true
+		case corev1.ConditionFalse:
+			return time.Time{}, false, true
+		}
+	}
+	return time.Time{}, false, false
 }
 
 func (a Annotations) prefix() string {
@@ -70,9 +124,13 @@ func (a Annotations) Track(podName string, ttl time.Duration) map[string]string 
 type Unmount struct {
 	// Pod is the pod-name annotation ("" when absent).
 	Pod string
-	// Since is the last-unmounted-on instant; zero when the claim is
-	// mounted (or was never tracked).
+	// Since is the last-unmounted-on instant, or with
+	// Annotations.UnusedCondition the Unused condition's; zero when the
+	// claim is mounted (or was never tracked).
 	Since time.Time
+	// FromCondition reports that Since (zero or not) comes from the claim's
+	// Unused condition, not the annotation.
+	FromCondition bool
 	// TTL is the claim's own pvc-ttl; zero when absent.
 	TTL time.Duration
 	// HasTTL reports that the pvc-ttl annotation is present.
@@ -81,12 +139,16 @@ type Unmount struct {
 
 // Read returns the claim's unmount tracking state. A value that does not
 // parse is an error wrapping ErrInvalidInput that names the claim, the key
-// and the value; such a claim is never treated as expired.
+// and the value; such a claim is never treated as expired. With
+// UnusedCondition, the claim's Unused condition gives Since where it
+// applies (see UnusedCondition), and last-unmounted-on is then not read.
 func (a Annotations) Read(claim *corev1.PersistentVolumeClaim) (Unmount, error) {
 	var u Unmount
 	ann := claim.Annotations
 	u.Pod = ann[a.PodNameKey()]
-	if s, ok := ann[a.LastUnmountedKey()]; ok {
+	if since, _, ok := a.unusedSince(claim); ok {
+		u.Since, u.FromCondition = since, true
+	} else if s, ok := ann[a.LastUnmountedKey()]; ok {
 		t, err := time.Parse(time.RFC3339, s)
 		if err != nil {
 			return Unmount{}, fmt.Errorf("%w: claim %s/%s: annotation %s = %q: not an RFC 3339 time", ErrInvalidInput, claim.Namespace, claim.Name, a.LastUnmountedKey(), s)
@@ -207,6 +269,9 @@ type ReuseDecision struct {
 	Reason string
 	// Expiry is the claim's expiry, when it is unmounted and has a TTL.
 	Expiry time.Time
+	// UID is the UID of the claim decided on (Manager.CheckReuse; empty
+	// for VerdictCreate and from Annotations.Reuse).
+	UID types.UID
 }
 
 // Reuse decides, before an operator creates pod podName (not yet created:

@@ -13,7 +13,9 @@ import (
 
 // Client is every request this package sends to the API server: the few
 // calls it makes on claims and pods, each with a context. ClientGo adapts a
-// client-go clientset; package crt adapts a controller-runtime client.
+// client-go clientset; package crt adapts a controller-runtime client. The
+// pod writes and CreateClaim serve Manager.SyncSet only: a Client that
+// serves no claim set may answer them with an error.
 //
 // Implementations must return the API server's errors with their type
 // (apierrors.IsNotFound, IsConflict, IsForbidden work on them), and must
@@ -32,6 +34,15 @@ type Client interface {
 	DeleteClaim(ctx context.Context, namespace, name string, preconditions metav1.Preconditions) error
 	// ListPods lists one page of pods from the API server.
 	ListPods(ctx context.Context, namespace string, opts metav1.ListOptions) (*corev1.PodList, error)
+	// CreateClaim creates the claim in its namespace and returns it as
+	// created (with its UID).
+	CreateClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim) (*corev1.PersistentVolumeClaim, error)
+	// CreatePod creates the pod in its namespace and returns it as created.
+	CreatePod(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error)
+	// PatchPod applies a JSON merge patch (RFC 7386) to the pod.
+	PatchPod(ctx context.Context, namespace, name string, mergePatch []byte) error
+	// DeletePod deletes the pod if it matches the preconditions.
+	DeletePod(ctx context.Context, namespace, name string, preconditions metav1.Preconditions) error
 }
 
 // CoreV1 is the part of a client-go clientset that ClientGo needs:
@@ -65,6 +76,23 @@ func (g clientGo) DeleteClaim(ctx context.Context, namespace, name string, preco
 
 func (g clientGo) ListPods(ctx context.Context, namespace string, opts metav1.ListOptions) (*corev1.PodList, error) {
 	return g.c.Pods(namespace).List(ctx, opts)
+}
+
+func (g clientGo) CreateClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim) (*corev1.PersistentVolumeClaim, error) {
+	return g.c.PersistentVolumeClaims(claim.Namespace).Create(ctx, claim, metav1.CreateOptions{})
+}
+
+func (g clientGo) CreatePod(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
+	return g.c.Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+}
+
+func (g clientGo) PatchPod(ctx context.Context, namespace, name string, mergePatch []byte) error {
+	_, err := g.c.Pods(namespace).Patch(ctx, name, types.MergePatchType, mergePatch, metav1.PatchOptions{})
+	return err
+}
+
+func (g clientGo) DeletePod(ctx context.Context, namespace, name string, preconditions metav1.Preconditions) error {
+	return g.c.Pods(namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &preconditions})
 }
 
 // ClaimLister lists the claims of a namespace from a cache. A cache may lag

@@ -369,8 +369,11 @@ type mountedClaim struct {
 }
 
 func (a Annotations) mountedSkip(mc mountedClaim) Skip {
-	return Skip{Claim: mc.claim.Name, Reason: SkipMounted,
-		Detail: fmt.Sprintf("pod %s mounts it; its %s annotation is out of date", strings.Join(mc.pods, ", "), a.LastUnmountedKey())}
+	stale := "its " + a.LastUnmountedKey() + " annotation is out of date"
+	if mc.u.FromCondition {
+		stale = "its Unused condition is out of date"
+	}
+	return Skip{Claim: mc.claim.Name, Reason: SkipMounted, Detail: fmt.Sprintf("pod %s mounts it; %s", strings.Join(mc.pods, ", "), stale)}
 }
 
 // marked returns the claims that carry last-unmounted-on and are not being

@@ -2,8 +2,28 @@
 // operator creates for its pods, for an owner of any kind (a custom resource,
 // not only a StatefulSet): KEP-1847's delete policies, the owner references
 // that carry them out through the garbage collector, the scale-up check that
-// never reuses a claim that is going away, unmount tracking annotations with a
-// time-to-live, and a collector of expired claims.
+// never reuses a claim that is going away, the scale-down of an owner that
+// makes its own pods (claim sets), unmount tracking with a time-to-live, and
+// a collector of expired claims.
+//
+// # Claim sets
+//
+// An owner that makes its own pods as a StatefulSet does (pod
+// <owner>-<ordinal>, each with its claims) calls Manager.SyncSet once per
+// reconcile: it creates the missing claims and pods (reusing a claim, or
+// waiting for one that is going away), brings every claim's owner references
+// to the policy, and scales down one pod at a time after reading the owner
+// again from the API server, recording the owner's version on the pod it
+// deletes. The caller gives the owner's state (Owner), how to build pod i and
+// its claims, and how to read the owner fresh (ClaimSet); the SetResult says
+// what was done, what waits and when to look again. SetOptions.DryRun says
+// what it would do. crt.ClaimSets fills a ClaimSet from a controller-runtime
+// manager:
+//
+//	set, err := sets.For(db) // a crt.ClaimSets[*api.DB]
+//	set.Pod, set.Claims = podOf(db), claimsOf(db)
+//	res, err := m.SyncSet(ctx, set, nil)
+//	// status from res.Ready and res.Condition("ClaimsReady", err); requeue after res.RequeueAfter
 //
 // # Policies
 //
@@ -53,6 +73,13 @@
 // "groundskeeper.io/", or AerospikeAnnotationPrefix for aerospike-operator's
 // "aerospike.travelaudience.com/"): pvc-ttl (retention.ParseDuration syntax),
 // pod-name and last-unmounted-on (RFC 3339).
+//
+// On Kubernetes 1.37 and later, Annotations.UnusedCondition (opt-in) takes
+// the instant from the claims' Unused condition instead, which
+// kube-controller-manager keeps on Bound claims (KEP-5541): no annotation is
+// written and no missed pod-delete event leaves a claim unmarked. Claims
+// without the condition keep the annotations; see UnusedCondition for the
+// claims it applies to and for claims no pod has mounted yet.
 //
 // # Guarantees
 //
@@ -107,8 +134,16 @@
 //   - Every call that writes or deletes has a dry run that makes the same
 //     reads and decision and writes nothing: CheckReuse and SyncOwner /
 //     SyncClaim (ReuseOptions.DryRun, SyncOptions.DryRun), Collect
-//     (CollectOptions.DryRun). MarkUnmounted writes one annotation and has
-//     none; PlanCollect decides without any request.
+//     (CollectOptions.DryRun), SyncSet (SetOptions.DryRun). MarkUnmounted
+//     writes one annotation and has none; PlanCollect decides without any
+//     request.
+//   - SyncSet deletes a pod on scale-down only when a read of the owner from
+//     the API server, made after the decision, still condemns it (same UID,
+//     not being deleted, ordinal at or above its replicas); it records that
+//     read's resourceVersion on the pod and deletes it with its UID as
+//     precondition, one pod at a time, and only once every claim's owner
+//     references were written. It never deletes a claim except an expired
+//     one, through CheckReuse.
 //   - Every call about one pod's claim takes a PodClaim, so the pod's and
 //     the claim's names cannot be swapped silently.
 //   - Collect decides with Annotations.PlanCollect, a pure function of the

@@ -376,4 +376,79 @@ func cmpName(a, b types.NamespacedName) int {
 	return 0
 }
 
+var podsResource = schema.GroupResource{Resource: "pods"}
+
+func (c *memClient) CreateClaim(_ context.Context, claim *corev1.PersistentVolumeClaim) (*corev1.PersistentVolumeClaim, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
+	if _, ok := c.claims[key]; ok {
+		return nil, apierrors.NewAlreadyExists(claimsResource, claim.Name)
+	}
+	created := claim.DeepCopy()
+	created.UID, created.ResourceVersion = types.UID(fmt.Sprintf("%s-uid%d", claim.Name, c.rv+1)), c.nextRV()
+	c.claims[key] = created
+	return created.DeepCopy(), nil
+}
+
+func (c *memClient) CreatePod(_ context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
+	if _, ok := c.pods[key]; ok {
+		return nil, apierrors.NewAlreadyExists(podsResource, pod.Name)
+	}
+	created := pod.DeepCopy()
+	created.UID, created.ResourceVersion = types.UID(fmt.Sprintf("%s-uid%d", pod.Name, c.rv+1)), c.nextRV()
+	c.pods[key] = created
+	return created.DeepCopy(), nil
+}
+
+// PatchPod applies a JSON merge patch, refusing it with a conflict when it
+// carries a uid that is not the pod's, as the API server does.
+func (c *memClient) PatchPod(_ context.Context, namespace, name string, mergePatch []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := types.NamespacedName{Namespace: namespace, Name: name}
+	p, ok := c.pods[key]
+	if !ok {
+		return apierrors.NewNotFound(podsResource, name)
+	}
+	var patch map[string]any
+	if err := json.Unmarshal(mergePatch, &patch); err != nil {
+		return apierrors.NewBadRequest(err.Error())
+	}
+	if meta, _ := patch["metadata"].(map[string]any); meta != nil {
+		if uid, ok := meta["uid"].(string); ok && types.UID(uid) != p.UID {
+			return apierrors.NewConflict(podsResource, name, fmt.Errorf("uid %s is not %s", uid, p.UID))
+		}
+	}
+	var doc map[string]any
+	raw, _ := json.Marshal(p)
+	_ = json.Unmarshal(raw, &doc)
+	raw, _ = json.Marshal(mergeJSON(doc, patch))
+	patched := &corev1.Pod{}
+	if err := json.Unmarshal(raw, patched); err != nil {
+		return apierrors.NewBadRequest(err.Error())
+	}
+	patched.ResourceVersion = c.nextRV()
+	c.pods[key] = patched
+	return nil
+}
+
+func (c *memClient) DeletePod(_ context.Context, namespace, name string, pre metav1.Preconditions) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := types.NamespacedName{Namespace: namespace, Name: name}
+	p, ok := c.pods[key]
+	switch {
+	case !ok:
+		return apierrors.NewNotFound(podsResource, name)
+	case pre.UID != nil && *pre.UID != p.UID, pre.ResourceVersion != nil && *pre.ResourceVersion != p.ResourceVersion:
+		return apierrors.NewConflict(podsResource, name, fmt.Errorf("precondition failed"))
+	}
+	delete(c.pods, key)
+	return nil
+}
+
 var _ lifecycle.Client = (*memClient)(nil)

@@ -51,7 +51,8 @@ type Config struct {
 	// Clock is read for unmount times and TTL evaluation; nil is the real
 	// clock.
 	Clock clock.PassiveClock
-	// Annotations names the unmount tracking annotations.
+	// Annotations names the unmount tracking annotations, and opts in to
+	// the claims' Unused condition (Annotations.UnusedCondition).
 	Annotations Annotations
 	// DefaultTTL applies to unmounted claims without a pvc-ttl annotation.
 	// Zero: such claims never expire.
@@ -560,6 +561,7 @@ func (m *Manager) CheckReuse(ctx context.Context, pc PodClaim, opts *ReuseOption
 	case err != nil:
 		return ReuseDecision{}, err
 	}
+	dec.UID = decidedOn.UID
 	if dec.Verdict != VerdictDeleteFirst {
 		return dec, nil
 	}
@@ -629,8 +631,12 @@ func (m *Manager) CheckReuse(ctx context.Context, pc PodClaim, opts *ReuseOption
 // be empty (pod-name is then left as it is); pc.Namespace and pc.Claim are
 // required.
 //
+// With Annotations.UnusedCondition, a claim whose Unused condition applies
+// gets no mark: the condition records the instant.
+//
 // unmounted reports that the claim now carries last-unmounted-on (written
-// now or earlier); false when a pod mounts it, or it is gone or going.
+// now or earlier), or that no pod mounts a claim whose Unused condition
+// applies; false when a pod mounts it, or it is gone or going.
 func (m *Manager) MarkUnmounted(ctx context.Context, pc PodClaim) (unmounted bool, err error) {
 	if err := pc.validate("MarkUnmounted", false); err != nil {
 		return false, err
@@ -651,6 +657,10 @@ func (m *Manager) MarkUnmounted(ctx context.Context, pc PodClaim) (unmounted boo
 			return annotationPatch(m.ann.clearUnmounted(c)), nil
 		}
 		unmounted = true
+		if _, _, ok := m.ann.unusedSince(c); ok {
+			// The claim's Unused condition records it; nothing to write.
+			return nil, nil
+		}
 		return annotationPatch(m.ann.MarkUnmounted(c, podName, now)), nil
 	})
 	if apierrors.IsNotFound(err) {

@@ -168,9 +168,11 @@ func (sc scenario) run(ctx context.Context, w workload, p lifecycle.Policy) ([]s
 }
 
 // TestScenarios runs the KEP-1847 test plan for a custom owner kind driven
-// by lifecycle under each of the four policies, and the same scenario with a
-// real StatefulSet in the controller manager: both must end as the KEP says,
-// and agree after every step on which claims exist, which are fresh, and
+// by lifecycle under each of the four policies (an operator that calls
+// CheckReuse, SyncOwner and deletes pods itself, and one that makes one
+// SyncSet call per step), and the same scenario with a real StatefulSet in
+// the controller manager: all must end as the KEP says, and agree after
+// every step on which claims exist, which are fresh, and
 // their owner references (the owner, the pod, controller and
 // blockOwnerDeletion).
 func TestScenarios(t *testing.T) {
@@ -187,6 +189,7 @@ func TestScenarios(t *testing.T) {
 				defer cancel()
 				stsEnv := testenv.StartKubernetes(t)
 				opEnv := testenv.StartKubernetes(t)
+				csEnv := testenv.StartKubernetes(t)
 				m, err := lifecycle.New(lifecycle.Config{Client: lifecycle.ClientGo(opEnv.Client.CoreV1())})
 				if err != nil {
 					t.Fatal(err)
@@ -195,8 +198,9 @@ func TestScenarios(t *testing.T) {
 					name string
 					w    workload
 				}{
-					{"custom owner with lifecycle", newOperator(opEnv.Client, m, configMapOwner{opEnv.Client}, opEnv.Namespace, "db")},
 					{"StatefulSet controller", newStatefulSet(stsEnv.Client, stsEnv.Namespace, "db")},
+					{"custom owner with lifecycle", newOperator(opEnv.Client, m, configMapOwner{opEnv.Client}, opEnv.Namespace, "db")},
+					{"custom owner with lifecycle's claim set", newClaimSetOperator(csEnv.Client, newManager(t, csEnv), csEnv.Namespace, "db")},
 				}
 				results := make([][]snapshot, len(impls))
 				errs := make([]error, len(impls))
@@ -216,13 +220,15 @@ func TestScenarios(t *testing.T) {
 						t.Errorf("%s ends with\n  %s\nwant\n  %s", impl.name, got, wantFinal)
 					}
 				}
-				var lib, sts []string
-				for i := range results[0] {
-					lib = append(lib, results[0][i].String())
-					sts = append(sts, results[1][i].String())
-				}
-				if strings.Join(lib, "\n") != strings.Join(sts, "\n") {
-					t.Errorf("lifecycle and the StatefulSet controller differ:\n%s", diffSteps(sc, lib, sts))
+				for i, impl := range impls[1:] {
+					var lib, sts []string
+					for j := range results[0] {
+						lib = append(lib, results[i+1][j].String())
+						sts = append(sts, results[0][j].String())
+					}
+					if strings.Join(lib, "\n") != strings.Join(sts, "\n") {
+						t.Errorf("%s and the StatefulSet controller differ:\n%s", impl.name, diffSteps(sc, lib, sts))
+					}
 				}
 			})
 		}

@@ -192,12 +192,17 @@ func claimsWithoutOwners(c client.WithWatch) client.Client {
 func scaleDownDeletesClaims(c client.WithWatch) client.Client {
 	return interceptor.NewClient(c, interceptor.Funcs{
 		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
-			if err := c.Delete(ctx, obj, opts...); err != nil {
-				return err
-			}
 			pod, ok := obj.(*corev1.Pod)
 			if !ok {
-				return nil
+				return c.Delete(ctx, obj, opts...)
+			}
+			// The pod being deleted, with its volumes (the delete request
+			// names it only).
+			if err := c.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+				return err
+			}
+			if err := c.Delete(ctx, obj, opts...); err != nil {
+				return err
 			}
 			for _, v := range pod.Spec.Volumes {
 				if v.PersistentVolumeClaim != nil {

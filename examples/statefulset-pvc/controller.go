@@ -5,10 +5,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -62,11 +60,13 @@ func newManager(cfg *rest.Config, common *kubecmd.Flags, o controllerOptions, op
 	if err != nil {
 		return nil, err
 	}
-	r := &reconciler{Client: mgr.GetClient(), live: mgr.GetAPIReader(), m: m, events: events, dryRun: o.dryRun}
+	r := &reconciler{Client: mgr.GetClient(), m: m, events: events, dryRun: o.dryRun,
+		sets: crt.ClaimSets[*api.ReplicatedSet]{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), GVK: api.GroupVersionKind, Spec: specOf, Label: api.SetLabel}}
 	err = ctrl.NewControllerManagedBy(mgr).
 		For(&api.ReplicatedSet{}).
 		Owns(&corev1.Pod{}).
-		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(setOfClaim)).
+		// A claim wakes the set of its controller reference or its label.
+		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(r.sets.Requests)).
 		Complete(r)
 	return mgr, err
 }
@@ -79,17 +79,4 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	return crt.Result(ctx, 0, r.reconcile(ctx, &set))
-}
-
-// setOfClaim wakes the set a claim belongs to: by its controller reference
-// (claims created under whenDeleted: Delete) or by its label.
-func setOfClaim(_ context.Context, claim client.Object) []reconcile.Request {
-	name := claim.GetLabels()[api.SetLabel]
-	if ref := metav1.GetControllerOf(claim); ref != nil && ref.Kind == api.Kind {
-		name = ref.Name
-	}
-	if name == "" {
-		return nil
-	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: claim.GetNamespace(), Name: name}}}
 }

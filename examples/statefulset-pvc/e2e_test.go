@@ -25,7 +25,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -321,10 +320,10 @@ func TestDryRunDeletesNothing(t *testing.T) {
 	w := watcher{t: t, c: k.Client, ns: k.Namespace}
 	all := map[string]string{"data-dry-0": "", "data-dry-1": "", "data-dry-2": ""}
 	created := w.until("created", func(s state) bool { return s.pods == "dry-0 dry-1 dry-2" && s.claimsAre(all) })
-	waitEvent(t, k.Client, k.Namespace, "dry", reasonDryRun, "would set the owner references of Claim data-dry-0 to [ReplicatedSet dry (controller)]")
+	waitEvent(t, k.Client, k.Namespace, "dry", lifecycle.ReasonDryRun, "would set the owner references of Claim data-dry-0 to [ReplicatedSet dry (controller)]")
 
 	scale(t, kc, k.Namespace, "dry", 1)
-	waitEvent(t, k.Client, k.Namespace, "dry", reasonDryRun, "would delete Pod dry-2")
+	waitEvent(t, k.Client, k.Namespace, "dry", lifecycle.ReasonDryRun, "would delete Pod dry-2")
 	waitStatus(t, kc, k.Namespace, "dry", func(st api.ReplicatedSetStatus) bool { return st.ObservedGeneration == 2 })
 	if s := w.read(); s.pods != "dry-0 dry-1 dry-2" || !s.claimsAre(all) {
 		t.Errorf("after a dry-run scale-down: %s", s)
@@ -340,104 +339,6 @@ func TestDryRunDeletesNothing(t *testing.T) {
 		if c.uid != created.claims[name].uid {
 			t.Errorf("claim %s replaced", name)
 		}
-	}
-}
-
-// A scale-down deletes exactly the pod it decided on: if the pod was
-// replaced by another of the same name since (a new UID), the UID
-// precondition makes the delete fail and the new pod stays.
-func TestScaleDownDeletesOnlyThePodDecidedOn(t *testing.T) {
-	k := testenv.StartKubernetes(t)
-	ctx := context.Background()
-	pods := k.Client.CoreV1().Pods(k.Namespace)
-	newPod := func() *corev1.Pod {
-		p, err := pods.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "db-2"},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "registry.example/db:1"}}}}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	decidedOn := newPod()
-	if err := pods.Delete(ctx, "db-2", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	replacement := newPod()
-	r := &reconciler{Client: newClient(t, k.Config)}
-	set := &api.ReplicatedSet{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: "db"}}
-	if err := r.deletePod(ctx, set, decidedOn, lifecycle.Policy{}, "41"); err != nil {
-		t.Fatalf("deletePod of a replaced pod: %v (want nil: the next pass decides again)", err)
-	}
-	got, err := pods.Get(ctx, "db-2", metav1.GetOptions{})
-	if err != nil || got.UID != replacement.UID {
-		t.Fatalf("the replacement pod was deleted: %v", err)
-	}
-	if v, ok := got.Annotations[api.CondemnedByAnnotation]; ok {
-		t.Fatalf("the replacement pod was annotated as condemned (%q)", v)
-	}
-	// Watch the pod decided on go, to see the state it was deleted in.
-	w, err := pods.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=db-2", ResourceVersion: got.ResourceVersion})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	if err := r.deletePod(ctx, set, got, lifecycle.Policy{}, "42"); err != nil {
-		t.Fatal(err)
-	}
-	for ev := range w.ResultChan() {
-		if ev.Type == watch.Deleted {
-			if v := ev.Object.(*corev1.Pod).Annotations[api.CondemnedByAnnotation]; v != "42" {
-				t.Errorf("the pod was deleted with %s %q, want the set's version 42", api.CondemnedByAnnotation, v)
-			}
-			break
-		}
-	}
-	if _, err := pods.Get(ctx, "db-2", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Fatalf("the pod decided on was not deleted: %v", err)
-	}
-}
-
-// Before a scale-down deletes a pod, the set is read again from the API
-// server: a scale-down that the manager's cache still shows but the user
-// has undone since deletes nothing (under whenScaled: Delete the claims
-// would go with the pod).
-func TestScaleDownRereadsTheSet(t *testing.T) {
-	k := testenv.StartKubernetes(t)
-	kc := installCRD(t, k.Config)
-	ctx := context.Background()
-	set := createSet(t, kc, k.Namespace, "db", setSpec(1))
-	r := &reconciler{Client: kc, live: kc}
-	for _, tc := range []struct {
-		name     string
-		replicas int // in the API server
-		ordinal  int
-		want     bool
-	}{
-		{"scaled to 1, pod 2 condemned", 1, 2, true},
-		{"scaled to 1, pod 1 condemned", 1, 1, true},
-		{"scaled back to 3 since, pod 2 in range", 3, 2, false},
-		{"scaled to 2 since, pod 1 in range", 2, 1, false},
-	} {
-		scale(t, kc, k.Namespace, "db", tc.replicas)
-		got, version, err := r.stillCondemned(ctx, set, tc.ordinal)
-		if err != nil || got != tc.want {
-			t.Errorf("%s: stillCondemned = %v, %v; want %v", tc.name, got, err, tc.want)
-		}
-		var now api.ReplicatedSet
-		if err := kc.Get(ctx, client.ObjectKeyFromObject(set), &now); err != nil || version != now.ResourceVersion {
-			t.Errorf("%s: stillCondemned read version %s; the set is at %s (%v)", tc.name, version, now.ResourceVersion, err)
-		}
-	}
-	// A set deleted and created again under the same name is another set.
-	if err := kc.Delete(ctx, set); err != nil {
-		t.Fatal(err)
-	}
-	if got, _, err := r.stillCondemned(ctx, set, 2); err != nil || got {
-		t.Errorf("deleted set: stillCondemned = %v, %v; want false", got, err)
-	}
-	createSet(t, kc, k.Namespace, "db", setSpec(0))
-	if got, _, err := r.stillCondemned(ctx, set, 2); err != nil || got {
-		t.Errorf("set recreated under the same name: stillCondemned = %v, %v; want false", got, err)
 	}
 }
 

@@ -111,17 +111,24 @@ func runScenario(out io.Writer) error {
 		},
 	})
 	events := lifecycle.EventFunc(func(obj runtime.Object, eventtype, reason, msg string) {
-		ref := obj.(*corev1.ObjectReference)
+		name := ""
+		switch o := obj.(type) {
+		case *corev1.ObjectReference:
+			name = o.Name
+		case client.Object:
+			name = o.GetName()
+		}
 		if eventtype == corev1.EventTypeWarning {
 			reason = "Warning " + reason
 		}
-		s.printf(ref.Name, "%s: %s", reason, msg)
+		s.printf(name, "%s: %s", reason, msg)
 	})
 	m, err := lifecycle.New(lifecycle.Config{Client: crt.LifecycleClient(s.client, s.client), Recorder: events, Clock: s.clk})
 	if err != nil {
 		return err
 	}
-	s.r = &reconciler{Client: s.client, live: s.client, m: m, events: simEvents{events}}
+	s.r = &reconciler{Client: s.client, m: m, events: simEvents{events},
+		sets: crt.ClaimSets[*api.ReplicatedSet]{Client: s.client, APIReader: s.client, GVK: api.GroupVersionKind, Spec: specOf, Label: api.SetLabel}}
 
 	fmt.Fprintf(out, "Simulated timeline, %s UTC, namespace %q. One ReplicatedSet per KEP-1847 policy, each with\n", scenarioStart.Format(time.DateOnly), scenarioNamespace)
 	fmt.Fprintf(out, "one volume claim template \"data\": created with 3 replicas, scaled to 1, scaled back to 3, deleted.\n")
@@ -456,7 +463,15 @@ func (s *sim) claimsOf(set string) string {
 		if !strings.HasPrefix(o.GetName(), "data-"+set+"-") {
 			continue
 		}
-		owners := refsString(o.GetOwnerReferences())
+		var refs []string
+		for _, r := range o.GetOwnerReferences() {
+			ref := r.Kind + " " + r.Name
+			if r.Controller != nil && *r.Controller {
+				ref += " (controller)"
+			}
+			refs = append(refs, ref)
+		}
+		owners := strings.Join(refs, ", ")
 		if owners == "" {
 			owners = "no owner"
 		}
