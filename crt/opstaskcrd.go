@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/yaml"
@@ -286,7 +287,8 @@ func jsonFields(t reflect.Type, into map[string]reflect.Type) {
 
 // InstallCRD creates crd, or updates the CustomResourceDefinition of its
 // name to it, through c (its spec, labels and annotations replace those on
-// the cluster; a conflicting writer makes it fail, to be called again), then
+// the cluster; an update that conflicts with another writer's is retried
+// from a fresh read), then
 // waits until the API server has established it and serves its kind in
 // every served version, reading through r (mgr.GetAPIReader(): the cache is
 // not started before the manager is). It waits at most a minute, and never
@@ -306,14 +308,19 @@ func InstallCRD(ctx context.Context, c client.Client, r client.Reader, crd *apie
 	u.SetResourceVersion("")
 	err = c.Create(ctx, u)
 	if apierrors.IsAlreadyExists(err) {
-		cur := &unstructured.Unstructured{}
-		cur.SetGroupVersionKind(crdGVK)
-		if err = r.Get(ctx, client.ObjectKey{Name: crd.Name}, cur); err == nil {
+		// Another installer (a replica, a parallel test) may update it at
+		// the same time: a conflict is retried from the read.
+		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur := &unstructured.Unstructured{}
+			cur.SetGroupVersionKind(crdGVK)
+			if err := r.Get(ctx, client.ObjectKey{Name: crd.Name}, cur); err != nil {
+				return err
+			}
 			cur.Object["spec"] = want["spec"]
 			cur.SetLabels(crd.Labels)
 			cur.SetAnnotations(crd.Annotations)
-			err = c.Update(ctx, cur)
-		}
+			return c.Update(ctx, cur)
+		})
 	}
 	if err != nil {
 		return fmt.Errorf("crt: install CRD %s: %w", crd.Name, err)
