@@ -42,21 +42,34 @@ import (
 // the target field (opts may be nil). The checks:
 //
 //   - the CRD's group and kind are obj's, and it serves obj's version with
-//     the status subresource (// +kubebuilder:subresource:status);
+//     the status subresource;
 //   - at every level, the schema's properties are the JSON fields of the Go
 //     type and have its JSON types (object, array, string, integer, number,
 //     boolean; types with their own JSON encoding are not looked into);
 //   - spec.config has exactly one member: either minProperties and
-//     maxProperties 1 (// +kubebuilder:validation:MinProperties=1 and
-//     MaxProperties=1, for any config type), or an exists_one CEL rule over
-//     has(self.<member>) of exactly its members, for a struct of optional
-//     members:
-//     // +kubebuilder:validation:XValidation:rule="[has(self.a), has(self.b)].exists_one(x, x)",message="exactly one of a, b must be set"
+//     maxProperties 1 (for any config type), or an exists_one CEL rule over
+//     has(self.<member>) of exactly its members (for a struct of optional
+//     members);
 //   - spec.config, and spec.<TargetField> when set, cannot change after
-//     creation (an XValidation rule "self == oldSelf" on each), and the
-//     target cannot be added or removed ("has(self.<TargetField>) ==
+//     creation (a CEL rule "self == oldSelf" on each), and the target cannot
+//     be added or removed (a rule "has(self.<TargetField>) ==
 //     has(oldSelf.<TargetField>)" on spec);
-//   - status.lastErrors has maxItems opstask.MaxLastErrors.
+//   - status.lastErrors has maxItems opstask.MaxLastErrors (opstask.Status
+//     says so).
+//
+// The markers that give them, with a target field etcdName and config
+// members a and b (an error names the one missing):
+//
+//	// on the task type:
+//	// +kubebuilder:subresource:status
+//	// on the spec type:
+//	// +kubebuilder:validation:XValidation:rule="has(self.etcdName) == has(oldSelf.etcdName)",message="etcdName cannot be added or removed after creation"
+//	// on the config type:
+//	// +kubebuilder:validation:XValidation:rule="[has(self.a), has(self.b)].exists_one(x, x)",message="exactly one of a, b must be set"
+//	// on the config field:
+//	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="config is immutable"
+//	// on the target field:
+//	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="etcdName is immutable"
 //
 // What it does not check: descriptions, printer columns, defaults and the
 // per-kind validations the type's markers add (they are the type's own), and
