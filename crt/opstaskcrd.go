@@ -34,9 +34,9 @@ import (
 // what opstask requires of every task resource. A CRD that drifted from its
 // type (a field added, renamed or removed since it was generated) or that
 // lacks one of the rules is refused, with an error naming the field and the
-// marker to add, when the controller starts and in the test that calls it:
-// it is never installed. Install the result with InstallCRD, or apply the
-// same file with kubectl.
+// marker to add: call it in a test of the package that holds the type (and
+// before InstallCRD at start-up), so that a stale file is never installed.
+// Install the result with InstallCRD, or apply the same file with kubectl.
 //
 // obj is a typed task object registered in scheme; opts.TargetField names
 // the target field (opts may be nil). The checks:
