@@ -140,9 +140,6 @@ func NewTaskStore(mgr manager.Manager, obj client.Object, opts *TaskOptions) (op
 	if err != nil {
 		return nil, fmt.Errorf("%w: crt: task object %T: %w", opstask.ErrInvalidConfig, obj, err)
 	}
-	if gvk.Kind == "" || gvk.Version == "" {
-		return nil, fmt.Errorf("%w: crt: task object %T has GroupVersionKind %q: set it", opstask.ErrInvalidConfig, obj, gvk.String())
-	}
 	return &taskStore{reader: mgr.GetAPIReader(), writer: mgr.GetClient(), informers: mgr.GetCache(),
 		obj: obj, gvk: gvk, opts: o}, nil
 }

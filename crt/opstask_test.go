@@ -3,6 +3,8 @@ package crt_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -242,4 +245,47 @@ func TestTaskControllerFromTheManagerAlone(t *testing.T) {
 	if succeededBy["first"] != 1 || succeededBy["second"] != 1 || len(succeededBy) != 2 {
 		t.Errorf("test_operator_tasks_total{state=Succeeded} by target = %v, want first and second at 1", succeededBy)
 	}
+}
+
+// NewTaskController and NewTaskStore refuse what they cannot serve before
+// anything runs, naming it: a task object whose kind they cannot tell, and
+// metrics opstask refuses. No API server is needed to refuse.
+func TestTaskControllerRefusesBadOptions(t *testing.T) {
+	mgr, err := ctrl.NewManager(&rest.Config{Host: "http://127.0.0.1:1"}, ctrl.Options{
+		Scheme:                 taskScheme(t),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handlers := []opstask.Handler{{Name: "snapshot", Executor: opstask.ExecutorFunc(func(context.Context, *opstask.Run) error { return nil })}}
+	type unregistered struct{ opstasktest.TestTask }
+	tests := []struct {
+		name string
+		obj  client.Object
+		opts *crt.TaskOptions
+		want string
+	}{
+		{"a type the scheme does not know", &unregistered{}, nil, "unregistered"},
+		{"an unstructured object without its kind", &unstructured.Unstructured{}, nil, "'Kind' is missing"},
+		{"an unstructured object without its version", kindOnly(), nil, "'apiVersion' is missing"},
+		{"a nil object", nil, nil, "task object is nil"},
+		{"metrics opstask refuses", &opstasktest.TestTask{}, &crt.TaskOptions{Metrics: &opstask.MetricsConfig{Registerer: prometheus.NewRegistry(), TargetLabel: "type"}},
+			`MetricsConfig.TargetLabel = "type"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := crt.NewTaskController(mgr, tc.obj, opstask.Config{Handlers: handlers}, tc.opts)
+			if !errors.Is(err, opstask.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want ErrInvalidConfig with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func kindOnly() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetKind("TestTask")
+	return u
 }
