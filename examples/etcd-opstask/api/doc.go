@@ -11,7 +11,9 @@
 // controller-gen from the markers in this package: go generate
 // ./examples/etcd-opstask/api regenerates both. A test checks the CRD
 // against these types with crt.TaskCRD: a field added without regenerating
-// it, or a rule below removed, fails it.
+// it fails it, as does a CRD without the one-of, the config or etcdName
+// rules or the lastErrors bound below (the ttlSecondsAfterFinished rules are
+// this type's own, not checked).
 //
 // What the CRD enforces, with CEL rules the API server evaluates:
 //
