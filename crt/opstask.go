@@ -3,13 +3,24 @@ package crt
 import (
 	"context"
 	"fmt"
+	"os"
+	"slices"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/groundskeeper-io/groundskeeper/opstask"
+	"github.com/groundskeeper-io/groundskeeper/opstask/kubestore"
 )
 
 // EveryReplica returns run as a manager Runnable that the manager starts on
@@ -27,31 +38,228 @@ func (everyReplica) NeedLeaderElection() bool          { return false }
 
 var _ manager.LeaderElectionRunnable = everyReplica(nil)
 
-// TaskStore returns store (a kubestore.Store, say) with its change
-// notifications taken from the manager's informer on obj's kind instead of a
-// watch of its own; everything else (the consistent List the controller
-// claims on, UpdateStatus, SetHeld, Delete) still goes to store. obj names
-// the task kind: a typed object registered in the manager's scheme, or an
-// unstructured.Unstructured with its GroupVersionKind set. Pass the result as
-// opstask.Config.Store.
-func TaskStore(store opstask.Store, informers cache.Informers, obj client.Object) opstask.Store {
-	return taskStore{Store: store, informers: informers, obj: obj}
+// TaskOptions configures NewTaskController and NewTaskStore. The zero value
+// serves tasks of every namespace that have no target field and records no
+// metrics.
+type TaskOptions struct {
+	// TargetField is the spec field that names a task's target, e.g.
+	// "etcdName" (DEP-05); empty means tasks have no target and queue
+	// together per namespace.
+	TargetField string
+	// Namespace limits the controller to the tasks of one namespace; empty
+	// means all.
+	Namespace string
+	// Metrics, when set, gives the controller opstask's metrics, built by
+	// opstask.NewMetrics from it; its Registerer defaults to
+	// controller-runtime's metrics.Registry, which the manager serves.
+	// Several controllers in one process may name the same registry: the
+	// metrics are registered once on it and shared (see opstask.Metrics).
+	// Ignored when the opstask.Config given has Metrics.
+	Metrics *opstask.MetricsConfig
 }
+
+// NewTaskController returns an opstask Controller of the task resource of
+// obj's kind, added to mgr as a Runnable that runs on every replica
+// (EveryReplica), with the manager's logger; the manager starts and stops it.
+// obj is a typed object registered in the manager's scheme, or an
+// unstructured.Unstructured with its GroupVersionKind set. cfg is opstask's
+// configuration (handlers, TTL, concurrency); its Store, when nil, is
+// NewTaskStore(mgr, obj, opts): the manager's clients, and nothing else, talk
+// to the API server. Pass a Store of your own (NewTaskStore's, wrapped) only
+// to observe or alter it, as tests do. cfg.Identity defaults to the host name
+// (the pod's name in a cluster), which prefixes the run IDs that tell the
+// replicas apart. opts may be nil.
+//
+// The returned Controller is for DryRun and Sync; do not Run it again.
+func NewTaskController(mgr manager.Manager, obj client.Object, cfg opstask.Config, opts *TaskOptions) (*opstask.Controller, error) {
+	var o TaskOptions
+	if opts != nil {
+		o = *opts
+	}
+	if cfg.Store == nil {
+		s, err := NewTaskStore(mgr, obj, &o)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Store = s
+	}
+	if cfg.Metrics == nil && o.Metrics != nil {
+		mc := *o.Metrics
+		if mc.Registerer == nil {
+			mc.Registerer = crmetrics.Registry
+		}
+		m, err := opstask.NewMetrics(mc)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Metrics = m
+	}
+	if cfg.Identity == "" {
+		cfg.Identity, _ = os.Hostname()
+	}
+	ctl, err := opstask.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	// The manager gives Runnables a context without its logger: opstask
+	// logs through the one in its context.
+	logger := mgr.GetLogger().WithName("opstask")
+	run := func(ctx context.Context) error { return ctl.Run(log.IntoContext(ctx, logger)) }
+	if err := mgr.Add(EveryReplica(run)); err != nil {
+		return nil, fmt.Errorf("crt: add task controller: %w", err)
+	}
+	return ctl, nil
+}
+
+// NewTaskStore returns an opstask.Store of the tasks of obj's kind over the
+// manager's clients, as kubestore's over a dynamic client: it lists tasks
+// and reads one before changing its hold through mgr.GetAPIReader() (the
+// consistent reads opstask claims on; never the cache), writes through
+// mgr.GetClient(), and hears of changes from the manager's informer on the
+// kind (its Watch). obj is a typed object registered in the manager's
+// scheme, or an unstructured.Unstructured with its GroupVersionKind set;
+// the store itself handles tasks in unstructured form. Only
+// opts.TargetField and opts.Namespace apply; opts may be nil.
+//
+// It keeps kubestore's guarantees (see package kubestore): status writes
+// carry the task's UID and resourceVersion and change nothing else, deletes
+// carry UID and resourceVersion preconditions, the hold is kubestore's
+// Finalizer, and API errors keep their type, conflicts also wrapping
+// opstask.ErrConflict and missing tasks opstask.ErrNotFound. It needs RBAC to
+// list, watch, get, update and delete the resource and to update its
+// status.
+func NewTaskStore(mgr manager.Manager, obj client.Object, opts *TaskOptions) (opstask.Store, error) {
+	var o TaskOptions
+	if opts != nil {
+		o = *opts
+	}
+	if obj == nil {
+		return nil, fmt.Errorf("%w: crt: task object is nil", opstask.ErrInvalidConfig)
+	}
+	gvk, err := apiutil.GVKForObject(obj, mgr.GetScheme())
+	if err != nil {
+		return nil, fmt.Errorf("%w: crt: task object %T: %w", opstask.ErrInvalidConfig, obj, err)
+	}
+	return &taskStore{reader: mgr.GetAPIReader(), writer: mgr.GetClient(), informers: mgr.GetCache(),
+		obj: obj, gvk: gvk, opts: o}, nil
+}
+
+// taskPageSize bounds the tasks of one List request.
+const taskPageSize = 500
 
 type taskStore struct {
-	opstask.Store
+	reader    client.Reader
+	writer    client.Client
 	informers cache.Informers
 	obj       client.Object
+	gvk       schema.GroupVersionKind
+	opts      TaskOptions
 }
 
-var _ opstask.Watcher = taskStore{}
+var (
+	_ opstask.Store   = (*taskStore)(nil)
+	_ opstask.Watcher = (*taskStore)(nil)
+)
 
-// Watch calls notify on every event of the manager's informer until ctx is
-// done.
-func (s taskStore) Watch(ctx context.Context, notify func()) error {
+func (s *taskStore) List(ctx context.Context) ([]*opstask.Task, error) {
+	var out []*opstask.Task
+	for cont := ""; ; {
+		l := &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(s.gvk.GroupVersion().WithKind(s.gvk.Kind + "List"))
+		opts := []client.ListOption{client.Limit(taskPageSize), client.Continue(cont)}
+		if s.opts.Namespace != "" {
+			opts = append(opts, client.InNamespace(s.opts.Namespace))
+		}
+		if err := s.reader.List(ctx, l, opts...); err != nil {
+			return nil, fmt.Errorf("crt: list %s: %w", s.gvk.Kind, translateTaskError(err))
+		}
+		for i := range l.Items {
+			t, err := kubestore.Decode(&l.Items[i], s.opts.TargetField)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, t)
+		}
+		if cont = l.GetContinue(); cont == "" {
+			return out, nil
+		}
+	}
+}
+
+// object returns t's identity as an object of the kind: name, namespace, UID
+// and resourceVersion, which the API server checks on an update.
+func (s *taskStore) object(t *opstask.Task) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{}}
+	u.SetGroupVersionKind(s.gvk)
+	u.SetNamespace(t.Namespace)
+	u.SetName(t.Name)
+	u.SetUID(types.UID(t.UID))
+	u.SetResourceVersion(t.ResourceVersion)
+	return u
+}
+
+func (s *taskStore) UpdateStatus(ctx context.Context, t *opstask.Task) error {
+	status, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&t.Status)
+	if err != nil {
+		return fmt.Errorf("crt: task %s: convert status: %w", t.Key(), err)
+	}
+	u := s.object(t)
+	u.Object["status"] = status
+	if err := s.writer.Status().Update(ctx, u); err != nil {
+		return fmt.Errorf("crt: update status of %s %s: %w", s.gvk.Kind, t.Key(), translateTaskError(err))
+	}
+	t.ResourceVersion = u.GetResourceVersion()
+	return nil
+}
+
+func (s *taskStore) Delete(ctx context.Context, t *opstask.Task) error {
+	uid, rv := types.UID(t.UID), t.ResourceVersion
+	err := s.writer.Delete(ctx, s.object(t), client.Preconditions{UID: &uid, ResourceVersion: &rv})
+	if err != nil {
+		return fmt.Errorf("crt: delete %s %s: %w", s.gvk.Kind, t.Key(), translateTaskError(err))
+	}
+	return nil
+}
+
+// SetHeld reads the task from the API server and updates its finalizers at
+// the version read, only if that is t's: the update then fails if anything
+// changed in between.
+func (s *taskStore) SetHeld(ctx context.Context, t *opstask.Task, held bool) error {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(s.gvk)
+	if err := s.reader.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: t.Name}, u); err != nil {
+		return fmt.Errorf("crt: set hold on %s %s: %w", s.gvk.Kind, t.Key(), translateTaskError(err))
+	}
+	switch {
+	case string(u.GetUID()) != t.UID:
+		return fmt.Errorf("crt: set hold on %s %s: uid %s, want %s: %w", s.gvk.Kind, t.Key(), u.GetUID(), t.UID, opstask.ErrNotFound)
+	case u.GetResourceVersion() != t.ResourceVersion:
+		return fmt.Errorf("crt: set hold on %s %s at version %s (current %s): %w", s.gvk.Kind, t.Key(), t.ResourceVersion, u.GetResourceVersion(), opstask.ErrConflict)
+	}
+	finalizers := u.GetFinalizers()
+	if slices.Contains(finalizers, kubestore.Finalizer) == held {
+		t.Held = held
+		return nil
+	}
+	if held {
+		finalizers = append(finalizers, kubestore.Finalizer)
+	} else {
+		finalizers = slices.DeleteFunc(finalizers, func(f string) bool { return f == kubestore.Finalizer })
+	}
+	u.SetFinalizers(finalizers)
+	if err := s.writer.Update(ctx, u); err != nil {
+		return fmt.Errorf("crt: set hold on %s %s: %w", s.gvk.Kind, t.Key(), translateTaskError(err))
+	}
+	t.Held, t.ResourceVersion = held, u.GetResourceVersion()
+	return nil
+}
+
+// Watch calls notify on every event of the manager's informer on the kind
+// until ctx is done.
+func (s *taskStore) Watch(ctx context.Context, notify func()) error {
 	inf, err := s.informers.GetInformer(ctx, s.obj)
 	if err != nil {
-		return fmt.Errorf("crt: informer for tasks: %w", err)
+		return fmt.Errorf("crt: informer for %s: %w", s.gvk.Kind, err)
 	}
 	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { notify() },
@@ -59,9 +267,21 @@ func (s taskStore) Watch(ctx context.Context, notify func()) error {
 		DeleteFunc: func(any) { notify() },
 	})
 	if err != nil {
-		return fmt.Errorf("crt: watch tasks: %w", err)
+		return fmt.Errorf("crt: watch %s: %w", s.gvk.Kind, err)
 	}
 	defer func() { _ = inf.RemoveEventHandler(reg) }()
 	<-ctx.Done()
 	return ctx.Err()
+}
+
+// translateTaskError adds opstask's sentinels to API errors, keeping the
+// original in the chain.
+func translateTaskError(err error) error {
+	switch {
+	case apierrors.IsConflict(err):
+		return fmt.Errorf("%w: %w", opstask.ErrConflict, err)
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("%w: %w", opstask.ErrNotFound, err)
+	}
+	return err
 }

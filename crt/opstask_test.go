@@ -2,18 +2,24 @@ package crt_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -24,27 +30,124 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/testenv"
 )
 
-// storeOnly is an opstask.Store without a Watch method.
-type storeOnly struct{ opstask.Store }
+// taskScheme is a scheme with the core types and opstasktest's TestTask.
+func taskScheme(t testing.TB) *runtime.Scheme {
+	t.Helper()
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	s.AddKnownTypeWithName(opstasktest.GroupVersionKind, &opstasktest.TestTask{})
+	s.AddKnownTypeWithName(opstasktest.GroupVersionKind.GroupVersion().WithKind("TestTaskList"), &opstasktest.TestTaskList{})
+	metav1.AddToGroupVersion(s, opstasktest.GroupVersionKind.GroupVersion())
+	return s
+}
 
-// An opstask Controller on a manager that never becomes leader (another
-// holder keeps the Lease) still runs tasks, and learns of new ones from the
-// manager's informer: its own resync is an hour away.
-func TestOpstaskRunsOnEveryReplicaFedByTheCache(t *testing.T) {
-	env := testenv.StartKubernetes(t)
-	ctx := context.Background()
-	dyn, err := dynamic.NewForConfig(env.Config)
+// newTaskManager returns a manager of the test's namespace, with metrics
+// and probes off, and with opts applied; it installs (or upgrades) the
+// TestTask CRD through the manager's clients before the manager starts.
+func newTaskManager(t testing.TB, env *testenv.Kubernetes, opts ...func(*manager.Options)) manager.Manager {
+	t.Helper()
+	o := ctrl.Options{
+		Scheme:                 taskScheme(t),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{env.Namespace: {}}},
+	}
+	for _, f := range opts {
+		f(&o)
+	}
+	mgr, err := ctrl.NewManager(env.Config, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := opstasktest.InstallCRD(ctx, dyn); err != nil {
+	crd, err := crt.TaskCRD(opstasktest.CRD, &opstasktest.TestTask{}, mgr.GetScheme(), &crt.TaskOptions{TargetField: opstasktest.TargetField})
+	if err != nil {
 		t.Fatal(err)
 	}
+	if err := crt.InstallCRD(t.Context(), mgr.GetClient(), mgr.GetAPIReader(), crd); err != nil {
+		t.Fatal(err)
+	}
+	return mgr
+}
+
+// runManager starts mgr until the test ends.
+func runManager(t testing.TB, mgr manager.Manager) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+// testTask renders a task as a TestTask object of namespace ns.
+func testTask(ns string, task *opstask.Task) *unstructured.Unstructured {
+	cfg := map[string]any{}
+	for name, raw := range task.Spec.Config {
+		var v any
+		if err := json.Unmarshal(raw, &v); err != nil {
+			panic(err)
+		}
+		cfg[name] = v
+	}
+	spec := map[string]any{"config": cfg}
+	if task.Spec.Target != "" {
+		spec[opstasktest.TargetField] = task.Spec.Target
+	}
+	if ttl := task.Spec.TTLSecondsAfterFinished; ttl != nil {
+		spec["ttlSecondsAfterFinished"] = int64(*ttl)
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	u.SetGroupVersionKind(opstasktest.GroupVersionKind)
+	u.SetNamespace(ns)
+	u.SetName(task.Name)
+	return u
+}
+
+// The store over a manager's clients passes opstask's store conformance
+// suite against the real API server, the controller runs of the suite
+// included.
+func TestTaskStoreConformance(t *testing.T) {
+	opstasktest.Run(t, func(t *testing.T) opstasktest.Harness {
+		env := testenv.StartKubernetes(t)
+		mgr := newTaskManager(t, env)
+		store, err := crt.NewTaskStore(mgr, &opstasktest.TestTask{}, &crt.TaskOptions{TargetField: opstasktest.TargetField, Namespace: env.Namespace})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runManager(t, mgr)
+		return opstasktest.Harness{
+			Store: store,
+			Create: func(ctx context.Context, task *opstask.Task) (*opstask.Task, error) {
+				u := testTask(env.Namespace, task)
+				if err := mgr.GetClient().Create(ctx, u); err != nil {
+					return nil, err
+				}
+				return kubestore.Decode(u, opstasktest.TargetField)
+			},
+		}
+	})
+}
+
+// An opstask controller made from a manager alone (no client of its own)
+// runs tasks to Succeeded on a manager that never becomes leader (another
+// holder keeps the Lease), learning of new tasks from the manager's
+// informer (its own resync is an hour away). Two controllers on one
+// manager, with metrics on one registry, register them once and count into
+// the same series.
+func TestTaskControllerFromTheManagerAlone(t *testing.T) {
+	env := testenv.StartKubernetes(t)
+	ctx := t.Context()
 
 	// The election is held by another replica for the whole test.
 	const election = "opstask-test"
 	now := metav1.NewMicroTime(time.Now())
-	_, err = env.Client.CoordinationV1().Leases(env.Namespace).Create(ctx, &coordinationv1.Lease{
+	_, err := env.Client.CoordinationV1().Leases(env.Namespace).Create(ctx, &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: election},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("the-leader"), LeaseDurationSeconds: ptr.To[int32](3600),
 			AcquireTime: &now, RenewTime: &now},
@@ -52,89 +155,59 @@ func TestOpstaskRunsOnEveryReplicaFedByTheCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                  scheme.Scheme,
-		Metrics:                 metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress:  "0",
-		LeaderElection:          true,
-		LeaderElectionID:        election,
-		LeaderElectionNamespace: env.Namespace,
-		Cache:                   cache.Options{DefaultNamespaces: map[string]cache.Config{env.Namespace: {}}},
+	mgr := newTaskManager(t, env, func(o *manager.Options) {
+		o.LeaderElection = true
+		o.LeaderElectionID = election
+		o.LeaderElectionNamespace = env.Namespace
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := kubestore.New(kubestore.Config{Client: dyn, Resource: opstasktest.Resource, Kind: opstasktest.GroupVersionKind.Kind,
-		Namespace: env.Namespace, TargetField: opstasktest.TargetField})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tasks := &unstructured.Unstructured{}
-	tasks.SetGroupVersionKind(opstasktest.GroupVersionKind)
+	reg := prometheus.NewRegistry()
 	var executed atomic.Int32
-	ctl, err := opstask.New(opstask.Config{
-		// storeOnly hides kubestore's own watch: news can come only from
-		// the manager's informer.
-		Store: crt.TaskStore(storeOnly{store}, mgr.GetCache(), tasks),
+	cfg := opstask.Config{
 		Handlers: []opstask.Handler{{Name: "snapshot",
 			Executor: opstask.ExecutorFunc(func(context.Context, *opstask.Run) error { executed.Add(1); return nil })}},
-		Identity:     "replica-b",
 		ResyncPeriod: time.Hour,
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
-	if err := mgr.Add(crt.EveryReplica(ctl.Run)); err != nil {
-		t.Fatal(err)
+	opts := &crt.TaskOptions{TargetField: opstasktest.TargetField, Namespace: env.Namespace,
+		Metrics: &opstask.MetricsConfig{Registerer: reg, Prefix: "test_"}}
+	for range 2 {
+		if _, err := crt.NewTaskController(mgr, &opstasktest.TestTask{}, cfg, opts); err != nil {
+			t.Fatalf("NewTaskController: %v", err)
+		}
 	}
 	var leaderRan atomic.Bool
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { leaderRan.Store(true); <-ctx.Done(); return nil })); err != nil {
 		t.Fatal(err)
 	}
-	mctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	runManager(t, mgr)
 
 	succeeded := func(name string) {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second)
 		for {
-			list, err := store.List(ctx)
-			if err != nil {
+			var task opstasktest.TestTask
+			if err := mgr.GetAPIReader().Get(ctx, client.ObjectKey{Namespace: env.Namespace, Name: name}, &task); err != nil {
 				t.Fatal(err)
 			}
-			for _, task := range list {
-				if task.Name == name && task.State() == opstask.TaskStateSucceeded {
-					return
-				}
+			if task.Status.State == opstask.TaskStateSucceeded {
+				return
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("task %s not Succeeded after 30s (executions %d)", name, executed.Load())
+				t.Fatalf("task %s is %q after 30s, want Succeeded (executions %d)", name, task.Status.State, executed.Load())
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
 	create := func(name string) {
 		t.Helper()
-		u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
-			"config": map[string]any{"snapshot": map[string]any{}}, opstasktest.TargetField: name}}}
-		u.SetGroupVersionKind(tasks.GroupVersionKind())
-		u.SetNamespace(env.Namespace)
-		u.SetName(name)
-		if _, err := dyn.Resource(opstasktest.Resource).Namespace(env.Namespace).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+		task := &opstask.Task{Name: name, Spec: opstask.Spec{Config: map[string]json.RawMessage{"snapshot": json.RawMessage(`{}`)}, Target: name}}
+		if err := mgr.GetClient().Create(ctx, testTask(env.Namespace, task)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	create("first")
 	succeeded("first")
-	// The controller has synced and waits for news: only the informer can
-	// bring it the second task within the test.
+	// The controllers have synced and wait for news: only the informer can
+	// bring them the second task within the test.
 	create("second")
 	succeeded("second")
 	if n := executed.Load(); n != 2 {
@@ -143,4 +216,76 @@ func TestOpstaskRunsOnEveryReplicaFedByTheCache(t *testing.T) {
 	if leaderRan.Load() {
 		t.Error("the manager became leader: the test proves nothing about followers")
 	}
+	// One family per metric, however many controllers; one series per
+	// target, counted once.
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	succeededBy := map[string]float64{}
+	for _, f := range families {
+		seen[f.GetName()]++
+		if f.GetName() != "test_operator_tasks_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["state"] == string(opstask.TaskStateSucceeded) {
+				succeededBy[labels["target"]] += m.GetCounter().GetValue()
+			}
+		}
+	}
+	if seen["test_operator_tasks_total"] != 1 || seen["test_operator_task_duration_seconds"] != 1 {
+		t.Errorf("metric families %v, want each once", seen)
+	}
+	if succeededBy["first"] != 1 || succeededBy["second"] != 1 || len(succeededBy) != 2 {
+		t.Errorf("test_operator_tasks_total{state=Succeeded} by target = %v, want first and second at 1", succeededBy)
+	}
+}
+
+// NewTaskController and NewTaskStore refuse what they cannot serve before
+// anything runs, naming it: a task object whose kind they cannot tell, and
+// metrics opstask refuses. No API server is needed to refuse.
+func TestTaskControllerRefusesBadOptions(t *testing.T) {
+	mgr, err := ctrl.NewManager(&rest.Config{Host: "http://127.0.0.1:1"}, ctrl.Options{
+		Scheme:                 taskScheme(t),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handlers := []opstask.Handler{{Name: "snapshot", Executor: opstask.ExecutorFunc(func(context.Context, *opstask.Run) error { return nil })}}
+	type unregistered struct{ opstasktest.TestTask }
+	tests := []struct {
+		name string
+		obj  client.Object
+		opts *crt.TaskOptions
+		want string
+	}{
+		{"a type the scheme does not know", &unregistered{}, nil, "unregistered"},
+		{"an unstructured object without its kind", &unstructured.Unstructured{}, nil, "'Kind' is missing"},
+		{"an unstructured object without its version", kindOnly(), nil, "'apiVersion' is missing"},
+		{"a nil object", nil, nil, "task object is nil"},
+		{"metrics opstask refuses", &opstasktest.TestTask{}, &crt.TaskOptions{Metrics: &opstask.MetricsConfig{Registerer: prometheus.NewRegistry(), TargetLabel: "type"}},
+			`MetricsConfig.TargetLabel = "type"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := crt.NewTaskController(mgr, tc.obj, opstask.Config{Handlers: handlers}, tc.opts)
+			if !errors.Is(err, opstask.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want ErrInvalidConfig with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func kindOnly() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetKind("TestTask")
+	return u
 }

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/groundskeeper-io/groundskeeper/crt"
 	"github.com/groundskeeper-io/groundskeeper/examples/etcd-opstask/api"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/chaos"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
@@ -199,8 +200,8 @@ func (h *history) snapshot() (execs, cleanups []span, deletes []storeDelete) {
 	return execs, cleanups, append([]storeDelete(nil), h.deletes...)
 }
 
-// watchStore is the store the controller gets: crt.TaskStore's, which
-// also watches. Wrappers must keep Watch, or the controller would hear of
+// watchStore is the store the controller gets: crt.NewTaskStore's, which
+// also watches (the manager's informer). Wrappers must keep Watch, or the controller would hear of
 // new tasks only at its resync.
 type watchStore interface {
 	opstask.Store
@@ -363,17 +364,21 @@ func (g *opsWorkload) runManager(ctx context.Context, cfg *rest.Config, i int) e
 	if err != nil {
 		return err
 	}
-	o := options{namespace: g.w.ns, etcds: namedFlag{}, backupStores: namedFlag{}, backupSecrets: namedFlag{},
+	o := options{namespace: g.w.ns, etcds: map[string]string{}, backupStores: map[string]string{}, backupSecrets: map[string]string{},
 		defaultTTL: opstask.DefaultTTL, maxConcurrent: opstask.DefaultMaxConcurrent}
 	for _, t := range opsTargets {
 		o.etcds[t] = g.w.etcd
 		o.backupStores[t] = fmt.Sprintf("s3://%s?prefix=%s/%s/", g.w.bucket, g.w.ns, t)
 		o.backupSecrets[t] = "minio"
 	}
-	closeOperator, err := addTaskController(mgr, cfg, o, func(c *opstask.Config) {
+	store, err := crt.NewTaskStore(mgr, &api.EtcdOpsTask{}, &crt.TaskOptions{TargetField: api.TargetField, Namespace: g.w.ns})
+	if err != nil {
+		return err
+	}
+	closeOperator, err := addTaskController(mgr, o, func(c *opstask.Config) {
 		c.Identity = "replica-" + replica
 		c.Handlers = g.recordHandlers(replica, c.Handlers)
-		var s watchStore = deleteRecorder{watchStore: c.Store.(watchStore), hist: &g.hist, replica: replica}
+		var s watchStore = deleteRecorder{watchStore: store.(watchStore), hist: &g.hist, replica: replica}
 		if g.o.planted != nil {
 			s = g.o.planted(c.Identity, s)
 		}

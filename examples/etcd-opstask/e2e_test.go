@@ -24,15 +24,16 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"gocloud.dev/blob"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/groundskeeper-io/groundskeeper/crt"
 	"github.com/groundskeeper-io/groundskeeper/examples/etcd-opstask/api"
 	"github.com/groundskeeper-io/groundskeeper/examples/etcd-opstask/opsctl"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/rbactest"
@@ -273,6 +274,14 @@ func TestTasksOnRealEtcdAndStores(t *testing.T) {
 	if _, err := dyn.Resource(api.Resource).Namespace(ns).Create(ctx, finalDelta, metav1.CreateOptions{}); !apierrors.IsInvalid(err) ||
 		!strings.Contains(err.Error(), "isFinal may be true only for a full snapshot") {
 		t.Errorf("create a final delta snapshot: %v, want Invalid: isFinal may be true only for a full snapshot", err)
+	}
+	twoKinds := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{api.TargetField: "main",
+		"config": map[string]any{"onDemandSnapshot": map[string]any{"type": "full"}, "snapshotCompaction": map[string]any{}}}}}
+	twoKinds.SetGroupVersionKind(api.GroupVersion.WithKind("EtcdOpsTask"))
+	twoKinds.SetName("two-kinds")
+	if _, err := dyn.Resource(api.Resource).Namespace(ns).Create(ctx, twoKinds, metav1.CreateOptions{}); !apierrors.IsInvalid(err) ||
+		!strings.Contains(err.Error(), "exactly one of onDemandSnapshot") {
+		t.Errorf("create a task of two kinds: %v, want Invalid: exactly one of onDemandSnapshot, ... must be set", err)
 	}
 
 	// Preconditions: no quorum, no such etcd, a single member.
@@ -547,41 +556,43 @@ func names(m map[string][]byte) []string {
 	return out
 }
 
-var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+// taskCRD is deploy/crd.yaml, checked against api.EtcdOpsTask.
+func taskCRD(t *testing.T) *apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	data, err := os.ReadFile("deploy/crd.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheme, err := newScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd, err := crt.TaskCRD(data, &api.EtcdOpsTask{}, scheme, &crt.TaskOptions{TargetField: api.TargetField})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return crd
+}
 
-// installCRD creates deploy/crd.yaml (once per control plane) and waits
-// until EtcdOpsTasks are served.
+// installCRD installs deploy/crd.yaml with crt.InstallCRD (an upgrade in
+// place when another test installed it) and returns a dynamic client for
+// the test's own reads and writes.
 func installCRD(t *testing.T, cfg *rest.Config) dynamic.Interface {
 	t.Helper()
-	client, err := dynamic.NewForConfig(cfg)
+	scheme, err := newScheme()
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open("deploy/crd.yaml")
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	var crd unstructured.Unstructured
-	dec := yaml.NewYAMLOrJSONDecoder(f, 4096)
-	for len(crd.Object) == 0 { // controller-gen starts the file with "---"
-		if err := dec.Decode(&crd.Object); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx := context.Background()
-	if _, err := client.Resource(crdGVR).Create(ctx, &crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := crt.InstallCRD(t.Context(), c, c, taskCRD(t)); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		_, err := client.Resource(api.Resource).Namespace("default").List(ctx, metav1.ListOptions{})
-		if err == nil {
-			return client
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("etcdopstasks not served: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return dyn
 }

@@ -127,9 +127,9 @@ func TestBadFlags(t *testing.T) {
 		o    options
 		want string
 	}{
-		{options{etcds: namedFlag{}, backupStores: namedFlag{"main": "s3://b"}}, "--backup-store main=s3://b: there is no --etcd main to back up"},
-		{options{etcds: namedFlag{"main": "http://e:2379"}, backupStores: namedFlag{}, backupSecrets: namedFlag{"main": "s"}}, "--backup-secret main=s: there is no --backup-store for main"},
-		{options{etcds: namedFlag{"main": "http://e:2379"}, backupStores: namedFlag{"main": "ftp://b"}}, `--backup-store main=ftp://b: backupstore: invalid configuration: backupstore: unsupported URL scheme "ftp"`},
+		{options{etcds: map[string]string{}, backupStores: map[string]string{"main": "s3://b"}}, "--backup-store main=s3://b: there is no --etcd main to back up"},
+		{options{etcds: map[string]string{"main": "http://e:2379"}, backupStores: map[string]string{}, backupSecrets: map[string]string{"main": "s"}}, "--backup-secret main=s: there is no --backup-store for main"},
+		{options{etcds: map[string]string{"main": "http://e:2379"}, backupStores: map[string]string{"main": "ftp://b"}}, `--backup-store main=ftp://b: backupstore: invalid configuration: backupstore: unsupported URL scheme "ftp"`},
 	} {
 		if op, err := newOperator(tc.o, nil); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("newOperator(%+v) = %v, want an error containing %q", tc.o, err, tc.want)

@@ -215,6 +215,19 @@ func (s *Store) client(namespace string) dynamic.ResourceInterface {
 // member that is not an object, or a status that does not decode, is an
 // error naming the field.
 func (s *Store) FromUnstructured(u *unstructured.Unstructured) (*opstask.Task, error) {
+	return decode(u, s.cfg.Kind, s.cfg.TargetField)
+}
+
+// Decode converts a task object to an opstask.Task, its target read from
+// spec.<targetField> (none when targetField is empty), as Store.List does:
+// for stores over other clients (package crt's, over a controller-runtime
+// client). A config member that is not an object, or a status that does not
+// decode, is an error naming the object and the field.
+func Decode(u *unstructured.Unstructured, targetField string) (*opstask.Task, error) {
+	return decode(u, u.GetKind(), targetField)
+}
+
+func decode(u *unstructured.Unstructured, kind, targetField string) (*opstask.Task, error) {
 	t := &opstask.Task{
 		Namespace:         u.GetNamespace(),
 		Name:              u.GetName(),
@@ -225,7 +238,7 @@ func (s *Store) FromUnstructured(u *unstructured.Unstructured) (*opstask.Task, e
 		Held:              slices.Contains(u.GetFinalizers(), Finalizer),
 	}
 	where := func(field string) string {
-		return fmt.Sprintf("kubestore: %s %s/%s: %s", s.cfg.Kind, t.Namespace, t.Name, field)
+		return fmt.Sprintf("kubestore: %s %s/%s: %s", kind, t.Namespace, t.Name, field)
 	}
 	if cfg, found, err := unstructured.NestedMap(u.Object, "spec", "config"); err != nil {
 		return nil, fmt.Errorf("%s: %w", where("spec.config"), err)
@@ -249,10 +262,10 @@ func (s *Store) FromUnstructured(u *unstructured.Unstructured) (*opstask.Task, e
 		}
 		t.Spec.TTLSecondsAfterFinished = &n
 	}
-	if s.cfg.TargetField != "" {
-		name, _, err := unstructured.NestedString(u.Object, "spec", s.cfg.TargetField)
+	if targetField != "" {
+		name, _, err := unstructured.NestedString(u.Object, "spec", targetField)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", where("spec."+s.cfg.TargetField), err)
+			return nil, fmt.Errorf("%s: %w", where("spec."+targetField), err)
 		}
 		t.Spec.Target = name
 	}

@@ -1,0 +1,381 @@
+package crt
+
+import (
+	"context"
+	"encoding"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/yaml"
+
+	"github.com/groundskeeper-io/groundskeeper/opstask"
+)
+
+// TaskCRD returns the CustomResourceDefinition of a task resource, decoded
+// from crdYAML, the file controller-gen generated from the Go type of obj
+// (embed it with go:embed), after checking it against that type and against
+// what opstask requires of every task resource. A CRD that drifted from its
+// type (a field added, renamed or removed since it was generated) or that
+// lacks one of the rules is refused, with an error naming the field and the
+// marker to add: call it in a test of the package that holds the type (and
+// before InstallCRD at start-up), so that a stale file is never installed.
+// Install the result with InstallCRD, or apply the same file with kubectl.
+//
+// obj is a typed task object registered in scheme; opts.TargetField names
+// the target field (opts may be nil). The checks:
+//
+//   - the CRD's group and kind are obj's, and it serves obj's version with
+//     the status subresource;
+//   - at every level, the schema's properties are the JSON fields of the Go
+//     type and have its JSON types (object, array, string, integer, number,
+//     boolean; types with their own JSON encoding are not looked into);
+//   - spec.config has exactly one member: either minProperties and
+//     maxProperties 1 (for any config type), or an exists_one CEL rule over
+//     has(self.<member>) of exactly its members (for a struct of optional
+//     members);
+//   - spec.config, and spec.<TargetField> when set, cannot change after
+//     creation (a CEL rule "self == oldSelf" on each), and the target cannot
+//     be added or removed (a rule "has(self.<TargetField>) ==
+//     has(oldSelf.<TargetField>)" on spec);
+//   - status.lastErrors has maxItems opstask.MaxLastErrors (opstask.Status
+//     says so).
+//
+// The markers that give them, with a target field etcdName and config
+// members a and b (an error names the one missing):
+//
+//	// on the task type:
+//	// +kubebuilder:subresource:status
+//	// on the spec type:
+//	// +kubebuilder:validation:XValidation:rule="has(self.etcdName) == has(oldSelf.etcdName)",message="etcdName cannot be added or removed after creation"
+//	// on the config type:
+//	// +kubebuilder:validation:XValidation:rule="[has(self.a), has(self.b)].exists_one(x, x)",message="exactly one of a, b must be set"
+//	// on the config field:
+//	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="config is immutable"
+//	// on the target field:
+//	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="etcdName is immutable"
+//
+// What it does not check: descriptions, printer columns, defaults and the
+// per-kind validations the type's markers add (they are the type's own), and
+// the meaning of a CEL rule beyond the text above. Why controller-gen and not
+// a schema built at run time from the Go type by reflection: reflection sees
+// neither doc comments (kubectl explain) nor enums, defaults and per-kind
+// rules, which a task API needs and controller-gen's markers give; this
+// function keeps the generated file honest instead.
+func TaskCRD(crdYAML []byte, obj client.Object, scheme *runtime.Scheme, opts *TaskOptions) (*apiextensionsv1.CustomResourceDefinition, error) {
+	var o TaskOptions
+	if opts != nil {
+		o = *opts
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.UnmarshalStrict(crdYAML, crd); err != nil {
+		return nil, fmt.Errorf("%w: crt: task CRD: %w", opstask.ErrInvalidConfig, err)
+	}
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("%w: crt: CRD %s: %s", opstask.ErrInvalidConfig, crd.Name, fmt.Sprintf(format, args...))
+	}
+	gvk, err := apiutil.GVKForObject(obj, scheme)
+	if err != nil {
+		return nil, fail("task object %T: %v", obj, err)
+	}
+	if crd.Spec.Group != gvk.Group || crd.Spec.Names.Kind != gvk.Kind {
+		return nil, fail("spec.group %q, spec.names.kind %q: want %q and %q, the task object's", crd.Spec.Group, crd.Spec.Names.Kind, gvk.Group, gvk.Kind)
+	}
+	i := slices.IndexFunc(crd.Spec.Versions, func(v apiextensionsv1.CustomResourceDefinitionVersion) bool { return v.Name == gvk.Version })
+	if i < 0 || !crd.Spec.Versions[i].Served {
+		return nil, fail("version %s is not served", gvk.Version)
+	}
+	v := crd.Spec.Versions[i]
+	if v.Subresources == nil || v.Subresources.Status == nil {
+		return nil, fail("version %s has no status subresource: add // +kubebuilder:subresource:status to %s", v.Name, gvk.Kind)
+	}
+	if v.Schema == nil || v.Schema.OpenAPIV3Schema == nil {
+		return nil, fail("version %s has no schema", v.Name)
+	}
+	root := v.Schema.OpenAPIV3Schema
+	if err := matchSchema("", root, reflect.TypeOf(obj)); err != nil {
+		return nil, fail("%v: regenerate it (controller-gen) from %T", err, obj)
+	}
+	spec, status := root.Properties["spec"], root.Properties["status"]
+	config, ok := spec.Properties["config"]
+	if !ok {
+		return nil, fail("spec.config is missing: a task's spec has DEP-05's one-of config")
+	}
+	if err := checkOneOf(config); err != nil {
+		return nil, fail("spec.config: %v", err)
+	}
+	if !hasRule(config, "self == oldSelf") {
+		return nil, fail(`spec.config may change after creation: add // +kubebuilder:validation:XValidation:rule="self == oldSelf",message="config is immutable" to it`)
+	}
+	if tf := o.TargetField; tf != "" {
+		target, ok := spec.Properties[tf]
+		switch {
+		case !ok:
+			return nil, fail("spec.%s, the target field, is not in the schema", tf)
+		case !hasRule(target, "self == oldSelf"):
+			return nil, fail(`spec.%s may change after creation: add // +kubebuilder:validation:XValidation:rule="self == oldSelf",message="%s is immutable" to it`, tf, tf)
+		case !hasRule(spec, fmt.Sprintf("has(self.%s) == has(oldSelf.%s)", tf, tf)):
+			return nil, fail(`spec.%[1]s may be added or removed after creation: add // +kubebuilder:validation:XValidation:rule="has(self.%[1]s) == has(oldSelf.%[1]s)",message="%[1]s cannot be added or removed after creation" to the spec type`, tf)
+		}
+	}
+	lastErrors := status.Properties["lastErrors"]
+	if lastErrors.MaxItems == nil || *lastErrors.MaxItems != opstask.MaxLastErrors {
+		return nil, fail("status.lastErrors: maxItems %v, want opstask.MaxLastErrors (%d): the status is not opstask.Status", lastErrors.MaxItems, opstask.MaxLastErrors)
+	}
+	return crd, nil
+}
+
+func hasRule(s apiextensionsv1.JSONSchemaProps, rule string) bool {
+	return slices.ContainsFunc(s.XValidations, func(r apiextensionsv1.ValidationRule) bool { return r.Rule == rule })
+}
+
+var hasMember = regexp.MustCompile(`has\(self\.([A-Za-z_][A-Za-z0-9_]*)\)`)
+
+// checkOneOf checks that config admits exactly one member.
+func checkOneOf(config apiextensionsv1.JSONSchemaProps) error {
+	if config.MinProperties != nil && *config.MinProperties == 1 && config.MaxProperties != nil && *config.MaxProperties == 1 {
+		return nil
+	}
+	members := make([]string, 0, len(config.Properties))
+	for name := range config.Properties {
+		members = append(members, name)
+	}
+	sort.Strings(members)
+	for _, r := range config.XValidations {
+		if !strings.Contains(r.Rule, ".exists_one(") {
+			continue
+		}
+		var named []string
+		for _, m := range hasMember.FindAllStringSubmatch(r.Rule, -1) {
+			named = append(named, m[1])
+		}
+		sort.Strings(named)
+		if slices.Equal(slices.Compact(named), members) {
+			return nil
+		}
+		return fmt.Errorf("rule %q names %v, want exactly the members %v", r.Rule, named, members)
+	}
+	has := make([]string, len(members))
+	for i, m := range members {
+		has[i] = "has(self." + m + ")"
+	}
+	return fmt.Errorf(`nothing requires exactly one member: add // +kubebuilder:validation:XValidation:rule="[%s].exists_one(x, x)",message="exactly one of %s must be set" to its type (or MinProperties=1 and MaxProperties=1)`,
+		strings.Join(has, ", "), strings.Join(members, ", "))
+}
+
+var (
+	timeType        = reflect.TypeFor[metav1.Time]()
+	objectMetaType  = reflect.TypeFor[metav1.ObjectMeta]()
+	jsonMarshaler   = reflect.TypeFor[json.Marshaler]()
+	textMarshaler   = reflect.TypeFor[encoding.TextMarshaler]()
+	errSchemaDrifts = errors.New("schema differs from the Go type")
+)
+
+// matchSchema checks that s describes values of Go type t as encoding/json
+// writes them: same JSON type, and for structs the same property names.
+func matchSchema(path string, s *apiextensionsv1.JSONSchemaProps, t reflect.Type) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	at := path
+	if at == "" {
+		at = "the root"
+	}
+	if t == timeType {
+		return wantType(at, s, "string", t)
+	}
+	if t == objectMetaType || t.Implements(jsonMarshaler) || reflect.PointerTo(t).Implements(jsonMarshaler) ||
+		t.Implements(textMarshaler) || reflect.PointerTo(t).Implements(textMarshaler) {
+		return nil // its own encoding: metadata, Quantity, IntOrString, RawExtension
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if err := wantType(at, s, "object", t); err != nil {
+			return err
+		}
+		fields := map[string]reflect.Type{}
+		jsonFields(t, fields)
+		names := make([]string, 0, len(fields))
+		for name := range fields {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			ft := fields[name]
+			p, ok := s.Properties[name]
+			if !ok {
+				return fmt.Errorf("%w: %s: field %s of %s is not in the schema", errSchemaDrifts, at, name, t)
+			}
+			if err := matchSchema(strings.TrimPrefix(path+"."+name, "."), &p, ft); err != nil {
+				return err
+			}
+		}
+		for _, name := range slices.Sorted(maps.Keys(s.Properties)) {
+			if _, ok := fields[name]; !ok {
+				return fmt.Errorf("%w: %s: property %s is not a field of %s", errSchemaDrifts, at, name, t)
+			}
+		}
+		return nil
+	case reflect.Map:
+		if err := wantType(at, s, "object", t); err != nil {
+			return err
+		}
+		if s.AdditionalProperties != nil && s.AdditionalProperties.Schema != nil {
+			return matchSchema(path+"[*]", s.AdditionalProperties.Schema, t.Elem())
+		}
+		return nil
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return wantType(at, s, "string", t)
+		}
+		if err := wantType(at, s, "array", t); err != nil {
+			return err
+		}
+		if s.Items != nil && s.Items.Schema != nil {
+			return matchSchema(path+"[*]", s.Items.Schema, t.Elem())
+		}
+		return nil
+	case reflect.String:
+		return wantType(at, s, "string", t)
+	case reflect.Bool:
+		return wantType(at, s, "boolean", t)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return wantType(at, s, "integer", t)
+	case reflect.Float32, reflect.Float64:
+		return wantType(at, s, "number", t)
+	}
+	return nil // interfaces and the like: anything goes
+}
+
+func wantType(at string, s *apiextensionsv1.JSONSchemaProps, typ string, t reflect.Type) error {
+	if s.Type != typ {
+		return fmt.Errorf("%w: %s: type %q, want %q for %s", errSchemaDrifts, at, s.Type, typ, t)
+	}
+	return nil
+}
+
+// jsonFields adds the fields that encoding/json writes for struct type t,
+// by JSON name, with the fields of inlined embedded structs.
+func jsonFields(t reflect.Type, into map[string]reflect.Type) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" && opts == "" {
+			continue
+		}
+		ft := f.Type
+		for ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		if f.Anonymous && name == "" && ft.Kind() == reflect.Struct {
+			jsonFields(ft, into)
+			continue
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		into[name] = f.Type
+	}
+}
+
+// InstallCRD creates crd, or updates the CustomResourceDefinition of its
+// name to it, through c (its spec, labels and annotations replace those on
+// the cluster; an update that conflicts with another writer's is retried
+// from a fresh read), then
+// waits until the API server has established it and serves its kind in
+// every served version, reading through r (mgr.GetAPIReader(): the cache is
+// not started before the manager is). It waits at most a minute, and never
+// longer than ctx. For tests, and for an operator's --install-crds: the
+// operator then needs RBAC to get, create and update
+// customresourcedefinitions.
+func InstallCRD(ctx context.Context, c client.Client, r client.Reader, crd *apiextensionsv1.CustomResourceDefinition) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	want, err := runtime.DefaultUnstructuredConverter.ToUnstructured(crd)
+	if err != nil {
+		return fmt.Errorf("crt: install CRD %s: %w", crd.Name, err)
+	}
+	crdGVK := apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition")
+	u := &unstructured.Unstructured{Object: want}
+	u.SetGroupVersionKind(crdGVK)
+	u.SetResourceVersion("")
+	err = c.Create(ctx, u)
+	if apierrors.IsAlreadyExists(err) {
+		// Another installer (a replica, a parallel test) may update it at
+		// the same time: a conflict is retried from the read.
+		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur := &unstructured.Unstructured{}
+			cur.SetGroupVersionKind(crdGVK)
+			if err := r.Get(ctx, client.ObjectKey{Name: crd.Name}, cur); err != nil {
+				return err
+			}
+			cur.Object["spec"] = want["spec"]
+			cur.SetLabels(crd.Labels)
+			cur.SetAnnotations(crd.Annotations)
+			return c.Update(ctx, cur)
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("crt: install CRD %s: %w", crd.Name, err)
+	}
+	var last error
+	served := func(ctx context.Context) (bool, error) {
+		cur := &apiextensionsv1.CustomResourceDefinition{}
+		got := &unstructured.Unstructured{}
+		got.SetGroupVersionKind(crdGVK)
+		if last = r.Get(ctx, client.ObjectKey{Name: crd.Name}, got); last != nil {
+			return false, nil
+		}
+		if last = runtime.DefaultUnstructuredConverter.FromUnstructured(got.Object, cur); last != nil {
+			return false, nil
+		}
+		established := slices.ContainsFunc(cur.Status.Conditions, func(c apiextensionsv1.CustomResourceDefinitionCondition) bool {
+			return c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue
+		})
+		if !established {
+			last = errors.New("not established")
+			return false, nil
+		}
+		// Established can precede the first list that succeeds.
+		for _, v := range crd.Spec.Versions {
+			if !v.Served {
+				continue
+			}
+			listKind := crd.Spec.Names.ListKind
+			if listKind == "" {
+				listKind = crd.Spec.Names.Kind + "List"
+			}
+			l := &unstructured.UnstructuredList{}
+			l.SetAPIVersion(crd.Spec.Group + "/" + v.Name)
+			l.SetKind(listKind)
+			if last = r.List(ctx, l, client.Limit(1)); last != nil {
+				return false, nil
+			}
+		}
+		return true, nil
+	}
+	if err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, served); err != nil {
+		return fmt.Errorf("crt: CRD %s not served: %w (last: %v)", crd.Name, err, last)
+	}
+	return nil
+}
