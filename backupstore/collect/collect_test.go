@@ -23,9 +23,11 @@ type noSecrets struct{ backupstore.SecretGetter }
 
 func validConfig() Config[*backup] {
 	return Config[*backup]{
-		Objects:      noObjects{},
-		Secrets:      noSecrets{},
-		Location:     func(b *backup) (Location, error) { return Location{URL: "s3://" + b.Spec.Bucket, Prefix: b.Spec.Prefix}, nil },
+		Objects: noObjects{},
+		Secrets: noSecrets{},
+		Location: func(b *backup) (Location, error) {
+			return Location{URL: "s3://" + b.Spec.Bucket, Prefix: b.Spec.Prefix}, nil
+		},
 		ObjectPolicy: func(*backup) (retention.Policy, error) { return retention.TTL{After: time.Hour}, nil },
 	}
 }

@@ -14,8 +14,8 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	// The providers of the stores a bucket URL may name.
 	_ "github.com/groundskeeper-io/groundskeeper/backupstore/azurestore"
-	_ "github.com/groundskeeper-io/groundskeeper/backupstore/gcsstore"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
+	_ "github.com/groundskeeper-io/groundskeeper/backupstore/gcsstore"
 	"github.com/groundskeeper-io/groundskeeper/internal/testbackup"
 	"github.com/groundskeeper-io/groundskeeper/retention"
 )
@@ -36,8 +36,11 @@ func (m memObjects) List(context.Context, string) ([]*testbackup.Backup, error) 
 func (m memObjects) Get(_ context.Context, _, name string) (*testbackup.Backup, error) {
 	return m[name], nil
 }
-func (m memObjects) UpdateStatus(_ context.Context, b *testbackup.Backup) error { m[b.Name] = b; return nil }
-func (m memObjects) Update(_ context.Context, b *testbackup.Backup) error       { m[b.Name] = b; return nil }
+func (m memObjects) UpdateStatus(_ context.Context, b *testbackup.Backup) error {
+	m[b.Name] = b
+	return nil
+}
+func (m memObjects) Update(_ context.Context, b *testbackup.Backup) error { m[b.Name] = b; return nil }
 func (m memObjects) Delete(_ context.Context, _, name string, uid types.UID, rv string) error {
 	if b := m[name]; b == nil || b.UID != uid || b.ResourceVersion != rv {
 		return fmt.Errorf("precondition failed")
