@@ -2,7 +2,6 @@ package collect
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -16,12 +15,15 @@ import (
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/internal/event"
+	"github.com/groundskeeper-io/groundskeeper/internal/storeerr"
 	"github.com/groundskeeper-io/groundskeeper/retention"
 )
 
 // ErrInvalidConfig is returned by New, wrapped with the field and its value,
-// when the Config cannot be used. Test for it with errors.Is.
-var ErrInvalidConfig = errors.New("collect: invalid configuration")
+// when the Config cannot be used. It is backupstore.ErrInvalidConfig: one
+// sentinel for a misconfigured backup store or collector. Test for it with
+// errors.Is.
+var ErrInvalidConfig = storeerr.ErrInvalidConfig
 
 // Object is a backup resource: a pointer to a typed Kubernetes object (a
 // custom resource's Go type) or an *unstructured.Unstructured.
