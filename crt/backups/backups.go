@@ -13,7 +13,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -138,7 +137,7 @@ func Collect[P Object[B], B any](mgr manager.Manager, name string, c *collect.Co
 	})
 	return builder.ControllerManagedBy(mgr).Named(name).
 		Watches(P(new(B)), toRequests).
-		WithOptions(controller.Options{NewQueue: QueueOn(clk)}).
+		WithOptions(controller.Options{NewQueue: crt.QueueOn(clk)}).
 		Complete(r)
 }
 
@@ -172,15 +171,4 @@ func (r *reconciler[P, B]) Reconcile(ctx context.Context, req reconcile.Request)
 		log.V(1).Info("finalize", "name", out.Name, "deleted", out.Deleted, "reason", out.Reason, "message", out.Message)
 	}
 	return crt.Result(ctx, after, err)
-}
-
-// QueueOn returns a controller queue whose delayed requeues follow clk, so
-// that a test that steps a fake clock past a deadline sees the reconcile
-// the last one asked for. With the real clock it is controller-runtime's
-// classic rate-limited queue.
-func QueueOn(clk clock.WithTicker) func(string, workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
-	return func(name string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
-		return workqueue.NewTypedRateLimitingQueueWithConfig(rl,
-			workqueue.TypedRateLimitingQueueConfig[reconcile.Request]{Name: name, Clock: clk})
-	}
 }

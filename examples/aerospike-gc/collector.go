@@ -1,12 +1,10 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	// The stores a bucket URL may name: each provider links its cloud's SDK.
@@ -14,9 +12,7 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
 	_ "github.com/groundskeeper-io/groundskeeper/backupstore/gcsstore" // gs://
 	_ "github.com/groundskeeper-io/groundskeeper/backupstore/s3store"  // s3://
-	"github.com/groundskeeper-io/groundskeeper/crt"
 	"github.com/groundskeeper-io/groundskeeper/examples/aerospike-gc/api"
-	"github.com/groundskeeper-io/groundskeeper/lifecycle"
 	"github.com/groundskeeper-io/groundskeeper/retention"
 )
 
@@ -31,30 +27,6 @@ func backupConfig(c collect.Config[*api.AerospikeNamespaceBackup]) collect.Confi
 	}
 	c.Conditions = func(b *api.AerospikeNamespaceBackup) *[]metav1.Condition { return &b.Status.Conditions }
 	return c
-}
-
-// collector is aerospike-operator's garbage collector: one pass deletes the
-// expired backups (collect: their data first, then the resource) and the
-// expired claims (lifecycle). The controller and the scenario run the same
-// code.
-type collector struct {
-	namespace string
-	backups   *collect.Collector[*api.AerospikeNamespaceBackup]
-	// lifecycle collects expired claims; unmounts marks them.
-	lifecycle  *lifecycle.Manager
-	unmounts   crt.UnmountTracking
-	claimScope lifecycle.Scope
-	recorder   lifecycle.EventRecorder
-	dryRun     bool
-}
-
-// report is the result of one pass.
-type report struct {
-	Now     time.Time
-	Backups []collect.Outcome
-	Claims  lifecycle.CollectResult
-	// RequeueAfter is when the next pass is due by time alone; 0 if never.
-	RequeueAfter time.Duration
 }
 
 // backupPolicy is the retention policy of one backup: spec.ttl from the
@@ -99,32 +71,4 @@ func dataPrefix(b *api.AerospikeNamespaceBackup) string {
 		p = api.DefaultPrefix
 	}
 	return p + "/" + b.Namespace + "/" + b.Name + "/"
-}
-
-// pass runs one collection over the backups and the claims of the
-// namespace; the error is for what stopped it.
-func (c *collector) pass(ctx context.Context) (report, error) {
-	b, err := c.backups.Pass(ctx, c.namespace)
-	rep := report{Now: b.Now, Backups: b.Backups}
-	if err != nil {
-		return rep, err
-	}
-	res, err := c.lifecycle.Collect(ctx, lifecycle.CollectOptions{Scope: c.claimScope, DryRun: c.dryRun})
-	rep.Claims = res
-	if !c.dryRun {
-		for _, d := range res.Deleted {
-			c.recorder.Event(&corev1.ObjectReference{APIVersion: "v1", Kind: "PersistentVolumeClaim",
-				Namespace: c.namespace, Name: d.Claim, UID: d.UID}, corev1.EventTypeNormal, lifecycle.ReasonClaimCollected, d.Reason)
-		}
-	}
-	if err != nil {
-		return rep, fmt.Errorf("collect claims: %w", err)
-	}
-	rep.RequeueAfter = b.RequeueAfter
-	if !res.Next.IsZero() {
-		if d := max(res.Next.Sub(b.Now), time.Nanosecond); rep.RequeueAfter == 0 || d < rep.RequeueAfter {
-			rep.RequeueAfter = d
-		}
-	}
-	return rep, nil
 }

@@ -1,26 +1,15 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
 	"github.com/groundskeeper-io/groundskeeper/crt"
@@ -46,13 +35,23 @@ func init() {
 	utilruntime.Must(api.AddToScheme(scheme))
 }
 
-// setupCollector adds the collector's two controllers to mgr:
+// report is what one pass did: of the backups (collect) or of the claims
+// (lifecycle), at Now.
+type report struct {
+	Now     time.Time
+	Claims  bool // a claim pass; else a backup pass
+	Backups []collect.Outcome
+	Claimed lifecycle.CollectResult
+}
+
+// setupCollector adds the collector's controllers to mgr:
 //
-//   - "aerospike-gc" runs the collection pass over the whole namespace. Any
-//     change to a backup, a claim or a pod may change what is expired, or
-//     when, so every event maps to the one request of the namespace; the
-//     pass asks to be requeued when the next backup or claim expires.
-//   - "aerospike-gc-unmount" marks a claim unmounted when a pod that
+//   - "aerospike-gc" (backups.Collect) runs the backup pass over the
+//     namespace whenever a backup changes, and when the next one expires
+//     or a failed deletion is due again;
+//   - "aerospike-gc-claims" (crt.CollectClaims) runs the claim pass when a
+//     claim or a pod comes or goes, and when the next claim expires; its
+//     "-unmount" controller marks a claim unmounted when a pod that
 //     mounted it is deleted (aerospike-operator's last-unmounted-on).
 //
 // clk is what the collector takes for now, in its decisions, its
@@ -65,14 +64,11 @@ func setupCollector(mgr ctrl.Manager, o controllerOptions, clk clock.WithTicker,
 		return fmt.Errorf("--claim-selector %q: %w", o.claimSelector, err)
 	}
 	// Writes and cached reads through the manager's client; the reads that
-	// must be fresh (a claim before its read-modify-write, pods before a
-	// deletion) through its API reader.
+	// must be fresh (a backup or a claim before it is acted on, pods before
+	// a deletion, Secrets) through its API reader.
 	claims := crt.LifecycleClient(mgr.GetClient(), mgr.GetAPIReader())
-	lc, err := lifecycle.New(lifecycle.Config{
-		Client:      claims,
-		Clock:       clk,
-		Annotations: lifecycle.Annotations{Prefix: lifecycle.AerospikeAnnotationPrefix},
-	})
+	lc, err := lifecycle.New(lifecycle.Config{Client: claims, Clock: clk,
+		Annotations: lifecycle.Annotations{Prefix: lifecycle.AerospikeAnnotationPrefix}})
 	if err != nil {
 		return err
 	}
@@ -84,47 +80,19 @@ func setupCollector(mgr ctrl.Manager, o controllerOptions, clk clock.WithTicker,
 	if err != nil {
 		return err
 	}
-	scope := lifecycle.Scope{Namespace: o.namespace, Selector: selector,
-		Claims: crt.ClaimCache(mgr.GetClient()), Pods: crt.PodCache(mgr.GetClient())}
-	unmounts := crt.UnmountTracking{Lifecycle: lc, Claims: claims, Scope: scope, DryRun: o.dryRun}
-	c := &collector{namespace: o.namespace, backups: bc, lifecycle: lc, unmounts: unmounts, claimScope: scope, recorder: recorder, dryRun: o.dryRun}
-
-	pass := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.namespace, Name: "collection-pass"}}
-	toPass := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
-		return []reconcile.Request{pass}
-	})
-	// A pod's volumes cannot change: only its creation and deletion matter.
-	podComesOrGoes := predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }}
-	err = ctrl.NewControllerManagedBy(mgr).Named("aerospike-gc").
-		Watches(&api.AerospikeNamespaceBackup{}, toPass).
-		Watches(&corev1.PersistentVolumeClaim{}, toPass).
-		Watches(&corev1.Pod{}, toPass, builder.WithPredicates(podComesOrGoes)).
-		WithOptions(controller.Options{NewQueue: backups.QueueOn(clk)}).
-		Complete(reconcile.Func(func(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
-			rep, err := c.pass(ctx)
-			logReport(ctx, rep, o.dryRun)
-			if onPass != nil {
-				onPass(rep)
-			}
-			return crt.Result(ctx, rep.RequeueAfter, err)
-		}))
+	if onPass == nil {
+		onPass = func(report) {}
+	}
+	err = backups.Collect(mgr, "aerospike-gc", bc, &backups.Options{Clock: clk,
+		OnPass: func(r collect.Report) { onPass(report{Now: r.Now, Backups: r.Backups}) }})
 	if err != nil {
 		return err
 	}
-	// Marks a claim unmounted when the pods that mounted it are gone.
-	return crt.TrackUnmounts(mgr, "aerospike-gc-unmount", unmounts)
-}
-
-// logReport logs what a pass did.
-func logReport(ctx context.Context, rep report, dryRun bool) {
-	log := logf.FromContext(ctx).WithValues("dryRun", dryRun)
-	for _, o := range rep.Backups {
-		log.V(1).Info("backup", "name", o.Name, "deleted", o.Deleted, "reason", o.Reason, "message", o.Message)
-	}
-	for _, d := range rep.Claims.Deleted {
-		log.Info("claim collected", "claim", d.Claim, "reason", d.Reason)
-	}
-	for _, s := range rep.Claims.Skipped {
-		log.Info("expired claim kept", "claim", s.Claim, "reason", s.Reason, "detail", s.Detail)
-	}
+	scope := lifecycle.Scope{Namespace: o.namespace, Selector: selector,
+		Claims: crt.ClaimCache(mgr.GetClient()), Pods: crt.PodCache(mgr.GetClient())}
+	return crt.CollectClaims(mgr, "aerospike-gc-claims", crt.ClaimCollection{
+		UnmountTracking: crt.UnmountTracking{Lifecycle: lc, Claims: claims, Scope: scope, DryRun: o.dryRun},
+		Recorder:        recorder, Clock: clk,
+		OnPass: func(r lifecycle.CollectResult) { onPass(report{Now: clk.Now(), Claims: true, Claimed: r}) },
+	})
 }

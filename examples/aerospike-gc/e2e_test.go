@@ -140,7 +140,7 @@ func TestCollector(t *testing.T) {
 			would = append(would, o.Name)
 		}
 	}
-	for _, d := range rep.Claims.Deleted {
+	for _, d := range rep.Claimed.Deleted {
 		would = append(would, d.Claim)
 	}
 	slices.Sort(would)
@@ -391,21 +391,30 @@ func startManager(t *testing.T, cfg *rest.Config, o controllerOptions, clk *cloc
 	return mgr, stop
 }
 
-// waitPass waits for a pass that ran at or after now, and returns its
-// report.
+// waitPass waits for a backup pass and a claim pass that ran at or after
+// now, and returns their reports in one.
 func waitPass(t *testing.T, reports <-chan report, now time.Time) report {
 	t.Helper()
 	timeout := time.After(30 * time.Second)
-	for {
+	var both report
+	var backups, claims bool
+	for !backups || !claims {
 		select {
 		case r := <-reports:
-			if !r.Now.Before(now) {
-				return r
+			if r.Now.Before(now) {
+				continue
+			}
+			both.Now = r.Now
+			if r.Claims {
+				both.Claimed, claims = r.Claimed, true
+			} else {
+				both.Backups, backups = r.Backups, true
 			}
 		case <-timeout:
-			t.Fatalf("no pass at or after %s", now.Format(time.RFC3339))
+			t.Fatalf("no backup and claim passes at or after %s (backups %v, claims %v)", now.Format(time.RFC3339), backups, claims)
 		}
 	}
+	return both
 }
 
 func eventually(t *testing.T, what string, check func() error) {

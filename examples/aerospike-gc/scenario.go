@@ -101,12 +101,11 @@ func runScenario(out io.Writer) error {
 		return err
 	}
 	s.c = &collector{
-		namespace:  scenarioNamespace,
-		backups:    bc,
-		lifecycle:  manager,
-		unmounts:   crt.UnmountTracking{Lifecycle: manager, Claims: lifecycle.ClientGo(s.core.CoreV1()), Scope: lifecycle.Scope{Namespace: scenarioNamespace}},
-		claimScope: lifecycle.Scope{Namespace: scenarioNamespace},
-		recorder:   lifecycle.EventFunc(s.event),
+		namespace: scenarioNamespace,
+		backups:   bc,
+		lifecycle: manager,
+		unmounts:  crt.UnmountTracking{Lifecycle: manager, Claims: lifecycle.ClientGo(s.core.CoreV1()), Scope: lifecycle.Scope{Namespace: scenarioNamespace}},
+		recorder:  lifecycle.EventFunc(s.event),
 	}
 
 	fmt.Fprintf(out, "Simulated timeline from %s UTC, namespace %q. Backup data is under backups/%s/<backup>/.\n\n",
@@ -184,6 +183,50 @@ func (s *sim) say(who, what string) {
 func (s *sim) uid() types.UID {
 	s.uids++
 	return types.UID(fmt.Sprintf("uid-%03d", s.uids))
+}
+
+// collector is what the controllers run, called in turn: the backup pass,
+// the claim pass, and the unmount marks.
+type collector struct {
+	namespace string
+	backups   *collect.Collector[*api.AerospikeNamespaceBackup]
+	lifecycle *lifecycle.Manager
+	unmounts  crt.UnmountTracking
+	recorder  lifecycle.EventRecorder
+}
+
+// simReport is the report of one pass over backups and claims.
+type simReport struct {
+	Now          time.Time
+	Backups      []collect.Outcome
+	Claims       lifecycle.CollectResult
+	RequeueAfter time.Duration
+}
+
+// pass runs the backup pass, then the claim pass, as the two controllers
+// would, and records the ClaimCollected events as crt.CollectClaims does.
+func (c *collector) pass(ctx context.Context) (simReport, error) {
+	b, err := c.backups.Pass(ctx, c.namespace)
+	rep := simReport{Now: b.Now, Backups: b.Backups}
+	if err != nil {
+		return rep, err
+	}
+	res, err := c.lifecycle.Collect(ctx, lifecycle.CollectOptions{Scope: c.unmounts.Scope})
+	rep.Claims = res
+	for _, d := range res.Deleted {
+		c.recorder.Event(&corev1.ObjectReference{APIVersion: "v1", Kind: "PersistentVolumeClaim",
+			Namespace: c.namespace, Name: d.Claim, UID: d.UID}, corev1.EventTypeNormal, lifecycle.ReasonClaimCollected, d.Reason)
+	}
+	if err != nil {
+		return rep, fmt.Errorf("collect claims: %w", err)
+	}
+	rep.RequeueAfter = b.RequeueAfter
+	if !res.Next.IsZero() {
+		if d := max(res.Next.Sub(b.Now), time.Nanosecond); rep.RequeueAfter == 0 || d < rep.RequeueAfter {
+			rep.RequeueAfter = d
+		}
+	}
+	return rep, nil
 }
 
 // pass runs one collection and prints what it decided.
