@@ -152,3 +152,44 @@ func TestCollectOnAManager(t *testing.T) {
 		t.Errorf("keys left %v, want %v", left, keep)
 	}
 }
+
+// Objects.Delete carries the UID and resourceVersion it is given: a backup
+// changed since, or another of the same name, is not deleted.
+func TestObjectsDeleteCarriesPreconditions(t *testing.T) {
+	k := testenv.StartKubernetes(t)
+	if _, err := testbackup.Install(k.Config); err != nil {
+		t.Fatal(err)
+	}
+	scheme := runtime.NewScheme()
+	if err := testbackup.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := client.New(k.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	objs := backups.Objects[*testbackup.Backup](cl, cl)
+	b := &testbackup.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: "b"}, Spec: testbackup.Spec{Prefix: "b/"}}
+	if err := cl.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	decided := b.DeepCopyObject().(*testbackup.Backup)
+	b.Labels = map[string]string{"changed": "meanwhile"}
+	if err := cl.Update(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := objs.Delete(ctx, k.Namespace, "b", decided.UID, decided.ResourceVersion); !apierrors.IsConflict(err) {
+		t.Errorf("delete with the resourceVersion decided on: %v, want Conflict", err)
+	}
+	if err := objs.Delete(ctx, k.Namespace, "b", "another-uid", b.ResourceVersion); !apierrors.IsConflict(err) {
+		t.Errorf("delete with another UID: %v, want Conflict", err)
+	}
+	list, err := objs.List(ctx, k.Namespace)
+	if err != nil || len(list) != 1 || list[0].Labels["changed"] != "meanwhile" {
+		t.Fatalf("List: %+v, %v; want the changed backup", list, err)
+	}
+	if err := objs.Delete(ctx, k.Namespace, "b", b.UID, b.ResourceVersion); err != nil {
+		t.Errorf("delete with the current UID and resourceVersion: %v", err)
+	}
+}
