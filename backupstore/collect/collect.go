@@ -64,30 +64,39 @@ type Location struct {
 	// is deleted with the backup. It must end in "/" (backupstore.CheckPrefix),
 	// so that backup "b1" never takes "b10"'s data.
 	Prefix string
-	// Secret names the Secret, in the backup's namespace, with the store's
-	// credentials (backupstore.LoadCredentials); empty: the provider's
-	// ambient credentials (workload identity, instance metadata).
+	// Secret names the Secret with the store's credentials
+	// (backupstore.LoadCredentials); empty: the provider's ambient
+	// credentials (workload identity, instance metadata).
 	Secret string
+	// SecretNamespace is the Secret's namespace; default the backup's (a
+	// cluster-scoped backup names it).
+	SecretNamespace string
 	// SecretField is how the backup names the Secret, for messages
 	// ("spec.storage.secret"); default "credentials Secret".
 	SecretField string
 }
 
+// The zero Location says that the backup has no data (it was never
+// written): the resource goes, or its finalizer is removed, without a store
+// being opened.
+
 // Where is the location for people: the URL and the prefix.
 func (l Location) Where() string { return strings.TrimSuffix(l.URL, "/") + "/" + l.Prefix }
 
 // Config says how to read a backup resource and what to keep. Exactly one of
-// Policy and ObjectPolicy is set.
+// Policy and ObjectPolicy is set, or neither with a Finalizer: the
+// Collector then only finalizes deleted backups, and Pass keeps every one.
 type Config[T Object] struct {
 	// Objects reads and writes the backup resources. Required.
 	Objects Objects[T]
 	// Secrets reads the credentials Secrets, from the API server
 	// (backupstore.SecretsFrom, crt.Secrets). Required.
 	Secrets backupstore.SecretGetter
-	// Location says where a backup's data lives. An error keeps the backup
-	// (ReasonInvalidLocation): nothing is deleted on the strength of a
-	// field that cannot be read. Required.
-	Location func(T) (Location, error)
+	// Location says where a backup's data lives; it may read other
+	// objects (a bucket resource the backup names), from a cache. An error
+	// keeps the backup (ReasonInvalidLocation): nothing is deleted on the
+	// strength of a field that cannot be read. Required.
+	Location func(ctx context.Context, backup T) (Location, error)
 
 	// Policy is the retention policy of a group of backups (Group), judged
 	// together: the newest successful backup of each group is never
@@ -122,6 +131,10 @@ type Config[T Object] struct {
 	Conditions func(T) *[]metav1.Condition
 	// ConditionType is the type of that condition; default "DataDeleted".
 	ConditionType string
+	// Reasons renames the condition and event reasons, for an API that
+	// documents its own; empty fields keep the defaults (the Reason
+	// constants).
+	Reasons Reasons
 	// Recorder records events on the backups; nil records none.
 	Recorder event.Recorder
 	// Clock is what the Collector takes for now; default the real clock.
@@ -133,8 +146,14 @@ type Config[T Object] struct {
 	// waits before the next attempt; default 5 minutes. A backup kept by
 	// Object Lock waits until its retention ends instead.
 	RetryAfter time.Duration
-	// DryRun: decide, list what would be deleted, write nothing.
+	// DryRun: decide, list what would be deleted, write nothing (but
+	// Prepare's finalizer, and what ReportDryRun asks for).
 	DryRun bool
+	// ReportDryRun, in a dry run, records what would be deleted on the
+	// backup: the condition with reason Reasons.DryRun and a Normal event
+	// (and, with a Finalizer, the grace period's condition). Only the
+	// status is written.
+	ReportDryRun bool
 
 	// Finalizer, if set, is the finalizer the Collector owns: Prepare adds
 	// it to every backup, and a backup that is deleted (by the pass or by
@@ -149,6 +168,43 @@ type Config[T Object] struct {
 	// Force reports, with a Finalizer, that a deleted backup's data goes
 	// at once, without the grace period (an annotation); optional.
 	Force func(T) bool
+	// OnGrace, with a Finalizer, is called on a copy of a deleted backup
+	// in its grace period, with the instant its data goes, before the
+	// condition is written: to record that instant in the status.
+	OnGrace func(backup T, deleteAt time.Time)
+	// Backstop, with a Finalizer, asks the store to expire a deleted
+	// backup's data itself from the end of its grace period
+	// (backupstore.ExpirePrefix: an S3 lifecycle rule), so that the data
+	// does not outlive its grace period by more than a day or two even if
+	// no collector runs by then; the rule is removed before the finalizer.
+	// Stores without a lifecycle API are left to the collector.
+	Backstop bool
+}
+
+// Reasons are the condition and event reasons the Collector writes; see
+// the Reason constants for their meaning and defaults.
+type Reasons struct {
+	Collected, SecretNotFound, InvalidCredentials, DeletionFailed, NestedPrefix,
+	Retained, InvalidPolicy, InvalidLocation, GracePeriod, DryRun string
+}
+
+func (r Reasons) withDefaults() Reasons {
+	or := func(s *string, d string) {
+		if *s == "" {
+			*s = d
+		}
+	}
+	or(&r.Collected, ReasonCollected)
+	or(&r.SecretNotFound, ReasonSecretNotFound)
+	or(&r.InvalidCredentials, ReasonInvalidCredentials)
+	or(&r.DeletionFailed, ReasonDeletionFailed)
+	or(&r.NestedPrefix, ReasonNestedPrefix)
+	or(&r.Retained, ReasonRetained)
+	or(&r.InvalidPolicy, ReasonInvalidPolicy)
+	or(&r.InvalidLocation, ReasonInvalidLocation)
+	or(&r.GracePeriod, ReasonGracePeriod)
+	or(&r.DryRun, ReasonDryRun)
+	return r
 }
 
 // The condition type and reasons the Collector writes.
@@ -183,6 +239,9 @@ const (
 	// ReasonGracePeriod (Normal, with a Finalizer): the deleted backup's
 	// data is kept until its grace period ends.
 	ReasonGracePeriod = "GracePeriod"
+	// ReasonDryRun (Normal, with ReportDryRun): what a dry run would
+	// delete.
+	ReasonDryRun = "DryRun"
 )
 
 // Outcome is what a pass or Finalize did (in a dry run: would do) with one
@@ -253,8 +312,9 @@ func New[T Object](cfg Config[T]) (*Collector[T], error) {
 		return nil, fmt.Errorf("%w: Config.Secrets is nil", ErrInvalidConfig)
 	case cfg.Location == nil:
 		return nil, fmt.Errorf("%w: Config.Location is nil", ErrInvalidConfig)
-	case (cfg.Policy == nil) == (cfg.ObjectPolicy == nil):
-		return nil, fmt.Errorf("%w: set exactly one of Config.Policy (a group's policy) and Config.ObjectPolicy (each backup's own)", ErrInvalidConfig)
+	case cfg.Policy != nil && cfg.ObjectPolicy != nil,
+		cfg.Policy == nil && cfg.ObjectPolicy == nil && cfg.Finalizer == "":
+		return nil, fmt.Errorf("%w: set exactly one of Config.Policy (a group's policy) and Config.ObjectPolicy (each backup's own), or a Config.Finalizer alone", ErrInvalidConfig)
 	case cfg.Policy != nil && cfg.Outcome == nil:
 		return nil, fmt.Errorf("%w: Config.Outcome is nil: a group Policy needs each backup's outcome, or a failed newest backup would count as the one good backup the guard keeps", ErrInvalidConfig)
 	case cfg.ObjectPolicy != nil && cfg.Group != nil:
@@ -263,12 +323,13 @@ func New[T Object](cfg Config[T]) (*Collector[T], error) {
 		return nil, fmt.Errorf("%w: Config.RetryAfter = %s: must not be negative", ErrInvalidConfig, cfg.RetryAfter)
 	case cfg.GracePeriod < 0:
 		return nil, fmt.Errorf("%w: Config.GracePeriod = %s: must not be negative", ErrInvalidConfig, cfg.GracePeriod)
-	case cfg.Finalizer == "" && (cfg.GracePeriod != 0 || cfg.Force != nil):
-		return nil, fmt.Errorf("%w: Config.GracePeriod and Force need a Config.Finalizer", ErrInvalidConfig)
+	case cfg.Finalizer == "" && (cfg.GracePeriod != 0 || cfg.Force != nil || cfg.OnGrace != nil || cfg.Backstop):
+		return nil, fmt.Errorf("%w: Config.GracePeriod, Force, OnGrace and Backstop need a Config.Finalizer", ErrInvalidConfig)
 	}
 	if cfg.Time == nil {
 		cfg.Time = func(o T) time.Time { return o.GetCreationTimestamp().Time }
 	}
+	cfg.Reasons = cfg.Reasons.withDefaults()
 	if cfg.ConditionType == "" {
 		cfg.ConditionType = ConditionDataDeleted
 	}

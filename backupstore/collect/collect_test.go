@@ -1,6 +1,7 @@
 package collect
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -25,7 +26,7 @@ func validConfig() Config[*backup] {
 	return Config[*backup]{
 		Objects: noObjects{},
 		Secrets: noSecrets{},
-		Location: func(b *backup) (Location, error) {
+		Location: func(_ context.Context, b *backup) (Location, error) {
 			return Location{URL: "s3://" + b.Spec.Bucket, Prefix: b.Spec.Prefix}, nil
 		},
 		ObjectPolicy: func(*backup) (retention.Policy, error) { return retention.TTL{After: time.Hour}, nil },
@@ -50,6 +51,7 @@ func TestNewRefusesWhatItCannotUse(t *testing.T) {
 		{"groups with a policy per backup", func(c *Config[*backup]) { c.Group = func(*backup) string { return "" } }, "Config.Group"},
 		{"negative RetryAfter", func(c *Config[*backup]) { c.RetryAfter = -time.Second }, "Config.RetryAfter"},
 		{"grace period without a finalizer", func(c *Config[*backup]) { c.GracePeriod = time.Hour }, "Config.GracePeriod"},
+		{"backstop without a finalizer", func(c *Config[*backup]) { c.Backstop = true }, "Backstop"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := validConfig()
@@ -62,6 +64,11 @@ func TestNewRefusesWhatItCannotUse(t *testing.T) {
 	}
 	if _, err := New(validConfig()); err != nil {
 		t.Errorf("New(valid): %v", err)
+	}
+	finalizeOnly := validConfig()
+	finalizeOnly.ObjectPolicy, finalizeOnly.Finalizer = nil, "example.com/data"
+	if _, err := New(finalizeOnly); err != nil {
+		t.Errorf("New with a Finalizer and no policy: %v", err)
 	}
 }
 
@@ -108,6 +115,7 @@ func TestNestedWith(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
+	ctx := context.Background()
 	outer := mk("a", "backups/ns/a/", now, "")
 	for _, tc := range []struct {
 		name  string
@@ -122,19 +130,19 @@ func TestNestedWith(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			all := []*backup{outer, tc.other}
-			loc, _ := c.cfg.Location(outer)
-			if got, _ := nestedWith(c, outer, loc, all); (got != "") != tc.want {
+			loc, _ := c.cfg.Location(ctx, outer)
+			if got, _ := nestedWith(ctx, c, outer, loc, all); (got != "") != tc.want {
 				t.Errorf("outer nests with %s (%s): %q, want %v", tc.other.Name, tc.other.Spec.Prefix, got, tc.want)
 			}
 			// Symmetric: the inner one is refused as well.
-			loc, _ = c.cfg.Location(tc.other)
-			if got, _ := nestedWith(c, tc.other, loc, all); (got != "") != tc.want {
+			loc, _ = c.cfg.Location(ctx, tc.other)
+			if got, _ := nestedWith(ctx, c, tc.other, loc, all); (got != "") != tc.want {
 				t.Errorf("%s nests with outer: %q, want %v", tc.other.Name, got, tc.want)
 			}
 		})
 	}
-	loc, _ := c.cfg.Location(outer)
-	if got, _ := nestedWith(c, outer, loc, []*backup{outer}); got != "" {
+	loc, _ := c.cfg.Location(ctx, outer)
+	if got, _ := nestedWith(ctx, c, outer, loc, []*backup{outer}); got != "" {
 		t.Error("a backup nests with itself")
 	}
 }
@@ -148,7 +156,7 @@ func TestLocationIsChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range []string{"backups/ns/b1", "backups/../other/", "", "/abs/"} {
-		if _, err := c.location(mk("b", p, time.Now(), "")); !errors.Is(err, backupstore.ErrUnsafePrefix) {
+		if _, err := c.location(context.Background(), mk("b", p, time.Now(), "")); !errors.Is(err, backupstore.ErrUnsafePrefix) {
 			t.Errorf("prefix %q: %v, want ErrUnsafePrefix", p, err)
 		}
 	}

@@ -34,44 +34,47 @@ func (c *Collector[T]) deleteData(ctx context.Context, o T, all []T) dataResult 
 		out := c.keep(ctx, o, reason, msg)
 		return dataResult{kept: &out}
 	}
-	loc, err := c.location(o)
+	loc, err := c.location(ctx, o)
 	if err != nil {
-		return kept(ReasonInvalidLocation, err.Error())
+		return kept(c.cfg.Reasons.InvalidLocation, err.Error())
+	}
+	if loc == (Location{}) {
+		return dataResult{msg: "no data to delete"}
 	}
 	where := loc.Where()
-	if other, otherLoc := nestedWith(c, o, loc, all); other != "" {
-		return kept(ReasonNestedPrefix, fmt.Sprintf(
+	if other, otherLoc := nestedWith(ctx, c, o, loc, all); other != "" {
+		return kept(c.cfg.Reasons.NestedPrefix, fmt.Sprintf(
 			"the data of backup %s is under %s, which nests with %s: deleting %s would delete some of its data; nothing was deleted, move one of them",
 			other, otherLoc.Where(), where, where))
 	}
 	scheme, err := backupstore.Scheme(loc.URL)
 	if err != nil {
-		return kept(ReasonInvalidLocation, fmt.Sprintf("bucket URL %q: %v", loc.URL, err))
+		return kept(c.cfg.Reasons.InvalidLocation, fmt.Sprintf("bucket URL %q: %v", loc.URL, err))
 	}
 	var creds *backupstore.Credentials
 	if loc.Secret != "" {
 		field := cmpOr(loc.SecretField, "credentials Secret")
-		creds, err = backupstore.LoadCredentials(ctx, c.cfg.Secrets, o.GetNamespace(), loc.Secret, scheme)
+		creds, err = backupstore.LoadCredentials(ctx, c.cfg.Secrets, cmpOr(loc.SecretNamespace, o.GetNamespace()), loc.Secret, scheme)
 		switch {
 		case errors.Is(err, backupstore.ErrSecretNotFound):
-			return kept(ReasonSecretNotFound,
+			return kept(c.cfg.Reasons.SecretNotFound,
 				fmt.Sprintf("%s %q not found: the data under %s was not deleted and the backup is kept", field, loc.Secret, where))
 		case errors.Is(err, backupstore.ErrSecretKeyMissing):
-			return kept(ReasonInvalidCredentials, fmt.Sprintf("%v: the data under %s was not deleted", err, where))
+			return kept(c.cfg.Reasons.InvalidCredentials, fmt.Sprintf("%v: the data under %s was not deleted", err, where))
 		case err != nil:
-			return kept(ReasonDeletionFailed, fmt.Sprintf("read %s %q: %v", field, loc.Secret, err))
+			return kept(c.cfg.Reasons.DeletionFailed, fmt.Sprintf("read %s %q: %v", field, loc.Secret, err))
 		}
 	}
 	bucket, release, err := c.cfg.Open(ctx, loc.URL, creds)
 	if err != nil {
-		return kept(ReasonDeletionFailed, fmt.Sprintf("open %s: %v", loc.URL, err))
+		return kept(c.cfg.Reasons.DeletionFailed, fmt.Sprintf("open %s: %v", loc.URL, err))
 	}
 	defer release()
 	res, err := backupstore.DeletePrefix(ctx, bucket, loc.Prefix, &backupstore.DeleteOptions{DryRun: c.cfg.DryRun})
 	if re := retainedOnly(err); re != nil {
 		// Nothing helps before the retention ends: keep the backup, say
 		// until when, and come back then.
-		d := kept(ReasonRetained, fmt.Sprintf("deleted %d objects under %s; %v", res.Deleted, where, re))
+		d := kept(c.cfg.Reasons.Retained, fmt.Sprintf("deleted %d objects under %s; %v", res.Deleted, where, re))
 		d.kept.RetryAt = re.RetryAt
 		if re.RetryAt.IsZero() { // only legal holds, which have no end
 			d.kept.RetryAt = c.cfg.Clock.Now().Add(max(c.cfg.RetryAfter, time.Hour))
@@ -81,7 +84,14 @@ func (c *Collector[T]) deleteData(ctx context.Context, o T, all []T) dataResult 
 	if err != nil {
 		// Never delete the resource while data may be left: it is the only
 		// record of where the data is.
-		return kept(ReasonDeletionFailed, fmt.Sprintf("deleted %d objects under %s, then: %v", res.Deleted, where, err))
+		return kept(c.cfg.Reasons.DeletionFailed, fmt.Sprintf("deleted %d objects under %s, then: %v", res.Deleted, where, err))
+	}
+	if c.cfg.Backstop && !c.cfg.DryRun {
+		// The backstop rule goes before the finalizer: left behind, it
+		// would expire the data of a new backup at this prefix.
+		if _, err := backupstore.RemoveExpiry(ctx, bucket, loc.Prefix, nil); err != nil && !errors.Is(err, backupstore.ErrExpiryUnsupported) {
+			return kept(c.cfg.Reasons.DeletionFailed, fmt.Sprintf("deleted %d objects under %s, then: remove its lifecycle rule: %v", res.Deleted, where, err))
+		}
 	}
 	if c.cfg.DryRun {
 		return dataResult{msg: fmt.Sprintf("would delete %d objects (%d bytes) under %s", len(res.Keys), res.Bytes, where), keys: res.Keys}
@@ -96,10 +106,13 @@ func cmpOr(a, b string) string {
 	return b
 }
 
-func (c *Collector[T]) location(o T) (Location, error) {
-	loc, err := c.cfg.Location(o)
+func (c *Collector[T]) location(ctx context.Context, o T) (Location, error) {
+	loc, err := c.cfg.Location(ctx, o)
 	if err != nil {
 		return Location{}, fmt.Errorf("backup %s/%s: location: %w", o.GetNamespace(), o.GetName(), err)
+	}
+	if loc == (Location{}) {
+		return loc, nil
 	}
 	if loc.URL == "" {
 		return Location{}, fmt.Errorf("backup %s/%s: location: empty bucket URL", o.GetNamespace(), o.GetName())
@@ -116,13 +129,13 @@ func (c *Collector[T]) location(o T) (Location, error) {
 // whatever their credentials: the same bucket behind other credentials is
 // refused too, which costs a kept backup at worst. Backups being deleted
 // count: their data is still there.
-func nestedWith[T Object](c *Collector[T], o T, loc Location, all []T) (string, Location) {
+func nestedWith[T Object](ctx context.Context, c *Collector[T], o T, loc Location, all []T) (string, Location) {
 	for _, x := range all {
 		if x.GetUID() == o.GetUID() {
 			continue
 		}
-		l, err := c.cfg.Location(x)
-		if err != nil || strings.TrimSuffix(l.URL, "/") != strings.TrimSuffix(loc.URL, "/") {
+		l, err := c.cfg.Location(ctx, x)
+		if err != nil || l == (Location{}) || strings.TrimSuffix(l.URL, "/") != strings.TrimSuffix(loc.URL, "/") {
 			continue
 		}
 		if strings.HasPrefix(l.Prefix, loc.Prefix) || strings.HasPrefix(loc.Prefix, l.Prefix) {
@@ -147,17 +160,17 @@ func retainedOnly(err error) *backupstore.RetainedError {
 }
 
 // keep records why a deletable backup is kept: a Warning event and the
-// condition False with the reason (not for ReasonInvalidPolicy, which is
+// condition False with the reason (not for c.cfg.Reasons.InvalidPolicy, which is
 // not about the data). A dry run only reports it.
 func (c *Collector[T]) keep(ctx context.Context, o T, reason, msg string) Outcome {
 	log := logr.FromContextOrDiscard(ctx).WithValues("backup", o.GetName())
 	out := Outcome{Name: o.GetName(), Reason: reason, Message: msg}
 	log.Info("backup kept", "reason", reason, "message", msg, "dryRun", c.cfg.DryRun)
-	if c.cfg.DryRun {
+	if c.cfg.DryRun && !c.cfg.ReportDryRun {
 		return out
 	}
 	c.cfg.Recorder.Event(o, corev1.EventTypeWarning, reason, msg)
-	if reason != ReasonInvalidPolicy {
+	if reason != c.cfg.Reasons.InvalidPolicy {
 		c.setCondition(ctx, o, reason, msg)
 	}
 	return out

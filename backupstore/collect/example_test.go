@@ -73,7 +73,7 @@ func Example() {
 	cfg := collect.Config[*testbackup.Backup]{
 		Objects: objs,
 		Secrets: backupstore.SecretsFrom(nil), // not read: no Secret named
-		Location: func(b *testbackup.Backup) (collect.Location, error) {
+		Location: func(_ context.Context, b *testbackup.Backup) (collect.Location, error) {
 			return collect.Location{URL: "mem://", Prefix: b.Spec.Prefix}, nil
 		},
 		Policy: func(database string) (retention.Policy, error) { return policy, nil },

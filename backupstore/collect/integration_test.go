@@ -213,7 +213,7 @@ func (e *env) config(objs collect.Objects[*backup]) collect.Config[*backup] {
 	return collect.Config[*backup]{
 		Objects: objs,
 		Secrets: backupstore.SecretsFrom(e.k.Client.CoreV1()),
-		Location: func(b *backup) (collect.Location, error) {
+		Location: func(_ context.Context, b *backup) (collect.Location, error) {
 			return collect.Location{URL: "s3://" + b.Spec.Bucket, Prefix: b.Spec.Prefix, Secret: b.Spec.Secret, SecretField: "spec.secret"}, nil
 		},
 		ObjectPolicy: func(b *backup) (retention.Policy, error) {
@@ -547,28 +547,50 @@ func TestObjectLockedBackupIsCollectedWhenTheRetentionEnds(t *testing.T) {
 }
 
 // With a Finalizer: Prepare adds it; a backup deleted by anyone keeps its
-// data for the grace period (GracePeriod condition), then Finalize deletes
-// the data and removes the finalizer. A dry run reports the keys and
-// writes nothing.
+// data for the grace period (GracePeriod condition, OnGrace's deleteAfter,
+// and the store's own lifecycle rule as a backstop), then Finalize deletes
+// the data, removes the rule and then the finalizer. A dry run reports the
+// keys on the backup (ReportDryRun) and deletes nothing. A backup whose
+// Location is zero (never written) loses its finalizer without a store.
 func TestFinalizerDeletesDataAfterTheGracePeriod(t *testing.T) {
 	e := newEnv(t, testenv.BucketOptions{})
-	keys := e.backup("b", "db/b/", "minio", func(b *backup) { b.Spec.TTL = "300d" })
-	keep := e.backup("c", "db/c/", "minio", func(b *backup) { b.Spec.TTL = "300d" })
+	keys := e.backup("b", "db/b/", "minio", nil)
+	keep := e.backup("c", "db/c/", "minio", nil)
+	// Its Location says it has no data: keys under its prefix are not its.
+	stray := e.backup("never-written", "db/never-written/", "minio", nil)
 	cfg := e.config(dynObjects{d: e.d})
+	cfg.ObjectPolicy = nil // collected only when deleted
 	cfg.Finalizer = "collect.groundskeeper.example.com/data"
 	cfg.GracePeriod = time.Hour
+	cfg.Backstop = true
+	cfg.OnGrace = func(b *backup, at time.Time) { b.Status.DeleteAfter = &metav1.Time{Time: at} }
+	loc := cfg.Location
+	cfg.Location = func(ctx context.Context, b *backup) (collect.Location, error) {
+		if b.Name == "never-written" {
+			return collect.Location{}, nil
+		}
+		l, err := loc(ctx, b)
+		l.SecretNamespace = e.k.Namespace
+		return l, err
+	}
 	c := e.collector(cfg)
+	for _, n := range []string{"b", "never-written"} {
+		b, err := e.get(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Prepare(e.ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.d.Resource(testbackup.Resource).Namespace(e.k.Namespace).Delete(e.ctx, n, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rep := e.pass(c); len(rep.Backups) != 0 {
+		t.Errorf("a pass without a policy acted: %+v", rep.Backups)
+	}
 	b, err := e.get("b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Prepare(e.ctx, b); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.d.Resource(testbackup.Resource).Namespace(e.k.Namespace).Delete(e.ctx, "b", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if b, err = e.get("b"); err != nil || b.DeletionTimestamp == nil {
+	if err != nil || b.DeletionTimestamp == nil {
 		t.Fatalf("backup b after delete: %+v, %v; want it held by the finalizer", b, err)
 	}
 	e.clk.SetTime(b.DeletionTimestamp.Time.Add(time.Minute))
@@ -576,15 +598,31 @@ func TestFinalizerDeletesDataAfterTheGracePeriod(t *testing.T) {
 	if err != nil || out.Reason != collect.ReasonGracePeriod || after != 59*time.Minute {
 		t.Fatalf("Finalize in the grace period: %+v, %s, %v; want GracePeriod, 59m", out, after, err)
 	}
-	e.wantKeys(keys, keep)
+	e.wantKeys(keys, keep, stray)
+	b, _ = e.get("b")
+	deleteAt := b.DeletionTimestamp.Time.Add(time.Hour)
+	if b.Status.DeleteAfter == nil || !b.Status.DeleteAfter.Time.Equal(deleteAt) {
+		t.Errorf("status.deleteAfter %v, want %s (OnGrace)", b.Status.DeleteAfter, deleteAt)
+	}
+	backstop := "groundskeeper/expire/db/b/"
+	if cond := e.condition("b"); cond == nil || cond.Reason != collect.ReasonGracePeriod || !strings.Contains(cond.Message, backstop) {
+		t.Errorf("condition %+v, want GracePeriod naming the backstop rule %s", cond, backstop)
+	}
+	if !slices.Contains(e.lifecycleRules(), backstop) {
+		t.Errorf("lifecycle rules %v, want %s", e.lifecycleRules(), backstop)
+	}
+
 	e.clk.Step(time.Hour)
 	dry := cfg
-	dry.DryRun = true
+	dry.DryRun, dry.ReportDryRun = true, true
 	out, _, err = e.collector(dry).Finalize(e.ctx, b)
 	if err != nil || !out.Deleted || !slices.Equal(slices.Sorted(slices.Values(out.Keys)), slices.Sorted(slices.Values(keys))) {
 		t.Fatalf("dry run Finalize: %+v, %v; want keys %v", out, err, keys)
 	}
-	e.wantKeys(keys, keep)
+	e.wantKeys(keys, keep, stray)
+	if cond := e.condition("b"); cond == nil || cond.Reason != collect.ReasonDryRun || !strings.Contains(cond.Message, "would delete 2 objects") {
+		t.Errorf("condition after the dry run %+v, want DryRun saying what would go", cond)
+	}
 	if b, err = e.get("b"); err != nil {
 		t.Fatal(err)
 	}
@@ -592,8 +630,39 @@ func TestFinalizerDeletesDataAfterTheGracePeriod(t *testing.T) {
 	if err != nil || !out.Deleted {
 		t.Fatalf("Finalize after the grace period: %+v, %v", out, err)
 	}
-	e.wantKeys(keep)
+	e.wantKeys(keep, stray)
 	if _, err := e.get("b"); !apierrors.IsNotFound(err) {
 		t.Errorf("backup b: %v, want NotFound once its finalizer is removed", err)
 	}
+	if slices.Contains(e.lifecycleRules(), backstop) {
+		t.Errorf("backstop rule %s left after the data was deleted", backstop)
+	}
+	nw, err := e.get("never-written")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, _, err := c.Finalize(e.ctx, nw); err != nil || !out.Deleted {
+		t.Fatalf("Finalize of a backup without data: %+v, %v", out, err)
+	}
+	if _, err := e.get("never-written"); !apierrors.IsNotFound(err) {
+		t.Errorf("backup never-written: %v, want NotFound", err)
+	}
+}
+
+// lifecycleRules returns the IDs of the bucket's lifecycle rules.
+func (e *env) lifecycleRules() []string {
+	e.t.Helper()
+	var s3c *s3.Client
+	if !e.bucket.As(&s3c) {
+		e.t.Fatal("not an S3 bucket")
+	}
+	out, err := s3c.GetBucketLifecycleConfiguration(e.ctx, &s3.GetBucketLifecycleConfigurationInput{Bucket: aws.String(e.store.Bucket)})
+	if err != nil {
+		return nil // no configuration
+	}
+	var ids []string
+	for _, r := range out.Rules {
+		ids = append(ids, aws.ToString(r.ID))
+	}
+	return ids
 }

@@ -27,6 +27,12 @@ type verdict struct {
 // It is a pure function of (objs, now).
 func (c *Collector[T]) decide(objs []T, now time.Time) map[types.UID]verdict {
 	out := make(map[types.UID]verdict, len(objs))
+	if c.cfg.Policy == nil && c.cfg.ObjectPolicy == nil {
+		for _, o := range objs {
+			out[o.GetUID()] = verdict{why: "no policy: collected only when deleted"}
+		}
+		return out
+	}
 	var res retention.Result
 	if c.cfg.ObjectPolicy != nil {
 		alone := retention.Options{AllowDeleteNewest: true}
@@ -128,7 +134,7 @@ func (c *Collector[T]) Pass(ctx context.Context, namespace string) (Report, erro
 		switch {
 		case v.err != nil:
 			// Never delete on the strength of a field we cannot read.
-			out = c.keep(ctx, o, ReasonInvalidPolicy, v.err.Error())
+			out = c.keep(ctx, o, c.cfg.Reasons.InvalidPolicy, v.err.Error())
 		case !v.expired:
 			rep.Kept = append(rep.Kept, Kept{Name: o.GetName(), Why: v.why, Until: v.until})
 			soonest(v.until)
@@ -163,7 +169,7 @@ func (c *Collector[T]) collect(ctx context.Context, cached T, all []T) Outcome {
 	case apierrors.IsNotFound(err):
 		return Outcome{}
 	case err != nil:
-		return Outcome{Name: cached.GetName(), Reason: ReasonDeletionFailed, Message: fmt.Sprintf("read backup: %v", err)}
+		return Outcome{Name: cached.GetName(), Reason: c.cfg.Reasons.DeletionFailed, Message: fmt.Sprintf("read backup: %v", err)}
 	case o.GetUID() != cached.GetUID() || o.GetDeletionTimestamp() != nil:
 		return Outcome{}
 	}
@@ -195,6 +201,10 @@ func (c *Collector[T]) collect(ctx context.Context, cached T, all []T) Outcome {
 	}
 	if c.cfg.DryRun {
 		log.Info("dry run: would collect the backup", "message", msg)
+		if c.cfg.ReportDryRun && c.lacks(o, c.cfg.Reasons.DryRun, msg) {
+			c.cfg.Recorder.Event(o, corev1.EventTypeNormal, c.cfg.Reasons.DryRun, msg)
+			c.setCondition(ctx, o, c.cfg.Reasons.DryRun, msg)
+		}
 		return Outcome{Name: o.GetName(), Deleted: true, Message: msg, Keys: keys}
 	}
 	err = c.cfg.Objects.Delete(ctx, o.GetNamespace(), o.GetName(), o.GetUID(), o.GetResourceVersion())
@@ -206,14 +216,14 @@ func (c *Collector[T]) collect(ctx context.Context, cached T, all []T) Outcome {
 		log.Info("backup changed while its data was deleted; deciding again", "error", err)
 		return Outcome{Name: o.GetName(), Message: msg + "; the resource changed meanwhile and is decided on again"}
 	default:
-		return c.keep(ctx, o, ReasonDeletionFailed, msg+"; deleting the resource failed: "+err.Error())
+		return c.keep(ctx, o, c.cfg.Reasons.DeletionFailed, msg+"; deleting the resource failed: "+err.Error())
 	}
 	c.forgetUID(o.GetUID())
 	if c.cfg.Finalizer == "" {
 		msg += ", then the resource"
 	}
 	log.Info("collected backup", "message", msg)
-	c.cfg.Recorder.Event(o, corev1.EventTypeNormal, ReasonCollected, msg)
+	c.cfg.Recorder.Event(o, corev1.EventTypeNormal, c.cfg.Reasons.Collected, msg)
 	return Outcome{Name: o.GetName(), Deleted: true, Message: msg}
 }
 

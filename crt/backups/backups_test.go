@@ -64,7 +64,7 @@ func TestCollectOnAManager(t *testing.T) {
 	c, err := collect.New(collect.Config[*testbackup.Backup]{
 		Objects: backups.Objects[*testbackup.Backup](mgr.GetClient(), mgr.GetAPIReader()),
 		Secrets: crt.Secrets(mgr.GetAPIReader()),
-		Location: func(b *testbackup.Backup) (collect.Location, error) {
+		Location: func(_ context.Context, b *testbackup.Backup) (collect.Location, error) {
 			return collect.Location{URL: "s3://" + b.Spec.Bucket, Prefix: b.Spec.Prefix, Secret: b.Spec.Secret}, nil
 		},
 		ObjectPolicy: func(b *testbackup.Backup) (retention.Policy, error) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -45,7 +46,7 @@ func backupPolicy(b *api.AerospikeNamespaceBackup) (retention.Policy, error) {
 // location is where a backup's data is: every key under
 // <prefix>/<namespace>/<name>/ in the bucket, with the credentials of
 // spec.storage.secret.
-func location(b *api.AerospikeNamespaceBackup) (collect.Location, error) {
+func location(_ context.Context, b *api.AerospikeNamespaceBackup) (collect.Location, error) {
 	url, err := storageURL(b.Spec.Storage)
 	return collect.Location{URL: url, Prefix: dataPrefix(b), Secret: b.Spec.Storage.Secret, SecretField: "spec.storage.secret"}, err
 }

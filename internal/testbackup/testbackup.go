@@ -50,6 +50,8 @@ type Spec struct {
 type Status struct {
 	// Outcome: "Succeeded", "Failed" or empty (still running).
 	Outcome    string             `json:"outcome,omitempty"`
+	// DeleteAfter is when a deleted backup's data goes.
+	DeleteAfter *metav1.Time `json:"deleteAfter,omitempty"`
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
