@@ -161,3 +161,49 @@ func TestLocationIsChecked(t *testing.T) {
 		}
 	}
 }
+
+// The grace-period decision is a pure function of the backup and the time.
+// (Moved from the backup-entry example, whose Force is its annotation or a
+// backup never admitted.)
+func TestGraceUntil(t *testing.T) {
+	deleted := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name     string
+		now      time.Time
+		prefix   string
+		force    string
+		grace    time.Duration
+		wantKeep bool
+	}{
+		{"deleted 1h ago, 72h grace period: kept", deleted.Add(time.Hour), "p/", "", 72 * time.Hour, true},
+		{"deleted 72h ago, 72h grace period: deleted", deleted.Add(72 * time.Hour), "p/", "", 72 * time.Hour, false},
+		{"1ns before the grace period ends: kept", deleted.Add(72*time.Hour - 1), "p/", "", 72 * time.Hour, true},
+		{"force annotation: deleted at once", deleted, "p/", "true", 72 * time.Hour, false},
+		{"force annotation other than \"true\": kept", deleted, "p/", "yes", 72 * time.Hour, true},
+		{"never admitted: nothing to keep", deleted, "", "", 72 * time.Hour, false},
+		{"grace period 0: deleted at once", deleted, "p/", "", 0, false},
+		{"deletion timestamp in the future (clock skew): kept", deleted.Add(-time.Hour), "p/", "", 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := validConfig()
+			cfg.ObjectPolicy, cfg.Finalizer, cfg.GracePeriod = nil, "example.com/data", tc.grace
+			cfg.Force = func(b *backup) bool { return b.Annotations["force"] == "true" || b.Spec.Prefix == "" }
+			c, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := mk("shoot--dev--a--1", tc.prefix, deleted.Add(-time.Hour), "")
+			b.DeletionTimestamp = &metav1.Time{Time: deleted}
+			if tc.force != "" {
+				b.Annotations = map[string]string{"force": tc.force}
+			}
+			keep, at := c.graceUntil(b, tc.now)
+			if keep != tc.wantKeep {
+				t.Fatalf("keep = %t, want %t", keep, tc.wantKeep)
+			}
+			if keep && !at.Equal(deleted.Add(tc.grace)) {
+				t.Errorf("deletable at %s, want %s", at, deleted.Add(tc.grace))
+			}
+		})
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"gocloud.dev/blob"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -29,9 +30,13 @@ type dataResult struct {
 // same bucket, when the credentials cannot be read, and reports Object
 // Lock retention with the time it ends. It is the one path to the data,
 // for the pass and for Finalize.
-func (c *Collector[T]) deleteData(ctx context.Context, o T, all []T) dataResult {
+//
+// Every attempt that keeps the backup records a Warning event (the pass
+// retries after RetryAfter); onChange records it only when the condition
+// changes (Finalize's retries back off from milliseconds).
+func (c *Collector[T]) deleteData(ctx context.Context, o T, all []T, onChange bool) dataResult {
 	kept := func(reason, msg string) dataResult {
-		out := c.keep(ctx, o, reason, msg)
+		out := c.keepAs(ctx, o, reason, msg, onChange)
 		return dataResult{kept: &out}
 	}
 	loc, err := c.location(ctx, o)
@@ -47,27 +52,18 @@ func (c *Collector[T]) deleteData(ctx context.Context, o T, all []T) dataResult 
 			"the data of backup %s is under %s, which nests with %s: deleting %s would delete some of its data; nothing was deleted, move one of them",
 			other, otherLoc.Where(), where, where))
 	}
-	scheme, err := backupstore.Scheme(loc.URL)
+	bucket, release, err := c.open(ctx, o, loc)
 	if err != nil {
-		return kept(c.cfg.Reasons.InvalidLocation, fmt.Sprintf("bucket URL %q: %v", loc.URL, err))
-	}
-	var creds *backupstore.Credentials
-	if loc.Secret != "" {
-		field := cmpOr(loc.SecretField, "credentials Secret")
-		creds, err = backupstore.LoadCredentials(ctx, c.cfg.Secrets, cmpOr(loc.SecretNamespace, o.GetNamespace()), loc.Secret, scheme)
-		switch {
-		case errors.Is(err, backupstore.ErrSecretNotFound):
-			return kept(c.cfg.Reasons.SecretNotFound,
-				fmt.Sprintf("%s %q not found: the data under %s was not deleted and the backup is kept", field, loc.Secret, where))
-		case errors.Is(err, backupstore.ErrSecretKeyMissing):
-			return kept(c.cfg.Reasons.InvalidCredentials, fmt.Sprintf("%v: the data under %s was not deleted", err, where))
-		case err != nil:
-			return kept(c.cfg.Reasons.DeletionFailed, fmt.Sprintf("read %s %q: %v", field, loc.Secret, err))
+		var oe *openError
+		errors.As(err, &oe)
+		msg := err.Error()
+		switch oe.reason {
+		case c.cfg.Reasons.SecretNotFound:
+			msg += ": the data under " + where + " was not deleted and the backup is kept"
+		case c.cfg.Reasons.InvalidCredentials:
+			msg += ": the data under " + where + " was not deleted"
 		}
-	}
-	bucket, release, err := c.cfg.Open(ctx, loc.URL, creds)
-	if err != nil {
-		return kept(c.cfg.Reasons.DeletionFailed, fmt.Sprintf("open %s: %v", loc.URL, err))
+		return kept(oe.reason, msg)
 	}
 	defer release()
 	res, err := backupstore.DeletePrefix(ctx, bucket, loc.Prefix, &backupstore.DeleteOptions{DryRun: c.cfg.DryRun})
@@ -163,13 +159,19 @@ func retainedOnly(err error) *backupstore.RetainedError {
 // condition False with the reason (not for c.cfg.Reasons.InvalidPolicy, which is
 // not about the data). A dry run only reports it.
 func (c *Collector[T]) keep(ctx context.Context, o T, reason, msg string) Outcome {
+	return c.keepAs(ctx, o, reason, msg, false)
+}
+
+func (c *Collector[T]) keepAs(ctx context.Context, o T, reason, msg string, onChange bool) Outcome {
 	log := logr.FromContextOrDiscard(ctx).WithValues("backup", o.GetName())
 	out := Outcome{Name: o.GetName(), Reason: reason, Message: msg}
 	log.Info("backup kept", "reason", reason, "message", msg, "dryRun", c.cfg.DryRun)
 	if c.cfg.DryRun && !c.cfg.ReportDryRun {
 		return out
 	}
-	c.cfg.Recorder.Event(o, corev1.EventTypeWarning, reason, msg)
+	if !onChange || c.lacks(o, reason, "") {
+		c.cfg.Recorder.Event(o, corev1.EventTypeWarning, reason, msg)
+	}
 	if reason != c.cfg.Reasons.InvalidPolicy {
 		c.setCondition(ctx, o, reason, msg)
 	}
@@ -193,4 +195,61 @@ func (c *Collector[T]) setCondition(ctx context.Context, o T, reason, msg string
 		logr.FromContextOrDiscard(ctx).Error(err, "update status", "backup", o.GetName())
 	}
 	return true
+}
+
+// openError is why a backup's bucket could not be opened, with the reason
+// for its condition.
+type openError struct {
+	reason string
+	err    error
+}
+
+func (e *openError) Error() string { return e.err.Error() }
+func (e *openError) Unwrap() error { return e.err }
+
+// open opens the bucket of loc, o's location, with the credentials of its
+// Secret. The error is an *openError.
+func (c *Collector[T]) open(ctx context.Context, o T, loc Location) (*blob.Bucket, func() error, error) {
+	fail := func(reason, format string, args ...any) (*blob.Bucket, func() error, error) {
+		return nil, nil, &openError{reason: reason, err: fmt.Errorf(format, args...)}
+	}
+	scheme, err := backupstore.Scheme(loc.URL)
+	if err != nil {
+		return fail(c.cfg.Reasons.InvalidLocation, "bucket URL %q: %w", loc.URL, err)
+	}
+	var creds *backupstore.Credentials
+	if loc.Secret != "" {
+		field := cmpOr(loc.SecretField, "credentials Secret")
+		creds, err = backupstore.LoadCredentials(ctx, c.cfg.Secrets, cmpOr(loc.SecretNamespace, o.GetNamespace()), loc.Secret, scheme)
+		switch {
+		case errors.Is(err, backupstore.ErrSecretNotFound):
+			return fail(c.cfg.Reasons.SecretNotFound, "%s %q not found", field, loc.Secret)
+		case errors.Is(err, backupstore.ErrSecretKeyMissing):
+			return fail(c.cfg.Reasons.InvalidCredentials, "%w", err)
+		case err != nil:
+			return fail(c.cfg.Reasons.DeletionFailed, "read %s %q: %w", field, loc.Secret, err)
+		}
+	}
+	bucket, release, err := c.cfg.Open(ctx, loc.URL, creds)
+	if err != nil {
+		return fail(c.cfg.Reasons.DeletionFailed, "open %s: %w", loc.URL, err)
+	}
+	return bucket, release, nil
+}
+
+// OpenBucket opens the bucket where o's data lives (Location), with the
+// credentials of its Secret, for a caller that writes there (a marker when
+// a backup is admitted); it returns the bucket, its location and the
+// function that releases it. A backup without data (the zero Location) is
+// an error.
+func (c *Collector[T]) OpenBucket(ctx context.Context, o T) (*blob.Bucket, Location, func() error, error) {
+	loc, err := c.location(ctx, o)
+	if err != nil {
+		return nil, loc, nil, err
+	}
+	if loc == (Location{}) {
+		return nil, loc, nil, fmt.Errorf("collect: backup %s has no data location", key(o))
+	}
+	b, release, err := c.open(ctx, o, loc)
+	return b, loc, release, err
 }

@@ -64,8 +64,11 @@ func (c *Collector[T]) graceUntil(o T, now time.Time) (bool, time.Time) {
 // goes (a cache may lag behind the removal of a force annotation), and the
 // finalizer's removal carries the resourceVersion decided on. Until the
 // data is gone the finalizer stays, whatever fails; the condition and an
-// event say why. It returns what it did and when to look again (0: when
-// the backup changes).
+// event (when the condition changes) say why. It returns what it did and
+// when to look again (0: when the backup changes): the end of the grace
+// period, or of an Object Lock retention. Data that could not be deleted
+// for another reason (the store, the Secret, the location) is also
+// returned as an error, for the caller's retry with backoff.
 func (c *Collector[T]) Finalize(ctx context.Context, o T) (Outcome, time.Duration, error) {
 	f := c.cfg.Finalizer
 	if f == "" || o.GetDeletionTimestamp() == nil || !slices.Contains(o.GetFinalizers(), f) {
@@ -92,14 +95,12 @@ func (c *Collector[T]) Finalize(ctx context.Context, o T) (Outcome, time.Duratio
 	if err != nil {
 		return Outcome{}, 0, fmt.Errorf("collect: list the backups of namespace %q: %w", o.GetNamespace(), err)
 	}
-	d := c.deleteData(ctx, o, replace(all, o))
+	d := c.deleteData(ctx, o, replace(all, o), true)
 	if d.kept != nil {
-		at := d.kept.RetryAt
-		if at.IsZero() {
-			at = now.Add(c.cfg.RetryAfter)
+		if at := d.kept.RetryAt; !at.IsZero() { // Object Lock: nothing helps before then
+			return *d.kept, max(at.Sub(now), time.Nanosecond), nil
 		}
-		d.kept.RetryAt = at
-		return *d.kept, max(at.Sub(now), time.Nanosecond), nil
+		return *d.kept, 0, fmt.Errorf("collect: the data of backup %s was not deleted (%s): %s", key(o), d.kept.Reason, d.kept.Message)
 	}
 	if c.cfg.DryRun {
 		msg := "dry run: " + d.msg + ", then remove the finalizer " + f
@@ -109,6 +110,8 @@ func (c *Collector[T]) Finalize(ctx context.Context, o T) (Outcome, time.Duratio
 		}
 		return Outcome{Name: o.GetName(), Deleted: true, Message: msg, Keys: d.keys}, 0, nil
 	}
+	// The data is gone: say so before the finalizer goes, with the object.
+	c.cfg.Recorder.Event(o, corev1.EventTypeNormal, c.cfg.Reasons.Collected, d.msg)
 	o = o.DeepCopyObject().(T)
 	o.SetFinalizers(slices.DeleteFunc(o.GetFinalizers(), func(s string) bool { return s == f }))
 	if err := c.cfg.Objects.Update(ctx, o); err != nil && !apierrors.IsNotFound(err) {
@@ -117,7 +120,6 @@ func (c *Collector[T]) Finalize(ctx context.Context, o T) (Outcome, time.Duratio
 	}
 	msg := d.msg + ", then removed the finalizer " + f
 	logr.FromContextOrDiscard(ctx).Info("collected backup", "backup", o.GetName(), "message", msg)
-	c.cfg.Recorder.Event(o, corev1.EventTypeNormal, c.cfg.Reasons.Collected, msg)
 	return Outcome{Name: o.GetName(), Deleted: true, Message: msg}, 0, nil
 }
 
@@ -152,18 +154,7 @@ func (c *Collector[T]) grace(ctx context.Context, o T, at time.Time) Outcome {
 // the data at at).
 func (c *Collector[T]) backstop(ctx context.Context, o T, loc Location, at time.Time) string {
 	log := logr.FromContextOrDiscard(ctx).WithValues("backup", o.GetName())
-	scheme, err := backupstore.Scheme(loc.URL)
-	if err != nil {
-		return ""
-	}
-	var creds *backupstore.Credentials
-	if loc.Secret != "" {
-		if creds, err = backupstore.LoadCredentials(ctx, c.cfg.Secrets, cmpOr(loc.SecretNamespace, o.GetNamespace()), loc.Secret, scheme); err != nil {
-			log.Info("backstop lifecycle rule not installed", "error", err.Error())
-			return ""
-		}
-	}
-	bucket, release, err := c.cfg.Open(ctx, loc.URL, creds)
+	bucket, release, err := c.open(ctx, o, loc)
 	if err != nil {
 		log.Info("backstop lifecycle rule not installed", "error", err.Error())
 		return ""

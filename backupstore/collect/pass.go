@@ -190,7 +190,7 @@ func (c *Collector[T]) collect(ctx context.Context, cached T, all []T) Outcome {
 			msg = "dry run: would delete the resource, then its data through the finalizer " + c.cfg.Finalizer
 		}
 	} else {
-		d := c.deleteData(ctx, o, all)
+		d := c.deleteData(ctx, o, all, false)
 		if d.kept != nil {
 			return *d.kept
 		}
