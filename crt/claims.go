@@ -2,6 +2,7 @@ package crt
 
 import (
 	"context"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -31,8 +32,9 @@ type ClaimCollection struct {
 	// requeues then follow the Lifecycle Manager's clock (a fake one in
 	// tests); default the real clock.
 	Clock clock.WithTicker
-	// OnPass, if set, is called with the result of every pass.
-	OnPass func(lifecycle.CollectResult)
+	// OnPass, if set, is called with the result of every pass and the
+	// instant on Clock it started at.
+	OnPass func(start time.Time, res lifecycle.CollectResult)
 }
 
 // CollectClaims adds to mgr the collection of claims by their unmount TTL
@@ -57,14 +59,16 @@ func CollectClaims(mgr manager.Manager, name string, c ClaimCollection) error {
 		Watches(&corev1.PersistentVolumeClaim{}, toPass).
 		Watches(&corev1.Pod{}, toPass, builder.WithPredicates(podComesOrGoes)).
 		WithOptions(controller.Options{NewQueue: QueueOn(clk)}).
-		Complete(reconcile.Func(c.pass))
+		Complete(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+			return c.pass(ctx, req, clk.Now())
+		}))
 	if err != nil {
 		return err
 	}
 	return TrackUnmounts(mgr, name+"-unmount", c.UnmountTracking)
 }
 
-func (c ClaimCollection) pass(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+func (c ClaimCollection) pass(ctx context.Context, req reconcile.Request, start time.Time) (reconcile.Result, error) {
 	if c.Scope.Namespace != "" && req.Namespace != c.Scope.Namespace {
 		return reconcile.Result{}, nil
 	}
@@ -83,7 +87,7 @@ func (c ClaimCollection) pass(ctx context.Context, req reconcile.Request) (recon
 		log.Info("expired claim kept", "claim", s.Claim, "reason", s.Reason, "detail", s.Detail)
 	}
 	if c.OnPass != nil {
-		c.OnPass(res)
+		c.OnPass(start, res)
 	}
 	return Result(ctx, res.RequeueAfter, err)
 }

@@ -82,7 +82,7 @@ func TestCollectClaimsOnAManager(t *testing.T) {
 			Recorder:        recorder, Clock: clk,
 		}
 		if !dry {
-			cc.OnPass = func(r lifecycle.CollectResult) { passes <- r }
+			cc.OnPass = func(_ time.Time, r lifecycle.CollectResult) { passes <- r }
 		}
 		if err := crt.CollectClaims(mgr, name, cc); err != nil {
 			t.Fatal(err)

@@ -93,6 +93,6 @@ func setupCollector(mgr ctrl.Manager, o controllerOptions, clk clock.WithTicker,
 	return crt.CollectClaims(mgr, "aerospike-gc-claims", crt.ClaimCollection{
 		UnmountTracking: crt.UnmountTracking{Lifecycle: lc, Claims: claims, Scope: scope, DryRun: o.dryRun},
 		Recorder:        recorder, Clock: clk,
-		OnPass: func(r lifecycle.CollectResult) { onPass(report{Now: clk.Now(), Claims: true, Claimed: r}) },
+		OnPass: func(start time.Time, r lifecycle.CollectResult) { onPass(report{Now: start, Claims: true, Claimed: r}) },
 	})
 }
