@@ -51,6 +51,20 @@
 //	ctl, err := opstask.New(opstask.Config{Store: crt.TaskStore(store, mgr.GetCache(), taskObject), ...})
 //	err = mgr.Add(crt.EveryReplica(ctl.Run))
 //
+// Claims collected by their unmount TTL (lifecycle's annotations) need two
+// controllers, both added by CollectClaims: one marks a claim unmounted
+// when the pods that mounted it are gone (TrackUnmounts, also on its own),
+// one runs Manager.Collect when claims or pods come or go and when the next
+// claim expires:
+//
+//	err = crt.CollectClaims(mgr, "claims", crt.ClaimCollection{
+//		UnmountTracking: crt.UnmountTracking{Lifecycle: m, Claims: crt.LifecycleClient(mgr.GetClient(), mgr.GetAPIReader()), Scope: scope},
+//		Recorder:        crt.Events(mgr.GetEventRecorder("my-operator")),
+//	})
+//
+// Backup collection (backupstore/collect) is wired by package crt/backups,
+// beside this one, so that crt links no object-store code.
+//
 // A subreconcile chain becomes a controller-runtime reconciler:
 //
 //	r := crt.Reconciler(mgr.GetClient(), runner, func() *v1.Database { return new(v1.Database) })

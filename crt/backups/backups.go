@@ -1,10 +1,3 @@
-// Package backups wires a backup collector (backupstore/collect) on a
-// controller-runtime manager: Objects adapts the manager's client to
-// collect.Objects, and Collect adds the controller that runs the
-// collector's passes and, with a finalizer, finalizes deleted backups.
-//
-// It is a package of its own, beside crt, so that an operator that uses
-// crt without backup collection links neither backupstore nor gocloud.
 package backups
 
 import (

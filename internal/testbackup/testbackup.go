@@ -49,10 +49,10 @@ type Spec struct {
 // Status holds the conditions and the outcome.
 type Status struct {
 	// Outcome: "Succeeded", "Failed" or empty (still running).
-	Outcome    string             `json:"outcome,omitempty"`
+	Outcome string `json:"outcome,omitempty"`
 	// DeleteAfter is when a deleted backup's data goes.
-	DeleteAfter *metav1.Time `json:"deleteAfter,omitempty"`
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	DeleteAfter *metav1.Time       `json:"deleteAfter,omitempty"`
+	Conditions  []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // BackupList is a list of Backups.
