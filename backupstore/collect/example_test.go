@@ -3,9 +3,8 @@ package collect_test
 import (
 	"context"
 	"fmt"
-	"time"
-
 	"slices"
+	"time"
 
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/memblob"
