@@ -666,3 +666,48 @@ func (e *env) lifecycleRules() []string {
 	}
 	return ids
 }
+
+// A retention pass with a Finalizer: a dry run lists the keys Finalize
+// would delete; the real pass deletes the resource with its preconditions
+// and leaves the data to the finalizer, which deletes it, then lets the
+// resource go.
+func TestPassWithAFinalizer(t *testing.T) {
+	e := newEnv(t, testenv.BucketOptions{})
+	keys := e.backup("b", "db/b/", "minio", nil)
+	cfg := e.config(dynObjects{d: e.d})
+	cfg.Finalizer = "collect.groundskeeper.example.com/data"
+	c := e.collector(cfg)
+	b, err := e.get("b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Prepare(e.ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	e.clk.Step(8 * retention.Day)
+	dry := cfg
+	dry.DryRun = true
+	rep := e.pass(e.collector(dry))
+	if len(rep.Backups) != 1 || !rep.Backups[0].Deleted || !slices.Equal(slices.Sorted(slices.Values(rep.Backups[0].Keys)), slices.Sorted(slices.Values(keys))) {
+		t.Fatalf("dry run: %+v, want b with keys %v", rep.Backups, keys)
+	}
+	if b, err := e.get("b"); err != nil || b.DeletionTimestamp != nil {
+		t.Fatalf("dry run touched the resource: %+v, %v", b, err)
+	}
+	rep = e.pass(c)
+	if len(rep.Backups) != 1 || !rep.Backups[0].Deleted {
+		t.Fatalf("pass: %+v, want b deleted", rep.Backups)
+	}
+	e.wantKeys(keys) // the finalizer's job
+	b, err = e.get("b")
+	if err != nil || b.DeletionTimestamp == nil {
+		t.Fatalf("after the pass: %+v, %v; want b held by its finalizer", b, err)
+	}
+	if out, _, err := c.Finalize(e.ctx, b); err != nil || !out.Deleted {
+		t.Fatalf("Finalize: %+v, %v", out, err)
+	}
+	e.wantKeys()
+	if _, err := e.get("b"); !apierrors.IsNotFound(err) {
+		t.Errorf("b: %v, want NotFound", err)
+	}
+}

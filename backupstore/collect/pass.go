@@ -187,7 +187,13 @@ func (c *Collector[T]) collect(ctx context.Context, cached T, all []T) Outcome {
 		// The data goes through the finalizer, whoever deletes the backup.
 		msg = "deleted the resource; its data is deleted before the finalizer " + c.cfg.Finalizer + " is removed"
 		if c.cfg.DryRun {
-			msg = "dry run: would delete the resource, then its data through the finalizer " + c.cfg.Finalizer
+			// Say what Finalize would find: the keys, or why it would keep
+			// the data.
+			d := c.deleteData(ctx, o, all, false)
+			if d.kept != nil {
+				return *d.kept
+			}
+			msg, keys = "dry run: would delete the resource, then through the finalizer "+c.cfg.Finalizer+" (after its grace period): "+d.msg, d.keys
 		}
 	} else {
 		d := c.deleteData(ctx, o, all, false)
