@@ -60,6 +60,20 @@
 //	err = crt.InstallCRD(ctx, mgr.GetClient(), mgr.GetAPIReader(), crd) // tests, --install-crds
 //	ctl, err := crt.NewTaskController(mgr, &v1.EtcdOpsTask{}, opstask.Config{Handlers: handlers}, opts)
 //
+// Claims collected by their unmount TTL (lifecycle's annotations) need two
+// controllers, both added by CollectClaims: one marks a claim unmounted
+// when the pods that mounted it are gone (TrackUnmounts, also on its own),
+// one runs Manager.Collect when claims or pods come or go and when the next
+// claim expires:
+//
+//	err = crt.CollectClaims(mgr, "claims", crt.ClaimCollection{
+//		UnmountTracking: crt.UnmountTracking{Lifecycle: m, Claims: crt.LifecycleClient(mgr.GetClient(), mgr.GetAPIReader()), Scope: scope},
+//		Recorder:        crt.Events(mgr.GetEventRecorder("my-operator")),
+//	})
+//
+// Backup collection (backupstore/collect) is wired by package crt/backups,
+// beside this one, so that crt links no object-store code.
+//
 // A subreconcile chain becomes a controller-runtime reconciler:
 //
 //	r := crt.Reconciler(mgr.GetClient(), runner, func() *v1.Database { return new(v1.Database) })

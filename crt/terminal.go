@@ -202,6 +202,8 @@ func every(err error, here func(error) bool) bool {
 //     person must decide);
 //   - backupstore: ErrInvalidConfig, ErrUnsafePrefix, ErrSecretKeyMissing,
 //     ErrUnsupportedScheme, ErrExpiryUnsupported, ErrTooManyRules;
+//   - collect: ErrInvalidConfig (backupstore/collect's, which is
+//     backupstore's);
 //   - opstask: ErrInvalidSpec, ErrInvalidConfig, ErrIllegalTransition;
 //   - locking: ErrInvalidConfig, ErrCorrupt, ErrTxnDone;
 //   - retention: ErrInvalidPolicy, ErrInvalidDuration, ErrInvalidSpan,

@@ -104,37 +104,3 @@ func TestDataPrefixIsSafe(t *testing.T) {
 		t.Errorf("CheckPrefix(%q) = %v, want ErrUnsafePrefix", dataPrefix(b), err)
 	}
 }
-
-func TestNestedWith(t *testing.T) {
-	backup := func(name, typ, bucket, prefix string) *api.AerospikeNamespaceBackup {
-		return &api.AerospikeNamespaceBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
-			Spec: api.AerospikeNamespaceBackupSpec{Storage: api.BackupStorageSpec{Type: typ, Bucket: bucket, Prefix: prefix}}}
-	}
-	outer := backup("a", "s3", "bk", "")
-	for _, tc := range []struct {
-		name  string
-		other *api.AerospikeNamespaceBackup
-		want  bool
-	}{
-		{"another backup's prefix inside this one's data", backup("b", "s3", "bk", "backups/ns/a"), true},
-		{"deeper inside", backup("b", "s3", "bk", "backups/ns/a/x/y"), true},
-		{"a sibling whose name extends this one's", backup("a0", "s3", "bk", ""), false},
-		{"a prefix that shares leading characters only", backup("b", "s3", "bk", "backups/ns/ab"), false},
-		{"the same keys in another bucket", backup("b", "s3", "other", "backups/ns/a"), false},
-		{"the same keys in another store type", backup("b", "gcs", "bk", "backups/ns/a"), false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			all := []*api.AerospikeNamespaceBackup{outer, tc.other}
-			if got := nestedWith(outer, all) != nil; got != tc.want {
-				t.Errorf("outer nests with %s (%s): %v, want %v", tc.other.Name, dataPrefix(tc.other), got, tc.want)
-			}
-			// Symmetric: the inner one is refused as well.
-			if got := nestedWith(tc.other, all) != nil; got != tc.want {
-				t.Errorf("%s nests with outer: %v, want %v", tc.other.Name, got, tc.want)
-			}
-		})
-	}
-	if nestedWith(outer, []*api.AerospikeNamespaceBackup{outer}) != nil {
-		t.Error("a backup nests with itself")
-	}
-}

@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/testr"
 	"gocloud.dev/blob"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,8 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -30,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
 	"github.com/groundskeeper-io/groundskeeper/examples/aerospike-gc/api"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/rbactest"
@@ -140,10 +137,10 @@ func TestCollector(t *testing.T) {
 	var would []string
 	for _, o := range rep.Backups {
 		if o.Deleted {
-			would = append(would, o.Backup)
+			would = append(would, o.Name)
 		}
 	}
-	for _, d := range rep.Claims.Deleted {
+	for _, d := range rep.Claimed.Deleted {
 		would = append(would, d.Claim)
 	}
 	slices.Sort(would)
@@ -185,7 +182,7 @@ func TestCollector(t *testing.T) {
 		}
 		waitEvent(t, k, name, corev1.EventTypeWarning, reason)
 	}
-	waitEvent(t, k, "ns1-b1", corev1.EventTypeNormal, reasonBackupCollected)
+	waitEvent(t, k, "ns1-b1", corev1.EventTypeNormal, collect.ReasonCollected)
 	waitEvent(t, k, "data-1", corev1.EventTypeNormal, lifecycle.ReasonClaimCollected)
 
 	// The leader stops (it releases the Lease); the other replica takes
@@ -230,150 +227,6 @@ func TestCollector(t *testing.T) {
 	rbactest.Check(t, rules, reqs, map[string]string{
 		"patch events.events.k8s.io": "the event recorder patches an event that repeats (a series)",
 	})
-}
-
-// racingBackups lets another writer act between the collector's decision
-// and its delete of the resource, as the API server's preconditions must
-// catch. It reads from the API server, not a cache.
-type racingBackups struct {
-	clusterBackups
-	beforeDelete func()
-}
-
-func newRacingBackups(c client.Client, beforeDelete func()) racingBackups {
-	return racingBackups{clusterBackups{client: c, live: c}, beforeDelete}
-}
-
-func (r racingBackups) Delete(ctx context.Context, namespace, name string, uid types.UID, resourceVersion string) error {
-	r.beforeDelete()
-	return r.clusterBackups.Delete(ctx, namespace, name, uid, resourceVersion)
-}
-
-// A backup that changed, or was deleted and created again, after the
-// collector decided on it is not deleted: the delete carries the UID and
-// resourceVersion of the version decided on. (Its data is gone by then:
-// the decision is re-made on the fresh copy just before the data is
-// deleted, so this window is a few requests wide.)
-func TestBackupChangedMeanwhileIsKept(t *testing.T) {
-	k := testenv.StartKubernetes(t)
-	cl := installCRD(t, k.Config)
-	store := testenv.S3(t)
-	ctx := logr.NewContext(context.Background(), testr.New(t))
-	ns := k.Namespace
-	createSecret(t, k, "minio", testenv.S3SecretAccessKey, store)
-	manager, err := lifecycle.New(lifecycle.Config{Client: lifecycle.ClientGo(k.Client.CoreV1())})
-	if err != nil {
-		t.Fatal(err)
-	}
-	clk := clocktesting.NewFakeClock(time.Now().Add(8 * retention.Day))
-	for _, tc := range []struct {
-		name   string
-		change func(t *testing.T, name string)
-	}{
-		{"labelled meanwhile", func(t *testing.T, name string) {
-			b := getBackup(t, cl, ns, name)
-			b.Labels = map[string]string{"keep": "please"}
-			if err := cl.Update(ctx, b); err != nil {
-				t.Fatal(err)
-			}
-		}},
-		{"deleted and created again meanwhile", func(t *testing.T, name string) {
-			if err := cl.Delete(ctx, getBackup(t, cl, ns, name)); err != nil {
-				t.Fatal(err)
-			}
-			createBackup(t, cl, ns, name, "7d", "minio", store.Bucket)
-		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			name := strings.ReplaceAll(tc.name, " ", "-")
-			createBackup(t, cl, ns, name, "7d", "minio", store.Bucket)
-			before := getBackup(t, cl, ns, name)
-			raced := false
-			c := &collector{
-				namespace: ns,
-				backups: newRacingBackups(cl, func() {
-					if !raced {
-						raced = true
-						tc.change(t, name)
-					}
-				}),
-				secrets: backupstore.SecretsFrom(k.Client.CoreV1()), claims: lifecycle.ClientGo(k.Client.CoreV1()), open: openBucket,
-				lifecycle: manager, claimScope: lifecycle.Scope{Namespace: ns},
-				recorder: lifecycle.EventFunc(func(runtime.Object, string, string, string) {}),
-				clock:    clk, retryAfter: time.Minute, notBefore: map[types.UID]time.Time{},
-			}
-			rep, err := c.pass(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !raced {
-				t.Fatalf("the collector did not try to delete %s: %+v", name, rep)
-			}
-			var after api.AerospikeNamespaceBackup
-			if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &after); err != nil {
-				t.Fatalf("backup %s was deleted: %v", name, err)
-			}
-			if after.ResourceVersion == before.ResourceVersion {
-				t.Fatalf("backup %s did not change", name)
-			}
-			for _, o := range rep.Backups {
-				if o.Backup == name && o.Deleted {
-					t.Errorf("reported deleted: %+v", o)
-				}
-			}
-			if err := cl.Delete(ctx, &after); err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
-}
-
-// A backup whose spec.storage.prefix puts its data under another backup's
-// data prefix: when the outer one expires, deleting its data would delete the
-// inner one's. Both are kept, with their data, and the expired one says why.
-func TestNestedDataPrefixesAreNeverDeleted(t *testing.T) {
-	k := testenv.StartKubernetes(t)
-	cl := installCRD(t, k.Config)
-	store := testenv.S3(t)
-	bucket := store.Open(t)
-	ctx := context.Background()
-	ns := k.Namespace
-	createSecret(t, k, "minio", testenv.S3SecretAccessKey, store)
-	createBackup(t, cl, ns, "outer", "7d", "minio", store.Bucket)
-	createBackupWithPrefix(t, cl, ns, "inner", "30d", "minio", store.Bucket, "backups/"+ns+"/outer")
-	keys := []string{"backups/" + ns + "/outer/part-0001.asb", "backups/" + ns + "/outer/" + ns + "/inner/part-0001.asb"}
-	for _, key := range keys {
-		if err := bucket.WriteAll(ctx, key, []byte("data of "+key), nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	manager, err := lifecycle.New(lifecycle.Config{Client: lifecycle.ClientGo(k.Client.CoreV1())})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &collector{
-		namespace: ns, backups: newRacingBackups(cl, func() {}),
-		secrets: backupstore.SecretsFrom(k.Client.CoreV1()), claims: lifecycle.ClientGo(k.Client.CoreV1()), open: openBucket,
-		lifecycle: manager, claimScope: lifecycle.Scope{Namespace: ns},
-		recorder: lifecycle.EventFunc(func(runtime.Object, string, string, string) {}),
-		clock:    clocktesting.NewFakeClock(time.Now().Add(8 * retention.Day)), retryAfter: time.Minute,
-		notBefore: map[types.UID]time.Time{},
-	}
-	for _, dry := range []bool{true, false} {
-		c.dryRun = dry
-		rep, err := c.pass(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(rep.Backups) != 1 || rep.Backups[0].Backup != "outer" || rep.Backups[0].Deleted || rep.Backups[0].Reason != api.ReasonNestedPrefix {
-			t.Errorf("dry run %v: outcomes %+v, want outer kept as %s", dry, rep.Backups, api.ReasonNestedPrefix)
-		}
-	}
-	assertKeys(t, bucket, ns, keys)
-	assertBackups(t, cl, ns, "inner", "outer")
-	if cond := condition(t, cl, ns, "outer"); cond == nil || cond.Reason != api.ReasonNestedPrefix || !strings.Contains(cond.Message, "inner") {
-		t.Errorf("condition of outer: %+v, want DataDeleted=False NestedPrefix naming inner", cond)
-	}
 }
 
 // The command itself, flags and all, with leader election, against the test
@@ -538,21 +391,30 @@ func startManager(t *testing.T, cfg *rest.Config, o controllerOptions, clk *cloc
 	return mgr, stop
 }
 
-// waitPass waits for a pass that ran at or after now, and returns its
-// report.
+// waitPass waits for a backup pass and a claim pass that ran at or after
+// now, and returns their reports in one.
 func waitPass(t *testing.T, reports <-chan report, now time.Time) report {
 	t.Helper()
 	timeout := time.After(30 * time.Second)
-	for {
+	var both report
+	var backups, claims bool
+	for !backups || !claims {
 		select {
 		case r := <-reports:
-			if !r.Now.Before(now) {
-				return r
+			if r.Now.Before(now) {
+				continue
+			}
+			both.Now = r.Now
+			if r.Claims {
+				both.Claimed, claims = r.Claimed, true
+			} else {
+				both.Backups, backups = r.Backups, true
 			}
 		case <-timeout:
-			t.Fatalf("no pass at or after %s", now.Format(time.RFC3339))
+			t.Fatalf("no backup and claim passes at or after %s (backups %v, claims %v)", now.Format(time.RFC3339), backups, claims)
 		}
 	}
+	return both
 }
 
 func eventually(t *testing.T, what string, check func() error) {

@@ -23,6 +23,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
+	"github.com/groundskeeper-io/groundskeeper/crt"
 	"github.com/groundskeeper-io/groundskeeper/examples/aerospike-gc/api"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
 	"github.com/groundskeeper-io/groundskeeper/retention"
@@ -91,18 +93,19 @@ func runScenario(out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	bc, err := collect.New(backupConfig(collect.Config[*api.AerospikeNamespaceBackup]{
+		Objects: s.backups, Secrets: backupstore.SecretsFrom(s.core.CoreV1()), Open: s.open,
+		Recorder: lifecycle.EventFunc(s.event), Clock: s.clk, RetryAfter: 24 * time.Hour,
+	}))
+	if err != nil {
+		return err
+	}
 	s.c = &collector{
-		namespace:  scenarioNamespace,
-		backups:    s.backups,
-		secrets:    backupstore.SecretsFrom(s.core.CoreV1()),
-		claims:     lifecycle.ClientGo(s.core.CoreV1()),
-		open:       s.open,
-		lifecycle:  manager,
-		claimScope: lifecycle.Scope{Namespace: scenarioNamespace},
-		recorder:   lifecycle.EventFunc(s.event),
-		clock:      s.clk,
-		retryAfter: 24 * time.Hour,
-		notBefore:  map[types.UID]time.Time{},
+		namespace: scenarioNamespace,
+		backups:   bc,
+		lifecycle: manager,
+		unmounts:  crt.UnmountTracking{Lifecycle: manager, Claims: lifecycle.ClientGo(s.core.CoreV1()), Scope: lifecycle.Scope{Namespace: scenarioNamespace}},
+		recorder:  lifecycle.EventFunc(s.event),
 	}
 
 	fmt.Fprintf(out, "Simulated timeline from %s UTC, namespace %q. Backup data is under backups/%s/<backup>/.\n\n",
@@ -182,6 +185,50 @@ func (s *sim) uid() types.UID {
 	return types.UID(fmt.Sprintf("uid-%03d", s.uids))
 }
 
+// collector is what the controllers run, called in turn: the backup pass,
+// the claim pass, and the unmount marks.
+type collector struct {
+	namespace string
+	backups   *collect.Collector[*api.AerospikeNamespaceBackup]
+	lifecycle *lifecycle.Manager
+	unmounts  crt.UnmountTracking
+	recorder  lifecycle.EventRecorder
+}
+
+// simReport is the report of one pass over backups and claims.
+type simReport struct {
+	Now          time.Time
+	Backups      []collect.Outcome
+	Claims       lifecycle.CollectResult
+	RequeueAfter time.Duration
+}
+
+// pass runs the backup pass, then the claim pass, as the two controllers
+// would, and records the ClaimCollected events as crt.CollectClaims does.
+func (c *collector) pass(ctx context.Context) (simReport, error) {
+	b, err := c.backups.Pass(ctx, c.namespace)
+	rep := simReport{Now: b.Now, Backups: b.Backups}
+	if err != nil {
+		return rep, err
+	}
+	res, err := c.lifecycle.Collect(ctx, lifecycle.CollectOptions{Scope: c.unmounts.Scope})
+	rep.Claims = res
+	for _, d := range res.Deleted {
+		c.recorder.Event(&corev1.ObjectReference{APIVersion: "v1", Kind: "PersistentVolumeClaim",
+			Namespace: c.namespace, Name: d.Claim, UID: d.UID}, corev1.EventTypeNormal, lifecycle.ReasonClaimCollected, d.Reason)
+	}
+	if err != nil {
+		return rep, fmt.Errorf("collect claims: %w", err)
+	}
+	rep.RequeueAfter = b.RequeueAfter
+	if !res.Next.IsZero() {
+		if d := max(res.Next.Sub(b.Now), time.Nanosecond); rep.RequeueAfter == 0 || d < rep.RequeueAfter {
+			rep.RequeueAfter = d
+		}
+	}
+	return rep, nil
+}
+
 // pass runs one collection and prints what it decided.
 func (s *sim) pass() {
 	rep, err := s.c.pass(s.ctx)
@@ -190,11 +237,11 @@ func (s *sim) pass() {
 	}
 	for _, o := range rep.Backups {
 		if o.Deleted {
-			s.say("gc", fmt.Sprintf("backup %s expired: %s", o.Backup, o.Message))
+			s.say("gc", fmt.Sprintf("backup %s expired: %s", o.Name, o.Message))
 		} else {
-			s.say("gc", fmt.Sprintf("backup %s expired, KEPT: %s", o.Backup, o.Message))
+			s.say("gc", fmt.Sprintf("backup %s expired, KEPT: %s", o.Name, o.Message))
 		}
-		s.flushNotes(o.Backup)
+		s.flushNotes(o.Name)
 	}
 	for _, d := range rep.Claims.Deleted {
 		s.say("gc", "deleted "+d.Reason)
@@ -214,8 +261,29 @@ func (s *sim) pass() {
 
 // event notes the events the collector records.
 func (s *sim) event(obj runtime.Object, eventtype, reason, _ string) {
-	ref := obj.(*corev1.ObjectReference)
-	s.note(ref.Name, fmt.Sprintf("event   %s %s on %s %s", eventtype, reason, ref.Kind, ref.Name))
+	name, kind := "", api.Kind
+	switch o := obj.(type) {
+	case *corev1.ObjectReference:
+		name, kind = o.Name, o.Kind
+	case *api.AerospikeNamespaceBackup:
+		name = o.Name
+	}
+	s.note(name, fmt.Sprintf("event   %s %s on %s %s", eventtype, reason, kind, name))
+}
+
+// decide reports whether b has expired at now and, if not, when it will
+// (zero: never): backupPolicy judged alone, as the collector judges it.
+func decide(b *api.AerospikeNamespaceBackup, now time.Time) (expired bool, at time.Time, err error) {
+	p, err := backupPolicy(b)
+	if err != nil {
+		return false, time.Time{}, err
+	}
+	var res retention.Result
+	alone := retention.Options{AllowDeleteNewest: true}
+	if err := alone.Evaluate(p, now, []retention.Item{{ID: b.Name, Time: b.CreationTimestamp.Time}}, &res); err != nil {
+		return false, time.Time{}, err
+	}
+	return !res.Decisions[0].Keep, res.Decisions[0].DeletableAt, nil
 }
 
 func (s *sim) note(name, what string) { s.notes[name] = append(s.notes[name], what) }
@@ -328,7 +396,7 @@ func (s *sim) deletePod(name string) {
 		if v.PersistentVolumeClaim == nil {
 			continue
 		}
-		marked, err := s.c.markUnmounted(s.ctx, v.PersistentVolumeClaim.ClaimName)
+		marked, err := s.c.unmounts.Mark(s.ctx, scenarioNamespace, v.PersistentVolumeClaim.ClaimName)
 		if err != nil {
 			panic(err)
 		}
@@ -474,4 +542,9 @@ func (b *simBackups) Delete(_ context.Context, _, name string, uid types.UID, rv
 	}
 	delete(b.items, name)
 	return nil
+}
+
+// Update is never called: the collector has no finalizer.
+func (b *simBackups) Update(context.Context, *api.AerospikeNamespaceBackup) error {
+	return errors.New("simBackups: Update: the scenario's collector has no finalizer")
 }

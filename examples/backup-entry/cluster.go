@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"slices"
 	"time"
 
-	"gocloud.dev/blob"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -23,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/groundskeeper-io/groundskeeper/backupstore"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
 	// The stores a bucket URL may name: each provider links its cloud's SDK.
 	_ "github.com/groundskeeper-io/groundskeeper/backupstore/azurestore" // azblob://
 	_ "github.com/groundskeeper-io/groundskeeper/backupstore/gcsstore"   // gs://
@@ -64,14 +62,12 @@ func setupControllers(mgr ctrl.Manager, o controllerOptions) error {
 	if o.wrap != nil {
 		cl = o.wrap(cl)
 	}
-	c := &controller{
-		cluster: cl,
-		open:    secretStoreOpener(crt.Secrets(mgr.GetAPIReader())),
-		events:  crt.Events(mgr.GetEventRecorder("backup-entry")),
-		clock:   clock.RealClock{},
-		grace:   o.grace,
-		dryRun:  o.dryRun,
+	secrets, events := crt.Secrets(mgr.GetAPIReader()), crt.Events(mgr.GetEventRecorder("backup-entry"))
+	entries, err := collect.New(entryConfig(cl, secrets, events, clock.RealClock{}, o.grace, o.dryRun))
+	if err != nil {
+		return err
 	}
+	c := &controller{cluster: cl, events: events, clock: clock.RealClock{}, entries: entries}
 	notStatusOnly := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool { return !statusOnlyChange(e.ObjectOld, e.ObjectNew) }}
 	waitingFor := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
 		entries, err := cl.Entries(ctx)
@@ -81,7 +77,7 @@ func setupControllers(mgr ctrl.Manager, o controllerOptions) error {
 		}
 		return requests(refusedEntries(obj.(*api.BackupBucket), entries)...)
 	})
-	err := ctrl.NewControllerManagedBy(mgr).Named("backupentry").
+	err = ctrl.NewControllerManagedBy(mgr).Named("backupentry").
 		For(&api.BackupEntry{}, builder.WithPredicates(notStatusOnly)).
 		Watches(&api.BackupBucket{}, waitingFor).
 		Complete(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -124,32 +120,6 @@ func statusOnlyChange(old, cur client.Object) bool {
 		equality.Semantic.DeepEqual(old.GetDeletionTimestamp(), cur.GetDeletionTimestamp()) &&
 		slices.Equal(old.GetFinalizers(), cur.GetFinalizers()) &&
 		maps.Equal(old.GetAnnotations(), cur.GetAnnotations())
-}
-
-// secretStoreOpener opens a BackupBucket's store with the credentials in its
-// spec.secretRef, read afresh each time so that a rotated Secret is used.
-func secretStoreOpener(secrets backupstore.SecretGetter) storeOpener {
-	return func(ctx context.Context, b *api.BackupBucket) (*blob.Bucket, func(), error) {
-		scheme, err := backupstore.Scheme(b.Spec.URL)
-		if err != nil {
-			return nil, nil, fmt.Errorf("BackupBucket %q spec.url: %w", b.Name, err)
-		}
-		var creds *backupstore.Credentials
-		if scheme != "file" && scheme != "mem" {
-			ref := b.Spec.SecretRef
-			if ref == nil {
-				return nil, nil, fmt.Errorf("BackupBucket %q: spec.secretRef is required for %s:// URLs", b.Name, scheme)
-			}
-			if creds, err = backupstore.LoadCredentials(ctx, secrets, ref.Namespace, ref.Name, scheme); err != nil {
-				return nil, nil, err
-			}
-		}
-		store, err := backupstore.OpenBucket(ctx, b.Spec.URL, creds)
-		if err != nil {
-			return nil, nil, fmt.Errorf("BackupBucket %q: %w", b.Name, err)
-		}
-		return store, func() { store.Close() }, nil
-	}
 }
 
 // apiCluster reads from the manager's cache, except GetEntry, which reads

@@ -10,17 +10,17 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"gocloud.dev/blob"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
 	"github.com/groundskeeper-io/groundskeeper/examples/backup-entry/api"
-	"github.com/groundskeeper-io/groundskeeper/retention"
 )
 
 // cluster is what the controller needs of the API server: reads from the
@@ -40,10 +40,6 @@ type cluster interface {
 	UpdateBucketStatus(ctx context.Context, b *api.BackupBucket) (*api.BackupBucket, error)
 }
 
-// storeOpener opens the object store bucket of a BackupBucket; the caller
-// closes it with the returned function.
-type storeOpener func(ctx context.Context, b *api.BackupBucket) (*blob.Bucket, func(), error)
-
 // markerKey is written under an entry's prefix when the entry is admitted:
 // it makes the prefix exist before the cluster's first backup, so that
 // backupstore.Quota counts the entry (the seed's "creation of directory
@@ -61,15 +57,10 @@ type eventRecorder interface {
 // the last place, and one worker serializes the admissions.
 type controller struct {
 	cluster cluster
-	open    storeOpener
 	events  eventRecorder
 	clock   clock.WithTicker
-	// grace is the deletion grace period: a deleted entry's prefix is
-	// deleted grace after its deletion timestamp.
-	grace time.Duration
-	// dryRun reports what a deletion would remove, removes nothing and keeps
-	// the finalizer.
-	dryRun bool
+	// entries deletes a deleted entry's prefix (entryConfig).
+	entries *collect.Collector[*api.BackupEntry]
 }
 
 func entryKey(name string) string  { return "entry/" + name }
@@ -98,7 +89,8 @@ func (c *controller) reconcileEntry(ctx context.Context, name string) (time.Dura
 	}
 	e = e.DeepCopy()
 	if e.DeletionTimestamp != nil {
-		return c.finalizeEntry(ctx, e)
+		_, after, err := c.entries.Finalize(ctx, e)
+		return after, err
 	}
 	if !slices.Contains(e.Finalizers, api.Finalizer) {
 		e.Finalizers = append(e.Finalizers, api.Finalizer)
@@ -138,7 +130,7 @@ func (c *controller) admit(ctx context.Context, e *api.BackupEntry) error {
 	if err != nil { // a Kubernetes name never contains "/", but check anyway
 		return refuse("InvalidName", err.Error(), nil)
 	}
-	store, closeStore, err := c.open(ctx, b)
+	store, _, closeStore, err := c.entries.OpenBucket(ctx, e)
 	if err != nil {
 		return refuse("StoreError", err.Error(), err)
 	}
@@ -167,215 +159,69 @@ func (c *controller) admit(ctx context.Context, e *api.BackupEntry) error {
 	return nil
 }
 
-// finalizeEntry deletes a deleted entry's prefix once the grace period has
-// passed (at once when forced), then removes the finalizer. Until the prefix
-// is deleted the finalizer stays, whatever fails.
-func (c *controller) finalizeEntry(ctx context.Context, e *api.BackupEntry) (time.Duration, error) {
-	if !slices.Contains(e.Finalizers, api.Finalizer) {
-		return 0, nil
+// entryConfig is how the collector deletes a deleted entry's prefix
+// (collect.Collector.Finalize): the prefix is in the BackupBucket the entry
+// names, with that bucket's credentials; it goes grace after the deletion
+// timestamp (Gardener's deletionGracePeriod), at once with the force
+// annotation or for an entry never admitted, with the store's lifecycle
+// rule as a backstop meanwhile; the finalizer stays until it is gone.
+func entryConfig(cl cluster, secrets backupstore.SecretGetter, events eventRecorder, clk clock.WithTicker, grace time.Duration, dryRun bool) collect.Config[*api.BackupEntry] {
+	return collect.Config[*api.BackupEntry]{
+		Objects: entryObjects{cl}, Secrets: secrets, Recorder: events, Clock: clk, DryRun: dryRun, ReportDryRun: true,
+		Finalizer: api.Finalizer, GracePeriod: grace, Backstop: true,
+		Location: func(ctx context.Context, e *api.BackupEntry) (collect.Location, error) {
+			b, err := cl.Bucket(ctx, e.Spec.BucketName)
+			if apierrors.IsNotFound(err) && e.Status.Prefix == "" {
+				return collect.Location{}, nil // never admitted: no data
+			}
+			if err != nil {
+				return collect.Location{}, fmt.Errorf("spec.bucketName %q: %w", e.Spec.BucketName, err)
+			}
+			// Also for an entry without status.prefix: its marker may have
+			// been written by an admission whose status update was lost.
+			prefix, err := backupstore.EntryPrefix("", e.Name)
+			loc := collect.Location{URL: b.Spec.URL, Prefix: prefix}
+			if ref := b.Spec.SecretRef; ref != nil {
+				loc.Secret, loc.SecretNamespace = ref.Name, ref.Namespace
+				loc.SecretField = fmt.Sprintf("spec.secretRef of BackupBucket %q", b.Name)
+			} else if scheme, _ := backupstore.Scheme(b.Spec.URL); scheme != "file" && scheme != "mem" {
+				return collect.Location{}, fmt.Errorf("BackupBucket %q: spec.secretRef is required for %s:// URLs", b.Name, scheme)
+			}
+			return loc, err
+		},
+		Force: func(e *api.BackupEntry) bool {
+			return e.Annotations[api.ForceDeletionAnnotation] == "true" || e.Status.Prefix == ""
+		},
+		OnGrace:       func(e *api.BackupEntry, at time.Time) { e.Status.DeleteAfter = &metav1.Time{Time: at} },
+		ConditionType: api.ConditionPrefixDeleted,
+		Conditions:    func(e *api.BackupEntry) *[]metav1.Condition { return &e.Status.Conditions },
+		Reasons:       collect.Reasons{DeletionFailed: "StoreError", Collected: "PrefixDeleted"},
 	}
-	log := logr.FromContextOrDiscard(ctx)
-	now := c.clock.Now()
-	keep, at, err := c.keepPrefix(e, now)
-	if err != nil {
-		return 0, err
-	}
-	if !keep {
-		// The cache says delete now. Decide again on the API server's copy
-		// (kubernetes' ttlafterfinished does the same), so that a cache that
-		// lags behind a change (the force annotation removed) never deletes
-		// data; the finalizer update below carries its resourceVersion.
-		live, err := c.cluster.GetEntry(ctx, e.Name)
-		if apierrors.IsNotFound(err) {
-			return 0, nil
-		}
-		if err != nil {
-			return 0, err
-		}
-		if live.UID != e.UID || !slices.Contains(live.Finalizers, api.Finalizer) {
-			return 0, nil // another entry of the same name, or done already
-		}
-		e = live
-		if keep, at, err = c.keepPrefix(e, now); err != nil {
-			return 0, err
-		}
-	}
-	if keep {
-		deleteAfter := metav1.NewTime(at)
-		msg := fmt.Sprintf("prefix %q is deleted at %s (deletion grace period %s)", e.Status.Prefix, at.UTC().Format(time.RFC3339), retention.Format(c.grace))
-		msg += c.installBackstop(ctx, e, at)
-		e.Status.DeleteAfter = &deleteAfter
-		changed, err := c.setEntryCondition(ctx, e, api.ConditionPrefixDeleted, metav1.ConditionFalse, "GracePeriod", msg)
-		if err != nil {
-			return 0, err
-		}
-		if changed {
-			c.events.Event(e, corev1.EventTypeNormal, "GracePeriod", msg)
-			log.Info("waiting for the deletion grace period", "deleteAfter", at.UTC())
-		}
-		return at.Sub(now), nil
-	}
-
-	fail := func(reason, msg string, err error) (time.Duration, error) {
-		changed, werr := c.setEntryCondition(ctx, e, api.ConditionPrefixDeleted, metav1.ConditionFalse, reason, msg)
-		if changed {
-			c.events.Event(e, corev1.EventTypeWarning, reason, msg+"; the finalizer stays")
-			log.Info("prefix not deleted; the finalizer stays", "reason", reason, "message", msg)
-		}
-		return 0, errors.Join(err, werr)
-	}
-	b, err := c.cluster.Bucket(ctx, e.Spec.BucketName)
-	switch {
-	case apierrors.IsNotFound(err) && e.Status.Prefix == "":
-		return 0, c.removeEntryFinalizer(ctx, e, "never admitted; nothing to delete")
-	case apierrors.IsNotFound(err):
-		// Cannot happen while the bucket's finalizer waits for its entries.
-		return fail("BucketNotFound", fmt.Sprintf("spec.bucketName %q: no such BackupBucket, prefix %q cannot be deleted", e.Spec.BucketName, e.Status.Prefix), nil)
-	case err != nil:
-		return 0, err
-	}
-	// Also for an entry without status.prefix: its marker may have been
-	// written by an admission whose status update was lost.
-	prefix, err := backupstore.EntryPrefix("", e.Name)
-	if err != nil {
-		return fail("InvalidName", err.Error(), nil)
-	}
-	store, closeStore, err := c.open(ctx, b)
-	if err != nil {
-		return fail("StoreError", err.Error(), err)
-	}
-	defer closeStore()
-	dr, err := backupstore.DeletePrefix(ctx, store, prefix, &backupstore.DeleteOptions{DryRun: c.dryRun, Clock: c.clock})
-	if re := retainedOnly(err); re != nil {
-		// Object Lock keeps part of the data: no amount of retrying helps
-		// before the retention ends. Say so, and come back then.
-		msg := fmt.Sprintf("BackupBucket %q: %v", b.Name, re)
-		changed, werr := c.setEntryCondition(ctx, e, api.ConditionPrefixDeleted, metav1.ConditionFalse, "Retained", msg)
-		if changed {
-			c.events.Event(e, corev1.EventTypeWarning, "Retained", msg+"; the finalizer stays")
-			log.Info("prefix retained by object lock; the finalizer stays", "retryAt", re.RetryAt, "versions", len(re.Objects))
-		}
-		if werr != nil {
-			return 0, werr
-		}
-		if re.RetryAt.IsZero() {
-			return legalHoldRecheck, nil // only lifting the hold helps
-		}
-		return max(re.RetryAt.Sub(c.clock.Now()), time.Second), nil
-	}
-	if err != nil {
-		return fail("StoreError", fmt.Sprintf("delete prefix %q from BackupBucket %q: %v", prefix, b.Name, err), err)
-	}
-	if c.dryRun {
-		msg := fmt.Sprintf("dry run: would delete %d objects (%d bytes) under %q from BackupBucket %q", len(dr.Keys), dr.Bytes, prefix, b.Name)
-		changed, err := c.setEntryCondition(ctx, e, api.ConditionPrefixDeleted, metav1.ConditionFalse, "DryRun", msg)
-		if changed {
-			c.events.Event(e, corev1.EventTypeNormal, "DryRun", msg)
-			log.Info("dry run: would delete", "prefix", prefix, "keys", dr.Keys, "bytes", dr.Bytes)
-		}
-		return 0, err
-	}
-	// The backstop rule goes before the finalizer: left behind, it would
-	// expire the data of a new entry of the same name.
-	if _, err := backupstore.RemoveExpiry(ctx, store, prefix, nil); err != nil && !errors.Is(err, backupstore.ErrExpiryUnsupported) {
-		return fail("StoreError", fmt.Sprintf("remove the lifecycle rule of prefix %q from BackupBucket %q: %v", prefix, b.Name, err), err)
-	}
-	msg := fmt.Sprintf("deleted %d objects (%d bytes) under %q from BackupBucket %q", dr.Deleted, dr.DeletedBytes, prefix, b.Name)
-	c.events.Event(e, corev1.EventTypeNormal, "PrefixDeleted", msg)
-	if err := c.removeEntryFinalizer(ctx, e, msg); err != nil {
-		return 0, err // the deletion is repeated (finding nothing) next time
-	}
-	return 0, nil
 }
 
-// installBackstop asks the store to expire a deleted entry's prefix itself
-// from at (S3 lifecycle rules: the first midnight UTC after it), so that the
-// data does not outlive its grace period by more than a day or two even if
-// this controller is gone by then. It returns a note for the condition, or
-// "" where the store has no lifecycle API here or the rule could not be
-// written (logged; the controller still deletes the prefix at at).
-func (c *controller) installBackstop(ctx context.Context, e *api.BackupEntry, at time.Time) string {
-	log := logr.FromContextOrDiscard(ctx)
-	b, err := c.cluster.Bucket(ctx, e.Spec.BucketName)
-	if err != nil {
-		return ""
-	}
-	prefix, err := backupstore.EntryPrefix("", e.Name)
-	if err != nil {
-		return ""
-	}
-	store, closeStore, err := c.open(ctx, b)
-	if err != nil {
-		log.Info("backstop lifecycle rule not installed", "error", err.Error())
-		return ""
-	}
-	defer closeStore()
-	res, err := backupstore.ExpirePrefix(ctx, store, prefix, at, &backupstore.ExpiryOptions{DryRun: c.dryRun, Clock: c.clock})
-	switch {
-	case errors.Is(err, backupstore.ErrExpiryUnsupported):
-		return ""
-	case err != nil:
-		log.Info("backstop lifecycle rule not installed", "error", err.Error())
-		return ""
-	case len(res.Rules) == 0:
-		return ""
-	}
-	verb := "expires"
-	if c.dryRun {
-		verb = "would expire (dry run: not installed)"
-	}
-	return fmt.Sprintf("; backstop: the store's lifecycle rule %q %s it from %s even without this controller", res.Rules[0].ID, verb, res.Rules[0].Date.Format(time.RFC3339))
+// entryObjects are the entries as the collector reads and writes them.
+type entryObjects struct{ cluster }
+
+func (o entryObjects) List(ctx context.Context, _ string) ([]*api.BackupEntry, error) {
+	return o.Entries(ctx)
 }
 
-// legalHoldRecheck is how often a prefix kept only by legal holds, which
-// have no end, is tried again.
-const legalHoldRecheck = time.Hour
-
-// retainedOnly returns the *RetainedError of a deletion that failed only
-// because the store keeps some versions under Object Lock; nil otherwise
-// (any other failure is a StoreError, retried with backoff).
-func retainedOnly(err error) *backupstore.RetainedError {
-	var de *backupstore.DeleteError
-	if !errors.As(err, &de) || de.Err != nil {
-		return nil
-	}
-	re := de.Retained()
-	if re == nil || len(re.Objects) != len(de.Failed) {
-		return nil
-	}
-	return re
+func (o entryObjects) Get(ctx context.Context, _, name string) (*api.BackupEntry, error) {
+	return o.GetEntry(ctx, name)
 }
 
-// keepPrefix decides, from the entry and the time alone, whether a deleted
-// entry's prefix must be kept now, and until when. Gardener's
-// deletionGracePeriod is a TTL from the deletion timestamp; the force
-// annotation is retention's Force. An entry that never got a prefix has no
-// backups to keep.
-func (c *controller) keepPrefix(e *api.BackupEntry, now time.Time) (bool, time.Time, error) {
-	forced := e.Annotations[api.ForceDeletionAnnotation] == "true"
-	var res retention.Result
-	// One entry judged alone: the guard, which keeps the newest item of a
-	// group, would keep it forever.
-	alone := retention.Options{AllowDeleteNewest: true}
-	if err := alone.Evaluate(retention.TTL{After: c.grace}, now, []retention.Item{{
-		ID: e.Name, Time: e.DeletionTimestamp.Time, Force: forced || e.Status.Prefix == "",
-	}}, &res); err != nil {
-		return false, time.Time{}, err
-	}
-	d := res.Decisions[0]
-	return d.Keep, d.DeletableAt, nil
+func (o entryObjects) UpdateStatus(ctx context.Context, e *api.BackupEntry) error {
+	_, err := o.UpdateEntryStatus(ctx, e)
+	return err
 }
 
-// removeEntryFinalizer updates e, read with the resourceVersion the decision
-// was made on: if the entry changed since (the force annotation removed, say)
-// the update fails with a conflict and the entry is decided again.
-func (c *controller) removeEntryFinalizer(ctx context.Context, e *api.BackupEntry, why string) error {
-	e.Finalizers = slices.DeleteFunc(e.Finalizers, func(f string) bool { return f == api.Finalizer })
-	if _, err := c.cluster.UpdateEntry(ctx, e); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("remove finalizer: %w", err)
-	}
-	logr.FromContextOrDiscard(ctx).Info("finalizer removed", "why", why)
-	return nil
+func (o entryObjects) Update(ctx context.Context, e *api.BackupEntry) error {
+	_, err := o.UpdateEntry(ctx, e)
+	return err
+}
+
+func (o entryObjects) Delete(context.Context, string, string, types.UID, string) error {
+	return errors.New("entries are deleted by Gardener, not by the collector")
 }
 
 // setEntryCondition sets a condition and writes the status if it changed.

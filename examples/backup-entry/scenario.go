@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/groundskeeper-io/groundskeeper/backupstore"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
 	"github.com/groundskeeper-io/groundskeeper/examples/backup-entry/api"
 	"github.com/groundskeeper-io/groundskeeper/retention"
 )
@@ -59,12 +61,20 @@ func runScenario(out io.Writer) error {
 		queue:   map[string]time.Time{},
 	}
 	defer s.store.Close()
+	// The bucket is mem://: no Secret is read.
+	cfg := entryConfig(s, backupstore.SecretsFrom(nil), simEvents{s}, s.clk, scenarioGrace, false)
+	cfg.Open = func(context.Context, string, *backupstore.Credentials) (*blob.Bucket, func() error, error) {
+		return s.store, func() error { return nil }, nil
+	}
+	entries, err := collect.New(cfg)
+	if err != nil {
+		return err
+	}
 	s.ctrl = &controller{
 		cluster: s,
-		open:    func(context.Context, *api.BackupBucket) (*blob.Bucket, func(), error) { return s.store, func() {}, nil },
 		events:  simEvents{s},
 		clock:   s.clk,
-		grace:   scenarioGrace,
+		entries: entries,
 	}
 
 	fmt.Fprintf(out, "Simulated timeline from %s UTC. Deletion grace period %s.\n\n", scenarioStart.Format(time.DateTime), retention.Format(scenarioGrace))

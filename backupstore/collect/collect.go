@@ -1,0 +1,363 @@
+package collect
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"gocloud.dev/blob"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	"github.com/groundskeeper-io/groundskeeper/backupstore"
+	"github.com/groundskeeper-io/groundskeeper/internal/event"
+	"github.com/groundskeeper-io/groundskeeper/internal/storeerr"
+	"github.com/groundskeeper-io/groundskeeper/retention"
+)
+
+// ErrInvalidConfig is returned by New, wrapped with the field and its value,
+// when the Config cannot be used. It is backupstore.ErrInvalidConfig: one
+// sentinel for a misconfigured backup store or collector. Test for it with
+// errors.Is.
+var ErrInvalidConfig = storeerr.ErrInvalidConfig
+
+// Object is a backup resource: a pointer to a typed Kubernetes object (a
+// custom resource's Go type) or an *unstructured.Unstructured.
+type Object interface {
+	metav1.Object
+	runtime.Object
+}
+
+// Objects is what a Collector reads and writes of the backup resources.
+// crt.Backups implements it over a controller-runtime manager; a client-go
+// user implements it over a typed or dynamic client. Errors are the API
+// server's, with their type (apierrors.IsNotFound and IsConflict work on
+// them).
+type Objects[T Object] interface {
+	// List returns the backups of a namespace. It may read a cache: every
+	// deletion is decided again on Get's fresh copy.
+	List(ctx context.Context, namespace string) ([]T, error)
+	// Get reads one backup from the API server, not from a cache.
+	Get(ctx context.Context, namespace, name string) (T, error)
+	// UpdateStatus writes obj's status; obj carries the resourceVersion it
+	// was read with, so a stale write fails with Conflict.
+	UpdateStatus(ctx context.Context, obj T) error
+	// Update writes obj (its finalizers); obj carries the resourceVersion
+	// it was read with. Only a Collector with a Finalizer calls it.
+	Update(ctx context.Context, obj T) error
+	// Delete deletes the backup only if it still has this UID and
+	// resourceVersion (metav1.Preconditions); otherwise the API server
+	// answers Conflict. NotFound is returned as it is.
+	Delete(ctx context.Context, namespace, name string, uid types.UID, resourceVersion string) error
+}
+
+// Location is where the data of one backup lives.
+type Location struct {
+	// URL is the bucket's URL as backupstore.OpenBucket takes it:
+	// "s3://bucket", "gs://bucket", "azblob://container".
+	URL string
+	// Prefix is the backup's own data: every key under it, and no other,
+	// is deleted with the backup. It must end in "/" (backupstore.CheckPrefix),
+	// so that backup "b1" never takes "b10"'s data.
+	Prefix string
+	// Secret names the Secret with the store's credentials
+	// (backupstore.LoadCredentials); empty: the provider's ambient
+	// credentials (workload identity, instance metadata).
+	Secret string
+	// SecretNamespace is the Secret's namespace; default the backup's (a
+	// cluster-scoped backup names it).
+	SecretNamespace string
+	// SecretField is how the backup names the Secret, for messages
+	// ("spec.storage.secret"); default "credentials Secret".
+	SecretField string
+}
+
+// The zero Location says that the backup has no data (it was never
+// written): the resource goes, or its finalizer is removed, without a store
+// being opened.
+
+// Where is the location for people: the URL and the prefix.
+func (l Location) Where() string { return strings.TrimSuffix(l.URL, "/") + "/" + l.Prefix }
+
+// Config says how to read a backup resource and what to keep. Exactly one of
+// Policy and ObjectPolicy is set, or neither with a Finalizer: the
+// Collector then only finalizes deleted backups, and Pass keeps every one.
+type Config[T Object] struct {
+	// Objects reads and writes the backup resources. Required.
+	Objects Objects[T]
+	// Secrets reads the credentials Secrets, from the API server
+	// (backupstore.SecretsFrom, crt.Secrets). Required.
+	Secrets backupstore.SecretGetter
+	// Location says where a backup's data lives; it may read other
+	// objects (a bucket resource the backup names), from a cache. An error
+	// keeps the backup (ReasonInvalidLocation): nothing is deleted on the
+	// strength of a field that cannot be read. Required.
+	Location func(ctx context.Context, backup T) (Location, error)
+
+	// Policy is the retention policy of a group of backups (Group), judged
+	// together: the newest successful backup of each group is never
+	// deleted (retention's guard). It is called once per group and pass.
+	Policy func(group string) (retention.Policy, error)
+	// ObjectPolicy is the policy of one backup judged alone, for a
+	// time-to-live field on each backup (aerospike's spec.ttl): the guard,
+	// which would keep every backup judged alone, is off. An error keeps
+	// the backup (ReasonInvalidPolicy).
+	ObjectPolicy func(T) (retention.Policy, error)
+
+	// Time is what the policy measures from; default the creation
+	// timestamp.
+	Time func(T) time.Time
+	// Group names the set a backup is judged in (the database it is of);
+	// default "", one group per namespace. Only with Policy.
+	Group func(T) string
+	// Outcome says whether a backup succeeded or failed. Required with
+	// Policy (see the package doc, "Unknown outcomes"): a backup for which
+	// it returns retention.OutcomeUnspecified (still running, or not yet
+	// reported) is left out of its group's evaluation and kept.
+	Outcome func(T) retention.Outcome
+	// Tags are the labels a Calendar policy's Tags match; optional.
+	Tags func(T) []string
+	// Describe says, for messages and events, why a backup expired
+	// ("spec.ttl 7d from 2026-03-01T00:00:00Z ran out"); optional.
+	Describe func(T) string
+
+	// Conditions returns the backup's status conditions, where the
+	// Collector sets ConditionType False with the reason a backup is kept;
+	// nil: no condition is written.
+	Conditions func(T) *[]metav1.Condition
+	// ConditionType is the type of that condition; default "DataDeleted".
+	ConditionType string
+	// Reasons renames the condition and event reasons, for an API that
+	// documents its own; empty fields keep the defaults (the Reason
+	// constants).
+	Reasons Reasons
+	// Recorder records events on the backups; nil records none.
+	Recorder event.Recorder
+	// Clock is what the Collector takes for now; default the real clock.
+	Clock clock.PassiveClock
+	// Open opens a bucket and returns the function that releases it;
+	// default backupstore.OpenBucket and Bucket.Close.
+	Open func(ctx context.Context, url string, creds *backupstore.Credentials) (*blob.Bucket, func() error, error)
+	// RetryAfter is how long a backup whose data could not be deleted
+	// waits before the next attempt; default 5 minutes. A backup kept by
+	// Object Lock waits until its retention ends instead.
+	RetryAfter time.Duration
+	// DryRun: decide, list what would be deleted, write nothing (but
+	// Prepare's finalizer, and what ReportDryRun asks for).
+	DryRun bool
+	// ReportDryRun, in a dry run, records what would be deleted on the
+	// backup: the condition with reason Reasons.DryRun and a Normal event
+	// (and, with a Finalizer, the grace period's condition). Only the
+	// status is written.
+	ReportDryRun bool
+
+	// Finalizer, if set, is the finalizer the Collector owns: Prepare adds
+	// it to every backup, and a backup that is deleted (by the pass or by
+	// anyone) has its data deleted by Finalize before the finalizer is
+	// removed. Without it, the pass deletes the data and then the
+	// resource, and a backup deleted by someone else keeps its data.
+	Finalizer string
+	// GracePeriod is, with a Finalizer, how long after its deletion
+	// timestamp a deleted backup's data is kept (Gardener's
+	// deletionGracePeriod); 0 deletes at once.
+	GracePeriod time.Duration
+	// Force reports, with a Finalizer, that a deleted backup's data goes
+	// at once, without the grace period (an annotation); optional.
+	Force func(T) bool
+	// OnGrace, with a Finalizer, is called on a copy of a deleted backup
+	// in its grace period, with the instant its data goes, before the
+	// condition is written: to record that instant in the status.
+	OnGrace func(backup T, deleteAt time.Time)
+	// Backstop, with a Finalizer, asks the store to expire a deleted
+	// backup's data itself from the end of its grace period
+	// (backupstore.ExpirePrefix: an S3 lifecycle rule), so that the data
+	// does not outlive its grace period by more than a day or two even if
+	// no collector runs by then; the rule is removed before the finalizer.
+	// Stores without a lifecycle API are left to the collector.
+	Backstop bool
+}
+
+// Reasons are the condition and event reasons the Collector writes; see
+// the Reason constants for their meaning and defaults.
+type Reasons struct {
+	Collected, SecretNotFound, InvalidCredentials, DeletionFailed, NestedPrefix,
+	Retained, InvalidPolicy, InvalidLocation, GracePeriod, DryRun string
+}
+
+func (r Reasons) withDefaults() Reasons {
+	or := func(s *string, d string) {
+		if *s == "" {
+			*s = d
+		}
+	}
+	or(&r.Collected, ReasonCollected)
+	or(&r.SecretNotFound, ReasonSecretNotFound)
+	or(&r.InvalidCredentials, ReasonInvalidCredentials)
+	or(&r.DeletionFailed, ReasonDeletionFailed)
+	or(&r.NestedPrefix, ReasonNestedPrefix)
+	or(&r.Retained, ReasonRetained)
+	or(&r.InvalidPolicy, ReasonInvalidPolicy)
+	or(&r.InvalidLocation, ReasonInvalidLocation)
+	or(&r.GracePeriod, ReasonGracePeriod)
+	or(&r.DryRun, ReasonDryRun)
+	return r
+}
+
+// The condition type and reasons the Collector writes.
+const (
+	// ConditionDataDeleted is the default ConditionType.
+	ConditionDataDeleted = "DataDeleted"
+
+	// ReasonCollected (Normal event): the data was deleted, then the
+	// resource (or its finalizer removed).
+	ReasonCollected = "BackupCollected"
+	// ReasonSecretNotFound: the credentials Secret does not exist; nothing
+	// was deleted.
+	ReasonSecretNotFound = "SecretNotFound"
+	// ReasonInvalidCredentials: the Secret lacks a key the store needs.
+	ReasonInvalidCredentials = "InvalidCredentials"
+	// ReasonDeletionFailed: the store could not be opened or reached, or
+	// refused or failed the deletion; some data may be left.
+	ReasonDeletionFailed = "DeletionFailed"
+	// ReasonNestedPrefix: another backup's data prefix in the same bucket
+	// lies inside this one's, or this one's inside it: deleting this data
+	// would delete some of the other's. Kept until a person moves one.
+	ReasonNestedPrefix = "NestedPrefix"
+	// ReasonRetained: the store keeps some of the data under S3 Object
+	// Lock; the rest was deleted, and the backup is collected when the
+	// retention ends.
+	ReasonRetained = "Retained"
+	// ReasonInvalidPolicy (event only): the backup's policy, time or
+	// outcome cannot be read; it is kept.
+	ReasonInvalidPolicy = "InvalidPolicy"
+	// ReasonInvalidLocation: the backup's location cannot be read.
+	ReasonInvalidLocation = "InvalidLocation"
+	// ReasonGracePeriod (Normal, with a Finalizer): the deleted backup's
+	// data is kept until its grace period ends.
+	ReasonGracePeriod = "GracePeriod"
+	// ReasonDryRun (Normal, with ReportDryRun): what a dry run would
+	// delete.
+	ReasonDryRun = "DryRun"
+)
+
+// Outcome is what a pass or Finalize did (in a dry run: would do) with one
+// backup it found deletable.
+type Outcome struct {
+	// Name is the backup's name.
+	Name string
+	// Deleted: the data is gone, then the resource (or its finalizer); in
+	// a dry run, would be.
+	Deleted bool
+	// Reason is the condition reason when the backup was kept (Deleted
+	// false); empty when it was left for the next pass to decide.
+	Reason string
+	// Message says what happened, for people.
+	Message string
+	// Keys are, in a dry run, exactly the keys that would be deleted.
+	Keys []string
+	// RetryAt is when the next attempt is due, for a kept backup.
+	RetryAt time.Time
+}
+
+// Kept is a backup the policy keeps, and why.
+type Kept struct {
+	Name string
+	// Why is retention's reasons ("ttl", "newest+guard"), or "outcome
+	// unknown" for a backup left out of its group's evaluation.
+	Why string
+	// Until is when it becomes deletable by time alone; zero: not by time.
+	Until time.Time
+}
+
+// Report is the result of one pass.
+type Report struct {
+	Now time.Time
+	// Backups are the deletable backups and what became of them, by name.
+	Backups []Outcome
+	// Kept are the backups the policy keeps, by name.
+	Kept []Kept
+	// RequeueAfter is when the next pass is due by time alone (a backup
+	// expires, a failed deletion is retried); 0 if never.
+	RequeueAfter time.Duration
+}
+
+// Collector collects the backups of one resource type. It is safe for use
+// by several goroutines; a controller runs one pass at a time per
+// namespace.
+type Collector[T Object] struct {
+	cfg Config[T]
+	mu  sync.Mutex
+	// notBefore holds, per backup UID, when its next attempt is due after
+	// a failure, so that the passes other changes trigger do not hammer a
+	// store that is down.
+	notBefore map[types.UID]retry
+}
+
+type retry struct {
+	namespace string
+	at        time.Time
+}
+
+// New validates cfg and returns its Collector. It refuses a group Policy
+// without an Outcome mapping: see the package doc, "Unknown outcomes".
+func New[T Object](cfg Config[T]) (*Collector[T], error) {
+	switch {
+	case cfg.Objects == nil:
+		return nil, fmt.Errorf("%w: Config.Objects is nil", ErrInvalidConfig)
+	case cfg.Secrets == nil:
+		return nil, fmt.Errorf("%w: Config.Secrets is nil", ErrInvalidConfig)
+	case cfg.Location == nil:
+		return nil, fmt.Errorf("%w: Config.Location is nil", ErrInvalidConfig)
+	case cfg.Policy != nil && cfg.ObjectPolicy != nil,
+		cfg.Policy == nil && cfg.ObjectPolicy == nil && cfg.Finalizer == "":
+		return nil, fmt.Errorf("%w: set exactly one of Config.Policy (a group's policy) and Config.ObjectPolicy (each backup's own), or a Config.Finalizer alone", ErrInvalidConfig)
+	case cfg.Policy != nil && cfg.Outcome == nil:
+		return nil, fmt.Errorf("%w: Config.Outcome is nil: a group Policy needs each backup's outcome, or a failed newest backup would count as the one good backup the guard keeps", ErrInvalidConfig)
+	case cfg.ObjectPolicy != nil && cfg.Group != nil:
+		return nil, fmt.Errorf("%w: Config.Group is set with ObjectPolicy, which judges each backup alone", ErrInvalidConfig)
+	case cfg.RetryAfter < 0:
+		return nil, fmt.Errorf("%w: Config.RetryAfter = %s: must not be negative", ErrInvalidConfig, cfg.RetryAfter)
+	case cfg.GracePeriod < 0:
+		return nil, fmt.Errorf("%w: Config.GracePeriod = %s: must not be negative", ErrInvalidConfig, cfg.GracePeriod)
+	case cfg.Finalizer == "" && (cfg.GracePeriod != 0 || cfg.Force != nil || cfg.OnGrace != nil || cfg.Backstop):
+		return nil, fmt.Errorf("%w: Config.GracePeriod, Force, OnGrace and Backstop need a Config.Finalizer", ErrInvalidConfig)
+	}
+	if cfg.Time == nil {
+		cfg.Time = func(o T) time.Time { return o.GetCreationTimestamp().Time }
+	}
+	cfg.Reasons = cfg.Reasons.withDefaults()
+	if cfg.ConditionType == "" {
+		cfg.ConditionType = ConditionDataDeleted
+	}
+	if cfg.Recorder == nil {
+		cfg.Recorder = event.Func(func(runtime.Object, string, string, string) {})
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Open == nil {
+		cfg.Open = openBucket
+	}
+	if cfg.RetryAfter == 0 {
+		cfg.RetryAfter = 5 * time.Minute
+	}
+	return &Collector[T]{cfg: cfg, notBefore: map[types.UID]retry{}}, nil
+}
+
+// DryRun reports whether the Collector only reports.
+func (c *Collector[T]) DryRun() bool { return c.cfg.DryRun }
+
+func openBucket(ctx context.Context, url string, creds *backupstore.Credentials) (*blob.Bucket, func() error, error) {
+	b, err := backupstore.OpenBucket(ctx, url, creds)
+	if err != nil {
+		return nil, nil, err
+	}
+	return b, b.Close, nil
+}
+
+// Finalizer returns the Config's Finalizer.
+func (c *Collector[T]) Finalizer() string { return c.cfg.Finalizer }

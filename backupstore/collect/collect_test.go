@@ -1,0 +1,209 @@
+package collect
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/groundskeeper-io/groundskeeper/backupstore"
+	"github.com/groundskeeper-io/groundskeeper/internal/testbackup"
+	"github.com/groundskeeper-io/groundskeeper/retention"
+)
+
+type backup = testbackup.Backup
+
+// noObjects is never called: the tests here are of pure logic.
+type noObjects struct{ Objects[*backup] }
+
+type noSecrets struct{ backupstore.SecretGetter }
+
+func validConfig() Config[*backup] {
+	return Config[*backup]{
+		Objects: noObjects{},
+		Secrets: noSecrets{},
+		Location: func(_ context.Context, b *backup) (Location, error) {
+			return Location{URL: "s3://" + b.Spec.Bucket, Prefix: b.Spec.Prefix}, nil
+		},
+		ObjectPolicy: func(*backup) (retention.Policy, error) { return retention.TTL{After: time.Hour}, nil },
+	}
+}
+
+func TestNewRefusesWhatItCannotUse(t *testing.T) {
+	groupPolicy := func(string) (retention.Policy, error) { return retention.Newest{N: 1}, nil }
+	for _, tc := range []struct {
+		name   string
+		change func(*Config[*backup])
+		field  string
+	}{
+		{"no Objects", func(c *Config[*backup]) { c.Objects = nil }, "Config.Objects"},
+		{"no Secrets", func(c *Config[*backup]) { c.Secrets = nil }, "Config.Secrets"},
+		{"no Location", func(c *Config[*backup]) { c.Location = nil }, "Config.Location"},
+		{"no policy", func(c *Config[*backup]) { c.ObjectPolicy = nil }, "Config.Policy"},
+		{"both policies", func(c *Config[*backup]) { c.Policy = groupPolicy }, "Config.Policy"},
+		{"group policy without an outcome mapping", func(c *Config[*backup]) {
+			c.ObjectPolicy, c.Policy = nil, groupPolicy
+		}, "Config.Outcome"},
+		{"groups with a policy per backup", func(c *Config[*backup]) { c.Group = func(*backup) string { return "" } }, "Config.Group"},
+		{"negative RetryAfter", func(c *Config[*backup]) { c.RetryAfter = -time.Second }, "Config.RetryAfter"},
+		{"grace period without a finalizer", func(c *Config[*backup]) { c.GracePeriod = time.Hour }, "Config.GracePeriod"},
+		{"backstop without a finalizer", func(c *Config[*backup]) { c.Backstop = true }, "Backstop"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := validConfig()
+			tc.change(&cfg)
+			_, err := New(cfg)
+			if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tc.field) {
+				t.Errorf("New: %v, want ErrInvalidConfig naming %s", err, tc.field)
+			}
+		})
+	}
+	if _, err := New(validConfig()); err != nil {
+		t.Errorf("New(valid): %v", err)
+	}
+	finalizeOnly := validConfig()
+	finalizeOnly.ObjectPolicy, finalizeOnly.Finalizer = nil, "example.com/data"
+	if _, err := New(finalizeOnly); err != nil {
+		t.Errorf("New with a Finalizer and no policy: %v", err)
+	}
+}
+
+func mk(name, prefix string, created time.Time, outcome string) *backup {
+	return &backup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name), CreationTimestamp: metav1.NewTime(created)},
+		Spec: testbackup.Spec{Bucket: "bk", Prefix: prefix}, Status: testbackup.Status{Outcome: outcome}}
+}
+
+// Unknown outcomes are left out of the group's evaluation: a newest backup
+// still running neither goes nor pushes the newest good one out, which it
+// would if it were read as a success.
+func TestDecideLeavesUnknownOutcomesOut(t *testing.T) {
+	cfg := validConfig()
+	cfg.ObjectPolicy = nil
+	cfg.Policy = func(string) (retention.Policy, error) { return retention.Newest{N: 1}, nil }
+	cfg.Outcome = func(b *backup) retention.Outcome {
+		return map[string]retention.Outcome{"ok": retention.OutcomeSucceeded, "failed": retention.OutcomeFailed}[b.Status.Outcome]
+	}
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	objs := []*backup{
+		mk("old", "a/", now.Add(-4*time.Hour), "ok"),
+		mk("good", "b/", now.Add(-3*time.Hour), "ok"),
+		mk("failed", "c/", now.Add(-2*time.Hour), "failed"),
+		mk("running", "d/", now.Add(-time.Hour), ""),
+	}
+	v := c.decide(objs, now)
+	for name, want := range map[string]bool{"old": true, "good": false, "failed": true, "running": false} {
+		if got := v[types.UID("uid-"+name)].expired; got != want {
+			t.Errorf("%s: expired %v, want %v", name, got, want)
+		}
+	}
+	if why := v["uid-running"].why; why != "outcome unknown" {
+		t.Errorf("running kept because %q, want outcome unknown", why)
+	}
+}
+
+func TestNestedWith(t *testing.T) {
+	c, err := New(validConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	ctx := context.Background()
+	outer := mk("a", "backups/ns/a/", now, "")
+	for _, tc := range []struct {
+		name  string
+		other *backup
+		want  bool
+	}{
+		{"another backup's prefix inside this one's data", mk("b", "backups/ns/a/b/", now, ""), true},
+		{"deeper inside", mk("b", "backups/ns/a/x/y/", now, ""), true},
+		{"a sibling whose name extends this one's", mk("a0", "backups/ns/a0/", now, ""), false},
+		{"the same prefix", mk("b", "backups/ns/a/", now, ""), true},
+		{"the same keys in another bucket", func() *backup { b := mk("b", "backups/ns/a/", now, ""); b.Spec.Bucket = "other"; return b }(), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			all := []*backup{outer, tc.other}
+			loc, _ := c.cfg.Location(ctx, outer)
+			if got, _ := nestedWith(ctx, c, outer, loc, all); (got != "") != tc.want {
+				t.Errorf("outer nests with %s (%s): %q, want %v", tc.other.Name, tc.other.Spec.Prefix, got, tc.want)
+			}
+			// Symmetric: the inner one is refused as well.
+			loc, _ = c.cfg.Location(ctx, tc.other)
+			if got, _ := nestedWith(ctx, c, tc.other, loc, all); (got != "") != tc.want {
+				t.Errorf("%s nests with outer: %q, want %v", tc.other.Name, got, tc.want)
+			}
+		})
+	}
+	loc, _ := c.cfg.Location(ctx, outer)
+	if got, _ := nestedWith(ctx, c, outer, loc, []*backup{outer}); got != "" {
+		t.Error("a backup nests with itself")
+	}
+}
+
+// A location whose prefix does not end in "/" or climbs out with ".." is
+// refused before any store is opened.
+func TestLocationIsChecked(t *testing.T) {
+	cfg := validConfig()
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"backups/ns/b1", "backups/../other/", "", "/abs/"} {
+		if _, err := c.location(context.Background(), mk("b", p, time.Now(), "")); !errors.Is(err, backupstore.ErrUnsafePrefix) {
+			t.Errorf("prefix %q: %v, want ErrUnsafePrefix", p, err)
+		}
+	}
+}
+
+// The grace-period decision is a pure function of the backup and the time.
+// (Moved from the backup-entry example, whose Force is its annotation or a
+// backup never admitted.)
+func TestGraceUntil(t *testing.T) {
+	deleted := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name     string
+		now      time.Time
+		prefix   string
+		force    string
+		grace    time.Duration
+		wantKeep bool
+	}{
+		{"deleted 1h ago, 72h grace period: kept", deleted.Add(time.Hour), "p/", "", 72 * time.Hour, true},
+		{"deleted 72h ago, 72h grace period: deleted", deleted.Add(72 * time.Hour), "p/", "", 72 * time.Hour, false},
+		{"1ns before the grace period ends: kept", deleted.Add(72*time.Hour - 1), "p/", "", 72 * time.Hour, true},
+		{"force annotation: deleted at once", deleted, "p/", "true", 72 * time.Hour, false},
+		{"force annotation other than \"true\": kept", deleted, "p/", "yes", 72 * time.Hour, true},
+		{"never admitted: nothing to keep", deleted, "", "", 72 * time.Hour, false},
+		{"grace period 0: deleted at once", deleted, "p/", "", 0, false},
+		{"deletion timestamp in the future (clock skew): kept", deleted.Add(-time.Hour), "p/", "", 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := validConfig()
+			cfg.ObjectPolicy, cfg.Finalizer, cfg.GracePeriod = nil, "example.com/data", tc.grace
+			cfg.Force = func(b *backup) bool { return b.Annotations["force"] == "true" || b.Spec.Prefix == "" }
+			c, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := mk("shoot--dev--a--1", tc.prefix, deleted.Add(-time.Hour), "")
+			b.DeletionTimestamp = &metav1.Time{Time: deleted}
+			if tc.force != "" {
+				b.Annotations = map[string]string{"force": tc.force}
+			}
+			keep, at := c.graceUntil(b, tc.now)
+			if keep != tc.wantKeep {
+				t.Fatalf("keep = %t, want %t", keep, tc.wantKeep)
+			}
+			if keep && !at.Equal(deleted.Add(tc.grace)) {
+				t.Errorf("deletable at %s, want %s", at, deleted.Add(tc.grace))
+			}
+		})
+	}
+}

@@ -1,0 +1,255 @@
+package collect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"gocloud.dev/blob"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/groundskeeper-io/groundskeeper/backupstore"
+)
+
+// dataResult is what deleteData did: kept is set when the data could not
+// (or must not) all be deleted, with the reason recorded.
+type dataResult struct {
+	msg  string
+	keys []string // dry run: the keys that would be deleted
+	kept *Outcome
+}
+
+// deleteData deletes every key under o's data prefix, and nothing else:
+// it refuses when the prefix nests with another backup's of all in the
+// same bucket, when the credentials cannot be read, and reports Object
+// Lock retention with the time it ends. It is the one path to the data,
+// for the pass and for Finalize.
+//
+// Every attempt that keeps the backup records a Warning event (the pass
+// retries after RetryAfter); onChange records it only when the condition
+// changes (Finalize's retries back off from milliseconds).
+func (c *Collector[T]) deleteData(ctx context.Context, o T, all []T, onChange bool) dataResult {
+	kept := func(reason, msg string) dataResult {
+		out := c.keepAs(ctx, o, reason, msg, onChange)
+		return dataResult{kept: &out}
+	}
+	loc, err := c.location(ctx, o)
+	if err != nil {
+		return kept(c.cfg.Reasons.InvalidLocation, err.Error())
+	}
+	if loc == (Location{}) {
+		return dataResult{msg: "no data to delete"}
+	}
+	where := loc.Where()
+	if other, otherLoc := nestedWith(ctx, c, o, loc, all); other != "" {
+		return kept(c.cfg.Reasons.NestedPrefix, fmt.Sprintf(
+			"the data of backup %s is under %s, which nests with %s: deleting %s would delete some of its data; nothing was deleted, move one of them",
+			other, otherLoc.Where(), where, where))
+	}
+	bucket, release, err := c.open(ctx, o, loc)
+	if err != nil {
+		var oe *openError
+		errors.As(err, &oe)
+		msg := err.Error()
+		switch oe.reason {
+		case c.cfg.Reasons.SecretNotFound:
+			msg += ": the data under " + where + " was not deleted and the backup is kept"
+		case c.cfg.Reasons.InvalidCredentials:
+			msg += ": the data under " + where + " was not deleted"
+		}
+		return kept(oe.reason, msg)
+	}
+	defer release()
+	res, err := backupstore.DeletePrefix(ctx, bucket, loc.Prefix, &backupstore.DeleteOptions{DryRun: c.cfg.DryRun})
+	if re := retainedOnly(err); re != nil {
+		// Nothing helps before the retention ends: keep the backup, say
+		// until when, and come back then.
+		d := kept(c.cfg.Reasons.Retained, fmt.Sprintf("deleted %d objects under %s; %v", res.Deleted, where, re))
+		d.kept.RetryAt = re.RetryAt
+		if re.RetryAt.IsZero() { // only legal holds, which have no end
+			d.kept.RetryAt = c.cfg.Clock.Now().Add(max(c.cfg.RetryAfter, time.Hour))
+		}
+		return d
+	}
+	if err != nil {
+		// Never delete the resource while data may be left: it is the only
+		// record of where the data is.
+		return kept(c.cfg.Reasons.DeletionFailed, fmt.Sprintf("deleted %d objects under %s, then: %v", res.Deleted, where, err))
+	}
+	if c.cfg.Backstop && !c.cfg.DryRun {
+		// The backstop rule goes before the finalizer: left behind, it
+		// would expire the data of a new backup at this prefix.
+		if _, err := backupstore.RemoveExpiry(ctx, bucket, loc.Prefix, nil); err != nil && !errors.Is(err, backupstore.ErrExpiryUnsupported) {
+			return kept(c.cfg.Reasons.DeletionFailed, fmt.Sprintf("deleted %d objects under %s, then: remove its lifecycle rule: %v", res.Deleted, where, err))
+		}
+	}
+	if c.cfg.DryRun {
+		return dataResult{msg: fmt.Sprintf("would delete %d objects (%d bytes) under %s", len(res.Keys), res.Bytes, where), keys: res.Keys}
+	}
+	return dataResult{msg: fmt.Sprintf("deleted %d objects (%d bytes) under %s", res.Deleted, res.DeletedBytes, where)}
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func (c *Collector[T]) location(ctx context.Context, o T) (Location, error) {
+	loc, err := c.cfg.Location(ctx, o)
+	if err != nil {
+		return Location{}, fmt.Errorf("backup %s/%s: location: %w", o.GetNamespace(), o.GetName(), err)
+	}
+	if loc == (Location{}) {
+		return loc, nil
+	}
+	if loc.URL == "" {
+		return Location{}, fmt.Errorf("backup %s/%s: location: empty bucket URL", o.GetNamespace(), o.GetName())
+	}
+	if err := backupstore.CheckPrefix(loc.Prefix, backupstore.PrefixRules{}); err != nil {
+		return Location{}, fmt.Errorf("backup %s/%s: location: %w", o.GetNamespace(), o.GetName(), err)
+	}
+	return loc, nil
+}
+
+// nestedWith returns the name and location of a backup of all, other than
+// o, whose data in the same bucket lies under o's prefix, or under which
+// o's lies; "" if none. Two prefixes in the same bucket URL are compared
+// whatever their credentials: the same bucket behind other credentials is
+// refused too, which costs a kept backup at worst. Backups being deleted
+// count: their data is still there.
+func nestedWith[T Object](ctx context.Context, c *Collector[T], o T, loc Location, all []T) (string, Location) {
+	for _, x := range all {
+		if x.GetUID() == o.GetUID() {
+			continue
+		}
+		l, err := c.cfg.Location(ctx, x)
+		if err != nil || l == (Location{}) || strings.TrimSuffix(l.URL, "/") != strings.TrimSuffix(loc.URL, "/") {
+			continue
+		}
+		if strings.HasPrefix(l.Prefix, loc.Prefix) || strings.HasPrefix(loc.Prefix, l.Prefix) {
+			return x.GetName(), l
+		}
+	}
+	return "", Location{}
+}
+
+// retainedOnly returns the *RetainedError of a deletion that failed only
+// because the store keeps some versions under Object Lock; nil otherwise.
+func retainedOnly(err error) *backupstore.RetainedError {
+	var de *backupstore.DeleteError
+	if !errors.As(err, &de) || de.Err != nil {
+		return nil
+	}
+	re := de.Retained()
+	if re == nil || len(re.Objects) != len(de.Failed) {
+		return nil
+	}
+	return re
+}
+
+// keep records why a deletable backup is kept: a Warning event and the
+// condition False with the reason (not for c.cfg.Reasons.InvalidPolicy, which is
+// not about the data). A dry run only reports it.
+func (c *Collector[T]) keep(ctx context.Context, o T, reason, msg string) Outcome {
+	return c.keepAs(ctx, o, reason, msg, false)
+}
+
+func (c *Collector[T]) keepAs(ctx context.Context, o T, reason, msg string, onChange bool) Outcome {
+	log := logr.FromContextOrDiscard(ctx).WithValues("backup", o.GetName())
+	out := Outcome{Name: o.GetName(), Reason: reason, Message: msg}
+	log.Info("backup kept", "reason", reason, "message", msg, "dryRun", c.cfg.DryRun)
+	if c.cfg.DryRun && !c.cfg.ReportDryRun {
+		return out
+	}
+	if !onChange || c.lacks(o, reason, "") {
+		c.cfg.Recorder.Event(o, corev1.EventTypeWarning, reason, msg)
+	}
+	if reason != c.cfg.Reasons.InvalidPolicy {
+		c.setCondition(ctx, o, reason, msg)
+	}
+	return out
+}
+
+// setCondition sets the condition False with reason on o, if it changed.
+// A conflict or a gone backup is left to the next pass.
+func (c *Collector[T]) setCondition(ctx context.Context, o T, reason, msg string) bool {
+	if c.cfg.Conditions == nil {
+		return false
+	}
+	o = o.DeepCopyObject().(T)
+	if !meta.SetStatusCondition(c.cfg.Conditions(o), metav1.Condition{
+		Type: c.cfg.ConditionType, Status: metav1.ConditionFalse, Reason: reason, Message: msg,
+		ObservedGeneration: o.GetGeneration(), LastTransitionTime: metav1.NewTime(c.cfg.Clock.Now()),
+	}) {
+		return false
+	}
+	if err := c.cfg.Objects.UpdateStatus(ctx, o); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		logr.FromContextOrDiscard(ctx).Error(err, "update status", "backup", o.GetName())
+	}
+	return true
+}
+
+// openError is why a backup's bucket could not be opened, with the reason
+// for its condition.
+type openError struct {
+	reason string
+	err    error
+}
+
+func (e *openError) Error() string { return e.err.Error() }
+func (e *openError) Unwrap() error { return e.err }
+
+// open opens the bucket of loc, o's location, with the credentials of its
+// Secret. The error is an *openError.
+func (c *Collector[T]) open(ctx context.Context, o T, loc Location) (*blob.Bucket, func() error, error) {
+	fail := func(reason, format string, args ...any) (*blob.Bucket, func() error, error) {
+		return nil, nil, &openError{reason: reason, err: fmt.Errorf(format, args...)}
+	}
+	scheme, err := backupstore.Scheme(loc.URL)
+	if err != nil {
+		return fail(c.cfg.Reasons.InvalidLocation, "bucket URL %q: %w", loc.URL, err)
+	}
+	var creds *backupstore.Credentials
+	if loc.Secret != "" {
+		field := cmpOr(loc.SecretField, "credentials Secret")
+		creds, err = backupstore.LoadCredentials(ctx, c.cfg.Secrets, cmpOr(loc.SecretNamespace, o.GetNamespace()), loc.Secret, scheme)
+		switch {
+		case errors.Is(err, backupstore.ErrSecretNotFound):
+			return fail(c.cfg.Reasons.SecretNotFound, "%s %q not found", field, loc.Secret)
+		case errors.Is(err, backupstore.ErrSecretKeyMissing):
+			return fail(c.cfg.Reasons.InvalidCredentials, "%w", err)
+		case err != nil:
+			return fail(c.cfg.Reasons.DeletionFailed, "read %s %q: %w", field, loc.Secret, err)
+		}
+	}
+	bucket, release, err := c.cfg.Open(ctx, loc.URL, creds)
+	if err != nil {
+		return fail(c.cfg.Reasons.DeletionFailed, "open %s: %w", loc.URL, err)
+	}
+	return bucket, release, nil
+}
+
+// OpenBucket opens the bucket where o's data lives (Location), with the
+// credentials of its Secret, for a caller that writes there (a marker when
+// a backup is admitted); it returns the bucket, its location and the
+// function that releases it. A backup without data (the zero Location) is
+// an error.
+func (c *Collector[T]) OpenBucket(ctx context.Context, o T) (*blob.Bucket, Location, func() error, error) {
+	loc, err := c.location(ctx, o)
+	if err != nil {
+		return nil, loc, nil, err
+	}
+	if loc == (Location{}) {
+		return nil, loc, nil, fmt.Errorf("collect: backup %s has no data location", key(o))
+	}
+	b, release, err := c.open(ctx, o, loc)
+	return b, loc, release, err
+}

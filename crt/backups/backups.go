@@ -1,0 +1,167 @@
+package backups
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
+	"github.com/groundskeeper-io/groundskeeper/crt"
+)
+
+// Object is a pointer to a typed backup resource registered in the
+// manager's scheme, with its list type named <Kind>List, as generated API
+// types are: *v1.Backup for B = v1.Backup.
+type Object[B any] interface {
+	*B
+	client.Object
+}
+
+// Objects returns the collect.Objects of the manager's client c (cached
+// List, writes) and its API reader live (Get, the fresh read every deletion
+// is decided on): Objects[*v1.Backup](mgr.GetClient(), mgr.GetAPIReader()).
+// Delete sends UID and resourceVersion preconditions.
+func Objects[P Object[B], B any](c client.Client, live client.Reader) collect.Objects[P] {
+	return objects[P, B]{c: c, live: live}
+}
+
+type objects[P Object[B], B any] struct {
+	c    client.Client
+	live client.Reader
+}
+
+func (o objects[P, B]) List(ctx context.Context, namespace string) ([]P, error) {
+	gvk, err := apiutil.GVKForObject(P(new(B)), o.c.Scheme())
+	if err != nil {
+		return nil, err
+	}
+	obj, err := o.c.Scheme().New(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", gvk.Kind, err)
+	}
+	list, ok := obj.(client.ObjectList)
+	if !ok {
+		return nil, fmt.Errorf("list %s: %T is not a client.ObjectList", gvk.Kind, obj)
+	}
+	if err := o.c.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		return nil, err
+	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]P, 0, len(items))
+	for _, it := range items {
+		p, ok := it.(P)
+		if !ok {
+			return nil, fmt.Errorf("list %s: item of type %T", gvk.Kind, it)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func (o objects[P, B]) Get(ctx context.Context, namespace, name string) (P, error) {
+	p := P(new(B))
+	if err := o.live.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, p); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (o objects[P, B]) UpdateStatus(ctx context.Context, obj P) error {
+	return o.c.Status().Update(ctx, obj)
+}
+
+func (o objects[P, B]) Update(ctx context.Context, obj P) error { return o.c.Update(ctx, obj) }
+
+func (o objects[P, B]) Delete(ctx context.Context, namespace, name string, uid types.UID, resourceVersion string) error {
+	p := P(new(B))
+	p.SetNamespace(namespace)
+	p.SetName(name)
+	return o.c.Delete(ctx, p, client.Preconditions{UID: &uid, ResourceVersion: &resourceVersion})
+}
+
+// Options adjusts Collect; nil means defaults.
+type Options struct {
+	// Clock is the clock of the controller's queue, whose delayed requeues
+	// then follow the collector's clock (a fake one in tests); default the
+	// real clock.
+	Clock clock.WithTicker
+	// OnPass, if set, is called with the report of every pass.
+	OnPass func(collect.Report)
+}
+
+// Collect adds to mgr a controller named name for the backups of type P:
+// every change to a backup runs c's pass over its namespace (one request
+// per namespace, so passes of a namespace never overlap and a burst of
+// events costs one pass), requeued when the pass says the next decision is
+// due. With a finalizer in c's Config, it also adds the finalizer to each
+// backup (Collector.Prepare) and finalizes each deleted one
+// (Collector.Finalize).
+func Collect[P Object[B], B any](mgr manager.Manager, name string, c *collect.Collector[P], opts *Options) error {
+	if opts == nil {
+		opts = &Options{}
+	}
+	clk := opts.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	r := &reconciler[P, B]{c: c, client: mgr.GetClient(), onPass: opts.OnPass}
+	// A pass request has no name; a backup's own request (Prepare,
+	// Finalize) has its name.
+	toRequests := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		reqs := []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace()}}}
+		if c.Finalizer() != "" {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
+		}
+		return reqs
+	})
+	return builder.ControllerManagedBy(mgr).Named(name).
+		Watches(P(new(B)), toRequests).
+		WithOptions(controller.Options{NewQueue: crt.QueueOn(clk)}).
+		Complete(r)
+}
+
+type reconciler[P Object[B], B any] struct {
+	c      *collect.Collector[P]
+	client client.Client
+	onPass func(collect.Report)
+}
+
+func (r *reconciler[P, B]) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	log := logf.FromContext(ctx).WithValues("dryRun", r.c.DryRun())
+	if req.Name == "" {
+		rep, err := r.c.Pass(ctx, req.Namespace)
+		for _, o := range rep.Backups {
+			log.V(1).Info("backup", "name", o.Name, "deleted", o.Deleted, "reason", o.Reason, "message", o.Message)
+		}
+		if r.onPass != nil {
+			r.onPass(rep)
+		}
+		return crt.Result(ctx, rep.RequeueAfter, err)
+	}
+	p := P(new(B))
+	if err := r.client.Get(ctx, req.NamespacedName, p); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if p.GetDeletionTimestamp() == nil {
+		return crt.Result(ctx, 0, r.c.Prepare(ctx, p))
+	}
+	out, after, err := r.c.Finalize(ctx, p)
+	if out.Name != "" {
+		log.V(1).Info("finalize", "name", out.Name, "deleted", out.Deleted, "reason", out.Reason, "message", out.Message)
+	}
+	return crt.Result(ctx, after, err)
+}

@@ -1,0 +1,27 @@
+// Package backups wires a backup collector (backupstore/collect) on a
+// controller-runtime manager: Objects adapts the manager's client to
+// collect.Objects, and Collect adds the controller that runs the
+// collector's passes and, with a finalizer, prepares and finalizes each
+// backup.
+//
+//	c, err := collect.New(collect.Config[*v1.Backup]{
+//		Objects: backups.Objects[*v1.Backup](mgr.GetClient(), mgr.GetAPIReader()),
+//		Secrets: crt.Secrets(mgr.GetAPIReader()),
+//		...
+//	})
+//	err = backups.Collect(mgr, "backup-gc", c, nil)
+//
+// # Guarantees
+//
+//   - Objects lists from the manager's cache and reads (Get) from the API
+//     reader given, so every deletion is decided on a fresh read; Delete
+//     sends the UID and resourceVersion preconditions it is given.
+//   - Collect's passes of one namespace never overlap (one request per
+//     namespace), and a pass is requeued when its report says the next
+//     decision is due; errors end as crt.Result maps them.
+//   - The backup type must be registered in the manager's scheme with its
+//     list type named <Kind>List, as generated API types are.
+//
+// It is a package of its own, beside crt, so that an operator that uses
+// crt without backup collection links neither backupstore nor gocloud.
+package backups
