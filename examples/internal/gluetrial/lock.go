@@ -1,0 +1,35 @@
+package gluetrial
+
+import (
+	"context"
+
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/groundskeeper-io/groundskeeper/crt"
+	"github.com/groundskeeper-io/groundskeeper/examples/internal/gluetrial/api"
+	"github.com/groundskeeper-io/groundskeeper/locking"
+	"github.com/groundskeeper-io/groundskeeper/locking/kubelock"
+	"github.com/groundskeeper-io/groundskeeper/locking/lockstep"
+	"github.com/groundskeeper-io/groundskeeper/subreconcile"
+)
+
+// lockStates gives each loop the global lock, kept in a ConfigMap.
+func lockStates(mgr manager.Manager, id string) (func(context.Context, *api.MiniDB) (*lockstep.State, error), error) {
+	backend, err := kubelock.New(kubelock.Config{Client: crt.ConfigMaps(mgr.GetClient(), mgr.GetAPIReader()),
+		Namespace: "default", Name: "minidb-lock"})
+	return lockstep.NewStates[*api.MiniDB](locking.Config{Backend: backend, LockID: id}, nil), err
+}
+
+// reconfigureStep applies spec.config, only while the global lock is ours.
+func reconfigureStep() subreconcile.Named[*api.MiniDB, *lockstep.State] {
+	return lockstep.Global[*api.MiniDB, *lockstep.State]("Reconfigure",
+		func(db *api.MiniDB) bool { return db.Spec.Config != db.Status.AppliedConfig },
+		func(ctx context.Context, db *api.MiniDB, _ locking.Lease) (string, error) {
+			db.Status.AppliedConfig = db.Spec.Config // the made-up database reconfigures at once
+			return "applied config " + db.Spec.Config, nil
+		}, lockstep.Options{})
+}
+
+func releaseStep() subreconcile.Named[*api.MiniDB, *lockstep.State] {
+	return lockstep.Release[*api.MiniDB, *lockstep.State]("ReleaseLock")
+}

@@ -1,0 +1,59 @@
+package gluetrial
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/groundskeeper-io/groundskeeper/crt"
+	"github.com/groundskeeper-io/groundskeeper/examples/internal/gluetrial/api"
+	"github.com/groundskeeper-io/groundskeeper/lifecycle"
+	"github.com/groundskeeper-io/groundskeeper/locking/lockstep"
+	"github.com/groundskeeper-io/groundskeeper/subreconcile"
+)
+
+// Scheme holds the types the operator reads.
+var Scheme = runtime.NewScheme()
+
+func init() {
+	utilruntime.Must(clientgoscheme.AddToScheme(Scheme))
+	utilruntime.Must(api.AddToScheme(Scheme))
+}
+
+// Options are the operator's settings.
+type Options struct {
+	LockID string // this instance's name in the global lock
+}
+
+// Setup adds the operator's controllers to mgr.
+func Setup(ctx context.Context, mgr manager.Manager, o Options) error {
+	if err := setupBackups(mgr); err != nil {
+		return err
+	}
+	if err := setupTasks(ctx, mgr); err != nil {
+		return err
+	}
+	lm, err := lifecycle.New(lifecycle.Config{Client: crt.LifecycleClient(mgr.GetClient(), mgr.GetAPIReader()),
+		Recorder: crt.Events(mgr.GetEventRecorder("minidb"))})
+	if err != nil {
+		return err
+	}
+	newState, err := lockStates(mgr, o.LockID)
+	if err != nil {
+		return err
+	}
+	runner, err := subreconcile.New(subreconcile.Config[*api.MiniDB, *lockstep.State]{
+		Name:     "MiniDB",
+		Steps:    []subreconcile.Named[*api.MiniDB, *lockstep.State]{claimsStep(mgr, lm), reconfigureStep(), releaseStep()},
+		NewState: newState,
+	})
+	if err != nil {
+		return err
+	}
+	return claimWatches(ctrl.NewControllerManagedBy(mgr).For(&api.MiniDB{}), mgr).
+		Complete(crt.Reconciler(mgr.GetClient(), runner, func() *api.MiniDB { return new(api.MiniDB) }))
+}
