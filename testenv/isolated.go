@@ -74,16 +74,15 @@ func startIsolatedKubernetes(t testing.TB) (*IsolatedKubernetes, error) {
 		paths[name] = path
 	}
 	dir := t.TempDir()
-	ports, err := freePorts(4)
-	if err != nil {
-		return nil, err
-	}
-	clientURL := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
-	peerURL := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
-	etcd, err := newComponent(t, &Component{
-		name: "etcd", dir: dir, path: paths["etcd"],
-		args:  etcdArgs(filepath.Join(dir, "etcd-data"), clientURL, peerURL),
-		ready: func(ctx context.Context) error { return httpOK(ctx, clientURL+"/health") },
+	var clientURL string
+	etcd, err := onFreePorts(2, func(ports []int) (*Component, error) {
+		clientURL = fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+		peerURL := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+		return newComponent(t, &Component{
+			name: "etcd", dir: dir, path: paths["etcd"],
+			args:  etcdArgs(filepath.Join(dir, "etcd-data"), clientURL, peerURL),
+			ready: func(ctx context.Context) error { return httpOK(ctx, clientURL+"/health") },
+		})
 	})
 	if err != nil {
 		return nil, err
@@ -100,19 +99,22 @@ func startIsolatedKubernetes(t testing.TB) (*IsolatedKubernetes, error) {
 	if err != nil {
 		return nil, err
 	}
-	host := fmt.Sprintf("https://127.0.0.1:%d", ports[2])
 	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	auditLog := filepath.Join(dir, "audit.log")
 	auditPolicy := filepath.Join(dir, "audit-policy.yaml")
 	if err := os.WriteFile(auditPolicy, []byte(deleteAuditPolicy), 0o600); err != nil {
 		return nil, err
 	}
-	apiserver, err := newComponent(t, &Component{
-		name: "kube-apiserver", dir: dir, path: paths["kube-apiserver"],
-		args: append(apiserverArgs(dir, "http://"+proxy.Addr(), ports[2]),
-			"--audit-policy-file="+auditPolicy, "--audit-log-path="+auditLog,
-			"--audit-log-mode=blocking"),
-		ready: func(ctx context.Context) error { return httpOKWith(ctx, insecure, host+"/readyz", token) },
+	var host string
+	apiserver, err := onFreePorts(1, func(ports []int) (*Component, error) {
+		host = fmt.Sprintf("https://127.0.0.1:%d", ports[0])
+		return newComponent(t, &Component{
+			name: "kube-apiserver", dir: dir, path: paths["kube-apiserver"],
+			args: append(apiserverArgs(dir, "http://"+proxy.Addr(), ports[0]),
+				"--audit-policy-file="+auditPolicy, "--audit-log-path="+auditLog,
+				"--audit-log-mode=blocking"),
+			ready: func(ctx context.Context) error { return httpOKWith(ctx, insecure, host+"/readyz", token) },
+		})
 	})
 	if err != nil {
 		return nil, err
@@ -123,18 +125,20 @@ func startIsolatedKubernetes(t testing.TB) (*IsolatedKubernetes, error) {
 	}
 	// The controller manager serves /healthz on its own port here, so that
 	// a restart can wait until it is up.
-	kcmArgs := controllerManagerArgs(kubeconfig)
-	for i, a := range kcmArgs {
-		if a == "--secure-port=0" {
-			kcmArgs[i] = fmt.Sprintf("--secure-port=%d", ports[3])
+	kcm, err := onFreePorts(1, func(ports []int) (*Component, error) {
+		kcmArgs := controllerManagerArgs(kubeconfig)
+		for i, a := range kcmArgs {
+			if a == "--secure-port=0" {
+				kcmArgs[i] = fmt.Sprintf("--secure-port=%d", ports[0])
+			}
 		}
-	}
-	kcmArgs = append(kcmArgs, "--bind-address=127.0.0.1", "--cert-dir="+filepath.Join(dir, "kcm-certs"))
-	kcmHealth := fmt.Sprintf("https://127.0.0.1:%d/healthz", ports[3])
-	kcm, err := newComponent(t, &Component{
-		name: "kube-controller-manager", dir: dir, path: paths["kube-controller-manager"],
-		args:  kcmArgs,
-		ready: func(ctx context.Context) error { return httpOKWith(ctx, insecure, kcmHealth, "") },
+		kcmArgs = append(kcmArgs, "--bind-address=127.0.0.1", "--cert-dir="+filepath.Join(dir, "kcm-certs"))
+		kcmHealth := fmt.Sprintf("https://127.0.0.1:%d/healthz", ports[0])
+		return newComponent(t, &Component{
+			name: "kube-controller-manager", dir: dir, path: paths["kube-controller-manager"],
+			args:  kcmArgs,
+			ready: func(ctx context.Context) error { return httpOKWith(ctx, insecure, kcmHealth, "") },
+		})
 	})
 	if err != nil {
 		return nil, err
@@ -195,11 +199,7 @@ type IsolatedBlobStore struct {
 // settings survive Stop, Restart and Kill: MinIO keeps them on disk.
 func StartIsolatedS3(t testing.TB, o BucketOptions) *IsolatedBlobStore {
 	t.Helper()
-	ports, err := freePorts(2)
-	if err != nil {
-		t.Fatalf("testenv: %v", err)
-	}
-	return startIsolatedBlob(t, minIOSpec(ports[1]), ports[0], func(endpoint string) (*BlobStore, error) {
+	return startIsolatedBlob(t, 2, func(ports []int) blobServerSpec { return minIOSpec(ports[1]) }, func(endpoint string) (*BlobStore, error) {
 		return s3Bucket(endpoint, uniqueName(t, 63), o)
 	})
 }
@@ -211,13 +211,9 @@ func StartIsolatedS3(t testing.TB, o BucketOptions) *IsolatedBlobStore {
 // shared server; use Endpoint (the JSON API) instead.
 func StartIsolatedGCS(t testing.TB, o BucketOptions) *IsolatedBlobStore {
 	t.Helper()
-	port, err := freePort()
-	if err != nil {
-		t.Fatalf("testenv: %v", err)
-	}
 	spec := fakeGCSSpec(true)
 	spec.urlEnv = nil
-	return startIsolatedBlob(t, spec, port, func(endpoint string) (*BlobStore, error) {
+	return startIsolatedBlob(t, 1, func([]int) blobServerSpec { return spec }, func(endpoint string) (*BlobStore, error) {
 		return gcsBucket(endpoint, uniqueName(t, 63), o)
 	})
 }
@@ -226,29 +222,32 @@ func StartIsolatedGCS(t testing.TB, o BucketOptions) *IsolatedBlobStore {
 // keeping its data in files, with a container. It stops when the test ends.
 func StartIsolatedAzure(t testing.TB) *IsolatedBlobStore {
 	t.Helper()
-	port, err := freePort()
-	if err != nil {
-		t.Fatalf("testenv: %v", err)
-	}
-	return startIsolatedBlob(t, azuriteSpec(true), port, func(endpoint string) (*BlobStore, error) {
+	return startIsolatedBlob(t, 1, func([]int) blobServerSpec { return azuriteSpec(true) }, func(endpoint string) (*BlobStore, error) {
 		return azureContainer(endpoint, uniqueName(t, 63))
 	})
 }
 
-func startIsolatedBlob(t testing.TB, spec blobServerSpec, port int, bucket func(endpoint string) (*BlobStore, error)) *IsolatedBlobStore {
+// startIsolatedBlob starts the server specFor gives on n free ports (the
+// first serves the endpoint) and makes its bucket.
+func startIsolatedBlob(t testing.TB, n int, specFor func(ports []int) blobServerSpec, bucket func(endpoint string) (*BlobStore, error)) *IsolatedBlobStore {
 	t.Helper()
 	skipInShortMode(t)
+	spec := specFor(make([]int, n))
 	path, err := binary(spec.name)
 	if err != nil {
 		unavailable(t, err)
 	}
 	dir := t.TempDir()
-	endpoint := fmt.Sprintf("127.0.0.1:%d", port)
-	c, err := newComponent(t, &Component{
-		name: spec.name, dir: dir, path: path,
-		args:  spec.args(dir, endpoint, port),
-		env:   spec.env,
-		ready: func(ctx context.Context) error { return spec.ready(ctx, endpoint) },
+	var endpoint string
+	c, err := onFreePorts(n, func(ports []int) (*Component, error) {
+		spec := specFor(ports)
+		endpoint = fmt.Sprintf("127.0.0.1:%d", ports[0])
+		return newComponent(t, &Component{
+			name: spec.name, dir: dir, path: path,
+			args:  spec.args(dir, endpoint, ports[0]),
+			env:   spec.env,
+			ready: func(ctx context.Context) error { return spec.ready(ctx, endpoint) },
+		})
 	})
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
@@ -265,6 +264,27 @@ func startIsolatedBlob(t testing.TB, spec blobServerSpec, port int, bucket func(
 		t.Fatalf("testenv: %v", err)
 	}
 	return &IsolatedBlobStore{BlobStore: *b, Server: c}
+}
+
+// onFreePorts starts a component on n loopback ports found free, and again
+// on others, up to three times in all, when it could not bind one: another
+// process may take a port found free before the component binds it, and
+// many test binaries start components at once.
+func onFreePorts[T any](n int, start func(ports []int) (T, error)) (T, error) {
+	var (
+		v   T
+		err error
+	)
+	for range 3 {
+		var ports []int
+		if ports, err = freePorts(n); err != nil {
+			return v, err
+		}
+		if v, err = start(ports); err == nil || !strings.Contains(err.Error(), "address already in use") {
+			return v, err
+		}
+	}
+	return v, err
 }
 
 // freePorts returns n distinct loopback ports that were free a moment ago.
