@@ -26,28 +26,23 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/groundskeeper-io/groundskeeper/examples/etcd-opstask/api"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
-	"github.com/groundskeeper-io/groundskeeper/opstask"
+	"github.com/groundskeeper-io/groundskeeper/opstask/taskctl"
 )
 
-// Exit codes.
+// Exit codes: taskctl's.
 const (
-	ExitSucceeded = 0
-	ExitFailed    = 1
-	ExitUsage     = 2
+	ExitSucceeded = taskctl.ExitSucceeded
+	ExitFailed    = taskctl.ExitFailed
+	ExitUsage     = taskctl.ExitUsage
 )
 
 const usage = `usage: opstask COMMAND [flags]
@@ -86,7 +81,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 type command struct {
 	fs      *flag.FlagSet
 	kube    kubecmd.Flags
-	tasks   dynamic.ResourceInterface
+	tasks   taskctl.Tasks
 	timeout time.Duration
 }
 
@@ -128,7 +123,7 @@ func (c *command) connect() error {
 	if err != nil {
 		return err
 	}
-	c.tasks = dyn.Resource(api.Resource).Namespace(c.kube.Namespace)
+	c.tasks = taskctl.Tasks{Client: dyn.Resource(api.Resource).Namespace(c.kube.Namespace), Resource: "etcdopstask", TargetField: api.TargetField}
 	return nil
 }
 
@@ -152,7 +147,7 @@ func run(ctx context.Context, args []string, out io.Writer) (int, error) {
 		if err := c.parse(args[1:]); err != nil {
 			return 0, err
 		}
-		return ExitSucceeded, list(ctx, c, out)
+		return ExitSucceeded, c.tasks.List(ctx, out)
 	case "wait":
 		c := newCommand("wait NAME")
 		if err := c.fs.Parse(args[1:]); err != nil {
@@ -283,7 +278,7 @@ func create(ctx context.Context, kind string, args []string, out io.Writer) (int
 	if err != nil {
 		return 0, err
 	}
-	created, err := c.tasks.Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{})
+	created, err := c.tasks.Client.Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{})
 	if err != nil {
 		return 0, fmt.Errorf("create EtcdOpsTask: %w", err)
 	}
@@ -310,135 +305,13 @@ func parseStore(flagName, v, secret string) (api.StoreSpec, error) {
 	return s, nil
 }
 
-func decodeTask(u *unstructured.Unstructured) (*api.EtcdOpsTask, error) {
-	var t api.EtcdOpsTask
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &t); err != nil {
-		return nil, fmt.Errorf("EtcdOpsTask %s: %w", u.GetName(), err)
-	}
-	return &t, nil
-}
-
-// wait watches the task until it finishes, printing every change.
+// wait waits until the task finishes, printing every change.
 func wait(ctx context.Context, c *command, name string, out io.Writer) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	sel := fields.OneTermEqualSelector("metadata.name", name).String()
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = sel
-			return c.tasks.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = sel
-			return c.tasks.Watch(ctx, o)
-		},
+	state, err := c.tasks.Wait(ctx, name, out)
+	if errors.Is(err, taskctl.ErrNotFinished) {
+		err = fmt.Errorf("%w within --timeout %s", err, c.timeout)
 	}
-	var (
-		last   string
-		errs   int
-		final  opstask.TaskState
-		exists bool
-	)
-	_, err := watchtools.UntilWithSync(ctx, lw, &unstructured.Unstructured{}, func(store cache.Store) (bool, error) {
-		if _, ok, _ := store.GetByKey(c.kube.Namespace + "/" + name); !ok {
-			return false, fmt.Errorf("etcdopstask/%s not found", name)
-		}
-		return false, nil
-	}, func(ev watch.Event) (bool, error) {
-		u, ok := ev.Object.(*unstructured.Unstructured)
-		if !ok {
-			return false, nil
-		}
-		if ev.Type == watch.Deleted {
-			fmt.Fprintf(out, "%s  etcdopstask/%s deleted\n", time.Now().Format(time.TimeOnly), name)
-			return true, nil
-		}
-		exists = true
-		t, err := decodeTask(u)
-		if err != nil {
-			return false, err
-		}
-		st := t.Status
-		state := st.State
-		if state == "" {
-			state = opstask.TaskStatePending
-		}
-		line := string(state)
-		if lo := st.LastOperation; lo != nil {
-			line += fmt.Sprintf("  %s/%s  %s", lo.Type, lo.State, lo.Description)
-		}
-		if line != last {
-			fmt.Fprintf(out, "%s  %s\n", time.Now().Format(time.TimeOnly), line)
-			last = line
-		}
-		for _, e := range st.LastErrors[min(errs, len(st.LastErrors)):] {
-			if lo := st.LastOperation; lo != nil && lo.Description == e.Description {
-				fmt.Fprintf(out, "%s    error %s (above)\n", e.ObservedAt.Format(time.TimeOnly), e.Code)
-				continue
-			}
-			fmt.Fprintf(out, "%s    error %s: %s\n", e.ObservedAt.Format(time.TimeOnly), e.Code, e.Description)
-		}
-		errs = len(st.LastErrors)
-		final = state
-		return state.Finished(), nil
-	})
-	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, watchtools.ErrWatchClosed) {
-			return 0, fmt.Errorf("etcdopstask/%s did not finish within --timeout %s (last: %s)", name, c.timeout, last)
-		}
-		return 0, err
-	}
-	switch {
-	case final == opstask.TaskStateSucceeded:
-		return ExitSucceeded, nil
-	case !exists:
-		return ExitFailed, fmt.Errorf("etcdopstask/%s was deleted before it finished", name)
-	case final.Finished():
-		return ExitFailed, nil
-	}
-	return ExitFailed, fmt.Errorf("etcdopstask/%s was deleted while %s", name, final)
-}
-
-func list(ctx context.Context, c *command, out io.Writer) error {
-	l, err := c.tasks.List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return fmt.Errorf("list EtcdOpsTasks: %w", err)
-	}
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "NAME\tETCD\tKIND\tSTATE\tAGE\tLAST OPERATION")
-	for i := range l.Items {
-		t, err := decodeTask(&l.Items[i])
-		if err != nil {
-			return err
-		}
-		kind := "?"
-		for _, k := range []struct {
-			name string
-			set  bool
-		}{
-			{"onDemandSnapshot", t.Spec.Config.OnDemandSnapshot != nil},
-			{"onDemandMaintenance", t.Spec.Config.OnDemandMaintenance != nil},
-			{"snapshotCompaction", t.Spec.Config.SnapshotCompaction != nil},
-			{"recoverFromQuorumLoss", t.Spec.Config.RecoverFromQuorumLoss != nil},
-			{"copyBackups", t.Spec.Config.CopyBackups != nil},
-		} {
-			if k.set {
-				kind = k.name
-			}
-		}
-		etcd := "-"
-		if t.Spec.EtcdName != nil {
-			etcd = *t.Spec.EtcdName
-		}
-		state := t.Status.State
-		if state == "" {
-			state = opstask.TaskStatePending
-		}
-		op := ""
-		if lo := t.Status.LastOperation; lo != nil {
-			op = fmt.Sprintf("%s/%s: %s", lo.Type, lo.State, lo.Description)
-		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, etcd, kind, state, time.Since(t.CreationTimestamp.Time).Round(time.Second), op)
-	}
-	return w.Flush()
+	return taskctl.ExitCode(state, err), err
 }
