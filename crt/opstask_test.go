@@ -18,7 +18,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -48,19 +47,7 @@ func taskScheme(t testing.TB) *runtime.Scheme {
 // TestTask CRD through the manager's clients before the manager starts.
 func newTaskManager(t testing.TB, env *testenv.Kubernetes, opts ...func(*manager.Options)) manager.Manager {
 	t.Helper()
-	o := ctrl.Options{
-		Scheme:                 taskScheme(t),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{env.Namespace: {}}},
-	}
-	for _, f := range opts {
-		f(&o)
-	}
-	mgr, err := ctrl.NewManager(env.Config, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr := env.NewManager(t, taskScheme(t), opts...)
 	crd, err := crt.TaskCRD(opstasktest.CRD, &opstasktest.TestTask{}, mgr.GetScheme(), &crt.TaskOptions{TargetField: opstasktest.TargetField})
 	if err != nil {
 		t.Fatal(err)
@@ -69,20 +56,6 @@ func newTaskManager(t testing.TB, env *testenv.Kubernetes, opts ...func(*manager
 		t.Fatal(err)
 	}
 	return mgr
-}
-
-// runManager starts mgr until the test ends.
-func runManager(t testing.TB, mgr manager.Manager) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
 }
 
 // testTask renders a task as a TestTask object of namespace ns.
@@ -120,7 +93,7 @@ func TestTaskStoreConformance(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		runManager(t, mgr)
+		testenv.StartManager(t, mgr)
 		return opstasktest.Harness{
 			Store: store,
 			Create: func(ctx context.Context, task *opstask.Task) (*opstask.Task, error) {
@@ -178,7 +151,7 @@ func TestTaskControllerFromTheManagerAlone(t *testing.T) {
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { leaderRan.Store(true); <-ctx.Done(); return nil })); err != nil {
 		t.Fatal(err)
 	}
-	runManager(t, mgr)
+	testenv.StartManager(t, mgr)
 
 	succeeded := func(name string) {
 		t.Helper()
