@@ -2,7 +2,8 @@
 // controller-runtime manager: Objects adapts the manager's client to
 // collect.Objects, and Collect adds the controller that runs the
 // collector's passes and, with a finalizer, prepares and finalizes each
-// backup.
+// backup. Share runs a backupstore/share.Share (entries placed in shared
+// buckets) as two controllers.
 //
 //	c, err := collect.New(collect.Config[*v1.Backup]{
 //		Objects: backups.Objects[*v1.Backup](mgr.GetClient(), mgr.GetAPIReader()),
@@ -19,6 +20,10 @@
 //   - Collect's passes of one namespace never overlap (one request per
 //     namespace), and a pass is requeued when its report says the next
 //     decision is due; errors end as crt.Result maps them.
+//   - Share reconciles entries with one worker and buckets with another,
+//     so two admissions never race in one process (run one active
+//     replica); the entries waiting for a place in a bucket are reconciled
+//     when the bucket changes and when an entry of it is gone.
 //   - The backup type must be registered in the manager's scheme with its
 //     list type named <Kind>List, as generated API types are.
 //

@@ -21,9 +21,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/examples/backup-entry/api"
@@ -181,184 +183,212 @@ func notFound(resource, name string) error {
 	return apierrors.NewNotFound(schema.GroupResource{Group: api.Group, Resource: resource}, name)
 }
 
+// clientWrap wraps the controller's client (cached reads, writes) and API
+// reader (fresh reads): controllerOptions.wrap.
+type clientWrap = func(client.Client, client.Reader) (client.Client, client.Reader)
+
+// intercept wraps both with the same funcs (interceptor.Funcs: a nil func
+// passes the call on).
+func intercept(f interceptor.Funcs) clientWrap {
+	return func(cl client.Client, live client.Reader) (client.Client, client.Reader) {
+		return interceptor.NewClient(noWatch{cl}, f), interceptor.NewClient(noWatch{readerClient{cl, live}}, f)
+	}
+}
+
+// chain applies wraps in order: the first is closest to the API server.
+func chain(wraps ...clientWrap) clientWrap {
+	return func(cl client.Client, live client.Reader) (client.Client, client.Reader) {
+		for _, w := range wraps {
+			if w != nil {
+				cl, live = w(cl, live)
+			}
+		}
+		return cl, live
+	}
+}
+
+// noWatch is a client without watches, which the controller never uses.
+type noWatch struct{ client.Client }
+
+func (noWatch) Watch(context.Context, client.ObjectList, ...client.ListOption) (watch.Interface, error) {
+	return nil, errors.New("no watch")
+}
+
+// readerClient reads through r; its writes go to the client.
+type readerClient struct {
+	client.Client
+	r client.Reader
+}
+
+func (c readerClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	return c.r.Get(ctx, key, obj, opts...)
+}
+
+func (c readerClient) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	return c.r.List(ctx, list, opts...)
+}
+
 // scoped limits a controller to the entries and buckets whose names start
 // with prefix: on the shared control plane, each planted-bug run's
 // controller leaves the other runs' objects alone.
-type scoped struct {
-	cluster
-	prefix string
-}
-
-func (s scoped) Entry(ctx context.Context, name string) (*api.BackupEntry, error) {
-	if !strings.HasPrefix(name, s.prefix) {
-		return nil, notFound("backupentries", name)
-	}
-	return s.cluster.Entry(ctx, name)
-}
-
-func (s scoped) GetEntry(ctx context.Context, name string) (*api.BackupEntry, error) {
-	if !strings.HasPrefix(name, s.prefix) {
-		return nil, notFound("backupentries", name)
-	}
-	return s.cluster.GetEntry(ctx, name)
-}
-
-func (s scoped) Bucket(ctx context.Context, name string) (*api.BackupBucket, error) {
-	if !strings.HasPrefix(name, s.prefix) {
-		return nil, notFound("backupbuckets", name)
-	}
-	return s.cluster.Bucket(ctx, name)
-}
-
-func (s scoped) Entries(ctx context.Context) ([]*api.BackupEntry, error) {
-	all, err := s.cluster.Entries(ctx)
-	return slices.DeleteFunc(all, func(e *api.BackupEntry) bool { return !strings.HasPrefix(e.Name, s.prefix) }), err
+func scoped(prefix string) clientWrap {
+	return intercept(interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			switch obj.(type) {
+			case *api.BackupEntry:
+				if !strings.HasPrefix(key.Name, prefix) {
+					return notFound("backupentries", key.Name)
+				}
+			case *api.BackupBucket:
+				if !strings.HasPrefix(key.Name, prefix) {
+					return notFound("backupbuckets", key.Name)
+				}
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if err := c.List(ctx, list, opts...); err != nil {
+				return err
+			}
+			switch l := list.(type) {
+			case *api.BackupEntryList:
+				l.Items = slices.DeleteFunc(l.Items, func(e api.BackupEntry) bool { return !strings.HasPrefix(e.Name, prefix) })
+			case *api.BackupBucketList:
+				l.Items = slices.DeleteFunc(l.Items, func(b api.BackupBucket) bool { return !strings.HasPrefix(b.Name, prefix) })
+			}
+			return nil
+		},
+	})
 }
 
 // Planted bugs: each wraps the controller's API access (a test-only
 // wrapper, never a switch of the controller) and breaks one promise.
 
+// entryReads wraps the controller's reads and writes of entries: read
+// changes each entry read (cached and fresh), write undoes it on each
+// entry written (the API server refuses some changes, and a planted bug
+// must not write its lie).
+func entryReads(read, write func(*api.BackupEntry)) clientWrap {
+	return intercept(interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if err := c.Get(ctx, key, obj, opts...); err != nil {
+				return err
+			}
+			if e, ok := obj.(*api.BackupEntry); ok {
+				read(e)
+			}
+			return nil
+		},
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			if e, ok := obj.(*api.BackupEntry); ok {
+				write(e)
+			}
+			return c.Update(ctx, obj, opts...)
+		},
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			if e, ok := obj.(*api.BackupEntry); ok {
+				write(e)
+			}
+			return c.SubResource(sub).Update(ctx, obj, opts...)
+		},
+	})
+}
+
 // shiftedDeletion reads every deletionTimestamp shifted by by: an hour
 // early deletes prefixes before their grace period is over, an hour late
 // never deletes them within the bound. Writes carry the real timestamp
 // (the API server refuses to change it).
-type shiftedDeletion struct {
-	cluster
-	by   time.Duration
-	real sync.Map // entry name -> *metav1.Time
-}
-
-func (s *shiftedDeletion) shift(e *api.BackupEntry, err error) (*api.BackupEntry, error) {
-	if err != nil || e.DeletionTimestamp == nil {
-		return e, err
-	}
-	s.real.Store(e.Name, e.DeletionTimestamp.DeepCopy())
-	e = e.DeepCopy()
-	e.DeletionTimestamp = &metav1.Time{Time: e.DeletionTimestamp.Add(s.by)}
-	return e, nil
-}
-
-func (s *shiftedDeletion) unshift(e *api.BackupEntry) *api.BackupEntry {
-	if v, ok := s.real.Load(e.Name); ok && e.DeletionTimestamp != nil {
-		e = e.DeepCopy()
-		e.DeletionTimestamp = v.(*metav1.Time)
-	}
-	return e
-}
-
-func (s *shiftedDeletion) Entry(ctx context.Context, name string) (*api.BackupEntry, error) {
-	return s.shift(s.cluster.Entry(ctx, name))
-}
-
-func (s *shiftedDeletion) GetEntry(ctx context.Context, name string) (*api.BackupEntry, error) {
-	return s.shift(s.cluster.GetEntry(ctx, name))
-}
-
-func (s *shiftedDeletion) UpdateEntry(ctx context.Context, e *api.BackupEntry) (*api.BackupEntry, error) {
-	return s.cluster.UpdateEntry(ctx, s.unshift(e))
-}
-
-func (s *shiftedDeletion) UpdateEntryStatus(ctx context.Context, e *api.BackupEntry) (*api.BackupEntry, error) {
-	return s.cluster.UpdateEntryStatus(ctx, s.unshift(e))
+func shiftedDeletion(by time.Duration) clientWrap {
+	var real sync.Map // entry name -> *metav1.Time
+	return entryReads(func(e *api.BackupEntry) {
+		if e.DeletionTimestamp != nil {
+			real.Store(e.Name, e.DeletionTimestamp.DeepCopy())
+			e.DeletionTimestamp = &metav1.Time{Time: e.DeletionTimestamp.Add(by)}
+		}
+	}, func(e *api.BackupEntry) {
+		if v, ok := real.Load(e.Name); ok && e.DeletionTimestamp != nil {
+			e.DeletionTimestamp = v.(*metav1.Time)
+		}
+	})
 }
 
 // finalizerFirst removes a deleted entry's finalizer when the controller
 // reads it fresh before deleting the prefix, and answers with the copy it
 // read: the prefix is deleted 2 s after the entry is gone.
-type finalizerFirst struct{ cluster }
-
-func (f finalizerFirst) GetEntry(ctx context.Context, name string) (*api.BackupEntry, error) {
-	live, err := f.cluster.GetEntry(ctx, name)
-	if err != nil || live.DeletionTimestamp == nil || !slices.Contains(live.Finalizers, api.Finalizer) {
-		return live, err
-	}
-	e := live.DeepCopy()
-	e.Finalizers = slices.DeleteFunc(e.Finalizers, func(f string) bool { return f == api.Finalizer })
-	if _, err := f.cluster.UpdateEntry(ctx, e); err != nil {
-		return nil, err
-	}
-	if err := chaos.Sleep(ctx, 2*time.Second); err != nil {
-		return nil, err
-	}
-	return live, nil
+func finalizerFirst(cl client.Client, live client.Reader) (client.Client, client.Reader) {
+	return cl, interceptor.NewClient(noWatch{readerClient{cl, live}}, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if err := c.Get(ctx, key, obj, opts...); err != nil {
+				return err
+			}
+			e, ok := obj.(*api.BackupEntry)
+			if !ok || e.DeletionTimestamp == nil || !slices.Contains(e.Finalizers, api.Finalizer) {
+				return nil
+			}
+			read := e.DeepCopy()
+			e.Finalizers = slices.DeleteFunc(e.Finalizers, func(f string) bool { return f == api.Finalizer })
+			if err := cl.Update(ctx, e); err != nil {
+				return err
+			}
+			if err := chaos.Sleep(ctx, 2*time.Second); err != nil {
+				return err
+			}
+			*e = *read
+			return nil
+		},
+	})
 }
 
 // roomier reads every limited bucket's spec.maxEntries two higher, and
 // writes it back as it was.
-type roomier struct {
-	cluster
-	real sync.Map // bucket name -> int
-}
-
-func (r *roomier) Bucket(ctx context.Context, name string) (*api.BackupBucket, error) {
-	b, err := r.cluster.Bucket(ctx, name)
-	if err != nil || b.Spec.MaxEntries == 0 {
-		return b, err
-	}
-	r.real.Store(name, b.Spec.MaxEntries)
-	b = b.DeepCopy()
-	b.Spec.MaxEntries += 2
-	return b, nil
-}
-
-func (r *roomier) UpdateBucket(ctx context.Context, b *api.BackupBucket) (*api.BackupBucket, error) {
-	if v, ok := r.real.Load(b.Name); ok {
-		b = b.DeepCopy()
-		b.Spec.MaxEntries = v.(int)
-	}
-	return r.cluster.UpdateBucket(ctx, b)
+func roomier() clientWrap {
+	var real sync.Map // bucket name -> int
+	return intercept(interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if err := c.Get(ctx, key, obj, opts...); err != nil {
+				return err
+			}
+			if b, ok := obj.(*api.BackupBucket); ok && b.Spec.MaxEntries != 0 {
+				real.Store(b.Name, b.Spec.MaxEntries)
+				b.Spec.MaxEntries += 2
+			}
+			return nil
+		},
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			if b, ok := obj.(*api.BackupBucket); ok {
+				if v, ok := real.Load(b.Name); ok {
+					b.Spec.MaxEntries = v.(int)
+				}
+			}
+			return c.Update(ctx, obj, opts...)
+		},
+	})
 }
 
 // forcedLive reads every admitted entry that is not deleted as deleted
 // now and forced, and writes it back as it was.
-type forcedLive struct {
-	cluster
-	faked sync.Map // entry name -> bool: it had the force annotation
-}
-
-func (f *forcedLive) fake(e *api.BackupEntry, err error) (*api.BackupEntry, error) {
-	if err != nil || e.DeletionTimestamp != nil || e.Status.Prefix == "" || !slices.Contains(e.Finalizers, api.Finalizer) {
-		if e != nil {
-			f.faked.Delete(e.Name)
+func forcedLive() clientWrap {
+	var faked sync.Map // entry name -> bool: it had the force annotation
+	return entryReads(func(e *api.BackupEntry) {
+		if e.DeletionTimestamp != nil || e.Status.Prefix == "" || !slices.Contains(e.Finalizers, api.Finalizer) {
+			faked.Delete(e.Name)
+			return
 		}
-		return e, err
-	}
-	_, had := e.Annotations[api.ForceDeletionAnnotation]
-	f.faked.Store(e.Name, had)
-	e = e.DeepCopy()
-	e.DeletionTimestamp = &metav1.Time{Time: time.Now()}
-	if e.Annotations == nil {
-		e.Annotations = map[string]string{}
-	}
-	e.Annotations[api.ForceDeletionAnnotation] = "true"
-	return e, nil
-}
-
-func (f *forcedLive) restore(e *api.BackupEntry) *api.BackupEntry {
-	if had, ok := f.faked.Load(e.Name); ok {
-		e = e.DeepCopy()
-		e.DeletionTimestamp = nil
-		if !had.(bool) {
-			delete(e.Annotations, api.ForceDeletionAnnotation)
+		_, had := e.Annotations[api.ForceDeletionAnnotation]
+		faked.Store(e.Name, had)
+		e.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+		if e.Annotations == nil {
+			e.Annotations = map[string]string{}
 		}
-	}
-	return e
-}
-
-func (f *forcedLive) Entry(ctx context.Context, name string) (*api.BackupEntry, error) {
-	return f.fake(f.cluster.Entry(ctx, name))
-}
-
-func (f *forcedLive) GetEntry(ctx context.Context, name string) (*api.BackupEntry, error) {
-	return f.fake(f.cluster.GetEntry(ctx, name))
-}
-
-func (f *forcedLive) UpdateEntry(ctx context.Context, e *api.BackupEntry) (*api.BackupEntry, error) {
-	return f.cluster.UpdateEntry(ctx, f.restore(e))
-}
-
-func (f *forcedLive) UpdateEntryStatus(ctx context.Context, e *api.BackupEntry) (*api.BackupEntry, error) {
-	return f.cluster.UpdateEntryStatus(ctx, f.restore(e))
+		e.Annotations[api.ForceDeletionAnnotation] = "true"
+	}, func(e *api.BackupEntry) {
+		if had, ok := faked.Load(e.Name); ok {
+			e.DeletionTimestamp = nil
+			if !had.(bool) {
+				delete(e.Annotations, api.ForceDeletionAnnotation)
+			}
+		}
+	})
 }
 
 // lookalikeDeletingStore is an endpoint in front of an S3 or GCS server
@@ -434,21 +464,21 @@ func (g *beWorkload) cleanup(t *testing.T) {
 func TestChaosCheckerCatchesPlantedBugs(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		wrap  func(cluster) cluster
+		wrap  clientWrap
 		store bool
 		want  []string
 	}{
 		{name: "deletion timestamps read an hour early", want: []string{invEarly},
-			wrap: func(c cluster) cluster { return &shiftedDeletion{cluster: c, by: -time.Hour} }},
+			wrap: shiftedDeletion(-time.Hour)},
 		{name: "store deletes a look-alike with each delete", store: true, want: []string{invOutside, invKept}},
 		{name: "finalizer removed 2 s before the prefix is deleted", want: []string{invFinalizer},
-			wrap: func(c cluster) cluster { return finalizerFirst{c} }},
+			wrap: finalizerFirst},
 		{name: "maxEntries read two higher", want: []string{invQuota},
-			wrap: func(c cluster) cluster { return &roomier{cluster: c} }},
+			wrap: roomier()},
 		{name: "deletion timestamps read an hour late", want: []string{invLiveness},
-			wrap: func(c cluster) cluster { return &shiftedDeletion{cluster: c, by: time.Hour} }},
+			wrap: shiftedDeletion(time.Hour)},
 		{name: "live entries taken for forced deletions", want: []string{invKept, invEarly},
-			wrap: func(c cluster) cluster { return &forcedLive{cluster: c} }},
+			wrap: forcedLive()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -468,13 +498,7 @@ func TestChaosCheckerCatchesPlantedBugs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			wrap := func(c cluster) cluster {
-				c = scoped{cluster: c, prefix: k.Namespace + "--"}
-				if tc.wrap != nil {
-					c = tc.wrap(c)
-				}
-				return c
-			}
+			wrap := chain(scoped(k.Namespace+"--"), tc.wrap)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			g, err := newBEWorkload(ctx, world, beOptions{replicas: 1, grace: 3 * time.Second, bound: 10 * time.Second, wrap: wrap, log: log}, shortSeed)

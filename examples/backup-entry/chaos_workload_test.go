@@ -83,7 +83,7 @@ type beOptions struct {
 	bound time.Duration
 	// wrap wraps the controller's API access: a scope for tests on a
 	// shared control plane, or a planted bug.
-	wrap func(cluster) cluster
+	wrap clientWrap
 	log  logr.Logger
 }
 

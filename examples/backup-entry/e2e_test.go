@@ -28,6 +28,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
@@ -617,23 +619,26 @@ func TestDryRunWithKubeconfig(t *testing.T) {
 	}
 }
 
-// staleOnce serves one stale copy of an entry from the "cache", as an
-// informer that lags behind the API server does.
+// staleOnce serves one stale copy of an entry from the "cache" (the
+// client's reads), as an informer that lags behind the API server does.
 type staleOnce struct {
-	cluster
 	mu    sync.Mutex
 	stale *api.BackupEntry
 }
 
-func (s *staleOnce) Entry(ctx context.Context, name string) (*api.BackupEntry, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stale != nil && s.stale.Name == name {
-		e := s.stale
-		s.stale = nil
-		return e, nil
-	}
-	return s.cluster.Entry(ctx, name)
+func (s *staleOnce) wrap(cl client.Client, live client.Reader) (client.Client, client.Reader) {
+	return interceptor.NewClient(noWatch{cl}, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if e, ok := obj.(*api.BackupEntry); ok && s.stale != nil && s.stale.Name == key.Name {
+				*e = *s.stale
+				s.stale = nil
+				return nil
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	}), live
 }
 
 func (s *staleOnce) served() bool {
@@ -673,7 +678,7 @@ func TestStaleCacheDoesNotForceDeletion(t *testing.T) {
 	forced := e.entry(name) // deleted and forced: what the cache will serve
 	e.setForce(name, false)
 	wrap := &staleOnce{stale: forced}
-	startManager(t, e.k.Config, e.k.Namespace, controllerOptions{grace: time.Hour, wrap: func(c cluster) cluster { wrap.cluster = c; return wrap }})
+	startManager(t, e.k.Config, e.k.Namespace, controllerOptions{grace: time.Hour, wrap: wrap.wrap})
 	e.waitEntry(name, "waiting for the grace period", func(be *api.BackupEntry) bool {
 		return hasReason(be, api.ConditionPrefixDeleted, metav1.ConditionFalse, "GracePeriod")
 	})

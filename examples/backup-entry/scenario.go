@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
 	"github.com/groundskeeper-io/groundskeeper/examples/backup-entry/api"
 	"github.com/groundskeeper-io/groundskeeper/retention"
 )
@@ -40,7 +42,7 @@ var scenarioStart = time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
 type sim struct {
 	out   io.Writer
 	clk   *clocktesting.FakeClock
-	ctrl  *controller
+	share *share.Share[*api.BackupEntry, *api.BackupBucket]
 	store *blob.Bucket
 	// The API server's objects and its resourceVersion counter.
 	entries map[string]*api.BackupEntry
@@ -62,19 +64,16 @@ func runScenario(out io.Writer) error {
 	}
 	defer s.store.Close()
 	// The bucket is mem://: no Secret is read.
-	cfg := entryConfig(s, backupstore.SecretsFrom(nil), simEvents{s}, s.clk, scenarioGrace, false)
+	cfg := entryConfig(simEntries{s}, simBuckets{s}, backupstore.SecretsFrom(nil), simEvents{s}, s.clk, scenarioGrace, false)
 	cfg.Open = func(context.Context, string, *backupstore.Credentials) (*blob.Bucket, func() error, error) {
 		return s.store, func() error { return nil }, nil
 	}
-	entries, err := collect.New(cfg)
+	collector, err := collect.New(cfg)
 	if err != nil {
 		return err
 	}
-	s.ctrl = &controller{
-		cluster: s,
-		events:  simEvents{s},
-		clock:   s.clk,
-		entries: entries,
+	if s.share, err = newShareWith(collector, simEntries{s}, simBuckets{s}, simEvents{s}, s.clk); err != nil {
+		return err
 	}
 
 	fmt.Fprintf(out, "Simulated timeline from %s UTC. Deletion grace period %s.\n\n", scenarioStart.Format(time.DateTime), retention.Format(scenarioGrace))
@@ -186,7 +185,7 @@ func (s *sim) runUntil(ctx context.Context, until time.Duration) {
 			s.clk.SetTime(due)
 		}
 		delete(s.queue, key)
-		after, err := s.ctrl.reconcile(ctx, key)
+		after, err := s.reconcile(ctx, key)
 		switch {
 		case err != nil:
 			s.say("  reconcile %s failed: %v; retry in %s", key, err, errorRetry)
@@ -198,6 +197,27 @@ func (s *sim) runUntil(ctx context.Context, until time.Duration) {
 	if end.After(s.clk.Now()) {
 		s.clk.SetTime(end)
 	}
+}
+
+func entryKey(name string) string  { return "entry/" + name }
+func bucketKey(name string) string { return "bucket/" + name }
+
+// reconcile runs what the manager's controllers run for key (entryKey,
+// bucketKey) on the object read from the simulated API server.
+func (s *sim) reconcile(ctx context.Context, key string) (time.Duration, error) {
+	kind, name, _ := strings.Cut(key, "/")
+	if kind == "bucket" {
+		b, ok := s.buckets[name]
+		if !ok {
+			return 0, nil
+		}
+		return s.share.ReconcileBucket(ctx, b.DeepCopy())
+	}
+	e, ok := s.entries[name]
+	if !ok {
+		return 0, nil
+	}
+	return s.share.ReconcileEntry(ctx, e.DeepCopy())
 }
 
 // next is the queued key due first (ties by name, for a stable order).
@@ -233,18 +253,28 @@ func (s *sim) bump(m *metav1.ObjectMeta) {
 	m.ResourceVersion = fmt.Sprint(s.rv)
 }
 
+// entryChanged queues what the manager's watches would: the entry, its
+// bucket, and once the entry is gone, the entries waiting for a place in
+// its bucket.
 func (s *sim) entryChanged(e *api.BackupEntry) {
 	s.add(entryKey(e.Name), 0)
 	s.add(bucketKey(e.Spec.BucketName), 0)
+	if b, ok := s.buckets[e.Spec.BucketName]; ok && s.entries[e.Name] == nil {
+		s.queueWaiting(b)
+	}
 }
 
 // bucketChanged queues what the manager's watches would: the bucket, and
 // the entries waiting for a place in it if it has room.
 func (s *sim) bucketChanged(b *api.BackupBucket) {
 	s.add(bucketKey(b.Name), 0)
-	entries, _ := s.Entries(context.Background())
-	for _, name := range refusedEntries(b, entries) {
-		s.add(entryKey(name), 0)
+	s.queueWaiting(b)
+}
+
+func (s *sim) queueWaiting(b *api.BackupBucket) {
+	waiting, _ := s.share.Waiting(context.Background(), b)
+	for _, e := range waiting {
+		s.add(entryKey(e.Name), 0)
 	}
 }
 
@@ -385,6 +415,68 @@ func (s *sim) UpdateBucketStatus(_ context.Context, b *api.BackupBucket) (*api.B
 	s.buckets[b.Name] = next
 	s.bucketChanged(next)
 	return next.DeepCopy(), nil
+}
+
+// simEntries and simBuckets are the simulated API server's objects as
+// the controller reads and writes them; a write updates its argument, as
+// a controller-runtime client's does.
+type (
+	simEntries struct{ s *sim }
+	simBuckets struct{ s *sim }
+)
+
+func (o simEntries) List(ctx context.Context, _ string) ([]*api.BackupEntry, error) {
+	return o.s.Entries(ctx)
+}
+
+func (o simEntries) Get(ctx context.Context, _, name string) (*api.BackupEntry, error) {
+	return o.s.Entry(ctx, name)
+}
+
+func (o simEntries) Update(ctx context.Context, e *api.BackupEntry) error {
+	return into(e)(o.s.UpdateEntry(ctx, e))
+}
+
+func (o simEntries) UpdateStatus(ctx context.Context, e *api.BackupEntry) error {
+	return into(e)(o.s.UpdateEntryStatus(ctx, e))
+}
+
+func (simEntries) Delete(context.Context, string, string, types.UID, string) error {
+	return errors.New("entries are deleted by Gardener, not by the controller")
+}
+
+func (o simBuckets) List(context.Context, string) ([]*api.BackupBucket, error) {
+	var out []*api.BackupBucket
+	for _, name := range sortedKeys(o.s.buckets) {
+		out = append(out, o.s.buckets[name].DeepCopy())
+	}
+	return out, nil
+}
+
+func (o simBuckets) Get(ctx context.Context, _, name string) (*api.BackupBucket, error) {
+	return o.s.Bucket(ctx, name)
+}
+
+func (o simBuckets) Update(ctx context.Context, b *api.BackupBucket) error {
+	return into(b)(o.s.UpdateBucket(ctx, b))
+}
+
+func (o simBuckets) UpdateStatus(ctx context.Context, b *api.BackupBucket) error {
+	return into(b)(o.s.UpdateBucketStatus(ctx, b))
+}
+
+func (simBuckets) Delete(context.Context, string, string, types.UID, string) error {
+	return errors.New("buckets are deleted by the administrator, not by the controller")
+}
+
+// into copies a write's result into the object written.
+func into[T any](dst *T) func(*T, error) error {
+	return func(src *T, err error) error {
+		if err == nil {
+			*dst = *src
+		}
+		return err
+	}
 }
 
 // simEvents prints the controller's events on the timeline.

@@ -50,6 +50,9 @@ type Spec struct {
 type Status struct {
 	// Outcome: "Succeeded", "Failed" or empty (still running).
 	Outcome string `json:"outcome,omitempty"`
+	// Prefix is an entry's prefix once admitted to a shared bucket
+	// (backupstore/share).
+	Prefix string `json:"prefix,omitempty"`
 	// DeleteAfter is when a deleted backup's data goes.
 	DeleteAfter *metav1.Time       `json:"deleteAfter,omitempty"`
 	Conditions  []metav1.Condition `json:"conditions,omitempty"`

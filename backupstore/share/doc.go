@@ -1,0 +1,31 @@
+// Package share places the entries of many owners in shared buckets, one
+// prefix per entry, as Gardener's backup infrastructure does: an entry
+// resource (a BackupEntry) names a bucket resource (a BackupBucket), is
+// admitted to it while the bucket has room for another prefix, and its
+// data is deleted through a backupstore/collect finalizer when it goes; a
+// bucket resource stays while entries name it.
+//
+// Share is written against collect.Objects, so a client-go user wires it
+// as well as a controller-runtime one; crt/backups.Share runs it on a
+// manager.
+//
+// Guarantees:
+//   - An entry gets a prefix only while its bucket is not being deleted
+//     and holds fewer prefixes than its limit (backupstore.Quota counts the
+//     prefixes in the store, not the resources, so data written outside
+//     the controller counts too).
+//   - With Marker, the prefix exists in the store before the entry is
+//     admitted, so a second admission counts it.
+//   - A bucket's finalizer is removed only when no entry, deleted or not,
+//     names the bucket; the removal carries the resourceVersion read.
+//   - An entry's data goes before its finalizer (collect.Collector.Finalize).
+//
+// Not guaranteed:
+//   - Admissions are not serialized across workers or replicas: run one
+//     worker on the one elected replica (crt/backups.Share does the first,
+//     leader election the second).
+//   - The entries are counted from a cache: a bucket's finalizer may be
+//     removed for an entry created a moment before, which the API server
+//     has not shown the cache yet. That entry is then refused
+//     (BucketDeleting or BucketNotFound).
+package share

@@ -1,0 +1,374 @@
+package share
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/clock"
+
+	"github.com/groundskeeper-io/groundskeeper/backupstore"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
+	"github.com/groundskeeper-io/groundskeeper/internal/event"
+	"github.com/groundskeeper-io/groundskeeper/internal/storeerr"
+)
+
+// ErrInvalidConfig is returned by New for a Config it cannot run with.
+var ErrInvalidConfig = storeerr.ErrInvalidConfig
+
+// Condition types and the reasons Share sets.
+const (
+	// ConditionAdmitted, on an entry, is True once it has a prefix in its
+	// bucket; False with the reason why not.
+	ConditionAdmitted = "Admitted"
+	// ConditionInUse, on a bucket, is True while entries name it.
+	ConditionInUse = "InUse"
+
+	ReasonAdmitted        = "Admitted"
+	ReasonBucketNotFound  = "BucketNotFound"
+	ReasonBucketDeleting  = "BucketDeleting"
+	ReasonBucketFull      = "BucketFull"
+	ReasonInvalidName     = "InvalidName"
+	ReasonStoreError      = "StoreError"
+	ReasonEntriesExist    = "EntriesExist"
+	ReasonNoEntries       = "NoEntries"
+	ReasonDeletionBlocked = "DeletionBlocked"
+	// ReasonBucketInUse is the event of a deleted bucket that entries
+	// still name.
+	ReasonBucketInUse = "BucketInUse"
+)
+
+// Config says how entries and buckets are read and written. Entries E and
+// buckets B are Kubernetes objects of the caller's types.
+type Config[E, B collect.Object] struct {
+	// Entries and Buckets read and write the objects (crt/backups.Objects
+	// over a controller-runtime manager). Entries.List is called with the
+	// namespace "" (all namespaces).
+	Entries collect.Objects[E]
+	Buckets collect.Objects[B]
+	// Collector finalizes deleted entries (its Finalizer is also put on
+	// every entry) and opens an entry's bucket (its Location) for the
+	// admission. Required, with a Finalizer.
+	Collector *collect.Collector[E]
+	// Bucket names the bucket object an entry is placed in. Required.
+	Bucket func(E) (namespace, name string)
+	// Limit is a bucket's most entries; 0 means no limit. Required.
+	Limit func(B) int
+	// Prefix points at the entry's status field that holds its prefix
+	// once admitted ("" until then). Required.
+	Prefix func(E) *string
+	// Conditions points at the entry's status conditions (Admitted).
+	// Required.
+	Conditions func(E) *[]metav1.Condition
+	// Marker, if set, is the content of the object MarkerKey written under
+	// an admitted entry's prefix: it makes the prefix exist before the
+	// first backup, so that backupstore.Quota counts the entry.
+	// Without it the entry is counted from its first backup on.
+	Marker    func(E) []byte
+	MarkerKey string
+	// BucketFinalizer is put on every bucket and removed from a deleted
+	// bucket only once no entry names it. Required.
+	BucketFinalizer string
+	// BucketConditions, if set, points at a bucket's status conditions
+	// (InUse); Count, if set, records a bucket's counts in its status.
+	// Without both, a bucket's status is never written.
+	BucketConditions func(B) *[]metav1.Condition
+	Count            func(b B, entries, admitted int)
+	// Names words the messages; empty fields have neutral defaults.
+	Names Names
+	// Recorder records events; nil records none.
+	Recorder event.Recorder
+	// Clock stamps conditions; default the real clock.
+	Clock clock.PassiveClock
+}
+
+// Names are the words of the messages: the kinds and fields of the
+// caller's API.
+type Names struct {
+	Bucket      string // "BackupBucket"; default "bucket"
+	Entries     string // "BackupEntries"; default "entries"
+	BucketField string // "spec.bucketName"; default "bucket"
+	LimitField  string // "spec.maxEntries"; default "limit"
+}
+
+// Share places entries in shared buckets and keeps the buckets while
+// entries name them.
+type Share[E, B collect.Object] struct {
+	cfg Config[E, B]
+}
+
+// New checks cfg and returns its Share. A missing required field is an
+// error that names it and wraps ErrInvalidConfig.
+func New[E, B collect.Object](cfg Config[E, B]) (*Share[E, B], error) {
+	for _, f := range []struct {
+		name string
+		ok   bool
+	}{
+		{"Entries", cfg.Entries != nil}, {"Buckets", cfg.Buckets != nil}, {"Collector", cfg.Collector != nil},
+		{"Bucket", cfg.Bucket != nil}, {"Limit", cfg.Limit != nil}, {"Prefix", cfg.Prefix != nil},
+		{"Conditions", cfg.Conditions != nil}, {"BucketFinalizer", cfg.BucketFinalizer != ""},
+	} {
+		if !f.ok {
+			return nil, fmt.Errorf("%w: share: Config.%s is required", ErrInvalidConfig, f.name)
+		}
+	}
+	if cfg.Collector.Finalizer() == "" {
+		return nil, fmt.Errorf("%w: share: Config.Collector has no Finalizer (collect.Config.Finalizer)", ErrInvalidConfig)
+	}
+	if cfg.Marker != nil && cfg.MarkerKey == "" {
+		return nil, fmt.Errorf("%w: share: Config.MarkerKey is required with a Marker", ErrInvalidConfig)
+	}
+	if cfg.Recorder == nil {
+		cfg.Recorder = event.Func(func(runtime.Object, string, string, string) {})
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	n := &cfg.Names
+	n.Bucket, n.Entries = cmpOr(n.Bucket, "bucket"), cmpOr(n.Entries, "entries")
+	n.BucketField, n.LimitField = cmpOr(n.BucketField, "bucket"), cmpOr(n.LimitField, "limit")
+	return &Share[E, B]{cfg: cfg}, nil
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// ReconcileEntry reconciles one entry, read from a cache: a deleted entry
+// is finalized (collect.Collector.Finalize); a live one gets the
+// Collector's finalizer and, if it has no prefix yet, is admitted to its
+// bucket if the bucket has room. It returns when to look again (0: when
+// the entry or its bucket changes); an error is for a retry with backoff.
+//
+// Two admissions must not run at once for one bucket (backupstore.Quota
+// would admit both to the last place): run one worker, as
+// crt/backups.Share does.
+func (s *Share[E, B]) ReconcileEntry(ctx context.Context, e E) (time.Duration, error) {
+	e = e.DeepCopyObject().(E)
+	if e.GetDeletionTimestamp() != nil {
+		_, after, err := s.cfg.Collector.Finalize(ctx, e)
+		return after, err
+	}
+	if f := s.cfg.Collector.Finalizer(); !slices.Contains(e.GetFinalizers(), f) {
+		e.SetFinalizers(append(e.GetFinalizers(), f))
+		if err := s.cfg.Entries.Update(ctx, e); err != nil {
+			return 0, fmt.Errorf("add finalizer: %w", err)
+		}
+	}
+	if *s.cfg.Prefix(e) != "" {
+		return 0, nil
+	}
+	return 0, s.admit(ctx, e)
+}
+
+// admit gives e a prefix in its bucket if the bucket has room, and records
+// the outcome in the Admitted condition.
+func (s *Share[E, B]) admit(ctx context.Context, e E) error {
+	n := s.cfg.Names
+	refuse := func(reason, msg string, err error) error {
+		changed, werr := s.setCondition(ctx, e, metav1.ConditionFalse, reason, msg)
+		if changed {
+			s.cfg.Recorder.Event(e, corev1.EventTypeWarning, reason, msg)
+			logr.FromContextOrDiscard(ctx).Info("not admitted", "reason", reason, "message", msg)
+		}
+		return errors.Join(err, werr)
+	}
+	ns, name := s.cfg.Bucket(e)
+	b, err := s.cfg.Buckets.Get(ctx, ns, name)
+	if apierrors.IsNotFound(err) {
+		return refuse(ReasonBucketNotFound, fmt.Sprintf("%s %q: no such %s", n.BucketField, name, n.Bucket), nil)
+	}
+	if err != nil {
+		return err
+	}
+	if b.GetDeletionTimestamp() != nil {
+		return refuse(ReasonBucketDeleting, fmt.Sprintf("%s %q: the %s is being deleted", n.BucketField, name, n.Bucket), nil)
+	}
+	prefix, err := backupstore.EntryPrefix("", e.GetName())
+	if err != nil {
+		return refuse(ReasonInvalidName, err.Error(), nil)
+	}
+	store, _, closeStore, err := s.cfg.Collector.OpenBucket(ctx, e)
+	if err != nil {
+		return refuse(ReasonStoreError, err.Error(), err)
+	}
+	defer closeStore()
+	limit := s.cfg.Limit(b)
+	count, err := backupstore.Quota{Limit: limit}.Admit(ctx, store, e.GetName())
+	if errors.Is(err, backupstore.ErrBucketFull) {
+		return refuse(ReasonBucketFull, fmt.Sprintf("%s %q holds %d entries, %s is %d: no prefix given", n.Bucket, name, count, n.LimitField, limit), nil)
+	}
+	if err != nil {
+		return refuse(ReasonStoreError, err.Error(), err)
+	}
+	if s.cfg.Marker != nil {
+		if err := store.WriteAll(ctx, prefix+s.cfg.MarkerKey, s.cfg.Marker(e), nil); err != nil {
+			return refuse(ReasonStoreError, fmt.Sprintf("write %s: %v", prefix+s.cfg.MarkerKey, err), err)
+		}
+	}
+	*s.cfg.Prefix(e) = prefix
+	msg := fmt.Sprintf("prefix %q in %s %q", prefix, n.Bucket, name)
+	changed, err := s.setCondition(ctx, e, metav1.ConditionTrue, ReasonAdmitted, msg)
+	if err != nil {
+		return err // admitted again, idempotently, on the retry
+	}
+	if changed {
+		s.cfg.Recorder.Event(e, corev1.EventTypeNormal, ReasonAdmitted, msg)
+		logr.FromContextOrDiscard(ctx).Info("admitted", "prefix", prefix, "bucket", name)
+	}
+	return nil
+}
+
+// setCondition sets the Admitted condition and writes the status if it
+// changed. It reports whether the condition's status or reason changed,
+// the moments worth an event. A failed write (a conflict with a newer
+// entry) is returned for a retry: the status write does not requeue.
+func (s *Share[E, B]) setCondition(ctx context.Context, e E, status metav1.ConditionStatus, reason, msg string) (bool, error) {
+	before := e.DeepCopyObject().(E)
+	prev := meta.FindStatusCondition(*s.cfg.Conditions(before), ConditionAdmitted)
+	transition := prev == nil || prev.Status != status || prev.Reason != reason
+	changed := meta.SetStatusCondition(s.cfg.Conditions(e), metav1.Condition{
+		Type: ConditionAdmitted, Status: status, Reason: reason, Message: msg,
+		ObservedGeneration: e.GetGeneration(), LastTransitionTime: metav1.NewTime(s.cfg.Clock.Now()),
+	})
+	if !changed && *s.cfg.Prefix(e) == *s.cfg.Prefix(before) {
+		return false, nil
+	}
+	if err := s.cfg.Entries.UpdateStatus(ctx, e); err != nil {
+		*s.cfg.Conditions(e), *s.cfg.Prefix(e) = *s.cfg.Conditions(before), *s.cfg.Prefix(before)
+		return false, fmt.Errorf("update status (%s %s): %w", ConditionAdmitted, reason, err)
+	}
+	return transition, nil
+}
+
+// ReconcileBucket reconciles one bucket, read from a cache: it puts the
+// BucketFinalizer on a live bucket, removes it from a deleted bucket only
+// once no entry names it (with the resourceVersion read), and records the
+// counts and the InUse condition. A deleted bucket that entries still
+// name gets a BucketInUse event when its condition changes.
+func (s *Share[E, B]) ReconcileBucket(ctx context.Context, b B) (time.Duration, error) {
+	b = b.DeepCopyObject().(B)
+	all, err := s.cfg.Entries.List(ctx, "")
+	if err != nil {
+		return 0, err
+	}
+	var names []string
+	admitted := 0
+	for _, e := range all {
+		if !s.names(e, b) {
+			continue
+		}
+		names = append(names, e.GetName())
+		if *s.cfg.Prefix(e) != "" {
+			admitted++
+		}
+	}
+	slices.Sort(names)
+
+	f := s.cfg.BucketFinalizer
+	if b.GetDeletionTimestamp() != nil {
+		if !slices.Contains(b.GetFinalizers(), f) {
+			return 0, nil
+		}
+		if len(names) == 0 {
+			b.SetFinalizers(slices.DeleteFunc(b.GetFinalizers(), func(x string) bool { return x == f }))
+			if err := s.cfg.Buckets.Update(ctx, b); err != nil && !apierrors.IsNotFound(err) {
+				return 0, fmt.Errorf("remove finalizer: %w", err)
+			}
+			logr.FromContextOrDiscard(ctx).Info("finalizer removed", "why", "no entry names the bucket")
+			return 0, nil
+		}
+	} else if !slices.Contains(b.GetFinalizers(), f) {
+		b.SetFinalizers(append(b.GetFinalizers(), f))
+		if err := s.cfg.Buckets.Update(ctx, b); err != nil {
+			return 0, fmt.Errorf("add finalizer: %w", err)
+		}
+	}
+	if s.cfg.BucketConditions == nil && s.cfg.Count == nil {
+		return 0, nil
+	}
+	before := b.DeepCopyObject().(B)
+	if s.cfg.Count != nil {
+		s.cfg.Count(b, len(names), admitted)
+	}
+	changed := false
+	if s.cfg.BucketConditions != nil {
+		inUse := metav1.Condition{Type: ConditionInUse, Status: metav1.ConditionFalse, Reason: ReasonNoEntries,
+			Message: "no " + s.cfg.Names.Entries + " name the bucket", ObservedGeneration: b.GetGeneration(), LastTransitionTime: metav1.NewTime(s.cfg.Clock.Now())}
+		if len(names) > 0 {
+			inUse.Status, inUse.Reason = metav1.ConditionTrue, ReasonEntriesExist
+			inUse.Message = fmt.Sprintf("%d %s name the bucket: %s", len(names), s.cfg.Names.Entries, strings.Join(names, ", "))
+			if b.GetDeletionTimestamp() != nil {
+				inUse.Reason = ReasonDeletionBlocked
+			}
+		}
+		changed = meta.SetStatusCondition(s.cfg.BucketConditions(b), inUse)
+		if changed && b.GetDeletionTimestamp() != nil {
+			s.cfg.Recorder.Event(b, corev1.EventTypeWarning, ReasonBucketInUse, "deletion waits: "+inUse.Message)
+		}
+	}
+	if !changed && equalJSON(before, b) {
+		return 0, nil
+	}
+	if err := s.cfg.Buckets.UpdateStatus(ctx, b); err != nil {
+		return 0, fmt.Errorf("update status: %w", err)
+	}
+	return 0, nil
+}
+
+// names reports whether entry e names bucket b.
+func (s *Share[E, B]) names(e E, b B) bool {
+	ns, name := s.cfg.Bucket(e)
+	return ns == b.GetNamespace() && name == b.GetName()
+}
+
+// Waiting lists the entries that wait for a place in bucket b (no
+// prefix, not deleted), if b has room now by the admitted entries listed:
+// a controller reconciles them again when b changes, which it does when an
+// entry frees a place (ReconcileBucket counts the entries).
+func (s *Share[E, B]) Waiting(ctx context.Context, b B) ([]E, error) {
+	if b.GetDeletionTimestamp() != nil {
+		return nil, nil
+	}
+	all, err := s.cfg.Entries.List(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	var waiting []E
+	admitted := 0
+	for _, e := range all {
+		switch {
+		case !s.names(e, b):
+		case *s.cfg.Prefix(e) != "":
+			admitted++
+		case e.GetDeletionTimestamp() == nil:
+			waiting = append(waiting, e)
+		}
+	}
+	if limit := s.cfg.Limit(b); limit > 0 && admitted >= limit {
+		return nil, nil
+	}
+	return waiting, nil
+}
+
+// BucketOf names the bucket that entry e names (Config.Bucket).
+func (s *Share[E, B]) BucketOf(e E) (namespace, name string) { return s.cfg.Bucket(e) }
+
+func equalJSON(a, b any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
+}
