@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -45,6 +46,14 @@ type PoolConfig[E, B collect.Object] struct {
 	// Assign records the chosen bucket on the entry (its spec field that
 	// Share's Config.Bucket reads). Required.
 	Assign func(e E, namespace, name string)
+	// Provision, if set, creates the store's bucket behind a live bucket
+	// object (backupstore.CreateBucket), before its entries are admitted;
+	// it is called on every reconcile of the bucket and must succeed when
+	// the bucket exists.
+	Provision func(ctx context.Context, b B) error
+	// GrowWait is when an entry is placed again after its pool grew;
+	// default 1s.
+	GrowWait time.Duration
 }
 
 // Pool places entries in a pool's buckets and grows the pool.
@@ -65,8 +74,61 @@ func NewPool[E, B collect.Object](cfg PoolConfig[E, B]) (*Pool[E, B], error) {
 			return nil, fmt.Errorf("%w: share: PoolConfig.%s is required", ErrInvalidConfig, f.name)
 		}
 	}
+	if cfg.GrowWait <= 0 {
+		cfg.GrowWait = time.Second
+	}
 	return &Pool[E, B]{cfg: cfg}, nil
 }
+
+// Reconciler is what crt/backups.Share runs: a Share, or a Pool over one.
+type Reconciler[E, B collect.Object] interface {
+	ReconcileEntry(ctx context.Context, e E) (time.Duration, error)
+	ReconcileBucket(ctx context.Context, b B) (time.Duration, error)
+	Waiting(ctx context.Context, b B) ([]E, error)
+	BucketOf(e E) (namespace, name string)
+}
+
+var (
+	_ Reconciler[collect.Object, collect.Object] = (*Share[collect.Object, collect.Object])(nil)
+	_ Reconciler[collect.Object, collect.Object] = (*Pool[collect.Object, collect.Object])(nil)
+)
+
+// ReconcileEntry places a live entry that names no bucket (Place; after
+// GrowWait again while its pool grows) and reconciles every other one
+// with the Share.
+func (p *Pool[E, B]) ReconcileEntry(ctx context.Context, e E) (time.Duration, error) {
+	if _, name := p.cfg.Share.BucketOf(e); name != "" || e.GetDeletionTimestamp() != nil {
+		return p.cfg.Share.ReconcileEntry(ctx, e)
+	}
+	_, err := p.Place(ctx, e)
+	if errors.Is(err, ErrPoolFull) {
+		return p.cfg.GrowWait, nil
+	}
+	return 0, err // placed: the entry's update reconciles it again
+}
+
+// ReconcileBucket frees the places of gone entries (Release), provisions
+// a live bucket's store (Provision) and reconciles the bucket with the
+// Share.
+func (p *Pool[E, B]) ReconcileBucket(ctx context.Context, b B) (time.Duration, error) {
+	if wrote, err := p.Release(ctx, b); err != nil || wrote {
+		return 0, err // the status write reconciles it again
+	}
+	if p.cfg.Provision != nil && b.GetDeletionTimestamp() == nil {
+		if err := p.cfg.Provision(ctx, b); err != nil {
+			return 0, fmt.Errorf("provision bucket %s: %w", b.GetName(), err)
+		}
+	}
+	return p.cfg.Share.ReconcileBucket(ctx, b)
+}
+
+// Waiting is the Share's.
+func (p *Pool[E, B]) Waiting(ctx context.Context, b B) ([]E, error) {
+	return p.cfg.Share.Waiting(ctx, b)
+}
+
+// BucketOf is the Share's.
+func (p *Pool[E, B]) BucketOf(e E) (namespace, name string) { return p.cfg.Share.BucketOf(e) }
 
 // Place gives entry e, which names no bucket yet, a place in its pool:
 // the first bucket by name that is not being deleted and whose claims are
