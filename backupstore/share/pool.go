@@ -12,11 +12,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
+	"github.com/groundskeeper-io/groundskeeper/internal/storeerr"
 )
 
 // ErrPoolFull is returned by Place when a pool's buckets are full and a
 // new bucket was asked for: place the entry again once it is there.
-var ErrPoolFull = errors.New("share: every bucket of the pool is full")
+var ErrPoolFull = storeerr.ErrPoolFull
 
 // PoolConfig says how entries that name no bucket are placed in a pool of
 // buckets (Gardener's buckets per provider and region, each with the
