@@ -62,6 +62,7 @@ var classes = []class{
 	sentinel(storeerr.ErrTooManyRules, doNotRetry),
 	sentinel(storeerr.ErrSecretNotFound, mayRetry),
 	sentinel(storeerr.ErrBucketFull, mayRetry),
+	sentinel(storeerr.ErrPoolFull, mayRetry),
 	sentinel(storeerr.ErrRetained, mayRetry),
 	sentinel(storeerr.ErrIncomplete, mayRetry),
 
@@ -203,6 +204,8 @@ func every(err error, here func(error) bool) bool {
 //   - backupstore: ErrInvalidConfig, ErrUnsafePrefix, ErrSecretKeyMissing,
 //     ErrUnsupportedScheme, ErrExpiryUnsupported, ErrTooManyRules;
 //   - collect: ErrInvalidConfig (backupstore/collect's, which is
+//     backupstore's);
+//   - share: ErrInvalidConfig (backupstore/share's, which is
 //     backupstore's);
 //   - opstask: ErrInvalidSpec, ErrInvalidConfig, ErrIllegalTransition;
 //   - locking: ErrInvalidConfig, ErrCorrupt, ErrTxnDone;

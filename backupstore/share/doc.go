@@ -5,6 +5,18 @@
 // data is deleted through a backupstore/collect finalizer when it goes; a
 // bucket resource stays while entries name it.
 //
+// Pool places an entry that names no bucket in a pool of buckets (per
+// provider and region, the quota's limit each) and grows the pool by one
+// bucket object when every bucket is full.
+//
+// Migration moves an entry's backups from a legacy bucket of its own into
+// its prefix in a shared bucket, in the seed's sequence (create the
+// prefix, copy with a manifest, pause the writer, copy the rest, switch,
+// resume, delete the legacy bucket after a grace period), one step per
+// call of Next, each recorded in a MigrationStatus that the caller keeps
+// in the entry's status: a restarted controller resumes at the recorded
+// step, and the downtime (writer paused) is reported.
+//
 // Share is written against collect.Objects, so a client-go user wires it
 // as well as a controller-runtime one; crt/backups.Share runs it on a
 // manager.
@@ -19,8 +31,22 @@
 //   - A bucket's finalizer is removed only when no entry, deleted or not,
 //     names the bucket; the removal carries the resourceVersion read.
 //   - An entry's data goes before its finalizer (collect.Collector.Finalize).
+//   - Pool takes a place with a status write carrying the bucket's
+//     resourceVersion, so two placers (two replicas) never take the last
+//     place twice; a new bucket's name follows from its pool and its
+//     number, so two placers that grow the pool at once create it once.
+//   - A Migration never writes outside its target prefix in the shared
+//     bucket (backupstore.CopyBackups), repeats a step only when its record
+//     was lost, and deletes the legacy bucket only after GracePeriod from
+//     the recorded switch.
+//   - Pool.Release frees the place of an entry only once the API server
+//     says it is gone, not a cache.
 //
 // Not guaranteed:
+//   - A Migration's hooks must be idempotent: a step whose record was lost
+//     runs again.
+//   - Pool does not create the store's bucket behind a bucket object: the
+//     caller's bucket reconcile does, before entries are admitted to it.
 //   - Admissions are not serialized across workers or replicas: run one
 //     worker on the one elected replica (crt/backups.Share does the first,
 //     leader election the second).

@@ -3,7 +3,8 @@
 // collect.Objects, and Collect adds the controller that runs the
 // collector's passes and, with a finalizer, prepares and finalizes each
 // backup. Share runs a backupstore/share.Share (entries placed in shared
-// buckets) as two controllers.
+// buckets), or a share.Pool over one (entries placed in a pool that
+// grows), as two controllers.
 //
 //	c, err := collect.New(collect.Config[*v1.Backup]{
 //		Objects: backups.Objects[*v1.Backup](mgr.GetClient(), mgr.GetAPIReader()),

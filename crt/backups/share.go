@@ -27,7 +27,8 @@ type ShareOptions struct {
 	Reader client.Reader
 }
 
-// Share adds two controllers to mgr, named name+"-entries" and
+// Share adds two controllers to mgr for s, a *share.Share or a
+// *share.Pool over one, named name+"-entries" and
 // name+"-buckets", each with one worker (admissions must not race):
 //
 //   - the entry controller runs s.ReconcileEntry when an entry appears or
@@ -38,7 +39,7 @@ type ShareOptions struct {
 //     an entry of it is gone;
 //   - the bucket controller runs s.ReconcileBucket when a bucket changes
 //     and when an entry that names it changes.
-func Share[E Object[EB], B Object[BB], EB, BB any](mgr manager.Manager, name string, s *share.Share[E, B], opts *ShareOptions) error {
+func Share[E Object[EB], B Object[BB], EB, BB any](mgr manager.Manager, name string, s share.Reconciler[E, B], opts *ShareOptions) error {
 	if opts == nil {
 		opts = &ShareOptions{}
 	}

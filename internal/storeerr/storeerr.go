@@ -22,4 +22,5 @@ var (
 	ErrExpiryUnsupported = errors.New("backupstore: server-side expiry is not supported for this store")
 	ErrTooManyRules      = errors.New("backupstore: the bucket's lifecycle configuration would exceed the store's rule limit")
 	ErrBucketFull        = errors.New("backupstore: bucket holds its limit of entries")
+	ErrPoolFull          = errors.New("share: every bucket of the pool is full")
 )

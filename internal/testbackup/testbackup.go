@@ -44,6 +44,10 @@ type Spec struct {
 	TTL string `json:"ttl,omitempty"`
 	// Database is the group.
 	Database string `json:"database,omitempty"`
+	// Pool and Limit make a Backup stand for a bucket of a pool
+	// (backupstore/share.Pool): its pool and its most entries.
+	Pool  string `json:"pool,omitempty"`
+	Limit int    `json:"limit,omitempty"`
 }
 
 // Status holds the conditions and the outcome.
@@ -53,6 +57,8 @@ type Status struct {
 	// Prefix is an entry's prefix once admitted to a shared bucket
 	// (backupstore/share).
 	Prefix string `json:"prefix,omitempty"`
+	// Claims are the entries placed in a Backup that stands for a bucket.
+	Claims []string `json:"claims,omitempty"`
 	// DeleteAfter is when a deleted backup's data goes.
 	DeleteAfter *metav1.Time       `json:"deleteAfter,omitempty"`
 	Conditions  []metav1.Condition `json:"conditions,omitempty"`

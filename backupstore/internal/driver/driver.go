@@ -291,3 +291,12 @@ func Providers() []Provider {
 	defer mu.RUnlock()
 	return sorted
 }
+
+// Creator is a Provider that creates the bucket (container) of an opened
+// blob.Bucket: backupstore.CreateBucket.
+type Creator interface {
+	// Create creates the bucket name that b is opened on, in region where the store
+	// needs one; a bucket that already exists and is the caller's is not
+	// an error.
+	Create(ctx context.Context, b *blob.Bucket, name, region string) error
+}

@@ -1,0 +1,28 @@
+package azurestore
+
+import (
+	"context"
+	"errors"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"gocloud.dev/blob"
+
+	"github.com/groundskeeper-io/groundskeeper/backupstore/internal/driver"
+)
+
+var _ driver.Creator = provider{}
+
+// Create creates the container (Azure has no region per container).
+// ContainerAlreadyExists is success: the account is the caller's.
+func (provider) Create(ctx context.Context, b *blob.Bucket, _, _ string) error {
+	var c *container.Client
+	if !b.As(&c) {
+		return errors.New("not an azblob container")
+	}
+	_, err := c.Create(ctx, nil)
+	if bloberror.HasCode(err, bloberror.ContainerAlreadyExists) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,54 @@
+package backupstore
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+
+	"github.com/groundskeeper-io/groundskeeper/backupstore/internal/driver"
+)
+
+// CreateBucket creates the bucket (container) that rawURL names, with the
+// credentials creds as OpenBucket takes them, through the provider's API:
+// a pool of shared buckets grows by one (backupstore/share.Pool). A bucket
+// that exists and is the caller's already is not an error, so a retried
+// creation succeeds. file:// creates the directory; mem:// has nothing to
+// create. Providers: s3 (region from the URL's region parameter or the
+// credentials) and azblob; gs is not supported (its creation needs a
+// project, which a bucket URL does not name).
+func CreateBucket(ctx context.Context, rawURL string, creds *Credentials) error {
+	scheme, err := Scheme(rawURL)
+	if err != nil {
+		return err
+	}
+	switch scheme {
+	case "mem":
+		return nil
+	case "file":
+		u, _ := url.Parse(rawURL)
+		if err := os.MkdirAll(u.Path, 0o755); err != nil {
+			return fmt.Errorf("backupstore: create bucket %s: %w", rawURL, err)
+		}
+		return nil
+	}
+	p := driver.Lookup(scheme)
+	c, ok := p.(driver.Creator)
+	if !ok {
+		return fmt.Errorf("%w: create bucket %s: the %s provider cannot create buckets", ErrInvalidConfig, rawURL, scheme)
+	}
+	b, err := OpenBucket(ctx, rawURL, creds)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	u, _ := url.Parse(rawURL)
+	region := u.Query().Get("region")
+	if region == "" && creds != nil {
+		region = creds.Region
+	}
+	if err := c.Create(ctx, b, u.Host, region); err != nil {
+		return fmt.Errorf("backupstore: create bucket %s: %w", rawURL, err)
+	}
+	return nil
+}

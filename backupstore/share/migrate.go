@@ -1,0 +1,225 @@
+package share
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+
+	"gocloud.dev/blob"
+
+	"github.com/groundskeeper-io/groundskeeper/backupstore"
+)
+
+// MigrationStep is a step of the move of an entry's backups from a legacy
+// bucket of its own into its prefix in a shared bucket, in the order of the
+// seed's migration sequence.
+type MigrationStep string
+
+// The steps, in order. A MigrationStatus names the next one to run.
+const (
+	// StepCreatePrefix writes the marker under the target prefix.
+	StepCreatePrefix MigrationStep = "CreatePrefix"
+	// StepCopy copies the legacy objects with a manifest (None, Copied,
+	// NotFound) while the writer still writes to the legacy bucket.
+	StepCopy MigrationStep = "Copy"
+	// StepPauseWriter stops the writer (Hooks.Pause): the downtime starts.
+	StepPauseWriter MigrationStep = "PauseWriter"
+	// StepCopyRemaining copies what was written meanwhile.
+	StepCopyRemaining MigrationStep = "CopyRemaining"
+	// StepSwitch points the entry at its new location (Hooks.Switch).
+	StepSwitch MigrationStep = "Switch"
+	// StepResumeWriter starts the writer on the new location
+	// (Hooks.Resume): the downtime ends.
+	StepResumeWriter MigrationStep = "ResumeWriter"
+	// StepDeleteLegacy deletes the legacy bucket once GracePeriod has
+	// passed since the switch (Hooks.DeleteLegacy).
+	StepDeleteLegacy MigrationStep = "DeleteLegacy"
+	// StepDone: nothing is left to do.
+	StepDone MigrationStep = "Done"
+)
+
+var migrationOrder = []MigrationStep{StepCreatePrefix, StepCopy, StepPauseWriter, StepCopyRemaining, StepSwitch, StepResumeWriter, StepDeleteLegacy, StepDone}
+
+// MigrationStatus is what a migration records after each step, in the
+// entry's status: a controller that restarts resumes at Step, and a
+// failed step is retried without repeating the completed ones.
+type MigrationStatus struct {
+	// Step is the next step to run; "" is StepCreatePrefix.
+	Step MigrationStep `json:"step,omitempty"`
+	// Copied and NotFound count the manifest's objects after a copy step.
+	Copied   int `json:"copied,omitempty"`
+	NotFound int `json:"notFound,omitempty"`
+	// PausedAt and ResumedAt bound the downtime (the writer paused).
+	PausedAt  *metav1.Time `json:"pausedAt,omitempty"`
+	ResumedAt *metav1.Time `json:"resumedAt,omitempty"`
+	// SwitchedAt is when the entry was pointed at its new location; the
+	// legacy bucket goes GracePeriod later.
+	SwitchedAt *metav1.Time `json:"switchedAt,omitempty"`
+	// LastError is the error of the last failed attempt of Step.
+	LastError string `json:"lastError,omitempty"`
+}
+
+// Downtime is how long the writer was (or has been, if it is still)
+// paused; 0 before the pause.
+func (s MigrationStatus) Downtime(now time.Time) time.Duration {
+	switch {
+	case s.PausedAt == nil:
+		return 0
+	case s.ResumedAt == nil:
+		return now.Sub(s.PausedAt.Time)
+	}
+	return s.ResumedAt.Sub(s.PausedAt.Time)
+}
+
+// MigrationHooks are the operator's own parts of a migration. Each is
+// called again after a crash between its success and the status write
+// that records it, so each must be idempotent (scale to 0 twice, switch
+// twice).
+type MigrationHooks struct {
+	// Pause stops the writer of the legacy bucket and returns once it has
+	// stopped (a Deployment scaled to 0, its pods gone).
+	Pause func(ctx context.Context) error
+	// Switch points the entry at its new location.
+	Switch func(ctx context.Context) error
+	// Resume starts the writer on the new location.
+	Resume func(ctx context.Context) error
+	// DeleteLegacy deletes the legacy bucket: its data and the bucket.
+	DeleteLegacy func(ctx context.Context) error
+}
+
+// Migration moves one entry's backups from a legacy bucket into its
+// prefix in a shared bucket.
+type Migration struct {
+	// Buckets opens the legacy (source) and shared (target) buckets for
+	// one step, and the function that releases them. Required.
+	Buckets func(ctx context.Context) (legacy, shared *blob.Bucket, release func(), err error)
+	// SourcePrefix selects the legacy objects ("" for the whole bucket);
+	// TargetPrefix is the entry's prefix in the shared bucket. Required.
+	SourcePrefix, TargetPrefix string
+	// ManifestKey is where the copy's manifest is kept in the shared
+	// bucket, under TargetPrefix; default TargetPrefix+"migration-manifest.json".
+	ManifestKey string
+	// Marker is written at TargetPrefix+MarkerKey by StepCreatePrefix.
+	Marker    []byte
+	MarkerKey string
+	// Hooks are the operator's steps. All are required.
+	Hooks MigrationHooks
+	// GracePeriod is how long the legacy bucket is kept after the switch.
+	GracePeriod time.Duration
+	// Clock, default the real clock.
+	Clock clock.PassiveClock
+	// Copy adjusts the copies (Concurrency, Retry); its prefixes and
+	// manifest key are the Migration's.
+	Copy backupstore.CopyOptions
+}
+
+// Next runs the next step of st and records it in st: on success st names
+// the step after it; on failure st.LastError says why and the error is
+// returned (retry with backoff; the step is run again). It returns
+// whether the migration is done and, while the legacy bucket waits for
+// its grace period, when to call again. Persist st after every call
+// (before the next one): a step whose record is lost runs again.
+func (m *Migration) Next(ctx context.Context, st *MigrationStatus) (done bool, after time.Duration, err error) {
+	if err := m.check(); err != nil {
+		return false, 0, err
+	}
+	clk := m.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	if st.Step == "" {
+		st.Step = StepCreatePrefix
+	}
+	log := logr.FromContextOrDiscard(ctx).WithValues("migrationStep", st.Step)
+	now := metav1.NewTime(clk.Now())
+	fail := func(err error) (bool, time.Duration, error) {
+		err = fmt.Errorf("migration step %s: %w", st.Step, err)
+		st.LastError = err.Error()
+		return false, 0, err
+	}
+	switch st.Step {
+	case StepDone:
+		return true, 0, nil
+	case StepCreatePrefix, StepCopy, StepCopyRemaining:
+		legacy, shared, release, err := m.Buckets(ctx)
+		if err != nil {
+			return fail(err)
+		}
+		defer release()
+		if st.Step == StepCreatePrefix {
+			if m.MarkerKey != "" {
+				if err := shared.WriteAll(ctx, m.TargetPrefix+m.MarkerKey, m.Marker, nil); err != nil {
+					return fail(err)
+				}
+			}
+			break
+		}
+		opts := m.Copy
+		opts.SourcePrefix, opts.TargetPrefix = m.SourcePrefix, m.TargetPrefix
+		opts.ManifestKey = m.ManifestKey
+		if opts.ManifestKey == "" {
+			opts.ManifestKey = m.TargetPrefix + "migration-manifest.json"
+		}
+		res, err := backupstore.CopyBackups(ctx, legacy, shared, &opts)
+		if err != nil {
+			return fail(err)
+		}
+		st.Copied, st.NotFound = res.Manifest.Count(backupstore.StatusCopied), res.Manifest.Count(backupstore.StatusNotFound)
+		log.Info("copied", "copied", res.Copied, "skipped", res.Skipped, "notFound", res.NotFound, "manifestCopied", st.Copied)
+	case StepPauseWriter:
+		if st.PausedAt == nil {
+			st.PausedAt = &now // the downtime counts from the first attempt
+		}
+		if err := m.Hooks.Pause(ctx); err != nil {
+			return fail(err)
+		}
+	case StepSwitch:
+		if err := m.Hooks.Switch(ctx); err != nil {
+			return fail(err)
+		}
+		st.SwitchedAt = &now
+	case StepResumeWriter:
+		if err := m.Hooks.Resume(ctx); err != nil {
+			return fail(err)
+		}
+		st.ResumedAt = &now
+	case StepDeleteLegacy:
+		if st.SwitchedAt == nil {
+			return fail(errors.New("no switch recorded: the legacy bucket is kept"))
+		}
+		if at := st.SwitchedAt.Add(m.GracePeriod); now.Time.Before(at) {
+			return false, at.Sub(now.Time), nil
+		}
+		if err := m.Hooks.DeleteLegacy(ctx); err != nil {
+			return fail(err)
+		}
+	default:
+		return false, 0, fmt.Errorf("%w: migration step %q is not one of %v", ErrInvalidConfig, st.Step, migrationOrder)
+	}
+	log.Info("migration step done")
+	st.LastError = ""
+	for i, s := range migrationOrder {
+		if s == st.Step {
+			st.Step = migrationOrder[i+1]
+			break
+		}
+	}
+	return st.Step == StepDone, 0, nil
+}
+
+func (m *Migration) check() error {
+	switch {
+	case m.Buckets == nil:
+		return fmt.Errorf("%w: share: Migration.Buckets is required", ErrInvalidConfig)
+	case m.TargetPrefix == "":
+		return fmt.Errorf("%w: share: Migration.TargetPrefix is required", ErrInvalidConfig)
+	case m.Hooks.Pause == nil || m.Hooks.Switch == nil || m.Hooks.Resume == nil || m.Hooks.DeleteLegacy == nil:
+		return fmt.Errorf("%w: share: Migration.Hooks: Pause, Switch, Resume and DeleteLegacy are required", ErrInvalidConfig)
+	}
+	return nil
+}

@@ -1,0 +1,299 @@
+package share_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"gocloud.dev/blob"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/groundskeeper-io/groundskeeper/backupstore"
+	_ "github.com/groundskeeper-io/groundskeeper/backupstore/s3store"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
+	"github.com/groundskeeper-io/groundskeeper/testenv"
+)
+
+// sums reads every object under prefix: key (without prefix) -> sha256.
+func sums(t *testing.T, b *blob.Bucket, prefix string) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	out := map[string]string{}
+	it := b.List(&blob.ListOptions{Prefix: prefix})
+	for {
+		o, err := it.Next(ctx)
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := b.ReadAll(ctx, o.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[strings.TrimPrefix(o.Key, prefix)] = fmt.Sprintf("%x", sha256.Sum256(data))
+	}
+}
+
+// migrationRun is one migration of a legacy bucket into a prefix of a
+// shared bucket on MinIO, with a writer that adds objects to the legacy
+// bucket until it is paused and to the new prefix once resumed.
+type migrationRun struct {
+	t              *testing.T
+	legacy, shared *blob.Bucket
+	clk            *clocktesting.FakeClock
+	mu             sync.Mutex
+	stop           chan struct{}
+	stopped        chan struct{}
+	switched       bool
+	resumed        bool
+	legacyDeleted  time.Time
+	pauses         int
+	writtenLegacy  int
+}
+
+const (
+	migrationPrefix = "shoot--dev--alpha--1a2b3/"
+	migrationGrace  = 72 * time.Hour
+)
+
+func newMigrationRun(t *testing.T, objects int) *migrationRun {
+	ctx := context.Background()
+	r := &migrationRun{t: t, legacy: testenv.S3(t).Open(t), shared: testenv.S3(t).Open(t),
+		clk: clocktesting.NewFakeClock(time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)), stop: make(chan struct{}), stopped: make(chan struct{})}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i := range objects {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := r.legacy.WriteAll(ctx, fmt.Sprintf("v2/Full-%06d", i), fmt.Appendf(nil, "backup %d %s", i, strings.Repeat("x", i%512)), nil); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	// Another entry's prefix in the shared bucket: the migration must not
+	// touch it.
+	if err := r.shared.WriteAll(ctx, "shoot--dev--beta--5e6f7/v2/Full-000001", []byte("beta"), nil); err != nil {
+		t.Fatal(err)
+	}
+	// The writer: adds to the legacy bucket until paused.
+	t.Cleanup(func() {
+		r.mu.Lock()
+		select {
+		case <-r.stop:
+		default:
+			close(r.stop)
+		}
+		r.mu.Unlock()
+		<-r.stopped
+	})
+	go func() {
+		defer close(r.stopped)
+		for i := 0; ; i++ {
+			select {
+			case <-r.stop:
+				return
+			default:
+			}
+			if err := r.legacy.WriteAll(ctx, fmt.Sprintf("v2/Incr-%06d", i), fmt.Appendf(nil, "incr %d", i), nil); err != nil {
+				select {
+				case <-r.stop: // the test is over
+				default:
+					t.Error(err)
+				}
+				return
+			}
+			r.mu.Lock()
+			r.writtenLegacy++
+			r.mu.Unlock()
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	return r
+}
+
+func (r *migrationRun) migration() *share.Migration {
+	return &share.Migration{
+		Buckets: func(context.Context) (*blob.Bucket, *blob.Bucket, func(), error) {
+			return r.legacy, r.shared, func() {}, nil
+		},
+		TargetPrefix: migrationPrefix, MarkerKey: "backup-entry.json", Marker: []byte(`{"migrated":true}`),
+		GracePeriod: migrationGrace, Clock: r.clk,
+		Hooks: share.MigrationHooks{
+			Pause: func(context.Context) error {
+				r.mu.Lock()
+				r.pauses++
+				select {
+				case <-r.stop:
+				default:
+					close(r.stop)
+				}
+				r.mu.Unlock()
+				<-r.stopped
+				return nil
+			},
+			Switch: func(context.Context) error {
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				r.switched = true
+				return nil
+			},
+			Resume: func(ctx context.Context) error {
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				if !r.switched {
+					return errors.New("resumed before the switch")
+				}
+				r.resumed = true
+				return nil
+			},
+			DeleteLegacy: func(ctx context.Context) error {
+				if _, err := backupstore.DeletePrefix(ctx, r.legacy, "v2/", nil); err != nil {
+					return err
+				}
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				if r.legacyDeleted.IsZero() {
+					r.legacyDeleted = r.clk.Now()
+				}
+				return nil
+			},
+		},
+	}
+}
+
+// check verifies the end state: every legacy object as of the pause is in
+// the new prefix byte for byte, the other prefix is untouched, the legacy
+// data is gone after the grace period, the writer was paused and resumed.
+func (r *migrationRun) check(st share.MigrationStatus, legacyAtPause map[string]string) {
+	t := r.t
+	got := sums(t, r.shared, migrationPrefix)
+	delete(got, "backup-entry.json")
+	delete(got, "migration-manifest.json")
+	if !maps.Equal(got, legacyAtPause) {
+		missing, extra := 0, 0
+		for k, v := range legacyAtPause {
+			if got[k] != v {
+				missing++
+			}
+		}
+		for k := range got {
+			if _, ok := legacyAtPause[k]; !ok {
+				extra++
+			}
+		}
+		t.Errorf("new prefix holds %d objects, legacy held %d: %d missing or different, %d extra", len(got), len(legacyAtPause), missing, extra)
+	}
+	if other := sums(t, r.shared, "shoot--dev--beta--5e6f7/"); len(other) != 1 {
+		t.Errorf("the other prefix holds %v", other)
+	}
+	if left := sums(t, r.legacy, ""); len(left) != 0 {
+		t.Errorf("legacy bucket still holds %d objects", len(left))
+	}
+	if r.legacyDeleted.Sub(st.SwitchedAt.Time) < migrationGrace {
+		t.Errorf("legacy deleted at %s, switched at %s: before the grace period", r.legacyDeleted, st.SwitchedAt.Time)
+	}
+	if !r.resumed || st.PausedAt == nil || st.ResumedAt == nil {
+		t.Errorf("writer not paused and resumed: %+v", st)
+	}
+	if st.Copied != len(legacyAtPause) {
+		t.Errorf("status counts %d copied, legacy held %d", st.Copied, len(legacyAtPause))
+	}
+}
+
+// 2,000 legacy objects and a writer that keeps adding until it is paused:
+// afterwards every object is in the new prefix byte for byte, the other
+// entry's prefix is untouched, the legacy data goes only after the grace
+// period, and the downtime is reported.
+func TestMigrationOf2000ObjectsWithAWriter(t *testing.T) {
+	r := newMigrationRun(t, 2000)
+	var atPause map[string]string
+	st := r.driveRecording(&atPause)
+	r.check(st, atPause)
+	r.mu.Lock()
+	t.Logf("legacy objects at the pause: %d (%d written by the writer); downtime %s on the fake clock", len(atPause), r.writtenLegacy, st.Downtime(r.clk.Now()))
+	r.mu.Unlock()
+	if r.writtenLegacy == 0 {
+		t.Error("the writer wrote nothing before the pause")
+	}
+}
+
+// driveRecording drives without a crash and records the legacy bucket's
+// content right after the pause.
+func (r *migrationRun) driveRecording(atPause *map[string]string) share.MigrationStatus {
+	ctx := context.Background()
+	m := r.migration()
+	var st share.MigrationStatus
+	for range 50 {
+		prev := st.Step
+		done, after, err := m.Next(ctx, &st)
+		if err != nil {
+			r.t.Fatalf("step %s: %v", prev, err)
+		}
+		if prev == share.StepPauseWriter {
+			*atPause = sums(r.t, r.legacy, "")
+		}
+		if done {
+			return st
+		}
+		r.clk.Step(after)
+	}
+	r.t.Fatalf("not done: %+v", st)
+	return st
+}
+
+// A controller killed after each step, before the step's record is
+// written, resumes and ends with the same result.
+func TestMigrationResumesAfterACrashAtEachStep(t *testing.T) {
+	for _, step := range []share.MigrationStep{share.StepCreatePrefix, share.StepCopy, share.StepPauseWriter,
+		share.StepCopyRemaining, share.StepSwitch, share.StepResumeWriter, share.StepDeleteLegacy} {
+		t.Run(string(step), func(t *testing.T) {
+			r := newMigrationRun(t, 100)
+			var atPause map[string]string
+			st := r.driveCrash(step, &atPause)
+			r.check(st, atPause)
+		})
+	}
+}
+
+func (r *migrationRun) driveCrash(crashAt share.MigrationStep, atPause *map[string]string) share.MigrationStatus {
+	ctx := context.Background()
+	m := r.migration()
+	var st share.MigrationStatus
+	crashed := false
+	for range 50 {
+		saved := st
+		done, after, err := m.Next(ctx, &st)
+		if err != nil {
+			r.t.Fatalf("step %s: %v", saved.Step, err)
+		}
+		if saved.Step == share.StepPauseWriter && st.Step != saved.Step && *atPause == nil {
+			*atPause = sums(r.t, r.legacy, "")
+		}
+		if !crashed && saved.Step == crashAt && st.Step != saved.Step {
+			crashed = true
+			st = saved        // the status write is lost
+			m = r.migration() // a new controller resumes
+			continue
+		}
+		if done {
+			return st
+		}
+		r.clk.Step(after)
+	}
+	r.t.Fatalf("not done: %+v", st)
+	return st
+}

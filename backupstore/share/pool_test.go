@@ -1,0 +1,351 @@
+package share_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/groundskeeper-io/groundskeeper/backupstore"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
+	"github.com/groundskeeper-io/groundskeeper/crt/backups"
+	"github.com/groundskeeper-io/groundskeeper/internal/testbackup"
+	"github.com/groundskeeper-io/groundskeeper/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// inNamespace lists one namespace, whatever it is asked: entries and
+// buckets are both testbackup Backups, in two namespaces.
+type inNamespace struct {
+	collect.Objects[backup]
+	ns string
+}
+
+func (o inNamespace) List(ctx context.Context, _ string) ([]backup, error) {
+	return o.Objects.List(ctx, o.ns)
+}
+
+// Two placers (two replicas, each with its own client) place 9 entries at
+// once in a pool with a limit of 2 per bucket, retrying on conflicts and
+// on a full pool, on a real API server: every entry gets one place, no
+// bucket holds more than 2, the pool grows to 5 buckets named 1 to 5 and
+// no bucket is created twice.
+func TestPoolPlacementIsRaceFree(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	k := testenv.StartKubernetes(t)
+	if _, err := testbackup.Install(k.Config); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	scheme := runtime.NewScheme()
+	if err := testbackup.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	bucketNS := k.Namespace + "-buckets"
+	if _, err := k.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: bucketNS}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var creates sync.Map // name -> number of successful creates
+	newPool := func() *share.Pool[backup, backup] {
+		cl, err := client.New(k.Config, client.Options{Scheme: scheme})
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries := inNamespace{backups.Objects[backup](cl, cl), k.Namespace}
+		buckets := inNamespace{backups.Objects[backup](cl, cl), bucketNS}
+		c, err := collect.New(collect.Config[backup]{Objects: entries, Finalizer: "f", Secrets: backupstore.SecretsFrom(nil),
+			Location: func(context.Context, backup) (collect.Location, error) { return collect.Location{}, nil }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := share.New(share.Config[backup, backup]{
+			Entries: entries, Buckets: buckets, Collector: c, BucketFinalizer: "g",
+			Bucket:     func(b backup) (string, string) { return bucketNS, b.Spec.Bucket },
+			Limit:      func(b backup) int { return b.Spec.Limit },
+			Prefix:     func(b backup) *string { return &b.Status.Prefix },
+			Conditions: func(b backup) *[]metav1.Condition { return &b.Status.Conditions },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := share.NewPool(share.PoolConfig[backup, backup]{
+			Share:  s,
+			Pool:   func(e backup) (string, error) { return e.Spec.Pool, nil },
+			Member: func(b backup) string { return b.Spec.Pool },
+			NewBucket: func(pool string, n int) (backup, error) {
+				return &testbackup.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: bucketNS, Name: fmt.Sprintf("%s-%d", pool, n)},
+					Spec: testbackup.Spec{Pool: pool, Limit: 2}}, nil
+			},
+			Create: func(ctx context.Context, b backup) error {
+				err := cl.Create(ctx, b)
+				if err == nil {
+					v, _ := creates.LoadOrStore(b.Name, new(int))
+					*v.(*int)++
+				}
+				return err
+			},
+			Claims: func(b backup) *[]string { return &b.Status.Claims },
+			Assign: func(e backup, _, name string) { e.Spec.Bucket = name },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cl, err := client.New(k.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 9
+	for i := range n {
+		if err := cl.Create(ctx, &testbackup.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: fmt.Sprintf("e%d", i)},
+			Spec: testbackup.Spec{Pool: "aws-eu1"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*n)
+	for range 2 {
+		p := newPool()
+		wg.Go(func() {
+			for i := range n {
+				name := fmt.Sprintf("e%d", i)
+				for deadline := time.Now().Add(time.Minute); ; {
+					var e testbackup.Backup
+					if err := cl.Get(ctx, client.ObjectKey{Namespace: k.Namespace, Name: name}, &e); err != nil {
+						errs <- err
+						return
+					}
+					if e.Spec.Bucket != "" {
+						break
+					}
+					_, err := p.Place(ctx, &e)
+					if err == nil {
+						break
+					}
+					if !errors.Is(err, share.ErrPoolFull) && !apierrors.IsConflict(errors.Unwrap(err)) && !apierrors.IsConflict(err) {
+						errs <- fmt.Errorf("place %s: %w", name, err)
+						return
+					}
+					if time.Now().After(deadline) {
+						errs <- fmt.Errorf("place %s: still %w", name, err)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+
+	var bl testbackup.BackupList
+	if err := cl.List(ctx, &bl, client.InNamespace(bucketNS)); err != nil {
+		t.Fatal(err)
+	}
+	claimedBy := map[string]string{}
+	var names []string
+	for _, b := range bl.Items {
+		names = append(names, b.Name)
+		if len(b.Status.Claims) > b.Spec.Limit {
+			t.Errorf("bucket %s holds %d entries %v, limit %d", b.Name, len(b.Status.Claims), b.Status.Claims, b.Spec.Limit)
+		}
+		for _, c := range b.Status.Claims {
+			if prev, ok := claimedBy[c]; ok {
+				t.Errorf("entry %s claimed by buckets %s and %s", c, prev, b.Name)
+			}
+			claimedBy[c] = b.Name
+		}
+	}
+	slices.Sort(names)
+	if want := []string{"aws-eu1-1", "aws-eu1-2", "aws-eu1-3", "aws-eu1-4", "aws-eu1-5"}; !slices.Equal(names, want) {
+		t.Errorf("buckets %v, want %v", names, want)
+	}
+	creates.Range(func(k, v any) bool {
+		if *v.(*int) != 1 {
+			t.Errorf("bucket %s created %d times", k, *v.(*int))
+		}
+		return true
+	})
+	var el testbackup.BackupList
+	if err := cl.List(ctx, &el, client.InNamespace(k.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range el.Items {
+		if got := claimedBy[k.Namespace+"/"+e.Name]; got == "" || got != e.Spec.Bucket {
+			t.Errorf("entry %s names bucket %q, claimed by %q", e.Name, e.Spec.Bucket, got)
+		}
+	}
+}
+
+// The pool in the reconcile path (what crt/backups.Share runs), on a real
+// API server with file:// stores: five entries of one pool, two per
+// bucket, are placed, the pool grows to three buckets, each provisioned
+// (backupstore.CreateBucket) before its entries are admitted with their
+// markers; an entry gone frees its place (Release).
+func TestPoolReconcileGrowsAndAdmits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	k := testenv.StartKubernetes(t)
+	if _, err := testbackup.Install(k.Config); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	scheme := runtime.NewScheme()
+	if err := testbackup.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	bucketNS := k.Namespace + "-buckets"
+	if _, err := k.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: bucketNS}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := client.New(k.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	entries := inNamespace{backups.Objects[backup](cl, cl), k.Namespace}
+	buckets := inNamespace{backups.Objects[backup](cl, cl), bucketNS}
+	c, err := collect.New(collect.Config[backup]{Objects: entries, Finalizer: "example.com/data", Secrets: backupstore.SecretsFrom(nil),
+		Location: func(ctx context.Context, e backup) (collect.Location, error) {
+			b, err := buckets.Get(ctx, bucketNS, e.Spec.Bucket)
+			if err != nil {
+				return collect.Location{}, err
+			}
+			prefix, err := backupstore.EntryPrefix("", e.Name)
+			return collect.Location{URL: b.Spec.Prefix, Prefix: prefix}, err
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := share.New(share.Config[backup, backup]{
+		Entries: entries, Buckets: buckets, Collector: c, BucketFinalizer: "example.com/entries",
+		Bucket:     func(e backup) (string, string) { return bucketNS, e.Spec.Bucket },
+		Limit:      func(b backup) int { return b.Spec.Limit },
+		Prefix:     func(e backup) *string { return &e.Status.Prefix },
+		Conditions: func(e backup) *[]metav1.Condition { return &e.Status.Conditions },
+		Marker:     func(e backup) []byte { return []byte(e.Name) }, MarkerKey: "marker",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	provisioned := map[string]int{}
+	p, err := share.NewPool(share.PoolConfig[backup, backup]{
+		Share: s, Create: func(ctx context.Context, b backup) error { return cl.Create(ctx, b) },
+		Pool:   func(e backup) (string, error) { return e.Spec.Pool, nil },
+		Member: func(b backup) string { return b.Spec.Pool },
+		NewBucket: func(pool string, n int) (backup, error) {
+			name := fmt.Sprintf("%s-%d", pool, n)
+			return &testbackup.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: bucketNS, Name: name},
+				Spec: testbackup.Spec{Pool: pool, Limit: 2, Prefix: "file://" + dir + "/" + name}}, nil
+		},
+		Provision: func(ctx context.Context, b backup) error {
+			provisioned[b.Name]++
+			return backupstore.CreateBucket(ctx, b.Spec.Prefix, nil)
+		},
+		Claims: func(b backup) *[]string { return &b.Status.Claims },
+		Assign: func(e backup, _, name string) { e.Spec.Bucket = name },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if err := cl.Create(ctx, &testbackup.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: fmt.Sprintf("shoot-%d", i)},
+			Spec: testbackup.Spec{Pool: "aws-eu1"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The controllers, played by hand: every entry, then every bucket.
+	round := func() (admitted int) {
+		var el, bl testbackup.BackupList
+		if err := cl.List(ctx, &el, client.InNamespace(k.Namespace)); err != nil {
+			t.Fatal(err)
+		}
+		for i := range el.Items {
+			if _, err := p.ReconcileEntry(ctx, &el.Items[i]); err != nil && !apierrors.IsConflict(err) && !errors.Is(err, backupstore.ErrBucketFull) {
+				t.Logf("entry %s: %v", el.Items[i].Name, err)
+			}
+			if el.Items[i].Status.Prefix != "" {
+				admitted++
+			}
+		}
+		if err := cl.List(ctx, &bl, client.InNamespace(bucketNS)); err != nil {
+			t.Fatal(err)
+		}
+		for i := range bl.Items {
+			if _, err := p.ReconcileBucket(ctx, &bl.Items[i]); err != nil && !apierrors.IsConflict(err) {
+				t.Logf("bucket %s: %v", bl.Items[i].Name, err)
+			}
+		}
+		return admitted
+	}
+	for r := 0; round() < 5; r++ {
+		if r == 30 {
+			t.Fatal("not every entry admitted after 30 rounds")
+		}
+	}
+	var bl testbackup.BackupList
+	if err := cl.List(ctx, &bl, client.InNamespace(bucketNS)); err != nil {
+		t.Fatal(err)
+	}
+	if len(bl.Items) != 3 {
+		t.Errorf("%d buckets, want 3", len(bl.Items))
+	}
+	var el testbackup.BackupList
+	if err := cl.List(ctx, &el, client.InNamespace(k.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	perBucket := map[string]int{}
+	for _, e := range el.Items {
+		perBucket[e.Spec.Bucket]++
+		marker := filepath.Join(dir, e.Spec.Bucket, e.Name, "marker")
+		if _, err := os.Stat(marker); err != nil {
+			t.Errorf("entry %s in bucket %s: no marker: %v", e.Name, e.Spec.Bucket, err)
+		}
+	}
+	for _, b := range bl.Items {
+		if perBucket[b.Name] > 2 || provisioned[b.Name] == 0 {
+			t.Errorf("bucket %s: %d entries, provisioned %d times", b.Name, perBucket[b.Name], provisioned[b.Name])
+		}
+	}
+	// shoot-0 goes (no finalizer work: file data, no grace): its place is
+	// freed once it is gone.
+	e0 := &testbackup.Backup{}
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: k.Namespace, Name: "shoot-0"}, e0); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Delete(ctx, e0); err != nil {
+		t.Fatal(err)
+	}
+	for r := 0; ; r++ {
+		round()
+		var b testbackup.Backup
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: bucketNS, Name: e0.Spec.Bucket}, &b); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(b.Status.Claims, k.Namespace+"/shoot-0") {
+			break
+		}
+		if r == 30 {
+			t.Fatalf("shoot-0's place in %s not freed: claims %v", b.Name, b.Status.Claims)
+		}
+	}
+}
