@@ -158,7 +158,7 @@ type CopyError struct {
 }
 
 func (e *CopyError) Error() string {
-	return incomplete("backupstore: copy incomplete", e.Err, e.Failed)
+	return incomplete("backupstore: copy incomplete", e.Err, e.Failed, 0)
 }
 
 // Unwrap returns ErrIncomplete and Err.

@@ -159,7 +159,9 @@
 //     says it is already gone. Objects already gone count as deleted. A
 //     failed or interrupted DeletePrefix can be run again and finishes the
 //     job; its *DeleteError names exactly the keys whose deletion was not
-//     confirmed. (The keys of a request in flight when the context ends are
+//     confirmed, up to MaxFailedKeys of them, and counts the others, so
+//     that memory stays bounded by the batches in flight whatever the
+//     number of keys. (The keys of a request in flight when the context ends are
 //     named, with the context's error, although the store may still carry
 //     the request out: a rerun counts them as already gone.)
 //   - DeletePrefix lists the prefix again when it is done, and deletes what

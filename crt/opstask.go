@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -117,8 +118,9 @@ func NewTaskController(mgr manager.Manager, obj client.Object, cfg opstask.Confi
 // manager's informer on the kind (an opstask.Informer: the controller
 // decides on that copy, and every write is guarded by the resourceVersion
 // it read), lists through mgr.GetAPIReader() (opstask's DryRun, and Sync
-// outside Run), and reads a task before changing its hold from the cache
-// when the cache holds the version to change, else from the API reader. obj is a typed object registered in the manager's
+// outside Run), and reads a task before changing its hold at the version
+// to change: as its own last status write returned it, or from the cache,
+// or else from the API reader. obj is a typed object registered in the manager's
 // scheme, or an unstructured.Unstructured with its GroupVersionKind set;
 // the store itself handles tasks in unstructured form. Only
 // opts.TargetField and opts.Namespace apply; opts may be nil.
@@ -156,7 +158,18 @@ type taskStore struct {
 	obj    client.Object
 	gvk    schema.GroupVersionKind
 	opts   TaskOptions
+
+	// written holds, by task key, the task as the API server returned it
+	// from this store's last status write: the hold that follows a claim
+	// changes the version that write made, which the cache has seldom
+	// received yet. At most maxWritten entries; forgotten when used.
+	mu      sync.Mutex
+	written map[string]*unstructured.Unstructured
 }
+
+// maxWritten bounds taskStore.written: past it, the entries are dropped
+// (a hold then reads the task once more).
+const maxWritten = 1024
 
 var (
 	_ opstask.Store    = (*taskStore)(nil)
@@ -212,6 +225,12 @@ func (s *taskStore) UpdateStatus(ctx context.Context, t *opstask.Task) error {
 		return fmt.Errorf("crt: update status of %s %s: %w", s.gvk.Kind, t.Key(), translateTaskError(err))
 	}
 	t.ResourceVersion = u.GetResourceVersion()
+	s.mu.Lock()
+	if s.written == nil || len(s.written) >= maxWritten {
+		s.written = map[string]*unstructured.Unstructured{}
+	}
+	s.written[t.Key()] = u
+	s.mu.Unlock()
 	return nil
 }
 
@@ -257,11 +276,19 @@ func (s *taskStore) SetHeld(ctx context.Context, t *opstask.Task, held bool) err
 	return nil
 }
 
-// read returns the task t names, from the cache if it holds t's version
-// (the hold's update needs the finalizers of that version, and nothing
-// more recent: the update fails on any later one), else from the API
-// server.
+// read returns the task t names at t's version: as this store's last
+// status write of it returned it, or from the cache, if either is at that
+// version (the hold's update needs the finalizers of that version, and
+// nothing more recent: the update fails on any later one), else from the
+// API server.
 func (s *taskStore) read(ctx context.Context, t *opstask.Task) (*unstructured.Unstructured, error) {
+	s.mu.Lock()
+	w := s.written[t.Key()]
+	delete(s.written, t.Key())
+	s.mu.Unlock()
+	if w != nil && w.GetResourceVersion() == t.ResourceVersion && string(w.GetUID()) == t.UID {
+		return w, nil
+	}
 	key := client.ObjectKey{Namespace: t.Namespace, Name: t.Name}
 	if obj, ok := s.obj.DeepCopyObject().(client.Object); ok {
 		if err := s.cache.Get(ctx, key, obj); err == nil && obj.GetResourceVersion() == t.ResourceVersion && string(obj.GetUID()) == t.UID {
