@@ -70,7 +70,7 @@ func (s listOnly) Watch(ctx context.Context, notify func()) error {
 func BenchmarkTaskRetained(b *testing.B) {
 	const pending, targets = 100, 20
 	ctrllog.SetLogger(logr.Discard())
-	curve := &benchcurve.Curve{Name: "opstask-retained", Item: "task"}
+	curve := &benchcurve.Curve{Name: "opstask-retained", Item: "task", Size: "finished tasks retained"}
 	for _, retained := range benchcurve.Sizes(100, 1_000, 10_000, 50_000) {
 		for _, series := range []string{"watch-fed copy", "list each sync"} {
 			if series == "list each sync" && retained > 10_000 {

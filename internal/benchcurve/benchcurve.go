@@ -56,8 +56,10 @@ func (p Point) items() int {
 // Curve is a named set of points, with notes printed under its table (the
 // physical limit, the targets).
 type Curve struct {
-	Name   string // file name: lower case, dashes
-	Item   string // what an item is: "object", "claim", "task"
+	Name string // file name: lower case, dashes
+	Item string // what an item is: "object", "claim", "task"
+	// Size says what the size counts, for the charts' axis; default "<Item>s".
+	Size   string
 	mu     sync.Mutex
 	points []Point
 	notes  []string
@@ -129,10 +131,14 @@ func (c *Curve) Write(tb testing.TB) {
 		return
 	}
 	cw := csv.NewWriter(f)
-	_ = cw.Write([]string{"curve", "item", "series", "size", "items", "seconds", "items_per_second", "requests", "requests_per_item", "peak_heap_bytes", "alloc_bytes_per_item"})
+	sizeLabel := c.Size
+	if sizeLabel == "" {
+		sizeLabel = c.Item + "s"
+	}
+	_ = cw.Write([]string{"curve", "item", "size_label", "series", "size", "items", "seconds", "items_per_second", "requests", "requests_per_item", "peak_heap_bytes", "alloc_bytes_per_item"})
 	for _, p := range points {
 		n := float64(p.items())
-		_ = cw.Write([]string{c.Name, c.Item, p.Series, strconv.Itoa(p.Size), strconv.Itoa(p.items()),
+		_ = cw.Write([]string{c.Name, c.Item, sizeLabel, p.Series, strconv.Itoa(p.Size), strconv.Itoa(p.items()),
 			ff(p.Seconds), ff(n / p.Seconds), strconv.FormatInt(p.Requests, 10), ff(float64(p.Requests) / n),
 			strconv.FormatUint(p.PeakHeap, 10), ff(float64(p.AllocBytes) / n)})
 	}
