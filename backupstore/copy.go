@@ -697,7 +697,11 @@ func (c *copier) stream(ctx context.Context, e ManifestEntry) (int64, error) {
 		return 0, err
 	}
 	h := md5.New()
-	n, err := io.Copy(w, io.TeeReader(r, h))
+	buf := copyBuffers.Get().(*[]byte)
+	// The writer is hidden behind writeOnly: *blob.Writer's ReadFrom would
+	// allocate a buffer of 1 MiB for every object.
+	n, err := io.CopyBuffer(writeOnly{w}, io.TeeReader(r, h), *buf)
+	copyBuffers.Put(buf)
 	if err == nil && n != e.Size {
 		err = fmt.Errorf("source changed while copying: listed %d bytes, read %d", e.Size, n)
 	}
@@ -708,6 +712,19 @@ func (c *copier) stream(ctx context.Context, e ManifestEntry) (int64, error) {
 	}
 	return n, w.Close()
 }
+
+// copyBuffers are the buffers objects are copied through, shared by the
+// objects and workers of every copy.
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, copyBufferSize); return &b }}
+
+// copyBufferSize is the size of a copy buffer: the amount handed to the
+// target's writer at once.
+const copyBufferSize = 256 << 10
+
+// writeOnly hides every method of a writer but Write.
+type writeOnly struct{ w io.Writer }
+
+func (w writeOnly) Write(p []byte) (int, error) { return w.w.Write(p) }
 
 func (c *copier) finish(ctx context.Context, i int, status Status, size int64, err error) {
 	c.mu.Lock()
