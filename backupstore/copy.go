@@ -380,6 +380,10 @@ type copier struct {
 	clock    clock.WithTicker
 	log      logr.Logger
 
+	// dstRemover listed the target: it knows the bucket and its prefix
+	// in the store's spelling, and may write objects (driver.Putter).
+	dstRemover driver.Remover
+
 	mu       sync.Mutex // guards manifest, res, done
 	manifest *Manifest
 	res      *CopyResult
@@ -408,6 +412,9 @@ func (c *copier) listAll(ctx context.Context, b *blob.Bucket, prefix, skip, fiel
 	rm, err := removerFor(b, &DeleteOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("backupstore: copy: %s: %w", field, err)
+	}
+	if b == c.dst {
+		c.dstRemover = rm
 	}
 	d := &deletion{bucket: b, prefix: prefix, rm: rm,
 		opts: &DeleteOptions{PrefixRules: PrefixRules{AllowEmpty: true}, AllowUnknownBucketPrefix: true}}
@@ -692,6 +699,16 @@ func (c *copier) stream(ctx context.Context, e ManifestEntry) (int64, error) {
 	if e.MD5 != "" {
 		wo.ContentMD5, _ = hex.DecodeString(e.MD5)
 	}
+	if raw, ok := c.rawTarget(e.Key); ok && r.ContentType() != "" {
+		if p, ok := c.dstRemover.(driver.Putter); ok {
+			if ok, err := p.Put(ctx, raw, r, e.Size, r.ContentType(), wo.ContentMD5, wo.Metadata); ok {
+				if err != nil {
+					return 0, err
+				}
+				return e.Size, nil
+			}
+		}
+	}
 	w, err := c.dst.NewWriter(wctx, c.targetKey(e.Key), wo)
 	if err != nil {
 		return 0, err
@@ -711,6 +728,29 @@ func (c *copier) stream(ctx context.Context, e ManifestEntry) (int64, error) {
 		return n, err
 	}
 	return n, w.Close()
+}
+
+// rawTarget returns the target key of key as the target store spells it:
+// the prefix the target's listing sent, followed by the rest of the key,
+// where gocloud would not escape the key (no control characters, no "../",
+// no "__0x") so that both spellings are the same; ok is false otherwise.
+// Only a driver.Putter uses it, and refuses to write if no listing was
+// made.
+func (c *copier) rawTarget(key string) (string, bool) {
+	if c.dstRemover == nil {
+		return "", false
+	}
+	// A listing request without a prefix (none given, no prefix of the
+	// bucket's own) lists the keys as they are.
+	listed, _ := c.dstRemover.ListedPrefix()
+	if !strings.HasPrefix(key, c.opts.SourcePrefix) {
+		return "", false
+	}
+	raw := listed + strings.TrimPrefix(key, c.opts.SourcePrefix)
+	if strings.Contains(raw, "../") || strings.Contains(raw, "__0x") || strings.ContainsFunc(raw, func(r rune) bool { return r < 32 }) {
+		return "", false
+	}
+	return raw, true
 }
 
 // copyBuffers are the buffers objects are copied through, shared by the
