@@ -280,7 +280,7 @@ func TestCopySkipFallback(t *testing.T) {
 }
 
 // TestCopyToS3InParts: objects copied to S3 through the store's own API
-// (one PutObject up to 8 MiB, a multipart upload in parts of 8 MiB above)
+// (one PutObject up to 16 MiB, a multipart upload in parts of 8 MiB above)
 // arrive whole, with their content type and the source's modification
 // time, under the target prefix and through a prefixed bucket, and read
 // back through gocloud as written through it; a second copy skips them.
@@ -289,7 +289,7 @@ func TestCopyToS3InParts(t *testing.T) {
 	srcB := openStore(t, src)
 	dstB := openURL(t, dst.URL+"&prefix=tenant/", credsFor("s3"))
 	ctx := context.Background()
-	sizes := map[string]int{"in/small": 1000, "in/one-part": 8 << 20, "in/parts": 20<<20 + 1, "in/empty": 0}
+	sizes := map[string]int{"in/small": 1000, "in/one-put": 16 << 20, "in/parts": 20<<20 + 1, "in/empty": 0}
 	for k, n := range sizes {
 		body := content(k, n)
 		sum := md5.Sum(body)

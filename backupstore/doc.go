@@ -176,7 +176,7 @@
 //     (403, 400) are not. Context cancellation stops the work promptly.
 //   - CopyBackups streams each object, several at once, through buffers
 //     shared by all objects and workers (to S3 with the store's own API:
-//     one PutObject up to 8 MiB, parts of 8 MiB, 4 at a time, above), skips objects the
+//     one PutObject up to 16 MiB, parts of 8 MiB, 4 at a time, above), skips objects the
 //     target already has with the same size and MD5 (fallback: size and the
 //     source modification time recorded in the target's metadata), writes
 //     with the source MD5 as an integrity check, and keeps a Manifest with a

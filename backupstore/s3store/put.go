@@ -20,17 +20,20 @@ import (
 
 var _ driver.Putter = (*remover)(nil)
 
-// partSize is the size of a multipart upload's parts, and the largest
-// object written with one PutObject.
+// partSize is the size of a multipart upload's parts.
 const partSize = 8 << 20
+
+// singleMax is the largest object written with one PutObject: a multipart
+// upload costs at least three requests more.
+const singleMax = 16 << 20
 
 // partsInFlight bounds the parts of one object uploaded at once.
 const partsInFlight = 4
 
 // buffers hold objects and parts while they are sent, shared by every
-// Put: one pool per power of two from 64 KiB to partSize, so that a small
-// object does not hold a part's worth of memory.
-var buffers [8]sync.Pool // 64 KiB << i
+// Put: one pool per power of two from 64 KiB to singleMax, so that a
+// small object does not hold a part's worth of memory.
+var buffers [9]sync.Pool // 64 KiB << i
 
 func buffer(n int64) (*[]byte, *sync.Pool) {
 	i := 0
@@ -57,7 +60,7 @@ func (r *remover) Put(ctx context.Context, raw string, body io.Reader, size int6
 	for k, v := range metadata {
 		md[k] = url.PathEscape(v) // as gocloud's s3blob writes, and reads back
 	}
-	if size <= partSize {
+	if size <= singleMax {
 		return true, r.putOne(ctx, bucket, raw, body, size, contentType, sum, md)
 	}
 	return true, r.putParts(ctx, bucket, raw, body, size, contentType, sum, md)
