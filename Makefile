@@ -12,7 +12,12 @@
 #   make oldest    build, vet and unit-test the library at the oldest versions
 #   make docs      check the library's pages as pkg.go.dev will show them
 #                  (hack/pkgsite.sh; hack/pkgsite.sh alone serves them)
-#   make bench     run the benchmarks
+#   make bench     run the benchmarks; the curves (internal/benchcurve) are
+#                  printed as tables and written as CSV files to BENCH_OUT
+#                  (bench/out, ignored by git), then charted as SVG files
+#                  beside them (internal/tools/benchchart); BENCH_MAX_SIZE
+#                  leaves out the larger sizes of the curves
+#   make bench-charts  chart the CSV files of BENCH_OUT again
 #   make chaos     the long chaos runs (examples/internal/chaos):
 #                  CHAOS_DURATION of faults per workload (default 20m),
 #                  CHAOS_SEED to replay
@@ -39,12 +44,13 @@ BIN   := $(CURDIR)/.cache/bin
 # waiting on timelines, so a third package uses the idle half of the CPU
 # (measured on 2 cores: 12½ minutes instead of 16 for the whole suite).
 TEST_FLAGS  ?= -race -timeout 30m -p 3
-BENCH_FLAGS ?= -run '^$$' -bench . -benchmem -timeout 60m
+BENCH_FLAGS ?= -run '^$$' -bench . -benchmem -timeout 180m
+BENCH_OUT   ?= $(CURDIR)/bench/out
 
 # Every package of the workspace: the library's and the examples'.
 PACKAGES := ./... ./examples/...
 # Every module, for go mod tidy.
-MODULES  := . examples internal/tools/etcd internal/tools/kube internal/tools/modsize internal/tools/depsbudget internal/tools/vulncheck
+MODULES  := . examples internal/tools/etcd internal/tools/kube internal/tools/modsize internal/tools/depsbudget internal/tools/vulncheck internal/tools/benchchart
 
 # The supported range (README, "Supported versions"): the library's go.mod
 # requires the oldest, the examples' go.mod the newest.
@@ -54,7 +60,7 @@ OLDEST_CR     := v0.23.0
 NEWEST_K8S    := v0.37.2
 NEWEST_CR     := v0.25.2
 
-.PHONY: all test testenv lint vet fmt-check tidy-check versions-check staticcheck size-check deps-check deps-budget vulncheck oldest docs bench chaos chaos-short
+.PHONY: all test testenv lint vet fmt-check tidy-check versions-check staticcheck size-check deps-check deps-budget vulncheck oldest docs bench bench-charts chaos chaos-short
 
 all: test
 
@@ -137,7 +143,12 @@ vulncheck:
 	cd internal/tools/vulncheck && GOWORK=off $(GO) run . -C ../../.. -db .cache/vulndb -allow hack/vulncheck.allow . examples
 
 bench: testenv
-	$(GO) test $(BENCH_FLAGS) $(PACKAGES)
+	mkdir -p $(BENCH_OUT)
+	set -o pipefail; BENCH_OUT=$(BENCH_OUT) $(GO) test $(BENCH_FLAGS) $(PACKAGES) | tee $(BENCH_OUT)/bench.txt
+	$(MAKE) bench-charts
+
+bench-charts:
+	cd internal/tools/benchchart && GOWORK=off $(GO) run . -in $(BENCH_OUT) -out $(BENCH_OUT)
 
 # The chaos runs (examples/internal/chaos): every example's TestChaos* but the
 # planted-bug tests (fdb-lock has two, one per lock backend), with its

@@ -158,7 +158,7 @@ type CopyError struct {
 }
 
 func (e *CopyError) Error() string {
-	return incomplete("backupstore: copy incomplete", e.Err, e.Failed)
+	return incomplete("backupstore: copy incomplete", e.Err, e.Failed, 0)
 }
 
 // Unwrap returns ErrIncomplete and Err.
@@ -380,6 +380,10 @@ type copier struct {
 	clock    clock.WithTicker
 	log      logr.Logger
 
+	// dstRemover listed the target: it knows the bucket and its prefix
+	// in the store's spelling, and may write objects (driver.Putter).
+	dstRemover driver.Remover
+
 	mu       sync.Mutex // guards manifest, res, done
 	manifest *Manifest
 	res      *CopyResult
@@ -408,6 +412,9 @@ func (c *copier) listAll(ctx context.Context, b *blob.Bucket, prefix, skip, fiel
 	rm, err := removerFor(b, &DeleteOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("backupstore: copy: %s: %w", field, err)
+	}
+	if b == c.dst {
+		c.dstRemover = rm
 	}
 	d := &deletion{bucket: b, prefix: prefix, rm: rm,
 		opts: &DeleteOptions{PrefixRules: PrefixRules{AllowEmpty: true}, AllowUnknownBucketPrefix: true}}
@@ -692,12 +699,26 @@ func (c *copier) stream(ctx context.Context, e ManifestEntry) (int64, error) {
 	if e.MD5 != "" {
 		wo.ContentMD5, _ = hex.DecodeString(e.MD5)
 	}
+	if raw, ok := c.rawTarget(e.Key); ok && r.ContentType() != "" {
+		if p, ok := c.dstRemover.(driver.Putter); ok {
+			if ok, err := p.Put(ctx, raw, r, e.Size, r.ContentType(), wo.ContentMD5, wo.Metadata); ok {
+				if err != nil {
+					return 0, err
+				}
+				return e.Size, nil
+			}
+		}
+	}
 	w, err := c.dst.NewWriter(wctx, c.targetKey(e.Key), wo)
 	if err != nil {
 		return 0, err
 	}
 	h := md5.New()
-	n, err := io.Copy(w, io.TeeReader(r, h))
+	buf := copyBuffers.Get().(*[]byte)
+	// The writer is hidden behind writeOnly: *blob.Writer's ReadFrom would
+	// allocate a buffer of 1 MiB for every object.
+	n, err := io.CopyBuffer(writeOnly{w}, io.TeeReader(r, h), *buf)
+	copyBuffers.Put(buf)
 	if err == nil && n != e.Size {
 		err = fmt.Errorf("source changed while copying: listed %d bytes, read %d", e.Size, n)
 	}
@@ -708,6 +729,42 @@ func (c *copier) stream(ctx context.Context, e ManifestEntry) (int64, error) {
 	}
 	return n, w.Close()
 }
+
+// rawTarget returns the target key of key as the target store spells it:
+// the prefix the target's listing sent, followed by the rest of the key,
+// where gocloud would not escape the key (no control characters, no "../",
+// no "__0x") so that both spellings are the same; ok is false otherwise.
+// Only a driver.Putter uses it, and refuses to write if no listing was
+// made.
+func (c *copier) rawTarget(key string) (string, bool) {
+	if c.dstRemover == nil {
+		return "", false
+	}
+	// A listing request without a prefix (none given, no prefix of the
+	// bucket's own) lists the keys as they are.
+	listed, _ := c.dstRemover.ListedPrefix()
+	if !strings.HasPrefix(key, c.opts.SourcePrefix) {
+		return "", false
+	}
+	raw := listed + strings.TrimPrefix(key, c.opts.SourcePrefix)
+	if strings.Contains(raw, "../") || strings.Contains(raw, "__0x") || strings.ContainsFunc(raw, func(r rune) bool { return r < 32 }) {
+		return "", false
+	}
+	return raw, true
+}
+
+// copyBuffers are the buffers objects are copied through, shared by the
+// objects and workers of every copy.
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, copyBufferSize); return &b }}
+
+// copyBufferSize is the size of a copy buffer: the amount handed to the
+// target's writer at once.
+const copyBufferSize = 256 << 10
+
+// writeOnly hides every method of a writer but Write.
+type writeOnly struct{ w io.Writer }
+
+func (w writeOnly) Write(p []byte) (int, error) { return w.w.Write(p) }
 
 func (c *copier) finish(ctx context.Context, i int, status Status, size int64, err error) {
 	c.mu.Lock()

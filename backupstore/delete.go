@@ -174,7 +174,8 @@ type DeleteResult struct {
 	// versioning Enabled or Suspended, GCS object versioning enabled) and
 	// deleted versions, not keys.
 	Versioned bool
-	// FailedKeys are the keys that could not be deleted, with the reason.
+	// FailedKeys are the keys that could not be deleted, with the reason:
+	// the first MaxFailedKeys of them (Failed counts them all).
 	FailedKeys []KeyError
 	// Method is how objects were deleted: "s3-batch" (DeleteObjects),
 	// "s3-versions" (DeleteObjects naming each version, on a versioned
@@ -201,33 +202,46 @@ func (e KeyError) Error() string {
 
 // DeleteError is returned when DeletePrefix did not finish. Failed names
 // exactly the keys whose deletion was not confirmed (those of a request in
-// flight when the context ended may be gone nevertheless); keys not yet
-// listed when it stopped are not named (rerun to delete them). It unwraps to ErrIncomplete and to
-// Err, the cause that stopped the run (a listing error or the context's
-// error), when there is one.
+// flight when the context ended may be gone nevertheless), up to
+// MaxFailedKeys of them; Unnamed counts the failed keys beyond. Keys not yet
+// listed when it stopped are not named (rerun to delete them). It unwraps
+// to ErrIncomplete and to Err, the cause that stopped the run (a listing
+// error or the context's error), when there is one.
 type DeleteError struct {
-	Prefix string
-	Failed []KeyError
-	Err    error
+	Prefix  string
+	Failed  []KeyError
+	Unnamed int64
+	Err     error
 }
 
+// MaxFailedKeys bounds the failed keys DeletePrefix names (DeleteResult.
+// FailedKeys, DeleteError.Failed) and remembers, so that its memory does not
+// grow with the number of keys when a store refuses them all: past it, the
+// failures are only counted, and DeletePrefix stops after the pass under
+// way (a later pass could not tell the failed keys from new ones).
+const MaxFailedKeys = 10_000
+
+// maxFailedKeys is MaxFailedKeys; tests lower it.
+var maxFailedKeys = MaxFailedKeys
+
 func (e *DeleteError) Error() string {
-	return incomplete(fmt.Sprintf("backupstore: delete prefix %q incomplete", e.Prefix), e.Err, e.Failed)
+	return incomplete(fmt.Sprintf("backupstore: delete prefix %q incomplete", e.Prefix), e.Err, e.Failed, e.Unnamed)
 }
 
 // incomplete is the message of an operation that did not finish: what,
-// the error that stopped it, and the first three keys that failed.
-func incomplete(what string, err error, failed []KeyError) string {
+// the error that stopped it, and the first three keys that failed of the
+// failed ones and the unnamed ones.
+func incomplete(what string, err error, failed []KeyError, unnamed int64) string {
 	var b strings.Builder
 	b.WriteString(what)
 	if err != nil {
 		fmt.Fprintf(&b, ": %v", err)
 	}
 	if n := len(failed); n > 0 {
-		fmt.Fprintf(&b, "; %d keys failed", n)
+		fmt.Fprintf(&b, "; %d keys failed", int64(n)+unnamed)
 		for i, f := range failed {
 			if i == 3 {
-				fmt.Fprintf(&b, ", and %d more", n-3)
+				fmt.Fprintf(&b, ", and %d more", int64(n-3)+unnamed)
 				break
 			}
 			fmt.Fprintf(&b, "; %s", f.Error())
@@ -387,7 +401,7 @@ func DeletePrefix(ctx context.Context, b *blob.Bucket, prefix string, opts *Dele
 	for pass := 1; ; pass++ {
 		var found int
 		found, err = d.run(ctx)
-		if err != nil || found == 0 {
+		if err != nil || found == 0 || d.unnamed > 0 {
 			break
 		}
 		if pass == maxPasses {
@@ -402,7 +416,7 @@ func DeletePrefix(ctx context.Context, b *blob.Bucket, prefix string, opts *Dele
 	d.report(func(p *DeleteProgress) { p.Done = true })
 	if err != nil || len(res.FailedKeys) > 0 {
 		log.Info("deletion incomplete", "deleted", res.Deleted, "failed", len(res.FailedKeys), "error", err)
-		return res, &DeleteError{Prefix: prefix, Failed: res.FailedKeys, Err: err}
+		return res, &DeleteError{Prefix: prefix, Failed: res.FailedKeys, Unnamed: d.unnamed, Err: err}
 	}
 	log.V(1).Info("deleted prefix", "objects", res.Deleted, "bytes", res.DeletedBytes, "method", res.Method)
 	return res, nil
@@ -420,9 +434,12 @@ type deletion struct {
 	// version and delete marker under the prefix is deleted.
 	versioned bool
 
-	mu     sync.Mutex // guards res and failed
+	mu     sync.Mutex // guards res, failed and unnamed
 	res    *DeleteResult
 	failed map[string]bool // target ids that failed for good: not retried by later passes
+	// unnamed counts the failures past maxFailedKeys, neither named nor
+	// remembered.
+	unnamed int64
 
 	progress *notifier[DeleteProgress]
 }
@@ -675,8 +692,12 @@ func (d *deletion) deleteBatch(ctx context.Context, ts []driver.Target) {
 		p.DeletedBytes += bytes
 		p.Failed += int64(len(failed))
 		d.res.AlreadyGone += gone
-		d.res.FailedKeys = append(d.res.FailedKeys, failed...)
 		for _, f := range failed {
+			if len(d.res.FailedKeys) >= maxFailedKeys {
+				d.unnamed++
+				continue
+			}
+			d.res.FailedKeys = append(d.res.FailedKeys, f)
 			d.failed[driver.Target{Key: f.Key, Version: f.VersionID}.ID()] = true
 		}
 	})

@@ -159,7 +159,9 @@
 //     says it is already gone. Objects already gone count as deleted. A
 //     failed or interrupted DeletePrefix can be run again and finishes the
 //     job; its *DeleteError names exactly the keys whose deletion was not
-//     confirmed. (The keys of a request in flight when the context ends are
+//     confirmed, up to MaxFailedKeys of them, and counts the others, so
+//     that memory stays bounded by the batches in flight whatever the
+//     number of keys. (The keys of a request in flight when the context ends are
 //     named, with the context's error, although the store may still carry
 //     the request out: a rerun counts them as already gone.)
 //   - DeletePrefix lists the prefix again when it is done, and deletes what
@@ -172,7 +174,9 @@
 //   - Transient errors (5xx, 429, timeouts, reset connections) are retried
 //     with exponential backoff timed by the injected clock; permanent ones
 //     (403, 400) are not. Context cancellation stops the work promptly.
-//   - CopyBackups streams each object, several at once, skips objects the
+//   - CopyBackups streams each object, several at once, through buffers
+//     shared by all objects and workers (to S3 with the store's own API:
+//     one PutObject up to 16 MiB, parts of 8 MiB, 4 at a time, above), skips objects the
 //     target already has with the same size and MD5 (fallback: size and the
 //     source modification time recorded in the target's metadata), writes
 //     with the source MD5 as an integrity check, and keeps a Manifest with a

@@ -146,3 +146,43 @@ func TestDeletePrefixAzureBatch(t *testing.T) {
 	}
 	checkContents(t, b, siblings, 16)
 }
+
+// TestDeletePrefixBoundsFailedKeys: when the store refuses every key, the
+// deletion names the first MaxFailedKeys failures (lowered to 500 here) and
+// only counts the others, so that its memory does not grow with the keys;
+// it stops after the first pass, since a second could not tell the failed
+// keys it forgot from new ones.
+func TestDeletePrefixBoundsFailedKeys(t *testing.T) {
+	defer backupstore.SetMaxFailedKeys(500)()
+	s := testenv.S3(t)
+	p := proxytest.Start(t, s.Endpoint)
+	keys := fill(t, openStore(t, s), "backups/a/", 2500, 16)
+	b := viaProxy(t, s, p)
+	p.SetFail(isDeleteObjects)
+	var lists atomic.Int64
+	p.SetHandler(func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method == http.MethodGet && r.URL.Query().Has("list-type") {
+			lists.Add(1)
+		}
+		return false
+	})
+	res, err := backupstore.DeletePrefix(context.Background(), b, "backups/a/", &backupstore.DeleteOptions{
+		Retry: backupstore.Retry{Attempts: 1},
+	})
+	var de *backupstore.DeleteError
+	if !errors.As(err, &de) {
+		t.Fatalf("DeletePrefix on a store that refuses every key: %v, want a *DeleteError", err)
+	}
+	if len(de.Failed) != 500 || de.Unnamed != int64(len(keys)-500) || res.Failed != int64(len(keys)) || len(res.FailedKeys) != 500 {
+		t.Errorf("named %d (result %d), unnamed %d, counted %d; want 500 named, %d unnamed, %d counted",
+			len(de.Failed), len(res.FailedKeys), de.Unnamed, res.Failed, len(keys)-500, len(keys))
+	}
+	if !strings.Contains(err.Error(), "2500 keys failed") {
+		t.Errorf("error %q does not count every failed key", err)
+	}
+	// One pass: three pages of 1,000 keys (the last one short), no second
+	// listing.
+	if n := lists.Load(); n != 3 {
+		t.Errorf("%d listing requests, want 3 (one pass)", n)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -112,11 +113,14 @@ func NewTaskController(mgr manager.Manager, obj client.Object, cfg opstask.Confi
 }
 
 // NewTaskStore returns an opstask.Store of the tasks of obj's kind over the
-// manager's clients, as kubestore's over a dynamic client: it lists tasks
-// and reads one before changing its hold through mgr.GetAPIReader() (the
-// consistent reads opstask claims on; never the cache), writes through
-// mgr.GetClient(), and hears of changes from the manager's informer on the
-// kind (its Watch). obj is a typed object registered in the manager's
+// manager's clients, as kubestore's over a dynamic client: it writes
+// through mgr.GetClient(), delivers the tasks and their changes from the
+// manager's informer on the kind (an opstask.Informer: the controller
+// decides on that copy, and every write is guarded by the resourceVersion
+// it read), lists through mgr.GetAPIReader() (opstask's DryRun, and Sync
+// outside Run), and reads a task before changing its hold at the version
+// to change: as its own last status write returned it, or from the cache,
+// or else from the API reader. obj is a typed object registered in the manager's
 // scheme, or an unstructured.Unstructured with its GroupVersionKind set;
 // the store itself handles tasks in unstructured form. Only
 // opts.TargetField and opts.Namespace apply; opts may be nil.
@@ -140,7 +144,7 @@ func NewTaskStore(mgr manager.Manager, obj client.Object, opts *TaskOptions) (op
 	if err != nil {
 		return nil, fmt.Errorf("%w: crt: task object %T: %w", opstask.ErrInvalidConfig, obj, err)
 	}
-	return &taskStore{reader: mgr.GetAPIReader(), writer: mgr.GetClient(), informers: mgr.GetCache(),
+	return &taskStore{reader: mgr.GetAPIReader(), writer: mgr.GetClient(), cache: mgr.GetCache(),
 		obj: obj, gvk: gvk, opts: o}, nil
 }
 
@@ -148,17 +152,29 @@ func NewTaskStore(mgr manager.Manager, obj client.Object, opts *TaskOptions) (op
 const taskPageSize = 500
 
 type taskStore struct {
-	reader    client.Reader
-	writer    client.Client
-	informers cache.Informers
-	obj       client.Object
-	gvk       schema.GroupVersionKind
-	opts      TaskOptions
+	reader client.Reader
+	writer client.Client
+	cache  cache.Cache
+	obj    client.Object
+	gvk    schema.GroupVersionKind
+	opts   TaskOptions
+
+	// written holds, by task key, the task as the API server returned it
+	// from this store's last status write: the hold that follows a claim
+	// changes the version that write made, which the cache has seldom
+	// received yet. At most maxWritten entries; forgotten when used.
+	mu      sync.Mutex
+	written map[string]*unstructured.Unstructured
 }
 
+// maxWritten bounds taskStore.written: past it, the entries are dropped
+// (a hold then reads the task once more).
+const maxWritten = 1024
+
 var (
-	_ opstask.Store   = (*taskStore)(nil)
-	_ opstask.Watcher = (*taskStore)(nil)
+	_ opstask.Store    = (*taskStore)(nil)
+	_ opstask.Watcher  = (*taskStore)(nil)
+	_ opstask.Informer = (*taskStore)(nil)
 )
 
 func (s *taskStore) List(ctx context.Context) ([]*opstask.Task, error) {
@@ -209,6 +225,12 @@ func (s *taskStore) UpdateStatus(ctx context.Context, t *opstask.Task) error {
 		return fmt.Errorf("crt: update status of %s %s: %w", s.gvk.Kind, t.Key(), translateTaskError(err))
 	}
 	t.ResourceVersion = u.GetResourceVersion()
+	s.mu.Lock()
+	if s.written == nil || len(s.written) >= maxWritten {
+		s.written = map[string]*unstructured.Unstructured{}
+	}
+	s.written[t.Key()] = u
+	s.mu.Unlock()
 	return nil
 }
 
@@ -221,13 +243,13 @@ func (s *taskStore) Delete(ctx context.Context, t *opstask.Task) error {
 	return nil
 }
 
-// SetHeld reads the task from the API server and updates its finalizers at
-// the version read, only if that is t's: the update then fails if anything
-// changed in between.
+// SetHeld updates the task's finalizers at t's version, from the task as
+// read at that version: from the manager's cache when it holds that
+// version, else from the API server. The update is guarded by the version,
+// so it fails if anything changed since.
 func (s *taskStore) SetHeld(ctx context.Context, t *opstask.Task, held bool) error {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(s.gvk)
-	if err := s.reader.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: t.Name}, u); err != nil {
+	u, err := s.read(ctx, t)
+	if err != nil {
 		return fmt.Errorf("crt: set hold on %s %s: %w", s.gvk.Kind, t.Key(), translateTaskError(err))
 	}
 	switch {
@@ -254,10 +276,102 @@ func (s *taskStore) SetHeld(ctx context.Context, t *opstask.Task, held bool) err
 	return nil
 }
 
+// read returns the task t names at t's version: as this store's last
+// status write of it returned it, or from the cache, if either is at that
+// version (the hold's update needs the finalizers of that version, and
+// nothing more recent: the update fails on any later one), else from the
+// API server.
+func (s *taskStore) read(ctx context.Context, t *opstask.Task) (*unstructured.Unstructured, error) {
+	s.mu.Lock()
+	w := s.written[t.Key()]
+	delete(s.written, t.Key())
+	s.mu.Unlock()
+	if w != nil && w.GetResourceVersion() == t.ResourceVersion && string(w.GetUID()) == t.UID {
+		return w, nil
+	}
+	key := client.ObjectKey{Namespace: t.Namespace, Name: t.Name}
+	if obj, ok := s.obj.DeepCopyObject().(client.Object); ok {
+		if err := s.cache.Get(ctx, key, obj); err == nil && obj.GetResourceVersion() == t.ResourceVersion && string(obj.GetUID()) == t.UID {
+			if u, err := s.unstructured(obj); err == nil {
+				return u, nil
+			}
+		}
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(s.gvk)
+	if err := s.reader.Get(ctx, key, u); err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+// unstructured returns obj, a task from the cache, as a copy in unstructured
+// form.
+func (s *taskStore) unstructured(obj runtime.Object) (*unstructured.Unstructured, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		return u.DeepCopy(), nil
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetGroupVersionKind(s.gvk)
+	return u, nil
+}
+
+// Inform delivers the tasks of the manager's informer on the kind, and
+// then every change, until ctx is done (see opstask.Informer): the
+// controller then reads no task from the API server to decide, and its
+// writes stay guarded by resourceVersion.
+func (s *taskStore) Inform(ctx context.Context, e opstask.TaskEvents) error {
+	inf, err := s.cache.GetInformer(ctx, s.obj)
+	if err != nil {
+		return fmt.Errorf("crt: informer for %s: %w", s.gvk.Kind, err)
+	}
+	set := func(obj any) {
+		o, ok := obj.(client.Object)
+		if !ok || (s.opts.Namespace != "" && o.GetNamespace() != s.opts.Namespace) {
+			return
+		}
+		u, err := s.unstructured(o)
+		if err == nil {
+			var t *opstask.Task
+			if t, err = kubestore.Decode(u, s.opts.TargetField); err == nil {
+				e.Set(t)
+				return
+			}
+		}
+		e.Invalid(o.GetNamespace(), o.GetName(), err)
+	}
+	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    set,
+		UpdateFunc: func(_, obj any) { set(obj) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if o, ok := obj.(client.Object); ok {
+				e.Gone(o.GetNamespace(), o.GetName())
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("crt: inform %s: %w", s.gvk.Kind, err)
+	}
+	defer func() { _ = inf.RemoveEventHandler(reg) }()
+	if !toolscache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+		return ctx.Err()
+	}
+	e.Synced()
+	<-ctx.Done()
+	return ctx.Err()
+}
+
 // Watch calls notify on every event of the manager's informer on the kind
 // until ctx is done.
 func (s *taskStore) Watch(ctx context.Context, notify func()) error {
-	inf, err := s.informers.GetInformer(ctx, s.obj)
+	inf, err := s.cache.GetInformer(ctx, s.obj)
 	if err != nil {
 		return fmt.Errorf("crt: informer for %s: %w", s.gvk.Kind, err)
 	}

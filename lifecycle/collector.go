@@ -182,16 +182,24 @@ func (m *Manager) Collect(ctx context.Context, opts CollectOptions) (CollectResu
 		return res, err
 	}
 	now := m.clock.Now()
-	claims, err := m.listClaims(ctx, opts.Scope)
-	if err != nil {
-		return res, err
-	}
-	res.Listed = len(claims)
-
 	// Decide: the same steps as PlanCollect, with the reads between them
-	// made only when a step needs them.
-	marked, invalid := m.ann.marked(claims)
-	res.Skipped = invalid
+	// made only when a step needs them. The list is read a page at a time
+	// and only the marked claims are kept, copied out of their page, so
+	// that a pass holds the claims that may expire, not every claim.
+	var marked []tracked
+	err := m.eachClaimPage(ctx, opts.Scope, func(page []*corev1.PersistentVolumeClaim) error {
+		res.Listed += len(page)
+		mk, invalid := m.ann.marked(page)
+		res.Skipped = append(res.Skipped, invalid...)
+		for _, t := range mk {
+			c := *t.claim
+			marked = append(marked, tracked{&c, t.u})
+		}
+		return nil
+	})
+	if err != nil {
+		return CollectResult{}, err
+	}
 	if len(marked) == 0 {
 		return res, nil
 	}

@@ -295,11 +295,23 @@ func selectorOrEverything(s labels.Selector) labels.Selector {
 }
 
 func (m *Manager) listClaims(ctx context.Context, s Scope) ([]*corev1.PersistentVolumeClaim, error) {
+	var out []*corev1.PersistentVolumeClaim
+	err := m.eachClaimPage(ctx, s, func(page []*corev1.PersistentVolumeClaim) error {
+		out = append(out, page...)
+		return nil
+	})
+	return out, err
+}
+
+// eachClaimPage hands the claims of s to f a page at a time, as the API
+// server returns them (the whole list at once from s.Claims), so that a
+// caller that keeps only some of them holds one page, not the list.
+func (m *Manager) eachClaimPage(ctx context.Context, s Scope, f func([]*corev1.PersistentVolumeClaim) error) error {
 	sel := selectorOrEverything(s.Selector)
 	if s.Claims != nil {
 		all, err := s.Claims.ListClaims(ctx, s.Namespace, sel)
 		if err != nil {
-			return nil, fmt.Errorf("lifecycle: list claims in %s from cache: %w", s.Namespace, err)
+			return fmt.Errorf("lifecycle: list claims in %s from cache: %w", s.Namespace, err)
 		}
 		// A cluster-wide lister serves every namespace: keep the scope's.
 		out := all[:0:0]
@@ -308,22 +320,23 @@ func (m *Manager) listClaims(ctx context.Context, s Scope) ([]*corev1.Persistent
 				out = append(out, c)
 			}
 		}
-		return out, nil
+		return f(out)
 	}
-	var out []*corev1.PersistentVolumeClaim
 	opts := metav1.ListOptions{LabelSelector: sel.String(), Limit: m.pageSize}
+	page := make([]*corev1.PersistentVolumeClaim, 0, m.pageSize)
 	err := pager.Each(ctx, opts, func(ctx context.Context, opts metav1.ListOptions) (*corev1.PersistentVolumeClaimList, error) {
 		return m.client.ListClaims(ctx, s.Namespace, opts)
 	}, func(list *corev1.PersistentVolumeClaimList) error {
+		page = page[:0]
 		for i := range list.Items {
-			out = append(out, &list.Items[i])
+			page = append(page, &list.Items[i])
 		}
-		return nil
+		return f(page)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("lifecycle: list claims in %s (%q): %w", s.Namespace, opts.LabelSelector, err)
+		return fmt.Errorf("lifecycle: list claims in %s (%q): %w", s.Namespace, opts.LabelSelector, err)
 	}
-	return out, nil
+	return nil
 }
 
 // listPods reads the pods of s. A live read is a paginated list of every pod

@@ -97,6 +97,9 @@ type Controller struct {
 	kinds map[string]*Handler
 
 	trigger chan struct{}
+	// cache holds the tasks of a store that is an Informer, for Sync; nil
+	// for other stores, which Sync lists.
+	cache *taskCache
 
 	mu       sync.Mutex
 	running  map[string]*runner // by task key
@@ -144,18 +147,14 @@ func (c *Controller) recordFinished(t *Task) {
 // last counts before they were scraped. tasks were read by a List that
 // began after recording number seq: a target recorded after the List began
 // may have a task the List missed, and is left for the next Sync.
-func (c *Controller) forgetMetricTargets(tasks []*Task, seq uint64, now time.Time) {
+func (c *Controller) forgetMetricTargets(live func(metricTarget) bool, seq uint64, now time.Time) {
 	if c.cfg.Metrics == nil {
 		return
-	}
-	live := make(map[metricTarget]bool, len(tasks))
-	for _, t := range tasks {
-		live[metricTarget{t.Namespace, t.Spec.Target}] = true
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for mt, at := range c.metricTargets {
-		if live[mt] || at > seq {
+		if live(mt) || at > seq {
 			delete(c.metricsEmpty, mt)
 			continue
 		}
@@ -236,7 +235,7 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	return &Controller{
+	c := &Controller{
 		cfg:           cfg,
 		kinds:         kinds,
 		trigger:       make(chan struct{}, 1),
@@ -245,7 +244,11 @@ func New(cfg Config) (*Controller, error) {
 		returned:      map[string]string{},
 		metricTargets: map[metricTarget]uint64{},
 		metricsEmpty:  map[metricTarget]time.Time{},
-	}, nil
+	}
+	if _, ok := cfg.Store.(Informer); ok {
+		c.cache = newTaskCache(c.expiresAt, c.notify)
+	}
+	return c, nil
 }
 
 // Run processes tasks until ctx is done, then waits for its executions to
@@ -255,7 +258,14 @@ func New(cfg Config) (*Controller, error) {
 func (c *Controller) Run(ctx context.Context) error {
 	log := logr.FromContextOrDiscard(ctx)
 	defer c.wg.Wait()
-	if w, ok := c.cfg.Store.(Watcher); ok {
+	if inf, ok := c.cfg.Store.(Informer); ok {
+		c.cache.begin()
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.inform(ctx, inf)
+		}()
+	} else if w, ok := c.cfg.Store.(Watcher); ok {
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
@@ -263,7 +273,11 @@ func (c *Controller) Run(ctx context.Context) error {
 		}()
 	}
 	for {
-		next, err := c.Sync(ctx)
+		var next time.Duration
+		var err error
+		if c.cache == nil || !c.cache.syncing() {
+			next, err = c.Sync(ctx) // else the end of the sync triggers one
+		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -312,10 +326,13 @@ func (c *Controller) notify() {
 	}
 }
 
-// Sync reads every task once and acts on what it read: rejects invalid and
+// Sync reads the tasks and acts on what it read: rejects invalid and
 // duplicate tasks, admits and starts the head of each idle queue, takes over
 // executions whose controller stopped, and cleans up and deletes tasks
-// whose TTL ran out (executed tasks only if their kind is registered). Executions run in goroutines under ctx: canceling it stops them as
+// whose TTL ran out (executed tasks only if their kind is registered).
+// Under Run with a store that is an Informer, it reads the tasks that can
+// change state from the controller's copy, and no task from the store;
+// otherwise it lists every task. Executions run in goroutines under ctx: canceling it stops them as
 // Run's shutdown does. It returns when the next Sync is due
 // because of time alone (0: none), and the first error. Run calls it; it is
 // exported for tests and for callers with their own loop.
@@ -323,12 +340,13 @@ func (c *Controller) Sync(ctx context.Context) (time.Duration, error) {
 	c.mu.Lock()
 	seq := c.metricSeq
 	c.mu.Unlock()
-	tasks, err := c.cfg.Store.List(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("opstask: list tasks: %w", err)
-	}
-	c.forgetMetricTargets(tasks, seq, c.cfg.Clock.Now())
 	now := c.cfg.Clock.Now()
+	tasks, expires, live, err := c.read(ctx, now)
+	if err != nil {
+		return 0, err
+	}
+	c.forgetMetricTargets(live, seq, c.cfg.Clock.Now())
+	now = c.cfg.Clock.Now()
 	var (
 		next time.Time
 		errs []error
@@ -338,6 +356,7 @@ func (c *Controller) Sync(ctx context.Context) (time.Duration, error) {
 			next = at
 		}
 	}
+	requeue(expires)
 	queues := map[string][]*Task{}
 	var order []string
 	for _, t := range tasks {
@@ -360,9 +379,10 @@ func (c *Controller) Sync(ctx context.Context) (time.Duration, error) {
 	// queue. Slots are reserved beforehand, older queues first.
 	var mu sync.Mutex
 	jobs := make([]func() (time.Time, error), 0, len(order))
+	busy := c.busyTargets()
 	for _, k := range order {
 		q := queues[k]
-		slot := needsSlot(q) && c.reserveSlot()
+		slot := !busy[k] && needsSlot(q) && c.reserveSlot()
 		jobs = append(jobs, func() (time.Time, error) { return c.syncQueue(ctx, q, now, slot) })
 	}
 	var withoutKind []*Task
@@ -427,6 +447,44 @@ func (c *Controller) Sync(ctx context.Context) (time.Duration, error) {
 		}
 	}
 	return d, errors.Join(errs...)
+}
+
+// read returns the tasks a Sync at now acts on, when the next finished task
+// not among them expires (zero: unknown or none), and which metric targets
+// have tasks. From the cache when it is synced, they are the tasks that can
+// change state (see taskCache); otherwise every task, by List.
+func (c *Controller) read(ctx context.Context, now time.Time) ([]*Task, time.Time, func(metricTarget) bool, error) {
+	if c.cache != nil {
+		tasks, next, ok, err := c.cache.snapshot(now)
+		if err != nil {
+			return nil, time.Time{}, nil, fmt.Errorf("opstask: read tasks: %w", err)
+		}
+		if ok {
+			return tasks, next, c.cache.hasTarget, nil
+		}
+	}
+	tasks, err := c.cfg.Store.List(ctx)
+	if err != nil {
+		return nil, time.Time{}, nil, fmt.Errorf("opstask: list tasks: %w", err)
+	}
+	live := make(map[metricTarget]bool, len(tasks))
+	for _, t := range tasks {
+		live[metricTarget{t.Namespace, t.Spec.Target}] = true
+	}
+	return tasks, time.Time{}, func(mt metricTarget) bool { return live[mt] }, nil
+}
+
+// busyTargets returns the target keys of the executions this controller
+// runs: their queues take no slot even when the tasks read show them
+// pending (a cache that has not yet delivered the claim).
+func (c *Controller) busyTargets() map[string]bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	busy := make(map[string]bool, len(c.running))
+	for _, r := range c.running {
+		busy[r.target] = true
+	}
+	return busy
 }
 
 // forgetObservations drops lease observations, and the record of returned
@@ -927,18 +985,29 @@ func (c *Controller) DryRun(ctx context.Context) ([]Expired, error) {
 	return out, errors.Join(errs...)
 }
 
-// expiry decides, for a finished task, whether its TTL has run out at now
-// (a non-nil Expired) or when it will (next).
-func (c *Controller) expiry(t *Task, now time.Time) (*Expired, time.Time, error) {
-	ttl := c.cfg.DefaultTTL
+// expiresAt returns when the TTL of the finished task t runs out, as
+// expiry judges it; a TTL expiry cannot read runs out at once, so that the
+// Sync that acts on t reports the error.
+func (c *Controller) expiresAt(t *Task) time.Time {
+	at, _, _, err := c.ttlOf(t)
+	if err != nil {
+		return time.Time{}
+	}
+	return at
+}
+
+// ttlOf returns when the TTL of the finished task t runs out, when it
+// finished, and its TTL.
+func (c *Controller) ttlOf(t *Task) (at, finished time.Time, ttl time.Duration, err error) {
+	ttl = c.cfg.DefaultTTL
 	if t.Spec.TTLSecondsAfterFinished != nil {
 		d, err := retention.Seconds(int64(*t.Spec.TTLSecondsAfterFinished))
 		if err != nil {
-			return nil, time.Time{}, fmt.Errorf("opstask: task %s: spec.ttlSecondsAfterFinished: %w", t.Key(), err)
+			return time.Time{}, time.Time{}, 0, fmt.Errorf("opstask: task %s: spec.ttlSecondsAfterFinished: %w", t.Key(), err)
 		}
 		ttl = d
 	}
-	finished := t.Status.finishedAt()
+	finished = t.Status.finishedAt()
 	if finished.IsZero() {
 		// A finished task without a transition time was written by
 		// someone else; count from its creation rather than keep it forever.
@@ -948,8 +1017,18 @@ func (c *Controller) expiry(t *Task, now time.Time) (*Expired, time.Time, error)
 	// 10:00:00 may have finished at 10:00:00.9. Counting from the end of
 	// the second makes the TTL never run out early (and up to a second
 	// late). The tolerance covers a clock ahead of the finishing one's.
+	return finished.Truncate(time.Second).Add(time.Second + c.cfg.ClockSkewTolerance + ttl), finished, ttl, nil
+}
+
+// expiry decides, for a finished task, whether its TTL has run out at now
+// (a non-nil Expired) or when it will (next).
+func (c *Controller) expiry(t *Task, now time.Time) (*Expired, time.Time, error) {
+	at, finished, ttl, err := c.ttlOf(t)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
 	var res retention.Result
-	items := []retention.Item{{ID: t.Key(), Time: finished.Truncate(time.Second).Add(time.Second + c.cfg.ClockSkewTolerance)}}
+	items := []retention.Item{{ID: t.Key(), Time: at.Add(-ttl)}}
 	// A task is not a backup, and is judged alone: no guard keeps it.
 	alone := retention.Options{AllowDeleteNewest: true}
 	if err := alone.Evaluate(retention.TTL{After: ttl}, now, items, &res); err != nil {

@@ -71,8 +71,8 @@
 //     the resourceVersion, the others get ErrConflict and write nothing.
 //   - A target runs at most one execution at a time and its tasks start in
 //     queue order, across restarts and replicas, provided a task is visible
-//     to List within Config.Settle (default 2s) of the end of its creation
-//     second. Different targets run concurrently, up to
+//     to List (to an Informer's copy, where the store is one) within
+//     Config.Settle (default 2s) of the end of its creation second. Different targets run concurrently, up to
 //     Config.MaxConcurrent executions per controller, older queues first.
 //   - A task deleted while it runs keeps its target busy until its
 //     executor has returned. The executor runs only while the task is held,
@@ -198,7 +198,13 @@
 // # Backends
 //
 // A Store lists tasks and writes status, holds and deletions guarded by
-// resourceVersion; optional Watcher lets the controller react at once.
+// resourceVersion; optional Watcher lets the controller react at once, and
+// optional Informer delivers every change, so that Run keeps a copy and a
+// Sync reads only the tasks that can change state (unfinished, held, in a
+// cleanup, past their TTL) and nothing from the store: its cost grows with
+// the work, not with the finished tasks retained, and a timer on the
+// earliest expiry finds the tasks whose TTL ran out. crt's store and
+// memstore are Informers; kubestore lists on every Sync.
 // kubestore works on any custom resource with DEP-05's fields through the
 // dynamic client (unstructured conversion, status subresource), and
 // crt.NewTaskStore through a controller-runtime manager's clients; memstore

@@ -18,6 +18,8 @@ type runner struct {
 	c     *Controller
 	kind  *Handler
 	lease *lease
+	// target is the task's TargetKey.
+	target string
 	// execCtx is the executor's context; cancel cancels it with a cause:
 	// the lease's watchdog, a timeout, or stop.
 	execCtx context.Context
@@ -32,7 +34,7 @@ func (r *runner) stop(cause error) { r.cancel(cause) }
 // the slot reserved for it.
 func (c *Controller) launch(ctx context.Context, k *Handler, l *lease, resumed bool) {
 	execCtx, cancel := context.WithCancelCause(ctx)
-	r := &runner{c: c, kind: k, lease: l, execCtx: execCtx, cancel: cancel}
+	r := &runner{c: c, kind: k, lease: l, target: l.task.TargetKey(), execCtx: execCtx, cancel: cancel}
 	key := l.task.Key()
 	c.mu.Lock()
 	c.reserved--

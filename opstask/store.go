@@ -58,3 +58,37 @@ type Watcher interface {
 	// or the error that ended the watch; the controller watches again.
 	Watch(ctx context.Context, notify func()) error
 }
+
+// Informer is implemented by stores that keep a copy of their tasks fed by
+// a watch (crt's store, over the manager's informer; memstore). Run then
+// keeps the tasks in memory from the changes the store delivers, and a Sync
+// acts on the tasks that can change state (pending, running, held,
+// being cleaned up, past their TTL) without reading the store: its cost
+// grows with the work to do, not with the finished tasks retained. Without
+// an Informer, every Sync reads every task with List.
+//
+// The copy may lag the store, and this is safe: every write is guarded by
+// the task's resourceVersion, so a decision made on an old version fails
+// with ErrConflict and is made again on the new one; and changes arrive in
+// the order the store made them, so a task seen in the copy comes with
+// every task created before it (FIFO per target holds as with List;
+// Config.Settle covers tasks created concurrently).
+type Informer interface {
+	// Inform delivers the store's tasks to e, from one goroutine at a time
+	// and in the order of their changes: Set for every task present when
+	// Inform is called, then Synced, then Set for every task created or
+	// changed and Gone for every task deleted, until ctx is done or the
+	// watch fails. It returns ctx's error or the error that ended it; the
+	// controller informs again from scratch. A task the store cannot read is
+	// delivered to Invalid, in place of Set.
+	Inform(ctx context.Context, e TaskEvents) error
+}
+
+// TaskEvents receives the changes an Informer delivers. Its methods must not
+// block; the tasks given to Set belong to the receiver.
+type TaskEvents interface {
+	Set(t *Task)
+	Invalid(namespace, name string, err error)
+	Gone(namespace, name string)
+	Synced()
+}

@@ -24,7 +24,8 @@
 //     with Deleting set, until SetHeld releases it, as a Kubernetes object
 //     with a finalizer does.
 //   - Watch calls notify after every change (create, status update, hold,
-//     delete) until its context is done.
+//     delete) until its context is done; Inform delivers every task and
+//     then every change, in order (an opstask.Informer).
 //
 // # What it does not guarantee
 //
@@ -32,8 +33,8 @@
 //     gone when it exits; two processes have two stores.
 //   - Validation of the spec: Create stores whatever it is given, except a
 //     task without a name or one whose namespace and name are taken.
-//   - A non-blocking Watch: notify is called with the store locked and must
-//     return at once (opstask's controller's does).
+//   - A non-blocking Watch: notify (and Inform's events) are called with the
+//     store locked and must return at once (opstask's controller's do).
 //   - The order of List: it is map order; the controller sorts.
 //
 // # Errors

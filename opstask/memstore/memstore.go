@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 
 	"k8s.io/utils/clock"
@@ -27,11 +28,13 @@ type Store struct {
 	uid   int64
 	subs  map[int]func()
 	subID int
+	infs  map[int]opstask.TaskEvents
 }
 
 var (
-	_ opstask.Store   = (*Store)(nil)
-	_ opstask.Watcher = (*Store)(nil)
+	_ opstask.Store    = (*Store)(nil)
+	_ opstask.Watcher  = (*Store)(nil)
+	_ opstask.Informer = (*Store)(nil)
 )
 
 // New returns an empty Store whose Create stamps tasks with clk (the real
@@ -40,7 +43,7 @@ func New(clk clock.PassiveClock) *Store {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &Store{clock: clk, tasks: map[string]*opstask.Task{}, subs: map[int]func(){}}
+	return &Store{clock: clk, tasks: map[string]*opstask.Task{}, subs: map[int]func(){}, infs: map[int]opstask.TaskEvents{}}
 }
 
 // Create adds a copy of t with a new UID and resource version, and its
@@ -67,7 +70,7 @@ func (s *Store) Create(_ context.Context, t *opstask.Task) (*opstask.Task, error
 	}
 	s.tasks[key] = c
 	out := c.DeepCopy()
-	s.notifyLocked()
+	s.notifyLocked(key)
 	s.mu.Unlock()
 	return out, nil
 }
@@ -109,7 +112,7 @@ func (s *Store) UpdateStatus(_ context.Context, t *opstask.Task) error {
 	c.ResourceVersion = strconv.FormatInt(s.rv, 10)
 	s.tasks[t.Key()] = c
 	t.ResourceVersion = c.ResourceVersion
-	s.notifyLocked()
+	s.notifyLocked(t.Key())
 	return nil
 }
 
@@ -135,7 +138,7 @@ func (s *Store) Delete(_ context.Context, t *opstask.Task) error {
 		s.rv++
 		delete(s.tasks, t.Key())
 	}
-	s.notifyLocked()
+	s.notifyLocked(t.Key())
 	return nil
 }
 
@@ -164,7 +167,7 @@ func (s *Store) SetHeld(_ context.Context, t *opstask.Task, held bool) error {
 		s.tasks[t.Key()] = c
 	}
 	t.Held, t.ResourceVersion = held, rv
-	s.notifyLocked()
+	s.notifyLocked(t.Key())
 	return nil
 }
 
@@ -193,8 +196,37 @@ func (s *Store) Watch(ctx context.Context, notify func()) error {
 	return ctx.Err()
 }
 
-func (s *Store) notifyLocked() {
+// Inform delivers every task to e, then Synced, then every change, until
+// ctx is done.
+func (s *Store) Inform(ctx context.Context, e opstask.TaskEvents) error {
+	s.mu.Lock()
+	s.subID++
+	id := s.subID
+	s.infs[id] = e
+	for _, t := range s.tasks {
+		e.Set(t.DeepCopy())
+	}
+	e.Synced()
+	s.mu.Unlock()
+	<-ctx.Done()
+	s.mu.Lock()
+	delete(s.infs, id)
+	s.mu.Unlock()
+	return ctx.Err()
+}
+
+// notifyLocked tells watchers and informers that the task key changed.
+func (s *Store) notifyLocked(key string) {
 	for _, f := range s.subs {
 		f() // notify functions must not block (the controller's does not)
+	}
+	t, ok := s.tasks[key]
+	for _, e := range s.infs {
+		if !ok {
+			ns, name, _ := strings.Cut(key, "/")
+			e.Gone(ns, name)
+			continue
+		}
+		e.Set(t.DeepCopy())
 	}
 }

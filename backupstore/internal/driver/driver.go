@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"sort"
 	"sync"
@@ -299,4 +300,18 @@ type Creator interface {
 	// needs one; a bucket that already exists and is the caller's is not
 	// an error.
 	Create(ctx context.Context, b *blob.Bucket, name, region string) error
+}
+
+// Putter is a Remover that writes objects of known size through its
+// store's own API, with part buffers shared by every object and worker,
+// where gocloud's writer allocates buffers for each object.
+type Putter interface {
+	// Put writes exactly size bytes read from body at raw, a key in the
+	// store's spelling, after a listing through this Remover learned the
+	// bucket. md5 (nil: unknown) is the MD5 the bytes must have: a
+	// mismatch, or a body of another size, fails the write and leaves
+	// nothing at raw. Metadata keys are lower-case letters, digits and
+	// dashes. ok is false when the Remover cannot write (it knows no
+	// bucket), and nothing was read.
+	Put(ctx context.Context, raw string, body io.Reader, size int64, contentType string, md5 []byte, metadata map[string]string) (ok bool, err error)
 }

@@ -1,0 +1,178 @@
+package s3store
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/groundskeeper-io/groundskeeper/backupstore/internal/driver"
+)
+
+var _ driver.Putter = (*remover)(nil)
+
+// partSize is the size of a multipart upload's parts.
+const partSize = 8 << 20
+
+// singleMax is the largest object written with one PutObject: a multipart
+// upload costs at least three requests more.
+const singleMax = 16 << 20
+
+// partsInFlight bounds the parts of one object uploaded at once.
+const partsInFlight = 4
+
+// buffers hold objects and parts while they are sent, shared by every
+// Put: one pool per power of two from 64 KiB to singleMax, so that a
+// small object does not hold a part's worth of memory.
+var buffers [9]sync.Pool // 64 KiB << i
+
+func buffer(n int64) (*[]byte, *sync.Pool) {
+	i := 0
+	for int64(64<<10)<<i < n {
+		i++
+	}
+	p := &buffers[i]
+	if b, ok := p.Get().(*[]byte); ok {
+		return b, p
+	}
+	b := make([]byte, 64<<10<<i)
+	return &b, p
+}
+
+// errSize is a body longer or shorter than its listed size.
+var errSize = errors.New("source changed while copying: its size is not the listed one")
+
+func (r *remover) Put(ctx context.Context, raw string, body io.Reader, size int64, contentType string, sum []byte, metadata map[string]string) (bool, error) {
+	bucket := r.bucket.Load()
+	if bucket == nil {
+		return false, nil
+	}
+	md := make(map[string]string, len(metadata))
+	for k, v := range metadata {
+		md[k] = url.PathEscape(v) // as gocloud's s3blob writes, and reads back
+	}
+	if size <= singleMax {
+		return true, r.putOne(ctx, bucket, raw, body, size, contentType, sum, md)
+	}
+	return true, r.putParts(ctx, bucket, raw, body, size, contentType, sum, md)
+}
+
+// readExactly reads n bytes of body into b and checks that body ends there.
+func readExactly(body io.Reader, b []byte) error {
+	if _, err := io.ReadFull(body, b); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			return errSize
+		}
+		return err
+	}
+	var one [1]byte
+	if n, err := body.Read(one[:]); n > 0 || (err != nil && err != io.EOF) {
+		if err != nil && err != io.EOF {
+			return err
+		}
+		return errSize
+	}
+	return nil
+}
+
+func (r *remover) putOne(ctx context.Context, bucket *string, raw string, body io.Reader, size int64, contentType string, sum []byte, md map[string]string) error {
+	buf, pool := buffer(size)
+	defer pool.Put(buf)
+	b := (*buf)[:size]
+	if err := readExactly(body, b); err != nil {
+		return err
+	}
+	in := &s3.PutObjectInput{Bucket: bucket, Key: aws.String(raw), Body: bytes.NewReader(b),
+		ContentLength: aws.Int64(size), Metadata: md}
+	if contentType != "" {
+		in.ContentType = aws.String(contentType)
+	}
+	if sum != nil {
+		in.ContentMD5 = aws.String(base64.StdEncoding.EncodeToString(sum))
+	}
+	_, err := r.client.PutObject(ctx, in)
+	return err
+}
+
+// putParts streams body in parts of partSize, partsInFlight at a time, and
+// completes the upload only when body had size bytes of MD5 sum (when
+// given); otherwise it aborts it.
+func (r *remover) putParts(ctx context.Context, bucket *string, raw string, body io.Reader, size int64, contentType string, sum []byte, md map[string]string) (err error) {
+	in := &s3.CreateMultipartUploadInput{Bucket: bucket, Key: aws.String(raw), Metadata: md}
+	if contentType != "" {
+		in.ContentType = aws.String(contentType)
+	}
+	up, err := r.client.CreateMultipartUpload(ctx, in)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer func() {
+		if err != nil {
+			_, _ = r.client.AbortMultipartUpload(context.WithoutCancel(ctx), &s3.AbortMultipartUploadInput{
+				Bucket: bucket, Key: aws.String(raw), UploadId: up.UploadId})
+		}
+	}()
+	n := (size + partSize - 1) / partSize
+	parts := make([]s3types.CompletedPart, n)
+	h := md5.New()
+	sem := make(chan struct{}, partsInFlight)
+	var wg sync.WaitGroup
+	for i := int64(0); i < n && ctx.Err() == nil; i++ {
+		length := min(partSize, size-i*partSize)
+		buf, pool := buffer(partSize)
+		b := (*buf)[:length]
+		var rerr error
+		if i == n-1 {
+			rerr = readExactly(body, b)
+		} else if _, rerr = io.ReadFull(body, b); errors.Is(rerr, io.ErrUnexpectedEOF) || errors.Is(rerr, io.EOF) {
+			rerr = errSize
+		}
+		if rerr != nil {
+			pool.Put(buf)
+			cancel(rerr)
+			break
+		}
+		h.Write(b)
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			pool.Put(buf)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func(i int64) {
+			defer func() { pool.Put(buf); <-sem; wg.Done() }()
+			num := int32(i + 1)
+			out, err := r.client.UploadPart(ctx, &s3.UploadPartInput{Bucket: bucket, Key: aws.String(raw), UploadId: up.UploadId,
+				PartNumber: aws.Int32(num), Body: bytes.NewReader(b), ContentLength: aws.Int64(length)})
+			if err != nil {
+				cancel(err)
+				return
+			}
+			parts[i] = s3types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(num)}
+		}(i)
+	}
+	wg.Wait()
+	if cause := context.Cause(ctx); cause != nil {
+		return cause
+	}
+	if sum != nil && !bytes.Equal(h.Sum(nil), sum) {
+		return fmt.Errorf("source changed while copying: MD5 %x, listed %x", h.Sum(nil), sum)
+	}
+	_, err = r.client.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: bucket, Key: aws.String(raw),
+		UploadId: up.UploadId, MultipartUpload: &s3types.CompletedMultipartUpload{Parts: parts}})
+	return err
+}
