@@ -195,6 +195,24 @@
 //   - metric durations finer than a second after a takeover: times come back
 //     from Kubernetes at one-second resolution.
 //
+// # Steps and approvals
+//
+// A long execution made of steps (a recovery: plan, stop, restore, start,
+// add members) records each in status.steps with Run.Step: InProgress
+// before it runs, then Completed with what it did and decided, or Failed.
+// A resumed execution skips the steps recorded Completed and reads back
+// what they decided (their result), so it goes on at the first unfinished
+// step; a failed step is run again when the executor calls it again,
+// without repeating those before it. Run.Approval is a gate before an
+// irreversible step: the step waits, AwaitingApproval with its plan and an
+// approval token in its description, until a person adds that token to
+// the task's approvals (kubestore: the annotation ApprovalAnnotation). The
+// token is a digest of the plan, so an approval never approves another
+// plan. Approving changes the task, which ends the running execution's
+// claim; the execution is taken over LeaseDuration later and resumed past
+// the gate, so a kind with a gate must be Resumable. Steps do not fence
+// side effects (see below): each must be idempotent.
+//
 // # Backends
 //
 // A Store lists tasks and writes status, holds and deletions guarded by
