@@ -35,6 +35,9 @@ type Target struct {
 	// for one task, which closes it; nil when the cluster has no backups
 	// configured.
 	Backups func(ctx context.Context) (*blob.Bucket, error)
+	// Members runs the cluster's members, for a recovery from a loss of
+	// quorum (recovery.go); nil when this operator does not run them.
+	Members Members
 }
 
 // operator holds what the task kinds act on.
@@ -63,8 +66,6 @@ const (
 	codeNoBase          opstask.ErrorCode = "NoFullSnapshot"
 	codeCompacted       opstask.ErrorCode = "RevisionsCompacted"
 	codeCorruptBackup   opstask.ErrorCode = "CorruptBackup"
-	codeNotImplemented  opstask.ErrorCode = "NotImplemented"
-	codeManualRecovery  opstask.ErrorCode = "ManualRecoveryRequired"
 	codeDryRun          opstask.ErrorCode = "DryRun"
 	snapshotFinalSuffix                   = ".final"
 )
@@ -329,14 +330,6 @@ func verifyFull(ctx context.Context, b *blob.Bucket, key string) (int64, error) 
 		return 0, fmt.Errorf("%s: SHA-256 does not match its content: the snapshot is corrupt", key)
 	}
 	return r.Size(), nil
-}
-
-// recover does not recover: see README, "What is simulated". Its
-// preconditions are real; after them it fails with the manual steps.
-func (o *operator) recover(_ context.Context, run *opstask.Run) error {
-	return opstask.WithCode(codeManualRecovery, fmt.Errorf(
-		"etcd %s has lost quorum; automatic recovery is not implemented here: scale the cluster to one member, restore it from the latest backup, then scale it back up",
-		run.Task.Spec.Target))
 }
 
 func (o *operator) copyBackups(ctx context.Context, run *opstask.Run) error {
