@@ -164,7 +164,7 @@ func compactChain(ctx context.Context, b *blob.Bucket, c *chain, dir string) (*c
 	ep := e.Clients[0].Addr().String()
 	// A client over loopback: the in-process one (v3client) cannot
 	// defragment.
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 10 * time.Second, Logger: zap.NewNop(), MaxCallSendMsgSize: maxApplyBytes + 1<<20})
 	if err != nil {
 		return nil, fmt.Errorf("temporary etcd: %w", err)
 	}
@@ -242,6 +242,10 @@ func applyDelta(ctx context.Context, cli *clientv3.Client, d snapshotKey, events
 	return rev, nil
 }
 
+// maxApplyBytes bounds the transaction of one revision on the temporary
+// member.
+const maxApplyBytes = 256 << 20
+
 // startTemporaryMember restores the snapshot file into dataDir (etcdutl's
 // restore) and starts an embedded single-member etcd on it, on loopback
 // ports of its own.
@@ -263,8 +267,14 @@ func startTemporaryMember(ctx context.Context, snapshotPath, dataDir string) (*e
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = ports[:1], ports[:1]
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = ports[1:], ports[1:]
 	cfg.InitialCluster = name + "=" + ports[1].String()
-	cfg.LogLevel = "error"
+	// Quiet: it logs errors when it is closed.
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	cfg.UnsafeNoFsync = true // a scratch member: the snapshot is what counts
+	// One revision is one transaction, and one range delete of the live
+	// etcd may have deleted more keys than a transaction may name (128 by
+	// default), in more bytes than a request may carry.
+	cfg.MaxTxnOps = 1 << 20
+	cfg.MaxRequestBytes = maxApplyBytes
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("start temporary etcd: %w", err)
