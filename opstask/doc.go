@@ -141,9 +141,10 @@
 //     generated CRD says the same (a test checks the two agree).
 //   - Writes per task: one status write per state after Pending, the hold
 //     and its release, and the delete (5 for a task that succeeds; 2 for
-//     one rejected), plus one per progress report or renewal of a long
-//     execution, and for a kind with a Cleanup one to claim it plus one
-//     per renewal of a long cleanup.
+//     one rejected), plus one per progress report, step record (two a
+//     step: started and finished) or renewal of a long execution, and for
+//     a kind with a Cleanup one to claim it plus one per renewal of a long
+//     cleanup.
 //   - The controller reads time only from Config.Clock and logs through the
 //     logr.Logger in Run's context.
 //
