@@ -79,6 +79,9 @@ func testTask(ns string, task *opstask.Task) *unstructured.Unstructured {
 	u.SetGroupVersionKind(opstasktest.GroupVersionKind)
 	u.SetNamespace(ns)
 	u.SetName(task.Name)
+	if len(task.Approvals) > 0 {
+		u.SetAnnotations(map[string]string{opstask.ApprovalAnnotation: strings.Join(task.Approvals, ",")})
+	}
 	return u
 }
 

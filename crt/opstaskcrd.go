@@ -54,8 +54,10 @@ import (
 //     creation (a CEL rule "self == oldSelf" on each), and the target cannot
 //     be added or removed (a rule "has(self.<TargetField>) ==
 //     has(oldSelf.<TargetField>)" on spec);
-//   - status.lastErrors has maxItems opstask.MaxLastErrors (opstask.Status
-//     says so).
+//   - status.lastErrors has maxItems opstask.MaxLastErrors and status.steps
+//     maxItems opstask.MaxSteps (opstask.Status says so; a CRD without
+//     steps would prune them, and a resumed execution would repeat its
+//     steps).
 //
 // The markers that give them, with a target field etcdName and config
 // members a and b (an error names the one missing):
@@ -137,6 +139,13 @@ func TaskCRD(crdYAML []byte, obj client.Object, scheme *runtime.Scheme, opts *Ta
 	lastErrors := status.Properties["lastErrors"]
 	if lastErrors.MaxItems == nil || *lastErrors.MaxItems != opstask.MaxLastErrors {
 		return nil, fail("status.lastErrors: maxItems %v, want opstask.MaxLastErrors (%d): the status is not opstask.Status", lastErrors.MaxItems, opstask.MaxLastErrors)
+	}
+	// A CRD generated before opstask.Status had steps would prune them
+	// from every status write: a resumed execution would repeat its
+	// completed steps.
+	steps, ok := status.Properties["steps"]
+	if !ok || steps.MaxItems == nil || *steps.MaxItems != opstask.MaxSteps {
+		return nil, fail("status.steps: maxItems %v, want opstask.MaxSteps (%d): the status is not opstask.Status (regenerate the CRD)", steps.MaxItems, opstask.MaxSteps)
 	}
 	return crd, nil
 }

@@ -53,6 +53,8 @@ func TestTaskCRDRefusesDriftAndMissingRules(t *testing.T) {
 			"spec.etcdName, the target field, is not in the schema"},
 		{"lastErrors unbounded", edit("                maxItems: 10\n", ""), opts,
 			"status.lastErrors: maxItems <nil>, want opstask.MaxLastErrors (10)"},
+		{"steps unbounded", edit("                maxItems: 32\n", ""), opts,
+			"status.steps: maxItems <nil>, want opstask.MaxSteps (32)"},
 		{"no status subresource", edit("    subresources:\n      status: {}\n", ""), opts,
 			"has no status subresource: add // +kubebuilder:subresource:status"},
 		{"another kind", edit("kind: TestTask\n", "kind: OtherTask\n"), opts,

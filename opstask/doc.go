@@ -141,9 +141,10 @@
 //     generated CRD says the same (a test checks the two agree).
 //   - Writes per task: one status write per state after Pending, the hold
 //     and its release, and the delete (5 for a task that succeeds; 2 for
-//     one rejected), plus one per progress report or renewal of a long
-//     execution, and for a kind with a Cleanup one to claim it plus one
-//     per renewal of a long cleanup.
+//     one rejected), plus one per progress report, step record (two a
+//     step: started and finished) or renewal of a long execution, and for
+//     a kind with a Cleanup one to claim it plus one per renewal of a long
+//     cleanup.
 //   - The controller reads time only from Config.Clock and logs through the
 //     logr.Logger in Run's context.
 //
@@ -194,6 +195,24 @@
 //     takeover, which is why it must be idempotent.
 //   - metric durations finer than a second after a takeover: times come back
 //     from Kubernetes at one-second resolution.
+//
+// # Steps and approvals
+//
+// A long execution made of steps (a recovery: plan, stop, restore, start,
+// add members) records each in status.steps with Run.Step: InProgress
+// before it runs, then Completed with what it did and decided, or Failed.
+// A resumed execution skips the steps recorded Completed and reads back
+// what they decided (their result), so it goes on at the first unfinished
+// step; a failed step is run again when the executor calls it again,
+// without repeating those before it. Run.Approval is a gate before an
+// irreversible step: the step waits, AwaitingApproval with its plan and an
+// approval token in its description, until a person adds that token to
+// the task's approvals (kubestore: the annotation ApprovalAnnotation). The
+// token is a digest of the plan, so an approval never approves another
+// plan. Approving changes the task, which ends the running execution's
+// claim; the execution is taken over LeaseDuration later and resumed past
+// the gate, so a kind with a gate must be Resumable. Steps do not fence
+// side effects (see below): each must be idempotent.
 //
 // # Backends
 //

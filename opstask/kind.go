@@ -115,6 +115,9 @@ type Run struct {
 	Resumed bool
 
 	progress func(ctx context.Context, description string) error
+	// record changes the task's status through the execution's claim and
+	// returns the status written (Step, Approval).
+	record func(ctx context.Context, change func(s *Status, now time.Time) error) (*Status, error)
 }
 
 // Progress records description in lastOperation.description. It also

@@ -80,6 +80,15 @@ func (r *runner) run(ctx context.Context, resumed bool) {
 		})
 	}
 
+	run.record = func(rctx context.Context, change func(*Status, time.Time) error) (*Status, error) {
+		err := l.write(rctx, func(t *Task, now time.Time) error { return change(&t.Status, now) })
+		if err != nil {
+			return nil, err
+		}
+		st := l.last().Status
+		return &st, nil
+	}
+
 	deadline := c.deadline(r.kind, task)
 	timeout := c.cfg.Clock.NewTimer(deadline.Sub(c.cfg.Clock.Now()))
 	defer timeout.Stop()

@@ -34,6 +34,11 @@ type Task struct {
 	// so that the task keeps its place at the head of its target's queue
 	// until its executor has returned.
 	Held bool
+	// Approvals are the approvals a person gave the task's steps, each a
+	// token of Run.Approval (in kubestore, the comma-separated value of the
+	// annotation ApprovalAnnotation). Unlike the spec, they may be added
+	// while the task runs.
+	Approvals []string
 	// Spec is the task's specification.
 	Spec Spec
 	// Status is the task's status.
@@ -122,6 +127,7 @@ func (t *Task) DeepCopy() *Task {
 		v := *t.Spec.TTLSecondsAfterFinished
 		c.Spec.TTLSecondsAfterFinished = &v
 	}
+	c.Approvals = append([]string(nil), t.Approvals...)
 	t.Status.DeepCopyInto(&c.Status)
 	return &c
 }

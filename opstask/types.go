@@ -123,6 +123,57 @@ type Status struct {
 	// LastOperation is the last operation done on the task.
 	// +optional
 	LastOperation *LastOperation `json:"lastOperation,omitempty"`
+	// Steps are the steps of a multi-step execution (Run.Step,
+	// Run.Approval), in the order they were first taken. A resumed
+	// execution skips the steps recorded Completed.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	Steps []Step `json:"steps,omitempty"`
+}
+
+// +kubebuilder:validation:Enum=InProgress;Completed;Failed;AwaitingApproval
+
+// StepState is the state of one step of an execution.
+type StepState string
+
+// The step states.
+const (
+	StepStateInProgress StepState = "InProgress"
+	StepStateCompleted  StepState = "Completed"
+	StepStateFailed     StepState = "Failed"
+	// StepStateAwaitingApproval: the step waits for a person to approve
+	// the plan in its description (see Run.Approval).
+	StepStateAwaitingApproval StepState = "AwaitingApproval"
+)
+
+// MaxSteps bounds Status.Steps; the CRD marker on it (MaxItems=32) must
+// equal it.
+const MaxSteps = 32
+
+// +kubebuilder:object:generate=true
+
+// Step records one step of a multi-step execution.
+type Step struct {
+	// Name identifies the step within the task.
+	Name string `json:"name"`
+	// State is the state of the step.
+	State StepState `json:"state"`
+	// Description says what the step did, or why it failed, or, awaiting
+	// approval, what it will do and how to approve it.
+	// +optional
+	Description string `json:"description,omitempty"`
+	// Result is what the step decided, for the steps after it: a resumed
+	// execution reads it back instead of deciding again.
+	// +optional
+	Result string `json:"result,omitempty"`
+	// Attempts counts the times the step was started.
+	// +optional
+	Attempts int32 `json:"attempts,omitempty"`
+	// RunID is the run that last changed the step.
+	// +optional
+	RunID string `json:"runID,omitempty"`
+	// LastUpdateTime is when the step last changed.
+	LastUpdateTime metav1.Time `json:"lastUpdateTime"`
 }
 
 // +kubebuilder:object:generate=true

@@ -42,7 +42,11 @@
 // [StartIsolatedGCS] and [StartIsolatedAzure]. Each process is a
 // [Component] with Stop (SIGTERM), Start, Restart and Kill (SIGKILL); it
 // comes back on the same ports with the same data directory, so clients
-// reconnect to the address they had. Faults of the network between a client
+// reconnect to the address they had. [StartEtcdCluster] starts a
+// multi-member etcd cluster whose members a test kills, wipes
+// ([EtcdMember.RemoveData], a lost volume) and starts again with another
+// view of the cluster ([EtcdMember.Configure]), as a recovery from a
+// permanent loss of quorum does. Faults of the network between a client
 // and any component come from testenv/faultproxy (latency, blackhole,
 // reset, refusal, one-way drop); [Kubernetes.ConfigVia] routes a client of
 // the API server through one. The isolated API server writes an audit log

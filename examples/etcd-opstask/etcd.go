@@ -131,9 +131,12 @@ func (e *etcdCluster) Events(ctx context.Context, from int64, fn func(Event) err
 			}
 			return rev, fmt.Errorf("etcd events from revision %d: %w", from, err)
 		}
+		// A revision's events come in one response (no fragmenting): all
+		// of them are delivered, up to and including rev.
+		reached := false
 		for _, ev := range resp.Events {
 			if ev.Kv.ModRevision > rev {
-				return rev, nil
+				break
 			}
 			typ := "PUT"
 			if ev.Type == mvccpb.DELETE {
@@ -142,9 +145,10 @@ func (e *etcdCluster) Events(ctx context.Context, from int64, fn func(Event) err
 			if err := fn(Event{Type: typ, Key: ev.Kv.Key, Value: ev.Kv.Value, ModRevision: ev.Kv.ModRevision}); err != nil {
 				return rev, err
 			}
-			if ev.Kv.ModRevision == rev {
-				return rev, nil
-			}
+			reached = reached || ev.Kv.ModRevision == rev
+		}
+		if reached || (len(resp.Events) > 0 && resp.Events[len(resp.Events)-1].Kv.ModRevision > rev) {
+			return rev, nil
 		}
 	}
 	if err := ctx.Err(); err != nil {

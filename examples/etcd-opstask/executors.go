@@ -6,11 +6,9 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -37,6 +35,9 @@ type Target struct {
 	// for one task, which closes it; nil when the cluster has no backups
 	// configured.
 	Backups func(ctx context.Context) (*blob.Bucket, error)
+	// Members runs the cluster's members, for a recovery from a loss of
+	// quorum (recovery.go); nil when this operator does not run them.
+	Members Members
 }
 
 // operator holds what the task kinds act on.
@@ -50,6 +51,9 @@ type operator struct {
 	// defragmentation blocks each member while it runs) is not done; the
 	// task fails with code DryRun and says what would have been done.
 	dryRun bool
+	// compact compacts a chain of snapshots into a new full snapshot in
+	// dir; nil means compactChain (a temporary embedded etcd).
+	compact func(ctx context.Context, b *blob.Bucket, c *chain, dir string) (*compacted, error)
 }
 
 // Error codes of the etcd checks and the executors, recorded in
@@ -62,8 +66,6 @@ const (
 	codeNoBase          opstask.ErrorCode = "NoFullSnapshot"
 	codeCompacted       opstask.ErrorCode = "RevisionsCompacted"
 	codeCorruptBackup   opstask.ErrorCode = "CorruptBackup"
-	codeNotImplemented  opstask.ErrorCode = "NotImplemented"
-	codeManualRecovery  opstask.ErrorCode = "ManualRecoveryRequired"
 	codeDryRun          opstask.ErrorCode = "DryRun"
 	snapshotFinalSuffix                   = ".final"
 )
@@ -140,7 +142,7 @@ func parseSnapshotKey(key string) (snapshotKey, bool) {
 	return s, false
 }
 
-// listSnapshots returns the snapshots in b ordered by revision.
+// listSnapshots returns the snapshots in b ordered by their last revision.
 func listSnapshots(ctx context.Context, b *blob.Bucket) ([]snapshotKey, error) {
 	var out []snapshotKey
 	it := b.List(nil)
@@ -160,7 +162,10 @@ func listSnapshots(ctx context.Context, b *blob.Bucket) ([]snapshotKey, error) {
 		if out[i].EndRev != out[j].EndRev {
 			return out[i].EndRev < out[j].EndRev
 		}
-		return out[i].Kind == "Full" && out[j].Kind != "Full"
+		// A full snapshot covers the delta that ends where it does (a
+		// compacted one): it comes after it, so that the newest chain
+		// starts with it.
+		return out[i].Kind != "Full" && out[j].Kind == "Full"
 	})
 	return out, nil
 }
@@ -185,7 +190,7 @@ func (o *operator) snapshot(ctx context.Context, run *opstask.Run) error {
 		}
 		key := snapshotName("Full", 0, rev, o.clock.Now(), final)
 		var n int64
-		err = upload(ctx, b, key, func(w io.Writer) (err error) {
+		err = upload(ctx, b, key, nil, func(w io.Writer) (err error) {
 			n, err = t.Etcd.Snapshot(ctx, w)
 			return err
 		})
@@ -216,14 +221,13 @@ func (o *operator) snapshot(ctx context.Context, run *opstask.Run) error {
 		return run.Progress(ctx, fmt.Sprintf("no changes in %s since revision %d: no delta snapshot written", name, from-1))
 	}
 	key := snapshotName("Delta", from, rev, o.clock.Now(), false)
-	err = upload(ctx, b, key, func(w io.Writer) error {
-		enc := json.NewEncoder(w)
-		for _, e := range events {
-			if err := enc.Encode(e); err != nil {
-				return err
-			}
-		}
-		return nil
+	data, err := deltaBytes(events)
+	if err != nil {
+		return err
+	}
+	err = upload(ctx, b, key, nil, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
 	})
 	if err != nil {
 		return err
@@ -232,10 +236,10 @@ func (o *operator) snapshot(ctx context.Context, run *opstask.Run) error {
 }
 
 // upload writes key with fill; the object appears only if fill succeeds.
-func upload(ctx context.Context, b *blob.Bucket, key string, fill func(io.Writer) error) error {
+func upload(ctx context.Context, b *blob.Bucket, key string, opts *blob.WriterOptions, fill func(io.Writer) error) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w, err := b.NewWriter(wctx, key, nil)
+	w, err := b.NewWriter(wctx, key, opts)
 	if err != nil {
 		return fmt.Errorf("upload %s: %w", key, err)
 	}
@@ -296,58 +300,12 @@ func (o *operator) maintain(ctx context.Context, run *opstask.Run) error {
 
 func mb(n int64) string { return fmt.Sprintf("%.1f MB", float64(n)/1e6) }
 
-// compactSnapshots checks the newest full snapshot and the delta snapshots
-// after it. Writing the compacted full snapshot needs a restore of the
-// chain into a temporary etcd (etcd-backup-restore's compactor), which this
-// example does not do: with deltas to compact, the task fails and says so.
-func (o *operator) compactSnapshots(ctx context.Context, run *opstask.Run) error {
-	name := run.Task.Spec.Target
-	b, err := o.targets[name].Backups(ctx)
-	if err != nil {
-		return err
-	}
-	defer b.Close()
-	snaps, err := listSnapshots(ctx, b)
-	if err != nil {
-		return err
-	}
-	base := -1
-	for i, s := range snaps {
-		if s.Kind == "Full" {
-			base = i
-		}
-	}
-	if base < 0 {
-		return opstask.WithCode(codeNoBase, fmt.Errorf("etcd %s has no full snapshot in its backup store", name))
-	}
-	full, deltas := snaps[base], snaps[base+1:]
-	if err := verifyFull(ctx, b, full.Key); err != nil {
-		return opstask.WithCode(codeCorruptBackup, err)
-	}
-	next, changes := full.EndRev+1, 0
-	for _, d := range deltas {
-		if d.StartRev != next {
-			return opstask.WithCode(codeCorruptBackup, fmt.Errorf("%s starts at revision %d, want %d: revisions are missing after %s", d.Key, d.StartRev, next, full.Key))
-		}
-		n, err := verifyDelta(ctx, b, d)
-		if err != nil {
-			return opstask.WithCode(codeCorruptBackup, err)
-		}
-		next, changes = d.EndRev+1, changes+n
-	}
-	if len(deltas) == 0 {
-		return run.Progress(ctx, fmt.Sprintf("%s verified (SHA-256 matches); no delta snapshots after it: nothing to compact", full.Key))
-	}
-	return opstask.WithCode(codeNotImplemented, fmt.Errorf(
-		"%s and %d delta snapshots up to revision %d verified (%d changes); writing the compacted full snapshot needs a restore into a temporary etcd, which this operator does not do: take a full snapshot instead",
-		full.Key, len(deltas), next-1, changes))
-}
-
-// verifyFull checks an etcd snapshot's trailing SHA-256 of its content.
-func verifyFull(ctx context.Context, b *blob.Bucket, key string) error {
+// verifyFull checks an etcd snapshot's trailing SHA-256 of its content and
+// returns its size.
+func verifyFull(ctx context.Context, b *blob.Bucket, key string) (int64, error) {
 	r, err := b.NewReader(ctx, key, nil)
 	if err != nil {
-		return fmt.Errorf("read %s: %w", key, err)
+		return 0, fmt.Errorf("read %s: %w", key, err)
 	}
 	defer r.Close()
 	h := sha256.New()
@@ -365,44 +323,13 @@ func verifyFull(ctx context.Context, b *blob.Bucket, key string) error {
 			break
 		}
 		if err != nil {
-			return fmt.Errorf("read %s: %w", key, err)
+			return 0, fmt.Errorf("read %s: %w", key, err)
 		}
 	}
 	if len(tail) < sha256.Size || !bytes.Equal(h.Sum(nil), tail) {
-		return fmt.Errorf("%s: SHA-256 does not match its content: the snapshot is corrupt", key)
+		return 0, fmt.Errorf("%s: SHA-256 does not match its content: the snapshot is corrupt", key)
 	}
-	return nil
-}
-
-// verifyDelta checks that every line is an event of the delta's revisions.
-func verifyDelta(ctx context.Context, b *blob.Bucket, s snapshotKey) (int, error) {
-	r, err := b.NewReader(ctx, s.Key, nil)
-	if err != nil {
-		return 0, fmt.Errorf("read %s: %w", s.Key, err)
-	}
-	defer r.Close()
-	sc := bufio.NewScanner(r)
-	sc.Buffer(nil, 16<<20)
-	n := 0
-	for sc.Scan() {
-		var e Event
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil || e.ModRevision < s.StartRev || e.ModRevision > s.EndRev {
-			return n, fmt.Errorf("%s line %d: not an event of revisions %d-%d", s.Key, n+1, s.StartRev, s.EndRev)
-		}
-		n++
-	}
-	if err := sc.Err(); err != nil {
-		return n, fmt.Errorf("read %s: %w", s.Key, err)
-	}
-	return n, nil
-}
-
-// recover does not recover: see README, "What is simulated". Its
-// preconditions are real; after them it fails with the manual steps.
-func (o *operator) recover(_ context.Context, run *opstask.Run) error {
-	return opstask.WithCode(codeManualRecovery, fmt.Errorf(
-		"etcd %s has lost quorum; automatic recovery is not implemented here: scale the cluster to one member, restore it from the latest backup, then scale it back up",
-		run.Task.Spec.Target))
+	return r.Size(), nil
 }
 
 func (o *operator) copyBackups(ctx context.Context, run *opstask.Run) error {

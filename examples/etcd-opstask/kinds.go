@@ -8,6 +8,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/groundskeeper-io/groundskeeper/examples/etcd-opstask/api"
 	"github.com/groundskeeper-io/groundskeeper/opstask"
@@ -49,6 +50,8 @@ func (o *operator) kinds() []opstask.Handler {
 		Executor:      opstask.ExecutorFunc(o.recover),
 		Preconditions: []opstask.Precondition{o.check(o.multiMember), o.check(o.lostQuorum)},
 		DuplicateKey:  oneAtATime,
+		Resumable:     true, // its steps are recorded: resumed at the first unfinished one
+		Timeout:       func(*opstask.Task) (time.Duration, error) { return recoveryTimeout, nil },
 	}, {
 		Name:          "copyBackups",
 		Executor:      opstask.ExecutorFunc(o.copyBackups),

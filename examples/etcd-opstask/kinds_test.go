@@ -54,11 +54,11 @@ func TestVerifyFull(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := verifyFull(ctx, b, "good"); err != nil {
-		t.Errorf("intact snapshot: %v", err)
+	if n, err := verifyFull(ctx, b, "good"); err != nil || n != int64(len(good)) {
+		t.Errorf("intact snapshot: %d bytes, %v", n, err)
 	}
 	for _, key := range []string{"bad", "short"} {
-		if err := verifyFull(ctx, b, key); err == nil || !strings.Contains(err.Error(), "corrupt") {
+		if _, err := verifyFull(ctx, b, key); err == nil || !strings.Contains(err.Error(), "corrupt") {
 			t.Errorf("%s snapshot: %v, want a corruption error", key, err)
 		}
 	}

@@ -3,7 +3,8 @@
 // opstask; the resource in package api, its CRD in deploy/crd.yaml) whose
 // five task kinds act on real etcd clusters and object stores: on-demand full
 // and delta snapshots uploaded with gocloud, compaction and defragmentation
-// through the etcd maintenance API, a check of the snapshot chain, and copies
+// through the etcd maintenance API, snapshot compaction in a temporary
+// embedded etcd, recovery from a permanent loss of quorum, and copies
 // of backups between stores (package backupstore). cmd/opstask is its CLI.
 //
 //	go run ./examples/etcd-opstask      # a simulated timeline, no cluster needed

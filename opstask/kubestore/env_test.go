@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -91,6 +92,9 @@ func (k *kube) object(t *opstask.Task) *unstructured.Unstructured {
 	u.SetGroupVersionKind(opstasktest.GroupVersionKind)
 	u.SetName(t.Name)
 	u.SetNamespace(k.Namespace)
+	if len(t.Approvals) > 0 {
+		u.SetAnnotations(map[string]string{opstask.ApprovalAnnotation: strings.Join(t.Approvals, ",")})
+	}
 	return u
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -236,6 +237,11 @@ func decode(u *unstructured.Unstructured, kind, targetField string) (*opstask.Ta
 		CreationTimestamp: u.GetCreationTimestamp().Time,
 		Deleting:          u.GetDeletionTimestamp() != nil,
 		Held:              slices.Contains(u.GetFinalizers(), Finalizer),
+	}
+	for _, a := range strings.Split(u.GetAnnotations()[opstask.ApprovalAnnotation], ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			t.Approvals = append(t.Approvals, a)
+		}
 	}
 	where := func(field string) string {
 		return fmt.Sprintf("kubestore: %s %s/%s: %s", kind, t.Namespace, t.Name, field)

@@ -86,6 +86,23 @@ func (s *Store) Get(_ context.Context, namespace, name string) (*opstask.Task, e
 	return t.DeepCopy(), nil
 }
 
+// Approve adds token to the approvals of the task namespace/name (see
+// opstask.Run.Approval), as a person sets the approval annotation on a
+// custom resource: the task gets a new resource version.
+func (s *Store) Approve(_ context.Context, namespace, name, token string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.tasks[namespace+"/"+name]
+	if !ok {
+		return fmt.Errorf("memstore: approve %s/%s: %w", namespace, name, opstask.ErrNotFound)
+	}
+	t.Approvals = append(t.Approvals, token)
+	s.rv++
+	t.ResourceVersion = strconv.FormatInt(s.rv, 10)
+	s.notifyLocked()
+	return nil
+}
+
 // List returns copies of all tasks.
 func (s *Store) List(context.Context) ([]*opstask.Task, error) {
 	s.mu.Lock()

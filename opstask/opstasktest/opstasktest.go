@@ -128,6 +128,7 @@ func testCreateList(t *testing.T, h Harness) {
 	ttl := int32(90)
 	a := h.task("conf-a", 0, "etcd-main")
 	a.Spec.TTLSecondsAfterFinished = &ttl
+	a.Approvals = []string{"restore/0a1b2c3d4e", "scale/5f6a7b8c9d"}
 	b := h.task("conf-b", 1, "")
 	ca, cb := create(t, h, a), create(t, h, b)
 	got := list(t, h)
@@ -156,6 +157,12 @@ func testCreateList(t *testing.T, h Harness) {
 	if ca.Spec.Target != "etcd-main" || cb.Spec.Target != "" || ca.Spec.TTLSecondsAfterFinished == nil || *ca.Spec.TTLSecondsAfterFinished != 90 || cb.Spec.TTLSecondsAfterFinished != nil {
 		t.Errorf("created specs lost target or TTL: %+v, %+v", ca.Spec, cb.Spec)
 	}
+	if d := cmp.Diff(a.Approvals, got["conf-a"].Approvals); d != "" {
+		t.Errorf("conf-a approvals (-created +listed):\n%s", d)
+	}
+	if len(got["conf-b"].Approvals) != 0 {
+		t.Errorf("conf-b approvals %q, want none", got["conf-b"].Approvals)
+	}
 	if kind := got["conf-a"].Kind(); kind != h.Members[0].Name {
 		t.Errorf("conf-a kind %q, want %s", kind, h.Members[0].Name)
 	}
@@ -175,6 +182,10 @@ func fullStatus(t *testing.T) opstask.Status {
 		t.Fatal(err)
 	}
 	s.AddError("Flaky", "object store answered 503", epoch.Add(3*time.Second))
+	s.Steps = []opstask.Step{
+		{Name: "plan", State: opstask.StepStateCompleted, Description: "restore from Full-1-20", Result: `{"rev":20}`, Attempts: 1, RunID: "run-1", LastUpdateTime: metav1.NewTime(epoch.Add(time.Second))},
+		{Name: "restore", State: opstask.StepStateAwaitingApproval, Description: "awaiting approval", Attempts: 2, RunID: "run-1", LastUpdateTime: metav1.NewTime(epoch.Add(2 * time.Second))},
+	}
 	return s
 }
 

@@ -128,8 +128,22 @@ type MaintenanceOps struct {
 // SnapshotCompactionConfig has no fields: set it to {}.
 type SnapshotCompactionConfig struct{}
 
-// RecoverFromQuorumLossConfig has no fields: set it to {}.
-type RecoverFromQuorumLossConfig struct{}
+// RecoverFromQuorumLossConfig configures a recovery from a permanent loss
+// of quorum. With no fields set ({}), the recovery states its recovery
+// point and waits for a person to approve it, and refuses to lose data a
+// surviving member has.
+type RecoverFromQuorumLossConfig struct {
+	// AllowDataLoss lets the recovery restore from backups older than the
+	// data of a surviving member: the revisions after the recovery point
+	// are lost.
+	// +optional
+	AllowDataLoss bool `json:"allowDataLoss,omitempty"`
+	// SkipApproval starts the recovery without waiting for a person to
+	// approve its recovery point (the annotation
+	// opstask.groundskeeper.io/approve).
+	// +optional
+	SkipApproval bool `json:"skipApproval,omitempty"`
+}
 
 // CopyBackupsConfig configures a copy of backups between object stores.
 type CopyBackupsConfig struct {

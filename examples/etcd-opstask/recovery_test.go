@@ -1,0 +1,312 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/etcdutl/v3/snapshot"
+	"go.uber.org/zap"
+
+	"github.com/groundskeeper-io/groundskeeper/opstask"
+	"github.com/groundskeeper-io/groundskeeper/opstask/memstore"
+	"github.com/groundskeeper-io/groundskeeper/testenv"
+)
+
+// processMembers is the stand-in for a StatefulSet: Members over the etcd
+// processes of testenv. It does not model what a StatefulSet adds: pods
+// scheduled (or not) onto nodes, volumes provisioned and deleted by a
+// storage driver (RemoveData is instant), stable DNS names (the peer URLs
+// are fixed loopback addresses), readiness probes, the ordinal order of
+// pod creation, the backup-restore sidecar that restores in an init
+// container, and TLS between members.
+type processMembers struct {
+	c *testenv.EtcdCluster
+
+	mu    sync.Mutex
+	calls []string
+	// hold, if set, is called at the start of each call and may block it.
+	hold func(ctx context.Context, call string) error
+}
+
+func (p *processMembers) member(name string) *testenv.EtcdMember {
+	for _, m := range p.c.Members {
+		if m.Name == name {
+			return m
+		}
+	}
+	panic("no member " + name)
+}
+
+func (p *processMembers) call(ctx context.Context, c string) error {
+	p.mu.Lock()
+	p.calls = append(p.calls, c)
+	hold := p.hold
+	p.mu.Unlock()
+	if hold != nil {
+		return hold(ctx, c)
+	}
+	return nil
+}
+
+func (p *processMembers) callList() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.calls...)
+}
+
+func (p *processMembers) List() []Member {
+	var out []Member
+	for _, m := range p.c.Members {
+		out = append(out, Member{Name: m.Name, PeerURL: m.PeerURL, ClientURL: m.ClientURL})
+	}
+	return out
+}
+
+func (p *processMembers) Stop(ctx context.Context, name string) error {
+	if err := p.call(ctx, "stop "+name); err != nil {
+		return err
+	}
+	if err := p.member(name).Process.Stop(ctx); err != nil && !errors.Is(err, testenv.ErrNotRunning) {
+		return err
+	}
+	return nil
+}
+
+func (p *processMembers) Wipe(ctx context.Context, name string) error {
+	if err := p.call(ctx, "wipe "+name); err != nil {
+		return err
+	}
+	return p.member(name).RemoveData()
+}
+
+func (p *processMembers) Restore(ctx context.Context, name, path string) error {
+	if err := p.call(ctx, "restore "+name); err != nil {
+		return err
+	}
+	m := p.member(name)
+	return snapshot.NewV3(zap.NewNop()).Restore(snapshot.RestoreConfig{
+		SnapshotPath: path, Name: m.Name, OutputDataDir: m.DataDir, PeerURLs: []string{m.PeerURL},
+		InitialCluster: m.Name + "=" + m.PeerURL, InitialClusterToken: "recovered",
+	})
+}
+
+func (p *processMembers) Start(ctx context.Context, name, cluster, state string) error {
+	if err := p.call(ctx, "start "+name); err != nil {
+		return err
+	}
+	m := p.member(name)
+	if err := m.Configure(cluster, state); err != nil {
+		return err
+	}
+	return m.Process.Start(ctx)
+}
+
+// recoveryController runs an opstask controller of the operator's kinds
+// over store, with a 3s lease, until the returned stop is called.
+func recoveryController(t *testing.T, store *memstore.Store, op *operator) (stop func()) {
+	c, err := opstask.New(opstask.Config{Store: store, Handlers: op.kinds(), LeaseDuration: 3 * time.Second, Settle: opstask.NoSettle})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	return func() { cancel(); <-done }
+}
+
+func waitTask(t *testing.T, store *memstore.Store, name string, cond func(*opstask.Task) bool) *opstask.Task {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		task, err := store.Get(t.Context(), "ns", name)
+		if err == nil && cond(task) {
+			return task
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task %s: condition not met in 3m: %+v", name, task)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func finished(task *opstask.Task) bool { return task.State().Finished() }
+
+func step(task *opstask.Task, name string) opstask.Step {
+	for _, s := range task.Status.Steps {
+		if s.Name == name {
+			return s
+		}
+	}
+	return opstask.Step{}
+}
+
+// Recovery from a permanent loss of quorum, against three etcd processes:
+// keys written, a full and a delta snapshot, one more write, then two
+// members killed for good (data directories deleted). A task created
+// while the cluster had quorum was rejected and touched nothing. A task
+// without allowDataLoss fails at its plan (the survivor is newer than the
+// backups) and touches nothing. With allowDataLoss, the task states its
+// recovery point, waits for approval, and its controller is stopped while
+// it adds the second member; another takes over, does not repeat the
+// completed steps, and finishes: three members with quorum, holding
+// exactly the state of the last snapshot (the later write is lost, as the
+// recovery point said).
+func TestRecoveryFromPermanentQuorumLoss(t *testing.T) {
+	w := newBackupWorld(t, 3)
+	members := &processMembers{c: w.etcd}
+	w.op.targets["main"].Members = members
+	store := memstore.New(nil)
+	create := func(name, config string) {
+		run := task("recoverFromQuorumLoss", config)
+		run.Task.Name = name
+		if _, err := store.Create(t.Context(), run.Task); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var ops []clientv3.Op
+	for i := range 2000 {
+		ops = append(ops, clientv3.OpPut("/registry/pods/p"+itoa(i), "v1-"+itoa(i)))
+	}
+	write(t, w.cli, ops)
+	w.snapshot(t, "full")
+	write(t, w.cli, []clientv3.Op{clientv3.OpPut("/registry/pods/p1", "v2"), clientv3.OpDelete("/registry/pods/p2")})
+	w.snapshot(t, "delta")
+	want, wantRev := state(t, w.cli)
+	if _, err := w.cli.Put(t.Context(), "/registry/after-the-last-snapshot", "lost"); err != nil {
+		t.Fatal(err)
+	}
+
+	stop1 := recoveryController(t, store, w.op)
+	create("while-healthy", `{}`)
+	healthy := waitTask(t, store, "while-healthy", finished)
+	if healthy.State() != opstask.TaskStateRejected || healthy.Status.LastErrors[0].Code != codeQuorumPresent {
+		t.Fatalf("task created while the cluster has quorum: %s %+v; want Rejected, QuorumPresent", healthy.State(), healthy.Status.LastErrors)
+	}
+
+	for _, m := range w.etcd.Members[1:] {
+		if err := m.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.RemoveData(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create("no-data-loss", `{}`)
+	refused := waitTask(t, store, "no-data-loss", finished)
+	if e := refused.Status.LastErrors; refused.State() != opstask.TaskStateFailed || len(e) != 1 || e[0].Code != codeDataLoss || !strings.Contains(e[0].Description, "are LOST") {
+		t.Fatalf("recovery that would lose a survivor's data: %s %+v; want Failed, DataLossNotAllowed", refused.State(), e)
+	}
+	if calls := members.callList(); len(calls) != 0 {
+		t.Fatalf("rejected and refused recoveries acted on the members: %v", calls)
+	}
+	if !w.etcd.Members[0].Process.Running() {
+		t.Fatal("the surviving member was stopped by a refused recovery")
+	}
+
+	// The controller is stopped while the recovery adds member-1.
+	adding := make(chan struct{})
+	var once sync.Once
+	members.hold = func(ctx context.Context, call string) error {
+		if call == "start member-1" {
+			first := false
+			once.Do(func() { first = true })
+			if first {
+				close(adding)
+				<-ctx.Done()
+				return context.Cause(ctx)
+			}
+		}
+		return nil
+	}
+	create("recover", `{"allowDataLoss":true}`)
+	waiting := waitTask(t, store, "recover", func(task *opstask.Task) bool {
+		return step(task, "approve").State == opstask.StepStateAwaitingApproval
+	})
+	plan := step(waiting, "plan").Description
+	if !strings.Contains(plan, "recovery point: revision "+itoa(int(wantRev))) || !strings.Contains(plan, "are LOST") {
+		t.Errorf("plan: %q; want the recovery point, revision %d, and the loss", plan, wantRev)
+	}
+	if calls := members.callList(); len(calls) != 0 {
+		t.Fatalf("the recovery acted before its approval: %v", calls)
+	}
+	token := regexp.MustCompile(`token (\S+) `).FindStringSubmatch(step(waiting, "approve").Description)
+	if token == nil {
+		t.Fatalf("approval step does not say its token: %q", step(waiting, "approve").Description)
+	}
+	if err := store.Approve(t.Context(), "ns", "recover", token[1]); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-adding:
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("the recovery did not reach member-1; steps %+v", waitTask(t, store, "recover", func(*opstask.Task) bool { return true }).Status.Steps)
+	}
+	stop1()
+	interrupted, _ := store.Get(t.Context(), "ns", "recover")
+	t.Logf("controller stopped; steps: %s", stepStates(interrupted))
+
+	stop2 := recoveryController(t, store, w.op)
+	defer stop2()
+	done := waitTask(t, store, "recover", finished)
+	if done.State() != opstask.TaskStateSucceeded {
+		t.Fatalf("recovery: %s %+v, steps %s", done.State(), done.Status.LastErrors, stepStates(done))
+	}
+	t.Logf("steps: %s; %s", stepStates(done), done.Status.LastOperation.Description)
+	if got := stepStates(done); got != "plan=Completed/1 approve=Completed/0 stop=Completed/1 restore=Completed/1 start member-0=Completed/1 add member-1=Completed/2 add member-2=Completed/1" {
+		t.Errorf("steps %s; want each once, member-1's addition twice", got)
+	}
+	if d := done.Status.LastOperation.Description; !strings.Contains(d, "recovered etcd main: 3 members with quorum; recovery point: revision "+itoa(int(wantRev))) {
+		t.Errorf("final description %q lacks the recovery point", d)
+	}
+
+	cli, err := clientv3.New(clientv3.Config{Endpoints: w.etcd.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	list, err := cli.MemberList(t.Context())
+	if err != nil || len(list.Members) != 3 {
+		t.Fatalf("members after the recovery: %v, %v", list, err)
+	}
+	got, _ := state(t, cli)
+	if d := cmp.Diff(want, got, cmp.Comparer(func(a, b *mvccpb.KeyValue) bool {
+		return string(a.Key) == string(b.Key) && string(a.Value) == string(b.Value) && a.ModRevision == b.ModRevision
+	})); d != "" {
+		t.Errorf("recovered state differs from the last snapshot's (-want +got):\n%.3000s", d)
+	}
+	if _, err := cli.Put(t.Context(), "/registry/after-recovery", "ok"); err != nil {
+		t.Errorf("write after the recovery: %v", err)
+	}
+	for _, m := range w.etcd.Members {
+		one, err := clientv3.New(clientv3.Config{Endpoints: []string{m.ClientURL}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := one.Get(t.Context(), "/registry/after-recovery")
+		one.Close()
+		if err != nil || len(resp.Kvs) != 1 {
+			t.Errorf("%s after the recovery: %v, %v", m.Name, resp, err)
+		}
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+func stepStates(task *opstask.Task) string {
+	var parts []string
+	for _, s := range task.Status.Steps {
+		parts = append(parts, fmt.Sprintf("%s=%s/%d", s.Name, s.State, s.Attempts))
+	}
+	return strings.Join(parts, " ")
+}
