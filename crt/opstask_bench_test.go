@@ -17,6 +17,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/groundskeeper-io/groundskeeper/crt"
 	"github.com/groundskeeper-io/groundskeeper/internal/benchcurve"
@@ -244,4 +245,20 @@ func runRetained(b *testing.B, curve *benchcurve.Curve, list bool, retained, pen
 	}
 	return benchcurve.Point{Size: retained, Items: pending, Seconds: elapsed.Seconds(),
 		Requests: writes.Load() + lists.Load() + gets.Load(), PeakHeap: peak, AllocBytes: alloc}
+}
+
+// runManager starts mgr until the benchmark ends, without waiting for its
+// cache: the curve times the controller's start (the informer's replay)
+// itself.
+func runManager(tb testing.TB, mgr manager.Manager) {
+	tb.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	tb.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			tb.Error(err)
+		}
+	})
 }

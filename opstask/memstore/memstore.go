@@ -99,7 +99,7 @@ func (s *Store) Approve(_ context.Context, namespace, name, token string) error 
 	t.Approvals = append(t.Approvals, token)
 	s.rv++
 	t.ResourceVersion = strconv.FormatInt(s.rv, 10)
-	s.notifyLocked()
+	s.notifyLocked(namespace + "/" + name)
 	return nil
 }
 
