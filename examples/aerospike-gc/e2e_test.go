@@ -131,7 +131,7 @@ func TestCollector(t *testing.T) {
 	opts.dryRun = true
 	_, stop = startManager(t, k.Config, opts, clk, requests, reports)
 	waitPass(t, reports, clk.Now())
-	clk.Step(8 * retention.Day)
+	stepAfterRequeues(t, clk, 8*retention.Day)
 	rep := waitPass(t, reports, clk.Now())
 	stop()
 	var would []string
@@ -393,6 +393,29 @@ func startManager(t *testing.T, cfg *rest.Config, o controllerOptions, clk *cloc
 
 // waitPass waits for a backup pass and a claim pass that ran at or after
 // now, and returns their reports in one.
+// stepAfterRequeues steps the fake clock by d once the passes that just
+// reported have registered their requeues on it: a pass reports before its
+// controller's queue adds the requeue, and a timer added after the step
+// would wait d longer. It waits until the clock has timers (the queues'
+// requeues among them) and their count has held for 300ms.
+func stepAfterRequeues(t *testing.T, clk *clocktesting.FakeClock, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	last, since := -1, time.Now()
+	for time.Now().Before(deadline) {
+		n := clk.Waiters()
+		if n != last {
+			last, since = n, time.Now()
+		}
+		if n > 0 && time.Since(since) >= 300*time.Millisecond {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("stepping the clock by %s with %d timers waiting", d, last)
+	clk.Step(d)
+}
+
 func waitPass(t *testing.T, reports <-chan report, now time.Time) report {
 	t.Helper()
 	timeout := time.After(30 * time.Second)
