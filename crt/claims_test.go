@@ -14,9 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/scheme"
 	testingclock "k8s.io/utils/clock/testing"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/groundskeeper-io/groundskeeper/crt"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
@@ -60,13 +57,7 @@ func TestCollectClaimsOnAManager(t *testing.T) {
 		defer mu.Unlock()
 		events = append(events, obj.(*corev1.ObjectReference).Name+" "+reason)
 	})
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme: scheme.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr := env.NewManager(t, scheme.Scheme)
 	claims := crt.LifecycleClient(mgr.GetClient(), mgr.GetAPIReader())
 	lc, err := lifecycle.New(lifecycle.Config{Client: claims, Clock: clk, Annotations: ann})
 	if err != nil {

@@ -246,9 +246,15 @@ func (s *taskStore) Delete(ctx context.Context, t *opstask.Task) error {
 // SetHeld updates the task's finalizers at t's version, from the task as
 // read at that version: from the manager's cache when it holds that
 // version, else from the API server. The update is guarded by the version,
-// so it fails if anything changed since.
+// so it fails if anything changed since. A hold that is already so is
+// confirmed on the API server: a cached copy may outlive the task (the
+// release that completes a deletion returns the task's last stored version,
+// which the cache still holds until the deletion reaches it).
 func (s *taskStore) SetHeld(ctx context.Context, t *opstask.Task, held bool) error {
-	u, err := s.read(ctx, t)
+	u, cached, err := s.read(ctx, t)
+	if err == nil && cached && slices.Contains(u.GetFinalizers(), kubestore.Finalizer) == held {
+		u, err = s.get(ctx, t)
+	}
 	if err != nil {
 		return fmt.Errorf("crt: set hold on %s %s: %w", s.gvk.Kind, t.Key(), translateTaskError(err))
 	}
@@ -280,26 +286,32 @@ func (s *taskStore) SetHeld(ctx context.Context, t *opstask.Task, held bool) err
 // status write of it returned it, or from the cache, if either is at that
 // version (the hold's update needs the finalizers of that version, and
 // nothing more recent: the update fails on any later one), else from the
-// API server.
-func (s *taskStore) read(ctx context.Context, t *opstask.Task) (*unstructured.Unstructured, error) {
+// API server. cached reports that the task was not read from the API server.
+func (s *taskStore) read(ctx context.Context, t *opstask.Task) (u *unstructured.Unstructured, cached bool, err error) {
 	s.mu.Lock()
 	w := s.written[t.Key()]
 	delete(s.written, t.Key())
 	s.mu.Unlock()
 	if w != nil && w.GetResourceVersion() == t.ResourceVersion && string(w.GetUID()) == t.UID {
-		return w, nil
+		return w, true, nil
 	}
 	key := client.ObjectKey{Namespace: t.Namespace, Name: t.Name}
 	if obj, ok := s.obj.DeepCopyObject().(client.Object); ok {
 		if err := s.cache.Get(ctx, key, obj); err == nil && obj.GetResourceVersion() == t.ResourceVersion && string(obj.GetUID()) == t.UID {
 			if u, err := s.unstructured(obj); err == nil {
-				return u, nil
+				return u, true, nil
 			}
 		}
 	}
+	u, err = s.get(ctx, t)
+	return u, false, err
+}
+
+// get reads the task t names from the API server.
+func (s *taskStore) get(ctx context.Context, t *opstask.Task) (*unstructured.Unstructured, error) {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(s.gvk)
-	if err := s.reader.Get(ctx, key, u); err != nil {
+	if err := s.reader.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: t.Name}, u); err != nil {
 		return nil, err
 	}
 	return u, nil

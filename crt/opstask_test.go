@@ -193,13 +193,33 @@ func TestTaskControllerFromTheManagerAlone(t *testing.T) {
 		t.Error("the manager became leader: the test proves nothing about followers")
 	}
 	// One family per metric, however many controllers; one series per
-	// target, counted once.
+	// target, counted once. A task's count follows its status write, so
+	// the test waits for it.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		seen, succeededBy := gatherTaskMetrics(t, reg)
+		if succeededBy["first"] == 1 && succeededBy["second"] == 1 && len(succeededBy) == 2 {
+			if seen["test_operator_tasks_total"] != 1 || seen["test_operator_task_duration_seconds"] != 1 {
+				t.Errorf("metric families %v, want each once", seen)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("test_operator_tasks_total{state=Succeeded} by target = %v after 30s, want first and second at 1", succeededBy)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// gatherTaskMetrics returns how many times each metric family appears in
+// reg, and test_operator_tasks_total{state=Succeeded} by target.
+func gatherTaskMetrics(t *testing.T, reg *prometheus.Registry) (seen map[string]int, succeededBy map[string]float64) {
+	t.Helper()
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	seen := map[string]int{}
-	succeededBy := map[string]float64{}
+	seen, succeededBy = map[string]int{}, map[string]float64{}
 	for _, f := range families {
 		seen[f.GetName()]++
 		if f.GetName() != "test_operator_tasks_total" {
@@ -215,12 +235,7 @@ func TestTaskControllerFromTheManagerAlone(t *testing.T) {
 			}
 		}
 	}
-	if seen["test_operator_tasks_total"] != 1 || seen["test_operator_task_duration_seconds"] != 1 {
-		t.Errorf("metric families %v, want each once", seen)
-	}
-	if succeededBy["first"] != 1 || succeededBy["second"] != 1 || len(succeededBy) != 2 {
-		t.Errorf("test_operator_tasks_total{state=Succeeded} by target = %v, want first and second at 1", succeededBy)
-	}
+	return seen, succeededBy
 }
 
 // NewTaskController and NewTaskStore refuse what they cannot serve before

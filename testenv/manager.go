@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
@@ -15,7 +17,10 @@ import (
 // a test to add its controllers to and then start with [StartManager]. Its
 // client reads through a cache of k.Namespace only, scheme must hold every
 // type the test's controllers read, and it serves no metrics or probes, so
-// that the managers of parallel tests do not fight over ports. Each option
+// that the managers of parallel tests do not fight over ports. Controller
+// names are not checked for uniqueness across managers (controller-runtime
+// checks them process-wide, which refuses a test run twice with -count).
+// Each option
 // function, if any, adjusts the options last.
 func (k *Kubernetes) NewManager(t testing.TB, scheme *runtime.Scheme, opts ...func(*manager.Options)) manager.Manager {
 	t.Helper()
@@ -24,6 +29,7 @@ func (k *Kubernetes) NewManager(t testing.TB, scheme *runtime.Scheme, opts ...fu
 		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{k.Namespace: {}}},
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
 	}
 	for _, opt := range opts {
 		opt(&o)

@@ -11,10 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
@@ -55,11 +52,7 @@ func TestCollectOnAManager(t *testing.T) {
 	if err := testbackup.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := ctrl.NewManager(k.Config, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0", Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{k.Namespace: {}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr := k.NewManager(t, scheme)
 	const finalizer = "collect.groundskeeper.example.com/data"
 	c, err := collect.New(collect.Config[*testbackup.Backup]{
 		Objects: backups.Objects[*testbackup.Backup](mgr.GetClient(), mgr.GetAPIReader()),

@@ -13,10 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	_ "github.com/groundskeeper-io/groundskeeper/backupstore/azurestore"
@@ -78,11 +75,7 @@ func testShare(t *testing.T, name string, store *testenv.BlobStore, creds map[st
 	if err := testbackup.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := ctrl.NewManager(k.Config, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0", Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{k.Namespace: {}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr := k.NewManager(t, scheme)
 	entries := backups.Objects[*testbackup.Backup](mgr.GetClient(), mgr.GetAPIReader())
 	buckets := backups.Objects[*corev1.ConfigMap](mgr.GetClient(), mgr.GetClient())
 	c, err := collect.New(collect.Config[*testbackup.Backup]{
