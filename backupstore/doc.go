@@ -175,8 +175,12 @@
 //     with exponential backoff timed by the injected clock; permanent ones
 //     (403, 400) are not. Context cancellation stops the work promptly.
 //   - CopyBackups streams each object, several at once, through buffers
-//     shared by all objects and workers (to S3 with the store's own API:
-//     one PutObject up to 16 MiB, parts of 8 MiB, 4 at a time, above), skips objects the
+//     shared by all objects and workers (to S3 with the store's own API: an
+//     object whose MD5 was listed, up to 256 MiB, in one PutObject read
+//     straight from the source with no buffer, which the store checks
+//     against that MD5; others in one PutObject up to 16 MiB, and in parts
+//     of 8 MiB, 4 at a time, above, their MD5 checked before the upload
+//     completes), skips objects the
 //     target already has with the same size and MD5 (fallback: size and the
 //     source modification time recorded in the target's metadata), writes
 //     with the source MD5 as an integrity check, and keeps a Manifest with a
