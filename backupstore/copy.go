@@ -293,7 +293,7 @@ func CopyBackups(ctx context.Context, src, dst *blob.Bucket, opts *CopyOptions) 
 	for _, o := range selected {
 		inSource[o.Key] = true
 		e := ManifestEntry{Key: o.Key, Size: o.Size, ModTime: o.ModTime, Status: StatusNone}
-		if len(o.MD5) == 0 {
+		if _, all := c.srcRemover.(driver.MD5Lister); len(o.MD5) == 0 && !all {
 			// Some listings leave the MD5 out where the object has one
 			// (fileblob's does).
 			if o.MD5, err = c.md5(ctx, src, o.Key); err != nil {
@@ -382,7 +382,8 @@ type copier struct {
 
 	// dstRemover listed the target: it knows the bucket and its prefix
 	// in the store's spelling, and may write objects (driver.Putter).
-	dstRemover driver.Remover
+	// srcRemover listed the source.
+	dstRemover, srcRemover driver.Remover
 
 	mu       sync.Mutex // guards manifest, res, done
 	manifest *Manifest
@@ -415,6 +416,8 @@ func (c *copier) listAll(ctx context.Context, b *blob.Bucket, prefix, skip, fiel
 	}
 	if b == c.dst {
 		c.dstRemover = rm
+	} else {
+		c.srcRemover = rm
 	}
 	d := &deletion{bucket: b, prefix: prefix, rm: rm,
 		opts: &DeleteOptions{PrefixRules: PrefixRules{AllowEmpty: true}, AllowUnknownBucketPrefix: true}}
@@ -624,7 +627,7 @@ func (c *copier) samePresent(ctx context.Context, o, t *blob.ListObject) (bool, 
 	if t == nil || t.Size != o.Size {
 		return false, nil
 	}
-	if len(o.MD5) > 0 && len(t.MD5) == 0 {
+	if _, all := c.dstRemover.(driver.MD5Lister); len(o.MD5) > 0 && len(t.MD5) == 0 && !all {
 		md5, err := c.md5(ctx, c.dst, t.Key)
 		if err != nil {
 			return false, err

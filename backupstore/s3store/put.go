@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/url"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
@@ -37,21 +38,76 @@ const partsInFlight = 4
 var streamMax int64 = 256 << 20
 
 // buffers hold objects and parts while they are sent, shared by every
-// Put: one pool per power of two from 64 KiB to singleMax, so that a
-// small object does not hold a part's worth of memory.
-var buffers [9]sync.Pool // 64 KiB << i
+// Put: one list per power of two from 64 KiB to singleMax, so that a small
+// object does not hold a part's worth of memory.
+var buffers = &bufferPool{}
 
-func buffer(n int64) (*[]byte, *sync.Pool) {
+// bufferPool keeps the buffers of finished writes for the next ones. Unlike
+// a sync.Pool, which every garbage collection empties (a copy of large
+// objects then allocates most of its buffers again), it keeps them while
+// writes go on, up to bufferPoolMax bytes, and drops them all once no
+// write has taken or returned one for bufferPoolIdle.
+type bufferPool struct {
+	mu    sync.Mutex
+	free  [9][]*[]byte // 64 KiB << i
+	bytes int64        // in free
+	idle  *time.Timer
+}
+
+const (
+	bufferPoolMax  = 256 << 20
+	bufferPoolIdle = 30 * time.Second
+)
+
+// get returns a buffer of at least n bytes, and put takes it back.
+func (p *bufferPool) get(n int64) *[]byte {
 	i := 0
 	for int64(64<<10)<<i < n {
 		i++
 	}
-	p := &buffers[i]
-	if b, ok := p.Get().(*[]byte); ok {
-		return b, p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.touch()
+	if k := len(p.free[i]); k > 0 {
+		b := p.free[i][k-1]
+		p.free[i] = p.free[i][:k-1]
+		p.bytes -= int64(cap(*b))
+		return b
 	}
 	b := make([]byte, 64<<10<<i)
-	return &b, p
+	return &b
+}
+
+func (p *bufferPool) put(b *[]byte) {
+	i := 0
+	for 64<<10<<i < cap(*b) {
+		i++
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.touch()
+	if p.bytes+int64(cap(*b)) > bufferPoolMax {
+		return
+	}
+	p.free[i] = append(p.free[i], b)
+	p.bytes += int64(cap(*b))
+}
+
+// touch (p.mu held) puts off the drop of the free buffers.
+func (p *bufferPool) touch() {
+	if p.idle == nil {
+		p.idle = time.AfterFunc(bufferPoolIdle, p.drop)
+		return
+	}
+	p.idle.Reset(bufferPoolIdle)
+}
+
+// drop lets the garbage collector have every free buffer.
+func (p *bufferPool) drop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.free = [9][]*[]byte{}
+	p.bytes = 0
 }
 
 // errSize is a body longer or shorter than its listed size.
@@ -172,8 +228,8 @@ func (b *exactBody) end() error {
 }
 
 func (r *remover) putOne(ctx context.Context, bucket *string, raw string, body io.Reader, size int64, contentType string, sum []byte, md map[string]string) error {
-	buf, pool := buffer(size)
-	defer pool.Put(buf)
+	buf := buffers.get(size)
+	defer buffers.put(buf)
 	b := (*buf)[:size]
 	if err := readExactly(body, b); err != nil {
 		return err
@@ -217,7 +273,7 @@ func (r *remover) putParts(ctx context.Context, bucket *string, raw string, body
 	var wg sync.WaitGroup
 	for i := int64(0); i < n && ctx.Err() == nil; i++ {
 		length := min(partSize, size-i*partSize)
-		buf, pool := buffer(partSize)
+		buf := buffers.get(partSize)
 		b := (*buf)[:length]
 		var rerr error
 		if i == n-1 {
@@ -226,7 +282,7 @@ func (r *remover) putParts(ctx context.Context, bucket *string, raw string, body
 			rerr = errSize
 		}
 		if rerr != nil {
-			pool.Put(buf)
+			buffers.put(buf)
 			cancel(rerr)
 			break
 		}
@@ -234,14 +290,14 @@ func (r *remover) putParts(ctx context.Context, bucket *string, raw string, body
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
-			pool.Put(buf)
+			buffers.put(buf)
 		}
 		if ctx.Err() != nil {
 			break
 		}
 		wg.Add(1)
 		go func(i int64) {
-			defer func() { pool.Put(buf); <-sem; wg.Done() }()
+			defer func() { buffers.put(buf); <-sem; wg.Done() }()
 			num := int32(i + 1)
 			out, err := r.client.UploadPart(ctx, &s3.UploadPartInput{Bucket: bucket, Key: aws.String(raw), UploadId: up.UploadId,
 				PartNumber: aws.Int32(num), Body: bytes.NewReader(b), ContentLength: aws.Int64(length)})

@@ -6,6 +6,7 @@ import (
 	"crypto/md5"
 	"errors"
 	"io"
+	"runtime"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -141,3 +142,33 @@ func TestPutWritesOnlyWhatWasListed(t *testing.T) {
 type countingReader struct{ n int }
 
 func (c *countingReader) Read([]byte) (int, error) { c.n++; return 0, errors.New("read") }
+
+// TestBufferPool: a buffer returned is handed out again (a garbage
+// collection in between keeps it), the pool keeps at most bufferPoolMax
+// bytes, and dropping it empties it.
+func TestBufferPool(t *testing.T) {
+	p := &bufferPool{}
+	b := p.get(100 << 10)
+	if cap(*b) != 128<<10 {
+		t.Fatalf("a buffer for 100 KiB has %d bytes, want 128 KiB", cap(*b))
+	}
+	p.put(b)
+	runtime.GC()
+	if again := p.get(70 << 10); again != b {
+		t.Error("the returned buffer was not handed out again after a garbage collection")
+	}
+	var big []*[]byte
+	for range bufferPoolMax/singleMax + 2 {
+		big = append(big, p.get(singleMax))
+	}
+	for _, b := range big {
+		p.put(b)
+	}
+	if p.bytes > bufferPoolMax {
+		t.Errorf("the pool keeps %d bytes, more than %d", p.bytes, bufferPoolMax)
+	}
+	p.drop()
+	if p.bytes != 0 || len(p.free[8]) != 0 {
+		t.Errorf("after drop: %d bytes, %d large buffers kept; want none", p.bytes, len(p.free[8]))
+	}
+}

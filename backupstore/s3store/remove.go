@@ -29,7 +29,12 @@ type remover struct {
 	lock             bool // the bucket has Object Lock enabled
 }
 
+// ListsEveryMD5: S3 has an MD5 of an object only as the ETag of an object
+// written in one request, and the listing gives every ETag.
+func (r *remover) ListsEveryMD5() {}
+
 var (
+	_ driver.MD5Lister       = (*remover)(nil)
 	_ driver.Remover         = (*remover)(nil)
 	_ driver.VersionLister   = (*remover)(nil)
 	_ driver.RetentionLister = (*remover)(nil)

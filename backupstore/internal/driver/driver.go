@@ -127,6 +127,14 @@ type Remover interface {
 	Remove(ctx context.Context, ts []Target) []error
 }
 
+// MD5Lister is a Remover whose store's listing gives the MD5 of every
+// object that has one (S3: the ETag of an object written in one request):
+// asking the store for the attributes of an object listed without an MD5
+// would learn none.
+type MD5Lister interface {
+	ListsEveryMD5()
+}
+
 // Run is what a Remover may ask of the backupstore call it serves.
 type Run interface {
 	Bucket() *blob.Bucket
