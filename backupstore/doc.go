@@ -180,7 +180,9 @@
 //     straight from the source with no buffer, which the store checks
 //     against that MD5; others in one PutObject up to 16 MiB, and in parts
 //     of 8 MiB, 4 at a time, above, their MD5 checked before the upload
-//     completes), skips objects the
+//     completes; a manifest of an earlier copy found in an S3 source is
+//     recognised from the read of the object itself when no filter needs
+//     to know beforehand, which saves a request an object), skips objects the
 //     target already has with the same size and MD5 (fallback: size and the
 //     source modification time recorded in the target's metadata), writes
 //     with the source MD5 as an integrity check, and keeps a Manifest with a

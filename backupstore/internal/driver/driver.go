@@ -135,6 +135,13 @@ type MD5Lister interface {
 	ListsEveryMD5()
 }
 
+// MetadataReader is a Remover that reads an object's metadata from the
+// response that brought its content (a *blob.Reader), where gocloud would
+// send a request more (Attributes).
+type MetadataReader interface {
+	ReadMetadata(r *blob.Reader) (map[string]string, bool)
+}
+
 // Run is what a Remover may ask of the backupstore call it serves.
 type Run interface {
 	Bucket() *blob.Bucket
