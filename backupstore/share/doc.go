@@ -27,10 +27,11 @@
 // manager.
 //
 // Guarantees:
-//   - An entry gets a prefix only while its bucket is not being deleted
-//     and holds fewer prefixes than its limit (backupstore.Quota counts the
-//     prefixes in the store, not the resources, so data written outside
-//     the controller counts too).
+//   - An entry gets a prefix only while its bucket, read from the API
+//     server, is neither being deleted nor marked for deletion
+//     (AnnotationDeleting) and holds fewer prefixes than its limit
+//     (backupstore.Quota counts the prefixes in the store, not the
+//     resources, so data written outside the controller counts too).
 //   - With Marker, the prefix exists in the store before the entry is
 //     admitted, so a second admission counts it.
 //   - A bucket's finalizer is removed only when no entry, deleted or not,
