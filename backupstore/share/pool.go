@@ -50,8 +50,9 @@ type PoolConfig[E, B collect.Object] struct {
 	Assign func(e E, namespace, name string)
 	// Provision, if set, creates the store's bucket behind a live bucket
 	// object (backupstore.CreateBucket), before its entries are admitted;
-	// it is called on every reconcile of the bucket and must succeed when
-	// the bucket exists.
+	// it is called on every reconcile of the bucket (but a bucket stamped
+	// empty or marked for deletion, see ReconcileBucket) and must succeed
+	// when the bucket exists.
 	Provision func(ctx context.Context, b B) error
 	// GrowWait is when an entry is placed again after its pool grew;
 	// default 1s.
@@ -141,8 +142,11 @@ func (p *Pool[E, B]) ReconcileEntry(ctx context.Context, e E) (time.Duration, er
 
 // ReconcileBucket deletes a bucket empty for DeleteEmptyAfter
 // (DeleteEmpty), frees the places of gone entries (Release), provisions a
-// live bucket's store (Provision; not for a bucket marked for deletion)
-// and reconciles the bucket with the Share.
+// live bucket's store (Provision) and reconciles the bucket with the
+// Share. A bucket stamped empty or marked for deletion is not
+// provisioned: a cache's copy from before its deletion would create its
+// store's bucket again (a cache shows a process the versions in order, so
+// once a stamp was seen, no older copy comes).
 func (p *Pool[E, B]) ReconcileBucket(ctx context.Context, b B) (time.Duration, error) {
 	d, wrote, err := p.deleteEmpty(ctx, b)
 	if err != nil || wrote {
@@ -151,7 +155,7 @@ func (p *Pool[E, B]) ReconcileBucket(ctx context.Context, b B) (time.Duration, e
 	if wrote, err := p.Release(ctx, b); err != nil || wrote {
 		return 0, err // the status write reconciles it again
 	}
-	if p.cfg.Provision != nil && b.GetDeletionTimestamp() == nil && !p.deleting(b) {
+	if _, empty := emptySince(b); p.cfg.Provision != nil && b.GetDeletionTimestamp() == nil && !p.deleting(b) && !empty {
 		if err := p.cfg.Provision(ctx, b); err != nil {
 			return 0, fmt.Errorf("provision bucket %s: %w", b.GetName(), err)
 		}

@@ -164,6 +164,9 @@ func (p *gcPool) newPool(dryRun, hooked bool) (*share.Pool[backup, backup], clie
 
 // storeURL is the URL of the store's bucket behind bucket object name.
 func (p *gcPool) storeURL(name string) string {
+	if p.store.Scheme == "file" {
+		return p.store.URL + "/" + name
+	}
 	h := fnv.New32a()
 	h.Write([]byte(p.store.Bucket))
 	return strings.Replace(p.store.URL, p.store.Bucket, fmt.Sprintf("gc%08x-%s", h.Sum32(), name), 1)
@@ -246,7 +249,7 @@ func (p *gcPool) bucket(name string) *testbackup.Backup {
 	return &b
 }
 
-// settle plays the controllers (every entry, then every bucket) until a
+// settle plays the controllers (every bucket, then every entry) until a
 // round writes nothing.
 func (p *gcPool) settle() {
 	p.t.Helper()
@@ -266,20 +269,20 @@ func (p *gcPool) settle() {
 	for r := 0; r < 30; r++ {
 		before := versions()
 		var el, bl testbackup.BackupList
-		if err := p.cl.List(p.ctx, &el, client.InNamespace(p.ns)); err != nil {
-			p.t.Fatal(err)
-		}
-		for i := range el.Items {
-			if _, err := p.pool.ReconcileEntry(p.ctx, &el.Items[i]); err != nil && !apierrors.IsConflict(errors.Unwrap(err)) && !apierrors.IsConflict(err) {
-				p.t.Logf("entry %s: %v", el.Items[i].Name, err)
-			}
-		}
 		if err := p.cl.List(p.ctx, &bl, client.InNamespace(p.bns)); err != nil {
 			p.t.Fatal(err)
 		}
 		for i := range bl.Items {
 			if _, err := p.pool.ReconcileBucket(p.ctx, &bl.Items[i]); err != nil && !apierrors.IsConflict(errors.Unwrap(err)) && !apierrors.IsConflict(err) {
 				p.t.Logf("bucket %s: %v", bl.Items[i].Name, err)
+			}
+		}
+		if err := p.cl.List(p.ctx, &el, client.InNamespace(p.ns)); err != nil {
+			p.t.Fatal(err)
+		}
+		for i := range el.Items {
+			if _, err := p.pool.ReconcileEntry(p.ctx, &el.Items[i]); err != nil && !apierrors.IsConflict(errors.Unwrap(err)) && !apierrors.IsConflict(err) {
+				p.t.Logf("entry %s: %v", el.Items[i].Name, err)
 			}
 		}
 		if versions() == before {
@@ -376,6 +379,11 @@ func TestPoolDeletesAnEmptyBucketAfterGrace(t *testing.T) {
 			p.settle()
 			if b := p.bucket("p-2"); b != nil || p.storeExists("p-2") {
 				t.Fatalf("p-2 after its grace period: object %+v, store's bucket there: %v", b, p.storeExists("p-2"))
+			}
+			// A cache that still shows the stamped p-2 does not create its
+			// store's bucket again.
+			if _, err := p.pool.ReconcileBucket(p.ctx, b); err != nil || p.storeExists("p-2") {
+				t.Fatalf("reconcile of a stale copy of p-2: %v; store's bucket there: %v", err, p.storeExists("p-2"))
 			}
 			p.checkEntries()
 			p.place("e4")
