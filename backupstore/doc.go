@@ -222,6 +222,12 @@
 //     then would bring them back, so PruneExpiry keeps it until the data
 //     is gone (tested against MinIO; on AWS listings show expired objects
 //     until the store removes them).
+//   - CreateBucket and DeleteBucket create and delete a bucket (S3) or
+//     container (Azure) itself, each idempotent (an existing bucket is
+//     created, a missing one deleted, with success). DeleteBucket deletes
+//     the data first with DeletePrefix's guarantees (versions, Object Lock
+//     never forced, a dry run), and the bucket only once that succeeded;
+//     it refuses a URL with prefix=, which names part of a bucket.
 //   - Credentials never appear in logs or errors; Credentials print redacted.
 //   - No function reads the wall clock except through the injected
 //     clock.WithTicker (k8s.io/utils/clock). Logging goes to the logr.Logger
@@ -332,6 +338,9 @@
 // a *PrefixError for an unsafe prefix, each before anything is written. A
 // write of the lifecycle configuration that failed transiently is not an
 // error unless the call, started over from the read, fails too.
+// CreateBucket and DeleteBucket refuse gs (ErrInvalidConfig: a GCS bucket's
+// creation needs a project that a bucket URL does not name, and one
+// without the other is not shipped).
 // LoadCredentials returns a *SecretError that is ErrSecretNotFound or
 // ErrSecretKeyMissing (naming the key), never quoting a value; an unknown
 // scheme is ErrUnsupportedScheme. Quota.Admit returns an error wrapping

@@ -317,6 +317,17 @@ type Creator interface {
 	Create(ctx context.Context, b *blob.Bucket, name, region string) error
 }
 
+// BucketDeleter is a Provider that deletes the bucket (container) of an
+// opened blob.Bucket: backupstore.DeleteBucket.
+type BucketDeleter interface {
+	// BucketExists reports whether the bucket name that b is opened on
+	// exists.
+	BucketExists(ctx context.Context, b *blob.Bucket, name string) (bool, error)
+	// DeleteBucket deletes the bucket name that b is opened on, emptied
+	// by the caller; a bucket already gone is not an error.
+	DeleteBucket(ctx context.Context, b *blob.Bucket, name string) error
+}
+
 // Putter is a Remover that writes objects of known size through its
 // store's own API, with part buffers shared by every object and worker,
 // where gocloud's writer allocates buffers for each object.
