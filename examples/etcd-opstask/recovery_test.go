@@ -153,7 +153,8 @@ func step(task *opstask.Task, name string) opstask.Step {
 // Recovery from a permanent loss of quorum, against three etcd processes:
 // keys written, a full and a delta snapshot, one more write, then two
 // members killed for good (data directories deleted). A task created
-// while the cluster had quorum was rejected and touched nothing. A task
+// while the cluster had quorum, even one with allowDataLoss and
+// skipApproval, was rejected (QuorumPresent) and touched nothing. A task
 // without allowDataLoss fails at its plan (the survivor is newer than the
 // backups) and touches nothing. With allowDataLoss, the task states its
 // recovery point, waits for approval, and its controller is stopped while
@@ -188,7 +189,7 @@ func TestRecoveryFromPermanentQuorumLoss(t *testing.T) {
 	}
 
 	stop1 := recoveryController(t, store, w.op)
-	create("while-healthy", `{}`)
+	create("while-healthy", `{"allowDataLoss":true,"skipApproval":true}`)
 	healthy := waitTask(t, store, "while-healthy", finished)
 	if healthy.State() != opstask.TaskStateRejected || healthy.Status.LastErrors[0].Code != codeQuorumPresent {
 		t.Fatalf("task created while the cluster has quorum: %s %+v; want Rejected, QuorumPresent", healthy.State(), healthy.Status.LastErrors)
