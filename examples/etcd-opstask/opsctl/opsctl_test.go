@@ -20,7 +20,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"remove"}, ExitUsage, "usage: opstask"},
 		{[]string{"create", "backup"}, ExitUsage, "usage: opstask"},
 		{[]string{"wait"}, ExitUsage, "usage: opstask"},
-		{[]string{"wait", "snap-1"}, ExitFailed, "no cluster"}, // nothing in the environment
+		{[]string{"wait", "snap-1"}, ExitFailed, "no cluster"},                    // nothing in the environment
 		{[]string{"wait", "snap-1", "--timeout", "1s"}, ExitFailed, "no cluster"}, // flags after the name
 		{[]string{"wait", "snap-1", "--timeout"}, ExitFailed, "flag needs an argument: -timeout"},
 		{[]string{"create", "snapshot", "--etcd", "main", "--type", "incremental"}, ExitFailed, `--type "incremental": want full or delta`},
