@@ -206,8 +206,10 @@
 // step; a failed step is run again when the executor calls it again,
 // without repeating those before it. Run.Approval is a gate before an
 // irreversible step: the step waits, AwaitingApproval with its plan and an
-// approval token in its description, until a person adds that token to
-// the task's approvals (kubestore: the annotation ApprovalAnnotation). The
+// approval token in its description (the token alone in its result), until
+// a person adds that token to the task's approvals (kubestore: the
+// annotation ApprovalAnnotation; taskctl's Approve shows the plan and sets
+// it). The
 // token is a digest of the plan, so an approval never approves another
 // plan. Approving changes the task, which ends the running execution's
 // claim; the execution is taken over LeaseDuration later and resumed past

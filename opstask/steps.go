@@ -90,7 +90,8 @@ func ApprovalToken(step, plan string) string {
 // The task is approved when Task.Approvals holds ApprovalToken(step, plan);
 // an approval of another plan does not count. Without it, Approval records
 // the step AwaitingApproval, its description the plan and the token to
-// approve it with, and waits until ctx is done. In a Kubernetes store,
+// approve it with, its result the token alone (what taskctl's Approve
+// sets), and waits until ctx is done. In a Kubernetes store,
 // approving the task (setting ApprovalAnnotation) changes it, which ends
 // this execution's claim (ctx is canceled with cause ErrLostClaim); the
 // execution is taken over LeaseDuration later and, resumed, finds the
@@ -109,7 +110,7 @@ func (r *Run) Approval(ctx context.Context, step, plan string) error {
 		})
 	}
 	err := r.recordStep(ctx, step, func(s *Step) {
-		s.State, s.Result = StepStateAwaitingApproval, ""
+		s.State, s.Result = StepStateAwaitingApproval, token
 		s.Description = fmt.Sprintf("awaiting approval: %s; approve with the token %s (annotation %s)", plan, token, ApprovalAnnotation)
 	})
 	if err != nil {

@@ -179,6 +179,9 @@ func TestApprovalGate(t *testing.T) {
 	if d := task.Status.LastOperation.Description; !strings.Contains(d, s.plan) || !strings.Contains(d, token) {
 		t.Errorf("lastOperation while waiting: %q; want the plan and the token %s", d, token)
 	}
+	if r := task.Status.Steps[1].Result; r != token {
+		t.Errorf("result of the step awaiting approval: %q; want its token %s", r, token)
+	}
 	// Time passes; renewals keep the claim; nothing irreversible happens.
 	for range 4 {
 		w.clock.Step(lease / 3)

@@ -163,7 +163,8 @@ type Step struct {
 	// +optional
 	Description string `json:"description,omitempty"`
 	// Result is what the step decided, for the steps after it: a resumed
-	// execution reads it back instead of deciding again.
+	// execution reads it back instead of deciding again. Awaiting
+	// approval, it is the token that approves the step.
 	// +optional
 	Result string `json:"result,omitempty"`
 	// Attempts counts the times the step was started.

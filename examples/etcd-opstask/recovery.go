@@ -24,11 +24,12 @@ import (
 )
 
 // Members runs the members of one etcd cluster. A real operator implements
-// it with the cluster's StatefulSet: Stop scales it to zero (or deletes a
-// member's pod while the StatefulSet is paused), Wipe deletes the member's
-// PersistentVolumeClaim, Restore is the init container (etcd-backup-restore)
-// that restores a snapshot into the member's empty volume, Start runs the
-// pod with the member's --initial-cluster and --initial-cluster-state.
+// it with the cluster's StatefulSet, as statefulSetMembers does: Stop
+// scales it down, Wipe deletes the member's PersistentVolumeClaim, Restore
+// hands the snapshot to the init container (etcd-backup-restore) that
+// restores it into the member's empty volume, Start scales it up with the
+// member's initial cluster and state in the pod template. The tests also
+// run members as processes (processMembers in recovery_test.go).
 // Every method must be idempotent: a recovery taken over calls them again.
 type Members interface {
 	// List returns the cluster's members, in order; the first is the one

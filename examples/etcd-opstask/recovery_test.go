@@ -153,7 +153,8 @@ func step(task *opstask.Task, name string) opstask.Step {
 // Recovery from a permanent loss of quorum, against three etcd processes:
 // keys written, a full and a delta snapshot, one more write, then two
 // members killed for good (data directories deleted). A task created
-// while the cluster had quorum was rejected and touched nothing. A task
+// while the cluster had quorum, even one with allowDataLoss and
+// skipApproval, was rejected (QuorumPresent) and touched nothing. A task
 // without allowDataLoss fails at its plan (the survivor is newer than the
 // backups) and touches nothing. With allowDataLoss, the task states its
 // recovery point, waits for approval, and its controller is stopped while
@@ -188,7 +189,7 @@ func TestRecoveryFromPermanentQuorumLoss(t *testing.T) {
 	}
 
 	stop1 := recoveryController(t, store, w.op)
-	create("while-healthy", `{}`)
+	create("while-healthy", `{"allowDataLoss":true,"skipApproval":true}`)
 	healthy := waitTask(t, store, "while-healthy", finished)
 	if healthy.State() != opstask.TaskStateRejected || healthy.Status.LastErrors[0].Code != codeQuorumPresent {
 		t.Fatalf("task created while the cluster has quorum: %s %+v; want Rejected, QuorumPresent", healthy.State(), healthy.Status.LastErrors)
@@ -309,4 +310,83 @@ func stepStates(task *opstask.Task) string {
 		parts = append(parts, fmt.Sprintf("%s=%s/%d", s.Name, s.State, s.Attempts))
 	}
 	return strings.Join(parts, " ")
+}
+
+// A cluster that regains quorum during a recovery stops it: two of three
+// members killed (their data kept), the recovery task created, planned and
+// held at its approval; the killed members restarted, the cluster healthy
+// again; then the approval. The stop step checks the quorum before it acts
+// and fails the task with MembersCameBack: no member was stopped, wiped or
+// restored, all three run and hold their data.
+func TestRecoveryStopsWhenMembersComeBack(t *testing.T) {
+	w := newBackupWorld(t, 3)
+	members := &processMembers{c: w.etcd}
+	w.op.targets["main"].Members = members
+	store := memstore.New(nil)
+
+	var ops []clientv3.Op
+	for i := range 200 {
+		ops = append(ops, clientv3.OpPut("/registry/pods/p"+itoa(i), "v1-"+itoa(i)))
+	}
+	write(t, w.cli, ops)
+	w.snapshot(t, "full")
+	want, _ := state(t, w.cli)
+
+	for _, m := range w.etcd.Members[1:] {
+		if err := m.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := recoveryController(t, store, w.op)
+	defer stop()
+	run := task("recoverFromQuorumLoss", `{}`)
+	run.Task.Name = "recover"
+	if _, err := store.Create(t.Context(), run.Task); err != nil {
+		t.Fatal(err)
+	}
+	waiting := waitTask(t, store, "recover", func(task *opstask.Task) bool {
+		return step(task, "approve").State == opstask.StepStateAwaitingApproval
+	})
+	token := regexp.MustCompile(`token (\S+) `).FindStringSubmatch(step(waiting, "approve").Description)
+	if token == nil {
+		t.Fatalf("approval step does not say its token: %q", step(waiting, "approve").Description)
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	for _, m := range w.etcd.Members[1:] {
+		if err := m.Process.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, m := range w.etcd.Members {
+		if err := m.WaitHealthy(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := store.Approve(t.Context(), "ns", "recover", token[1]); err != nil {
+		t.Fatal(err)
+	}
+	done := waitTask(t, store, "recover", finished)
+	if e := done.Status.LastErrors; done.State() != opstask.TaskStateFailed || len(e) != 1 || e[0].Code != codeMembersReturn {
+		t.Fatalf("recovery of a cluster whose members came back: %s %+v, steps %s; want Failed, MembersCameBack", done.State(), e, stepStates(done))
+	}
+	t.Logf("steps: %s; error: %s", stepStates(done), done.Status.LastErrors[0].Description)
+	if got := stepStates(done); got != "plan=Completed/1 approve=Completed/0 stop=Failed/1" {
+		t.Errorf("steps %s; want the plan, the approval and the stop step failed", got)
+	}
+	if calls := members.callList(); len(calls) != 0 {
+		t.Errorf("the recovery acted on the members of a healthy cluster: %v", calls)
+	}
+	for _, m := range w.etcd.Members {
+		if !m.Process.Running() {
+			t.Errorf("%s is not running", m.Name)
+		}
+	}
+	got, _ := state(t, w.cli)
+	if d := cmp.Diff(want, got, cmp.Comparer(func(a, b *mvccpb.KeyValue) bool {
+		return string(a.Key) == string(b.Key) && string(a.Value) == string(b.Value) && a.ModRevision == b.ModRevision
+	})); d != "" {
+		t.Errorf("the cluster's data changed (-before +after):\n%.3000s", d)
+	}
 }

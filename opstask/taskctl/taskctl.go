@@ -1,9 +1,10 @@
 // Package taskctl is what a command-line client does with an operator's
 // task resources of any kind, over client-go's dynamic client: list them,
-// and wait for one to finish while printing each change of its state, its
+// wait for one to finish while printing each change of its state, its
 // last operation and its errors (DEP-05's "CLI capabilities to
-// operators"). Creating a task stays the operator's own: its flags are its
-// task kinds' configs.
+// operators"), and approve the step a task waits at (opstask.Run.Approval).
+// Creating a task stays the operator's own: its flags are its task kinds'
+// configs.
 //
 //	tasks := taskctl.Tasks{Client: dyn.Resource(gvr).Namespace(ns), Resource: "etcdopstask", TargetField: "etcdName"}
 //	state, err := tasks.Wait(ctx, name, os.Stdout)
@@ -12,9 +13,12 @@ package taskctl
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -22,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
@@ -42,6 +47,10 @@ const (
 // ErrNotFinished is returned by Wait when the context ended before the
 // task finished.
 var ErrNotFinished = errors.New("taskctl: task did not finish")
+
+// ErrNothingToApprove is returned by Approve when no step of the task
+// awaits approval.
+var ErrNothingToApprove = errors.New("taskctl: no step awaits approval")
 
 // Tasks are the task resources of one kind in one namespace.
 type Tasks struct {
@@ -159,6 +168,73 @@ func (t Tasks) Wait(ctx context.Context, name string, out io.Writer) (opstask.Ta
 		return state, fmt.Errorf("%s/%s was deleted while %s", t.Resource, name, stateOrPending(state))
 	}
 	return state, nil
+}
+
+// Approve approves the steps of the task name that await approval
+// (opstask.Run.Approval): it prints each one's description, which says the
+// plan the step carries out and its token, and adds the token (the step's
+// result) to the task's opstask.ApprovalAnnotation, unless the annotation
+// holds it already. The annotation is written with a merge patch that
+// carries the resourceVersion read: if the task changed in between
+// (another token added, the task recreated), the patch fails with a
+// Conflict and nothing is approved; run it again to see the task as it is.
+// With dryRun, Approve prints and writes nothing. It returns
+// ErrNothingToApprove when no step awaits approval.
+func (t Tasks) Approve(ctx context.Context, name string, dryRun bool, out io.Writer) error {
+	u, err := t.Client.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("get %s/%s: %w", t.Resource, name, err)
+	}
+	task, err := kubestore.Decode(u, t.TargetField)
+	if err != nil {
+		return err
+	}
+	approvals := task.Approvals
+	var found bool
+	var approve []string // the steps this call approves
+	for _, s := range task.Status.Steps {
+		if s.State != opstask.StepStateAwaitingApproval {
+			continue
+		}
+		found = true
+		if s.Result == "" {
+			return fmt.Errorf("%s/%s: step %s awaits approval but records no token in its result (a controller older than this client?); its description: %s", t.Resource, name, s.Name, s.Description)
+		}
+		fmt.Fprintf(out, "%s/%s: step %s: %s\n", t.Resource, name, s.Name, s.Description)
+		switch {
+		case slices.Contains(approvals, s.Result):
+			fmt.Fprintf(out, "%s/%s: step %s is approved already (%s); the controller goes on when it next takes the task\n", t.Resource, name, s.Name, s.Result)
+		case dryRun:
+			fmt.Fprintf(out, "%s/%s: dry run: step %s not approved (%s)\n", t.Resource, name, s.Name, s.Result)
+		default:
+			approvals = append(approvals, s.Result)
+			approve = append(approve, s.Name)
+		}
+	}
+	if !found {
+		state := string(stateOf(task))
+		if op := operation(task, ": "); op != "" {
+			state += ", " + op
+		}
+		return fmt.Errorf("%w: %s/%s is %s", ErrNothingToApprove, t.Resource, name, state)
+	}
+	if len(approve) == 0 {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"resourceVersion": task.ResourceVersion,
+		"annotations":     map[string]string{opstask.ApprovalAnnotation: strings.Join(approvals, ",")},
+	}})
+	if err != nil {
+		return err
+	}
+	if _, err := t.Client.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("approve %s/%s: %w", t.Resource, name, err)
+	}
+	for _, s := range approve {
+		fmt.Fprintf(out, "%s/%s: step %s approved\n", t.Resource, name, s)
+	}
+	return nil
 }
 
 // ExitCode is the exit code of a command that waited for a task with Wait.

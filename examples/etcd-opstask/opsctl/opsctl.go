@@ -1,20 +1,22 @@
 // Package opsctl is the command-line client of the etcd-opstask example
 // (DEP-05's "CLI capabilities to operators"): it creates EtcdOpsTask
-// resources, one sub-command per task kind, lists them, and watches a task
-// to completion, printing each change of its state, operation and errors.
-// cmd/opstask is its main package.
+// resources, one sub-command per task kind, lists them, watches a task to
+// completion, printing each change of its state, operation and errors, and
+// approves the plan a task waits at (a quorum-loss recovery's recovery
+// point). cmd/opstask is its main package.
 //
 //	opstask create snapshot --etcd main --type full
 //	opstask create maintenance --etcd main --compaction --defragmentation
 //	opstask create snapshot-compaction --etcd main
-//	opstask create recover-quorum --etcd main
+//	opstask create recover-quorum --etcd main [--allow-data-loss] [--skip-approval]
+//	opstask approve NAME [--dry-run]
 //	opstask create copy-backups --source S3:backups/main/ --source-secret s3 --target GCS:dr/main/ --target-secret gcs
 //	opstask list
 //	opstask wait NAME
 //
 // create waits for the task to finish unless --wait=false. The exit code is
-// 0 when the task Succeeded, 1 when it Failed or was Rejected (or on any
-// error), 2 on bad usage.
+// 0 when the task Succeeded (approve: when the task is approved), 1 when it
+// Failed or was Rejected (or on any error), 2 on bad usage.
 package opsctl
 
 import (
@@ -51,11 +53,12 @@ commands:
   create snapshot             --etcd NAME --type full|delta [--final]
   create maintenance          --etcd NAME [--compaction] [--defragmentation]
   create snapshot-compaction  --etcd NAME
-  create recover-quorum       --etcd NAME
+  create recover-quorum       --etcd NAME [--allow-data-loss] [--skip-approval]
   create copy-backups         --source PROVIDER:CONTAINER[/PREFIX] --target PROVIDER:CONTAINER[/PREFIX]
                               [--source-secret S] [--target-secret S] [--max-backups N] [--max-backup-age DAYS]
   list
   wait NAME
+  approve NAME [--dry-run]    show the plan a task waits at and approve it
 
 Every command takes --kubeconfig (default $KUBECONFIG, else ~/.kube/config) and --namespace;
 create takes --name, --ttl SECONDS, --wait (default true) and --timeout. Run a command with -h for its flags.
@@ -99,6 +102,25 @@ func (c *command) parse(args []string) error {
 		return err
 	}
 	return c.connect()
+}
+
+// parseName parses args, one task name with flags before or after it, and
+// connects.
+func (c *command) parseName(args []string) (string, error) {
+	if err := c.fs.Parse(args); err != nil {
+		return "", err
+	}
+	if c.fs.NArg() == 0 {
+		return "", fmt.Errorf("%w: %s: no task name", errUsage, c.fs.Name())
+	}
+	name := c.fs.Arg(0)
+	if err := c.fs.Parse(c.fs.Args()[1:]); err != nil {
+		return "", err
+	}
+	if c.fs.NArg() != 0 {
+		return "", fmt.Errorf("%w: %s takes one task name, not %q", errUsage, c.fs.Name(), c.fs.Args())
+	}
+	return name, c.connect()
 }
 
 func (c *command) connect() error {
@@ -150,16 +172,19 @@ func run(ctx context.Context, args []string, out io.Writer) (int, error) {
 		return ExitSucceeded, c.tasks.List(ctx, out)
 	case "wait":
 		c := newCommand("wait NAME")
-		if err := c.fs.Parse(args[1:]); err != nil {
+		name, err := c.parseName(args[1:])
+		if err != nil {
 			return 0, err
 		}
-		if c.fs.NArg() != 1 {
-			return 0, fmt.Errorf("%w: wait takes one task name", errUsage)
-		}
-		if err := c.connect(); err != nil {
+		return wait(ctx, c, name, out)
+	case "approve":
+		c := newCommand("approve NAME")
+		dryRun := c.fs.Bool("dry-run", false, "show the plan and its token, approve nothing")
+		name, err := c.parseName(args[1:])
+		if err != nil {
 			return 0, err
 		}
-		return wait(ctx, c, c.fs.Arg(0), out)
+		return ExitSucceeded, c.tasks.Approve(ctx, name, *dryRun, out)
 	case "-h", "--help", "help":
 		return 0, flag.ErrHelp
 	}
@@ -208,7 +233,15 @@ func create(ctx context.Context, kind string, args []string, out io.Writer) (int
 	case "snapshot-compaction":
 		validate = func() error { cfg.SnapshotCompaction = &api.SnapshotCompactionConfig{}; return nil }
 	case "recover-quorum":
-		validate = func() error { cfg.RecoverFromQuorumLoss = &api.RecoverFromQuorumLossConfig{}; return nil }
+		allowLoss := fs.Bool("allow-data-loss", false, "recover even if a surviving member has revisions the backups lack (they are lost)")
+		skip := fs.Bool("skip-approval", false, "act without waiting for the recovery point's approval (opstask approve)")
+		validate = func() error {
+			if *allowLoss && *skip {
+				return errors.New("--allow-data-loss with --skip-approval: a recovery that may lose data waits for a person to approve its recovery point; drop --skip-approval and run `opstask approve NAME` once the plan is shown")
+			}
+			cfg.RecoverFromQuorumLoss = &api.RecoverFromQuorumLossConfig{AllowDataLoss: *allowLoss, SkipApproval: *skip}
+			return nil
+		}
 	case "copy-backups":
 		needsEtcd = false
 		src := fs.String("source", "", "PROVIDER:CONTAINER[/PREFIX] of the backups, e.g. S3:backups/main/ (providers: S3, GCS, ABS, Local)")
@@ -283,6 +316,9 @@ func create(ctx context.Context, kind string, args []string, out io.Writer) (int
 		return 0, fmt.Errorf("create EtcdOpsTask: %w", err)
 	}
 	fmt.Fprintf(out, "etcdopstask/%s created\n", created.GetName())
+	if r := cfg.RecoverFromQuorumLoss; r != nil && !r.SkipApproval {
+		fmt.Fprintf(out, "the recovery states its recovery point, then waits: review it and run: opstask approve %s\n", created.GetName())
+	}
 	if noWait {
 		return ExitSucceeded, nil
 	}

@@ -1,4 +1,4 @@
-// Command opstask creates, lists and watches the EtcdOpsTasks of the
+// Command opstask creates, lists, watches and approves the EtcdOpsTasks of the
 // etcd-opstask example operator; see package opsctl.
 //
 //	go run ./examples/etcd-opstask/cmd/opstask create snapshot --type full --etcd main
