@@ -55,3 +55,5 @@
 //     has not shown the cache yet. That entry is then refused
 //     (BucketDeleting or BucketNotFound).
 package share
+
+//go:generate go run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0 object paths=.

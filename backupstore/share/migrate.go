@@ -47,7 +47,10 @@ var migrationOrder = []MigrationStep{StepCreatePrefix, StepCopy, StepPauseWriter
 
 // MigrationStatus is what a migration records after each step, in the
 // entry's status: a controller that restarts resumes at Step, and a
-// failed step is retried without repeating the completed ones.
+// failed step is retried without repeating the completed ones. It has
+// DeepCopy functions, so that an API type may hold it.
+//
+// +kubebuilder:object:generate=true
 type MigrationStatus struct {
 	// Step is the next step to run; "" is StepCreatePrefix.
 	Step MigrationStep `json:"step,omitempty"`
