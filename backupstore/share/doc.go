@@ -17,6 +17,11 @@
 // in the entry's status: a restarted controller resumes at the recorded
 // step, and the downtime (writer paused) is reported.
 //
+// Migrating runs each admitted entry's Migration in the entry's reconcile,
+// after its Share or Pool, one step per reconcile, recorded in the
+// entry's status. Quota is the seed's quota map as a flag
+// ("aws=100,azure=50").
+//
 // Share is written against collect.Objects, so a client-go user wires it
 // as well as a controller-runtime one; crt/backups.Share runs it on a
 // manager.
@@ -39,6 +44,11 @@
 //     bucket (backupstore.CopyBackups), repeats a step only when its record
 //     was lost, and deletes the legacy bucket only after GracePeriod from
 //     the recorded switch.
+//   - An entry that Pool cannot place (PoolConfig.Pool or NewBucket
+//     refuses) gets Admitted=False, reason NoPool, with the refusal.
+//   - Migrating records each step in the entry's status before it runs
+//     the next, and never migrates an entry whose recorded step is
+//     StepDone again.
 //   - Pool.Release frees the place of an entry only once the API server
 //     says it is gone, not a cache.
 //

@@ -38,10 +38,6 @@ const (
 	ReasonBucketNotFound  = "BucketNotFound"
 	ReasonBucketDeleting  = "BucketDeleting"
 	ReasonBucketFull      = "BucketFull"
-	// ReasonNoPool: an entry that names no bucket has no pool to be
-	// placed in (PoolConfig.Pool refused it, an unknown provider), or its
-	// pool cannot grow (PoolConfig.NewBucket refused).
-	ReasonNoPool = "NoPool"
 	ReasonInvalidName     = "InvalidName"
 	ReasonStoreError      = "StoreError"
 	ReasonEntriesExist    = "EntriesExist"
@@ -50,6 +46,10 @@ const (
 	// ReasonBucketInUse is the event of a deleted bucket that entries
 	// still name.
 	ReasonBucketInUse = "BucketInUse"
+	// ReasonNoPool: an entry that names no bucket has no pool to be
+	// placed in (PoolConfig.Pool refused it, an unknown provider), or its
+	// pool cannot grow (PoolConfig.NewBucket refused).
+	ReasonNoPool = "NoPool"
 )
 
 // Config says how entries and buckets are read and written. Entries E and

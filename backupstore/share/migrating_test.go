@@ -1,0 +1,192 @@
+package share_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"gocloud.dev/blob"
+	"gocloud.dev/blob/memblob"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	// The test binary links gocloud's azblob and gs drivers (testenv):
+	// backupstore wants its providers beside them.
+	_ "github.com/groundskeeper-io/groundskeeper/backupstore/azurestore"
+	_ "github.com/groundskeeper-io/groundskeeper/backupstore/gcsstore"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
+)
+
+// migEntry is an entry with a prefix and a migration status.
+type migEntry struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+	Status struct {
+		Prefix    string
+		Migration *share.MigrationStatus
+	}
+}
+
+func (e *migEntry) DeepCopyObject() runtime.Object {
+	c := *e
+	c.ObjectMeta = *e.ObjectMeta.DeepCopy()
+	c.Status.Migration = e.Status.Migration.DeepCopy()
+	return &c
+}
+
+// migStore keeps one entry with the API server's resourceVersion check on
+// status writes, and counts them.
+type migStore struct {
+	e      *migEntry
+	writes int
+}
+
+func (s *migStore) List(context.Context, string) ([]*migEntry, error) {
+	return []*migEntry{s.e.DeepCopyObject().(*migEntry)}, nil
+}
+func (s *migStore) Get(context.Context, string, string) (*migEntry, error) {
+	return s.e.DeepCopyObject().(*migEntry), nil
+}
+func (s *migStore) Update(context.Context, *migEntry) error { return errors.New("not used") }
+func (s *migStore) UpdateStatus(_ context.Context, e *migEntry) error {
+	if e.ResourceVersion != s.e.ResourceVersion {
+		return apierrors.NewConflict(schema.GroupResource{Resource: "entries"}, e.Name, errors.New("stale"))
+	}
+	s.writes++
+	e.ResourceVersion = strconv.Itoa(s.writes + 1)
+	s.e = e.DeepCopyObject().(*migEntry)
+	return nil
+}
+func (s *migStore) Delete(context.Context, string, string, types.UID, string) error {
+	return errors.New("not used")
+}
+
+// placed is the Reconciler of an entry already placed and admitted, or
+// not: Migrating's own work comes after it.
+type placed struct {
+	share.Reconciler[*migEntry, *migEntry]
+}
+
+func (placed) ReconcileEntry(context.Context, *migEntry) (time.Duration, error) { return 0, nil }
+
+// Migrating runs one step per reconcile and records it before the next:
+// nothing while the entry has no prefix; a failed pause is recorded
+// (LastError, a Warning event once) and retried; the legacy bucket waits
+// for its grace period without a status write; the downtime is reported;
+// a migrated entry is never migrated again.
+func TestMigratingRecordsEachStep(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC))
+	legacy, shared := memblob.OpenBucket(nil), memblob.OpenBucket(nil)
+	defer legacy.Close()
+	defer shared.Close()
+	for i := range 3 {
+		if err := legacy.WriteAll(ctx, fmt.Sprintf("v2/Full-%d", i), []byte("x"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store := &migStore{e: &migEntry{ObjectMeta: metav1.ObjectMeta{Name: "shoot--a", ResourceVersion: "1"}}}
+	pauseFails, deleted, asked := 1, false, 0
+	var events []string
+	m, err := share.NewMigrating(share.MigratingConfig[*migEntry, *migEntry]{
+		Reconciler: placed{}, Entries: store, Clock: clk,
+		Status:   func(e *migEntry) **share.MigrationStatus { return &e.Status.Migration },
+		Admitted: func(e *migEntry) bool { return e.Status.Prefix != "" },
+		Recorder: eventFunc(func(_ runtime.Object, typ, reason, msg string) { events = append(events, typ+" "+reason+": "+msg) }),
+		Migration: func(context.Context, *migEntry) (*share.Migration, error) {
+			asked++
+			return &share.Migration{
+				Buckets: func(context.Context) (*blob.Bucket, *blob.Bucket, func(), error) {
+					return legacy, shared, func() {}, nil
+				},
+				TargetPrefix: "shoot--a/", GracePeriod: time.Hour, Clock: clk,
+				Hooks: share.MigrationHooks{
+					Pause: func(context.Context) error {
+						if pauseFails > 0 {
+							pauseFails--
+							clk.Step(30 * time.Second) // the pod takes 30s to go
+							return errors.New("1 pod left")
+						}
+						return nil
+					},
+					Switch: func(context.Context) error { return nil },
+					Resume: func(context.Context) error { return nil },
+					DeleteLegacy: func(context.Context) error {
+						deleted = true
+						return nil
+					},
+				},
+			}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reconcile := func() (time.Duration, error) { return m.ReconcileEntry(ctx, store.e.DeepCopyObject().(*migEntry)) }
+
+	if after, err := reconcile(); err != nil || after != time.Second || store.writes != 0 || asked != 0 {
+		t.Fatalf("not admitted: %v, %v, %d writes, asked %d; want 1s, nil, none", after, err, store.writes, asked)
+	}
+	store.e.Status.Prefix = "shoot--a/"
+	var steps []share.MigrationStep
+	for range 20 {
+		after, err := reconcile()
+		st := store.e.Status.Migration
+		if st == nil {
+			t.Fatalf("no migration status after a step (err %v)", err)
+		}
+		steps = append(steps, st.Step)
+		if st.Step == share.StepDone {
+			break
+		}
+		if st.Step == share.StepDeleteLegacy && after > time.Millisecond {
+			writes := store.writes
+			if again, err := reconcile(); err != nil || again <= 0 || store.writes != writes {
+				t.Fatalf("within the grace period: %v, %v, %d writes; want a wait and no write", again, err, store.writes-writes)
+			}
+			clk.Step(after)
+		}
+	}
+	want := "Copy PauseWriter PauseWriter CopyRemaining Switch ResumeWriter DeleteLegacy DeleteLegacy Done"
+	if got := fmt.Sprint(steps); got != "["+want+"]" {
+		t.Errorf("steps %v, want [%s]", got, want)
+	}
+	st := store.e.Status.Migration
+	if !deleted || st.Copied != 3 || st.Downtime(clk.Now()) != 30*time.Second || st.LastError != "" {
+		t.Errorf("deleted %t, status %+v, downtime %s; want deleted, 3 copied, 30s", deleted, st, st.Downtime(clk.Now()))
+	}
+	joined := strings.Join(events, "\n")
+	for _, w := range []string{
+		"Warning MigrationFailed: migration step PauseWriter: 1 pod left",
+		"Normal MigrationStep: Copy done, next PauseWriter (3 objects copied, 0 not found)",
+		"Normal MigrationStep: ResumeWriter done, next DeleteLegacy: the writer resumed after 30s of downtime",
+		"Normal Migrated: migrated: 3 objects copied, 0 not found, downtime 30s",
+	} {
+		if !strings.Contains(joined, w) {
+			t.Errorf("no event %q in:\n%s", w, joined)
+		}
+	}
+	// Migrated: a new reconcile changes nothing, whatever the entry says.
+	writes, asked0 := store.writes, asked
+	if after, err := reconcile(); err != nil || after != 0 || store.writes != writes || asked != asked0 {
+		t.Errorf("a migrated entry: %v, %v, %d writes, asked %d times; want nothing done", after, err, store.writes-writes, asked-asked0)
+	}
+}
+
+type eventFunc func(runtime.Object, string, string, string)
+
+func (f eventFunc) Event(o runtime.Object, typ, reason, msg string) { f(o, typ, reason, msg) }
+func (f eventFunc) Eventf(o runtime.Object, typ, reason, format string, args ...any) {
+	f(o, typ, reason, fmt.Sprintf(format, args...))
+}
+func (f eventFunc) AnnotatedEventf(o runtime.Object, _ map[string]string, typ, reason, format string, args ...any) {
+	f(o, typ, reason, fmt.Sprintf(format, args...))
+}
