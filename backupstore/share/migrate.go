@@ -92,6 +92,10 @@ type MigrationHooks struct {
 	// Resume starts the writer on the new location.
 	Resume func(ctx context.Context) error
 	// DeleteLegacy deletes the legacy bucket: its data and the bucket.
+	// nil deletes every object under SourcePrefix in the legacy bucket,
+	// all of them when it is "" (backupstore.DeletePrefix, which refuses
+	// "" on a bucket whose own prefix it cannot see: one not opened by
+	// backupstore.OpenBucket); the empty bucket stays.
 	DeleteLegacy func(ctx context.Context) error
 }
 
@@ -110,7 +114,8 @@ type Migration struct {
 	// Marker is written at TargetPrefix+MarkerKey by StepCreatePrefix.
 	Marker    []byte
 	MarkerKey string
-	// Hooks are the operator's steps. All are required.
+	// Hooks are the operator's steps: Pause, Switch and Resume are
+	// required.
 	Hooks MigrationHooks
 	// GracePeriod is how long the legacy bucket is kept after the switch.
 	GracePeriod time.Duration
@@ -198,7 +203,11 @@ func (m *Migration) Next(ctx context.Context, st *MigrationStatus) (done bool, a
 		if at := st.SwitchedAt.Add(m.GracePeriod); now.Time.Before(at) {
 			return false, at.Sub(now.Time), nil
 		}
-		if err := m.Hooks.DeleteLegacy(ctx); err != nil {
+		del := m.Hooks.DeleteLegacy
+		if del == nil {
+			del = m.deleteLegacy
+		}
+		if err := del(ctx); err != nil {
 			return fail(err)
 		}
 	default:
@@ -221,8 +230,21 @@ func (m *Migration) check() error {
 		return fmt.Errorf("%w: share: Migration.Buckets is required", ErrInvalidConfig)
 	case m.TargetPrefix == "":
 		return fmt.Errorf("%w: share: Migration.TargetPrefix is required", ErrInvalidConfig)
-	case m.Hooks.Pause == nil || m.Hooks.Switch == nil || m.Hooks.Resume == nil || m.Hooks.DeleteLegacy == nil:
-		return fmt.Errorf("%w: share: Migration.Hooks: Pause, Switch, Resume and DeleteLegacy are required", ErrInvalidConfig)
+	case m.Hooks.Pause == nil || m.Hooks.Switch == nil || m.Hooks.Resume == nil:
+		return fmt.Errorf("%w: share: Migration.Hooks: Pause, Switch and Resume are required", ErrInvalidConfig)
 	}
 	return nil
+}
+
+// deleteLegacy deletes every object under SourcePrefix in the legacy
+// bucket.
+func (m *Migration) deleteLegacy(ctx context.Context) error {
+	legacy, _, release, err := m.Buckets(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	// "" is the whole legacy bucket: the entry's own.
+	_, err = backupstore.DeletePrefix(ctx, legacy, m.SourcePrefix, &backupstore.DeleteOptions{PrefixRules: backupstore.PrefixRules{AllowEmpty: m.SourcePrefix == ""}})
+	return err
 }

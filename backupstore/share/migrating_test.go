@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,6 +23,7 @@ import (
 	// backupstore wants its providers beside them.
 	_ "github.com/groundskeeper-io/groundskeeper/backupstore/azurestore"
 	_ "github.com/groundskeeper-io/groundskeeper/backupstore/gcsstore"
+	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
 )
 
@@ -85,7 +87,11 @@ func (placed) ReconcileEntry(context.Context, *migEntry) (time.Duration, error) 
 func TestMigratingRecordsEachStep(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC))
-	legacy, shared := memblob.OpenBucket(nil), memblob.OpenBucket(nil)
+	legacy, err := backupstore.OpenBucket(ctx, "mem://", nil) // its prefix known: DeletePrefix takes ""
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := memblob.OpenBucket(nil)
 	defer legacy.Close()
 	defer shared.Close()
 	for i := range 3 {
@@ -94,7 +100,7 @@ func TestMigratingRecordsEachStep(t *testing.T) {
 		}
 	}
 	store := &migStore{e: &migEntry{ObjectMeta: metav1.ObjectMeta{Name: "shoot--a", ResourceVersion: "1"}}}
-	pauseFails, deleted, asked := 1, false, 0
+	pauseFails, asked := 1, 0
 	var events []string
 	m, err := share.NewMigrating(share.MigratingConfig[*migEntry, *migEntry]{
 		Reconciler: placed{}, Entries: store, Clock: clk,
@@ -119,10 +125,7 @@ func TestMigratingRecordsEachStep(t *testing.T) {
 					},
 					Switch: func(context.Context) error { return nil },
 					Resume: func(context.Context) error { return nil },
-					DeleteLegacy: func(context.Context) error {
-						deleted = true
-						return nil
-					},
+					// DeleteLegacy nil: the legacy objects are deleted.
 				},
 			}, nil
 		},
@@ -160,8 +163,10 @@ func TestMigratingRecordsEachStep(t *testing.T) {
 		t.Errorf("steps %v, want [%s]", got, want)
 	}
 	st := store.e.Status.Migration
+	left, err := legacy.List(nil).Next(ctx)
+	deleted := err == io.EOF
 	if !deleted || st.Copied != 3 || st.Downtime(clk.Now()) != 30*time.Second || st.LastError != "" {
-		t.Errorf("deleted %t, status %+v, downtime %s; want deleted, 3 copied, 30s", deleted, st, st.Downtime(clk.Now()))
+		t.Errorf("legacy emptied %t (%v), status %+v, downtime %s; want emptied, 3 copied, 30s", deleted, left, st, st.Downtime(clk.Now()))
 	}
 	joined := strings.Join(events, "\n")
 	for _, w := range []string{

@@ -38,10 +38,10 @@ type DeploymentWriter struct {
 	PausedAnnotation, LocationAnnotation string
 }
 
-// Hooks are w's pause, switch to location, and resume, with the
-// operator's deletion of the legacy bucket.
-func (w DeploymentWriter) Hooks(location string, deleteLegacy func(context.Context) error) share.MigrationHooks {
-	return share.MigrationHooks{Pause: w.Pause, Switch: w.Switch(location), Resume: w.Resume, DeleteLegacy: deleteLegacy}
+// Hooks are w's pause, switch to location, and resume; DeleteLegacy is
+// left to the Migration's default (or the caller).
+func (w DeploymentWriter) Hooks(location string) share.MigrationHooks {
+	return share.MigrationHooks{Pause: w.Pause, Switch: w.Switch(location), Resume: w.Resume}
 }
 
 func (w DeploymentWriter) get(ctx context.Context) (*appsv1.Deployment, error) {

@@ -69,7 +69,7 @@ func TestDeploymentWriter(t *testing.T) {
 		t.Fatalf("Pause once the pods are gone: %v", err)
 	}
 	check("the second Pause", 0, "3", "")
-	hooks := w.Hooks("shared-1/shoot--a/", func(context.Context) error { return nil })
+	hooks := w.Hooks("shared-1/shoot--a/")
 	for range 2 {
 		if err := hooks.Switch(ctx); err != nil {
 			t.Fatal(err)
