@@ -17,9 +17,14 @@
 // in the entry's status: a restarted controller resumes at the recorded
 // step, and the downtime (writer paused) is reported.
 //
+// Grow is a Pool's growth for bucket objects that name their store by URL
+// and Secret: the next bucket is made from the pool's first, and its
+// store bucket created (backupstore.CreateBucket).
+//
 // Migrating runs each admitted entry's Migration in the entry's reconcile,
 // after its Share or Pool, one step per reconcile, recorded in the
-// entry's status. Quota is the seed's quota map as a flag
+// entry's status; it opens the legacy and shared buckets through the
+// entry's collect.Collector. Quota is the seed's quota map as a flag
 // ("aws=100,azure=50").
 //
 // Share is written against collect.Objects, so a client-go user wires it

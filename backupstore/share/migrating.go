@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"gocloud.dev/blob"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/clock"
@@ -32,16 +33,26 @@ type MigratingConfig[E, B collect.Object] struct {
 	Reconciler Reconciler[E, B]
 	// Entries writes an entry's status. Required.
 	Entries collect.Objects[E]
-	// Migration is the migration of entry e into its prefix, nil when e
-	// has nothing to migrate. It is asked only once e is admitted.
+	// Collector opens an entry's legacy bucket (Source, with its Secret:
+	// collect.Collector.OpenLocation) and its shared bucket (its
+	// Location: collect.Collector.OpenBucket). Required.
+	Collector *collect.Collector[E]
+	// Source is where entry e's legacy backups are, and SourcePrefix in
+	// it; ok is false when e has nothing to migrate. Required.
+	Source func(e E) (loc collect.Location, ok bool)
+	// Hooks are the hooks of e's writer (crt/backups.DeploymentWriter).
 	// Required.
-	Migration func(ctx context.Context, e E) (*Migration, error)
+	Hooks func(e E) MigrationHooks
+	// Prefix is e's prefix, the migration's target; "" until e is
+	// admitted. Required.
+	Prefix func(e E) string
 	// Status points at the entry's status field that records its
 	// migration (nil before the first step). Required.
 	Status func(E) **MigrationStatus
-	// Admitted reports whether e has its prefix, the migration's target.
-	// Required.
-	Admitted func(E) bool
+	// Migration is copied into each entry's migration: set GracePeriod,
+	// a Marker, Copy options; Buckets, SourcePrefix, TargetPrefix and
+	// Hooks are the entry's.
+	Migration Migration
 	// Wait is when an entry with a migration that is not admitted yet is
 	// looked at again (an admission writes only the status, which does
 	// not reconcile the entry again); default 1s.
@@ -49,7 +60,7 @@ type MigratingConfig[E, B collect.Object] struct {
 	// Recorder records the steps, failures and the downtime; nil records
 	// none.
 	Recorder event.Recorder
-	// Clock, default the real clock.
+	// Clock, default the real clock; also the migrations' clock.
 	Clock clock.PassiveClock
 }
 
@@ -73,8 +84,8 @@ func NewMigrating[E, B collect.Object](cfg MigratingConfig[E, B]) (*Migrating[E,
 		name string
 		ok   bool
 	}{
-		{"Reconciler", cfg.Reconciler != nil}, {"Entries", cfg.Entries != nil}, {"Migration", cfg.Migration != nil},
-		{"Status", cfg.Status != nil}, {"Admitted", cfg.Admitted != nil},
+		{"Reconciler", cfg.Reconciler != nil}, {"Entries", cfg.Entries != nil}, {"Collector", cfg.Collector != nil},
+		{"Source", cfg.Source != nil}, {"Hooks", cfg.Hooks != nil}, {"Prefix", cfg.Prefix != nil}, {"Status", cfg.Status != nil},
 	} {
 		if !f.ok {
 			return nil, fmt.Errorf("%w: share: MigratingConfig.%s is required", ErrInvalidConfig, f.name)
@@ -107,13 +118,14 @@ func (m *Migrating[E, B]) ReconcileEntry(ctx context.Context, e E) (time.Duratio
 	if st := *m.cfg.Status(e); st != nil && st.Step == StepDone {
 		return after, nil
 	}
-	if !m.cfg.Admitted(e) {
-		return m.cfg.Wait, nil // the migration, if any, waits for the prefix
+	src, ok := m.cfg.Source(e)
+	if !ok {
+		return after, nil
 	}
-	mig, err := m.cfg.Migration(ctx, e)
-	if err != nil || mig == nil {
-		return after, err
+	if m.cfg.Prefix(e) == "" {
+		return m.cfg.Wait, nil // the migration waits for the prefix
 	}
+	mig := m.migration(e, src)
 	e = e.DeepCopyObject().(E)
 	st := (*m.cfg.Status(e)).DeepCopy()
 	if st == nil {
@@ -154,4 +166,27 @@ func (m *Migrating[E, B]) ReconcileEntry(ctx context.Context, e E) (time.Duratio
 	}
 	m.cfg.Recorder.Event(e, corev1.EventTypeNormal, ReasonMigrationStep, msg)
 	return nextStepAt, nil
+}
+
+// migration is e's migration from src into its prefix.
+func (m *Migrating[E, B]) migration(e E, src collect.Location) *Migration {
+	mig := m.cfg.Migration
+	mig.SourcePrefix, mig.TargetPrefix, mig.Hooks = src.Prefix, m.cfg.Prefix(e), m.cfg.Hooks(e)
+	if mig.Clock == nil {
+		mig.Clock = m.cfg.Clock
+	}
+	c := m.cfg.Collector
+	mig.Buckets = func(ctx context.Context) (*blob.Bucket, *blob.Bucket, func(), error) {
+		legacy, releaseLegacy, err := c.OpenLocation(ctx, e, src)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("legacy bucket %s: %w", src.URL, err)
+		}
+		shared, _, releaseShared, err := c.OpenBucket(ctx, e)
+		if err != nil {
+			_ = releaseLegacy()
+			return nil, nil, nil, err
+		}
+		return legacy, shared, func() { _, _ = releaseLegacy(), releaseShared() }, nil
+	}
+	return &mig
 }

