@@ -714,7 +714,7 @@ func installCRDs(t *testing.T, cfg *rest.Config) dynamic.Interface {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	for _, r := range []schema.GroupVersionResource{api.BucketResource, api.EntryResource} {
+	for _, r := range []schema.GroupVersionResource{api.BucketResource, api.EntryResource, api.ShootResource} {
 		f, err := os.Open(filepath.Join("deploy", api.Group+"_"+r.Resource+".yaml"))
 		if err != nil {
 			t.Fatal(err)
@@ -730,7 +730,7 @@ func installCRDs(t *testing.T, cfg *rest.Config) dynamic.Interface {
 		}
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for _, r := range []schema.GroupVersionResource{api.BucketResource, api.EntryResource} {
+	for _, r := range []schema.GroupVersionResource{api.BucketResource, api.EntryResource, api.ShootResource} {
 		for {
 			_, err := client.Resource(r).List(ctx, metav1.ListOptions{})
 			if err == nil {

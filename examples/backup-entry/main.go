@@ -53,6 +53,7 @@ func run(args []string) error {
 		o.grace = d
 		return nil
 	})
+	fs.Var(&o.quota, "quota", `the most entries of a pool's BackupBucket, per provider (the seed's controller.backupInfrastructures.quota), e.g. "aws=100,azure=50"; an entry of a provider without one is not placed`)
 	fs.BoolVar(&o.dryRun, "dry-run", false, "report (in events, conditions and logs) what the deletion of an entry's prefix would remove; delete nothing and keep the finalizer")
 	if err := fs.Parse(args); err != nil {
 		return err
