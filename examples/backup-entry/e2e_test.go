@@ -279,7 +279,14 @@ func (e *env) waitEvent(name, typ, reason string) corev1.Event {
 // metrics and probes are off.
 func startManager(t *testing.T, cfg *rest.Config, namespace string, o controllerOptions) (manager.Manager, func()) {
 	t.Helper()
-	flags := kubecmd.Flags{Namespace: namespace, LeaderElect: true}
+	return startReplica(t, cfg, namespace, o, true)
+}
+
+// startReplica is startManager, with leader election on or off: replicas
+// without it all reconcile at once.
+func startReplica(t *testing.T, cfg *rest.Config, namespace string, o controllerOptions, leaderElect bool) (manager.Manager, func()) {
+	t.Helper()
+	flags := kubecmd.Flags{Namespace: namespace, LeaderElect: leaderElect}
 	mgr, err := flags.NewManager(rest.CopyConfig(cfg), "backup-entry", scheme, replicatest.Options(replicatest.Logger(t)))
 	if err != nil {
 		t.Fatal(err)
