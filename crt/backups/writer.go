@@ -86,7 +86,7 @@ func (w DeploymentWriter) Pause(ctx context.Context) error {
 		return fmt.Errorf("writer Deployment %s: list pods: %w", w.Deployment, err)
 	}
 	if n := len(pods.Items); n > 0 {
-		return fmt.Errorf("%w: Deployment %s scaled to 0, %d pods left (%s)", ErrWriterRunning, w.Deployment, n, pods.Items[0].Name)
+		return fmt.Errorf("%w: Deployment %s scaled to 0, %d pod(s) left (%s)", ErrWriterRunning, w.Deployment, n, pods.Items[0].Name)
 	}
 	return nil
 }

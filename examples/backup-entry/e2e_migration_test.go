@@ -159,11 +159,11 @@ func TestMigrationOnMinIO(t *testing.T) {
 			return be != nil && be.Status.Migration != nil && be.Status.Migration.Step == step
 		})
 	}
-	be := waitStep(share.StepDeleteLegacy)
+	waitStep(share.StepDeleteLegacy)
 	if left := sums(t, legacy, ""); len(left) == 0 {
 		t.Errorf("legacy bucket emptied at the switch, before its grace period")
 	}
-	be = waitStep(share.StepDone)
+	be := waitStep(share.StepDone)
 	done := time.Now()
 	st := be.Status.Migration
 	if since := done.Sub(st.SwitchedAt.Time); since < grace-time.Second { // metav1.Time has whole seconds

@@ -28,7 +28,6 @@ import (
 type poolEnv struct {
 	*env
 	provider, region string
-	creds            map[string][]byte
 	url              string // the first bucket's
 }
 
