@@ -67,23 +67,7 @@ func TestPoolPlacementIsRaceFree(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		entries := inNamespace{backups.Objects[backup](cl, cl), k.Namespace}
-		buckets := inNamespace{backups.Objects[backup](cl, cl), bucketNS}
-		c, err := collect.New(collect.Config[backup]{Objects: entries, Finalizer: "f", Secrets: backupstore.SecretsFrom(nil),
-			Location: func(context.Context, backup) (collect.Location, error) { return collect.Location{}, nil }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := share.New(share.Config[backup, backup]{
-			Entries: entries, Buckets: buckets, Collector: c, BucketFinalizer: "g",
-			Bucket:     func(b backup) (string, string) { return bucketNS, b.Spec.Bucket },
-			Limit:      func(b backup) int { return b.Spec.Limit },
-			Prefix:     func(b backup) *string { return &b.Status.Prefix },
-			Conditions: func(b backup) *[]metav1.Condition { return &b.Status.Conditions },
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := placingShare(t, cl, k.Namespace, bucketNS)
 		p, err := share.NewPool(share.PoolConfig[backup, backup]{
 			Share:  s,
 			Pool:   func(e backup) (string, error) { return e.Spec.Pool, nil },
@@ -373,24 +357,7 @@ func TestPoolRefusalIsACondition(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bucketNS := k.Namespace + "-buckets"
-	entries := inNamespace{backups.Objects[backup](cl, cl), k.Namespace}
-	buckets := inNamespace{backups.Objects[backup](cl, cl), bucketNS}
-	c, err := collect.New(collect.Config[backup]{Objects: entries, Finalizer: "f", Secrets: backupstore.SecretsFrom(nil),
-		Location: func(context.Context, backup) (collect.Location, error) { return collect.Location{}, nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := share.New(share.Config[backup, backup]{
-		Entries: entries, Buckets: buckets, Collector: c, BucketFinalizer: "g",
-		Bucket:     func(b backup) (string, string) { return bucketNS, b.Spec.Bucket },
-		Limit:      func(b backup) int { return b.Spec.Limit },
-		Prefix:     func(b backup) *string { return &b.Status.Prefix },
-		Conditions: func(b backup) *[]metav1.Condition { return &b.Status.Conditions },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := placingShare(t, cl, k.Namespace, k.Namespace+"-buckets")
 	created := 0
 	p, err := share.NewPool(share.PoolConfig[backup, backup]{
 		Share: s, GrowWait: 7 * time.Second,
@@ -442,4 +409,28 @@ func TestPoolRefusalIsACondition(t *testing.T) {
 	if created != 0 {
 		t.Errorf("%d buckets created, want 0", created)
 	}
+}
+
+// placingShare is a Share for placement only: entries in ns, buckets in
+// bucketNS, no data (the collector's Location is empty).
+func placingShare(t *testing.T, cl client.Client, ns, bucketNS string) *share.Share[backup, backup] {
+	t.Helper()
+	entries := inNamespace{backups.Objects[backup](cl, cl), ns}
+	buckets := inNamespace{backups.Objects[backup](cl, cl), bucketNS}
+	c, err := collect.New(collect.Config[backup]{Objects: entries, Finalizer: "f", Secrets: backupstore.SecretsFrom(nil),
+		Location: func(context.Context, backup) (collect.Location, error) { return collect.Location{}, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := share.New(share.Config[backup, backup]{
+		Entries: entries, Buckets: buckets, Collector: c, BucketFinalizer: "g",
+		Bucket:     func(b backup) (string, string) { return bucketNS, b.Spec.Bucket },
+		Limit:      func(b backup) int { return b.Spec.Limit },
+		Prefix:     func(b backup) *string { return &b.Status.Prefix },
+		Conditions: func(b backup) *[]metav1.Condition { return &b.Status.Conditions },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

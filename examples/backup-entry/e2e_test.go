@@ -509,7 +509,11 @@ func TestSharedBucketOnMinIO(t *testing.T) {
 	rules := rbactest.Rules(t, "deploy/rbac.yaml", map[string]string{"backup-entry": e.k.Namespace, "default": "default"})
 	reqs := requests.Requests()
 	rbactest.Check(t, rules, reqs, map[string]string{
-		"patch events.events.k8s.io": "the event recorder patches an event that repeats (a series)",
+		"patch events.events.k8s.io":                            "the event recorder patches an event that repeats (a series)",
+		"create backupbuckets.backup.examples.groundskeeper.io": "a pool grows (TestPoolGrows); this test's bucket is in no pool",
+		"get deployments.apps":                                  "a migration's writer (TestMigrationOnMinIO); this test migrates nothing",
+		"update deployments.apps":                               "a migration's writer (TestMigrationOnMinIO)",
+		"list pods":                                             "a migration's writer's pods (TestMigrationOnMinIO)",
 	})
 }
 
