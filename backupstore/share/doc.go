@@ -51,6 +51,8 @@
 //     the recorded switch.
 //   - An entry that Pool cannot place (PoolConfig.Pool or NewBucket
 //     refuses) gets Admitted=False, reason NoPool, with the refusal.
+//   - A Migration with DryRun deletes nothing: it reports what the
+//     legacy bucket's deletion would delete and stays at that step.
 //   - Migrating records each step in the entry's status before it runs
 //     the next, and never migrates an entry whose recorded step is
 //     StepDone again.

@@ -1,6 +1,7 @@
 package share
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -65,6 +66,9 @@ type MigrationStatus struct {
 	SwitchedAt *metav1.Time `json:"switchedAt,omitempty"`
 	// LastError is the error of the last failed attempt of Step.
 	LastError string `json:"lastError,omitempty"`
+	// DryRun says what StepDeleteLegacy would delete, in a dry run
+	// (Migration.DryRun), which stays at that step.
+	DryRun string `json:"dryRun,omitempty"`
 }
 
 // Downtime is how long the writer was (or has been, if it is still)
@@ -124,6 +128,13 @@ type Migration struct {
 	// Copy adjusts the copies (Concurrency, Retry); its prefixes and
 	// manifest key are the Migration's.
 	Copy backupstore.CopyOptions
+	// DryRun keeps the legacy bucket: StepDeleteLegacy, once due, lists
+	// what it would delete (with the default DeleteLegacy; a hook of the
+	// caller's is not called) into MigrationStatus.DryRun and stays, to be
+	// looked at again after DryRunWait (default 1h). The other steps run:
+	// they delete nothing.
+	DryRun     bool
+	DryRunWait time.Duration
 }
 
 // Next runs the next step of st and records it in st: on success st names
@@ -203,6 +214,14 @@ func (m *Migration) Next(ctx context.Context, st *MigrationStatus) (done bool, a
 		if at := st.SwitchedAt.Add(m.GracePeriod); now.Time.Before(at) {
 			return false, at.Sub(now.Time), nil
 		}
+		if m.DryRun {
+			report, err := m.wouldDelete(ctx)
+			if err != nil {
+				return fail(err)
+			}
+			st.DryRun, st.LastError = report, ""
+			return false, cmp.Or(m.DryRunWait, time.Hour), nil
+		}
 		del := m.Hooks.DeleteLegacy
 		if del == nil {
 			del = m.deleteLegacy
@@ -210,6 +229,7 @@ func (m *Migration) Next(ctx context.Context, st *MigrationStatus) (done bool, a
 		if err := del(ctx); err != nil {
 			return fail(err)
 		}
+		st.DryRun = ""
 	default:
 		return false, 0, fmt.Errorf("%w: migration step %q is not one of %v", ErrInvalidConfig, st.Step, migrationOrder)
 	}
@@ -239,12 +259,30 @@ func (m *Migration) check() error {
 // deleteLegacy deletes every object under SourcePrefix in the legacy
 // bucket.
 func (m *Migration) deleteLegacy(ctx context.Context) error {
+	_, err := m.deletePrefix(ctx, false)
+	return err
+}
+
+// wouldDelete says what deleteLegacy would delete.
+func (m *Migration) wouldDelete(ctx context.Context) (string, error) {
+	res, err := m.deletePrefix(ctx, true)
+	if err != nil {
+		return "", err
+	}
+	what := "every object of the legacy bucket"
+	if m.SourcePrefix != "" {
+		what = fmt.Sprintf("every object under %q in the legacy bucket", m.SourcePrefix)
+	}
+	return fmt.Sprintf("would delete %d objects (%d bytes): %s", len(res.Keys), res.Bytes, what), nil
+}
+
+func (m *Migration) deletePrefix(ctx context.Context, dryRun bool) (*backupstore.DeleteResult, error) {
 	legacy, _, release, err := m.Buckets(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer release()
 	// "" is the whole legacy bucket: the entry's own.
-	_, err = backupstore.DeletePrefix(ctx, legacy, m.SourcePrefix, &backupstore.DeleteOptions{PrefixRules: backupstore.PrefixRules{AllowEmpty: m.SourcePrefix == ""}})
-	return err
+	return backupstore.DeletePrefix(ctx, legacy, m.SourcePrefix, &backupstore.DeleteOptions{DryRun: dryRun,
+		PrefixRules: backupstore.PrefixRules{AllowEmpty: m.SourcePrefix == ""}})
 }

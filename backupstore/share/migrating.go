@@ -23,6 +23,9 @@ const (
 	ReasonMigrationFailed = "MigrationFailed"
 	// ReasonMigrated: the migration is done.
 	ReasonMigrated = "Migrated"
+	// ReasonMigrationDryRun: what the deletion of the legacy bucket's
+	// objects would delete (Migration.DryRun).
+	ReasonMigrationDryRun = "MigrationDryRun"
 )
 
 // MigratingConfig says how the entries' migrations run in their
@@ -154,6 +157,12 @@ func (m *Migrating[E, B]) ReconcileEntry(ctx context.Context, e E) (time.Duratio
 		m.cfg.Recorder.Event(e, corev1.EventTypeNormal, ReasonMigrated,
 			fmt.Sprintf("migrated: %d objects copied, %d not found, downtime %s", st.Copied, st.NotFound, st.Downtime(now)))
 		return 0, nil
+	}
+	if st.Step == before.Step { // a dry run of DeleteLegacy
+		if before.DryRun != st.DryRun {
+			m.cfg.Recorder.Event(e, corev1.EventTypeNormal, ReasonMigrationDryRun, st.DryRun)
+		}
+		return wait, nil
 	}
 	msg := fmt.Sprintf("%s done, next %s", before.Step, st.Step)
 	switch before.Step {

@@ -209,3 +209,62 @@ func (f eventFunc) Eventf(o runtime.Object, typ, reason, format string, args ...
 func (f eventFunc) AnnotatedEventf(o runtime.Object, _ map[string]string, typ, reason, format string, args ...any) {
 	f(o, typ, reason, fmt.Sprintf(format, args...))
 }
+
+// A dry run keeps the legacy bucket once the grace period is over, and
+// says what it would delete; without it, the same step deletes it.
+func TestMigrationDryRunKeepsTheLegacyBucket(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC))
+	legacy, err := backupstore.OpenBucket(ctx, "mem://", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer legacy.Close()
+	shared := memblob.OpenBucket(nil)
+	defer shared.Close()
+	for i := range 3 {
+		if err := legacy.WriteAll(ctx, fmt.Sprintf("v2/Full-%d", i), []byte("12345"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func() int {
+		n := 0
+		it := legacy.List(nil)
+		for {
+			if _, err := it.Next(ctx); err != nil {
+				return n
+			}
+			n++
+		}
+	}
+	noop := func(context.Context) error { return nil }
+	m := &share.Migration{
+		Buckets: func(context.Context) (*blob.Bucket, *blob.Bucket, func(), error) {
+			return legacy, shared, func() {}, nil
+		},
+		TargetPrefix: "shoot--a/", GracePeriod: time.Hour, Clock: clk, DryRun: true,
+		Hooks: share.MigrationHooks{Pause: noop, Switch: noop, Resume: noop},
+	}
+	var st share.MigrationStatus
+	for range 10 {
+		if _, _, err := m.Next(ctx, &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Step == share.StepDeleteLegacy {
+			break
+		}
+	}
+	clk.Step(time.Hour)
+	done, after, err := m.Next(ctx, &st)
+	want := "would delete 3 objects (15 bytes): every object of the legacy bucket"
+	if done || after != time.Hour || err != nil || st.Step != share.StepDeleteLegacy || st.DryRun != want {
+		t.Errorf("dry run: done %t, after %s, err %v, status %+v; want the step kept and %q", done, after, err, st, want)
+	}
+	if n := count(); n != 3 {
+		t.Errorf("dry run: the legacy bucket holds %d objects, want 3", n)
+	}
+	m.DryRun = false
+	if done, _, err := m.Next(ctx, &st); !done || err != nil || st.DryRun != "" || count() != 0 {
+		t.Errorf("without a dry run: done %t, err %v, status %+v, %d legacy objects left", done, err, st, count())
+	}
+}

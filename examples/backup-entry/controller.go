@@ -124,7 +124,7 @@ func newController(d deps, o controllerOptions) (share.Reconciler[*api.BackupEnt
 	}
 	return share.NewMigrating(share.MigratingConfig[*api.BackupEntry, *api.BackupBucket]{
 		Reconciler: pool, Entries: d.entries, Collector: collector, Recorder: d.events, Clock: d.clk,
-		Migration: share.Migration{GracePeriod: o.grace},
+		Migration: share.Migration{GracePeriod: o.grace, DryRun: o.dryRun},
 		Prefix:    func(e *api.BackupEntry) string { return e.Status.Prefix },
 		Status:    func(e *api.BackupEntry) **share.MigrationStatus { return &e.Status.Migration },
 		Source: func(e *api.BackupEntry) (collect.Location, bool) {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
 	"github.com/groundskeeper-io/groundskeeper/examples/backup-entry/api"
+	"github.com/groundskeeper-io/groundskeeper/examples/internal/rbactest"
 	"github.com/groundskeeper-io/groundskeeper/testenv"
 )
 
@@ -149,7 +150,8 @@ func TestMigrationOnMinIO(t *testing.T) {
 	go w.run(wctx)
 	time.Sleep(300 * time.Millisecond) // the writer writes before the controller starts
 
-	startManager(t, e.k.Config, e.k.Namespace, controllerOptions{grace: grace, quota: share.Quota{"aws": 2}})
+	var requests rbactest.Recorder // every request checked against deploy/rbac.yaml at the end
+	startManager(t, requests.Wrap(e.k.Config), e.k.Namespace, controllerOptions{grace: grace, quota: share.Quota{"aws": 2}})
 	name := e.createShoot("migrating", &api.LegacyBucket{URL: legacyStore.URL,
 		SecretRef: &api.SecretReference{Namespace: e.k.Namespace, Name: e.secret},
 		Writer:    api.WriterReference{Namespace: key.Namespace, Name: key.Name}})
@@ -232,6 +234,11 @@ func TestMigrationOnMinIO(t *testing.T) {
 	if got := sums(t, e.store, be.Status.Prefix); len(got) != len(atPause)+2 {
 		t.Errorf("the prefix holds %d objects after a reconcile of the migrated entry, want %d", len(got), len(atPause)+2)
 	}
+	rules := rbactest.Rules(t, "deploy/rbac.yaml", map[string]string{"backup-entry": e.k.Namespace, "default": "default"})
+	rbactest.Check(t, rules, requests.Requests(), map[string]string{
+		"patch events.events.k8s.io":                            "the event recorder patches an event that repeats (a series)",
+		"create backupbuckets.backup.examples.groundskeeper.io": "one entry: the pool does not grow (TestPoolGrows)",
+	})
 }
 
 func diffKeys(a, b map[string]string) []string {

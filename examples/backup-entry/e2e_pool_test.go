@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"gocloud.dev/blob"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -301,6 +302,21 @@ func TestPoolBadInput(t *testing.T) {
 	e.waitEntry(first, "admitted", func(be *api.BackupEntry) bool {
 		return hasReason(be, api.ConditionAdmitted, metav1.ConditionTrue, "Admitted")
 	})
+	// Placed, its bucket is for good (CEL): neither changed nor removed.
+	for _, change := range []func(u map[string]any){
+		func(u map[string]any) { u["spec"].(map[string]any)["bucketName"] = "elsewhere" },
+		func(u map[string]any) { delete(u["spec"].(map[string]any), "bucketName") },
+	} {
+		u, err := e.client.Resource(api.EntryResource).Get(context.Background(), first, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		change(u.Object)
+		_, err = e.client.Resource(api.EntryResource).Update(context.Background(), u, metav1.UpdateOptions{})
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "bucketName is immutable once set") {
+			t.Errorf("changing a placed entry's spec.bucketName: %v, want Invalid: bucketName is immutable once set", err)
+		}
+	}
 	if err := e.k.Client.CoreV1().Secrets(e.k.Namespace).Delete(context.Background(), e.secret, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
