@@ -48,8 +48,8 @@ func sums(t *testing.T, b *blob.Bucket, prefix string) map[string]string {
 // writer plays a backup writer Deployment on a control plane without a
 // kubelet or ReplicaSet controller: while the Deployment has replicas and
 // no new location, its pod writes to the legacy bucket; scaled to 0, it
-// writes a last backup and its pod goes; scaled up with the new location,
-// a pod comes back.
+// writes a last backup and its pod goes, a second later; scaled up with
+// the new location, a pod comes back.
 type writer struct {
 	t       *testing.T
 	e       *poolEnv
@@ -71,6 +71,7 @@ func (w *writer) run(ctx context.Context) {
 		w.t.Error(err)
 		return
 	}
+	var scaledDown time.Time
 	for i := 0; ctx.Err() == nil; i++ {
 		time.Sleep(20 * time.Millisecond)
 		d, err := apps.Get(ctx, w.key.Name, metav1.GetOptions{})
@@ -89,7 +90,9 @@ func (w *writer) run(ctx context.Context) {
 				w.written++
 				w.mu.Unlock()
 			}
-		case *d.Spec.Replicas == 0 && running:
+		case *d.Spec.Replicas == 0 && running && scaledDown.IsZero():
+			scaledDown = time.Now() // the pod takes a second to stop
+		case *d.Spec.Replicas == 0 && running && time.Since(scaledDown) > time.Second:
 			if err := w.legacy.WriteAll(ctx, "v2/Incr-final", []byte("the last one"), nil); err != nil {
 				w.t.Error(err)
 			}
@@ -118,6 +121,8 @@ func (w *writer) run(ctx context.Context) {
 // legacy objects are deleted only after the grace period, the writer is
 // back at 1 replica with the new location, the downtime is in the status
 // and an event; a migrated entry, reconciled again, is not migrated again.
+// The controller is stopped while the writer pauses, and another one
+// finishes the migration.
 func TestMigrationOnMinIO(t *testing.T) {
 	const grace = 4 * time.Second
 	ctx := context.Background()
@@ -151,7 +156,8 @@ func TestMigrationOnMinIO(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // the writer writes before the controller starts
 
 	var requests rbactest.Recorder // every request checked against deploy/rbac.yaml at the end
-	startManager(t, requests.Wrap(e.k.Config), e.k.Namespace, controllerOptions{grace: grace, quota: share.Quota{"aws": 2}})
+	o := controllerOptions{grace: grace, quota: share.Quota{"aws": 2}}
+	_, stop := startManager(t, requests.Wrap(e.k.Config), e.k.Namespace, o)
 	name := e.createShoot("migrating", &api.LegacyBucket{URL: legacyStore.URL,
 		SecretRef: &api.SecretReference{Namespace: e.k.Namespace, Name: e.secret},
 		Writer:    api.WriterReference{Namespace: key.Namespace, Name: key.Name}})
@@ -161,6 +167,11 @@ func TestMigrationOnMinIO(t *testing.T) {
 			return be != nil && be.Status.Migration != nil && be.Status.Migration.Step == step
 		})
 	}
+	// The controller stops while the writer's pod takes its second to go;
+	// another resumes at the recorded step.
+	waitStep(share.StepPauseWriter)
+	stop()
+	startManager(t, requests.Wrap(e.k.Config), e.k.Namespace, o)
 	waitStep(share.StepDeleteLegacy)
 	if left := sums(t, legacy, ""); len(left) == 0 {
 		t.Errorf("legacy bucket emptied at the switch, before its grace period")
