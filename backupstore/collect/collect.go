@@ -100,8 +100,11 @@ type Config[T Object] struct {
 
 	// Policy is the retention policy of a group of backups (Group), judged
 	// together: the newest successful backup of each group is never
-	// deleted (retention's guard). It is called once per group and pass.
-	Policy func(group string) (retention.Policy, error)
+	// deleted (retention's guard). It is called once per group and pass,
+	// and may read the policy from another object (the database's
+	// resource), from a cache; an error keeps the group's backups
+	// (ReasonInvalidPolicy).
+	Policy func(ctx context.Context, group string) (retention.Policy, error)
 	// ObjectPolicy is the policy of one backup judged alone, for a
 	// time-to-live field on each backup (aerospike's spec.ttl): the guard,
 	// which would keep every backup judged alone, is off. An error keeps

@@ -34,7 +34,7 @@ func validConfig() Config[*backup] {
 }
 
 func TestNewRefusesWhatItCannotUse(t *testing.T) {
-	groupPolicy := func(string) (retention.Policy, error) { return retention.Newest{N: 1}, nil }
+	groupPolicy := func(context.Context, string) (retention.Policy, error) { return retention.Newest{N: 1}, nil }
 	for _, tc := range []struct {
 		name   string
 		change func(*Config[*backup])
@@ -83,7 +83,7 @@ func mk(name, prefix string, created time.Time, outcome string) *backup {
 func TestDecideLeavesUnknownOutcomesOut(t *testing.T) {
 	cfg := validConfig()
 	cfg.ObjectPolicy = nil
-	cfg.Policy = func(string) (retention.Policy, error) { return retention.Newest{N: 1}, nil }
+	cfg.Policy = func(context.Context, string) (retention.Policy, error) { return retention.Newest{N: 1}, nil }
 	cfg.Outcome = func(b *backup) retention.Outcome {
 		return map[string]retention.Outcome{"ok": retention.OutcomeSucceeded, "failed": retention.OutcomeFailed}[b.Status.Outcome]
 	}
@@ -98,7 +98,7 @@ func TestDecideLeavesUnknownOutcomesOut(t *testing.T) {
 		mk("failed", "c/", now.Add(-2*time.Hour), "failed"),
 		mk("running", "d/", now.Add(-time.Hour), ""),
 	}
-	v := c.decide(objs, now)
+	v := c.decide(t.Context(), objs, now)
 	for name, want := range map[string]bool{"old": true, "good": false, "failed": true, "running": false} {
 		if got := v[types.UID("uid-"+name)].expired; got != want {
 			t.Errorf("%s: expired %v, want %v", name, got, want)

@@ -96,7 +96,7 @@ func Example() {
 		Location: func(_ context.Context, b *Backup) (collect.Location, error) {
 			return collect.Location{URL: "mem://", Prefix: b.Spec.Prefix}, nil
 		},
-		Policy: func(database string) (retention.Policy, error) { return policy, nil },
+		Policy: func(_ context.Context, database string) (retention.Policy, error) { return policy, nil },
 		Group:  func(b *Backup) string { return b.Spec.Database },
 		Outcome: func(b *Backup) retention.Outcome {
 			return map[string]retention.Outcome{"Succeeded": retention.OutcomeSucceeded, "Failed": retention.OutcomeFailed}[b.Status.Outcome]

@@ -308,7 +308,7 @@ func TestGroupPolicyPass(t *testing.T) {
 
 	cfg := e.config(dynObjects{d: e.d})
 	cfg.ObjectPolicy = nil
-	cfg.Policy = func(string) (retention.Policy, error) { return retention.Newest{N: 1}, nil }
+	cfg.Policy = func(context.Context, string) (retention.Policy, error) { return retention.Newest{N: 1}, nil }
 	cfg.Group = func(b *backup) string { return b.Spec.Database }
 	cfg.Time = func(b *backup) time.Time {
 		t, _ := time.Parse(time.RFC3339, b.Annotations["taken"])

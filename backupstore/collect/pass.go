@@ -24,8 +24,8 @@ type verdict struct {
 }
 
 // decide applies the policy to objs (none of them being deleted) at now.
-// It is a pure function of (objs, now).
-func (c *Collector[T]) decide(objs []T, now time.Time) map[types.UID]verdict {
+// It is a function of (objs, now) and the policies Config.Policy reads.
+func (c *Collector[T]) decide(ctx context.Context, objs []T, now time.Time) map[types.UID]verdict {
 	out := make(map[types.UID]verdict, len(objs))
 	if c.cfg.Policy == nil && c.cfg.ObjectPolicy == nil {
 		for _, o := range objs {
@@ -58,7 +58,7 @@ func (c *Collector[T]) decide(objs []T, now time.Time) map[types.UID]verdict {
 		groups[g] = append(groups[g], o)
 	}
 	for g, members := range groups {
-		p, err := c.cfg.Policy(g)
+		p, err := c.cfg.Policy(ctx, g)
 		var judged []T
 		var items []retention.Item
 		for _, o := range members {
@@ -123,7 +123,7 @@ func (c *Collector[T]) Pass(ctx context.Context, namespace string) (Report, erro
 	slices.SortFunc(list, func(a, b T) int { return cmp.Compare(a.GetName(), b.GetName()) })
 	c.forget(namespace, list)
 	live := present(list)
-	verdicts := c.decide(live, now)
+	verdicts := c.decide(ctx, live, now)
 	for _, o := range live {
 		if t, ok := c.retryAt(o.GetUID()); ok && now.Before(t) {
 			soonest(t)
@@ -174,7 +174,7 @@ func (c *Collector[T]) collect(ctx context.Context, cached T, all []T) Outcome {
 		return Outcome{}
 	}
 	all = replace(all, o)
-	if v := c.decide(present(all), c.cfg.Clock.Now())[o.GetUID()]; v.err != nil || !v.expired {
+	if v := c.decide(ctx, present(all), c.cfg.Clock.Now())[o.GetUID()]; v.err != nil || !v.expired {
 		return Outcome{} // changed since: the next pass decides on the new version
 	}
 	why := "its retention policy lets it go"

@@ -676,7 +676,7 @@ func (g *spWorkload) mountForeign(rng *rand.Rand, live []*setTruth, ops *chaos.O
 	if n < 2 && len(live) > 0 {
 		s := live[rng.IntN(len(live))]
 		if r := s.replicas(); r > 0 {
-			claim := api.ClaimName(claimTemplate, s.name, r-1)
+			claim := lifecycle.ClaimName(claimTemplate, s.name, r-1)
 			return g.createForeign("backup-"+claim, []string{claim}, time.Duration(3000+rng.IntN(5000))*time.Millisecond, ops)
 		}
 		return nil
@@ -882,7 +882,7 @@ func (g *spWorkload) converged(f *finalState) []string {
 				out = append(out, "no pod "+api.PodName(name, i))
 			}
 			if !slices.Contains(claims, i) {
-				out = append(out, "no claim "+api.ClaimName(claimTemplate, name, i))
+				out = append(out, "no claim "+lifecycle.ClaimName(claimTemplate, name, i))
 			}
 		}
 		if set := f.sets[name]; set == nil || set.UID != s.uid {

@@ -65,7 +65,7 @@ func podOf(set *api.ReplicatedSet, i int) *corev1.Pod {
 	var vols []corev1.Volume
 	for _, t := range set.Spec.VolumeClaimTemplates {
 		vols = append(vols, corev1.Volume{Name: t.Name, VolumeSource: corev1.VolumeSource{
-			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: api.ClaimName(t.Name, set.Name, i)}}})
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: lifecycle.ClaimName(t.Name, set.Name, i)}}})
 		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: t.Name, MountPath: "/data/" + t.Name})
 	}
 	return &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{c}, Volumes: vols, Hostname: api.PodName(set.Name, i)}}
@@ -76,7 +76,7 @@ func claimsOf(set *api.ReplicatedSet, i int) []*corev1.PersistentVolumeClaim {
 	var out []*corev1.PersistentVolumeClaim
 	for _, t := range set.Spec.VolumeClaimTemplates {
 		out = append(out, &corev1.PersistentVolumeClaim{
-			ObjectMeta: metav1.ObjectMeta{Name: api.ClaimName(t.Name, set.Name, i)},
+			ObjectMeta: metav1.ObjectMeta{Name: lifecycle.ClaimName(t.Name, set.Name, i)},
 			Spec: corev1.PersistentVolumeClaimSpec{
 				AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 				Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: t.Size}},

@@ -404,7 +404,7 @@ func (s *sim) claimUIDs(set string) map[int]types.UID {
 	out := map[int]types.UID{}
 	for i := range 3 {
 		var c corev1.PersistentVolumeClaim
-		if err := s.client.Get(context.Background(), client.ObjectKey{Namespace: scenarioNamespace, Name: api.ClaimName("data", set, i)}, &c); err == nil {
+		if err := s.client.Get(context.Background(), client.ObjectKey{Namespace: scenarioNamespace, Name: lifecycle.ClaimName("data", set, i)}, &c); err == nil {
 			out[i] = c.UID
 		}
 	}

@@ -30,10 +30,10 @@ func setupBackups(mgr manager.Manager) error {
 			return collect.Location{URL: b.Spec.BucketURL, Prefix: b.Spec.Prefix, Secret: b.Spec.Secret, SecretField: "spec.secret"}, nil
 		},
 		Group: func(b *api.MiniDBBackup) string { return b.Namespace + "/" + b.Spec.Database },
-		Policy: func(group string) (retention.Policy, error) {
+		Policy: func(ctx context.Context, group string) (retention.Policy, error) {
 			var db api.MiniDB
 			ns, name, _ := strings.Cut(group, "/")
-			if err := mgr.GetClient().Get(context.TODO(), client.ObjectKey{Namespace: ns, Name: name}, &db); err != nil {
+			if err := mgr.GetClient().Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &db); err != nil {
 				return nil, err
 			}
 			return retention.ParsePolicy(db.Spec.Retention)

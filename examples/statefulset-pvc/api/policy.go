@@ -42,7 +42,3 @@ func (s *ReplicatedSetSpec) RetentionPolicy() (lifecycle.Policy, error) {
 
 // PodName is the name of the set's pod with ordinal i.
 func PodName(set string, i int) string { return fmt.Sprintf("%s-%d", set, i) }
-
-// ClaimName is the name of the claim from template for the set's pod with
-// ordinal i: the StatefulSet naming scheme.
-func ClaimName(template, set string, i int) string { return fmt.Sprintf("%s-%s-%d", template, set, i) }
