@@ -124,7 +124,7 @@ func (w *writer) run(ctx context.Context) {
 // The controller is stopped while the writer pauses, and another one
 // finishes the migration.
 func TestMigrationOnMinIO(t *testing.T) {
-	const grace = 4 * time.Second
+	const grace = 8 * time.Second
 	ctx := context.Background()
 	e := newPoolEnv(t, testenv.S3(t), "aws")
 	legacyStore := testenv.S3(t)
@@ -173,8 +173,10 @@ func TestMigrationOnMinIO(t *testing.T) {
 	stop()
 	startManager(t, requests.Wrap(e.k.Config), e.k.Namespace, o)
 	waitStep(share.StepDeleteLegacy)
-	if left := sums(t, legacy, ""); len(left) == 0 {
-		t.Errorf("legacy bucket emptied at the switch, before its grace period")
+	if o, err := legacy.List(nil).Next(ctx); err != nil { // a listing: reading them all may outlast the grace period
+		t.Errorf("legacy bucket emptied at the switch, before its grace period: %v", err)
+	} else {
+		t.Logf("at the switch, the legacy bucket still holds %s", o.Key)
 	}
 	be := waitStep(share.StepDone)
 	done := time.Now()
@@ -249,6 +251,7 @@ func TestMigrationOnMinIO(t *testing.T) {
 	rbactest.Check(t, rules, requests.Requests(), map[string]string{
 		"patch events.events.k8s.io":                            "the event recorder patches an event that repeats (a series)",
 		"create backupbuckets.backup.examples.groundskeeper.io": "one entry: the pool does not grow (TestPoolGrows)",
+		"get backupentries.backup.examples.groundskeeper.io":    "the fresh read before an entry's prefix is deleted (TestSharedBucketOnMinIO): no entry is deleted here",
 	})
 }
 
