@@ -156,7 +156,7 @@ func TestMigrationOnMinIO(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // the writer writes before the controller starts
 
 	var requests rbactest.Recorder // every request checked against deploy/rbac.yaml at the end
-	o := controllerOptions{grace: grace, quota: share.Quota{"aws": 2}}
+	o := controllerOptions{grace: grace, quota: share.Quota{e.provider: 2}, wrap: scoped(e.tag)}
 	_, stop := startManager(t, requests.Wrap(e.k.Config), e.k.Namespace, o)
 	name := e.createShoot("migrating", &api.LegacyBucket{URL: legacyStore.URL,
 		SecretRef: &api.SecretReference{Namespace: e.k.Namespace, Name: e.secret},
@@ -172,6 +172,7 @@ func TestMigrationOnMinIO(t *testing.T) {
 	waitStep(share.StepPauseWriter)
 	stop()
 	startManager(t, requests.Wrap(e.k.Config), e.k.Namespace, o)
+	e.cleanup()
 	waitStep(share.StepDeleteLegacy)
 	if o, err := legacy.List(nil).Next(ctx); err != nil { // a listing: reading them all may outlast the grace period
 		t.Errorf("legacy bucket emptied at the switch, before its grace period: %v", err)

@@ -14,6 +14,7 @@ import (
 	"gocloud.dev/blob"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -25,11 +26,16 @@ import (
 )
 
 // poolEnv is a test's control plane, a Secret, and the pool's first
-// BackupBucket on a store's fresh bucket.
+// BackupBucket on a store's fresh bucket. The names of the test's
+// cluster-scoped objects (entries, buckets, Shoots) start with its tag,
+// and its controllers see only those (scoped): the control plane is the
+// package's.
 type poolEnv struct {
 	*env
+	tag              string
 	provider, region string
 	url              string // the first bucket's
+	shoots           []string
 }
 
 func newPoolEnv(t *testing.T, store *testenv.BlobStore, provider string) *poolEnv {
@@ -37,14 +43,15 @@ func newPoolEnv(t *testing.T, store *testenv.BlobStore, provider string) *poolEn
 	k := testenv.StartKubernetes(t)
 	h := fnv.New32a()
 	h.Write([]byte(k.Namespace))
+	tag := fmt.Sprintf("t%08x", h.Sum32())
 	e := &poolEnv{env: &env{t: t, k: k, client: installCRDs(t, k.Config), store: store.Open(t), scheme: store.Scheme, storeBucket: store.Bucket,
-		bucket: "pool-" + k.Namespace, secret: "backup-" + store.Scheme, prefix: "shoot--" + k.Namespace},
-		provider: provider, region: fmt.Sprintf("r%08x", h.Sum32()), url: store.URL}
+		bucket: tag + "-pool", secret: "backup-" + store.Scheme, prefix: tag},
+		tag: tag, provider: tag + "-" + provider, region: "eu1", url: store.URL}
 	e.setSecret(true)
 	e.create(api.BucketResource, &api.BackupBucket{
 		TypeMeta:   metav1.TypeMeta{APIVersion: api.GroupVersion.String(), Kind: "BackupBucket"},
 		ObjectMeta: metav1.ObjectMeta{Name: e.bucket},
-		Spec: api.BackupBucketSpec{URL: store.URL, Provider: provider, Region: e.region,
+		Spec: api.BackupBucketSpec{URL: store.URL, Provider: e.provider, Region: e.region,
 			SecretRef: &api.SecretReference{Namespace: k.Namespace, Name: e.secret}},
 	})
 	return e
@@ -54,13 +61,15 @@ func newPoolEnv(t *testing.T, store *testenv.BlobStore, provider string) *poolEn
 // by it, in the pool; it returns the entry's name.
 func (e *poolEnv) createShoot(name string, migrateFrom *api.LegacyBucket) string {
 	e.t.Helper()
+	name = e.tag + "-" + name
+	e.shoots = append(e.shoots, name)
 	e.create(api.ShootResource, &api.Shoot{TypeMeta: metav1.TypeMeta{APIVersion: api.GroupVersion.String(), Kind: "Shoot"},
 		ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: api.ShootSpec{Provider: e.provider, Region: e.region}})
 	u, err := e.client.Resource(api.ShootResource).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	entry := "shoot--" + name + "--" + string(u.GetUID())[:5]
+	entry := name + "--" + string(u.GetUID())[:5]
 	e.create(api.EntryResource, &api.BackupEntry{
 		TypeMeta: metav1.TypeMeta{APIVersion: api.GroupVersion.String(), Kind: "BackupEntry"},
 		ObjectMeta: metav1.ObjectMeta{Name: entry, OwnerReferences: []metav1.OwnerReference{{
@@ -117,6 +126,54 @@ type countCreates struct {
 	created map[string]int
 }
 
+// cleanup, once the test is done and before its controllers stop, deletes
+// its Shoots (their entries forced) and buckets, and waits until they are
+// gone: the control plane is the package's.
+func (e *poolEnv) cleanup() {
+	e.t.Cleanup(func() {
+		ctx := context.Background()
+		e.setSecret(true)
+		l, err := e.client.Resource(api.EntryResource).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		for _, u := range l.Items {
+			if !strings.HasPrefix(u.GetName(), e.tag) {
+				continue
+			}
+			u.SetAnnotations(map[string]string{api.ForceDeletionAnnotation: "true"})
+			_, _ = e.client.Resource(api.EntryResource).Update(ctx, &u, metav1.UpdateOptions{})
+		}
+		for _, s := range e.shoots {
+			_ = e.client.Resource(api.ShootResource).Delete(ctx, s, metav1.DeleteOptions{})
+		}
+		for _, b := range e.buckets() {
+			_ = e.client.Resource(api.BucketResource).Delete(ctx, b.Name, metav1.DeleteOptions{})
+		}
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			left := 0
+			for _, r := range []schema.GroupVersionResource{api.EntryResource, api.BucketResource} {
+				l, err := e.client.Resource(r).List(ctx, metav1.ListOptions{})
+				if err != nil {
+					e.t.Fatal(err)
+				}
+				for _, u := range l.Items {
+					if strings.HasPrefix(u.GetName(), e.tag) {
+						left++
+					}
+				}
+			}
+			if left == 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				e.t.Errorf("cleanup: %d entries and buckets of the test left", left)
+				return
+			}
+		}
+	})
+}
+
 func (c *countCreates) wrap(cl client.Client, live client.Reader) (client.Client, client.Reader) {
 	return interceptor.NewClient(noWatch{cl}, interceptor.Funcs{
 		Create: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
@@ -161,13 +218,14 @@ func TestPoolGrows(t *testing.T) {
 func testPoolGrows(t *testing.T, e *poolEnv, replicas int, deleteOwner bool) {
 	const grace = 3 * time.Second
 	creates := &countCreates{created: map[string]int{}}
-	o := controllerOptions{grace: grace, quota: share.Quota{e.provider: 2}, wrap: creates.wrap}
+	o := controllerOptions{grace: grace, quota: share.Quota{e.provider: 2}, wrap: chain(scoped(e.tag), creates.wrap)}
 	for range replicas {
 		startReplica(t, e.k.Config, e.k.Namespace, o, false)
 	}
+	e.cleanup()
 	var entries []string
 	for i := range 5 {
-		entries = append(entries, e.createShoot(fmt.Sprintf("%s-%d", e.region, i), nil))
+		entries = append(entries, e.createShoot(fmt.Sprint(i), nil))
 	}
 	placed := map[string]string{} // entry -> bucket
 	for _, name := range entries {
@@ -222,7 +280,7 @@ func testPoolGrows(t *testing.T, e *poolEnv, replicas int, deleteOwner bool) {
 	// prefix stays for the grace period, then goes with the entry and
 	// its place.
 	victim := entries[0]
-	shoot := fmt.Sprintf("%s-%d", e.region, 0)
+	shoot := e.shoots[0]
 	store := e.store
 	if placed[victim] != e.bucket {
 		store = e.open(bucketURL(t, buckets, placed[victim]))
@@ -285,19 +343,21 @@ func TestPoolBadInput(t *testing.T) {
 	}
 	e := newPoolEnv(t, testenv.S3(t), "aws")
 	creates := &countCreates{created: map[string]int{}}
-	startManager(t, e.k.Config, e.k.Namespace, controllerOptions{grace: time.Hour, quota: share.Quota{"aws": 1}, wrap: creates.wrap})
-	e.provider = "gcp"
+	aws := e.provider
+	startManager(t, e.k.Config, e.k.Namespace, controllerOptions{grace: time.Hour, quota: share.Quota{aws: 1}, wrap: chain(scoped(e.tag), creates.wrap)})
+	e.cleanup()
+	e.provider = e.tag + "-gcp"
 	unknown := e.createShoot("unknown", nil)
 	be := e.waitEntry(unknown, "refused", func(be *api.BackupEntry) bool {
 		return hasReason(be, api.ConditionAdmitted, metav1.ConditionFalse, share.ReasonNoPool)
 	})
-	if msg := condition(be, api.ConditionAdmitted).Message; !strings.Contains(msg, `spec.provider "gcp" has no --quota (--quota="aws=1")`) {
+	if msg := condition(be, api.ConditionAdmitted).Message; !strings.Contains(msg, fmt.Sprintf(`spec.provider %q has no --quota (--quota="%s=1")`, e.provider, aws)) {
 		t.Errorf("unknown provider: condition %q", msg)
 	}
 	// The Secret goes: the first entry fills the first bucket; the second
 	// grows the pool, whose new bucket cannot be made in the store, and is
 	// refused, naming the Secret.
-	e.provider = "aws"
+	e.provider = aws
 	first := e.createShoot("first", nil)
 	e.waitEntry(first, "admitted", func(be *api.BackupEntry) bool {
 		return hasReason(be, api.ConditionAdmitted, metav1.ConditionTrue, "Admitted")
