@@ -2,7 +2,6 @@ package backups
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 
@@ -12,11 +11,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
+	"github.com/groundskeeper-io/groundskeeper/internal/storeerr"
 )
 
 // ErrWriterRunning is returned by DeploymentWriter.Pause while pods of the
 // Deployment are left: the migration's pause step is retried.
-var ErrWriterRunning = errors.New("backups: the writer still has pods")
+var ErrWriterRunning = storeerr.ErrWriterRunning
 
 // DeploymentWriter is the writer of a migration (share.MigrationHooks): a
 // Deployment whose pods write the backups. Pause scales it to 0 and
