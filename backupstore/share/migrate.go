@@ -46,12 +46,12 @@ const (
 
 var migrationOrder = []MigrationStep{StepCreatePrefix, StepCopy, StepPauseWriter, StepCopyRemaining, StepSwitch, StepResumeWriter, StepDeleteLegacy, StepDone}
 
+// +kubebuilder:object:generate=true
+
 // MigrationStatus is what a migration records after each step, in the
 // entry's status: a controller that restarts resumes at Step, and a
 // failed step is retried without repeating the completed ones. It has
 // DeepCopy functions, so that an API type may hold it.
-//
-// +kubebuilder:object:generate=true
 type MigrationStatus struct {
 	// Step is the next step to run; "" is StepCreatePrefix.
 	Step MigrationStep `json:"step,omitempty"`
