@@ -247,16 +247,37 @@ func CopyBackups(ctx context.Context, src, dst *blob.Bucket, opts *CopyOptions) 
 	if err != nil {
 		return res, &CopyError{Err: fmt.Errorf("list source: %w", err)}
 	}
-	selected, manifests, err := c.selectBackups(ctx, srcObjs)
-	if err != nil {
-		return res, err
+	// Without filters, a source whose reads bring the metadata (S3) has
+	// its manifests recognised as they are read, which saves a request an
+	// object; only the objects that are not read (already in the target)
+	// are asked beforehand.
+	_, readsMetadata := c.srcRemover.(driver.MetadataReader)
+	c.deferManifests = readsMetadata && !opts.DryRun && opts.MaxBackups == 0 && opts.MaxBackupAge == 0
+	selected, manifests := srcObjs, 0
+	if !c.deferManifests {
+		if selected, manifests, err = c.selectBackups(ctx, srcObjs); err != nil {
+			return res, err
+		}
 	}
 	res.Excluded = len(srcObjs) - manifests - len(selected)
 	if opts.ManifestKey != "" {
-		for _, o := range selected {
-			if c.targetKey(o.Key) == opts.ManifestKey {
-				return res, fmt.Errorf("%w: source object %q is a backup, and its target key is ManifestKey = %q: the copy would write it over its own manifest", ErrInvalidConfig, o.Key, opts.ManifestKey)
+		for i := 0; i < len(selected); i++ {
+			o := selected[i]
+			if c.targetKey(o.Key) != opts.ManifestKey {
+				continue
 			}
+			if c.deferManifests {
+				isManifest, err := c.isManifest(ctx, src, o)
+				if err != nil {
+					return res, &CopyError{Err: fmt.Errorf("source: %w", err)}
+				}
+				if isManifest {
+					selected = slices.Delete(slices.Clone(selected), i, i+1)
+					i--
+					continue
+				}
+			}
+			return res, fmt.Errorf("%w: source object %q is a backup, and its target key is ManifestKey = %q: the copy would write it over its own manifest", ErrInvalidConfig, o.Key, opts.ManifestKey)
 		}
 	}
 
@@ -293,7 +314,7 @@ func CopyBackups(ctx context.Context, src, dst *blob.Bucket, opts *CopyOptions) 
 	for _, o := range selected {
 		inSource[o.Key] = true
 		e := ManifestEntry{Key: o.Key, Size: o.Size, ModTime: o.ModTime, Status: StatusNone}
-		if len(o.MD5) == 0 {
+		if _, all := c.srcRemover.(driver.MD5Lister); len(o.MD5) == 0 && !all {
 			// Some listings leave the MD5 out where the object has one
 			// (fileblob's does).
 			if o.MD5, err = c.md5(ctx, src, o.Key); err != nil {
@@ -306,6 +327,18 @@ func CopyBackups(ctx context.Context, src, dst *blob.Bucket, opts *CopyOptions) 
 		same, err := c.samePresent(ctx, o, present[c.targetKey(o.Key)])
 		if err != nil {
 			return res, &CopyError{Err: err}
+		}
+		if same && c.deferManifests {
+			// Not read by this copy: asked now.
+			isManifest, err := c.isManifest(ctx, src, o)
+			if err != nil {
+				return res, &CopyError{Err: fmt.Errorf("source: %w", err)}
+			}
+			if isManifest {
+				delete(inSource, o.Key)
+				selected = slices.DeleteFunc(slices.Clone(selected), func(s *blob.ListObject) bool { return s == o })
+				continue
+			}
 		}
 		if same {
 			e.Status = StatusCopied
@@ -365,6 +398,25 @@ func CopyBackups(ctx context.Context, src, dst *blob.Bucket, opts *CopyOptions) 
 			res.CopyProgress.Failed++
 		}
 	}
+	if len(c.manifests) > 0 {
+		// The source's manifests are not backups: they leave the manifest
+		// and the counts.
+		c.mu.Lock()
+		drop := make(map[int]bool, len(c.manifests))
+		for _, i := range c.manifests {
+			drop[i] = true
+			res.Overwrites = slices.DeleteFunc(res.Overwrites, func(k string) bool { return k == c.targetKey(m.Entries[i].Key) })
+		}
+		kept := m.Entries[:0:0]
+		for i, e := range m.Entries {
+			if !drop[i] {
+				kept = append(kept, e)
+			}
+		}
+		m.Entries = kept
+		res.Selected -= len(drop)
+		c.mu.Unlock()
+	}
 	saveErr := c.saveManifest(context.WithoutCancel(ctx))
 	if len(res.FailedKeys) > 0 || ctx.Err() != nil || saveErr != nil {
 		return res, &CopyError{Failed: res.FailedKeys, Err: errors.Join(ctx.Err(), saveErr)}
@@ -382,7 +434,13 @@ type copier struct {
 
 	// dstRemover listed the target: it knows the bucket and its prefix
 	// in the store's spelling, and may write objects (driver.Putter).
-	dstRemover driver.Remover
+	// srcRemover listed the source.
+	dstRemover, srcRemover driver.Remover
+	// deferManifests: the source's manifests are recognised as they are
+	// read (stream), and manifests holds the indexes of the entries found
+	// to be one, which leave the manifest at the end.
+	deferManifests bool
+	manifests      []int
 
 	mu       sync.Mutex // guards manifest, res, done
 	manifest *Manifest
@@ -415,6 +473,8 @@ func (c *copier) listAll(ctx context.Context, b *blob.Bucket, prefix, skip, fiel
 	}
 	if b == c.dst {
 		c.dstRemover = rm
+	} else {
+		c.srcRemover = rm
 	}
 	d := &deletion{bucket: b, prefix: prefix, rm: rm,
 		opts: &DeleteOptions{PrefixRules: PrefixRules{AllowEmpty: true}, AllowUnknownBucketPrefix: true}}
@@ -624,7 +684,7 @@ func (c *copier) samePresent(ctx context.Context, o, t *blob.ListObject) (bool, 
 	if t == nil || t.Size != o.Size {
 		return false, nil
 	}
-	if len(o.MD5) > 0 && len(t.MD5) == 0 {
+	if _, all := c.dstRemover.(driver.MD5Lister); len(o.MD5) > 0 && len(t.MD5) == 0 && !all {
 		md5, err := c.md5(ctx, c.dst, t.Key)
 		if err != nil {
 			return false, err
@@ -678,10 +738,42 @@ func (c *copier) copyOne(ctx context.Context, e ManifestEntry) (Status, int64, e
 	if notFound(err) {
 		return StatusNotFound, 0, nil
 	}
+	if errors.Is(err, errIsManifest) {
+		return statusManifest, 0, nil
+	}
 	if err != nil {
 		return StatusNone, 0, err
 	}
 	return StatusCopied, n, nil
+}
+
+// errIsManifest: the object read is a copy manifest, not a backup.
+var errIsManifest = errors.New("a copy manifest")
+
+// statusManifest is the status copyOne gives a source object it found to
+// be a copy manifest; such an entry leaves the manifest.
+const statusManifest Status = "manifest"
+
+// readManifest tells from what r brought whether the object e is a copy
+// manifest, as isManifest does from its attributes: the metadata came with
+// the content; a JSON object small enough to be sniffed is read whole, and
+// data then holds it for the copy.
+func (c *copier) readManifest(r *blob.Reader, e ManifestEntry) (isManifest bool, data []byte, err error) {
+	md, ok := c.srcRemover.(driver.MetadataReader).ReadMetadata(r)
+	if !ok {
+		return false, nil, fmt.Errorf("source %q: the store's reader gives no metadata", e.Key)
+	}
+	if md[MetadataManifest] != "" {
+		return true, nil, nil
+	}
+	if !strings.HasPrefix(r.ContentType(), "application/json") || e.Size > maxManifestSniff {
+		return false, nil, nil
+	}
+	data, err = io.ReadAll(io.LimitReader(r, maxManifestSniff+1))
+	if err != nil {
+		return false, nil, err
+	}
+	return looksLikeManifest(data), data, nil
 }
 
 func (c *copier) stream(ctx context.Context, e ManifestEntry) (int64, error) {
@@ -690,6 +782,19 @@ func (c *copier) stream(ctx context.Context, e ManifestEntry) (int64, error) {
 		return 0, err
 	}
 	defer r.Close()
+	var body io.Reader = r
+	if c.deferManifests {
+		isManifest, data, err := c.readManifest(r, e)
+		if err != nil {
+			return 0, err
+		}
+		if isManifest {
+			return 0, errIsManifest
+		}
+		if data != nil {
+			body = bytes.NewReader(data)
+		}
+	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	wo := &blob.WriterOptions{
@@ -701,7 +806,7 @@ func (c *copier) stream(ctx context.Context, e ManifestEntry) (int64, error) {
 	}
 	if raw, ok := c.rawTarget(e.Key); ok && r.ContentType() != "" {
 		if p, ok := c.dstRemover.(driver.Putter); ok {
-			if ok, err := p.Put(ctx, raw, r, e.Size, r.ContentType(), wo.ContentMD5, wo.Metadata); ok {
+			if ok, err := p.Put(ctx, raw, body, e.Size, r.ContentType(), wo.ContentMD5, wo.Metadata); ok {
 				if err != nil {
 					return 0, err
 				}
@@ -717,7 +822,7 @@ func (c *copier) stream(ctx context.Context, e ManifestEntry) (int64, error) {
 	buf := copyBuffers.Get().(*[]byte)
 	// The writer is hidden behind writeOnly: *blob.Writer's ReadFrom would
 	// allocate a buffer of 1 MiB for every object.
-	n, err := io.CopyBuffer(writeOnly{w}, io.TeeReader(r, h), *buf)
+	n, err := io.CopyBuffer(writeOnly{w}, io.TeeReader(body, h), *buf)
 	copyBuffers.Put(buf)
 	if err == nil && n != e.Size {
 		err = fmt.Errorf("source changed while copying: listed %d bytes, read %d", e.Size, n)
@@ -776,6 +881,9 @@ func (c *copier) finish(ctx context.Context, i int, status Status, size int64, e
 	case status == StatusNotFound:
 		e.Status = StatusNotFound
 		c.res.NotFound++
+	case status == statusManifest:
+		c.manifests = append(c.manifests, i)
+		c.log.V(1).Info("not copying a copy manifest found in the source", "key", e.Key)
 	default:
 		e.Status = StatusCopied
 		c.res.Copied++

@@ -175,8 +175,14 @@
 //     with exponential backoff timed by the injected clock; permanent ones
 //     (403, 400) are not. Context cancellation stops the work promptly.
 //   - CopyBackups streams each object, several at once, through buffers
-//     shared by all objects and workers (to S3 with the store's own API:
-//     one PutObject up to 16 MiB, parts of 8 MiB, 4 at a time, above), skips objects the
+//     shared by all objects and workers (to S3 with the store's own API: an
+//     object whose MD5 was listed, up to 256 MiB, in one PutObject read
+//     straight from the source with no buffer, which the store checks
+//     against that MD5; others in one PutObject up to 16 MiB, and in parts
+//     of 8 MiB, 4 at a time, above, their MD5 checked before the upload
+//     completes; a manifest of an earlier copy found in an S3 source is
+//     recognised from the read of the object itself when no filter needs
+//     to know beforehand, which saves a request an object), skips objects the
 //     target already has with the same size and MD5 (fallback: size and the
 //     source modification time recorded in the target's metadata), writes
 //     with the source MD5 as an integrity check, and keeps a Manifest with a
@@ -216,6 +222,12 @@
 //     then would bring them back, so PruneExpiry keeps it until the data
 //     is gone (tested against MinIO; on AWS listings show expired objects
 //     until the store removes them).
+//   - CreateBucket and DeleteBucket create and delete a bucket (S3) or
+//     container (Azure) itself, each idempotent (an existing bucket is
+//     created, a missing one deleted, with success). DeleteBucket deletes
+//     the data first with DeletePrefix's guarantees (versions, Object Lock
+//     never forced, a dry run), and the bucket only once that succeeded;
+//     it refuses a URL with prefix=, which names part of a bucket.
 //   - Credentials never appear in logs or errors; Credentials print redacted.
 //   - No function reads the wall clock except through the injected
 //     clock.WithTicker (k8s.io/utils/clock). Logging goes to the logr.Logger
@@ -326,6 +338,9 @@
 // a *PrefixError for an unsafe prefix, each before anything is written. A
 // write of the lifecycle configuration that failed transiently is not an
 // error unless the call, started over from the read, fails too.
+// CreateBucket and DeleteBucket refuse gs (ErrInvalidConfig: a GCS bucket's
+// creation needs a project that a bucket URL does not name, and one
+// without the other is not shipped).
 // LoadCredentials returns a *SecretError that is ErrSecretNotFound or
 // ErrSecretKeyMissing (naming the key), never quoting a value; an unknown
 // scheme is ErrUnsupportedScheme. Quota.Admit returns an error wrapping

@@ -319,3 +319,58 @@ func TestCopyDryRunWritesNothing(t *testing.T) {
 		t.Errorf("a dry run changed the target (-before +after):\n%s", diff)
 	}
 }
+
+// TestCopyFromS3RecognisesManifestsAsItReads: without filters, an S3
+// source's manifests are recognised from what the read of each object
+// brings, not by a request beforehand: a manifest an earlier copy wrote
+// (with MetadataManifest, its target key the new ManifestKey), one marked
+// but not JSON, one written as JSON without the marker, and one the target
+// already holds are not
+// copied, listed or counted; an ordinary JSON object is copied.
+func TestCopyFromS3RecognisesManifestsAsItReads(t *testing.T) {
+	ctx := context.Background()
+	a, src, dst := openURL(t, "mem://", nil), openStore(t, testenv.S3(t)), openURL(t, "mem://", nil)
+	put(t, a, []string{"a/Full-1", "a/Full-2"}, 100)
+	if res, err := backupstore.CopyBackups(ctx, a, src, &backupstore.CopyOptions{SourcePrefix: "a/", TargetPrefix: "b/", ManifestKey: "b/m.json"}); err != nil || res.Copied != 2 {
+		t.Fatalf("A to the source: %+v, %v; want 2 copied", res.CopyProgress, err)
+	}
+	old, _ := json.Marshal(backupstore.Manifest{SourcePrefix: "x/", TargetPrefix: "b/", Entries: []backupstore.ManifestEntry{{Key: "x/1", Size: 1, Status: backupstore.StatusCopied}}})
+	asJSON := &blob.WriterOptions{ContentType: "application/json"}
+	for _, w := range []struct {
+		b    *blob.Bucket
+		key  string
+		data []byte
+	}{
+		{src, "b/old-manifest.json", old},
+		{src, "b/present-manifest.json", old},
+		{dst, "c/present-manifest.json", old},
+		{src, "b/config.json", []byte(`{"sourcePrefix":"x/","entries":[],"retention":3}`)},
+	} {
+		if err := w.b.WriteAll(ctx, w.key, w.data, asJSON); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Marked, but not JSON: only the marker tells.
+	if err := src.WriteAll(ctx, "b/marked", old, &blob.WriterOptions{ContentType: "application/octet-stream",
+		Metadata: map[string]string{backupstore.MetadataManifest: "1"}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := backupstore.CopyBackups(ctx, src, dst, &backupstore.CopyOptions{SourcePrefix: "b/", TargetPrefix: "c/", ManifestKey: "c/m.json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"c/Full-1", "c/Full-2", "c/config.json", "c/m.json", "c/present-manifest.json"}
+	if got := slices.Sorted(maps.Keys(snapshot(t, dst, ""))); !slices.Equal(got, want) {
+		t.Errorf("target holds %q; want %q", got, want)
+	}
+	if res.Selected != 3 || res.Copied != 3 || res.Skipped != 0 || res.Excluded != 0 || len(res.Overwrites) != 0 {
+		t.Errorf("result %+v, excluded %d, overwrites %q; want 3 selected and copied, nothing else", res.CopyProgress, res.Excluded, res.Overwrites)
+	}
+	wantEntries := []string{"b/Full-1=Copied", "b/Full-2=Copied", "b/config.json=Copied"}
+	if diff := cmp.Diff(wantEntries, manifestKeys(res.Manifest)); diff != "" {
+		t.Errorf("manifest (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantEntries, manifestKeys(readManifest(t, dst, "c/m.json"))); diff != "" {
+		t.Errorf("stored manifest (-want +got):\n%s", diff)
+	}
+}

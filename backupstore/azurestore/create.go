@@ -26,3 +26,34 @@ func (provider) Create(ctx context.Context, b *blob.Bucket, _, _ string) error {
 	}
 	return err
 }
+
+var _ driver.BucketDeleter = provider{}
+
+// BucketExists reads the container's properties: ContainerNotFound is a
+// container that does not exist.
+func (provider) BucketExists(ctx context.Context, b *blob.Bucket, _ string) (bool, error) {
+	var c *container.Client
+	if !b.As(&c) {
+		return false, errors.New("not an azblob container")
+	}
+	_, err := c.GetProperties(ctx, nil)
+	if bloberror.HasCode(err, bloberror.ContainerNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// DeleteBucket deletes the container (with any blob written after the
+// caller emptied it); ContainerNotFound and ContainerBeingDeleted are
+// success.
+func (provider) DeleteBucket(ctx context.Context, b *blob.Bucket, _ string) error {
+	var c *container.Client
+	if !b.As(&c) {
+		return errors.New("not an azblob container")
+	}
+	_, err := c.Delete(ctx, nil)
+	if bloberror.HasCode(err, bloberror.ContainerNotFound, bloberror.ContainerBeingDeleted) {
+		return nil
+	}
+	return err
+}

@@ -7,6 +7,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
 	"gocloud.dev/blob"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore/internal/driver"
@@ -28,6 +29,37 @@ func (provider) Create(ctx context.Context, b *blob.Bucket, name, region string)
 	_, err := c.CreateBucket(ctx, in)
 	var owned *types.BucketAlreadyOwnedByYou
 	if errors.As(err, &owned) {
+		return nil
+	}
+	return err
+}
+
+var _ driver.BucketDeleter = provider{}
+
+// BucketExists asks HeadBucket: NotFound (404) is a bucket that does not
+// exist; every other error (403: someone else's) is an error.
+func (provider) BucketExists(ctx context.Context, b *blob.Bucket, name string) (bool, error) {
+	var c *s3.Client
+	if !b.As(&c) {
+		return false, errors.New("not an s3 bucket")
+	}
+	_, err := c.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(name)})
+	var nf *types.NotFound
+	if errors.As(err, &nf) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// DeleteBucket deletes the empty bucket; NoSuchBucket is success.
+func (provider) DeleteBucket(ctx context.Context, b *blob.Bucket, name string) error {
+	var c *s3.Client
+	if !b.As(&c) {
+		return errors.New("not an s3 bucket")
+	}
+	_, err := c.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(name)})
+	var ae smithy.APIError
+	if errors.As(err, &ae) && ae.ErrorCode() == "NoSuchBucket" {
 		return nil
 	}
 	return err

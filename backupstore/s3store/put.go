@@ -10,8 +10,10 @@ import (
 	"io"
 	"net/url"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
@@ -30,22 +32,82 @@ const singleMax = 16 << 20
 // partsInFlight bounds the parts of one object uploaded at once.
 const partsInFlight = 4
 
-// buffers hold objects and parts while they are sent, shared by every
-// Put: one pool per power of two from 64 KiB to singleMax, so that a
-// small object does not hold a part's worth of memory.
-var buffers [9]sync.Pool // 64 KiB << i
+// streamMax is the largest object of known MD5 streamed in one PutObject,
+// straight from its body: above it, parts in flight upload one large object
+// faster than one stream. A variable for the tests.
+var streamMax int64 = 256 << 20
 
-func buffer(n int64) (*[]byte, *sync.Pool) {
+// buffers hold objects and parts while they are sent, shared by every
+// Put: one list per power of two from 64 KiB to singleMax, so that a small
+// object does not hold a part's worth of memory.
+var buffers = &bufferPool{}
+
+// bufferPool keeps the buffers of finished writes for the next ones. Unlike
+// a sync.Pool, which every garbage collection empties (a copy of large
+// objects then allocates most of its buffers again), it keeps them while
+// writes go on, up to bufferPoolMax bytes, and drops them all once no
+// write has taken or returned one for bufferPoolIdle.
+type bufferPool struct {
+	mu    sync.Mutex
+	free  [9][]*[]byte // 64 KiB << i
+	bytes int64        // in free
+	idle  *time.Timer
+}
+
+const (
+	bufferPoolMax  = 256 << 20
+	bufferPoolIdle = 30 * time.Second
+)
+
+// get returns a buffer of at least n bytes, and put takes it back.
+func (p *bufferPool) get(n int64) *[]byte {
 	i := 0
 	for int64(64<<10)<<i < n {
 		i++
 	}
-	p := &buffers[i]
-	if b, ok := p.Get().(*[]byte); ok {
-		return b, p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.touch()
+	if k := len(p.free[i]); k > 0 {
+		b := p.free[i][k-1]
+		p.free[i] = p.free[i][:k-1]
+		p.bytes -= int64(cap(*b))
+		return b
 	}
 	b := make([]byte, 64<<10<<i)
-	return &b, p
+	return &b
+}
+
+func (p *bufferPool) put(b *[]byte) {
+	i := 0
+	for 64<<10<<i < cap(*b) {
+		i++
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.touch()
+	if p.bytes+int64(cap(*b)) > bufferPoolMax {
+		return
+	}
+	p.free[i] = append(p.free[i], b)
+	p.bytes += int64(cap(*b))
+}
+
+// touch (p.mu held) puts off the drop of the free buffers.
+func (p *bufferPool) touch() {
+	if p.idle == nil {
+		p.idle = time.AfterFunc(bufferPoolIdle, p.drop)
+		return
+	}
+	p.idle.Reset(bufferPoolIdle)
+}
+
+// drop lets the garbage collector have every free buffer.
+func (p *bufferPool) drop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.free = [9][]*[]byte{}
+	p.bytes = 0
 }
 
 // errSize is a body longer or shorter than its listed size.
@@ -60,7 +122,10 @@ func (r *remover) Put(ctx context.Context, raw string, body io.Reader, size int6
 	for k, v := range metadata {
 		md[k] = url.PathEscape(v) // as gocloud's s3blob writes, and reads back
 	}
-	if size <= singleMax {
+	switch {
+	case sum != nil && size > 0 && size <= streamMax:
+		return true, r.putStream(ctx, bucket, raw, body, size, contentType, sum, md)
+	case size <= singleMax:
 		return true, r.putOne(ctx, bucket, raw, body, size, contentType, sum, md)
 	}
 	return true, r.putParts(ctx, bucket, raw, body, size, contentType, sum, md)
@@ -84,9 +149,87 @@ func readExactly(body io.Reader, b []byte) error {
 	return nil
 }
 
+// putStream writes an object of known MD5 in one PutObject that reads body
+// as it sends it: no buffer, and no hash computed here. The store checks
+// the bytes against Content-MD5, a signed header, and refuses other bytes
+// (the payload itself is sent unsigned, as its MD5 already binds it). A
+// body of another size never completes the request: exactBody withholds
+// the last bytes when more follow them, and a short body ends the request
+// before its Content-Length. S3 stores an object only from a complete
+// request whose MD5 matched, so nothing is written at raw.
+func (r *remover) putStream(ctx context.Context, bucket *string, raw string, body io.Reader, size int64, contentType string, sum []byte, md map[string]string) error {
+	in := &s3.PutObjectInput{Bucket: bucket, Key: aws.String(raw), Body: &exactBody{r: body, left: size},
+		ContentLength: aws.Int64(size), ContentMD5: aws.String(base64.StdEncoding.EncodeToString(sum)), Metadata: md}
+	if contentType != "" {
+		in.ContentType = aws.String(contentType)
+	}
+	_, err := r.client.PutObject(ctx, in, func(o *s3.Options) {
+		o.APIOptions = append(o.APIOptions, v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware)
+		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+		o.RetryMaxAttempts = 1 // a body read once cannot be sent again
+	})
+	var ee *exactError
+	if errors.As(err, &ee) {
+		return ee.err
+	}
+	return err
+}
+
+// exactBody reads left bytes from r, and fails instead of handing out the
+// last of them when r has more, or ends before them.
+type exactBody struct {
+	r    io.Reader
+	left int64
+}
+
+// exactError carries exactBody's error through the SDK.
+type exactError struct{ err error }
+
+func (e *exactError) Error() string { return e.err.Error() }
+
+func (b *exactBody) Read(p []byte) (int, error) {
+	if b.left == 0 {
+		return 0, b.end()
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.r.Read(p)
+	b.left -= int64(n)
+	switch {
+	case b.left == 0:
+		if err := b.end(); err != io.EOF {
+			return 0, err // the last bytes are withheld
+		}
+		return n, nil
+	case err == io.EOF:
+		return n, &exactError{errSize}
+	case err != nil:
+		return n, &exactError{err}
+	}
+	return n, nil
+}
+
+// end returns io.EOF when r ends after the bytes read, and an exactError
+// when it has more or fails.
+func (b *exactBody) end() error {
+	var one [1]byte
+	for {
+		m, err := b.r.Read(one[:])
+		switch {
+		case m > 0:
+			return &exactError{errSize}
+		case err == io.EOF:
+			return io.EOF
+		case err != nil:
+			return &exactError{err}
+		}
+	}
+}
+
 func (r *remover) putOne(ctx context.Context, bucket *string, raw string, body io.Reader, size int64, contentType string, sum []byte, md map[string]string) error {
-	buf, pool := buffer(size)
-	defer pool.Put(buf)
+	buf := buffers.get(size)
+	defer buffers.put(buf)
 	b := (*buf)[:size]
 	if err := readExactly(body, b); err != nil {
 		return err
@@ -130,7 +273,7 @@ func (r *remover) putParts(ctx context.Context, bucket *string, raw string, body
 	var wg sync.WaitGroup
 	for i := int64(0); i < n && ctx.Err() == nil; i++ {
 		length := min(partSize, size-i*partSize)
-		buf, pool := buffer(partSize)
+		buf := buffers.get(partSize)
 		b := (*buf)[:length]
 		var rerr error
 		if i == n-1 {
@@ -139,7 +282,7 @@ func (r *remover) putParts(ctx context.Context, bucket *string, raw string, body
 			rerr = errSize
 		}
 		if rerr != nil {
-			pool.Put(buf)
+			buffers.put(buf)
 			cancel(rerr)
 			break
 		}
@@ -147,14 +290,14 @@ func (r *remover) putParts(ctx context.Context, bucket *string, raw string, body
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
-			pool.Put(buf)
+			buffers.put(buf)
 		}
 		if ctx.Err() != nil {
 			break
 		}
 		wg.Add(1)
 		go func(i int64) {
-			defer func() { pool.Put(buf); <-sem; wg.Done() }()
+			defer func() { buffers.put(buf); <-sem; wg.Done() }()
 			num := int32(i + 1)
 			out, err := r.client.UploadPart(ctx, &s3.UploadPartInput{Bucket: bucket, Key: aws.String(raw), UploadId: up.UploadId,
 				PartNumber: aws.Int32(num), Body: bytes.NewReader(b), ContentLength: aws.Int64(length)})

@@ -29,7 +29,23 @@ type remover struct {
 	lock             bool // the bucket has Object Lock enabled
 }
 
+// ListsEveryMD5: S3 has an MD5 of an object only as the ETag of an object
+// written in one request, and the listing gives every ETag.
+func (r *remover) ListsEveryMD5() {}
+
+// ReadMetadata reads the metadata of an object from the response of its
+// GetObject.
+func (r *remover) ReadMetadata(rd *blob.Reader) (map[string]string, bool) {
+	var out s3.GetObjectOutput
+	if !rd.As(&out) {
+		return nil, false
+	}
+	return out.Metadata, true
+}
+
 var (
+	_ driver.MetadataReader  = (*remover)(nil)
+	_ driver.MD5Lister       = (*remover)(nil)
 	_ driver.Remover         = (*remover)(nil)
 	_ driver.VersionLister   = (*remover)(nil)
 	_ driver.RetentionLister = (*remover)(nil)

@@ -7,7 +7,12 @@
 //
 // Pool places an entry that names no bucket in a pool of buckets (per
 // provider and region, the quota's limit each) and grows the pool by one
-// bucket object when every bucket is full.
+// bucket object when every bucket is full. With a grace period
+// (PoolConfig.DeleteEmptyAfter) it deletes a bucket whose last entry has
+// been gone that long: the store's bucket with its data, then the bucket
+// object. It keeps the pool's first bucket, where Place puts entries
+// first, so that a pool that empties and fills again does not delete and
+// create a bucket each time.
 //
 // Migration moves an entry's backups from a legacy bucket of its own into
 // its prefix in a shared bucket, in the seed's sequence (create the
@@ -32,10 +37,11 @@
 // manager.
 //
 // Guarantees:
-//   - An entry gets a prefix only while its bucket is not being deleted
-//     and holds fewer prefixes than its limit (backupstore.Quota counts the
-//     prefixes in the store, not the resources, so data written outside
-//     the controller counts too).
+//   - An entry gets a prefix only while its bucket, read from the API
+//     server, is neither being deleted nor marked for deletion
+//     (AnnotationDeleting) and holds fewer prefixes than its limit
+//     (backupstore.Quota counts the prefixes in the store, not the
+//     resources, so data written outside the controller counts too).
 //   - With Marker, the prefix exists in the store before the entry is
 //     admitted, so a second admission counts it.
 //   - A bucket's finalizer is removed only when no entry, deleted or not,
@@ -58,12 +64,40 @@
 //     StepDone again.
 //   - Pool.Release frees the place of an entry only once the API server
 //     says it is gone, not a cache.
+//   - With DeleteEmptyAfter, a bucket is deleted only after it has been
+//     empty (no claim, no entry naming it, deleted or not) since its
+//     stamp (AnnotationEmptySince) plus the grace period, and each step
+//     is decided again on a fresh read (the bucket's Get, and
+//     PoolConfig.LiveEntries from the API server): before the mark
+//     (AnnotationDeleting, written with the resourceVersion read, so a
+//     place taken in between makes it fail), after the mark, and after
+//     the store's deletion; an entry or a claim found then gives the
+//     deletion up (the store's bucket is provisioned again). A marked
+//     bucket takes no place (Place) and admits no entry (Share). The
+//     store's bucket goes before the object, whose deletion carries the
+//     UID and resourceVersion of the last read. Data under Object Lock
+//     stops the deletion until it can go. A dry run (PoolConfig.DryRun)
+//     marks and deletes nothing and reports what would go.
 //
 // Not guaranteed:
 //   - A Migration's hooks must be idempotent: a step whose record was lost
 //     runs again.
-//   - Pool does not create the store's bucket behind a bucket object: the
-//     caller's bucket reconcile does, before entries are admitted to it.
+//   - Pool does not create or delete the store's bucket behind a bucket
+//     object by itself: the caller's Provision and Deprovision do (with
+//     backupstore.CreateBucket and DeleteBucket), Provision before entries
+//     are admitted to it. A bucket object deleted by someone else is not
+//     deprovisioned: its store's bucket stays.
+//   - An entry that names a pool's bucket itself (not placed by Place,
+//     so it takes no place) and is created between the deletion's last
+//     fresh read and the object's deletion names a bucket being deleted:
+//     it is refused (BucketDeleting), and the object stays, without a
+//     store's bucket, while the entry names it. Place's entries are not
+//     exposed: the mark stops them.
+//   - The grace period restarts when an entry or a claim is seen; an
+//     entry of the first kind that came and went while no controller ran
+//     is not seen.
+//   - A bucket's number may be given again once its bucket is deleted
+//     (a new bucket takes the first free number from the count up).
 //   - Admissions are not serialized across workers or replicas: run one
 //     worker on the one elected replica (crt/backups.Share does the first,
 //     leader election the second).

@@ -11,6 +11,7 @@ import (
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
 	"github.com/groundskeeper-io/groundskeeper/internal/storeerr"
 )
@@ -49,12 +50,37 @@ type PoolConfig[E, B collect.Object] struct {
 	Assign func(e E, namespace, name string)
 	// Provision, if set, creates the store's bucket behind a live bucket
 	// object (backupstore.CreateBucket), before its entries are admitted;
-	// it is called on every reconcile of the bucket and must succeed when
-	// the bucket exists.
+	// it is called on every reconcile of the bucket (but a bucket stamped
+	// empty or marked for deletion, see ReconcileBucket) and must succeed
+	// when the bucket exists.
 	Provision func(ctx context.Context, b B) error
 	// GrowWait is when an entry is placed again after its pool grew;
 	// default 1s.
 	GrowWait time.Duration
+
+	// DeleteEmptyAfter is the grace period of an empty bucket: a bucket
+	// of a pool that has had no claim and no entry naming it for this
+	// long is deleted, the store's bucket first (Deprovision), then the
+	// object (see DeleteEmpty). The pool's first bucket is kept. 0, the
+	// default, never deletes a bucket (and removes a stamp or a mark left
+	// from a deletion that was on).
+	DeleteEmptyAfter time.Duration
+	// Deprovision deletes the store's bucket behind a bucket object, its
+	// data first: backupstore.DeleteBucket with the bucket's URL and
+	// credentials and opts (nil, or a dry run). A bucket already gone is
+	// success; data under Object Lock is backupstore.ErrRetained.
+	// Required with DeleteEmptyAfter.
+	Deprovision func(ctx context.Context, b B, opts *backupstore.DeleteOptions) (*backupstore.DeleteResult, error)
+	// LiveEntries lists every entry (all that Share's Entries.List
+	// lists) from the API server, never from a cache: a bucket is
+	// deleted only when it finds none naming it
+	// (crt/backups.LiveList). Required with DeleteEmptyAfter.
+	LiveEntries func(ctx context.Context) ([]E, error)
+	// DryRun: DeleteEmpty marks and deletes nothing, and reports what the
+	// deletion of a bucket whose grace period is over would delete (the
+	// result, a log line and a DryRun event). The empty-since stamp is
+	// still written.
+	DryRun bool
 }
 
 // Pool places entries in a pool's buckets and grows the pool.
@@ -74,6 +100,12 @@ func NewPool[E, B collect.Object](cfg PoolConfig[E, B]) (*Pool[E, B], error) {
 		if !f.ok {
 			return nil, fmt.Errorf("%w: share: PoolConfig.%s is required", ErrInvalidConfig, f.name)
 		}
+	}
+	if cfg.DeleteEmptyAfter < 0 {
+		return nil, fmt.Errorf("%w: share: PoolConfig.DeleteEmptyAfter = %s: want 0 (never delete) or more", ErrInvalidConfig, cfg.DeleteEmptyAfter)
+	}
+	if cfg.DeleteEmptyAfter > 0 && (cfg.Deprovision == nil || cfg.LiveEntries == nil) {
+		return nil, fmt.Errorf("%w: share: PoolConfig.Deprovision and PoolConfig.LiveEntries are required with DeleteEmptyAfter = %s", ErrInvalidConfig, cfg.DeleteEmptyAfter)
 	}
 	if cfg.GrowWait <= 0 {
 		cfg.GrowWait = time.Second
@@ -131,19 +163,31 @@ type noPoolError struct {
 func (e *noPoolError) Error() string { return e.err.Error() }
 func (e *noPoolError) Unwrap() error { return e.err }
 
-// ReconcileBucket frees the places of gone entries (Release), provisions
-// a live bucket's store (Provision) and reconciles the bucket with the
-// Share.
+// ReconcileBucket deletes a bucket empty for DeleteEmptyAfter
+// (DeleteEmpty), frees the places of gone entries (Release), provisions a
+// live bucket's store (Provision) and reconciles the bucket with the
+// Share. A bucket stamped empty or marked for deletion is not
+// provisioned: a cache's copy from before its deletion would create its
+// store's bucket again (a cache shows a process the versions in order, so
+// once a stamp was seen, no older copy comes).
 func (p *Pool[E, B]) ReconcileBucket(ctx context.Context, b B) (time.Duration, error) {
+	d, wrote, err := p.deleteEmpty(ctx, b)
+	if err != nil || wrote {
+		return 0, err // the write reconciles it again
+	}
 	if wrote, err := p.Release(ctx, b); err != nil || wrote {
 		return 0, err // the status write reconciles it again
 	}
-	if p.cfg.Provision != nil && b.GetDeletionTimestamp() == nil {
+	if _, empty := emptySince(b); p.cfg.Provision != nil && b.GetDeletionTimestamp() == nil && !p.deleting(b) && !empty {
 		if err := p.cfg.Provision(ctx, b); err != nil {
 			return 0, fmt.Errorf("provision bucket %s: %w", b.GetName(), err)
 		}
 	}
-	return p.cfg.Share.ReconcileBucket(ctx, b)
+	after, err := p.cfg.Share.ReconcileBucket(ctx, b)
+	if d.After > 0 && (after == 0 || d.After < after) {
+		after = d.After
+	}
+	return after, err
 }
 
 // Waiting is the Share's.
@@ -155,13 +199,16 @@ func (p *Pool[E, B]) Waiting(ctx context.Context, b B) ([]E, error) {
 func (p *Pool[E, B]) BucketOf(e E) (namespace, name string) { return p.cfg.Share.BucketOf(e) }
 
 // Place gives entry e, which names no bucket yet, a place in its pool:
-// the first bucket by name that is not being deleted and whose claims are
-// below its limit takes e's name in its claims (a status write that
-// fails on a conflict), then e records the bucket (Assign, an update). An
-// entry already claimed by a bucket (a placement whose entry update was
-// lost) is assigned that bucket again. When every bucket is full, Place
-// creates the pool's next bucket (NewBucket) and returns ErrPoolFull;
-// place e again when that bucket changes. It returns the bucket's name.
+// the first bucket by name that is neither being deleted nor marked for
+// deletion (AnnotationDeleting) and whose claims are below its limit
+// takes e's name in its claims (a status write that fails on a conflict,
+// so also when the bucket was marked meanwhile), then e records the
+// bucket (Assign, an update). An entry already claimed by a bucket (a
+// placement whose entry update was lost) is assigned that bucket again.
+// When every bucket is full, Place creates a new bucket (NewBucket with
+// the first number from the count of buckets up whose name no bucket of
+// the pool has) and returns ErrPoolFull; place e again when that bucket
+// changes. It returns the bucket's name.
 func (p *Pool[E, B]) Place(ctx context.Context, e E) (string, error) {
 	pool, err := p.cfg.Pool(e)
 	if err != nil {
@@ -184,7 +231,7 @@ func (p *Pool[E, B]) Place(ctx context.Context, e E) (string, error) {
 		}
 	}
 	for _, b := range members {
-		if b.GetDeletionTimestamp() != nil {
+		if b.GetDeletionTimestamp() != nil || p.deleting(b) {
 			continue
 		}
 		if limit := p.cfg.Share.cfg.Limit(b); limit > 0 && len(*p.cfg.Claims(b)) >= limit {
@@ -199,9 +246,20 @@ func (p *Pool[E, B]) Place(ctx context.Context, e E) (string, error) {
 		logr.FromContextOrDiscard(ctx).Info("placed", "entry", e.GetName(), "bucket", b.GetName(), "pool", pool)
 		return b.GetName(), p.assign(ctx, e, b)
 	}
-	next, err := p.cfg.NewBucket(pool, len(members)+1)
-	if err != nil {
-		return "", &noPoolError{err: fmt.Errorf("pool %q cannot grow: %w", pool, err), grow: true}
+	// Deleted buckets leave gaps in the numbers: the next is the first
+	// from the count up that no bucket has, the same for every placer
+	// with the same view.
+	var next B
+	for n := len(members) + 1; ; n++ {
+		if next, err = p.cfg.NewBucket(pool, n); err != nil {
+			return "", &noPoolError{err: fmt.Errorf("pool %q cannot grow: %w", pool, err), grow: true}
+		}
+		if !slices.ContainsFunc(members, func(b B) bool { return b.GetName() == next.GetName() }) {
+			break
+		}
+		if n > 2*len(members) { // distinct names for distinct numbers find a free one sooner
+			return "", fmt.Errorf("%w: share: PoolConfig.NewBucket(%q, %d) = %s, a bucket of the pool: it must name the n-th bucket after n", ErrInvalidConfig, pool, n, next.GetName())
+		}
 	}
 	if err := p.cfg.Create(ctx, next); err != nil && !apierrors.IsAlreadyExists(err) {
 		return "", fmt.Errorf("pool %q: create bucket %s: %w", pool, next.GetName(), err)

@@ -154,7 +154,9 @@ func cmpOr(s, def string) string {
 // ReconcileEntry reconciles one entry, read from a cache: a deleted entry
 // is finalized (collect.Collector.Finalize); a live one gets the
 // Collector's finalizer and, if it has no prefix yet, is admitted to its
-// bucket if the bucket has room. It returns when to look again (0: when
+// bucket if the bucket, read from the API server, is neither being
+// deleted nor marked for deletion (AnnotationDeleting) and has room. It
+// returns when to look again (0: when
 // the entry or its bucket changes); an error is for a retry with backoff.
 //
 // Two admissions must not run at once for one bucket (backupstore.Quota
@@ -191,7 +193,7 @@ func (s *Share[E, B]) admit(ctx context.Context, e E) error {
 	if err != nil {
 		return err
 	}
-	if b.GetDeletionTimestamp() != nil {
+	if _, marked := b.GetAnnotations()[AnnotationDeleting]; marked || b.GetDeletionTimestamp() != nil {
 		return refuse(ReasonBucketDeleting, fmt.Sprintf("%s %q: the %s is being deleted", n.BucketField, name, n.Bucket), nil)
 	}
 	prefix, err := backupstore.EntryPrefix("", e.GetName())
@@ -345,11 +347,12 @@ func (s *Share[E, B]) names(e E, b B) bool {
 }
 
 // Waiting lists the entries that wait for a place in bucket b (no
-// prefix, not deleted), if b has room now by the admitted entries listed:
+// prefix, not deleted), if b is not being deleted (nor marked for it,
+// AnnotationDeleting) and has room now by the admitted entries listed:
 // a controller reconciles them again when b changes, which it does when an
 // entry frees a place (ReconcileBucket counts the entries).
 func (s *Share[E, B]) Waiting(ctx context.Context, b B) ([]E, error) {
-	if b.GetDeletionTimestamp() != nil {
+	if _, marked := b.GetAnnotations()[AnnotationDeleting]; marked || b.GetDeletionTimestamp() != nil {
 		return nil, nil
 	}
 	all, err := s.cfg.Entries.List(ctx, "")

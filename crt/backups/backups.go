@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -42,11 +43,23 @@ type objects[P Object[B], B any] struct {
 }
 
 func (o objects[P, B]) List(ctx context.Context, namespace string) ([]P, error) {
-	gvk, err := apiutil.GVKForObject(P(new(B)), o.c.Scheme())
+	return listWith[P](ctx, o.c.Scheme(), o.c, namespace)
+}
+
+// LiveList returns a function that lists the objects of type P in
+// namespace ("" for all) with the API reader live, never from a cache:
+// share.PoolConfig.LiveEntries is
+// backups.LiveList[*v1.Entry](mgr.GetScheme(), mgr.GetAPIReader(), "").
+func LiveList[P Object[B], B any](scheme *runtime.Scheme, live client.Reader, namespace string) func(context.Context) ([]P, error) {
+	return func(ctx context.Context) ([]P, error) { return listWith[P](ctx, scheme, live, namespace) }
+}
+
+func listWith[P Object[B], B any](ctx context.Context, scheme *runtime.Scheme, r client.Reader, namespace string) ([]P, error) {
+	gvk, err := apiutil.GVKForObject(P(new(B)), scheme)
 	if err != nil {
 		return nil, err
 	}
-	obj, err := o.c.Scheme().New(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	obj, err := scheme.New(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", gvk.Kind, err)
 	}
@@ -54,7 +67,7 @@ func (o objects[P, B]) List(ctx context.Context, namespace string) ([]P, error) 
 	if !ok {
 		return nil, fmt.Errorf("list %s: %T is not a client.ObjectList", gvk.Kind, obj)
 	}
-	if err := o.c.List(ctx, list, client.InNamespace(namespace)); err != nil {
+	if err := r.List(ctx, list, client.InNamespace(namespace)); err != nil {
 		return nil, err
 	}
 	items, err := meta.ExtractList(list)

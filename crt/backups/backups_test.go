@@ -186,3 +186,38 @@ func TestObjectsDeleteCarriesPreconditions(t *testing.T) {
 		t.Errorf("delete with the current UID and resourceVersion: %v", err)
 	}
 }
+
+// LiveList reads the API server, not the manager's cache: on a started
+// manager whose cache holds one namespace, it lists a backup of another
+// namespace (which the cache cannot list) and a backup just created.
+func TestLiveListReadsTheAPIServer(t *testing.T) {
+	k := testenv.StartKubernetes(t)
+	if _, err := testbackup.Install(k.Config); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	scheme := runtime.NewScheme()
+	if err := testbackup.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	other := k.Namespace + "-other"
+	if _, err := k.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: other}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mgr := k.NewManager(t, scheme)
+	testenv.StartManager(t, mgr)
+	cl, err := client.New(k.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Create(ctx, &testbackup.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := mgr.GetClient().List(ctx, &testbackup.BackupList{}, client.InNamespace(other)); err == nil {
+		t.Fatalf("the cache lists namespace %s, which it does not hold: the test proves nothing", other)
+	}
+	got, err := backups.LiveList[*testbackup.Backup](mgr.GetScheme(), mgr.GetAPIReader(), other)(ctx)
+	if err != nil || len(got) != 1 || got[0].Name != "b" {
+		t.Errorf("LiveList(%s) = %v, %v; want b", other, got, err)
+	}
+}

@@ -19,6 +19,9 @@
 //   - Objects lists from the manager's cache and reads (Get) from the API
 //     reader given, so every deletion is decided on a fresh read; Delete
 //     sends the UID and resourceVersion preconditions it is given.
+//   - LiveList lists with the API reader, never the cache: a share.Pool
+//     deletes an empty bucket only when it finds no entry naming it there
+//     (share.PoolConfig.LiveEntries).
 //   - Collect's passes of one namespace never overlap (one request per
 //     namespace), and a pass is requeued when its report says the next
 //     decision is due; errors end as crt.Result maps them.

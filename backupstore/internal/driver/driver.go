@@ -127,6 +127,21 @@ type Remover interface {
 	Remove(ctx context.Context, ts []Target) []error
 }
 
+// MD5Lister is a Remover whose store's listing gives the MD5 of every
+// object that has one (S3: the ETag of an object written in one request):
+// asking the store for the attributes of an object listed without an MD5
+// would learn none.
+type MD5Lister interface {
+	ListsEveryMD5()
+}
+
+// MetadataReader is a Remover that reads an object's metadata from the
+// response that brought its content (a *blob.Reader), where gocloud would
+// send a request more (Attributes).
+type MetadataReader interface {
+	ReadMetadata(r *blob.Reader) (map[string]string, bool)
+}
+
 // Run is what a Remover may ask of the backupstore call it serves.
 type Run interface {
 	Bucket() *blob.Bucket
@@ -300,6 +315,17 @@ type Creator interface {
 	// needs one; a bucket that already exists and is the caller's is not
 	// an error.
 	Create(ctx context.Context, b *blob.Bucket, name, region string) error
+}
+
+// BucketDeleter is a Provider that deletes the bucket (container) of an
+// opened blob.Bucket: backupstore.DeleteBucket.
+type BucketDeleter interface {
+	// BucketExists reports whether the bucket name that b is opened on
+	// exists.
+	BucketExists(ctx context.Context, b *blob.Bucket, name string) (bool, error)
+	// DeleteBucket deletes the bucket name that b is opened on, emptied
+	// by the caller; a bucket already gone is not an error.
+	DeleteBucket(ctx context.Context, b *blob.Bucket, name string) error
 }
 
 // Putter is a Remover that writes objects of known size through its

@@ -1,0 +1,661 @@
+package share_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/groundskeeper-io/groundskeeper/backupstore"
+	_ "github.com/groundskeeper-io/groundskeeper/backupstore/azurestore"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
+	_ "github.com/groundskeeper-io/groundskeeper/backupstore/s3store"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
+	"github.com/groundskeeper-io/groundskeeper/crt/backups"
+	"github.com/groundskeeper-io/groundskeeper/internal/testbackup"
+	"github.com/groundskeeper-io/groundskeeper/testenv"
+)
+
+const grace = time.Hour
+
+// gcPool is a pool of buckets with a limit of 1 entry each, whose empty
+// buckets go after grace, on a real API server, over the buckets of one
+// object store: entries are testbackup Backups in one namespace, bucket
+// objects Backups in another (spec.prefix holds the store's bucket URL).
+// The controllers are played by hand (settle). Hooks let a test act in
+// the middle of a deletion.
+type gcPool struct {
+	t         *testing.T
+	ctx       context.Context
+	k         *testenv.Kubernetes
+	cl        client.Client
+	scheme    *runtime.Scheme
+	ns, bns   string
+	store     *testenv.BlobStore
+	clock     *clocktesting.FakeClock
+	pool      *share.Pool[backup, backup]
+	liveCalls int
+	// afterLive runs after the n-th call of LiveEntries since the test
+	// reset liveCalls; inDeprovision before the store's deletion.
+	afterLive     func(n int)
+	inDeprovision func()
+	// hidden are entries the cache's List does not show yet.
+	hidden map[string]bool
+}
+
+// hidingCache is a cache that has not seen some entries yet.
+type hidingCache struct {
+	inNamespace
+	p *gcPool
+}
+
+func (h hidingCache) List(ctx context.Context, ns string) ([]backup, error) {
+	all, err := h.inNamespace.List(ctx, ns)
+	return slices.DeleteFunc(all, func(e backup) bool { return h.p.hidden[e.Name] }), err
+}
+
+func newGCPool(t *testing.T, store *testenv.BlobStore, dryRun bool) *gcPool {
+	k := testenv.StartKubernetes(t)
+	if _, err := testbackup.Install(k.Config); err != nil {
+		t.Fatal(err)
+	}
+	p := &gcPool{t: t, ctx: context.Background(), k: k, ns: k.Namespace, bns: k.Namespace + "-buckets", store: store,
+		clock: clocktesting.NewFakeClock(time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)), hidden: map[string]bool{}}
+	if _, err := k.Client.CoreV1().Namespaces().Create(p.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.bns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p.scheme = runtime.NewScheme()
+	if err := testbackup.AddToScheme(p.scheme); err != nil {
+		t.Fatal(err)
+	}
+	p.pool, p.cl = p.newPool(dryRun, true)
+	return p
+}
+
+// newPool builds a Pool with its own client: the hooks and the stale
+// cache apply to it only if hooked.
+func (p *gcPool) newPool(dryRun, hooked bool) (*share.Pool[backup, backup], client.Client) {
+	t := p.t
+	cl, err := client.New(p.k.Config, client.Options{Scheme: p.scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := inNamespace{backups.Objects[backup](cl, cl), p.ns}
+	var entries collect.Objects[backup] = live
+	if hooked {
+		entries = hidingCache{live, p}
+	}
+	buckets := inNamespace{backups.Objects[backup](cl, cl), p.bns}
+	c, err := collect.New(collect.Config[backup]{Objects: entries, Finalizer: "example.com/data", Secrets: backupstore.SecretsFrom(nil),
+		Location: func(ctx context.Context, e backup) (collect.Location, error) {
+			b, err := buckets.Get(ctx, p.bns, e.Spec.Bucket)
+			if err != nil {
+				return collect.Location{}, err
+			}
+			prefix, err := backupstore.EntryPrefix("", e.Name)
+			return collect.Location{URL: b.Spec.Prefix, Prefix: prefix}, err
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := share.New(share.Config[backup, backup]{
+		Entries: entries, Buckets: buckets, Collector: c, BucketFinalizer: "example.com/entries",
+		Bucket:     func(e backup) (string, string) { return p.bns, e.Spec.Bucket },
+		Limit:      func(b backup) int { return b.Spec.Limit },
+		Prefix:     func(e backup) *string { return &e.Status.Prefix },
+		Conditions: func(e backup) *[]metav1.Condition { return &e.Status.Conditions },
+		Marker:     func(e backup) []byte { return []byte(e.Name) }, MarkerKey: "marker",
+		Clock: p.clock,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := share.NewPool(share.PoolConfig[backup, backup]{
+		Share: s, Create: func(ctx context.Context, b backup) error { return cl.Create(ctx, b) },
+		Pool:   func(e backup) (string, error) { return e.Spec.Pool, nil },
+		Member: func(b backup) string { return b.Spec.Pool },
+		NewBucket: func(pool string, n int) (backup, error) {
+			name := fmt.Sprintf("%s-%d", pool, n)
+			return &testbackup.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: p.bns, Name: name},
+				Spec: testbackup.Spec{Pool: pool, Limit: 1, Prefix: p.storeURL(name)}}, nil
+		},
+		Provision: func(ctx context.Context, b backup) error { return backupstore.CreateBucket(ctx, b.Spec.Prefix, nil) },
+		Claims:    func(b backup) *[]string { return &b.Status.Claims },
+		Assign:    func(e backup, _, name string) { e.Spec.Bucket = name },
+
+		DeleteEmptyAfter: grace,
+		DryRun:           dryRun,
+		LiveEntries: func(ctx context.Context) ([]backup, error) {
+			all, err := live.List(ctx, "")
+			if hooked && err == nil {
+				p.liveCalls++
+				if p.afterLive != nil {
+					p.afterLive(p.liveCalls)
+				}
+			}
+			return all, err
+		},
+		Deprovision: func(ctx context.Context, b backup, opts *backupstore.DeleteOptions) (*backupstore.DeleteResult, error) {
+			if hooked && p.inDeprovision != nil && (opts == nil || !opts.DryRun) {
+				p.inDeprovision()
+			}
+			return backupstore.DeleteBucket(ctx, b.Spec.Prefix, nil, opts)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pool, cl
+}
+
+// storeURL is the URL of the store's bucket behind bucket object name.
+func (p *gcPool) storeURL(name string) string {
+	if p.store.Scheme == "file" {
+		return p.store.URL + "/" + name
+	}
+	h := fnv.New32a()
+	h.Write([]byte(p.store.Bucket))
+	return strings.Replace(p.store.URL, p.store.Bucket, fmt.Sprintf("gc%08x-%s", h.Sum32(), name), 1)
+}
+
+// storeExists reports whether the store's bucket behind name exists.
+func (p *gcPool) storeExists(name string) bool {
+	p.t.Helper()
+	url := p.storeURL(name)
+	if p.store.Scheme == "file" {
+		_, err := os.Stat(strings.TrimPrefix(url, "file://"))
+		return err == nil
+	}
+	b, err := backupstore.OpenBucket(p.ctx, url, nil)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer b.Close()
+	_, err = b.List(nil).Next(p.ctx)
+	return err == nil || err == io.EOF
+}
+
+// marker reads entry e's marker in the store of its bucket.
+func (p *gcPool) marker(e string) error {
+	var eb testbackup.Backup
+	if err := p.cl.Get(p.ctx, client.ObjectKey{Namespace: p.ns, Name: e}, &eb); err != nil {
+		return err
+	}
+	if eb.Spec.Bucket == "" || eb.Status.Prefix == "" {
+		return fmt.Errorf("entry %s: bucket %q, prefix %q: not admitted", e, eb.Spec.Bucket, eb.Status.Prefix)
+	}
+	b, err := backupstore.OpenBucket(p.ctx, p.storeURL(eb.Spec.Bucket), nil)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	data, err := b.ReadAll(p.ctx, eb.Status.Prefix+"marker")
+	if err == nil && string(data) != e {
+		err = fmt.Errorf("marker of %s holds %q", e, data)
+	}
+	return err
+}
+
+func (p *gcPool) entry(name, bucket string) {
+	p.t.Helper()
+	if err := p.cl.Create(p.ctx, &testbackup.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: name},
+		Spec: testbackup.Spec{Pool: "p", Bucket: bucket}}); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+func (p *gcPool) deleteEntry(name string) {
+	p.t.Helper()
+	if err := p.cl.Delete(p.ctx, &testbackup.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: name}}); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// reconcileEntry runs the entry controller once for entry name.
+func (p *gcPool) reconcileEntry(pool *share.Pool[backup, backup], name string) error {
+	var e testbackup.Backup
+	if err := p.cl.Get(p.ctx, client.ObjectKey{Namespace: p.ns, Name: name}, &e); err != nil {
+		return err
+	}
+	_, err := pool.ReconcileEntry(p.ctx, &e)
+	return err
+}
+
+// bucket reads bucket object name; nil when it is gone.
+func (p *gcPool) bucket(name string) *testbackup.Backup {
+	p.t.Helper()
+	var b testbackup.Backup
+	err := p.cl.Get(p.ctx, client.ObjectKey{Namespace: p.bns, Name: name}, &b)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return &b
+}
+
+// settle plays the controllers (every bucket, then every entry) until a
+// round writes nothing.
+func (p *gcPool) settle() {
+	p.t.Helper()
+	versions := func() string {
+		var v strings.Builder
+		for _, ns := range []string{p.ns, p.bns} {
+			var l testbackup.BackupList
+			if err := p.cl.List(p.ctx, &l, client.InNamespace(ns)); err != nil {
+				p.t.Fatal(err)
+			}
+			for _, o := range l.Items {
+				fmt.Fprintf(&v, "%s/%s=%s ", ns, o.Name, o.ResourceVersion)
+			}
+		}
+		return v.String()
+	}
+	for r := 0; r < 30; r++ {
+		before := versions()
+		var el, bl testbackup.BackupList
+		if err := p.cl.List(p.ctx, &bl, client.InNamespace(p.bns)); err != nil {
+			p.t.Fatal(err)
+		}
+		for i := range bl.Items {
+			if _, err := p.pool.ReconcileBucket(p.ctx, &bl.Items[i]); err != nil && !apierrors.IsConflict(errors.Unwrap(err)) && !apierrors.IsConflict(err) {
+				p.t.Logf("bucket %s: %v", bl.Items[i].Name, err)
+			}
+		}
+		if err := p.cl.List(p.ctx, &el, client.InNamespace(p.ns)); err != nil {
+			p.t.Fatal(err)
+		}
+		for i := range el.Items {
+			if _, err := p.pool.ReconcileEntry(p.ctx, &el.Items[i]); err != nil && !apierrors.IsConflict(errors.Unwrap(err)) && !apierrors.IsConflict(err) {
+				p.t.Logf("entry %s: %v", el.Items[i].Name, err)
+			}
+		}
+		if versions() == before {
+			return
+		}
+	}
+	p.t.Fatal("the controllers still write after 30 rounds")
+}
+
+// twoBuckets places e0 in p-1 and e1 in p-2, then deletes e1: p-2 is
+// empty and stamped at the fake clock's time.
+func (p *gcPool) twoBuckets() {
+	p.t.Helper()
+	p.place("e0", "e1")
+	p.deleteEntry("e1")
+	p.settle()
+	b := p.bucket("p-2")
+	if b == nil || b.Annotations[share.AnnotationEmptySince] != p.clock.Now().Format(time.RFC3339) || !p.storeExists("p-2") {
+		p.t.Fatalf("p-2 once e1 is gone: %+v; want it stamped %s", b, p.clock.Now().Format(time.RFC3339))
+	}
+}
+
+// place creates the entries one by one, each placed and admitted with its
+// marker before the next.
+func (p *gcPool) place(names ...string) {
+	p.t.Helper()
+	for _, e := range names {
+		p.entry(e, "")
+		p.settle()
+		if err := p.marker(e); err != nil {
+			p.t.Fatal(err)
+		}
+	}
+}
+
+// checkEntries fails unless every entry names a bucket that exists, is
+// not being deleted, and holds the entry's marker.
+func (p *gcPool) checkEntries() {
+	p.t.Helper()
+	var el testbackup.BackupList
+	if err := p.cl.List(p.ctx, &el, client.InNamespace(p.ns)); err != nil {
+		p.t.Fatal(err)
+	}
+	for _, e := range el.Items {
+		b := p.bucket(e.Spec.Bucket)
+		if b == nil || b.DeletionTimestamp != nil || b.Annotations[share.AnnotationDeleting] != "" {
+			p.t.Errorf("entry %s names bucket %q: %+v", e.Name, e.Spec.Bucket, b)
+			continue
+		}
+		if err := p.marker(e.Name); err != nil {
+			p.t.Errorf("entry %s in bucket %s: %v", e.Name, e.Spec.Bucket, err)
+		}
+	}
+}
+
+// An empty bucket on MinIO and on Azurite is stamped when its last entry
+// is gone, kept until the grace period is over (a second short of it, it
+// and its store's bucket are there), then deleted: the store's bucket
+// with its leftovers, then the object. The pool grows past the gap (p-4
+// after p-1 and p-3). The pool keeps its first bucket, empty or not, and
+// the next entry goes there.
+func TestPoolDeletesAnEmptyBucketAfterGrace(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		store func(testing.TB) *testenv.BlobStore
+	}{{"MinIO", testenv.S3}, {"Azurite", testenv.Azure}} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newGCPool(t, tc.store(t), false)
+			p.place("e0", "e1", "e3")
+			p.deleteEntry("e1")
+			p.settle()
+			if b := p.bucket("p-2"); b == nil || b.Annotations[share.AnnotationEmptySince] != p.clock.Now().Format(time.RFC3339) {
+				t.Fatalf("p-2 once e1 is gone: %+v; want it stamped", b)
+			}
+			leftover, err := backupstore.OpenBucket(p.ctx, p.storeURL("p-2"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer leftover.Close()
+			if err := leftover.WriteAll(p.ctx, "written/outside/the-controller", []byte("x"), nil); err != nil {
+				t.Fatal(err)
+			}
+			b := p.bucket("p-2")
+			after, err := p.pool.ReconcileBucket(p.ctx, b)
+			if err != nil || after != grace {
+				t.Errorf("reconcile of the stamped p-2: requeue after %s, %v; want %s", after, err, grace)
+			}
+			p.clock.Step(grace - time.Second)
+			p.settle()
+			if b := p.bucket("p-2"); b == nil || !p.storeExists("p-2") {
+				t.Fatalf("p-2 deleted a second before its grace period is over: object %+v", b)
+			}
+			p.clock.Step(time.Second)
+			p.settle()
+			if b := p.bucket("p-2"); b != nil || p.storeExists("p-2") {
+				t.Fatalf("p-2 after its grace period: object %+v, store's bucket there: %v", b, p.storeExists("p-2"))
+			}
+			// A cache that still shows the stamped p-2 does not create its
+			// store's bucket again.
+			if _, err := p.pool.ReconcileBucket(p.ctx, b); err != nil || p.storeExists("p-2") {
+				t.Fatalf("reconcile of a stale copy of p-2: %v; store's bucket there: %v", err, p.storeExists("p-2"))
+			}
+			p.checkEntries()
+			p.place("e4")
+			if e := p.getEntry("e4"); e.Spec.Bucket != "p-4" {
+				t.Errorf("e4 placed in %q, want p-4", e.Spec.Bucket)
+			}
+
+			// p-1, the first bucket, is kept when it is empty, and takes
+			// the next entry.
+			p.deleteEntry("e0")
+			p.settle()
+			p.clock.Step(2 * grace)
+			p.settle()
+			if b := p.bucket("p-1"); b == nil || b.Annotations[share.AnnotationEmptySince] != "" || !p.storeExists("p-1") {
+				t.Fatalf("the pool's first bucket, empty: %+v; want it kept, unstamped", b)
+			}
+			p.entry("e2", "")
+			p.settle()
+			var e2 testbackup.Backup
+			if err := p.cl.Get(p.ctx, client.ObjectKey{Namespace: p.ns, Name: "e2"}, &e2); err != nil || e2.Spec.Bucket != "p-1" {
+				t.Errorf("e2 placed in %q (%v), want p-1", e2.Spec.Bucket, err)
+			}
+			p.checkEntries()
+		})
+	}
+}
+
+// An entry that names the empty bucket on the API server, but not yet in
+// the cache, keeps it: the deletion is decided on a fresh read. It loses
+// its stamp.
+func TestPoolKeepsABucketAnEntryNamesOnTheAPIServer(t *testing.T) {
+	p := newGCPool(t, testenv.File(t), false)
+	p.twoBuckets()
+	p.hidden["late"] = true
+	p.entry("late", "p-2")
+	if err := p.reconcileEntry(p.pool, "late"); err != nil {
+		t.Fatal(err)
+	}
+	p.clock.Step(grace)
+	d, err := p.pool.DeleteEmpty(p.ctx, p.bucket("p-2"))
+	if err != nil || d.Deleted || !strings.Contains(d.Kept, "late") {
+		t.Errorf("DeleteEmpty: %+v, %v; want p-2 kept for the entry late", d, err)
+	}
+	if b := p.bucket("p-2"); b == nil || b.Annotations[share.AnnotationEmptySince] != "" {
+		t.Errorf("p-2: %+v; want it there, unstamped", b)
+	}
+	p.hidden = nil
+	p.settle()
+	p.checkEntries()
+}
+
+// A placement made between the decision's fresh read and the mark wins:
+// the mark fails on the bucket's resourceVersion (or the read after it
+// sees the place taken), and the bucket stays with the entry.
+func TestPoolPlacementBeforeTheMarkWins(t *testing.T) {
+	p := newGCPool(t, testenv.File(t), false)
+	p.twoBuckets()
+	other, _ := p.newPool(false, false)
+	p.entry("racer", "")
+	p.afterLive = func(n int) {
+		if n == 1 {
+			if _, err := other.Place(p.ctx, p.getEntry("racer")); err != nil {
+				t.Errorf("place racer: %v", err)
+			}
+		}
+	}
+	p.clock.Step(grace)
+	p.liveCalls = 0
+	d, err := p.pool.DeleteEmpty(p.ctx, p.bucket("p-2"))
+	p.afterLive = nil
+	if d.Deleted {
+		t.Errorf("DeleteEmpty: %+v, %v; want p-2 kept", d, err)
+	}
+	p.settle()
+	if e := p.getEntry("racer"); e.Spec.Bucket != "p-2" {
+		t.Errorf("racer placed in %q, want p-2", e.Spec.Bucket)
+	}
+	p.checkEntries()
+}
+
+func (p *gcPool) getEntry(name string) backup {
+	p.t.Helper()
+	var e testbackup.Backup
+	if err := p.cl.Get(p.ctx, client.ObjectKey{Namespace: p.ns, Name: name}, &e); err != nil {
+		p.t.Fatal(err)
+	}
+	return &e
+}
+
+// An entry created and admitted between the decision's fresh read and the
+// mark (it names the bucket, it takes no place) is seen by the fresh read
+// after the mark: the deletion is given up before the store is touched,
+// and the entry's data stays.
+func TestPoolEntryBeforeTheMarkKeepsItsData(t *testing.T) {
+	p := newGCPool(t, testenv.File(t), false)
+	p.twoBuckets()
+	p.afterLive = func(n int) {
+		if n == 1 {
+			p.entry("direct", "p-2")
+			if err := p.reconcileEntry(p.pool, "direct"); err != nil {
+				t.Errorf("admit direct: %v", err)
+			}
+			if err := p.marker("direct"); err != nil {
+				t.Errorf("direct not admitted before the mark: %v", err)
+			}
+		}
+	}
+	p.clock.Step(grace)
+	p.liveCalls = 0
+	d, err := p.pool.DeleteEmpty(p.ctx, p.bucket("p-2"))
+	p.afterLive = nil
+	if err != nil || d.Deleted || d.Store != nil {
+		t.Errorf("DeleteEmpty: %+v, %v; want p-2 kept, its store untouched", d, err)
+	}
+	p.settle()
+	p.checkEntries()
+}
+
+// While the store's bucket is being deleted: a placement goes to another
+// bucket (Place skips the marked one and grows the pool), and an entry
+// that names the marked bucket is not admitted to it; that entry makes
+// the last fresh read give the deletion up, and the bucket, provisioned
+// again, admits it.
+func TestPoolDuringTheDeletion(t *testing.T) {
+	p := newGCPool(t, testenv.File(t), false)
+	p.twoBuckets()
+	other, _ := p.newPool(false, false)
+	p.entry("placed", "")
+	p.inDeprovision = func() {
+		p.inDeprovision = nil
+		name, err := other.Place(p.ctx, p.getEntry("placed"))
+		if name == "p-2" || !errors.Is(err, share.ErrPoolFull) {
+			t.Errorf("Place during the deletion: %q, %v; want the pool grown (ErrPoolFull)", name, err)
+		}
+		if name, err := other.Place(p.ctx, p.getEntry("placed")); name != "p-3" || err != nil {
+			t.Errorf("Place once the pool grew: %q, %v; want p-3", name, err)
+		}
+		p.entry("direct", "p-2")
+		if err := p.reconcileEntry(p.pool, "direct"); err != nil {
+			t.Errorf("reconcile direct: %v", err)
+		}
+		e := p.getEntry("direct")
+		if c := meta.FindStatusCondition(e.Status.Conditions, share.ConditionAdmitted); e.Status.Prefix != "" || c == nil || c.Reason != share.ReasonBucketDeleting {
+			t.Errorf("direct during the deletion: prefix %q, condition %+v; want refused with %s", e.Status.Prefix, c, share.ReasonBucketDeleting)
+		}
+	}
+	p.clock.Step(grace)
+	d, err := p.pool.DeleteEmpty(p.ctx, p.bucket("p-2"))
+	if err != nil || d.Deleted || !strings.Contains(d.Kept, "direct") {
+		t.Errorf("DeleteEmpty: %+v, %v; want it given up for direct", d, err)
+	}
+	p.settle()
+	if e := p.getEntry("placed"); e.Spec.Bucket != "p-3" {
+		t.Errorf("placed in %q, want p-3", e.Spec.Bucket)
+	}
+	p.checkEntries()
+}
+
+// A bucket object recreated under the same name while the store's bucket
+// is deleted is not deleted: the object's deletion carries the UID and
+// resourceVersion of the last fresh read.
+func TestPoolDeletesOnlyTheObjectItRead(t *testing.T) {
+	p := newGCPool(t, testenv.File(t), false)
+	p.twoBuckets()
+	var uid string
+	p.afterLive = func(n int) {
+		if n != 3 {
+			return
+		}
+		old := p.bucket("p-2")
+		old.Finalizers = nil
+		if err := p.cl.Update(p.ctx, old); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.cl.Delete(p.ctx, old); err != nil {
+			t.Fatal(err)
+		}
+		b := &testbackup.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: p.bns, Name: "p-2"}, Spec: old.Spec}
+		if err := p.cl.Create(p.ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		uid = string(b.UID)
+	}
+	p.clock.Step(grace)
+	p.liveCalls = 0
+	d, err := p.pool.DeleteEmpty(p.ctx, p.bucket("p-2"))
+	p.afterLive = nil
+	if !apierrors.IsConflict(errors.Unwrap(err)) || d.Deleted {
+		t.Errorf("DeleteEmpty: %+v, %v; want a conflict", d, err)
+	}
+	if b := p.bucket("p-2"); b == nil || string(b.UID) != uid {
+		t.Errorf("the recreated p-2 (UID %s): %+v", uid, b)
+	}
+}
+
+// A dry run reports the bucket whose grace period is over with what its
+// deletion would delete, and deletes and marks nothing.
+func TestPoolDryRunDeletesNothing(t *testing.T) {
+	p := newGCPool(t, testenv.File(t), true)
+	p.twoBuckets()
+	b, err := backupstore.OpenBucket(p.ctx, p.storeURL("p-2"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.WriteAll(p.ctx, "leftover/1", []byte("abc"), nil); err != nil {
+		t.Fatal(err)
+	}
+	p.clock.Step(grace)
+	d, err := p.pool.DeleteEmpty(p.ctx, p.bucket("p-2"))
+	if err != nil || !d.Deleted || d.Store == nil || !slices.Equal(d.Store.Keys, []string{"leftover/1"}) || d.Store.Bytes != 3 {
+		t.Errorf("dry run: %+v (store %+v), %v; want p-2 with leftover/1, 3 bytes", d, d.Store, err)
+	}
+	p.settle()
+	if b := p.bucket("p-2"); b == nil || b.DeletionTimestamp != nil || b.Annotations[share.AnnotationDeleting] != "" || !p.storeExists("p-2") {
+		t.Errorf("p-2 after a dry run: %+v", b)
+	}
+	if data, err := b.ReadAll(p.ctx, "leftover/1"); err != nil || string(data) != "abc" {
+		t.Errorf("leftover/1 after a dry run: %q, %v", data, err)
+	}
+}
+
+// NewPool refuses a negative grace period, and a grace period without
+// the store's deletion or the fresh list of entries, naming the fields.
+func TestNewPoolDeletionConfig(t *testing.T) {
+	c, err := collect.New(collect.Config[backup]{Objects: noObjects{}, Finalizer: "f", Secrets: backupstore.SecretsFrom(nil),
+		Location: func(context.Context, backup) (collect.Location, error) { return collect.Location{}, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := share.New(share.Config[backup, backup]{
+		Entries: noObjects{}, Buckets: noObjects{}, Collector: c, BucketFinalizer: "g",
+		Bucket:     func(b backup) (string, string) { return b.Namespace, b.Spec.Bucket },
+		Limit:      func(backup) int { return 1 },
+		Prefix:     func(b backup) *string { return &b.Status.Prefix },
+		Conditions: func(b backup) *[]metav1.Condition { return &b.Status.Conditions },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := func() share.PoolConfig[backup, backup] {
+		return share.PoolConfig[backup, backup]{
+			Share: s, Pool: func(backup) (string, error) { return "p", nil }, Member: func(backup) string { return "p" },
+			NewBucket: func(string, int) (backup, error) { return nil, nil }, Create: func(context.Context, backup) error { return nil },
+			Claims: func(b backup) *[]string { return &b.Status.Claims }, Assign: func(backup, string, string) {},
+			DeleteEmptyAfter: time.Hour,
+			Deprovision: func(context.Context, backup, *backupstore.DeleteOptions) (*backupstore.DeleteResult, error) {
+				return nil, nil
+			},
+			LiveEntries: func(context.Context) ([]backup, error) { return nil, nil },
+		}
+	}
+	if _, err := share.NewPool(full()); err != nil {
+		t.Fatalf("a full PoolConfig: %v", err)
+	}
+	for _, tc := range []struct {
+		field  string
+		change func(*share.PoolConfig[backup, backup])
+	}{
+		{"DeleteEmptyAfter = -1s", func(c *share.PoolConfig[backup, backup]) { c.DeleteEmptyAfter = -time.Second }},
+		{"PoolConfig.Deprovision", func(c *share.PoolConfig[backup, backup]) { c.Deprovision = nil }},
+		{"PoolConfig.LiveEntries", func(c *share.PoolConfig[backup, backup]) { c.LiveEntries = nil }},
+	} {
+		cfg := full()
+		tc.change(&cfg)
+		if _, err := share.NewPool(cfg); !errors.Is(err, share.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%s: %v; want ErrInvalidConfig naming it", tc.field, err)
+		}
+	}
+	cfg := full()
+	cfg.DeleteEmptyAfter, cfg.Deprovision, cfg.LiveEntries = 0, nil, nil
+	if _, err := share.NewPool(cfg); err != nil {
+		t.Errorf("no deletion, no Deprovision: %v", err)
+	}
+}
