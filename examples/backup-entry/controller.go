@@ -116,8 +116,9 @@ func newController(d deps, o controllerOptions) (share.Reconciler[*api.BackupEnt
 		},
 		Claims: func(b *api.BackupBucket) *[]string { return &b.Status.Claims },
 		Assign: func(e *api.BackupEntry, _, name string) { e.Spec.BucketName = name },
-		// The deletion of a pool's empty bucket after a grace period, a
-		// PoolConfig field being added to share, is set here.
+		// Not set here yet, so an empty pool bucket is kept: its deletion
+		// after a grace period (DeleteEmptyAfter, with Deprovision:
+		// backupstore.DeleteBucket, and LiveEntries: crt/backups.LiveList).
 	})
 	if err != nil {
 		return nil, err
