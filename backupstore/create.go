@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"path"
+	"strings"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore/internal/driver"
 )
@@ -51,4 +53,36 @@ func CreateBucket(ctx context.Context, rawURL string, creds *Credentials) error 
 		return fmt.Errorf("backupstore: create bucket %s: %w", rawURL, err)
 	}
 	return nil
+}
+
+// BucketURL is rawURL with its bucket (container) named name instead,
+// its parameters kept: the URL of a pool's next bucket, made from its
+// first (backupstore/share.Grow). file:// names the directory's last
+// element; mem:// takes the name as its host (an in-memory bucket has
+// none). name is not checked against the provider's naming rules:
+// CreateBucket's provider does that.
+func BucketURL(rawURL, name string) (string, error) {
+	scheme, err := Scheme(rawURL)
+	if err != nil {
+		return "", err
+	}
+	if name == "" || strings.ContainsAny(name, "/?#") {
+		return "", fmt.Errorf("%w: bucket name %q", ErrInvalidConfig, name)
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "", fmt.Errorf("%w: bucket URL %q: %v", ErrInvalidConfig, rawURL, err)
+	}
+	switch {
+	case scheme == "file":
+		if strings.Trim(u.Path, "/") == "" {
+			return "", fmt.Errorf("%w: bucket URL %q names no directory", ErrInvalidConfig, rawURL)
+		}
+		u.Path = path.Join(path.Dir(strings.TrimSuffix(u.Path, "/")), name)
+	case u.Host == "" && scheme != "mem":
+		return "", fmt.Errorf("%w: bucket URL %q names no bucket", ErrInvalidConfig, rawURL)
+	default:
+		u.Host = name
+	}
+	return u.String(), nil
 }

@@ -46,3 +46,32 @@ func TestCreateBucket(t *testing.T) {
 		t.Errorf("gs: %v; want ErrInvalidConfig saying it cannot create", err)
 	}
 }
+
+func TestBucketURL(t *testing.T) {
+	for _, tc := range []struct{ url, name, want, wantErr string }{
+		{"s3://shared-1?region=eu-west-1&endpoint=http://127.0.0.1:9000&use_path_style=true", "aws-eu-west-1-2",
+			"s3://aws-eu-west-1-2?region=eu-west-1&endpoint=http://127.0.0.1:9000&use_path_style=true", ""},
+		{"azblob://backups?protocol=http", "azure-westeurope-3", "azblob://azure-westeurope-3?protocol=http", ""},
+		{"gs://backups", "gcp-2", "gs://gcp-2", ""},
+		{"file:///var/backups/shared-1", "pool-2", "file:///var/backups/pool-2", ""},
+		{"file:///var/backups/shared-1/", "pool-2", "file:///var/backups/pool-2", ""},
+		{"mem://", "pool-2", "mem://pool-2", ""},
+		{"mem://pool-1", "pool-2", "mem://pool-2", ""},
+		{"s3://?region=x", "b", "", "names no bucket"},
+		{"file:///", "b", "", "names no directory"},
+		{"s3://a", "b/c", "", `bucket name "b/c"`},
+		{"s3://a", "", "", `bucket name ""`},
+		{"ftp://a", "b", "", "ftp"},
+	} {
+		got, err := backupstore.BucketURL(tc.url, tc.name)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("BucketURL(%q, %q) = %q, %v; want an error with %q", tc.url, tc.name, got, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("BucketURL(%q, %q) = %q, %v; want %q", tc.url, tc.name, got, err, tc.want)
+		}
+	}
+}

@@ -63,6 +63,7 @@ var classes = []class{
 	sentinel(storeerr.ErrSecretNotFound, mayRetry),
 	sentinel(storeerr.ErrBucketFull, mayRetry),
 	sentinel(storeerr.ErrPoolFull, mayRetry),
+	sentinel(storeerr.ErrWriterRunning, mayRetry), // crt/backups': the writer's pods go
 	sentinel(storeerr.ErrRetained, mayRetry),
 	sentinel(storeerr.ErrIncomplete, mayRetry),
 

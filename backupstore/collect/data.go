@@ -253,3 +253,12 @@ func (c *Collector[T]) OpenBucket(ctx context.Context, o T) (*blob.Bucket, Locat
 	b, release, err := c.open(ctx, o, loc)
 	return b, loc, release, err
 }
+
+// OpenLocation opens the bucket of loc, with the credentials of its Secret
+// and the Collector's Open, for data of o's that is not at o's Location
+// (the legacy bucket a migration copies from); it returns the bucket and
+// the function that releases it. A missing Secret or key is an error that
+// names loc.SecretField.
+func (c *Collector[T]) OpenLocation(ctx context.Context, o T, loc Location) (*blob.Bucket, func() error, error) {
+	return c.open(ctx, o, loc)
+}

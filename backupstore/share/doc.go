@@ -22,6 +22,16 @@
 // in the entry's status: a restarted controller resumes at the recorded
 // step, and the downtime (writer paused) is reported.
 //
+// Grow is a Pool's growth for bucket objects that name their store by URL
+// and Secret: the next bucket is made from the pool's first, and its
+// store bucket created (backupstore.CreateBucket).
+//
+// Migrating runs each admitted entry's Migration in the entry's reconcile,
+// after its Share or Pool, one step per reconcile, recorded in the
+// entry's status; it opens the legacy and shared buckets through the
+// entry's collect.Collector. Quota is the seed's quota map as a flag
+// ("aws=100,azure=50").
+//
 // Share is written against collect.Objects, so a client-go user wires it
 // as well as a controller-runtime one; crt/backups.Share runs it on a
 // manager.
@@ -45,6 +55,13 @@
 //     bucket (backupstore.CopyBackups), repeats a step only when its record
 //     was lost, and deletes the legacy bucket only after GracePeriod from
 //     the recorded switch.
+//   - An entry that Pool cannot place (PoolConfig.Pool or NewBucket
+//     refuses) gets Admitted=False, reason NoPool, with the refusal.
+//   - A Migration with DryRun deletes nothing: it reports what the
+//     legacy bucket's deletion would delete and stays at that step.
+//   - Migrating records each step in the entry's status before it runs
+//     the next, and never migrates an entry whose recorded step is
+//     StepDone again.
 //   - Pool.Release frees the place of an entry only once the API server
 //     says it is gone, not a cache.
 //   - With DeleteEmptyAfter, a bucket is deleted only after it has been
@@ -89,3 +106,5 @@
 //     has not shown the cache yet. That entry is then refused
 //     (BucketDeleting or BucketNotFound).
 package share
+
+//go:generate go run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0 object paths=.

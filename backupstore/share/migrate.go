@@ -1,6 +1,7 @@
 package share
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,9 +46,12 @@ const (
 
 var migrationOrder = []MigrationStep{StepCreatePrefix, StepCopy, StepPauseWriter, StepCopyRemaining, StepSwitch, StepResumeWriter, StepDeleteLegacy, StepDone}
 
+// +kubebuilder:object:generate=true
+
 // MigrationStatus is what a migration records after each step, in the
 // entry's status: a controller that restarts resumes at Step, and a
-// failed step is retried without repeating the completed ones.
+// failed step is retried without repeating the completed ones. It has
+// DeepCopy functions, so that an API type may hold it.
 type MigrationStatus struct {
 	// Step is the next step to run; "" is StepCreatePrefix.
 	Step MigrationStep `json:"step,omitempty"`
@@ -62,6 +66,9 @@ type MigrationStatus struct {
 	SwitchedAt *metav1.Time `json:"switchedAt,omitempty"`
 	// LastError is the error of the last failed attempt of Step.
 	LastError string `json:"lastError,omitempty"`
+	// DryRun says what StepDeleteLegacy would delete, in a dry run
+	// (Migration.DryRun), which stays at that step.
+	DryRun string `json:"dryRun,omitempty"`
 }
 
 // Downtime is how long the writer was (or has been, if it is still)
@@ -89,6 +96,10 @@ type MigrationHooks struct {
 	// Resume starts the writer on the new location.
 	Resume func(ctx context.Context) error
 	// DeleteLegacy deletes the legacy bucket: its data and the bucket.
+	// nil deletes every object under SourcePrefix in the legacy bucket,
+	// all of them when it is "" (backupstore.DeletePrefix, which refuses
+	// "" on a bucket whose own prefix it cannot see: one not opened by
+	// backupstore.OpenBucket); the empty bucket stays.
 	DeleteLegacy func(ctx context.Context) error
 }
 
@@ -107,7 +118,8 @@ type Migration struct {
 	// Marker is written at TargetPrefix+MarkerKey by StepCreatePrefix.
 	Marker    []byte
 	MarkerKey string
-	// Hooks are the operator's steps. All are required.
+	// Hooks are the operator's steps: Pause, Switch and Resume are
+	// required.
 	Hooks MigrationHooks
 	// GracePeriod is how long the legacy bucket is kept after the switch.
 	GracePeriod time.Duration
@@ -116,6 +128,13 @@ type Migration struct {
 	// Copy adjusts the copies (Concurrency, Retry); its prefixes and
 	// manifest key are the Migration's.
 	Copy backupstore.CopyOptions
+	// DryRun keeps the legacy bucket: StepDeleteLegacy, once due, lists
+	// what it would delete (with the default DeleteLegacy; a hook of the
+	// caller's is not called) into MigrationStatus.DryRun and stays, to be
+	// looked at again after DryRunWait (default 1h). The other steps run:
+	// they delete nothing.
+	DryRun     bool
+	DryRunWait time.Duration
 }
 
 // Next runs the next step of st and records it in st: on success st names
@@ -195,9 +214,22 @@ func (m *Migration) Next(ctx context.Context, st *MigrationStatus) (done bool, a
 		if at := st.SwitchedAt.Add(m.GracePeriod); now.Time.Before(at) {
 			return false, at.Sub(now.Time), nil
 		}
-		if err := m.Hooks.DeleteLegacy(ctx); err != nil {
+		if m.DryRun {
+			report, err := m.wouldDelete(ctx)
+			if err != nil {
+				return fail(err)
+			}
+			st.DryRun, st.LastError = report, ""
+			return false, cmp.Or(m.DryRunWait, time.Hour), nil
+		}
+		del := m.Hooks.DeleteLegacy
+		if del == nil {
+			del = m.deleteLegacy
+		}
+		if err := del(ctx); err != nil {
 			return fail(err)
 		}
+		st.DryRun = ""
 	default:
 		return false, 0, fmt.Errorf("%w: migration step %q is not one of %v", ErrInvalidConfig, st.Step, migrationOrder)
 	}
@@ -218,8 +250,39 @@ func (m *Migration) check() error {
 		return fmt.Errorf("%w: share: Migration.Buckets is required", ErrInvalidConfig)
 	case m.TargetPrefix == "":
 		return fmt.Errorf("%w: share: Migration.TargetPrefix is required", ErrInvalidConfig)
-	case m.Hooks.Pause == nil || m.Hooks.Switch == nil || m.Hooks.Resume == nil || m.Hooks.DeleteLegacy == nil:
-		return fmt.Errorf("%w: share: Migration.Hooks: Pause, Switch, Resume and DeleteLegacy are required", ErrInvalidConfig)
+	case m.Hooks.Pause == nil || m.Hooks.Switch == nil || m.Hooks.Resume == nil:
+		return fmt.Errorf("%w: share: Migration.Hooks: Pause, Switch and Resume are required", ErrInvalidConfig)
 	}
 	return nil
+}
+
+// deleteLegacy deletes every object under SourcePrefix in the legacy
+// bucket.
+func (m *Migration) deleteLegacy(ctx context.Context) error {
+	_, err := m.deletePrefix(ctx, false)
+	return err
+}
+
+// wouldDelete says what deleteLegacy would delete.
+func (m *Migration) wouldDelete(ctx context.Context) (string, error) {
+	res, err := m.deletePrefix(ctx, true)
+	if err != nil {
+		return "", err
+	}
+	what := "every object of the legacy bucket"
+	if m.SourcePrefix != "" {
+		what = fmt.Sprintf("every object under %q in the legacy bucket", m.SourcePrefix)
+	}
+	return fmt.Sprintf("would delete %d objects (%d bytes): %s", len(res.Keys), res.Bytes, what), nil
+}
+
+func (m *Migration) deletePrefix(ctx context.Context, dryRun bool) (*backupstore.DeleteResult, error) {
+	legacy, _, release, err := m.Buckets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	// "" is the whole legacy bucket: the entry's own.
+	return backupstore.DeletePrefix(ctx, legacy, m.SourcePrefix, &backupstore.DeleteOptions{DryRun: dryRun,
+		PrefixRules: backupstore.PrefixRules{AllowEmpty: m.SourcePrefix == ""}})
 }

@@ -128,17 +128,40 @@ var (
 
 // ReconcileEntry places a live entry that names no bucket (Place; after
 // GrowWait again while its pool grows) and reconciles every other one
-// with the Share.
+// with the Share. An entry that Pool or NewBucket refuses gets the
+// Admitted condition False with reason NoPool and the refusal's message.
 func (p *Pool[E, B]) ReconcileEntry(ctx context.Context, e E) (time.Duration, error) {
 	if _, name := p.cfg.Share.BucketOf(e); name != "" || e.GetDeletionTimestamp() != nil {
 		return p.cfg.Share.ReconcileEntry(ctx, e)
 	}
 	_, err := p.Place(ctx, e)
-	if errors.Is(err, ErrPoolFull) {
+	var np *noPoolError
+	switch {
+	case errors.Is(err, ErrPoolFull):
 		return p.cfg.GrowWait, nil
+	case errors.As(err, &np):
+		// Refused until the entry changes (Pool) or the pool does
+		// (NewBucket: tried again after GrowWait).
+		if err := p.cfg.Share.refuse(ctx, e.DeepCopyObject().(E), ReasonNoPool, np.Error(), nil); err != nil {
+			return 0, err
+		}
+		if np.grow {
+			return p.cfg.GrowWait, nil
+		}
+		return 0, nil
 	}
 	return 0, err // placed: the entry's update reconciles it again
 }
+
+// noPoolError is a refusal of PoolConfig.Pool (grow false) or
+// PoolConfig.NewBucket (grow true).
+type noPoolError struct {
+	err  error
+	grow bool
+}
+
+func (e *noPoolError) Error() string { return e.err.Error() }
+func (e *noPoolError) Unwrap() error { return e.err }
 
 // ReconcileBucket deletes a bucket empty for DeleteEmptyAfter
 // (DeleteEmpty), frees the places of gone entries (Release), provisions a
@@ -189,7 +212,7 @@ func (p *Pool[E, B]) BucketOf(e E) (namespace, name string) { return p.cfg.Share
 func (p *Pool[E, B]) Place(ctx context.Context, e E) (string, error) {
 	pool, err := p.cfg.Pool(e)
 	if err != nil {
-		return "", err
+		return "", &noPoolError{err: fmt.Errorf("entry %s has no pool: %w", e.GetName(), err)}
 	}
 	all, err := p.cfg.Share.cfg.Buckets.List(ctx, "")
 	if err != nil {
@@ -229,7 +252,7 @@ func (p *Pool[E, B]) Place(ctx context.Context, e E) (string, error) {
 	var next B
 	for n := len(members) + 1; ; n++ {
 		if next, err = p.cfg.NewBucket(pool, n); err != nil {
-			return "", fmt.Errorf("pool %q: new bucket: %w", pool, err)
+			return "", &noPoolError{err: fmt.Errorf("pool %q cannot grow: %w", pool, err), grow: true}
 		}
 		if !slices.ContainsFunc(members, func(b B) bool { return b.GetName() == next.GetName() }) {
 			break

@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -66,23 +67,7 @@ func TestPoolPlacementIsRaceFree(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		entries := inNamespace{backups.Objects[backup](cl, cl), k.Namespace}
-		buckets := inNamespace{backups.Objects[backup](cl, cl), bucketNS}
-		c, err := collect.New(collect.Config[backup]{Objects: entries, Finalizer: "f", Secrets: backupstore.SecretsFrom(nil),
-			Location: func(context.Context, backup) (collect.Location, error) { return collect.Location{}, nil }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := share.New(share.Config[backup, backup]{
-			Entries: entries, Buckets: buckets, Collector: c, BucketFinalizer: "g",
-			Bucket:     func(b backup) (string, string) { return bucketNS, b.Spec.Bucket },
-			Limit:      func(b backup) int { return b.Spec.Limit },
-			Prefix:     func(b backup) *string { return &b.Status.Prefix },
-			Conditions: func(b backup) *[]metav1.Condition { return &b.Status.Conditions },
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := placingShare(t, cl, k.Namespace, bucketNS)
 		p, err := share.NewPool(share.PoolConfig[backup, backup]{
 			Share:  s,
 			Pool:   func(e backup) (string, error) { return e.Spec.Pool, nil },
@@ -348,4 +333,104 @@ func TestPoolReconcileGrowsAndAdmits(t *testing.T) {
 			t.Fatalf("shoot-0's place in %s not freed: claims %v", b.Name, b.Status.Claims)
 		}
 	}
+}
+
+// An entry whose pool Pool refuses (an unknown provider), and one whose
+// pool NewBucket cannot grow, get Admitted=False, NoPool, with the
+// refusal's message, on a real API server; no bucket is created. The
+// first waits for a change of the entry, the second is placed again after
+// GrowWait.
+func TestPoolRefusalIsACondition(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	k := testenv.StartKubernetes(t)
+	if _, err := testbackup.Install(k.Config); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	scheme := runtime.NewScheme()
+	if err := testbackup.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := client.New(k.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := placingShare(t, cl, k.Namespace, k.Namespace+"-buckets")
+	created := 0
+	p, err := share.NewPool(share.PoolConfig[backup, backup]{
+		Share: s, GrowWait: 7 * time.Second,
+		Pool: func(e backup) (string, error) {
+			if e.Spec.Pool == "gcp" {
+				return "", fmt.Errorf("provider %q has no quota", e.Spec.Pool)
+			}
+			return e.Spec.Pool, nil
+		},
+		Member: func(b backup) string { return b.Spec.Pool },
+		NewBucket: func(pool string, n int) (backup, error) {
+			return nil, fmt.Errorf("no bucket of pool %q to take the URL from", pool)
+		},
+		Create:    func(context.Context, backup) error { created++; return nil },
+		Claims:    func(b backup) *[]string { return &b.Status.Claims },
+		Assign:    func(e backup, _, name string) { e.Spec.Bucket = name },
+		Provision: func(context.Context, backup) error { return nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		pool, message string
+		after         time.Duration
+	}{
+		{"gcp", `entry e-gcp has no pool: provider "gcp" has no quota`, 0},
+		{"aws", `pool "aws" cannot grow: no bucket of pool "aws" to take the URL from`, 7 * time.Second},
+	} {
+		e := &testbackup.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: "e-" + tc.pool}, Spec: testbackup.Spec{Pool: tc.pool}}
+		if err := cl.Create(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+		after, err := p.ReconcileEntry(ctx, e)
+		if err != nil || after != tc.after {
+			t.Errorf("%s: ReconcileEntry = %v, %v; want %v, nil", e.Name, after, err, tc.after)
+		}
+		var got testbackup.Backup
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(e), &got); err != nil {
+			t.Fatal(err)
+		}
+		cond := meta.FindStatusCondition(got.Status.Conditions, share.ConditionAdmitted)
+		if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != share.ReasonNoPool || cond.Message != tc.message {
+			t.Errorf("%s: condition %+v, want Admitted=False, NoPool, %q", e.Name, cond, tc.message)
+		}
+		if got.Spec.Bucket != "" || got.Status.Prefix != "" {
+			t.Errorf("%s: bucket %q, prefix %q; want none", e.Name, got.Spec.Bucket, got.Status.Prefix)
+		}
+	}
+	if created != 0 {
+		t.Errorf("%d buckets created, want 0", created)
+	}
+}
+
+// placingShare is a Share for placement only: entries in ns, buckets in
+// bucketNS, no data (the collector's Location is empty).
+func placingShare(t *testing.T, cl client.Client, ns, bucketNS string) *share.Share[backup, backup] {
+	t.Helper()
+	entries := inNamespace{backups.Objects[backup](cl, cl), ns}
+	buckets := inNamespace{backups.Objects[backup](cl, cl), bucketNS}
+	c, err := collect.New(collect.Config[backup]{Objects: entries, Finalizer: "f", Secrets: backupstore.SecretsFrom(nil),
+		Location: func(context.Context, backup) (collect.Location, error) { return collect.Location{}, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := share.New(share.Config[backup, backup]{
+		Entries: entries, Buckets: buckets, Collector: c, BucketFinalizer: "g",
+		Bucket:     func(b backup) (string, string) { return bucketNS, b.Spec.Bucket },
+		Limit:      func(b backup) int { return b.Spec.Limit },
+		Prefix:     func(b backup) *string { return &b.Status.Prefix },
+		Conditions: func(b backup) *[]metav1.Condition { return &b.Status.Conditions },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

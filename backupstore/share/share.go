@@ -46,6 +46,10 @@ const (
 	// ReasonBucketInUse is the event of a deleted bucket that entries
 	// still name.
 	ReasonBucketInUse = "BucketInUse"
+	// ReasonNoPool: an entry that names no bucket has no pool to be
+	// placed in (PoolConfig.Pool refused it, an unknown provider), or its
+	// pool cannot grow (PoolConfig.NewBucket refused).
+	ReasonNoPool = "NoPool"
 )
 
 // Config says how entries and buckets are read and written. Entries E and
@@ -180,14 +184,7 @@ func (s *Share[E, B]) ReconcileEntry(ctx context.Context, e E) (time.Duration, e
 // the outcome in the Admitted condition.
 func (s *Share[E, B]) admit(ctx context.Context, e E) error {
 	n := s.cfg.Names
-	refuse := func(reason, msg string, err error) error {
-		changed, werr := s.setCondition(ctx, e, metav1.ConditionFalse, reason, msg)
-		if changed {
-			s.cfg.Recorder.Event(e, corev1.EventTypeWarning, reason, msg)
-			logr.FromContextOrDiscard(ctx).Info("not admitted", "reason", reason, "message", msg)
-		}
-		return errors.Join(err, werr)
-	}
+	refuse := func(reason, msg string, err error) error { return s.refuse(ctx, e, reason, msg, err) }
 	ns, name := s.cfg.Bucket(e)
 	b, err := s.cfg.Buckets.Get(ctx, ns, name)
 	if apierrors.IsNotFound(err) {
@@ -232,6 +229,18 @@ func (s *Share[E, B]) admit(ctx context.Context, e E) error {
 		logr.FromContextOrDiscard(ctx).Info("admitted", "prefix", prefix, "bucket", name)
 	}
 	return nil
+}
+
+// refuse records on e why it is not admitted (Admitted=False with reason
+// and msg; a Warning event when the condition changes) and returns err
+// joined with a failed status write.
+func (s *Share[E, B]) refuse(ctx context.Context, e E, reason, msg string, err error) error {
+	changed, werr := s.setCondition(ctx, e, metav1.ConditionFalse, reason, msg)
+	if changed {
+		s.cfg.Recorder.Event(e, corev1.EventTypeWarning, reason, msg)
+		logr.FromContextOrDiscard(ctx).Info("not admitted", "reason", reason, "message", msg)
+	}
+	return errors.Join(err, werr)
 }
 
 // setCondition sets the Admitted condition and writes the status if it

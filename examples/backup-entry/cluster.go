@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -14,6 +15,7 @@ import (
 	_ "github.com/groundskeeper-io/groundskeeper/backupstore/azurestore" // azblob://
 	_ "github.com/groundskeeper-io/groundskeeper/backupstore/gcsstore"   // gs://
 	_ "github.com/groundskeeper-io/groundskeeper/backupstore/s3store"    // s3://
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
 	"github.com/groundskeeper-io/groundskeeper/crt"
 	"github.com/groundskeeper-io/groundskeeper/crt/backups"
 	"github.com/groundskeeper-io/groundskeeper/examples/backup-entry/api"
@@ -23,6 +25,8 @@ import (
 type controllerOptions struct {
 	grace  time.Duration
 	dryRun bool
+	// quota is a pool's bucket's most entries, per provider (--quota).
+	quota share.Quota
 	// Tests only: wrap wraps the manager's client (cached reads, writes)
 	// and API reader (fresh reads) to scope the controller or plant bugs.
 	wrap func(client.Client, client.Reader) (client.Client, client.Reader)
@@ -46,10 +50,15 @@ func setupControllers(mgr ctrl.Manager, o controllerOptions) error {
 		cl, live = o.wrap(cl, live)
 	}
 	entries, buckets := backups.Objects[*api.BackupEntry](cl, live), backups.Objects[*api.BackupBucket](cl, cl)
-	events := crt.Events(mgr.GetEventRecorder("backup-entry"))
-	s, err := newShare(entries, buckets, crt.Secrets(mgr.GetAPIReader()), events, clock.RealClock{}, o.grace, o.dryRun)
+	r, err := newController(deps{
+		entries: entries, buckets: buckets, secrets: crt.Secrets(mgr.GetAPIReader()), clk: clock.RealClock{},
+		events:       crt.Events(mgr.GetEventRecorder("backup-entry")),
+		createBucket: func(ctx context.Context, b *api.BackupBucket) error { return cl.Create(ctx, b) },
+		writers: backups.DeploymentWriter{Client: cl, Reader: live,
+			PausedAnnotation: api.PausedReplicasAnnotation, LocationAnnotation: api.BackupLocationAnnotation},
+	}, o)
 	if err != nil {
 		return err
 	}
-	return backups.Share(mgr, "backup", s, &backups.ShareOptions{Reader: cl})
+	return backups.Share(mgr, "backup", r, &backups.ShareOptions{Reader: cl})
 }

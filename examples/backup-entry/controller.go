@@ -1,19 +1,24 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"time"
 
+	"gocloud.dev/blob"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
+	"github.com/groundskeeper-io/groundskeeper/crt/backups"
 	"github.com/groundskeeper-io/groundskeeper/examples/backup-entry/api"
 )
 
@@ -29,24 +34,50 @@ type eventRecorder interface {
 	Event(object runtime.Object, eventtype, reason, message string)
 }
 
-// newShare is the controller: entries admitted to their BackupBucket while
-// it has room (spec.maxEntries), a marker under each admitted prefix, the
-// bucket kept while entries name it, and a deleted entry's prefix deleted
-// by the collector (entryConfig). The manager runs it with
+// deps are what the controller reads and writes: the manager's clients in
+// a cluster, the scenario's simulated API server and in-memory buckets.
+type deps struct {
+	entries collect.Objects[*api.BackupEntry]
+	buckets collect.Objects[*api.BackupBucket]
+	// createBucket creates a pool's next BackupBucket (AlreadyExists if it
+	// exists).
+	createBucket func(context.Context, *api.BackupBucket) error
+	secrets      backupstore.SecretGetter
+	events       eventRecorder
+	clk          clock.WithTicker
+	// open opens a bucket in a store; nil is backupstore.OpenBucket.
+	open func(ctx context.Context, url string, creds *backupstore.Credentials) (*blob.Bucket, func() error, error)
+	// writers updates and reads the migrations' writer Deployments.
+	writers backups.DeploymentWriter
+}
+
+// newController is the controller (share.Share, in a share.Pool, in a
+// share.Migrating): an entry that names no bucket is placed in its pool,
+// the BackupBuckets of its spec.provider and spec.region, --quota entries
+// each; when all are full the pool grows by a BackupBucket made from its
+// first (share.Grow: <provider>-<region>-<n>, the store's bucket of that
+// name created before an entry is admitted to it). An entry is admitted
+// to its bucket while it has room, with a marker under its prefix; a
+// bucket is kept while entries name it; a deleted entry's prefix is
+// deleted by the collector (entryConfig); an admitted entry with
+// spec.migrateFrom is migrated into its prefix, one step per reconcile,
+// recorded in status.migration, its writer Deployment paused meanwhile
+// and switched to "<bucket>/<prefix>", the legacy objects deleted the
+// deletion grace period after the switch. The manager runs it with
 // crt/backups.Share, the scenario by hand.
-func newShare(entries collect.Objects[*api.BackupEntry], buckets collect.Objects[*api.BackupBucket], secrets backupstore.SecretGetter, events eventRecorder, clk clock.WithTicker, grace time.Duration, dryRun bool) (*share.Share[*api.BackupEntry, *api.BackupBucket], error) {
-	collector, err := collect.New(entryConfig(entries, buckets, secrets, events, clk, grace, dryRun))
+func newController(d deps, o controllerOptions) (share.Reconciler[*api.BackupEntry, *api.BackupBucket], error) {
+	cfg := entryConfig(d.entries, d.buckets, d.secrets, d.events, d.clk, o.grace, o.dryRun)
+	cfg.Open = d.open
+	collector, err := collect.New(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return newShareWith(collector, entries, buckets, events, clk)
-}
-
-func newShareWith(collector *collect.Collector[*api.BackupEntry], entries collect.Objects[*api.BackupEntry], buckets collect.Objects[*api.BackupBucket], events eventRecorder, clk clock.PassiveClock) (*share.Share[*api.BackupEntry, *api.BackupBucket], error) {
-	return share.New(share.Config[*api.BackupEntry, *api.BackupBucket]{
-		Entries: entries, Buckets: buckets, Collector: collector, Recorder: events, Clock: clk,
-		Bucket:     func(e *api.BackupEntry) (string, string) { return "", e.Spec.BucketName },
-		Limit:      func(b *api.BackupBucket) int { return b.Spec.MaxEntries },
+	s, err := share.New(share.Config[*api.BackupEntry, *api.BackupBucket]{
+		Entries: d.entries, Buckets: d.buckets, Collector: collector, Recorder: d.events, Clock: d.clk,
+		Bucket: func(e *api.BackupEntry) (string, string) { return "", e.Spec.BucketName },
+		// A pool's bucket holds its provider's quota (at least 1), any
+		// other its spec.maxEntries.
+		Limit:      func(b *api.BackupBucket) int { return cmp.Or(o.quota[b.Spec.Provider], b.Spec.MaxEntries) },
 		Prefix:     func(e *api.BackupEntry) *string { return &e.Status.Prefix },
 		Conditions: func(e *api.BackupEntry) *[]metav1.Condition { return &e.Status.Conditions },
 		MarkerKey:  markerKey,
@@ -61,6 +92,64 @@ func newShareWith(collector *collect.Collector[*api.BackupEntry], entries collec
 		},
 		Names: share.Names{Bucket: "BackupBucket", Entries: "BackupEntries", BucketField: "spec.bucketName", LimitField: "spec.maxEntries"},
 	})
+	if err != nil {
+		return nil, err
+	}
+	grow := share.Grow[*api.BackupBucket]{Buckets: d.buckets, Secrets: d.secrets,
+		Member: func(b *api.BackupBucket) string { return b.Spec.Pool() },
+		Store: func(b *api.BackupBucket) (string, string, string) {
+			ns, name := secretRef(b.Spec.SecretRef)
+			return b.Spec.URL, ns, name
+		},
+		New: func(first *api.BackupBucket, name, url string) *api.BackupBucket {
+			spec := api.BackupBucketSpec{URL: url, SecretRef: first.Spec.SecretRef, Provider: first.Spec.Provider, Region: first.Spec.Region}
+			return &api.BackupBucket{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
+		},
+	}
+	pool, err := share.NewPool(share.PoolConfig[*api.BackupEntry, *api.BackupBucket]{
+		Share: s, Create: d.createBucket, NewBucket: grow.NewBucket, Provision: grow.Provision, Member: grow.Member,
+		Pool: func(e *api.BackupEntry) (string, error) {
+			if _, ok := o.quota[e.Spec.Provider]; !ok {
+				return "", fmt.Errorf("spec.provider %q has no --quota (--quota=%q)", e.Spec.Provider, o.quota.String())
+			}
+			return e.Spec.Pool(), nil
+		},
+		Claims: func(b *api.BackupBucket) *[]string { return &b.Status.Claims },
+		Assign: func(e *api.BackupEntry, _, name string) { e.Spec.BucketName = name },
+		// Not set here yet, so an empty pool bucket is kept: its deletion
+		// after a grace period (DeleteEmptyAfter, with Deprovision:
+		// backupstore.DeleteBucket, and LiveEntries: crt/backups.LiveList).
+	})
+	if err != nil {
+		return nil, err
+	}
+	return share.NewMigrating(share.MigratingConfig[*api.BackupEntry, *api.BackupBucket]{
+		Reconciler: pool, Entries: d.entries, Collector: collector, Recorder: d.events, Clock: d.clk,
+		Migration: share.Migration{GracePeriod: o.grace, DryRun: o.dryRun},
+		Prefix:    func(e *api.BackupEntry) string { return e.Status.Prefix },
+		Status:    func(e *api.BackupEntry) **share.MigrationStatus { return &e.Status.Migration },
+		Source: func(e *api.BackupEntry) (collect.Location, bool) {
+			from := e.Spec.MigrateFrom
+			if from == nil {
+				return collect.Location{}, false
+			}
+			loc := collect.Location{URL: from.URL, SecretField: "spec.migrateFrom.secretRef"}
+			loc.SecretNamespace, loc.Secret = secretRef(from.SecretRef)
+			return loc, true
+		},
+		Hooks: func(e *api.BackupEntry) share.MigrationHooks {
+			w := d.writers
+			w.Deployment = client.ObjectKey{Namespace: e.Spec.MigrateFrom.Writer.Namespace, Name: e.Spec.MigrateFrom.Writer.Name}
+			return w.Hooks(e.Spec.BucketName + "/" + e.Status.Prefix)
+		},
+	})
+}
+
+func secretRef(ref *api.SecretReference) (namespace, name string) {
+	if ref == nil {
+		return "", ""
+	}
+	return ref.Namespace, ref.Name
 }
 
 // entryConfig is how the collector deletes a deleted entry's prefix

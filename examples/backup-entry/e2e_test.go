@@ -279,7 +279,14 @@ func (e *env) waitEvent(name, typ, reason string) corev1.Event {
 // metrics and probes are off.
 func startManager(t *testing.T, cfg *rest.Config, namespace string, o controllerOptions) (manager.Manager, func()) {
 	t.Helper()
-	flags := kubecmd.Flags{Namespace: namespace, LeaderElect: true}
+	return startReplica(t, cfg, namespace, o, true)
+}
+
+// startReplica is startManager, with leader election on or off: replicas
+// without it all reconcile at once.
+func startReplica(t *testing.T, cfg *rest.Config, namespace string, o controllerOptions, leaderElect bool) (manager.Manager, func()) {
+	t.Helper()
+	flags := kubecmd.Flags{Namespace: namespace, LeaderElect: leaderElect}
 	mgr, err := flags.NewManager(rest.CopyConfig(cfg), "backup-entry", scheme, replicatest.Options(replicatest.Logger(t)))
 	if err != nil {
 		t.Fatal(err)
@@ -502,7 +509,11 @@ func TestSharedBucketOnMinIO(t *testing.T) {
 	rules := rbactest.Rules(t, "deploy/rbac.yaml", map[string]string{"backup-entry": e.k.Namespace, "default": "default"})
 	reqs := requests.Requests()
 	rbactest.Check(t, rules, reqs, map[string]string{
-		"patch events.events.k8s.io": "the event recorder patches an event that repeats (a series)",
+		"patch events.events.k8s.io":                            "the event recorder patches an event that repeats (a series)",
+		"create backupbuckets.backup.examples.groundskeeper.io": "a pool grows (TestPoolGrows); this test's bucket is in no pool",
+		"get deployments.apps":                                  "a migration's writer (TestMigrationOnMinIO); this test migrates nothing",
+		"update deployments.apps":                               "a migration's writer (TestMigrationOnMinIO)",
+		"list pods":                                             "a migration's writer's pods (TestMigrationOnMinIO)",
 	})
 }
 
@@ -714,7 +725,7 @@ func installCRDs(t *testing.T, cfg *rest.Config) dynamic.Interface {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	for _, r := range []schema.GroupVersionResource{api.BucketResource, api.EntryResource} {
+	for _, r := range []schema.GroupVersionResource{api.BucketResource, api.EntryResource, api.ShootResource} {
 		f, err := os.Open(filepath.Join("deploy", api.Group+"_"+r.Resource+".yaml"))
 		if err != nil {
 			t.Fatal(err)
@@ -730,7 +741,7 @@ func installCRDs(t *testing.T, cfg *rest.Config) dynamic.Interface {
 		}
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for _, r := range []schema.GroupVersionResource{api.BucketResource, api.EntryResource} {
+	for _, r := range []schema.GroupVersionResource{api.BucketResource, api.EntryResource, api.ShootResource} {
 		for {
 			_, err := client.Resource(r).List(ctx, metav1.ListOptions{})
 			if err == nil {

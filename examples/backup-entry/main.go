@@ -4,11 +4,15 @@
 // of the bucket (package backupstore). When an entry is deleted, its prefix
 // is deleted once the deletion grace period has passed (package retention),
 // or at once with the force-deletion annotation, and only then is its
-// finalizer removed. A bucket holds at most spec.maxEntries entries
-// (backupstore.Quota); a bucket stays while entries name it.
+// finalizer removed. A bucket stays while entries name it. An entry that
+// names no bucket is placed in the pool of its provider and region
+// (--quota entries a bucket), which grows by a bucket when all are full;
+// an entry owned by a Shoot goes with it (the garbage collector); an entry
+// with spec.migrateFrom has its legacy bucket's backups moved into its
+// prefix, its writer Deployment paused meanwhile (backupstore/share).
 //
 //	go run ./examples/backup-entry      # a simulated timeline, no cluster needed
-//	go run ./examples/backup-entry --kubeconfig=$HOME/.kube/config --deletion-grace-period=3d
+//	go run ./examples/backup-entry --kubeconfig=$HOME/.kube/config --deletion-grace-period=3d --quota=aws=100
 //
 // Without a kubeconfig (and outside a cluster) it plays a scenario on an
 // in-memory bucket and API with a simulated clock, and prints what the
@@ -53,6 +57,7 @@ func run(args []string) error {
 		o.grace = d
 		return nil
 	})
+	fs.Var(&o.quota, "quota", `the most entries of a pool's BackupBucket, per provider (the seed's controller.backupInfrastructures.quota), e.g. "aws=100,azure=50"; an entry of a provider without one is not placed`)
 	fs.BoolVar(&o.dryRun, "dry-run", false, "report (in events, conditions and logs) what the deletion of an entry's prefix would remove; delete nothing and keep the finalizer")
 	if err := fs.Parse(args); err != nil {
 		return err

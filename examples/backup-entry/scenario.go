@@ -11,43 +11,61 @@ import (
 	"time"
 
 	"gocloud.dev/blob"
-	"gocloud.dev/blob/memblob"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
-	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
+	"github.com/groundskeeper-io/groundskeeper/crt/backups"
 	"github.com/groundskeeper-io/groundskeeper/examples/backup-entry/api"
 	"github.com/groundskeeper-io/groundskeeper/retention"
 )
 
-// The scenario: one controller, a shared bucket in memory (mem://) with
-// room for three entries, and a simulated clock. A small in-memory API
-// server keeps the objects with Kubernetes' finalizer semantics (a deleted
-// object with finalizers only gets a deletion timestamp) and
-// resourceVersion conflicts; a tiny event loop plays the informers and the
-// workqueue. It is the demo's stand-in only: the e2e tests run the same
-// controller against a real API server and MinIO.
+// The scenario: one controller, shared buckets in memory (mem://) and a
+// simulated clock. The first act is one bucket with room for three
+// entries; the second a pool (--quota aws=2) that grows, entries owned by
+// Shoots, and a migration from a legacy bucket. A small in-memory API
+// server keeps the objects with Kubernetes' finalizer semantics (a
+// deleted object with finalizers only gets a deletion timestamp),
+// resourceVersion conflicts and the garbage collector's owner references;
+// a tiny event loop plays the informers and the workqueue, and the
+// ReplicaSet controller of the migration's writer. It is the demo's
+// stand-in only: the e2e tests run the same controller against a real API
+// server, MinIO and Azurite.
 const (
 	scenarioGrace = 3 * retention.Day
 	errorRetry    = 30 * time.Second
 )
 
-var scenarioStart = time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+var (
+	scenarioStart = time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	scenarioQuota = share.Quota{"aws": 2}
+	// The migration's writer: a Deployment of the fake API server, and
+	// its one pod.
+	writerKey = types.NamespacedName{Namespace: "shoot--prod--omega", Name: "etcd-main"}
+)
 
 type sim struct {
-	out   io.Writer
-	clk   *clocktesting.FakeClock
-	share *share.Share[*api.BackupEntry, *api.BackupBucket]
-	store *blob.Bucket
+	out  io.Writer
+	clk  *clocktesting.FakeClock
+	ctrl share.Reconciler[*api.BackupEntry, *api.BackupBucket]
+	// The buckets of the stores, by URL.
+	stores map[string]*blob.Bucket
 	// The API server's objects and its resourceVersion counter.
 	entries map[string]*api.BackupEntry
 	buckets map[string]*api.BackupBucket
+	shoots  map[string]*api.Shoot
 	rv      int
+	// The writer Deployment and its pods live in a fake client.
+	writers client.Client
 	// The workqueue: key → when it is due.
 	queue map[string]time.Time
 }
@@ -57,26 +75,81 @@ func runScenario(out io.Writer) error {
 	s := &sim{
 		out:     out,
 		clk:     clocktesting.NewFakeClock(scenarioStart),
-		store:   memblob.OpenBucket(nil),
+		stores:  map[string]*blob.Bucket{},
 		entries: map[string]*api.BackupEntry{},
 		buckets: map[string]*api.BackupBucket{},
+		shoots:  map[string]*api.Shoot{},
 		queue:   map[string]time.Time{},
 	}
-	defer s.store.Close()
-	// The bucket is mem://: no Secret is read.
-	cfg := entryConfig(simEntries{s}, simBuckets{s}, backupstore.SecretsFrom(nil), simEvents{s}, s.clk, scenarioGrace, false)
-	cfg.Open = func(context.Context, string, *backupstore.Credentials) (*blob.Bucket, func() error, error) {
-		return s.store, func() error { return nil }, nil
-	}
-	collector, err := collect.New(cfg)
+	defer func() {
+		for _, b := range s.stores {
+			b.Close()
+		}
+	}()
+	one := int32(1)
+	labels := map[string]string{"app": "etcd-main"}
+	s.writers = fake.NewClientBuilder().WithObjects(&appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: writerKey.Namespace, Name: writerKey.Name},
+		Spec: appsv1.DeploymentSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}}},
+	}, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: writerKey.Namespace, Name: "etcd-main-0", Labels: labels}}).Build()
+	var err error
+	s.ctrl, err = newController(deps{
+		entries: simEntries{s}, buckets: simBuckets{s}, events: simEvents{s}, clk: s.clk,
+		secrets: backupstore.SecretsFrom(nil), // mem:// buckets: no Secret is read
+		createBucket: func(_ context.Context, b *api.BackupBucket) error {
+			if _, ok := s.buckets[b.Name]; ok {
+				return apierrors.NewAlreadyExists(bucketsGR, b.Name)
+			}
+			s.say("  API: BackupBucket %s (%s) created by the controller: the pool %s is full", b.Name, b.Spec.URL, b.Spec.Pool())
+			s.createBucket(b)
+			return nil
+		},
+		open: func(ctx context.Context, url string, _ *backupstore.Credentials) (*blob.Bucket, func() error, error) {
+			b, err := s.store(ctx, url)
+			return b, func() error { return nil }, err
+		},
+		writers: backups.DeploymentWriter{Client: s.writers, Reader: s.writers,
+			PausedAnnotation: api.PausedReplicasAnnotation, LocationAnnotation: api.BackupLocationAnnotation},
+	}, controllerOptions{grace: scenarioGrace, quota: scenarioQuota})
 	if err != nil {
 		return err
 	}
-	if s.share, err = newShareWith(collector, simEntries{s}, simBuckets{s}, simEvents{s}, s.clk); err != nil {
+	if err := s.firstAct(ctx); err != nil {
 		return err
 	}
+	if err := s.secondAct(ctx); err != nil {
+		return err
+	}
+	s.say("end: in the API")
+	for _, name := range sortedKeys(s.buckets) {
+		b := s.buckets[name]
+		fmt.Fprintf(out, "        BackupBucket %s: %d entries, %d admitted, claims %v, deleting=%t\n", name, b.Status.Entries, b.Status.Admitted, b.Status.Claims, b.DeletionTimestamp != nil)
+	}
+	for _, name := range sortedKeys(s.entries) {
+		e := s.entries[name]
+		fmt.Fprintf(out, "        BackupEntry %s: bucket %s, prefix %q, finalizers %v\n", name, e.Spec.BucketName, e.Status.Prefix, e.Finalizers)
+	}
+	return nil
+}
 
-	fmt.Fprintf(out, "Simulated timeline from %s UTC. Deletion grace period %s.\n\n", scenarioStart.Format(time.DateTime), retention.Format(scenarioGrace))
+// store is the in-memory bucket of url, opened once.
+func (s *sim) store(ctx context.Context, url string) (*blob.Bucket, error) {
+	if b, ok := s.stores[url]; ok {
+		return b, nil
+	}
+	b, err := backupstore.OpenBucket(ctx, "mem://", nil) // its prefix known: DeletePrefix takes ""
+	if err != nil {
+		return nil, err
+	}
+	s.stores[url] = b
+	return b, nil
+}
+
+// firstAct: one shared bucket with room for three entries, entries
+// created and deleted by hand.
+func (s *sim) firstAct(ctx context.Context) error {
+	fmt.Fprintf(s.out, "Simulated timeline from %s UTC. Deletion grace period %s.\n\n", scenarioStart.Format(time.DateTime), retention.Format(scenarioGrace))
 	clusters := []struct{ project, name, uid string }{
 		{"dev", "alpha", "1a2b3c4d"}, {"dev", "beta", "5e6f7a8b"}, {"prod", "gamma", "9c0d1e2f"}, {"dev", "delta", "3a4b5c6d"},
 	}
@@ -97,15 +170,19 @@ func runScenario(out io.Writer) error {
 
 	s.runUntil(ctx, time.Hour)
 	s.say("each cluster's etcd backup sidecar writes under its entry's prefix")
+	store, err := s.store(ctx, "mem://")
+	if err != nil {
+		return err
+	}
 	for i := range 3 {
 		e := s.entries[entryName(i)]
 		for _, k := range []string{"v2/Full-00000000-00001000-1767322800", "v2/Incr-00001001-00001100-1767326400"} {
-			if err := s.store.WriteAll(ctx, e.Status.Prefix+k, []byte(strings.Repeat("x", 1024)), nil); err != nil {
+			if err := store.WriteAll(ctx, e.Status.Prefix+k, []byte(strings.Repeat("x", 1024)), nil); err != nil {
 				return err
 			}
 		}
 	}
-	s.listStore(ctx)
+	s.listStore(ctx, "mem://")
 
 	s.runUntil(ctx, 2*time.Hour)
 	s.say("Gardener creates BackupEntry %s: the bucket already holds 3 entries", entryName(3))
@@ -123,7 +200,7 @@ func runScenario(out io.Writer) error {
 	s.entries[entryName(2)].Annotations = map[string]string{api.ForceDeletionAnnotation: "true"}
 	s.deleteEntry(entryName(2))
 	s.runUntil(ctx, retention.Day+time.Hour+time.Minute)
-	s.listStore(ctx)
+	s.listStore(ctx, "mem://")
 
 	s.runUntil(ctx, 2*retention.Day)
 	s.say("the administrator deletes BackupBucket shared-eu1")
@@ -131,16 +208,65 @@ func runScenario(out io.Writer) error {
 	s.runUntil(ctx, 2*retention.Day+time.Minute)
 
 	s.runUntil(ctx, 5*retention.Day)
-	s.listStore(ctx)
-	s.say("end: in the API")
+	s.listStore(ctx, "mem://")
+	return nil
+}
+
+// secondAct: a pool of buckets with room for two entries each (--quota
+// aws=2), five Shoots whose entries name no bucket, one of them migrating
+// from its legacy bucket; a Shoot deleted, and its entry with it.
+func (s *sim) secondAct(ctx context.Context) error {
+	const day5 = 5 * retention.Day
+	s.say("the controller runs with --quota=%s; the administrator creates BackupBucket aws-eu-west-1 (mem://aws-eu-west-1, provider aws, region eu-west-1), the pool's first", scenarioQuota)
+	s.createBucket(&api.BackupBucket{ObjectMeta: metav1.ObjectMeta{Name: "aws-eu-west-1"},
+		Spec: api.BackupBucketSpec{URL: "mem://aws-eu-west-1", Provider: "aws", Region: "eu-west-1"}})
+	legacy, err := s.store(ctx, "mem://legacy-omega")
+	if err != nil {
+		return err
+	}
+	for _, k := range []string{"v2/Full-00000000-00003000-1767236400", "v2/Incr-00003001-00003050-1767240000", "v2/Incr-00003051-00003100-1767243600"} {
+		if err := legacy.WriteAll(ctx, k, []byte(strings.Repeat("o", 512)), nil); err != nil {
+			return err
+		}
+	}
+	shoots := []struct{ project, name, uid string }{
+		{"dev", "kappa", "6b7c8d9e"}, {"dev", "lambda", "0f1a2b3c"}, {"prod", "mu", "4d5e6f7a"}, {"prod", "nu", "8b9c0d1e"}, {"prod", "omega", "2f3a4b5c"},
+	}
+	for i, sh := range shoots {
+		shoot := &api.Shoot{ObjectMeta: metav1.ObjectMeta{Name: sh.project + "--" + sh.name, UID: types.UID(sh.uid)}, Spec: api.ShootSpec{Provider: "aws", Region: "eu-west-1"}}
+		s.shoots[shoot.Name] = shoot
+		e := &api.BackupEntry{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("shoot--%s--%s--%s", sh.project, sh.name, sh.uid[:5]),
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: api.GroupVersion.String(), Kind: "Shoot", Name: shoot.Name, UID: shoot.UID,
+				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(false)}}},
+			Spec: api.BackupEntrySpec{Provider: "aws", Region: "eu-west-1", ShootUID: sh.uid}}
+		if i < len(shoots)-1 {
+			s.say("Gardener creates Shoot %s and its BackupEntry %s (provider aws, region eu-west-1, no bucket; owner Shoot %s)", shoot.Name, e.Name, shoot.Name)
+		} else {
+			e.Spec.MigrateFrom = &api.LegacyBucket{URL: "mem://legacy-omega", Writer: api.WriterReference{Namespace: writerKey.Namespace, Name: writerKey.Name}}
+			s.say("Gardener creates Shoot %s and its BackupEntry %s, to migrate from its legacy bucket mem://legacy-omega (3 objects), written by Deployment %s", shoot.Name, e.Name, writerKey)
+		}
+		s.createEntry(e)
+	}
+	s.runUntil(ctx, day5+time.Hour)
+	s.say("the pool:")
 	for _, name := range sortedKeys(s.buckets) {
-		b := s.buckets[name]
-		fmt.Fprintf(out, "        BackupBucket %s: %d entries, %d admitted, deleting=%t\n", name, b.Status.Entries, b.Status.Admitted, b.DeletionTimestamp != nil)
+		if b := s.buckets[name]; b.Spec.Pool() != "" {
+			fmt.Fprintf(s.out, "        BackupBucket %s (%s): claims %v\n", name, b.Spec.URL, b.Status.Claims)
+		}
 	}
-	for _, name := range sortedKeys(s.entries) {
-		e := s.entries[name]
-		fmt.Fprintf(out, "        BackupEntry %s: prefix %q, finalizers %v\n", name, e.Status.Prefix, e.Finalizers)
-	}
+	omega := "shoot--prod--omega--2f3a4"
+	st := s.entries[omega].Status.Migration
+	fmt.Fprintf(s.out, "        BackupEntry %s: status.migration step %s, %d copied, downtime %s; the legacy objects go at %s\n",
+		omega, st.Step, st.Copied, st.Downtime(s.clk.Now()), elapsed(st.SwitchedAt.Add(scenarioGrace).Sub(scenarioStart)))
+	s.listStore(ctx, "mem://aws-eu-west-1-2")
+
+	s.runUntil(ctx, day5+2*time.Hour)
+	s.say("Gardener deletes Shoot dev--kappa")
+	s.deleteShoot("dev--kappa")
+	s.runUntil(ctx, day5+2*time.Hour+time.Minute)
+
+	s.runUntil(ctx, day5+4*retention.Day)
+	s.listStore(ctx, "mem://legacy-omega")
 	return nil
 }
 
@@ -156,17 +282,35 @@ func elapsed(d time.Duration) string {
 	return fmt.Sprintf("+%dd%02dh%02dm", days, d/time.Hour, (d%time.Hour)/time.Minute)
 }
 
-func (s *sim) listStore(ctx context.Context) {
-	s.say("the bucket holds:")
-	it := s.store.List(nil)
-	for {
+func (s *sim) listStore(ctx context.Context, url string) {
+	name := "the bucket"
+	if url != "mem://" {
+		name = url
+	}
+	s.say("%s holds:", name)
+	b, err := s.store(ctx, url)
+	if err != nil {
+		fmt.Fprintf(s.out, "        open: %v\n", err)
+		return
+	}
+	it := b.List(nil)
+	for n := 0; ; n++ {
 		o, err := it.Next(ctx)
+		if err == io.EOF && n == 0 {
+			fmt.Fprintln(s.out, "        nothing")
+		}
 		if err == io.EOF {
 			return
 		}
 		if err != nil {
 			fmt.Fprintf(s.out, "        list: %v\n", err)
 			return
+		}
+		if strings.HasSuffix(o.Key, "/migration-manifest.json") {
+			// Its size varies: it holds the legacy objects' wall-clock
+			// modification times.
+			fmt.Fprintf(s.out, "        %s (the copy's manifest)\n", o.Key)
+			continue
 		}
 		fmt.Fprintf(s.out, "        %s (%d bytes)\n", o.Key, o.Size)
 	}
@@ -185,6 +329,7 @@ func (s *sim) runUntil(ctx context.Context, until time.Duration) {
 			s.clk.SetTime(due)
 		}
 		delete(s.queue, key)
+		s.playWriter(ctx)
 		after, err := s.reconcile(ctx, key)
 		switch {
 		case err != nil:
@@ -196,6 +341,29 @@ func (s *sim) runUntil(ctx context.Context, until time.Duration) {
 	}
 	if end.After(s.clk.Now()) {
 		s.clk.SetTime(end)
+	}
+}
+
+// playWriter plays the ReplicaSet controller and the pod of the
+// migration's writer Deployment: scaled to 0, the pod writes a last
+// backup to the legacy bucket and stops; scaled back up, a pod starts and
+// writes where its template says.
+func (s *sim) playWriter(ctx context.Context) {
+	var d appsv1.Deployment
+	var pods corev1.PodList
+	if s.writers.Get(ctx, writerKey, &d) != nil || s.writers.List(ctx, &pods, client.InNamespace(writerKey.Namespace)) != nil {
+		return
+	}
+	switch running := len(pods.Items) > 0; {
+	case *d.Spec.Replicas == 0 && running:
+		legacy, _ := s.store(ctx, "mem://legacy-omega")
+		_ = legacy.WriteAll(ctx, "v2/Incr-00003101-00003120-1767675600", []byte(strings.Repeat("o", 512)), nil)
+		_ = s.writers.Delete(ctx, &pods.Items[0])
+		s.say("  the writer, scaled to 0, writes a last backup to the legacy bucket; its pod %s stops", pods.Items[0].Name)
+	case *d.Spec.Replicas > 0 && !running && d.Spec.Template.Annotations[api.BackupLocationAnnotation] != "":
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: writerKey.Namespace, Name: "etcd-main-1", Labels: d.Spec.Selector.MatchLabels}}
+		_ = s.writers.Create(ctx, pod)
+		s.say("  the writer's pod %s starts, writing to %s", pod.Name, d.Spec.Template.Annotations[api.BackupLocationAnnotation])
 	}
 }
 
@@ -211,13 +379,13 @@ func (s *sim) reconcile(ctx context.Context, key string) (time.Duration, error) 
 		if !ok {
 			return 0, nil
 		}
-		return s.share.ReconcileBucket(ctx, b.DeepCopy())
+		return s.ctrl.ReconcileBucket(ctx, b.DeepCopy())
 	}
 	e, ok := s.entries[name]
 	if !ok {
 		return 0, nil
 	}
-	return s.share.ReconcileEntry(ctx, e.DeepCopy())
+	return s.ctrl.ReconcileEntry(ctx, e.DeepCopy())
 }
 
 // next is the queued key due first (ties by name, for a stable order).
@@ -272,7 +440,7 @@ func (s *sim) bucketChanged(b *api.BackupBucket) {
 }
 
 func (s *sim) queueWaiting(b *api.BackupBucket) {
-	waiting, _ := s.share.Waiting(context.Background(), b)
+	waiting, _ := s.ctrl.Waiting(context.Background(), b)
 	for _, e := range waiting {
 		s.add(entryKey(e.Name), 0)
 	}
@@ -305,6 +473,21 @@ func (s *sim) deleteEntry(name string) {
 		s.bump(&e.ObjectMeta)
 	}
 	s.entryChanged(e)
+}
+
+// deleteShoot deletes a Shoot, and plays the garbage collector: the
+// entries it owns are deleted.
+func (s *sim) deleteShoot(name string) {
+	shoot := s.shoots[name]
+	delete(s.shoots, name)
+	for _, e := range s.entries {
+		for _, ref := range e.OwnerReferences {
+			if ref.UID == shoot.UID {
+				s.say("  garbage collector: BackupEntry %s deleted, its owner Shoot %s is gone", e.Name, name)
+				s.deleteEntry(e.Name)
+			}
+		}
+	}
 }
 
 func (s *sim) deleteBucket(name string) {
@@ -376,7 +559,9 @@ func (s *sim) UpdateEntryStatus(_ context.Context, e *api.BackupEntry) (*api.Bac
 	next.Status = *e.Status.DeepCopy()
 	s.bump(&next.ObjectMeta)
 	s.entries[e.Name] = next
-	s.entryChanged(next)
+	// Only the entry's bucket: as crt/backups.Share, a change of the
+	// status alone does not reconcile the entry.
+	s.add(bucketKey(next.Spec.BucketName), 0)
 	return next.DeepCopy(), nil
 }
 

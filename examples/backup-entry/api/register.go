@@ -6,7 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// GroupVersion of BackupBucket and BackupEntry.
+// GroupVersion of BackupBucket, BackupEntry and Shoot.
 var GroupVersion = schema.GroupVersion{Group: Group, Version: Version}
 
 // SchemeBuilder registers the types of this package; AddToScheme adds them
@@ -19,7 +19,7 @@ var (
 )
 
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &BackupBucket{}, &BackupBucketList{}, &BackupEntry{}, &BackupEntryList{})
+	s.AddKnownTypes(GroupVersion, &BackupBucket{}, &BackupBucketList{}, &BackupEntry{}, &BackupEntryList{}, &Shoot{}, &ShootList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }
