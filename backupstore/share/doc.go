@@ -10,9 +10,10 @@
 // bucket object when every bucket is full. With a grace period
 // (PoolConfig.DeleteEmptyAfter) it deletes a bucket whose last entry has
 // been gone that long: the store's bucket with its data, then the bucket
-// object. It keeps the pool's first bucket, where Place puts entries
-// first, so that a pool that empties and fills again does not delete and
-// create a bucket each time.
+// object. It deletes only the buckets it created (AnnotationCreatedBy),
+// never one an administrator made, and keeps the pool's first bucket,
+// where Place puts entries first, so that a pool that empties and fills
+// again does not delete and create a bucket each time.
 //
 // Migration moves an entry's backups from a legacy bucket of its own into
 // its prefix in a shared bucket, in the seed's sequence (create the

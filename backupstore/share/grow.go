@@ -16,7 +16,8 @@ import (
 // administrator made), named "<pool>-<n>" ('/' in the pool's name as
 // '-'), its URL naming a store bucket of that name
 // (backupstore.BucketURL); Provision creates a member's store bucket
-// (backupstore.CreateBucket, nothing to do when it exists).
+// (backupstore.CreateBucket, nothing to do when it exists), and
+// Deprovision deletes it (backupstore.DeleteBucket).
 type Grow[B collect.Object] struct {
 	// Buckets lists the pool's members (a cache). Required.
 	Buckets collect.Objects[B]
@@ -69,16 +70,39 @@ func (g Grow[B]) Provision(ctx context.Context, b B) error {
 	if g.Member(b) == "" {
 		return nil
 	}
-	rawURL, ns, name := g.Store(b)
-	var creds *backupstore.Credentials
-	if name != "" {
-		scheme, err := backupstore.Scheme(rawURL)
-		if err != nil {
-			return err
-		}
-		if creds, err = backupstore.LoadCredentials(ctx, g.Secrets, ns, name, scheme); err != nil {
-			return err
-		}
+	rawURL, creds, err := g.store(ctx, b)
+	if err != nil {
+		return err
 	}
 	return backupstore.CreateBucket(ctx, rawURL, creds)
+}
+
+// Deprovision is PoolConfig.Deprovision: it deletes the store's bucket of a
+// pool's member, its data first (backupstore.DeleteBucket, with opts), with
+// the credentials of its Secret. A bucket outside any pool is refused: it
+// is the administrator's.
+func (g Grow[B]) Deprovision(ctx context.Context, b B, opts *backupstore.DeleteOptions) (*backupstore.DeleteResult, error) {
+	if g.Member(b) == "" {
+		return nil, fmt.Errorf("%w: bucket %s belongs to no pool: not deleted", backupstore.ErrInvalidConfig, b.GetName())
+	}
+	rawURL, creds, err := g.store(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	return backupstore.DeleteBucket(ctx, rawURL, creds, opts)
+}
+
+// store returns the URL of b's store bucket and the credentials of its
+// Secret (nil without one).
+func (g Grow[B]) store(ctx context.Context, b B) (string, *backupstore.Credentials, error) {
+	rawURL, ns, name := g.Store(b)
+	if name == "" {
+		return rawURL, nil, nil
+	}
+	scheme, err := backupstore.Scheme(rawURL)
+	if err != nil {
+		return "", nil, err
+	}
+	creds, err := backupstore.LoadCredentials(ctx, g.Secrets, ns, name, scheme)
+	return rawURL, creds, err
 }

@@ -81,4 +81,33 @@ func TestGrow(t *testing.T) {
 	if !errors.Is(err, backupstore.ErrSecretNotFound) || !strings.Contains(err.Error(), "backup-aws") {
 		t.Errorf("a missing Secret: %v", err)
 	}
+
+	// Deprovision deletes a member's store bucket, its data first, and
+	// refuses a bucket outside any pool; a dry run deletes nothing.
+	if err := os.WriteFile(filepath.Join(dir, "aws-eu1-3", "backup"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err := g.Deprovision(ctx, next, &backupstore.DeleteOptions{DryRun: true})
+	if err != nil || len(res.Keys) != 1 || res.Keys[0] != "backup" {
+		t.Errorf("Deprovision dry run: %+v, %v; want the one key listed", res, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "aws-eu1-3", "backup")); err != nil {
+		t.Errorf("a dry run deleted data: %v", err)
+	}
+	if _, err := g.Deprovision(ctx, next, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "aws-eu1-3")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("store bucket not deleted: %v", err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "other"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	_, err = g.Deprovision(ctx, bucket("other", "", "file://"+dir+"/other", ""), nil)
+	if !errors.Is(err, backupstore.ErrInvalidConfig) || !strings.Contains(err.Error(), "other") {
+		t.Errorf("Deprovision outside any pool: %v; want refused, naming the bucket", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "other")); err != nil {
+		t.Errorf("a bucket outside any pool was deleted: %v", err)
+	}
 }

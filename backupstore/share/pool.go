@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -261,6 +262,12 @@ func (p *Pool[E, B]) Place(ctx context.Context, e E) (string, error) {
 			return "", fmt.Errorf("%w: share: PoolConfig.NewBucket(%q, %d) = %s, a bucket of the pool: it must name the n-th bucket after n", ErrInvalidConfig, pool, n, next.GetName())
 		}
 	}
+	a := maps.Clone(next.GetAnnotations())
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[AnnotationCreatedBy] = pool
+	next.SetAnnotations(a)
 	if err := p.cfg.Create(ctx, next); err != nil && !apierrors.IsAlreadyExists(err) {
 		return "", fmt.Errorf("pool %q: create bucket %s: %w", pool, next.GetName(), err)
 	}

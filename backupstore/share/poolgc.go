@@ -32,6 +32,10 @@ const (
 	// admits no entry to it. It is removed, and the deletion given up,
 	// when the bucket turns out to be in use before its object is deleted.
 	AnnotationDeleting = "backupstore.groundskeeper.io/deleting"
+	// AnnotationCreatedBy names the pool that created the bucket (Place,
+	// when the pool grew). The Pool deletes only the buckets it created:
+	// a bucket an administrator made, and its store's bucket, are theirs.
+	AnnotationCreatedBy = "backupstore.groundskeeper.io/created-by-pool"
 )
 
 // The reasons of the events of a Pool's bucket deletion.
@@ -74,7 +78,8 @@ func (p *Pool[E, B]) deleting(b B) bool {
 // DeleteEmpty deletes bucket b, read from a cache, if it has been empty
 // for PoolConfig.DeleteEmptyAfter; ReconcileBucket calls it first. A
 // bucket is empty when its claims are empty and no entry names it,
-// deleted or not. In turn, on successive calls:
+// deleted or not. Only a bucket the pool created (AnnotationCreatedBy) is
+// ever deleted. In turn, on successive calls:
 //
 //   - a bucket in use (by the cache) loses its empty-since stamp;
 //   - the first bucket of its pool by name (not being deleted) is kept,
@@ -110,7 +115,7 @@ func (p *Pool[E, B]) deleteEmpty(ctx context.Context, b B) (d BucketDeletion, wr
 	if b.GetDeletionTimestamp() != nil {
 		return d, false, nil
 	}
-	if p.cfg.DeleteEmptyAfter <= 0 || pool == "" {
+	if p.cfg.DeleteEmptyAfter <= 0 || pool == "" || b.GetAnnotations()[AnnotationCreatedBy] != pool {
 		// No deletion (any more): a stamp or a mark left from one goes.
 		a := b.GetAnnotations()
 		if _, ok := a[AnnotationEmptySince]; !ok {

@@ -561,7 +561,9 @@ func TestPoolDeletesOnlyTheObjectItRead(t *testing.T) {
 		if err := p.cl.Delete(p.ctx, old); err != nil {
 			t.Fatal(err)
 		}
-		b := &testbackup.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: p.bns, Name: "p-2"}, Spec: old.Spec}
+		// Recreated as the pool would create it.
+		b := &testbackup.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: p.bns, Name: "p-2",
+			Annotations: map[string]string{share.AnnotationCreatedBy: old.Annotations[share.AnnotationCreatedBy]}}, Spec: old.Spec}
 		if err := p.cl.Create(p.ctx, b); err != nil {
 			t.Fatal(err)
 		}
@@ -657,5 +659,29 @@ func TestNewPoolDeletionConfig(t *testing.T) {
 	cfg.DeleteEmptyAfter, cfg.Deprovision, cfg.LiveEntries = 0, nil, nil
 	if _, err := share.NewPool(cfg); err != nil {
 		t.Errorf("no deletion, no Deprovision: %v", err)
+	}
+}
+
+// A bucket of the pool that the pool did not create (an administrator's)
+// is never deleted, however long it has been empty.
+func TestPoolDeletesOnlyTheBucketsItCreated(t *testing.T) {
+	p := newGCPool(t, testenv.File(t), false)
+	p.twoBuckets()
+	b := p.bucket("p-2")
+	if b.Annotations[share.AnnotationCreatedBy] == "" {
+		t.Fatalf("p-2, grown by the pool, has no %s annotation: %v", share.AnnotationCreatedBy, b.Annotations)
+	}
+	delete(b.Annotations, share.AnnotationCreatedBy)
+	if err := p.cl.Update(p.ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		p.clock.Step(grace)
+		if d, err := p.pool.DeleteEmpty(p.ctx, p.bucket("p-2")); err != nil || d.Deleted {
+			t.Fatalf("DeleteEmpty of a bucket the pool did not create: %+v, %v; want kept", d, err)
+		}
+	}
+	if p.bucket("p-2") == nil || !p.storeExists("p-2") {
+		t.Error("a bucket the pool did not create was deleted")
 	}
 }

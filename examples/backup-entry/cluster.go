@@ -54,6 +54,7 @@ func setupControllers(mgr ctrl.Manager, o controllerOptions) error {
 		entries: entries, buckets: buckets, secrets: crt.Secrets(mgr.GetAPIReader()), clk: clock.RealClock{},
 		events:       crt.Events(mgr.GetEventRecorder("backup-entry")),
 		createBucket: func(ctx context.Context, b *api.BackupBucket) error { return cl.Create(ctx, b) },
+		liveEntries:  backups.LiveList[*api.BackupEntry](mgr.GetScheme(), live, ""),
 		writers: backups.DeploymentWriter{Client: cl, Reader: live,
 			PausedAnnotation: api.PausedReplicasAnnotation, LocationAnnotation: api.BackupLocationAnnotation},
 	}, o)

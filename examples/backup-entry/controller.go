@@ -40,8 +40,9 @@ type deps struct {
 	entries collect.Objects[*api.BackupEntry]
 	buckets collect.Objects[*api.BackupBucket]
 	// createBucket creates a pool's next BackupBucket (AlreadyExists if it
-	// exists).
+	// exists); liveEntries lists the entries fresh from the API server.
 	createBucket func(context.Context, *api.BackupBucket) error
+	liveEntries  func(context.Context) ([]*api.BackupEntry, error)
 	secrets      backupstore.SecretGetter
 	events       eventRecorder
 	clk          clock.WithTicker
@@ -56,7 +57,9 @@ type deps struct {
 // the BackupBuckets of its spec.provider and spec.region, --quota entries
 // each; when all are full the pool grows by a BackupBucket made from its
 // first (share.Grow: <provider>-<region>-<n>, the store's bucket of that
-// name created before an entry is admitted to it). An entry is admitted
+// name created before an entry is admitted to it); a pool bucket other
+// than the first by name that has had no entry for the deletion grace
+// period is deleted, the store's bucket and its data first. An entry is admitted
 // to its bucket while it has room, with a marker under its prefix; a
 // bucket is kept while entries name it; a deleted entry's prefix is
 // deleted by the collector (entryConfig); an admitted entry with
@@ -98,7 +101,7 @@ func newController(d deps, o controllerOptions) (share.Reconciler[*api.BackupEnt
 	grow := share.Grow[*api.BackupBucket]{Buckets: d.buckets, Secrets: d.secrets,
 		Member: func(b *api.BackupBucket) string { return b.Spec.Pool() },
 		Store: func(b *api.BackupBucket) (string, string, string) {
-			ns, name := secretRef(b.Spec.SecretRef)
+			ns, name := b.Spec.SecretRef.Key()
 			return b.Spec.URL, ns, name
 		},
 		New: func(first *api.BackupBucket, name, url string) *api.BackupBucket {
@@ -108,6 +111,7 @@ func newController(d deps, o controllerOptions) (share.Reconciler[*api.BackupEnt
 	}
 	pool, err := share.NewPool(share.PoolConfig[*api.BackupEntry, *api.BackupBucket]{
 		Share: s, Create: d.createBucket, NewBucket: grow.NewBucket, Provision: grow.Provision, Member: grow.Member,
+		Deprovision: grow.Deprovision, LiveEntries: d.liveEntries, DeleteEmptyAfter: o.grace, DryRun: o.dryRun,
 		Pool: func(e *api.BackupEntry) (string, error) {
 			if _, ok := o.quota[e.Spec.Provider]; !ok {
 				return "", fmt.Errorf("spec.provider %q has no --quota (--quota=%q)", e.Spec.Provider, o.quota.String())
@@ -116,9 +120,6 @@ func newController(d deps, o controllerOptions) (share.Reconciler[*api.BackupEnt
 		},
 		Claims: func(b *api.BackupBucket) *[]string { return &b.Status.Claims },
 		Assign: func(e *api.BackupEntry, _, name string) { e.Spec.BucketName = name },
-		// Not set here yet, so an empty pool bucket is kept: its deletion
-		// after a grace period (DeleteEmptyAfter, with Deprovision:
-		// backupstore.DeleteBucket, and LiveEntries: crt/backups.LiveList).
 	})
 	if err != nil {
 		return nil, err
@@ -134,7 +135,7 @@ func newController(d deps, o controllerOptions) (share.Reconciler[*api.BackupEnt
 				return collect.Location{}, false
 			}
 			loc := collect.Location{URL: from.URL, SecretField: "spec.migrateFrom.secretRef"}
-			loc.SecretNamespace, loc.Secret = secretRef(from.SecretRef)
+			loc.SecretNamespace, loc.Secret = from.SecretRef.Key()
 			return loc, true
 		},
 		Hooks: func(e *api.BackupEntry) share.MigrationHooks {
@@ -143,13 +144,6 @@ func newController(d deps, o controllerOptions) (share.Reconciler[*api.BackupEnt
 			return w.Hooks(e.Spec.BucketName + "/" + e.Status.Prefix)
 		},
 	})
-}
-
-func secretRef(ref *api.SecretReference) (namespace, name string) {
-	if ref == nil {
-		return "", ""
-	}
-	return ref.Namespace, ref.Name
 }
 
 // entryConfig is how the collector deletes a deleted entry's prefix

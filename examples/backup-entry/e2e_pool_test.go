@@ -196,7 +196,9 @@ func (c *countCreates) wrap(cl client.Client, live client.Reader) (client.Client
 // replica, and on MinIO with two replicas that both reconcile (no leader
 // election), each with its own cache. On MinIO, a Shoot's deletion then
 // deletes its entry (the garbage collector): the entry's prefix is kept
-// for the grace period, then deleted, and its place in the pool freed.
+// for the grace period, then deleted, and its place in the pool freed;
+// when the Shoots of a bucket the pool created are gone, the bucket goes
+// after the grace period, its store's bucket first.
 func TestPoolGrows(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
@@ -313,6 +315,35 @@ func testPoolGrows(t *testing.T, e *poolEnv, replicas int, deleteOwner bool) {
 			t.Fatalf("claims %v after %s went", claims, victim)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+
+	// The Shoots of the third bucket go: once it has been empty for the
+	// grace period, the pool deletes it, the store's bucket and its data
+	// first. The pool's first bucket by name (-2) and the administrator's
+	// stay, whatever they hold.
+	third := pool + "-3"
+	thirdURL := bucketURL(t, buckets, third)
+	for i, name := range entries {
+		if name != victim && placed[name] == third {
+			e.delete(api.ShootResource, e.shoots[i])
+		}
+	}
+	deadline = time.Now().Add(60 * time.Second)
+	for slices.ContainsFunc(e.buckets(), func(b api.BackupBucket) bool { return b.Name == third }) {
+		if time.Now().After(deadline) {
+			t.Fatalf("BackupBucket %s still there 60 s after its entries went (grace %s)", third, grace)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if ok, err := e.open(thirdURL).IsAccessible(context.Background()); err != nil || ok {
+		t.Errorf("the store's bucket of %s: accessible %v, %v; want deleted", third, ok, err)
+	}
+	var left []string
+	for _, b := range e.buckets() {
+		left = append(left, b.Name)
+	}
+	if want := []string{pool + "-2", e.bucket}; !slices.Equal(left, want) {
+		t.Errorf("buckets left %v, want %v", left, want)
 	}
 }
 

@@ -49,7 +49,7 @@ func run(args []string) error {
 	common.Register(fs, "elect one active replica (a Lease named backup-entry in --namespace)")
 	var o controllerOptions
 	o.grace = 3 * retention.Day
-	fs.Func("deletion-grace-period", `how long a deleted BackupEntry's prefix is kept before it is deleted, e.g. "3d", "72h", "0s" (default "3d")`, func(s string) error {
+	fs.Func("deletion-grace-period", `how long a deleted BackupEntry's prefix, a migrated entry's legacy objects and a pool bucket left empty are kept before they are deleted, e.g. "3d", "72h", "0s" (default "3d")`, func(s string) error {
 		d, err := retention.ParseDuration(s)
 		if err != nil {
 			return err

@@ -105,6 +105,7 @@ func runScenario(out io.Writer) error {
 			s.createBucket(b)
 			return nil
 		},
+		liveEntries: func(ctx context.Context) ([]*api.BackupEntry, error) { return simEntries{s}.List(ctx, "") },
 		open: func(ctx context.Context, url string, _ *backupstore.Credentials) (*blob.Bucket, func() error, error) {
 			b, err := s.store(ctx, url)
 			return b, func() error { return nil }, err

@@ -76,6 +76,15 @@ type SecretReference struct {
 	Name string `json:"name"`
 }
 
+// Key returns the Secret's namespace and name; both are empty for a nil
+// reference.
+func (r *SecretReference) Key() (namespace, name string) {
+	if r == nil {
+		return "", ""
+	}
+	return r.Namespace, r.Name
+}
+
 // BackupBucketStatus counts the bucket's entries.
 type BackupBucketStatus struct {
 	// Entries is the number of BackupEntries that name this bucket.
