@@ -213,28 +213,42 @@ func (c *Collector[T]) open(ctx context.Context, o T, loc Location) (*blob.Bucke
 	fail := func(reason, format string, args ...any) (*blob.Bucket, func() error, error) {
 		return nil, nil, &openError{reason: reason, err: fmt.Errorf(format, args...)}
 	}
-	scheme, err := backupstore.Scheme(loc.URL)
+	creds, err := c.Credentials(ctx, o, loc)
 	if err != nil {
-		return fail(c.cfg.Reasons.InvalidLocation, "bucket URL %q: %w", loc.URL, err)
-	}
-	var creds *backupstore.Credentials
-	if loc.Secret != "" {
-		field := cmpOr(loc.SecretField, "credentials Secret")
-		creds, err = backupstore.LoadCredentials(ctx, c.cfg.Secrets, cmpOr(loc.SecretNamespace, o.GetNamespace()), loc.Secret, scheme)
-		switch {
-		case errors.Is(err, backupstore.ErrSecretNotFound):
-			return fail(c.cfg.Reasons.SecretNotFound, "%s %q not found", field, loc.Secret)
-		case errors.Is(err, backupstore.ErrSecretKeyMissing):
-			return fail(c.cfg.Reasons.InvalidCredentials, "%w", err)
-		case err != nil:
-			return fail(c.cfg.Reasons.DeletionFailed, "read %s %q: %w", field, loc.Secret, err)
-		}
+		return nil, nil, err
 	}
 	bucket, release, err := c.cfg.Open(ctx, loc.URL, creds)
 	if err != nil {
 		return fail(c.cfg.Reasons.DeletionFailed, "open %s: %w", loc.URL, err)
 	}
 	return bucket, release, nil
+}
+
+// Credentials reads the credentials of loc's Secret (nil for a location
+// without one), for o: the Secret's namespace defaults to o's. Its errors
+// carry the reason the collector reports them with.
+func (c *Collector[T]) Credentials(ctx context.Context, o T, loc Location) (*backupstore.Credentials, error) {
+	fail := func(reason, format string, args ...any) (*backupstore.Credentials, error) {
+		return nil, &openError{reason: reason, err: fmt.Errorf(format, args...)}
+	}
+	scheme, err := backupstore.Scheme(loc.URL)
+	if err != nil {
+		return fail(c.cfg.Reasons.InvalidLocation, "bucket URL %q: %w", loc.URL, err)
+	}
+	if loc.Secret == "" {
+		return nil, nil
+	}
+	field := cmpOr(loc.SecretField, "credentials Secret")
+	creds, err := backupstore.LoadCredentials(ctx, c.cfg.Secrets, cmpOr(loc.SecretNamespace, o.GetNamespace()), loc.Secret, scheme)
+	switch {
+	case errors.Is(err, backupstore.ErrSecretNotFound):
+		return fail(c.cfg.Reasons.SecretNotFound, "%s %q not found", field, loc.Secret)
+	case errors.Is(err, backupstore.ErrSecretKeyMissing):
+		return fail(c.cfg.Reasons.InvalidCredentials, "%w", err)
+	case err != nil:
+		return fail(c.cfg.Reasons.DeletionFailed, "read %s %q: %w", field, loc.Secret, err)
+	}
+	return creds, nil
 }
 
 // OpenBucket opens the bucket where o's data lives (Location), with the

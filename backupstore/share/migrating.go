@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"time"
 
 	"gocloud.dev/blob"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/clock"
 
+	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
 	"github.com/groundskeeper-io/groundskeeper/internal/event"
 )
@@ -44,6 +46,10 @@ type MigratingConfig[E, B collect.Object] struct {
 	// it; ok is false when e has nothing to migrate. Required.
 	Source func(e E) (loc collect.Location, ok bool)
 	// Hooks are the hooks of e's writer (crt/backups.DeploymentWriter).
+	// Without a DeleteLegacy hook, a legacy location that is a whole
+	// bucket (no prefix, no prefix= in its URL) is deleted with its data
+	// (backupstore.DeleteBucket, after the data went through the opened
+	// bucket); one under a prefix loses the objects under it.
 	// Required.
 	Hooks func(e E) MigrationHooks
 	// Prefix is e's prefix, the migration's target; "" until e is
@@ -178,6 +184,13 @@ func (m *Migrating[E, B]) ReconcileEntry(ctx context.Context, e E) (time.Duratio
 }
 
 // migration is e's migration from src into its prefix.
+// wholeBucket reports whether loc is a whole bucket: no prefix of its own,
+// none in its URL (prefix=).
+func wholeBucket(loc collect.Location) bool {
+	u, err := url.Parse(loc.URL)
+	return err == nil && loc.Prefix == "" && !u.Query().Has("prefix")
+}
+
 func (m *Migrating[E, B]) migration(e E, src collect.Location) *Migration {
 	mig := m.cfg.Migration
 	mig.SourcePrefix, mig.TargetPrefix, mig.Hooks = src.Prefix, m.cfg.Prefix(e), m.cfg.Hooks(e)
@@ -185,6 +198,21 @@ func (m *Migrating[E, B]) migration(e E, src collect.Location) *Migration {
 		mig.Clock = m.cfg.Clock
 	}
 	c := m.cfg.Collector
+	if mig.Hooks.DeleteLegacy == nil && wholeBucket(src) {
+		// The legacy bucket was the entry's alone: its data goes through
+		// the bucket the migration opened, then the bucket itself.
+		mig.Hooks.DeleteLegacy = func(ctx context.Context) error {
+			if err := mig.deleteLegacy(ctx); err != nil {
+				return err
+			}
+			creds, err := c.Credentials(ctx, e, src)
+			if err != nil {
+				return err
+			}
+			_, err = backupstore.DeleteBucket(ctx, src.URL, creds, nil)
+			return err
+		}
+	}
 	mig.Buckets = func(ctx context.Context) (*blob.Bucket, *blob.Bucket, func(), error) {
 		legacy, releaseLegacy, err := c.OpenLocation(ctx, e, src)
 		if err != nil {
