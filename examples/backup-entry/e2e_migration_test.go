@@ -254,6 +254,7 @@ func TestMigrationOnMinIO(t *testing.T) {
 	rbactest.Check(t, rules, requests.Requests(), map[string]string{
 		"patch events.events.k8s.io":                            "the event recorder patches an event that repeats (a series)",
 		"create backupbuckets.backup.examples.groundskeeper.io": "one entry: the pool does not grow (TestPoolGrows)",
+		"delete backupbuckets.backup.examples.groundskeeper.io": "one entry: no bucket the pool created empties (TestPoolGrows)",
 		"get backupentries.backup.examples.groundskeeper.io":    "the fresh read before an entry's prefix is deleted (TestSharedBucketOnMinIO): no entry is deleted here",
 	})
 }

@@ -511,6 +511,7 @@ func TestSharedBucketOnMinIO(t *testing.T) {
 	rbactest.Check(t, rules, reqs, map[string]string{
 		"patch events.events.k8s.io":                            "the event recorder patches an event that repeats (a series)",
 		"create backupbuckets.backup.examples.groundskeeper.io": "a pool grows (TestPoolGrows); this test's bucket is in no pool",
+		"delete backupbuckets.backup.examples.groundskeeper.io": "a pool deletes a bucket it created, left empty (TestPoolGrows)",
 		"get deployments.apps":                                  "a migration's writer (TestMigrationOnMinIO); this test migrates nothing",
 		"update deployments.apps":                               "a migration's writer (TestMigrationOnMinIO)",
 		"list pods":                                             "a migration's writer's pods (TestMigrationOnMinIO)",
