@@ -97,6 +97,11 @@ type Controller struct {
 	kinds map[string]*Handler
 
 	trigger chan struct{}
+	// confirmed, when set (by tests, see export_test.go), is called each
+	// time a lease records a successful write of the task with key at the
+	// write's start: a test on a fake clock steps past a renewal only after
+	// the lease has counted it.
+	confirmed func(key string, at time.Time)
 	// cache holds the tasks of a store that is an Informer, for Sync; nil
 	// for other stores, which Sync lists.
 	cache *taskCache

@@ -25,11 +25,14 @@ type world struct {
 	t     *testing.T
 	clock *clocktesting.FakeClock
 	store *memstore.Store
+
+	mu        sync.Mutex
+	confirmed map[string]time.Time // by task key: the last write a lease counted
 }
 
 func newWorld(t *testing.T) *world {
 	clk := clocktesting.NewFakeClock(t0)
-	return &world{t: t, clock: clk, store: memstore.New(clk)}
+	return &world{t: t, clock: clk, store: memstore.New(clk), confirmed: map[string]time.Time{}}
 }
 
 func (w *world) create(name, target string, config map[string]any) *opstask.Task {
@@ -70,6 +73,11 @@ func (w *world) controller(cfg opstask.Config) *opstask.Controller {
 	if err != nil {
 		w.t.Fatal(err)
 	}
+	opstask.OnConfirmed(c, func(key string, at time.Time) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.confirmed[key] = at
+	})
 	return c
 }
 
@@ -99,17 +107,23 @@ func (w *world) waitState(name string, state opstask.TaskState) *opstask.Task {
 }
 
 // waitRenewed waits (in real time) until the task's lastOperation was
-// written at the clock's current time.
+// written at the clock's current time and the lease writing it has counted
+// that write: a step of the clock before then could pass the deadline of
+// the write before it.
 func (w *world) waitRenewed(name string) {
 	w.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		task := w.get(name)
-		if lo := task.Status.LastOperation; lo != nil && lo.LastUpdateTime.Time.Equal(w.clock.Now()) {
+		w.mu.Lock()
+		counted := w.confirmed[task.Key()]
+		w.mu.Unlock()
+		now := w.clock.Now()
+		if lo := task.Status.LastOperation; lo != nil && lo.LastUpdateTime.Time.Equal(now) && counted.Equal(now) {
 			return
 		}
 		if time.Now().After(deadline) {
-			w.t.Fatalf("task %s not renewed at %v in 10s: %+v", name, w.clock.Now(), task.Status.LastOperation)
+			w.t.Fatalf("task %s not renewed at %v in 10s: %+v (last write counted at %v)", name, now, task.Status.LastOperation, counted)
 		}
 		time.Sleep(time.Millisecond)
 	}

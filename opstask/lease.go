@@ -106,6 +106,9 @@ func (l *lease) do(ctx context.Context, what string, change func(*Task, time.Tim
 	}
 	l.task = t
 	l.confirmedAt = now
+	if l.c.confirmed != nil {
+		l.c.confirmed(t.Key(), now)
+	}
 	return nil
 }
 
