@@ -26,7 +26,9 @@
 //     message that says to run `make testenv`, except when CI=true, where it
 //     fails the test.
 //   - [Main] stops every component and removes its data when the package's
-//     tests end; components also die with the test binary if it crashes.
+//     tests end; components also die with the test binary if it crashes,
+//     and the next test binary that starts a component removes the data
+//     the crashed one left in the temporary directory.
 //
 // Not provided: a kubelet or scheduler (pods stay Pending and unscheduled,
 // claims stay unbound; deleting an unscheduled pod is immediate), admission

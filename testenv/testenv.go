@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -30,8 +31,10 @@ const BinDirEnv = "GROUNDSKEEPER_TESTENV_BIN"
 //	func TestMain(m *testing.M) { testenv.Main(m) }
 //
 // Components are also killed if the test binary dies without reaching the end
-// of Main (they run with a parent-death signal), but only Main removes their
-// data directories.
+// of Main (they run with a parent-death signal). Their data directories are
+// then left behind until the next test binary that starts a component
+// removes them: each directory names the binary it belongs to, and a binary
+// removes those of binaries that are no longer running.
 func Main(m *testing.M) {
 	code := m.Run()
 	stopAll()
@@ -143,13 +146,22 @@ func moduleRoot() (string, bool) {
 }
 
 var (
-	tempMu   sync.Mutex
-	tempDirs []string
+	tempMu    sync.Mutex
+	tempDirs  []string
+	sweepOnce sync.Once
 )
+
+// ownerFile is the file in each directory made by tempDir that names the
+// test binary it belongs to (see processID).
+const ownerFile = ".groundskeeper-owner"
 
 // tempDir makes a directory that lives as long as the test binary: shared
 // components outlive the test that started them, so t.TempDir will not do.
+// The first call removes the directories of test binaries that died before
+// Main could remove them (a killed benchmark leaves gigabytes of MinIO
+// data).
 func tempDir(name string) (string, error) {
+	sweepOnce.Do(func() { sweepStale(os.TempDir()) })
 	dir, err := os.MkdirTemp("", "groundskeeper-"+name+"-")
 	if err != nil {
 		return "", err
@@ -157,7 +169,62 @@ func tempDir(name string) (string, error) {
 	tempMu.Lock()
 	tempDirs = append(tempDirs, dir)
 	tempMu.Unlock()
+	if id, ok := processID(os.Getpid()); ok {
+		if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(id), 0o644); err != nil {
+			return "", err
+		}
+	}
 	return dir, nil
+}
+
+// sweepStale removes the directories tempDir made in parent for test
+// binaries that are no longer running. A directory without an owner file
+// (being made, or made by an older version) is left alone.
+func sweepStale(parent string) {
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), "groundskeeper-") {
+			continue
+		}
+		dir := filepath.Join(parent, e.Name())
+		owner, err := os.ReadFile(filepath.Join(dir, ownerFile))
+		if err != nil {
+			continue
+		}
+		pid, _, _ := strings.Cut(string(owner), " ")
+		n, err := strconv.Atoi(pid)
+		if err != nil {
+			continue
+		}
+		if id, alive := processID(n); alive && id == string(owner) {
+			continue
+		}
+		os.RemoveAll(dir)
+	}
+}
+
+// processID returns an identity of the running process pid: on Linux its
+// PID and start time, so that a PID reused by another process does not
+// pass for the process that held it; elsewhere its PID. alive is false
+// when no process has that PID.
+func processID(pid int) (id string, alive bool) {
+	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+		// The start time is field 22; field 2, the command name, is in
+		// parentheses and may hold spaces.
+		if i := bytes.LastIndexByte(stat, ')'); i >= 0 {
+			if f := strings.Fields(string(stat[i+1:])); len(f) > 19 {
+				return fmt.Sprintf("%d %s", pid, f[19]), true
+			}
+		}
+	}
+	if _, err := os.Stat("/proc/self/stat"); err == nil {
+		return "", false // /proc works and has no such process
+	}
+	err := syscall.Kill(pid, 0)
+	return strconv.Itoa(pid), err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // freePort returns a loopback port that was free a moment ago. Another
