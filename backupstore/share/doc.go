@@ -30,7 +30,8 @@
 // Migrating runs each admitted entry's Migration in the entry's reconcile,
 // after its Share or Pool, one step per reconcile, recorded in the
 // entry's status; it opens the legacy and shared buckets through the
-// entry's collect.Collector. Quota is the seed's quota map as a flag
+// entry's collect.Collector. An entry deleted while its migration has the
+// writer paused gets its writer resumed before its deletion goes on. Quota is the seed's quota map as a flag
 // ("aws=100,azure=50").
 //
 // Share is written against collect.Objects, so a client-go user wires it

@@ -9,6 +9,7 @@ import (
 
 	"gocloud.dev/blob"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/clock"
 
@@ -25,6 +26,9 @@ const (
 	ReasonMigrationFailed = "MigrationFailed"
 	// ReasonMigrated: the migration is done.
 	ReasonMigrated = "Migrated"
+	// ReasonMigrationAbandoned: the entry is being deleted while its
+	// migration had the writer paused; the writer was resumed.
+	ReasonMigrationAbandoned = "MigrationAbandoned"
 	// ReasonMigrationDryRun: what the deletion of the legacy bucket's
 	// objects would delete (Migration.DryRun).
 	ReasonMigrationDryRun = "MigrationDryRun"
@@ -79,7 +83,14 @@ type MigratingConfig[E, B collect.Object] struct {
 // recorded step, and a failed step is retried (with the Reconciler's
 // backoff) without repeating the completed ones. An entry whose recorded
 // step is StepDone is not migrated again, whatever its spec says.
-// Everything else is the Reconciler's.
+//
+// The deletion of an entry ends its migration. When the migration had
+// paused the writer and not resumed it, Migrating resumes it (Hooks.Resume)
+// and records ResumedAt before the Reconciler goes on with the deletion,
+// which waits until the writer is resumed: the writer runs on where it
+// wrote last (the legacy location before StepSwitch, the new one after),
+// and nothing of the legacy location is deleted, since that is a step
+// after the switch. Everything else is the Reconciler's.
 type Migrating[E, B collect.Object] struct {
 	Reconciler[E, B]
 	cfg MigratingConfig[E, B]
@@ -120,6 +131,12 @@ const nextStepAt = time.Millisecond
 // to look again: at once after a step, when the legacy bucket's grace
 // period ends, or after Wait while e waits for its prefix.
 func (m *Migrating[E, B]) ReconcileEntry(ctx context.Context, e E) (time.Duration, error) {
+	if e.GetDeletionTimestamp() != nil {
+		var err error
+		if e, err = m.resumeAbandoned(ctx, e); err != nil {
+			return 0, err
+		}
+	}
 	after, err := m.Reconciler.ReconcileEntry(ctx, e)
 	if err != nil || e.GetDeletionTimestamp() != nil {
 		return after, err
@@ -183,7 +200,32 @@ func (m *Migrating[E, B]) ReconcileEntry(ctx context.Context, e E) (time.Duratio
 	return nextStepAt, nil
 }
 
-// migration is e's migration from src into its prefix.
+// resumeAbandoned resumes the writer of e, an entry being deleted, when
+// its migration paused the writer and did not resume it, and records when
+// in e's status; it returns e as written.
+func (m *Migrating[E, B]) resumeAbandoned(ctx context.Context, e E) (E, error) {
+	st := *m.cfg.Status(e)
+	if st == nil || st.PausedAt == nil || st.ResumedAt != nil {
+		return e, nil
+	}
+	if err := m.cfg.Hooks(e).Resume(ctx); err != nil {
+		err = fmt.Errorf("the entry is being deleted during its migration's step %s, and its writer could not be resumed: %w", st.Step, err)
+		m.cfg.Recorder.Event(e, corev1.EventTypeWarning, ReasonMigrationFailed, err.Error())
+		return e, err
+	}
+	e = e.DeepCopyObject().(E)
+	st = st.DeepCopy()
+	now := metav1.NewTime(m.cfg.Clock.Now())
+	st.ResumedAt, st.LastError = &now, ""
+	*m.cfg.Status(e) = st
+	if err := m.cfg.Entries.UpdateStatus(ctx, e); err != nil {
+		return e, fmt.Errorf("record the writer resumed: %w", err)
+	}
+	m.cfg.Recorder.Event(e, corev1.EventTypeNormal, ReasonMigrationAbandoned, fmt.Sprintf(
+		"migration abandoned at step %s: the entry is being deleted; the writer resumed after %s of downtime", st.Step, st.Downtime(now.Time)))
+	return e, nil
+}
+
 // wholeBucket reports whether loc is a whole bucket: no prefix of its own,
 // none in its URL (prefix=).
 func wholeBucket(loc collect.Location) bool {
@@ -191,6 +233,7 @@ func wholeBucket(loc collect.Location) bool {
 	return err == nil && loc.Prefix == "" && !u.Query().Has("prefix")
 }
 
+// migration is e's migration from src into its prefix.
 func (m *Migrating[E, B]) migration(e E, src collect.Location) *Migration {
 	mig := m.cfg.Migration
 	mig.SourcePrefix, mig.TargetPrefix, mig.Hooks = src.Prefix, m.cfg.Prefix(e), m.cfg.Hooks(e)

@@ -80,31 +80,38 @@ type placed struct {
 
 func (placed) ReconcileEntry(context.Context, *migEntry) (time.Duration, error) { return 0, nil }
 
-// Migrating runs one step per reconcile and records it before the next:
-// nothing while the entry has no prefix; a failed pause is recorded
-// (LastError, a Warning event once) and retried; the legacy bucket waits
-// for its grace period without a status write; the downtime is reported;
-// a migrated entry is never migrated again.
-func TestMigratingRecordsEachStep(t *testing.T) {
-	ctx := context.Background()
-	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC))
+// migWorld is one entry migrating from a legacy bucket holding 3 objects
+// into a shared one, both in memory, by a Migrating with a grace period of
+// an hour on a fake clock.
+type migWorld struct {
+	ctx    context.Context
+	clk    *clocktesting.FakeClock
+	legacy *blob.Bucket
+	store  *migStore
+	m      *share.Migrating[*migEntry, *migEntry]
+	events []string
+	asked  int // how often the entry's Source was asked
+}
+
+func newMigWorld(t *testing.T, r share.Reconciler[*migEntry, *migEntry], hooks func(*migWorld) share.MigrationHooks) *migWorld {
+	t.Helper()
+	w := &migWorld{ctx: context.Background(), clk: clocktesting.NewFakeClock(time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC))}
+	ctx := w.ctx
 	legacy, err := backupstore.OpenBucket(ctx, "mem://", nil) // its prefix known: DeletePrefix takes ""
 	if err != nil {
 		t.Fatal(err)
 	}
 	shared := memblob.OpenBucket(nil)
-	defer legacy.Close()
-	defer shared.Close()
+	t.Cleanup(func() { legacy.Close(); shared.Close() })
+	w.legacy = legacy
 	for i := range 3 {
 		if err := legacy.WriteAll(ctx, fmt.Sprintf("v2/Full-%d", i), []byte("x"), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	store := &migStore{e: &migEntry{ObjectMeta: metav1.ObjectMeta{Name: "shoot--a", ResourceVersion: "1"}}}
-	pauseFails, asked := 1, 0
-	var events []string
+	w.store = &migStore{e: &migEntry{ObjectMeta: metav1.ObjectMeta{Name: "shoot--a", ResourceVersion: "1"}}}
 	// The collector opens the two buckets by URL.
-	c, err := collect.New(collect.Config[*migEntry]{Objects: store, Finalizer: "f", Secrets: backupstore.SecretsFrom(nil),
+	c, err := collect.New(collect.Config[*migEntry]{Objects: w.store, Finalizer: "f", Secrets: backupstore.SecretsFrom(nil),
 		Location: func(context.Context, *migEntry) (collect.Location, error) {
 			return collect.Location{URL: "mem://shared", Prefix: "shoot--a/"}, nil
 		},
@@ -118,39 +125,65 @@ func TestMigratingRecordsEachStep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := share.NewMigrating(share.MigratingConfig[*migEntry, *migEntry]{
-		Reconciler: placed{}, Entries: store, Collector: c, Clock: clk,
+	w.m, err = share.NewMigrating(share.MigratingConfig[*migEntry, *migEntry]{
+		Reconciler: r, Entries: w.store, Collector: c, Clock: w.clk,
 		Migration: share.Migration{GracePeriod: time.Hour},
 		Status:    func(e *migEntry) **share.MigrationStatus { return &e.Status.Migration },
 		Prefix:    func(e *migEntry) string { return e.Status.Prefix },
-		Recorder:  eventFunc(func(_ runtime.Object, typ, reason, msg string) { events = append(events, typ+" "+reason+": "+msg) }),
+		Recorder: eventFunc(func(_ runtime.Object, typ, reason, msg string) {
+			w.events = append(w.events, typ+" "+reason+": "+msg)
+		}),
 		Source: func(*migEntry) (collect.Location, bool) {
-			asked++
+			w.asked++
 			return collect.Location{URL: "mem://legacy"}, true
 		},
-		Hooks: func(*migEntry) share.MigrationHooks {
-			return share.MigrationHooks{
-				Pause: func(context.Context) error {
-					if pauseFails > 0 {
-						pauseFails--
-						clk.Step(30 * time.Second) // the pod takes 30s to go
-						return errors.New("1 pod left")
-					}
-					return nil
-				},
-				Switch: func(context.Context) error { return nil },
-				Resume: func(context.Context) error { return nil },
-				// DeleteLegacy nil: the legacy objects are deleted.
-			}
-		},
+		Hooks: func(*migEntry) share.MigrationHooks { return hooks(w) },
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	reconcile := func() (time.Duration, error) { return m.ReconcileEntry(ctx, store.e.DeepCopyObject().(*migEntry)) }
+	return w
+}
+
+func (w *migWorld) legacyObjects() int {
+	n := 0
+	for it := w.legacy.List(nil); ; n++ {
+		if _, err := it.Next(w.ctx); err != nil {
+			return n
+		}
+	}
+}
+
+func (w *migWorld) reconcile() (time.Duration, error) {
+	return w.m.ReconcileEntry(w.ctx, w.store.e.DeepCopyObject().(*migEntry))
+}
+
+// Migrating runs one step per reconcile and records it before the next:
+// nothing while the entry has no prefix; a failed pause is recorded
+// (LastError, a Warning event once) and retried; the legacy bucket waits
+// for its grace period without a status write; the downtime is reported;
+// a migrated entry is never migrated again.
+func TestMigratingRecordsEachStep(t *testing.T) {
+	pauseFails := 1
+	noop := func(context.Context) error { return nil }
+	w := newMigWorld(t, placed{}, func(w *migWorld) share.MigrationHooks {
+		return share.MigrationHooks{
+			Pause: func(context.Context) error {
+				if pauseFails > 0 {
+					pauseFails--
+					w.clk.Step(30 * time.Second) // the pod takes 30s to go
+					return errors.New("1 pod left")
+				}
+				return nil
+			},
+			Switch: noop, Resume: noop,
+			// DeleteLegacy nil: the legacy objects are deleted.
+		}
+	})
+	ctx, clk, legacy, store, reconcile := w.ctx, w.clk, w.legacy, w.store, w.reconcile
 
 	if after, err := reconcile(); err != nil || after != time.Second || store.writes != 0 {
-		t.Fatalf("not admitted: %v, %v, %d writes, asked %d; want 1s, nil, none", after, err, store.writes, asked)
+		t.Fatalf("not admitted: %v, %v, %d writes, asked %d; want 1s, nil, none", after, err, store.writes, w.asked)
 	}
 	store.e.Status.Prefix = "shoot--a/"
 	var steps []share.MigrationStep
@@ -182,7 +215,7 @@ func TestMigratingRecordsEachStep(t *testing.T) {
 	if !deleted || st.Copied != 3 || st.Downtime(clk.Now()) != 30*time.Second || st.LastError != "" {
 		t.Errorf("legacy emptied %t (%v), status %+v, downtime %s; want emptied, 3 copied, 30s", deleted, left, st, st.Downtime(clk.Now()))
 	}
-	joined := strings.Join(events, "\n")
+	joined := strings.Join(w.events, "\n")
 	for _, w := range []string{
 		"Warning MigrationFailed: migration step PauseWriter: 1 pod left",
 		"Normal MigrationStep: Copy done, next PauseWriter (3 objects copied, 0 not found)",
@@ -194,9 +227,82 @@ func TestMigratingRecordsEachStep(t *testing.T) {
 		}
 	}
 	// Migrated: a new reconcile changes nothing, whatever the entry says.
-	writes, asked0 := store.writes, asked
-	if after, err := reconcile(); err != nil || after != 0 || store.writes != writes || asked != asked0 {
-		t.Errorf("a migrated entry: %v, %v, %d writes, its source asked %d times; want nothing done", after, err, store.writes-writes, asked-asked0)
+	writes, asked0 := store.writes, w.asked
+	if after, err := reconcile(); err != nil || after != 0 || store.writes != writes || w.asked != asked0 {
+		t.Errorf("a migrated entry: %v, %v, %d writes, its source asked %d times; want nothing done", after, err, store.writes-writes, w.asked-asked0)
+	}
+}
+
+// deleting is the Reconciler of an entry being deleted: it counts its
+// calls and the entry's version it was given.
+type deleting struct {
+	share.Reconciler[*migEntry, *migEntry]
+	calls    int
+	versions []string
+}
+
+func (d *deleting) ReconcileEntry(_ context.Context, e *migEntry) (time.Duration, error) {
+	d.calls++
+	d.versions = append(d.versions, e.ResourceVersion)
+	return time.Hour, nil // the deletion's grace period
+}
+
+// An entry deleted while its migration has the writer paused gets its
+// writer back before the deletion goes on, and only once; a writer that
+// cannot be resumed holds the deletion; nothing of the legacy bucket is
+// deleted.
+func TestDeletionDuringThePauseResumesTheWriter(t *testing.T) {
+	r := &deleting{}
+	resumes, resumeFails := 0, 1
+	noop := func(context.Context) error { return nil }
+	w := newMigWorld(t, r, func(*migWorld) share.MigrationHooks {
+		return share.MigrationHooks{Pause: noop, Switch: noop, Resume: func(context.Context) error {
+			if resumeFails > 0 {
+				resumeFails--
+				return errors.New("writer Deployment ns/etcd-backup: connection refused")
+			}
+			resumes++
+			return nil
+		}}
+	})
+	w.store.e.Status.Prefix = "shoot--a/"
+	for w.store.e.Status.Migration == nil || w.store.e.Status.Migration.Step != share.StepCopyRemaining {
+		if _, err := w.m.ReconcileEntry(w.ctx, w.store.e.DeepCopyObject().(*migEntry)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.calls, r.versions = 0, nil
+	w.clk.Step(10 * time.Second)
+	now := metav1.NewTime(w.clk.Now())
+	w.store.e.DeletionTimestamp = &now
+
+	if _, err := w.reconcile(); err == nil || !strings.Contains(err.Error(), "connection refused") || r.calls != 0 {
+		t.Fatalf("resume fails: err %v, the deletion went on %d times; want the error and no deletion", err, r.calls)
+	}
+	if after, err := w.reconcile(); err != nil || after != time.Hour || resumes != 1 || r.calls != 1 {
+		t.Fatalf("resume works: %v, %v, %d resumes, %d deletion reconciles; want the deletion's 1h, nil, 1, 1", after, err, resumes, r.calls)
+	}
+	st := w.store.e.Status.Migration
+	if st.ResumedAt == nil || st.Downtime(w.clk.Now()) != 10*time.Second || st.Step != share.StepCopyRemaining {
+		t.Errorf("status after the deletion: %+v; want resumed after 10s at step CopyRemaining", st)
+	}
+	if r.versions[0] != w.store.e.ResourceVersion {
+		t.Errorf("the deletion reconciled version %s, want %s, the one with the writer resumed", r.versions[0], w.store.e.ResourceVersion)
+	}
+	if _, err := w.reconcile(); err != nil || resumes != 1 || r.calls != 2 {
+		t.Errorf("again: err %v, %d resumes; want no second resume", err, resumes)
+	}
+	if n := w.legacyObjects(); n != 3 {
+		t.Errorf("the legacy bucket holds %d objects, want its 3", n)
+	}
+	joined := strings.Join(w.events, "\n")
+	for _, want := range []string{
+		"Warning MigrationFailed: the entry is being deleted during its migration's step CopyRemaining, and its writer could not be resumed: writer Deployment ns/etcd-backup: connection refused",
+		"Normal MigrationAbandoned: migration abandoned at step CopyRemaining: the entry is being deleted; the writer resumed after 10s of downtime",
+	} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("no event %q in:\n%s", want, joined)
+		}
 	}
 }
 
