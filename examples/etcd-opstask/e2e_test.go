@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"regexp"
@@ -514,13 +515,10 @@ func roleRules(t *testing.T, rules []rbactest.Rule, role string) []rbactest.Rule
 
 func sha256Of(b []byte) []byte { s := sha256.Sum256(b); return s[:] }
 
+// keys returns the keys under prefix in b, sorted.
 func keys(t *testing.T, b *blob.Bucket, prefix string) []string {
 	t.Helper()
-	var out []string
-	for key := range contents(t, b, prefix) {
-		out = append(out, key)
-	}
-	return out
+	return slices.Sorted(maps.Keys(contents(t, b, prefix)))
 }
 
 func contents(t *testing.T, b *blob.Bucket, prefix string) map[string][]byte {
