@@ -11,9 +11,10 @@
 // (PoolConfig.DeleteEmptyAfter) it deletes a bucket whose last entry has
 // been gone that long: the store's bucket with its data, then the bucket
 // object. It deletes only the buckets it created (AnnotationCreatedBy),
-// never one an administrator made, and keeps the pool's first bucket,
-// where Place puts entries first, so that a pool that empties and fills
-// again does not delete and create a bucket each time.
+// never one an administrator made, and keeps one bucket of each pool (the
+// administrator's, or its first by name when the pool created them all),
+// so that a pool that empties and fills again does not delete and create
+// a bucket each time.
 //
 // Migration moves an entry's backups from a legacy bucket of its own into
 // its prefix in a shared bucket, in the seed's sequence (create the

@@ -62,7 +62,8 @@ type PoolConfig[E, B collect.Object] struct {
 	// DeleteEmptyAfter is the grace period of an empty bucket: a bucket
 	// of a pool that has had no claim and no entry naming it for this
 	// long is deleted, the store's bucket first (Deprovision), then the
-	// object (see DeleteEmpty). The pool's first bucket is kept. 0, the
+	// object (see DeleteEmpty). The pool keeps one bucket (see
+	// DeleteEmpty). 0, the
 	// default, never deletes a bucket (and removes a stamp or a mark left
 	// from a deletion that was on).
 	DeleteEmptyAfter time.Duration

@@ -82,9 +82,10 @@ func (p *Pool[E, B]) deleting(b B) bool {
 // ever deleted. In turn, on successive calls:
 //
 //   - a bucket in use (by the cache) loses its empty-since stamp;
-//   - the first bucket of its pool by name (not being deleted) is kept,
-//     so that the next entry of the pool finds a place without waiting
-//     for a bucket to be created;
+//   - one bucket of its pool is kept, so that the next entry of the pool
+//     finds a place without waiting for a bucket to be created: the
+//     administrator's if the pool has one (a bucket it did not create),
+//     otherwise its first by name (not being deleted);
 //   - an empty bucket without a stamp is read fresh (Get, LiveEntries)
 //     and, if still empty, stamped with the time (AnnotationEmptySince);
 //   - a stamped bucket is kept until the stamp plus DeleteEmptyAfter;
@@ -136,12 +137,12 @@ func (p *Pool[E, B]) deleteEmpty(ctx context.Context, b B) (d BucketDeletion, wr
 		return d, false, err
 	}
 	if inUse == "" {
-		first, err := p.first(ctx, pool)
+		kept, err := p.kept(ctx, pool)
 		if err != nil {
 			return d, false, err
 		}
-		if first == b.GetName() {
-			inUse = "the first bucket of pool " + pool
+		if kept == b.GetName() {
+			inUse = "the bucket pool " + pool + " keeps"
 		}
 	}
 	if inUse != "" {
@@ -319,16 +320,25 @@ func (p *Pool[E, B]) inUse(b B, entries []E) string {
 	return strings.Join(why, "; ")
 }
 
-// first names the pool's first bucket by name that is neither deleted
-// nor marked, by the cache: the one a pool keeps.
-func (p *Pool[E, B]) first(ctx context.Context, pool string) (string, error) {
+// kept names the bucket of a pool that is kept however long it is empty,
+// by the cache, so that the pool's next entry finds a place without
+// waiting for a bucket to be created: a bucket the pool did not create
+// (an administrator's, never deleted anyway) if it has one, otherwise its
+// first bucket by name that is neither deleted nor marked.
+func (p *Pool[E, B]) kept(ctx context.Context, pool string) (string, error) {
 	all, err := p.cfg.Share.cfg.Buckets.List(ctx, "")
 	if err != nil {
 		return "", err
 	}
 	first := ""
 	for _, b := range all {
-		if p.cfg.Member(b) == pool && b.GetDeletionTimestamp() == nil && !p.deleting(b) && (first == "" || b.GetName() < first) {
+		if p.cfg.Member(b) != pool || b.GetDeletionTimestamp() != nil || p.deleting(b) {
+			continue
+		}
+		if b.GetAnnotations()[AnnotationCreatedBy] != pool {
+			return b.GetName(), nil
+		}
+		if first == "" || b.GetName() < first {
 			first = b.GetName()
 		}
 	}

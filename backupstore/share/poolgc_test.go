@@ -685,3 +685,37 @@ func TestPoolDeletesOnlyTheBucketsItCreated(t *testing.T) {
 		t.Error("a bucket the pool did not create was deleted")
 	}
 }
+
+// A pool keeps the administrator's bucket, never deleted anyway, and not
+// also a bucket it created that sorts before it: that one is deleted once
+// empty.
+func TestPoolKeepsTheAdministratorsBucketAndNoOther(t *testing.T) {
+	p := newGCPool(t, testenv.File(t), false)
+	p.twoBuckets()
+	// The roles swapped: p-1, first by name, created by the pool; p-2 the
+	// administrator's.
+	created := p.bucket("p-2").Annotations[share.AnnotationCreatedBy]
+	for name, createdBy := range map[string]string{"p-1": created, "p-2": ""} {
+		b := p.bucket(name)
+		if createdBy == "" {
+			delete(b.Annotations, share.AnnotationCreatedBy)
+		} else {
+			metav1.SetMetaDataAnnotation(&b.ObjectMeta, share.AnnotationCreatedBy, createdBy)
+		}
+		if err := p.cl.Update(p.ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.deleteEntry("e0")
+	p.settle()
+	p.clock.Step(grace)
+	p.settle()
+	p.clock.Step(grace)
+	p.settle()
+	if b := p.bucket("p-1"); b != nil || p.storeExists("p-1") {
+		t.Errorf("p-1, created by the pool and empty past its grace period: object there %t, store's bucket there %t; want it deleted", b != nil, p.storeExists("p-1"))
+	}
+	if b := p.bucket("p-2"); b == nil || !p.storeExists("p-2") {
+		t.Errorf("p-2, the administrator's: object there %t, store's bucket there %t; want it kept", b != nil, p.storeExists("p-2"))
+	}
+}
