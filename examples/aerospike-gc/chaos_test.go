@@ -46,7 +46,7 @@ func TestChaos(t *testing.T) {
 		direct: k.Config, ns: k.Namespace, bucket: s3.Bucket, store: s3.Open(t), auditLog: k.AuditLog,
 		replicaConfig: replicaConfig,
 	}
-	log, logPath, err := chaos.FileLogger("aerospike-gc", seed)
+	log, logPath, err := chaos.FileLogger(t, "aerospike-gc", seed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ func TestChaosCheckerCatchesPlantedBugs(t *testing.T) {
 			if tc.store {
 				endpoint = siblingDeletingStore(t, s3.Endpoint, store, "backups/"+k.Namespace+"/")
 			}
-			log, logPath, err := chaos.FileLogger("aerospike-gc", shortSeed)
+			log, logPath, err := chaos.FileLogger(t, "aerospike-gc", shortSeed)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -69,7 +69,7 @@ func TestChaos(t *testing.T) {
 	world.secrets = beSecrets("http://" + minio.Addr())
 	world.stores = append(world.stores, azureStore(t, &az.BlobStore, azurite.Addr()))
 	world.secrets = append(world.secrets, azureSecret())
-	log, logPath, err := chaos.FileLogger("backup-entry", seed)
+	log, logPath, err := chaos.FileLogger(t, "backup-entry", seed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -494,7 +494,7 @@ func TestChaosCheckerCatchesPlantedBugs(t *testing.T) {
 				world.stores[0].url = func(prefix string) string { return gcsURL(via, gcs.Bucket, prefix) }
 				world.secrets = beSecrets(lookalikeDeletingStore(t, s3.Endpoint, world.stores[1].direct))
 			}
-			log, logPath, err := chaos.FileLogger("backup-entry", shortSeed)
+			log, logPath, err := chaos.FileLogger(t, "backup-entry", shortSeed)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -42,7 +42,7 @@ func TestChaos(t *testing.T) {
 		bucket: s3.Bucket, endpoint: "http://" + minio.Addr(),
 		replicaConfig: replicaConfig,
 	}
-	log, logPath, err := chaos.FileLogger("etcd-opstask", seed)
+	log, logPath, err := chaos.FileLogger(t, "etcd-opstask", seed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func (s hideTarget) List(ctx context.Context) ([]*opstask.Task, error) {
 func TestChaosCheckerCatchesPlantedBugs(t *testing.T) {
 	// The subtests run in parallel: controller-runtime's root logger, the
 	// process's, is set once, before them.
-	rootLog, rootLogPath, err := chaos.FileLogger("etcd-opstask-planted", shortSeed)
+	rootLog, rootLogPath, err := chaos.FileLogger(t, "etcd-opstask-planted", shortSeed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestChaosCheckerCatchesPlantedBugs(t *testing.T) {
 				bucket: s3.Bucket, endpoint: s3.Endpoint,
 				replicaConfig: func(int) (*rest.Config, *faultproxy.Proxy) { return k.Config, nil },
 			}
-			log, logPath, err := chaos.FileLogger("etcd-opstask", shortSeed)
+			log, logPath, err := chaos.FileLogger(t, "etcd-opstask", shortSeed)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -56,7 +56,7 @@ func testChaos(t *testing.T, backend string, seed uint64, duration time.Duration
 		}
 	}
 	name := "fdb-lock-" + backend
-	log, logPath, err := chaos.FileLogger(name, seed)
+	log, logPath, err := chaos.FileLogger(t, name, seed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +232,7 @@ func TestChaosCheckerCatchesPlantedBugs(t *testing.T) {
 func runPlanted(t *testing.T, name string, p plant, long bool, seed uint64) (*chaos.Result, map[string]int) {
 	k := testenv.StartKubernetes(t)
 	direct := installCRD(t, k.Config)
-	log, logPath, err := chaos.FileLogger("fdb-lock", seed)
+	log, logPath, err := chaos.FileLogger(t, "fdb-lock", seed)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,7 +49,7 @@ func TestChaos(t *testing.T) {
 	world := spWorld{direct: k.Config, ns: k.Namespace,
 		replicaConfig: replicaConfig, auditLog: k.AuditLog,
 	}
-	log, logPath, err := chaos.FileLogger("statefulset-pvc", seed)
+	log, logPath, err := chaos.FileLogger(t, "statefulset-pvc", seed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +263,7 @@ func TestChaosCheckerCatchesPlantedBugs(t *testing.T) {
 				world = spWorld{direct: k.Config, ns: k.Namespace,
 					replicaConfig: func(int) (*rest.Config, *faultproxy.Proxy) { return k.Config, nil }}
 			}
-			log, logPath, err := chaos.FileLogger("statefulset-pvc", shortSeed)
+			log, logPath, err := chaos.FileLogger(t, "statefulset-pvc", shortSeed)
 			if err != nil {
 				t.Fatal(err)
 			}

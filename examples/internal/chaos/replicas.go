@@ -117,13 +117,20 @@ func (r *Replicas) Kill(i int) error {
 	}
 }
 
-// FileLogger logs to a file that outlives the test, so that a failed run
-// can be read afterwards; name and seed name the file. It logs at V(1).
-func FileLogger(name string, seed uint64) (logr.Logger, string, error) {
+// FileLogger logs to a file in the temporary directory that outlives a
+// failed test, so that the run can be read afterwards, and is removed when
+// t passes; name and seed name the file. It logs at V(1).
+func FileLogger(t testing.TB, name string, seed uint64) (logr.Logger, string, error) {
 	f, err := os.CreateTemp("", fmt.Sprintf("%s-chaos-%d-*.log", name, seed))
 	if err != nil {
 		return logr.Discard(), "", err
 	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			// Loggers that outlive t (klog's) write on to the unlinked file.
+			os.Remove(f.Name())
+		}
+	})
 	var mu sync.Mutex
 	log := funcr.New(func(prefix, args string) {
 		mu.Lock()
