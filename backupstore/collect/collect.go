@@ -80,8 +80,17 @@ type Location struct {
 // written): the resource goes, or its finalizer is removed, without a store
 // being opened.
 
-// Where is the location for people: the URL and the prefix.
-func (l Location) Where() string { return strings.TrimSuffix(l.URL, "/") + "/" + l.Prefix }
+// Where is the location for people: the URL with the prefix after the
+// bucket, before the URL's query ("s3://b/p/?endpoint=…"), so that it reads
+// as one address.
+func (l Location) Where() string {
+	base, query, _ := strings.Cut(l.URL, "?")
+	where := strings.TrimSuffix(base, "/") + "/" + l.Prefix
+	if query != "" {
+		where += "?" + query
+	}
+	return where
+}
 
 // Config says how to read a backup resource and what to keep. Exactly one of
 // Policy and ObjectPolicy is set, or neither with a Finalizer: the

@@ -32,8 +32,11 @@
 // after its Share or Pool, one step per reconcile, recorded in the
 // entry's status; it opens the legacy and shared buckets through the
 // entry's collect.Collector. An entry deleted while its migration has the
-// writer paused gets its writer resumed before its deletion goes on. Quota is the seed's quota map as a flag
-// ("aws=100,azure=50").
+// writer paused gets its writer resumed before its deletion goes on. With
+// MigratingConfig.Conditions, the entry's condition Migrated says where
+// the migration is, and why nothing is done when the entry names another
+// source than the one recorded (SourceChanged, AlreadyMigrated). Quota is
+// the seed's quota map as a flag ("aws=100,azure=50").
 //
 // Share is written against collect.Objects, so a client-go user wires it
 // as well as a controller-runtime one; crt/backups.Share runs it on a
@@ -64,7 +67,9 @@
 //     legacy bucket's deletion would delete and stays at that step.
 //   - Migrating records each step in the entry's status before it runs
 //     the next, and never migrates an entry whose recorded step is
-//     StepDone again.
+//     StepDone again. It records the source at the first step, and copies
+//     from no other: an entry whose spec names another source later gets
+//     no step, no hook call and no copy or deletion.
 //   - Pool.Release frees the place of an entry only once the API server
 //     says it is gone, not a cache.
 //   - With DeleteEmptyAfter, a bucket is deleted only after it has been

@@ -55,6 +55,10 @@ var migrationOrder = []MigrationStep{StepCreatePrefix, StepCopy, StepPauseWriter
 type MigrationStatus struct {
 	// Step is the next step to run; "" is StepCreatePrefix.
 	Step MigrationStep `json:"step,omitempty"`
+	// Source is where the migration copies from (collect.Location.Where
+	// of the legacy location), recorded at its first step by Migrating,
+	// which migrates from no other.
+	Source string `json:"source,omitempty"`
 	// Copied and NotFound count the manifest's objects after a copy step.
 	Copied   int `json:"copied,omitempty"`
 	NotFound int `json:"notFound,omitempty"`

@@ -9,6 +9,7 @@ import (
 
 	"gocloud.dev/blob"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/clock"
@@ -32,7 +33,21 @@ const (
 	// ReasonMigrationDryRun: what the deletion of the legacy bucket's
 	// objects would delete (Migration.DryRun).
 	ReasonMigrationDryRun = "MigrationDryRun"
+	// ReasonAlreadyMigrated: the entry's migration is done, and its spec
+	// now names another source, which is not migrated.
+	ReasonAlreadyMigrated = "AlreadyMigrated"
+	// ReasonSourceChanged: the entry's spec names another source than the
+	// one its migration, not done yet, copies from; nothing is done until
+	// the spec names that source again.
+	ReasonSourceChanged = "SourceChanged"
 )
+
+// ConditionMigrated is the condition a Migrating keeps on each entry with a
+// migration when MigratingConfig.Conditions is set: False while the
+// migration runs (reason MigrationStep, or MigrationFailed with the last
+// error, or SourceChanged), True once it is done (Migrated, or
+// AlreadyMigrated when the spec names another source since).
+const ConditionMigrated = "Migrated"
 
 // MigratingConfig says how the entries' migrations run in their
 // reconcile (Migrating).
@@ -56,6 +71,10 @@ type MigratingConfig[E, B collect.Object] struct {
 	// bucket); one under a prefix loses the objects under it.
 	// Required.
 	Hooks func(e E) MigrationHooks
+	// Conditions points at e's conditions, where the migration's state is
+	// kept as ConditionMigrated; nil keeps none (the events and
+	// status.migration still say it all).
+	Conditions func(e E) *[]metav1.Condition
 	// Prefix is e's prefix, the migration's target; "" until e is
 	// admitted. Required.
 	Prefix func(e E) string
@@ -81,8 +100,12 @@ type MigratingConfig[E, B collect.Object] struct {
 // one step per reconcile, and records the step in the entry's status
 // before the next one runs: a restarted controller resumes at the
 // recorded step, and a failed step is retried (with the Reconciler's
-// backoff) without repeating the completed ones. An entry whose recorded
-// step is StepDone is not migrated again, whatever its spec says.
+// backoff) without repeating the completed ones. The source is recorded
+// at the first step (MigrationStatus.Source): an entry whose spec names
+// another source later is not migrated from it, and nothing is done for it
+// (condition reason SourceChanged while the migration runs, AlreadyMigrated
+// once it is done). An entry whose recorded step is StepDone is not
+// migrated again, whatever its spec says.
 //
 // The deletion of an entry ends its migration. When the migration had
 // paused the writer and not resumed it, Migrating resumes it (Hooks.Resume)
@@ -141,19 +164,28 @@ func (m *Migrating[E, B]) ReconcileEntry(ctx context.Context, e E) (time.Duratio
 	if err != nil || e.GetDeletionTimestamp() != nil {
 		return after, err
 	}
-	if st := *m.cfg.Status(e); st != nil && st.Step == StepDone {
-		return after, nil
-	}
 	src, ok := m.cfg.Source(e)
+	recorded := *m.cfg.Status(e)
+	if recorded != nil && recorded.Step == StepDone {
+		if !ok || recorded.Source == "" || recorded.Source == src.Where() {
+			return after, m.setCondition(ctx, e, recorded, nil, ReasonMigrated, "")
+		}
+		return after, m.setCondition(ctx, e, recorded, nil, ReasonAlreadyMigrated, fmt.Sprintf(
+			"already migrated from %s; spec names %s now, which is not migrated: a migrated entry is not migrated again", recorded.Source, src.Where()))
+	}
 	if !ok {
 		return after, nil
+	}
+	if recorded != nil && recorded.Source != "" && recorded.Source != src.Where() {
+		return after, m.setCondition(ctx, e, recorded, nil, ReasonSourceChanged, fmt.Sprintf(
+			"the migration copies from %s (at step %s); spec names %s now: nothing is done until it names %s again", recorded.Source, recorded.Step, src.Where(), recorded.Source))
 	}
 	if m.cfg.Prefix(e) == "" {
 		return m.cfg.Wait, nil // the migration waits for the prefix
 	}
 	mig := m.migration(e, src)
 	e = e.DeepCopyObject().(E)
-	st := (*m.cfg.Status(e)).DeepCopy()
+	st := recorded.DeepCopy()
 	if st == nil {
 		st = &MigrationStatus{}
 	}
@@ -161,11 +193,15 @@ func (m *Migrating[E, B]) ReconcileEntry(ctx context.Context, e E) (time.Duratio
 	if before.Step == "" {
 		before.Step = StepCreatePrefix
 	}
+	if st.Source == "" {
+		st.Source = src.Where()
+	}
 	done, wait, err := mig.Next(ctx, st)
 	if equalJSON(before, *st) {
 		return wait, err // waiting for the grace period: nothing to record
 	}
 	*m.cfg.Status(e) = st
+	m.condition(e, st, err, "", "")
 	if werr := m.cfg.Entries.UpdateStatus(ctx, e); werr != nil {
 		return 0, errors.Join(err, fmt.Errorf("record migration step %s: %w", before.Step, werr))
 	}
@@ -178,7 +214,7 @@ func (m *Migrating[E, B]) ReconcileEntry(ctx context.Context, e E) (time.Duratio
 		return 0, err
 	case done:
 		m.cfg.Recorder.Event(e, corev1.EventTypeNormal, ReasonMigrated,
-			fmt.Sprintf("migrated: %d objects copied, %d not found, downtime %s", st.Copied, st.NotFound, st.Downtime(now)))
+			fmt.Sprintf("migrated from %s: %d objects copied, %d not found, downtime %s", st.Source, st.Copied, st.NotFound, st.Downtime(now)))
 		return 0, nil
 	}
 	if st.Step == before.Step { // a dry run of DeleteLegacy
@@ -198,6 +234,52 @@ func (m *Migrating[E, B]) ReconcileEntry(ctx context.Context, e E) (time.Duratio
 	}
 	m.cfg.Recorder.Event(e, corev1.EventTypeNormal, ReasonMigrationStep, msg)
 	return nextStepAt, nil
+}
+
+// condition sets e's ConditionMigrated from its migration's status st and
+// the error of its last step, or to reason and msg when reason is given;
+// it reports whether the condition changed. Without
+// MigratingConfig.Conditions it does nothing.
+func (m *Migrating[E, B]) condition(e E, st *MigrationStatus, err error, reason, msg string) bool {
+	if m.cfg.Conditions == nil {
+		return false
+	}
+	c := metav1.Condition{Type: ConditionMigrated, Status: metav1.ConditionFalse, Reason: reason, Message: msg, ObservedGeneration: e.GetGeneration()}
+	switch {
+	case reason == ReasonAlreadyMigrated:
+		c.Status = metav1.ConditionTrue
+	case reason != "":
+	case err != nil:
+		c.Reason, c.Message = ReasonMigrationFailed, st.LastError
+	case st.Step == StepDone:
+		c.Status, c.Reason = metav1.ConditionTrue, ReasonMigrated
+		c.Message = fmt.Sprintf("migrated from %s: %d objects copied, %d not found", st.Source, st.Copied, st.NotFound)
+		if st.PausedAt != nil && st.ResumedAt != nil {
+			c.Message += fmt.Sprintf(", downtime %s", st.Downtime(st.ResumedAt.Time))
+		}
+	default:
+		c.Reason, c.Message = ReasonMigrationStep, fmt.Sprintf("migrating from %s: next step %s", st.Source, st.Step)
+	}
+	return meta.SetStatusCondition(m.cfg.Conditions(e), c)
+}
+
+// setCondition sets e's ConditionMigrated (condition) and writes e's status
+// when it changed, with an event for a reason other than ReasonMigrated.
+func (m *Migrating[E, B]) setCondition(ctx context.Context, e E, st *MigrationStatus, err error, reason, msg string) error {
+	if reason == ReasonMigrated {
+		reason = "" // from st
+	}
+	e = e.DeepCopyObject().(E)
+	if !m.condition(e, st, err, reason, msg) {
+		return nil
+	}
+	if err := m.cfg.Entries.UpdateStatus(ctx, e); err != nil {
+		return fmt.Errorf("record condition %s: %w", ConditionMigrated, err)
+	}
+	if reason != "" {
+		m.cfg.Recorder.Event(e, corev1.EventTypeWarning, reason, msg)
+	}
+	return nil
 }
 
 // resumeAbandoned resumes the writer of e, an entry being deleted, when

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -33,8 +35,9 @@ type migEntry struct {
 	metav1.TypeMeta
 	metav1.ObjectMeta
 	Status struct {
-		Prefix    string
-		Migration *share.MigrationStatus
+		Prefix     string
+		Migration  *share.MigrationStatus
+		Conditions []metav1.Condition
 	}
 }
 
@@ -42,6 +45,7 @@ func (e *migEntry) DeepCopyObject() runtime.Object {
 	c := *e
 	c.ObjectMeta = *e.ObjectMeta.DeepCopy()
 	c.Status.Migration = e.Status.Migration.DeepCopy()
+	c.Status.Conditions = slices.Clone(e.Status.Conditions)
 	return &c
 }
 
@@ -87,15 +91,19 @@ type migWorld struct {
 	ctx    context.Context
 	clk    *clocktesting.FakeClock
 	legacy *blob.Bucket
+	shared *blob.Bucket
 	store  *migStore
 	m      *share.Migrating[*migEntry, *migEntry]
 	events []string
-	asked  int // how often the entry's Source was asked
+	asked  int    // how often the entry's Source was asked
+	source string // the entry's source: mem://legacy, or another
+	// buckets are the buckets the collector opens, by URL.
+	buckets map[string]*blob.Bucket
 }
 
 func newMigWorld(t *testing.T, r share.Reconciler[*migEntry, *migEntry], hooks func(*migWorld) share.MigrationHooks) *migWorld {
 	t.Helper()
-	w := &migWorld{ctx: context.Background(), clk: clocktesting.NewFakeClock(time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC))}
+	w := &migWorld{ctx: context.Background(), clk: clocktesting.NewFakeClock(time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)), source: "mem://legacy"}
 	ctx := w.ctx
 	legacy, err := backupstore.OpenBucket(ctx, "mem://", nil) // its prefix known: DeletePrefix takes ""
 	if err != nil {
@@ -103,7 +111,8 @@ func newMigWorld(t *testing.T, r share.Reconciler[*migEntry, *migEntry], hooks f
 	}
 	shared := memblob.OpenBucket(nil)
 	t.Cleanup(func() { legacy.Close(); shared.Close() })
-	w.legacy = legacy
+	w.legacy, w.shared = legacy, shared
+	w.buckets = map[string]*blob.Bucket{"mem://legacy": legacy, "mem://shared": shared}
 	for i := range 3 {
 		if err := legacy.WriteAll(ctx, fmt.Sprintf("v2/Full-%d", i), []byte("x"), nil); err != nil {
 			t.Fatal(err)
@@ -116,7 +125,7 @@ func newMigWorld(t *testing.T, r share.Reconciler[*migEntry, *migEntry], hooks f
 			return collect.Location{URL: "mem://shared", Prefix: "shoot--a/"}, nil
 		},
 		Open: func(_ context.Context, url string, _ *backupstore.Credentials) (*blob.Bucket, func() error, error) {
-			b := map[string]*blob.Bucket{"mem://legacy": legacy, "mem://shared": shared}[url]
+			b := w.buckets[url]
 			if b == nil {
 				return nil, nil, fmt.Errorf("no bucket %s", url)
 			}
@@ -127,15 +136,16 @@ func newMigWorld(t *testing.T, r share.Reconciler[*migEntry, *migEntry], hooks f
 	}
 	w.m, err = share.NewMigrating(share.MigratingConfig[*migEntry, *migEntry]{
 		Reconciler: r, Entries: w.store, Collector: c, Clock: w.clk,
-		Migration: share.Migration{GracePeriod: time.Hour},
-		Status:    func(e *migEntry) **share.MigrationStatus { return &e.Status.Migration },
-		Prefix:    func(e *migEntry) string { return e.Status.Prefix },
+		Migration:  share.Migration{GracePeriod: time.Hour},
+		Status:     func(e *migEntry) **share.MigrationStatus { return &e.Status.Migration },
+		Prefix:     func(e *migEntry) string { return e.Status.Prefix },
+		Conditions: func(e *migEntry) *[]metav1.Condition { return &e.Status.Conditions },
 		Recorder: eventFunc(func(_ runtime.Object, typ, reason, msg string) {
 			w.events = append(w.events, typ+" "+reason+": "+msg)
 		}),
 		Source: func(*migEntry) (collect.Location, bool) {
 			w.asked++
-			return collect.Location{URL: "mem://legacy"}, true
+			return collect.Location{URL: w.source}, true
 		},
 		Hooks: func(*migEntry) share.MigrationHooks { return hooks(w) },
 	})
@@ -220,16 +230,16 @@ func TestMigratingRecordsEachStep(t *testing.T) {
 		"Warning MigrationFailed: migration step PauseWriter: 1 pod left",
 		"Normal MigrationStep: Copy done, next PauseWriter (3 objects copied, 0 not found)",
 		"Normal MigrationStep: ResumeWriter done, next DeleteLegacy: the writer resumed after 30s of downtime",
-		"Normal Migrated: migrated: 3 objects copied, 0 not found, downtime 30s",
+		"Normal Migrated: migrated from mem://legacy/: 3 objects copied, 0 not found, downtime 30s",
 	} {
 		if !strings.Contains(joined, w) {
 			t.Errorf("no event %q in:\n%s", w, joined)
 		}
 	}
-	// Migrated: a new reconcile changes nothing, whatever the entry says.
-	writes, asked0 := store.writes, w.asked
-	if after, err := reconcile(); err != nil || after != 0 || store.writes != writes || w.asked != asked0 {
-		t.Errorf("a migrated entry: %v, %v, %d writes, its source asked %d times; want nothing done", after, err, store.writes-writes, w.asked-asked0)
+	// Migrated: a new reconcile changes nothing.
+	writes := store.writes
+	if after, err := reconcile(); err != nil || after != 0 || store.writes != writes {
+		t.Errorf("a migrated entry: %v, %v, %d writes; want nothing done", after, err, store.writes-writes)
 	}
 }
 
@@ -372,5 +382,132 @@ func TestMigrationDryRunKeepsTheLegacyBucket(t *testing.T) {
 	m.DryRun = false
 	if done, _, err := m.Next(ctx, &st); !done || err != nil || st.DryRun != "" || count() != 0 {
 		t.Errorf("without a dry run: done %t, err %v, status %+v, %d legacy objects left", done, err, st, count())
+	}
+}
+
+// contents is every key of b with its bytes.
+func (w *migWorld) contents(t *testing.T, b *blob.Bucket) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for it := b.List(nil); ; {
+		o, err := it.Next(w.ctx)
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := b.ReadAll(w.ctx, o.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[o.Key] = string(data)
+	}
+}
+
+// migrated returns the entry's ConditionMigrated.
+func (w *migWorld) migrated(t *testing.T) metav1.Condition {
+	t.Helper()
+	i := slices.IndexFunc(w.store.e.Status.Conditions, func(c metav1.Condition) bool { return c.Type == share.ConditionMigrated })
+	if i < 0 {
+		t.Fatalf("no condition %s in %+v", share.ConditionMigrated, w.store.e.Status.Conditions)
+	}
+	return w.store.e.Status.Conditions[i]
+}
+
+// The source is recorded at the first step, and the entry's spec naming
+// another one changes nothing: mid-migration the migration waits
+// (SourceChanged) until the spec names its source again; once migrated,
+// the entry is not migrated again (AlreadyMigrated). Each is a condition
+// and one Warning event, and no hook runs, no object is copied or deleted.
+func TestMigratingRefusesAnotherSource(t *testing.T) {
+	hooks := 0
+	count := func(context.Context) error { hooks++; return nil }
+	w := newMigWorld(t, placed{}, func(*migWorld) share.MigrationHooks {
+		return share.MigrationHooks{Pause: count, Switch: count, Resume: count}
+	})
+	other, err := backupstore.OpenBucket(w.ctx, "mem://", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := other.WriteAll(w.ctx, "v2/Full-other", []byte("y"), nil); err != nil {
+		t.Fatal(err)
+	}
+	w.buckets["mem://other"] = other
+	w.store.e.Status.Prefix = "shoot--a/"
+	step := func() {
+		t.Helper()
+		if _, err := w.reconcile(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unchanged := func(what string, do func()) {
+		t.Helper()
+		legacy, shared, st, hooks0 := w.contents(t, w.legacy), w.contents(t, w.shared), *w.store.e.Status.Migration, hooks
+		for range 3 {
+			do()
+		}
+		if got := w.contents(t, w.legacy); !maps.Equal(got, legacy) {
+			t.Errorf("%s: the legacy bucket changed: %v, was %v", what, got, legacy)
+		}
+		if got := w.contents(t, w.shared); !maps.Equal(got, shared) {
+			t.Errorf("%s: the shared bucket changed: %v, was %v", what, got, shared)
+		}
+		if got := *w.store.e.Status.Migration; fmt.Sprint(got) != fmt.Sprint(st) {
+			t.Errorf("%s: status.migration changed: %+v, was %+v", what, got, st)
+		}
+		if hooks != hooks0 {
+			t.Errorf("%s: %d hooks ran", what, hooks-hooks0)
+		}
+	}
+
+	step() // CreatePrefix
+	step() // Copy
+	if st := w.store.e.Status.Migration; st.Step != share.StepPauseWriter || st.Source != "mem://legacy/" {
+		t.Fatalf("after the copy: %+v; want step PauseWriter, source mem://legacy/", st)
+	}
+	if c := w.migrated(t); c.Status != metav1.ConditionFalse || c.Reason != share.ReasonMigrationStep {
+		t.Errorf("while migrating: %+v; want False, %s", c, share.ReasonMigrationStep)
+	}
+
+	w.source = "mem://other"
+	unchanged("mid-migration", step)
+	c := w.migrated(t)
+	if c.Status != metav1.ConditionFalse || c.Reason != share.ReasonSourceChanged ||
+		!strings.Contains(c.Message, "copies from mem://legacy/") || !strings.Contains(c.Message, "names mem://other/") {
+		t.Errorf("source changed mid-migration: %+v; want False, %s, naming both sources", c, share.ReasonSourceChanged)
+	}
+
+	w.source = "mem://legacy"
+	for range 10 {
+		if w.store.e.Status.Migration.Step == share.StepDone {
+			break
+		}
+		step()
+		w.clk.Step(time.Hour) // the legacy bucket's grace period
+	}
+	if c := w.migrated(t); c.Status != metav1.ConditionTrue || c.Reason != share.ReasonMigrated {
+		t.Fatalf("migrated: %+v; want True, %s", c, share.ReasonMigrated)
+	}
+
+	w.source = "mem://other"
+	unchanged("migrated", step)
+	c = w.migrated(t)
+	if c.Status != metav1.ConditionTrue || c.Reason != share.ReasonAlreadyMigrated ||
+		!strings.Contains(c.Message, "already migrated from mem://legacy/") || !strings.Contains(c.Message, "mem://other/") {
+		t.Errorf("migrated, another source: %+v; want True, %s, naming both sources", c, share.ReasonAlreadyMigrated)
+	}
+	if got := w.contents(t, other); len(got) != 1 {
+		t.Errorf("the other source changed: %v", got)
+	}
+	var warnings []string
+	for _, e := range w.events {
+		if strings.HasPrefix(e, "Warning ") {
+			warnings = append(warnings, e)
+		}
+	}
+	if len(warnings) != 2 || !strings.Contains(warnings[0], share.ReasonSourceChanged) || !strings.Contains(warnings[1], share.ReasonAlreadyMigrated) {
+		t.Errorf("warnings %q; want one %s, one %s", warnings, share.ReasonSourceChanged, share.ReasonAlreadyMigrated)
 	}
 }

@@ -126,9 +126,10 @@ func newController(d deps, o controllerOptions) (share.Reconciler[*api.BackupEnt
 	}
 	return share.NewMigrating(share.MigratingConfig[*api.BackupEntry, *api.BackupBucket]{
 		Reconciler: pool, Entries: d.entries, Collector: collector, Recorder: d.events, Clock: d.clk,
-		Migration: share.Migration{GracePeriod: o.grace, DryRun: o.dryRun},
-		Prefix:    func(e *api.BackupEntry) string { return e.Status.Prefix },
-		Status:    func(e *api.BackupEntry) **share.MigrationStatus { return &e.Status.Migration },
+		Migration:  share.Migration{GracePeriod: o.grace, DryRun: o.dryRun},
+		Prefix:     func(e *api.BackupEntry) string { return e.Status.Prefix },
+		Status:     func(e *api.BackupEntry) **share.MigrationStatus { return &e.Status.Migration },
+		Conditions: func(e *api.BackupEntry) *[]metav1.Condition { return &e.Status.Conditions },
 		Source: func(e *api.BackupEntry) (collect.Location, bool) {
 			from := e.Spec.MigrateFrom
 			if from == nil {

@@ -12,11 +12,16 @@ import (
 	"time"
 
 	"gocloud.dev/blob"
+	"golang.org/x/sync/errgroup"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
 	"github.com/groundskeeper-io/groundskeeper/examples/backup-entry/api"
@@ -114,13 +119,33 @@ func (w *writer) run(ctx context.Context) {
 	}
 }
 
-// A legacy bucket of 300 objects, and a writer that keeps adding to it
+// legacyObjects is how many objects the legacy bucket holds before the
+// migration, besides the writer's.
+const legacyObjects = 2000
+
+// fill writes n objects of different sizes to b, 16 at a time.
+func fill(t *testing.T, b *blob.Bucket, n int) {
+	t.Helper()
+	g, ctx := errgroup.WithContext(context.Background())
+	g.SetLimit(16)
+	for i := range n {
+		g.Go(func() error {
+			return b.WriteAll(ctx, fmt.Sprintf("v2/Full-%05d", i), fmt.Appendf(nil, "backup %d %s", i, strings.Repeat("x", i%1000)), nil)
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A legacy bucket of 2,000 objects, and a writer that keeps adding to it
 // until it is paused, migrate into an entry's prefix in the pool on
 // MinIO: afterwards the prefix holds every legacy object byte for byte
 // (count and checksums), an object outside the prefix is untouched, the
 // legacy objects are deleted only after the grace period, the writer is
 // back at 1 replica with the new location, the downtime is in the status
-// and an event; a migrated entry, reconciled again, is not migrated again.
+// and an event; a migrated entry that names another legacy bucket is not
+// migrated again (Migrated=True, AlreadyMigrated) and nothing changes.
 // The controller is stopped while the writer pauses, and another one
 // finishes the migration.
 func TestMigrationOnMinIO(t *testing.T) {
@@ -129,11 +154,7 @@ func TestMigrationOnMinIO(t *testing.T) {
 	e := newPoolEnv(t, testenv.S3(t), "aws")
 	legacyStore := testenv.S3(t)
 	legacy := legacyStore.Open(t)
-	for i := range 300 {
-		if err := legacy.WriteAll(ctx, fmt.Sprintf("v2/Full-%05d", i), fmt.Appendf(nil, "backup %d %s", i, strings.Repeat("x", i)), nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fill(t, legacy, legacyObjects)
 	if err := e.store.WriteAll(ctx, "shoot--other/keep", []byte("not the migration's"), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -188,8 +209,8 @@ func TestMigrationOnMinIO(t *testing.T) {
 	w.mu.Lock()
 	atPause, written, resumed := w.atPause, w.written, w.resumed
 	w.mu.Unlock()
-	if written == 0 || len(atPause) != 300+written+1 {
-		t.Errorf("the writer wrote %d objects, the legacy bucket held %d at the pause; want 300+%d+1", written, len(atPause), written)
+	if written == 0 || len(atPause) != legacyObjects+written+1 {
+		t.Errorf("the writer wrote %d objects, the legacy bucket held %d at the pause; want %d+%d+1", written, len(atPause), legacyObjects, written)
 	}
 	moved := sums(t, e.store, be.Status.Prefix)
 	delete(moved, markerKey)
@@ -232,23 +253,52 @@ func TestMigrationOnMinIO(t *testing.T) {
 	}
 	t.Logf("%d legacy objects (%d by the writer) migrated; downtime %s; %s", len(atPause), written, st.Downtime(done), ev.Message)
 
-	// Migrated already: reconciled again (an annotation), nothing changes.
-	rv := be.ResourceVersion
-	u, err := e.client.Resource(api.EntryResource).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
+	// Migrated already: spec.migrateFrom taken away and another legacy
+	// bucket named, the entry is not migrated again: the condition says
+	// so, and nothing changes (the prefix, the new legacy bucket, the
+	// writer).
+	other := testenv.S3(t)
+	otherBucket := other.Open(t)
+	if err := otherBucket.WriteAll(ctx, "v2/Full-elsewhere", []byte("another cluster's"), nil); err != nil {
 		t.Fatal(err)
 	}
-	u.SetAnnotations(map[string]string{"example.com/touched": "true"})
-	if _, err := e.client.Resource(api.EntryResource).Update(ctx, u, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
+	prefixBefore := sums(t, e.store, be.Status.Prefix)
+	for _, from := range []*api.LegacyBucket{nil, {URL: other.URL, SecretRef: &api.SecretReference{Namespace: e.k.Namespace, Name: e.secret},
+		Writer: api.WriterReference{Namespace: key.Namespace, Name: key.Name}}} {
+		// The controller writes the status meanwhile: read, change, retry.
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			entry := e.entry(name)
+			entry.Spec.MigrateFrom = from
+			m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(entry)
+			if err != nil {
+				return err
+			}
+			_, err = e.client.Resource(api.EntryResource).Update(ctx, &unstructured.Unstructured{Object: m}, metav1.UpdateOptions{})
+			return err
+		}); err != nil {
+			t.Fatalf("spec.migrateFrom to %+v: %v", from, err)
+		}
 	}
-	time.Sleep(2 * time.Second)
-	again := e.entry(name)
-	if again.Status.Migration.Step != share.StepDone || !again.Status.Migration.ResumedAt.Equal(st.ResumedAt) {
-		t.Errorf("a migrated entry migrated again: %+v (resourceVersion %s, then %s)", again.Status.Migration, rv, again.ResourceVersion)
+	again := e.waitEntry(name, "condition Migrated=True, AlreadyMigrated", func(be *api.BackupEntry) bool {
+		c := meta.FindStatusCondition(be.Status.Conditions, share.ConditionMigrated)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == share.ReasonAlreadyMigrated
+	})
+	t.Logf("another source named after the migration: %s", meta.FindStatusCondition(again.Status.Conditions, share.ConditionMigrated).Message)
+	e.waitEvent(name, corev1.EventTypeWarning, share.ReasonAlreadyMigrated)
+	time.Sleep(time.Second) // what a second reconcile would do
+	again = e.entry(name)
+	if m := again.Status.Migration; m.Step != share.StepDone || !m.ResumedAt.Equal(st.ResumedAt) || m.Copied != st.Copied {
+		t.Errorf("a migrated entry migrated again: %+v, was %+v", m, st)
 	}
-	if got := sums(t, e.store, be.Status.Prefix); len(got) != len(atPause)+2 {
-		t.Errorf("the prefix holds %d objects after a reconcile of the migrated entry, want %d", len(got), len(atPause)+2)
+	if got := sums(t, e.store, be.Status.Prefix); !maps.Equal(got, prefixBefore) {
+		t.Errorf("the prefix changed after another source was named: %d objects, were %d; differing %v", len(got), len(prefixBefore), diffKeys(got, prefixBefore))
+	}
+	if got := sums(t, otherBucket, ""); len(got) != 1 {
+		t.Errorf("the other legacy bucket holds %d objects, want its 1", len(got))
+	}
+	if d2, err := e.k.Client.AppsV1().Deployments(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{}); err != nil ||
+		*d2.Spec.Replicas != 1 || d2.Spec.Template.Annotations[api.BackupLocationAnnotation] != location {
+		t.Errorf("the writer after another source was named: %v, %v; want 1 replica at %s", d2, err, location)
 	}
 	rules := rbactest.Rules(t, "deploy/rbac.yaml", map[string]string{"backup-entry": e.k.Namespace, "default": "default"})
 	rbactest.Check(t, rules, requests.Requests(), map[string]string{
