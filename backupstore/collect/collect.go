@@ -148,7 +148,7 @@ type Config[T Object] struct {
 	// constants).
 	Reasons Reasons
 	// Recorder records events on the backups; nil records none.
-	Recorder event.Recorder
+	Recorder EventRecorder
 	// Clock is what the Collector takes for now; default the real clock.
 	Clock clock.PassiveClock
 	// Open opens a bucket and returns the function that releases it;

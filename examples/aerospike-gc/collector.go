@@ -14,7 +14,6 @@ import (
 	_ "github.com/groundskeeper-io/groundskeeper/backupstore/gcsstore" // gs://
 	_ "github.com/groundskeeper-io/groundskeeper/backupstore/s3store"  // s3://
 	"github.com/groundskeeper-io/groundskeeper/examples/aerospike-gc/api"
-	"github.com/groundskeeper-io/groundskeeper/retention"
 )
 
 // backupConfig is how the collector reads an AerospikeNamespaceBackup:
@@ -32,16 +31,7 @@ func backupConfig(c collect.Config[*api.AerospikeNamespaceBackup]) collect.Confi
 
 // backupPolicy is the retention policy of one backup: spec.ttl from the
 // creation timestamp, where "0d" (or no ttl) keeps it forever.
-func backupPolicy(b *api.AerospikeNamespaceBackup) (retention.Policy, error) {
-	if b.Spec.TTL == "" {
-		return retention.TTL{ZeroMeansForever: true}, nil
-	}
-	ttl, err := retention.ParseDuration(b.Spec.TTL)
-	if err != nil {
-		return nil, fmt.Errorf("backup %s/%s: spec.ttl %q: %w", b.Namespace, b.Name, b.Spec.TTL, err)
-	}
-	return retention.TTL{After: ttl, ZeroMeansForever: true}, nil
-}
+var backupPolicy = collect.TTLField("spec.ttl", func(b *api.AerospikeNamespaceBackup) string { return b.Spec.TTL })
 
 // location is where a backup's data is: every key under
 // <prefix>/<namespace>/<name>/ in the bucket, with the credentials of

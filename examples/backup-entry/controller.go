@@ -11,7 +11,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -28,12 +27,6 @@ import (
 // specific to shoot in backup bucket"), and says whose prefix it is.
 const markerKey = "backup-entry.json"
 
-// eventRecorder records events about the entries and buckets:
-// crt.Events(mgr.GetEventRecorder(name)) in a cluster.
-type eventRecorder interface {
-	Event(object runtime.Object, eventtype, reason, message string)
-}
-
 // deps are what the controller reads and writes: the manager's clients in
 // a cluster, the scenario's simulated API server and in-memory buckets.
 type deps struct {
@@ -44,7 +37,7 @@ type deps struct {
 	createBucket func(context.Context, *api.BackupBucket) error
 	liveEntries  func(context.Context) ([]*api.BackupEntry, error)
 	secrets      backupstore.SecretGetter
-	events       eventRecorder
+	events       collect.EventRecorder
 	clk          clock.WithTicker
 	// open opens a bucket in a store; nil is backupstore.OpenBucket.
 	open func(ctx context.Context, url string, creds *backupstore.Credentials) (*blob.Bucket, func() error, error)
@@ -153,7 +146,7 @@ func newController(d deps, o controllerOptions) (share.Reconciler[*api.BackupEnt
 // timestamp (Gardener's deletionGracePeriod), at once with the force
 // annotation or for an entry never admitted, with the store's lifecycle
 // rule as a backstop meanwhile; the finalizer stays until it is gone.
-func entryConfig(entries collect.Objects[*api.BackupEntry], buckets collect.Objects[*api.BackupBucket], secrets backupstore.SecretGetter, events eventRecorder, clk clock.WithTicker, grace time.Duration, dryRun bool) collect.Config[*api.BackupEntry] {
+func entryConfig(entries collect.Objects[*api.BackupEntry], buckets collect.Objects[*api.BackupBucket], secrets backupstore.SecretGetter, events collect.EventRecorder, clk clock.WithTicker, grace time.Duration, dryRun bool) collect.Config[*api.BackupEntry] {
 	return collect.Config[*api.BackupEntry]{
 		Objects: entries, Secrets: secrets, Recorder: events, Clock: clk, DryRun: dryRun, ReportDryRun: true,
 		Finalizer: api.Finalizer, GracePeriod: grace, Backstop: true,

@@ -48,15 +48,7 @@ func run(args []string) error {
 	var common kubecmd.Flags
 	common.Register(fs, "elect one active replica (a Lease named backup-entry in --namespace)")
 	var o controllerOptions
-	o.grace = 3 * retention.Day
-	fs.Func("deletion-grace-period", `how long a deleted BackupEntry's prefix, a migrated entry's legacy objects and a pool bucket left empty are kept before they are deleted, e.g. "3d", "72h", "0s" (default "3d")`, func(s string) error {
-		d, err := retention.ParseDuration(s)
-		if err != nil {
-			return err
-		}
-		o.grace = d
-		return nil
-	})
+	retention.DurationVar(fs, &o.grace, "deletion-grace-period", 3*retention.Day, `how long a deleted BackupEntry's prefix, a migrated entry's legacy objects and a pool bucket left empty are kept before they are deleted, e.g. "3d", "72h", "0s"`)
 	fs.Var(&o.quota, "quota", `the most entries of a pool's BackupBucket, per provider (the seed's controller.backupInfrastructures.quota), e.g. "aws=100,azure=50"; an entry of a provider without one is not placed`)
 	fs.BoolVar(&o.dryRun, "dry-run", false, "report (in events, conditions and logs) what the deletion of an entry's prefix would remove; delete nothing and keep the finalizer")
 	if err := fs.Parse(args); err != nil {
