@@ -9,7 +9,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
@@ -22,8 +24,7 @@ import (
 // claims, and calls lifecycle.Manager.SyncSet:
 //
 //	sets := crt.ClaimSets[*api.DB]{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), GVK: api.GVK, Spec: spec, Label: api.DBLabel}
-//	ctrl.NewControllerManagedBy(mgr).For(&api.DB{}).Owns(&corev1.Pod{}).
-//		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(sets.Requests)).Complete(r)
+//	sets.Watch(ctrl.NewControllerManagedBy(mgr).For(&api.DB{})).Complete(r)
 //	...
 //	set, err := sets.For(db)
 //	set.Pod, set.Claims = podOf(db), claimsOf(db)
@@ -47,6 +48,14 @@ type ClaimSets[T client.Object] struct {
 	// Label is lifecycle.ClaimSet.Label: the key of the label whose value
 	// is the owner's name, on its pods and claims.
 	Label string
+}
+
+// Watch adds to b the watches a controller of the owners needs: their pods
+// (Owns: a pod is the owner's) and every claim (Requests: a claim the
+// policy keeps has no owner reference to follow), so that a claim
+// created, bound or deleted, or a pod gone, reconciles its owner.
+func (s ClaimSets[T]) Watch(b *builder.Builder) *builder.Builder {
+	return b.Owns(&corev1.Pod{}).Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(s.Requests))
 }
 
 // Requests maps a claim to the owner it belongs to, for a watch on claims

@@ -33,7 +33,7 @@ type Object interface {
 }
 
 // Objects is what a Collector reads and writes of the backup resources.
-// crt.Backups implements it over a controller-runtime manager; a client-go
+// crt/backups.Objects implements it over a controller-runtime manager; a client-go
 // user implements it over a typed or dynamic client. Errors are the API
 // server's, with their type (apierrors.IsNotFound and IsConflict work on
 // them).

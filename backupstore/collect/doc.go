@@ -6,12 +6,12 @@
 // It works for any backup resource type: the user says how to read a
 // backup (Config: Location, Time, Group, Outcome, Tags) and what to keep
 // (Policy per group, or ObjectPolicy for a time-to-live field on each
-// backup).
+// backup: TTLField reads one in retention.ParseDuration's notation).
 //
 // The core is here, with no controller-runtime import, so that client-go
-// users implement Objects over their own client; crt.Backups and
-// crt.CollectBackups wire a Collector on a controller-runtime manager in a
-// few lines.
+// users implement Objects over their own client; package crt/backups wires
+// a Collector on a controller-runtime manager in a few lines (Objects,
+// Collect, and PolicyOf for a policy kept on the database's resource).
 //
 // Guarantees:
 //

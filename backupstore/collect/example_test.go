@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"gocloud.dev/blob"
@@ -27,6 +28,7 @@ type Backup struct {
 	metav1.ObjectMeta
 	Spec struct {
 		Database, Prefix string
+		TTL              string // "7d"; "" keeps it
 	}
 	Status struct {
 		Outcome    string
@@ -128,4 +130,48 @@ func Example() {
 	// orders-2: deleted 1 objects (3 bytes) under mem://orders/orders-2/ (its retention policy lets it go), then the resource
 	// kept orders-1 (newest)
 	// kept orders-3 (newest+guard)
+}
+
+// Backups that carry their own time-to-live (aerospike's spec.ttl) are
+// judged alone: TTLField reads the field, "" keeps a backup for ever, and a
+// value ParseDuration refuses keeps it with the field and value named.
+func ExampleTTLField() {
+	ctx := context.Background()
+	bucket := memblob.OpenBucket(nil)
+	defer bucket.Close()
+	day := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	objs := memObjects{}
+	for _, name := range []string{"week", "month", "forever", "typo"} {
+		b := &Backup{ObjectMeta: metav1.ObjectMeta{Namespace: "db", Name: name, UID: types.UID(name), ResourceVersion: "1",
+			CreationTimestamp: metav1.NewTime(day)}}
+		b.Spec.Prefix, b.Spec.TTL = name+"/", map[string]string{"week": "7d", "month": "30d", "typo": "7D"}[name]
+		objs[name] = b
+		_ = bucket.WriteAll(ctx, name+"/data", []byte("..."), nil)
+	}
+	c, _ := collect.New(collect.Config[*Backup]{
+		Objects: objs,
+		Secrets: backupstore.SecretsFrom(nil),
+		Location: func(_ context.Context, b *Backup) (collect.Location, error) {
+			return collect.Location{URL: "mem://", Prefix: b.Spec.Prefix}, nil
+		},
+		ObjectPolicy: collect.TTLField("spec.ttl", func(b *Backup) string { return b.Spec.TTL }),
+		Open: func(context.Context, string, *backupstore.Credentials) (*blob.Bucket, func() error, error) {
+			return bucket, func() error { return nil }, nil
+		},
+		Clock: clocktesting.NewFakeClock(day.Add(10 * 24 * time.Hour)),
+	})
+	rep, _ := c.Pass(ctx, "db")
+	slices.SortFunc(rep.Backups, func(a, b collect.Outcome) int { return strings.Compare(a.Name, b.Name) })
+	for _, o := range rep.Backups {
+		fmt.Println(o.Name+":", o.Message)
+	}
+	slices.SortFunc(rep.Kept, func(a, b collect.Kept) int { return strings.Compare(a.Name, b.Name) })
+	for _, k := range rep.Kept {
+		fmt.Println("kept", k.Name, "("+k.Why+")")
+	}
+	// Output:
+	// typo: spec.ttl "7D": retention: invalid duration "7D": unknown unit "D"
+	// week: deleted 1 objects (3 bytes) under mem://week/ (its retention policy lets it go), then the resource
+	// kept forever (ttl)
+	// kept month (ttl)
 }

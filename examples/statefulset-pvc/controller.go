@@ -12,7 +12,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -62,12 +61,9 @@ func newManager(cfg *rest.Config, common *kubecmd.Flags, o controllerOptions, op
 	}
 	r := &reconciler{Client: mgr.GetClient(), m: m, events: events, dryRun: o.dryRun,
 		sets: crt.ClaimSets[*api.ReplicatedSet]{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), GVK: api.GroupVersionKind, Spec: specOf, Label: api.SetLabel}}
-	err = ctrl.NewControllerManagedBy(mgr).
-		For(&api.ReplicatedSet{}).
-		Owns(&corev1.Pod{}).
-		// A claim wakes the set of its controller reference or its label.
-		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(r.sets.Requests)).
-		Complete(r)
+	// Its pods, and a claim the set of its controller reference or its
+	// label.
+	err = r.sets.Watch(ctrl.NewControllerManagedBy(mgr).For(&api.ReplicatedSet{})).Complete(r)
 	return mgr, err
 }
 

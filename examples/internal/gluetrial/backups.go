@@ -2,11 +2,10 @@ package gluetrial
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
@@ -29,22 +28,10 @@ func setupBackups(mgr manager.Manager) error {
 		Location: func(_ context.Context, b *api.MiniDBBackup) (collect.Location, error) {
 			return collect.Location{URL: b.Spec.BucketURL, Prefix: b.Spec.Prefix, Secret: b.Spec.Secret, SecretField: "spec.secret"}, nil
 		},
-		Group: func(b *api.MiniDBBackup) string { return b.Namespace + "/" + b.Spec.Database },
-		Policy: func(ctx context.Context, group string) (retention.Policy, error) {
-			var db api.MiniDB
-			ns, name, _ := strings.Cut(group, "/")
-			if err := mgr.GetClient().Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &db); err != nil {
-				return nil, err
-			}
-			return retention.ParsePolicy(db.Spec.Retention)
-		},
-		Outcome: func(b *api.MiniDBBackup) retention.Outcome { return outcomes[b.Status.Phase] },
-		Time: func(b *api.MiniDBBackup) time.Time {
-			if t := b.Status.CompletedAt; t != nil {
-				return t.Time
-			}
-			return b.CreationTimestamp.Time
-		},
+		Group:      func(b *api.MiniDBBackup) string { return b.Namespace + "/" + b.Spec.Database },
+		Policy:     backups.PolicyOf[*api.MiniDB](mgr.GetClient(), "spec.retention", func(db *api.MiniDB) string { return db.Spec.Retention }),
+		Outcome:    func(b *api.MiniDBBackup) retention.Outcome { return outcomes[b.Status.Phase] },
+		Time:       func(b *api.MiniDBBackup) time.Time { return ptr.Deref(b.Status.CompletedAt, b.CreationTimestamp).Time },
 		Conditions: func(b *api.MiniDBBackup) *[]metav1.Condition { return &b.Status.Conditions },
 		Finalizer:  "minidb.example.com/backup-data",
 	})

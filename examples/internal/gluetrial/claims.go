@@ -7,8 +7,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/groundskeeper-io/groundskeeper/crt"
@@ -27,10 +25,6 @@ func claimSets(mgr manager.Manager) crt.ClaimSets[*api.MiniDB] {
 			p, err := lifecycle.FromStatefulSet(db.Spec.ClaimRetention)
 			return int(db.Spec.Replicas), p, err
 		}}
-}
-
-func claimWatches(b *builder.Builder, mgr manager.Manager) *builder.Builder {
-	return b.Owns(&corev1.Pod{}).Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(claimSets(mgr).Requests))
 }
 
 // claimsStep brings the database's pods and claims to its spec.

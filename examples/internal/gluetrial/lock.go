@@ -29,7 +29,3 @@ func reconfigureStep() subreconcile.Named[*api.MiniDB, *lockstep.State] {
 			return "applied config " + db.Spec.Config, nil
 		}, lockstep.Options{})
 }
-
-func releaseStep() subreconcile.Named[*api.MiniDB, *lockstep.State] {
-	return lockstep.Release[*api.MiniDB, *lockstep.State]("ReleaseLock")
-}

@@ -48,12 +48,12 @@ func Setup(ctx context.Context, mgr manager.Manager, o Options) error {
 	}
 	runner, err := subreconcile.New(subreconcile.Config[*api.MiniDB, *lockstep.State]{
 		Name:     "MiniDB",
-		Steps:    []subreconcile.Named[*api.MiniDB, *lockstep.State]{claimsStep(mgr, lm), reconfigureStep(), releaseStep()},
+		Steps:    []subreconcile.Named[*api.MiniDB, *lockstep.State]{claimsStep(mgr, lm), reconfigureStep(), lockstep.Release[*api.MiniDB, *lockstep.State]("ReleaseLock")},
 		NewState: newState,
 	})
 	if err != nil {
 		return err
 	}
-	return claimWatches(ctrl.NewControllerManagedBy(mgr).For(&api.MiniDB{}), mgr).
+	return claimSets(mgr).Watch(ctrl.NewControllerManagedBy(mgr).For(&api.MiniDB{})).
 		Complete(crt.Reconciler(mgr.GetClient(), runner, func() *api.MiniDB { return new(api.MiniDB) }))
 }
