@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/groundskeeper-io/groundskeeper/testenv"
@@ -225,15 +226,20 @@ func TestStatefulSetMembersRefuseRollingUpdates(t *testing.T) {
 	statefulSet(t, k)
 	m := &statefulSetMembers{Client: k.Client, Namespace: k.Namespace, Name: "etcd", Service: "etcd", Claim: "data", Container: "etcd", Size: 3}
 	sets := k.Client.AppsV1().StatefulSets(k.Namespace)
-	sts, err := sets.Get(t.Context(), "etcd", metav1.GetOptions{})
-	if err != nil {
+	// The StatefulSet controller writes the set meanwhile: read, change,
+	// and again on a conflict.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		sts, err := sets.Get(t.Context(), "etcd", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		sts.Spec.UpdateStrategy = appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType}
+		_, err = sets.Update(t.Context(), sts, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
-	sts.Spec.UpdateStrategy = appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType}
-	if _, err := sets.Update(t.Context(), sts, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	err = m.Start(t.Context(), "etcd-0", "etcd-0=http://etcd-0:2380", "new")
+	err := m.Start(t.Context(), "etcd-0", "etcd-0=http://etcd-0:2380", "new")
 	if err == nil || !strings.Contains(err.Error(), `spec.updateStrategy.type "RollingUpdate", want OnDelete`) {
 		t.Errorf("Start on a rolling StatefulSet: %v", err)
 	}
