@@ -2,6 +2,7 @@ package backupstore
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"os"
@@ -17,8 +18,10 @@ import (
 // that exists and is the caller's already is not an error, so a retried
 // creation succeeds. file:// creates the directory; mem:// has nothing to
 // create. Providers: s3 (region from the URL's region parameter or the
-// credentials) and azblob; gs is not supported (its creation needs a
-// project, which a bucket URL does not name).
+// credentials), azblob, and gs, which needs a project (the URL's project
+// parameter, or the project_id of the credentials' service account key)
+// and a location (the URL's region parameter or the credentials' region:
+// a bucket is never put in GCS's default location unasked).
 func CreateBucket(ctx context.Context, rawURL string, creds *Credentials) error {
 	scheme, err := Scheme(rawURL)
 	if err != nil {
@@ -45,11 +48,20 @@ func CreateBucket(ctx context.Context, rawURL string, creds *Credentials) error 
 	}
 	defer b.Close()
 	u, _ := url.Parse(rawURL)
-	region := u.Query().Get("region")
-	if region == "" && creds != nil {
-		region = creds.Region
+	o := driver.CreateOptions{Region: u.Query().Get("region"), Project: u.Query().Get("project")}
+	if o.Region == "" && creds != nil {
+		o.Region = creds.Region
 	}
-	if err := c.Create(ctx, b, u.Host, region); err != nil {
+	if o.Project == "" && creds != nil && len(creds.ServiceAccountJSON) > 0 {
+		var key struct {
+			ProjectID string `json:"project_id"`
+		}
+		// A key that does not parse has no project; OpenBucket has
+		// refused it already.
+		_ = json.Unmarshal(creds.ServiceAccountJSON, &key)
+		o.Project = key.ProjectID
+	}
+	if err := c.Create(ctx, b, u.Host, o); err != nil {
 		return fmt.Errorf("backupstore: create bucket %s: %w", rawURL, err)
 	}
 	return nil

@@ -3,6 +3,7 @@ package backupstore_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -10,16 +11,20 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/testenv"
 )
 
-// CreateBucket creates a new bucket on MinIO and a new container on
-// Azurite through the provider's API, which then takes writes; a second
-// creation of the same bucket succeeds (a retried growth of a pool); gs
-// refuses clearly.
+// CreateBucket creates a new bucket on MinIO and fake-gcs-server and a new
+// container on Azurite through the provider's API, which then takes
+// writes; a second creation of the same bucket succeeds (a retried growth
+// of a pool); gs without a project or a location is refused before any
+// request, naming the parameter.
 func TestCreateBucket(t *testing.T) {
 	ctx := context.Background()
-	for _, store := range []*testenv.BlobStore{testenv.S3(t), testenv.Azure(t)} {
+	for _, store := range []*testenv.BlobStore{testenv.S3(t), testenv.GCS(t), testenv.Azure(t)} {
 		t.Run(store.Scheme, func(t *testing.T) {
 			name := store.Bucket + "-new"
 			url := strings.Replace(store.URL, store.Bucket, name, 1)
+			if store.Scheme == "gs" {
+				url += "?project=groundskeeper&region=EUROPE-WEST1"
+			}
 			if b, err := backupstore.OpenBucket(ctx, url, nil); err == nil {
 				if err := b.WriteAll(ctx, "before", []byte("x"), nil); err == nil {
 					t.Fatalf("%s takes writes before it is created", url)
@@ -41,10 +46,31 @@ func TestCreateBucket(t *testing.T) {
 			}
 		})
 	}
-	err := backupstore.CreateBucket(ctx, "gs://new-bucket", nil)
-	if !errors.Is(err, backupstore.ErrInvalidConfig) || !strings.Contains(err.Error(), "cannot create") {
-		t.Errorf("gs: %v; want ErrInvalidConfig saying it cannot create", err)
+	gcs := testenv.GCS(t)
+	for _, tc := range []struct{ url, want string }{
+		{"gs://" + gcs.Bucket + "-no-project?region=EU", "project="},
+		{"gs://" + gcs.Bucket + "-no-region?project=groundskeeper", "region="},
+	} {
+		err := backupstore.CreateBucket(ctx, tc.url, nil)
+		if !errors.Is(err, backupstore.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v; want ErrInvalidConfig naming %s", tc.url, err, tc.want)
+		}
+		if exists := gcsBucketExists(t, gcs, strings.TrimPrefix(strings.Split(tc.url, "?")[0], "gs://")); exists {
+			t.Errorf("%s: the refused bucket exists", tc.url)
+		}
 	}
+}
+
+// gcsBucketExists asks the fake-gcs-server of store whether it has bucket
+// name.
+func gcsBucketExists(t *testing.T, store *testenv.BlobStore, name string) bool {
+	t.Helper()
+	resp, err := http.Get(store.Endpoint + "/storage/v1/b/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }
 
 func TestBucketURL(t *testing.T) {

@@ -36,10 +36,10 @@ import (
 // file:// deletes the files, then the directories left empty, the
 // bucket's own directory last (a file written meanwhile fails it). mem://
 // has no bucket to delete (every mem:// OpenBucket is a bucket of its
-// own). Providers: s3 and azblob; gs is not supported, as by CreateBucket.
-// On S3 an object written after the listing fails the bucket's deletion
-// (BucketNotEmpty: run again); an Azure container goes with whatever it
-// holds then.
+// own). Providers: s3, gs and azblob. On S3 and GCS an object written
+// after the listing fails the bucket's deletion (S3's BucketNotEmpty,
+// GCS's 409: run again); an Azure container goes with whatever it holds
+// then.
 func DeleteBucket(ctx context.Context, rawURL string, creds *Credentials, opts *DeleteOptions) (*DeleteResult, error) {
 	res := &DeleteResult{Method: "none"}
 	scheme, err := Scheme(rawURL)

@@ -338,9 +338,10 @@
 // a *PrefixError for an unsafe prefix, each before anything is written. A
 // write of the lifecycle configuration that failed transiently is not an
 // error unless the call, started over from the read, fails too.
-// CreateBucket and DeleteBucket refuse gs (ErrInvalidConfig: a GCS bucket's
-// creation needs a project that a bucket URL does not name, and one
-// without the other is not shipped).
+// CreateBucket on gs without a project (URL parameter project=, or the
+// project_id of the credentials' service account key) or a location (URL
+// parameter region=, or the credentials' region) is ErrInvalidConfig,
+// before any request.
 // LoadCredentials returns a *SecretError that is ErrSecretNotFound or
 // ErrSecretKeyMissing (naming the key), never quoting a value; an unknown
 // scheme is ErrUnsupportedScheme. Quota.Admit returns an error wrapping

@@ -15,7 +15,7 @@ var _ driver.Creator = provider{}
 
 // Create creates the container (Azure has no region per container).
 // ContainerAlreadyExists is success: the account is the caller's.
-func (provider) Create(ctx context.Context, b *blob.Bucket, _, _ string) error {
+func (provider) Create(ctx context.Context, b *blob.Bucket, _ string, _ driver.CreateOptions) error {
 	var c *container.Client
 	if !b.As(&c) {
 		return errors.New("not an azblob container")

@@ -74,6 +74,14 @@ type Location struct {
 	// SecretField is how the backup names the Secret, for messages
 	// ("spec.storage.secret"); default "credentials Secret".
 	SecretField string
+	// BucketMayBeMissing says that the store's bucket may never have been
+	// created (an entry placed in a pool's bucket before that bucket was
+	// made in the store): when the bucket does not exist, the backup has
+	// no data there, and its deletion succeeds with nothing deleted.
+	// Without it, a bucket that does not exist keeps the backup
+	// (DeletionFailed): a wrong URL must not drop the one record of where
+	// the data is.
+	BucketMayBeMissing bool
 }
 
 // The zero Location says that the backup has no data (it was never

@@ -66,6 +66,15 @@ func (c *Collector[T]) deleteData(ctx context.Context, o T, all []T, onChange bo
 		return kept(oe.reason, msg)
 	}
 	defer release()
+	if loc.BucketMayBeMissing {
+		ok, err := bucket.IsAccessible(ctx)
+		if err != nil {
+			return kept(c.cfg.Reasons.DeletionFailed, fmt.Sprintf("is the bucket of %s there: %v", where, err))
+		}
+		if !ok {
+			return dataResult{msg: fmt.Sprintf("no data to delete: the bucket of %s does not exist", where)}
+		}
+	}
 	res, err := backupstore.DeletePrefix(ctx, bucket, loc.Prefix, &backupstore.DeleteOptions{DryRun: c.cfg.DryRun})
 	if re := retainedOnly(err); re != nil {
 		// Nothing helps before the retention ends: keep the backup, say

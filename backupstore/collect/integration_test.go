@@ -711,3 +711,64 @@ func TestPassWithAFinalizer(t *testing.T) {
 		t.Errorf("b: %v, want NotFound", err)
 	}
 }
+
+// A backup whose Location says its bucket may be missing (an entry placed
+// in a pool's bucket not made in the store yet) is finalized with nothing
+// deleted when the bucket does not exist, and its data is deleted as
+// usual when it does; without that word, a bucket that does not exist
+// keeps the backup (a wrong URL must not drop the record of the data).
+func TestFinalizeWhenTheBucketMayBeMissing(t *testing.T) {
+	e := newEnv(t, testenv.BucketOptions{})
+	missing := "never-made-" + e.store.Bucket[:min(len(e.store.Bucket), 40)]
+	elsewhere := slices.Concat(
+		e.backup("placed", "db/placed/", "minio", func(b *backup) { b.Spec.Bucket = missing }),
+		e.backup("misnamed", "db/misnamed/", "minio", func(b *backup) { b.Spec.Bucket = missing }))
+	keys := e.backup("placed-made", "db/placed-made/", "minio", nil)
+	cfg := e.config(dynObjects{d: e.d})
+	cfg.ObjectPolicy = nil
+	cfg.Finalizer = "collect.groundskeeper.example.com/data"
+	loc := cfg.Location
+	cfg.Location = func(ctx context.Context, b *backup) (collect.Location, error) {
+		l, err := loc(ctx, b)
+		l.SecretNamespace = e.k.Namespace
+		l.BucketMayBeMissing = b.Name != "misnamed"
+		return l, err
+	}
+	c := e.collector(cfg)
+	for _, n := range []string{"placed", "misnamed", "placed-made"} {
+		b, err := e.get(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Prepare(e.ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.d.Resource(testbackup.Resource).Namespace(e.k.Namespace).Delete(e.ctx, n, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if b, err = e.get(n); err != nil {
+			t.Fatal(err)
+		}
+		e.clk.SetTime(b.DeletionTimestamp.Time.Add(time.Second)) // no grace period
+		out, _, err := c.Finalize(e.ctx, b)
+		t.Logf("%s: %+v, %v", n, out, err)
+	}
+	if _, err := e.get("placed"); !apierrors.IsNotFound(err) {
+		t.Errorf("placed, its bucket never made: %v; want it gone", err)
+	}
+	if _, err := e.get("placed-made"); !apierrors.IsNotFound(err) {
+		t.Errorf("placed-made, its bucket there: %v; want it gone with its data", err)
+	}
+	if b, err := e.get("misnamed"); err != nil || b.DeletionTimestamp == nil || len(b.Finalizers) == 0 {
+		t.Errorf("misnamed, its bucket missing: %+v, %v; want it kept by its finalizer", b, err)
+	}
+	if cond := e.condition("misnamed"); cond == nil || cond.Reason != collect.ReasonDeletionFailed || !strings.Contains(cond.Message, missing) {
+		t.Errorf("misnamed: condition %+v; want DeletionFailed naming %s", cond, missing)
+	}
+	// The keys of the two backups of the missing bucket, written to the
+	// test's bucket under their prefixes, are not theirs: untouched.
+	e.wantKeys(elsewhere)
+	if len(keys) != 2 {
+		t.Fatalf("placed-made had %d keys", len(keys))
+	}
+}

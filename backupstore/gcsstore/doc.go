@@ -5,9 +5,12 @@
 //
 // and backupstore.OpenBucket opens gs:// URLs (with a service account key
 // from a Secret, the environment's credentials, or an emulator's endpoint=
-// and anonymous=true), and DeletePrefix deletes every generation of every
+// and anonymous=true), DeletePrefix deletes every generation of every
 // object under a prefix on a bucket with object versioning, whoever opened
-// the bucket.
+// the bucket, and CreateBucket and DeleteBucket create and delete buckets.
+// A bucket is created in a project at a location, which the URL parameters
+// project= and region= give (opening ignores both), or the credentials:
+// the service account key's project_id and the Secret's region.
 //
 // It links cloud.google.com/go/storage (with its gRPC and OpenTelemetry
 // dependencies) and gocloud.dev/blob/gcsblob, whose URL opener it

@@ -36,7 +36,12 @@ func (provider) Scheme() string { return gcsblob.Scheme }
 func (provider) Open(ctx context.Context, u *url.URL, c *driver.Credentials) (*blob.Bucket, error) {
 	q := u.Query()
 	if c == nil && !q.Has("endpoint") && !q.Has("anonymous") {
-		return driver.OpenAmbient(ctx, u)
+		// gocloud's opener knows neither of CreateBucket's parameters.
+		ambient := *u
+		q.Del("project")
+		q.Del("region")
+		ambient.RawQuery = q.Encode()
+		return driver.OpenAmbient(ctx, &ambient)
 	}
 	bucket := u.Host
 	var endpoint string
@@ -55,6 +60,8 @@ func (provider) Open(ctx context.Context, u *url.URL, c *driver.Credentials) (*b
 				return nil, fmt.Errorf("%w: open gs bucket %q: URL parameter %s=%q: not a boolean", backupstore.ErrInvalidConfig, bucket, k, v)
 			}
 			anonymous = b
+		case "project", "region":
+			// Where CreateBucket creates the bucket; opening ignores them.
 		default:
 			return nil, fmt.Errorf("%w: open gs bucket %q: URL parameter %q is not supported here", backupstore.ErrInvalidConfig, bucket, k)
 		}

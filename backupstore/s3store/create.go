@@ -17,7 +17,8 @@ var _ driver.Creator = provider{}
 
 // Create creates the bucket; us-east-1 (and no region) takes no location
 // constraint, as S3 requires. BucketAlreadyOwnedByYou is success.
-func (provider) Create(ctx context.Context, b *blob.Bucket, name, region string) error {
+func (provider) Create(ctx context.Context, b *blob.Bucket, name string, o driver.CreateOptions) error {
+	region := o.Region
 	var c *s3.Client
 	if !b.As(&c) {
 		return errors.New("not an s3 bucket")

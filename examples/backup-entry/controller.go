@@ -160,8 +160,10 @@ func entryConfig(entries collect.Objects[*api.BackupEntry], buckets collect.Obje
 			}
 			// Also for an entry without status.prefix: its marker may have
 			// been written by an admission whose status update was lost.
+			// Such an entry may name a pool bucket not made in the store
+			// (its Secret missing): then it has no data.
 			prefix, err := backupstore.EntryPrefix("", e.Name)
-			loc := collect.Location{URL: b.Spec.URL, Prefix: prefix}
+			loc := collect.Location{URL: b.Spec.URL, Prefix: prefix, BucketMayBeMissing: e.Status.Prefix == ""}
 			if ref := b.Spec.SecretRef; ref != nil {
 				loc.Secret, loc.SecretNamespace = ref.Name, ref.Namespace
 				loc.SecretField = fmt.Sprintf("spec.secretRef of BackupBucket %q", b.Name)

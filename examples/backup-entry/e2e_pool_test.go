@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -44,14 +45,21 @@ func newPoolEnv(t *testing.T, store *testenv.BlobStore, provider string) *poolEn
 	h := fnv.New32a()
 	h.Write([]byte(k.Namespace))
 	tag := fmt.Sprintf("t%08x", h.Sum32())
+	poolURL := store.URL
+	if store.Scheme == "gs" {
+		// The controller reaches the emulator through endpoint= without
+		// a token (a service account key would want one from Google);
+		// a pool's bucket is created in a project at a location.
+		poolURL += "?endpoint=" + url.QueryEscape(store.Endpoint) + "&anonymous=true&project=groundskeeper&region=EUROPE-WEST1"
+	}
 	e := &poolEnv{env: &env{t: t, k: k, client: installCRDs(t, k.Config), store: store.Open(t), scheme: store.Scheme, storeBucket: store.Bucket,
 		bucket: tag + "-pool", secret: "backup-" + store.Scheme, prefix: tag},
-		tag: tag, provider: tag + "-" + provider, region: "eu1", url: store.URL}
+		tag: tag, provider: tag + "-" + provider, region: "eu1", url: poolURL}
 	e.setSecret(true)
 	e.create(api.BucketResource, &api.BackupBucket{
 		TypeMeta:   metav1.TypeMeta{APIVersion: api.GroupVersion.String(), Kind: "BackupBucket"},
 		ObjectMeta: metav1.ObjectMeta{Name: e.bucket},
-		Spec: api.BackupBucketSpec{URL: store.URL, Provider: e.provider, Region: e.region,
+		Spec: api.BackupBucketSpec{URL: poolURL, Provider: e.provider, Region: e.region,
 			SecretRef: &api.SecretReference{Namespace: k.Namespace, Name: e.secret}},
 	})
 	return e
@@ -192,13 +200,14 @@ func (c *countCreates) wrap(cl client.Client, live client.Reader) (client.Client
 // bucket) are placed in three buckets of their pool, the two the
 // controller creates included (BackupBuckets and the store's buckets),
 // each admitted with its marker in the bucket it names; no bucket holds
-// more than 2, none is created twice. On MinIO and Azurite with one
-// replica, and on MinIO with two replicas that both reconcile (no leader
-// election), each with its own cache. On MinIO, a Shoot's deletion then
-// deletes its entry (the garbage collector): the entry's prefix is kept
-// for the grace period, then deleted, and its place in the pool freed;
-// when the Shoots of a bucket the pool created are gone, the bucket goes
-// after the grace period, its store's bucket first.
+// more than 2, none is created twice. On MinIO, Azurite and
+// fake-gcs-server with one replica, and on MinIO with two replicas that
+// both reconcile (no leader election), each with its own cache. On MinIO
+// and fake-gcs-server, a Shoot's deletion then deletes its entry (the
+// garbage collector): the entry's prefix is kept for the grace period,
+// then deleted, and its place in the pool freed; when the Shoots of a
+// bucket the pool created are gone, the bucket goes after the grace
+// period, its store's bucket first.
 func TestPoolGrows(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
@@ -209,6 +218,7 @@ func TestPoolGrows(t *testing.T) {
 	}{
 		{"MinIO", testenv.S3, "aws", 1, true},
 		{"Azurite", testenv.Azure, "azure", 1, false},
+		{"fake-gcs-server", testenv.GCS, "gcp", 1, true},
 		{"MinIO/two replicas", testenv.S3, "aws", 2, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -97,6 +97,13 @@ func (e *env) setSecret(valid bool) {
 			backupstore.SecretKeyStorageAccount: []byte(testenv.AzureAccount),
 			backupstore.SecretKeyStorageKey:     []byte(key),
 		}
+	case "gs":
+		// A placeholder key: the bucket URLs say anonymous=true.
+		key := `{"type":"service_account","project_id":"groundskeeper"}`
+		if !valid {
+			key = "not a key"
+		}
+		data = map[string][]byte{backupstore.SecretKeyServiceAccountJSON: []byte(key)}
 	default:
 		e.t.Fatalf("no credentials for %s", e.scheme)
 	}

@@ -311,10 +311,20 @@ func Providers() []Provider {
 // Creator is a Provider that creates the bucket (container) of an opened
 // blob.Bucket: backupstore.CreateBucket.
 type Creator interface {
-	// Create creates the bucket name that b is opened on, in region where the store
-	// needs one; a bucket that already exists and is the caller's is not
-	// an error.
-	Create(ctx context.Context, b *blob.Bucket, name, region string) error
+	// Create creates the bucket name that b is opened on, where o says
+	// for the stores that need it; a bucket that already exists and is
+	// the caller's is not an error.
+	Create(ctx context.Context, b *blob.Bucket, name string, o CreateOptions) error
+}
+
+// CreateOptions say where a Creator creates a bucket.
+type CreateOptions struct {
+	// Region is the URL's region= or the credentials' region: S3's
+	// location constraint, GCS's location.
+	Region string
+	// Project is the GCS project: the URL's project=, or the project_id
+	// of the credentials' service account key.
+	Project string
 }
 
 // BucketDeleter is a Provider that deletes the bucket (container) of an
