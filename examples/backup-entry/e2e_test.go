@@ -181,7 +181,13 @@ func (e *env) delete(r schema.GroupVersionResource, name string) {
 // waitEntry polls until done holds for the entry (nil once it is gone).
 func (e *env) waitEntry(name, what string, done func(*api.BackupEntry) bool) *api.BackupEntry {
 	e.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	return e.waitEntryFor(name, what, 30*time.Second, done)
+}
+
+// waitEntryFor is waitEntry with a timeout of its own.
+func (e *env) waitEntryFor(name, what string, timeout time.Duration, done func(*api.BackupEntry) bool) *api.BackupEntry {
+	e.t.Helper()
+	deadline := time.Now().Add(timeout)
 	for {
 		be := e.entry(name)
 		if done(be) {
