@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -149,8 +150,13 @@ func (e *poolEnv) cleanup() {
 			if !strings.HasPrefix(u.GetName(), e.tag) {
 				continue
 			}
-			u.SetAnnotations(map[string]string{api.ForceDeletionAnnotation: "true"})
-			_, _ = e.client.Resource(api.EntryResource).Update(ctx, &u, metav1.UpdateOptions{})
+			// A merge patch: an update could lose to the controller's
+			// status writes (a conflict), and the entry would then keep
+			// its grace period past the wait below.
+			if _, err := e.client.Resource(api.EntryResource).Patch(ctx, u.GetName(), types.MergePatchType,
+				fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"true"}}}`, api.ForceDeletionAnnotation), metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				e.t.Errorf("cleanup: force the deletion of %s: %v", u.GetName(), err)
+			}
 		}
 		for _, s := range e.shoots {
 			_ = e.client.Resource(api.ShootResource).Delete(ctx, s, metav1.DeleteOptions{})
