@@ -575,16 +575,7 @@ func TestFinalizerDeletesDataAfterTheGracePeriod(t *testing.T) {
 	}
 	c := e.collector(cfg)
 	for _, n := range []string{"b", "never-written"} {
-		b, err := e.get(n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Prepare(e.ctx, b); err != nil {
-			t.Fatal(err)
-		}
-		if err := e.d.Resource(testbackup.Resource).Namespace(e.k.Namespace).Delete(e.ctx, n, metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		e.prepareAndDelete(c, n)
 	}
 	if rep := e.pass(c); len(rep.Backups) != 0 {
 		t.Errorf("a pass without a policy acted: %+v", rep.Backups)
@@ -646,6 +637,22 @@ func TestFinalizerDeletesDataAfterTheGracePeriod(t *testing.T) {
 	}
 	if _, err := e.get("never-written"); !apierrors.IsNotFound(err) {
 		t.Errorf("backup never-written: %v, want NotFound", err)
+	}
+}
+
+// prepareAndDelete adds c's finalizer to backup name and deletes it: the
+// finalizer holds it.
+func (e *env) prepareAndDelete(c *collect.Collector[*backup], name string) {
+	e.t.Helper()
+	b, err := e.get(name)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := c.Prepare(e.ctx, b); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.d.Resource(testbackup.Resource).Namespace(e.k.Namespace).Delete(e.ctx, name, metav1.DeleteOptions{}); err != nil {
+		e.t.Fatal(err)
 	}
 }
 
@@ -736,17 +743,9 @@ func TestFinalizeWhenTheBucketMayBeMissing(t *testing.T) {
 	}
 	c := e.collector(cfg)
 	for _, n := range []string{"placed", "misnamed", "placed-made"} {
+		e.prepareAndDelete(c, n)
 		b, err := e.get(n)
 		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Prepare(e.ctx, b); err != nil {
-			t.Fatal(err)
-		}
-		if err := e.d.Resource(testbackup.Resource).Namespace(e.k.Namespace).Delete(e.ctx, n, metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		if b, err = e.get(n); err != nil {
 			t.Fatal(err)
 		}
 		e.clk.SetTime(b.DeletionTimestamp.Time.Add(time.Second)) // no grace period

@@ -168,16 +168,16 @@ func (m *Migrating[E, B]) ReconcileEntry(ctx context.Context, e E) (time.Duratio
 	recorded := *m.cfg.Status(e)
 	if recorded != nil && recorded.Step == StepDone {
 		if !ok || recorded.Source == "" || recorded.Source == src.Where() {
-			return after, m.setCondition(ctx, e, recorded, nil, ReasonMigrated, "")
+			return after, m.setCondition(ctx, e, recorded, ReasonMigrated, "")
 		}
-		return after, m.setCondition(ctx, e, recorded, nil, ReasonAlreadyMigrated, fmt.Sprintf(
+		return after, m.setCondition(ctx, e, recorded, ReasonAlreadyMigrated, fmt.Sprintf(
 			"already migrated from %s; spec names %s now, which is not migrated: a migrated entry is not migrated again", recorded.Source, src.Where()))
 	}
 	if !ok {
 		return after, nil
 	}
 	if recorded != nil && recorded.Source != "" && recorded.Source != src.Where() {
-		return after, m.setCondition(ctx, e, recorded, nil, ReasonSourceChanged, fmt.Sprintf(
+		return after, m.setCondition(ctx, e, recorded, ReasonSourceChanged, fmt.Sprintf(
 			"the migration copies from %s (at step %s); spec names %s now: nothing is done until it names %s again", recorded.Source, recorded.Step, src.Where(), recorded.Source))
 	}
 	if m.cfg.Prefix(e) == "" {
@@ -265,12 +265,12 @@ func (m *Migrating[E, B]) condition(e E, st *MigrationStatus, err error, reason,
 
 // setCondition sets e's ConditionMigrated (condition) and writes e's status
 // when it changed, with an event for a reason other than ReasonMigrated.
-func (m *Migrating[E, B]) setCondition(ctx context.Context, e E, st *MigrationStatus, err error, reason, msg string) error {
+func (m *Migrating[E, B]) setCondition(ctx context.Context, e E, st *MigrationStatus, reason, msg string) error {
 	if reason == ReasonMigrated {
 		reason = "" // from st
 	}
 	e = e.DeepCopyObject().(E)
-	if !m.condition(e, st, err, reason, msg) {
+	if !m.condition(e, st, nil, reason, msg) {
 		return nil
 	}
 	if err := m.cfg.Entries.UpdateStatus(ctx, e); err != nil {
