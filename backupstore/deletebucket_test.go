@@ -104,7 +104,7 @@ func TestDeleteBucketObjectLock(t *testing.T) {
 	s := testenv.S3With(t, testenv.BucketOptions{ObjectLock: true})
 	b := openStore(t, s)
 	put(t, b, []string{"free/1", "free/2"}, 8)
-	until := time.Now().Add(3 * time.Second).Truncate(time.Second)
+	until := time.Now().Add(12 * time.Second).Truncate(time.Second)
 	lockKey(t, b, s3Client(t, b), s.Bucket, "locked/1", s3types.ObjectLockRetentionModeGovernance, until, false)
 
 	res, err := backupstore.DeleteBucket(ctx, s.URL, credsFor("s3"), nil)

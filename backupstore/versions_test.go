@@ -302,7 +302,9 @@ func TestDeletePrefixObjectLock(t *testing.T) {
 	free := fill(t, b, "backups/l/free/", 40, 16)
 	put(t, b, free, 17) // a second version of each
 	now := time.Now().UTC().Truncate(time.Second)
-	govUntil, compUntil := now.Add(4*time.Second), now.Add(6*time.Second)
+	// Windows long enough for the dry runs and the first deletion under
+	// -race on a loaded machine: the lock must still hold through them.
+	govUntil, compUntil := now.Add(15*time.Second), now.Add(17*time.Second)
 	gov := lockKey(t, b, c, s.Bucket, "backups/l/gov", s3types.ObjectLockRetentionModeGovernance, govUntil, false)
 	comp := lockKey(t, b, c, s.Bucket, "backups/l/comp", s3types.ObjectLockRetentionModeCompliance, compUntil, false)
 	hold := lockKey(t, b, c, s.Bucket, "backups/l/hold", "", time.Time{}, true)

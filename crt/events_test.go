@@ -61,7 +61,7 @@ func TestEventsNameTheClaim(t *testing.T) {
 		}
 	}
 
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		list, err := env.Client.EventsV1().Events(env.Namespace).List(ctx, metav1.ListOptions{})
 		if err != nil {

@@ -100,7 +100,7 @@ func TestLifecycleOnAManager(t *testing.T) {
 	scope := lifecycle.Scope{Namespace: ns, Claims: crt.ClaimCache(mgr.GetClient()), Pods: crt.PodCache(mgr.GetClient())}
 	var res lifecycle.CollectResult
 	// The cache catches up with the creations above within a moment.
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for res.Listed != 3 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 		if res, err = m.Collect(ctx, lifecycle.CollectOptions{Scope: scope, DryRun: true}); err != nil {
@@ -234,7 +234,7 @@ func TestLifecycleClientListsClaimsFromTheManagersCache(t *testing.T) {
 			Claims: []string{c.Name}})
 	}
 	// Wait until the cache shows every claim.
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		var list corev1.PersistentVolumeClaimList
 		if err := mgr.GetClient().List(ctx, &list, client.InNamespace(ns)); err != nil {

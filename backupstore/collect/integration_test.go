@@ -499,7 +499,7 @@ func TestObjectLockedBackupIsCollectedWhenTheRetentionEnds(t *testing.T) {
 	if !e.bucket.As(&s3c) {
 		t.Fatal("not an S3 bucket")
 	}
-	until := time.Now().Add(5 * time.Second).UTC().Truncate(time.Second)
+	until := time.Now().Add(12 * time.Second).UTC().Truncate(time.Second)
 	if _, err := s3c.PutObjectRetention(e.ctx, &s3.PutObjectRetentionInput{
 		Bucket: aws.String(e.store.Bucket), Key: aws.String(keys[0]),
 		Retention: &s3types.ObjectLockRetention{Mode: s3types.ObjectLockRetentionModeCompliance, RetainUntilDate: aws.Time(until)},

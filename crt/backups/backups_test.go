@@ -101,7 +101,7 @@ func TestCollectOnAManager(t *testing.T) {
 	}
 	eventually := func(what string, ok func() bool) {
 		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 			if ok() {
 				return
 			}

@@ -133,7 +133,7 @@ func testShare(t *testing.T, name string, store *testenv.BlobStore, creds map[st
 	}
 	eventually := func(what string, ok func() bool) {
 		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 			if ok() {
 				return
 			}

@@ -158,10 +158,22 @@ func TestCollector(t *testing.T) {
 
 	// The real controller, at the same instant, as two replicas: the one
 	// that holds the Lease collects.
+	// Each replica reports on its own channel, so that a wait below sees
+	// the passes of the replica it means.
 	opts.dryRun = false
-	replicaA, stopA := startManager(t, k.Config, opts, clk, requests, reports)
-	replicaB, stopB := startManager(t, k.Config, opts, clk, requests, reports)
-	waitPass(t, reports, clk.Now())
+	reportsA, reportsB := make(chan report, 100), make(chan report, 100)
+	replicaA, stopA := startManager(t, k.Config, opts, clk, requests, reportsA)
+	replicaB, stopB := startManager(t, k.Config, opts, clk, requests, reportsB)
+	leader, stopLeader, other, otherReports := "A", stopA, replicaB, reportsB
+	select {
+	case <-replicaA.Elected():
+		waitPass(t, reportsA, clk.Now())
+	case <-replicaB.Elected():
+		leader, stopLeader, other, otherReports = "B", stopB, replicaA, reportsA
+		waitPass(t, reportsB, clk.Now())
+	case <-time.After(time.Minute):
+		t.Fatal("neither replica took the Lease")
+	}
 	var left []string
 	for _, key := range allKeys {
 		if !strings.Contains(key, "/ns1-b1/") {
@@ -186,26 +198,22 @@ func TestCollector(t *testing.T) {
 	waitEvent(t, k, "data-1", corev1.EventTypeNormal, lifecycle.ReasonClaimCollected)
 
 	// The leader stops (it releases the Lease); the other replica takes
-	// over. The missing Secret appears; the next attempt, after
-	// --retry-interval, deletes the backup's data and then the backup.
-	leader, other := "A", replicaB
-	select {
-	case <-replicaA.Elected():
-		stopA()
-	case <-replicaB.Elected():
-		stopB()
-		leader, other = "B", replicaA
-	}
+	// over and runs its first passes at the same instant. The missing
+	// Secret appears; the next attempt, after --retry-interval, deletes the
+	// backup's data and then the backup. (No claim pass is due then: the
+	// claims' next decision is weeks away.)
+	stopLeader()
 	t.Logf("replica %s led and stopped", leader)
 	select {
 	case <-other.Elected():
-	case <-time.After(30 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("the other replica did not take the Lease over")
 	}
 	t.Log("the other replica leads")
+	waitPass(t, otherReports, clk.Now())
 	createSecret(t, k, "absent", testenv.S3SecretAccessKey, store)
-	clk.Step(opts.retryAfter)
-	waitPass(t, reports, clk.Now())
+	stepAfterRequeues(t, clk, opts.retryAfter)
+	waitBackupPass(t, otherReports, clk.Now())
 	var left2 []string
 	for _, key := range left {
 		if !strings.Contains(key, "/ns1-missing/") {
@@ -273,7 +281,7 @@ func TestRunWithKubeconfig(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(2 * time.Minute):
 		t.Fatal("did not stop after SIGINT")
 	}
 }
@@ -391,8 +399,6 @@ func startManager(t *testing.T, cfg *rest.Config, o controllerOptions, clk *cloc
 	return mgr, stop
 }
 
-// waitPass waits for a backup pass and a claim pass that ran at or after
-// now, and returns their reports in one.
 // stepAfterRequeues steps the fake clock by d once the passes that just
 // reported have registered their requeues on it: a pass reports before its
 // controller's queue adds the requeue, and a timer added after the step
@@ -416,11 +422,24 @@ func stepAfterRequeues(t *testing.T, clk *clocktesting.FakeClock, d time.Duratio
 	clk.Step(d)
 }
 
+// waitPass waits for a backup pass and a claim pass that ran at or after
+// now, and returns their reports in one.
 func waitPass(t *testing.T, reports <-chan report, now time.Time) report {
 	t.Helper()
-	timeout := time.After(30 * time.Second)
+	return waitPasses(t, reports, now, true)
+}
+
+// waitBackupPass waits for a backup pass that ran at or after now.
+func waitBackupPass(t *testing.T, reports <-chan report, now time.Time) report {
+	t.Helper()
+	return waitPasses(t, reports, now, false)
+}
+
+func waitPasses(t *testing.T, reports <-chan report, now time.Time, wantClaims bool) report {
+	t.Helper()
+	timeout := time.After(2 * time.Minute)
 	var both report
-	var backups, claims bool
+	backups, claims := false, !wantClaims
 	for !backups || !claims {
 		select {
 		case r := <-reports:
@@ -442,7 +461,7 @@ func waitPass(t *testing.T, reports <-chan report, now time.Time) report {
 
 func eventually(t *testing.T, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		err := check()
 		if err == nil {

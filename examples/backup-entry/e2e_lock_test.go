@@ -37,7 +37,7 @@ func TestObjectLockedEntryOnMinIO(t *testing.T) {
 	if !e.store.As(&client) {
 		t.Fatal("not an S3 bucket")
 	}
-	until := time.Now().Add(6 * time.Second).UTC().Truncate(time.Second)
+	until := time.Now().Add(20 * time.Second).UTC().Truncate(time.Second)
 	if _, err := client.PutObjectRetention(context.Background(), &s3.PutObjectRetentionInput{
 		Bucket: aws.String(store.Bucket), Key: aws.String(locked),
 		Retention: &s3types.ObjectLockRetention{Mode: s3types.ObjectLockRetentionModeCompliance, RetainUntilDate: aws.Time(until)},

@@ -239,7 +239,7 @@ func TestMigrationOnMinIO(t *testing.T) {
 	if *d.Spec.Replicas != 1 || d.Annotations[api.PausedReplicasAnnotation] != "" || d.Spec.Template.Annotations[api.BackupLocationAnnotation] != location {
 		t.Errorf("writer Deployment: replicas %d, annotations %v, template %v; want 1 replica at %s", *d.Spec.Replicas, d.Annotations, d.Spec.Template.Annotations, location)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for resumed == "" && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 		w.mu.Lock()

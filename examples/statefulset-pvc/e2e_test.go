@@ -303,7 +303,7 @@ func TestForeignClaimsWithRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(2 * time.Minute):
 		t.Fatal("did not stop after SIGINT")
 	}
 }
@@ -490,7 +490,7 @@ func createCRD(cfg *rest.Config) (client.Client, error) {
 	if err := c.Create(ctx, &obj); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, err
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		// A new client each time: a client's REST mapper may remember
 		// that the kind was not served.
@@ -573,7 +573,7 @@ func scale(t *testing.T, c client.Client, ns, name string, n int) {
 
 func waitStatus(t *testing.T, c client.Client, ns, name string, done func(api.ReplicatedSetStatus) bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		var set api.ReplicatedSet
 		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &set); err != nil {
@@ -591,7 +591,7 @@ func waitStatus(t *testing.T, c client.Client, ns, name string, done func(api.Re
 
 func waitEvent(t *testing.T, c kubernetes.Interface, ns, object, reason, contains string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		events, err := c.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + object + ",reason=" + reason})
 		if err != nil {
@@ -680,18 +680,18 @@ func (w watcher) read() state {
 	return s
 }
 
-// until polls until done holds, for at most 30 s (the garbage collector
+// until polls until done holds, for at most 2 minutes (the garbage collector
 // takes a few seconds).
 func (w watcher) until(step string, done func(state) bool) state {
 	w.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		s := w.read()
 		if done(s) {
 			return s
 		}
 		if time.Now().After(deadline) {
-			w.t.Fatalf("%s: not reached after 30s; now %s", step, s)
+			w.t.Fatalf("%s: not reached after 2 minutes; now %s", step, s)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

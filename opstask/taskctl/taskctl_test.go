@@ -110,7 +110,7 @@ func TestWaitPrintsEachChangeUntilTheTaskFinishes(t *testing.T) {
 		if code := taskctl.ExitCode(r.state, r.err); code != taskctl.ExitFailed {
 			t.Errorf("exit code %d, want %d", code, taskctl.ExitFailed)
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(2 * time.Minute):
 		t.Fatalf("Wait did not return; printed:\n%s", out.String())
 	}
 	got := out.String()
@@ -129,7 +129,7 @@ func TestWaitEndsOnMissingDeletedOrLateTasks(t *testing.T) {
 	}
 
 	create(t, c, "late", "snapshot", "main")
-	short, cancel := context.WithTimeout(ctx, time.Second)
+	short, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	state, err := tasks.Wait(short, "late", &bytes.Buffer{})
 	if !errors.Is(err, taskctl.ErrNotFinished) || state != opstask.TaskStatePending || taskctl.ExitCode(state, err) != taskctl.ExitFailed {
@@ -149,7 +149,7 @@ func TestWaitEndsOnMissingDeletedOrLateTasks(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "testtask/gone was deleted while Pending") {
 			t.Errorf("Wait on a deleted task = %v, want deleted while Pending", err)
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(2 * time.Minute):
 		t.Fatal("Wait did not return after the deletion")
 	}
 }
@@ -180,7 +180,7 @@ func TestList(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatal("timed out")
