@@ -124,10 +124,10 @@ func FreeAddr(t testing.TB) string {
 }
 
 // WaitReady waits until url answers 200, as a kubelet's readiness probe
-// would see it. It fails t after 30 s.
+// would see it. It fails t after 2 minutes.
 func WaitReady(t testing.TB, url string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		resp, err := http.Get(url)
 		if err == nil {
@@ -138,7 +138,7 @@ func WaitReady(t testing.TB, url string) {
 			err = fmt.Errorf("%s", resp.Status)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready after 30s: %v", url, err)
+			t.Fatalf("%s not ready after 2 minutes: %v", url, err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
