@@ -479,6 +479,20 @@ func (c *Controller) read(ctx context.Context, now time.Time) ([]*Task, time.Tim
 	return tasks, time.Time{}, func(mt metricTarget) bool { return live[mt] }, nil
 }
 
+// Running returns how many executions this controller runs, or has
+// reserved a slot for, now. An execution counts until its task's final
+// status is written and its slot is free again, which is a moment after a
+// reader of the store sees the task finished: a task waiting for the same
+// target starts only at a Sync after that. A simulation that calls Sync
+// itself on a fake clock waits for Running to fall before it steps the
+// clock, as the etcd-opstask example's does; Run needs no such care, since
+// the end of an execution wakes it.
+func (c *Controller) Running() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.running) + c.reserved
+}
+
 // busyTargets returns the target keys of the executions this controller
 // runs: their queues take no slot even when the tasks read show them
 // pending (a cache that has not yet delivered the claim).

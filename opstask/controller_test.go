@@ -803,3 +803,75 @@ operator_tasks_total{state="Succeeded",target="etcd-a",target_namespace="ns",typ
 		t.Errorf("after the first controller forgot etcd-a: %v", err)
 	}
 }
+
+// finishWatch is a store that records, at each write of a finished state,
+// how many executions its controller counts as running.
+type finishWatch struct {
+	*memstore.Store
+	c       atomic.Pointer[opstask.Controller]
+	mu      sync.Mutex
+	running []int
+}
+
+func (s *finishWatch) UpdateStatus(ctx context.Context, t *opstask.Task) error {
+	if t.State().Finished() {
+		s.mu.Lock()
+		s.running = append(s.running, s.c.Load().Running())
+		s.mu.Unlock()
+	}
+	return s.Store.UpdateStatus(ctx, t)
+}
+
+// Running counts an execution from its claim until its final status write
+// is made and its slot is free: a caller that sees the task finished in the
+// store still sees it running until then, and the next task of the target
+// starts at the Sync after that.
+func TestRunningCountsUntilTheSlotIsFree(t *testing.T) {
+	w := newWorld(t)
+	store := &finishWatch{Store: w.store}
+	release := make(chan struct{})
+	c, err := opstask.New(opstask.Config{Store: store, Clock: w.clock, Settle: opstask.NoSettle, Handlers: []opstask.Handler{{
+		Name: "snap", AllowDuplicates: true,
+		Executor: opstask.ExecutorFunc(func(ctx context.Context, _ *opstask.Run) error {
+			select {
+			case <-release:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}),
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.c.Store(c)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+
+	if n := c.Running(); n != 0 {
+		t.Fatalf("Running() = %d before any task, want 0", n)
+	}
+	w.create("a", "x", map[string]any{"snap": map[string]any{}})
+	w.create("b", "x", map[string]any{"snap": map[string]any{}})
+	for _, name := range []string{"a", "b"} {
+		w.sync(ctx, c)
+		w.waitState(name, opstask.TaskStateInProgress)
+		if n := c.Running(); n != 1 {
+			t.Fatalf("Running() = %d while %s executes, want 1", n, name)
+		}
+		release <- struct{}{}
+		w.waitState(name, opstask.TaskStateSucceeded)
+		deadline := time.Now().Add(10 * time.Second)
+		for c.Running() != 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("Running() = %d 10s after %s finished, want 0", c.Running(), name)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	if !slices.Equal(store.running, []int{1, 1}) {
+		t.Errorf("Running() at the final writes = %v, want [1 1]: an execution counts until its final status is written", store.running)
+	}
+}

@@ -186,14 +186,14 @@ func runScenario(out io.Writer) error {
 			script = script[1:]
 		}
 		for {
-			if err := s.settle(kinds); err != nil {
+			if err := s.settle(c, kinds); err != nil {
 				return err
 			}
 			before := s.lineCount()
 			if _, err := c.Sync(ctx); err != nil {
 				return err
 			}
-			if err := s.settle(kinds); err != nil {
+			if err := s.settle(c, kinds); err != nil {
 				return err
 			}
 			if s.lineCount() == before {
@@ -277,9 +277,12 @@ func (s *sim) flush() {
 
 // settle waits (in real time) until every InProgress task is in a simulated
 // wait that ends later than now, before its timeout, and its claim was
-// renewed at the latest renewal due: until then a goroutine still has work
-// to do at the current simulated time.
-func (s *sim) settle(kinds []opstask.Handler) error {
+// renewed at the latest renewal due, and until c runs no execution of a
+// task that is no longer InProgress (one whose final status is written but
+// whose slot is not yet free): until then a goroutine still has work to do
+// at the current simulated time, or a Sync would not yet start the next
+// task of that execution's etcd.
+func (s *sim) settle(c *opstask.Controller, kinds []opstask.Handler) error {
 	timeouts := map[string]func(*opstask.Task) (time.Duration, error){}
 	for _, k := range kinds {
 		timeouts[k.Name] = k.Timeout
@@ -325,11 +328,12 @@ func (s *sim) settle(kinds []opstask.Handler) error {
 			}
 		}
 		s.mu.Unlock()
-		if settled && busy == sleeping {
+		running := c.Running()
+		if settled && busy == sleeping && running <= busy {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("scenario: %d tasks in progress, %d waiting, at %s: not settling", busy, sleeping, now.Format(time.TimeOnly))
+			return fmt.Errorf("scenario: %d tasks in progress, %d waiting, %d executions running, at %s: not settling", busy, sleeping, running, now.Format(time.TimeOnly))
 		}
 		time.Sleep(time.Millisecond)
 	}
