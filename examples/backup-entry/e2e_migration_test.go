@@ -184,9 +184,7 @@ func TestMigrationOnMinIO(t *testing.T) {
 		Writer:    api.WriterReference{Namespace: key.Namespace, Name: key.Name}})
 	waitStep := func(step share.MigrationStep) *api.BackupEntry {
 		t.Helper()
-		// The copy of 2,000 objects under -race, beside other suites,
-		// may take a while.
-		return e.waitEntryFor(name, "migration step "+string(step), 2*time.Minute, func(be *api.BackupEntry) bool {
+		return e.waitEntry(name, "migration step "+string(step), func(be *api.BackupEntry) bool {
 			return be != nil && be.Status.Migration != nil && be.Status.Migration.Step == step
 		})
 	}

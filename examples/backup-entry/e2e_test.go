@@ -178,16 +178,11 @@ func (e *env) delete(r schema.GroupVersionResource, name string) {
 	}
 }
 
-// waitEntry polls until done holds for the entry (nil once it is gone).
+// waitEntry polls until done holds for the entry (nil once it is gone), for
+// at most 2 minutes.
 func (e *env) waitEntry(name, what string, done func(*api.BackupEntry) bool) *api.BackupEntry {
 	e.t.Helper()
-	return e.waitEntryFor(name, what, 2*time.Minute, done)
-}
-
-// waitEntryFor is waitEntry with a timeout of its own.
-func (e *env) waitEntryFor(name, what string, timeout time.Duration, done func(*api.BackupEntry) bool) *api.BackupEntry {
-	e.t.Helper()
-	deadline := time.Now().Add(timeout)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		be := e.entry(name)
 		if done(be) {
@@ -379,10 +374,7 @@ func TestSharedBucketOnMinIO(t *testing.T) {
 	e.waitEvent(x, corev1.EventTypeWarning, "BucketFull")
 
 	// Forced: deleted at once, grace period or not.
-	if _, err := e.client.Resource(api.EntryResource).Patch(context.Background(), f, "application/merge-patch+json",
-		fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"true"}}}`, api.ForceDeletionAnnotation), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	e.setForce(f, true)
 	start := time.Now()
 	e.delete(api.EntryResource, f)
 	e.waitEntry(f, "gone", gone)
@@ -459,10 +451,7 @@ func TestSharedBucketOnMinIO(t *testing.T) {
 
 	// A store failure keeps the entry, its finalizer and its data.
 	e.setSecret(false)
-	if _, err := e.client.Resource(api.EntryResource).Patch(context.Background(), bc, "application/merge-patch+json",
-		fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"true"}}}`, api.ForceDeletionAnnotation), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	e.setForce(bc, true)
 	e.delete(api.EntryResource, bc)
 	failed := e.waitEntry(bc, "failing", func(be *api.BackupEntry) bool {
 		return hasReason(be, api.ConditionPrefixDeleted, metav1.ConditionFalse, "StoreError")
@@ -505,10 +494,7 @@ func TestSharedBucketOnMinIO(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	e.waitEvent(e.bucket, corev1.EventTypeWarning, "BucketInUse")
-	if _, err := e.client.Resource(api.EntryResource).Patch(context.Background(), x, "application/merge-patch+json",
-		fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"true"}}}`, api.ForceDeletionAnnotation), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	e.setForce(x, true)
 	e.delete(api.EntryResource, x)
 	e.waitEntry(x, "gone", gone)
 	for deadline := time.Now().Add(2 * time.Minute); e.bucketObject() != nil; time.Sleep(100 * time.Millisecond) {
