@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -42,13 +41,13 @@ import (
 // then.
 func DeleteBucket(ctx context.Context, rawURL string, creds *Credentials, opts *DeleteOptions) (*DeleteResult, error) {
 	res := &DeleteResult{Method: "none"}
-	scheme, err := Scheme(rawURL)
+	bu, err := ParseURL(rawURL)
 	if err != nil {
 		return res, err
 	}
-	u, _ := url.Parse(rawURL)
-	if p := u.Query().Get("prefix"); p != "" {
-		return res, fmt.Errorf("%w: delete bucket %s: the URL names prefix=%q, part of a bucket", ErrInvalidConfig, rawURL, p)
+	scheme := bu.ID.Scheme
+	if bu.Prefix != "" {
+		return res, fmt.Errorf("%w: delete bucket %s: the URL names prefix=%q, part of a bucket", ErrInvalidConfig, rawURL, bu.Prefix)
 	}
 	o := DeleteOptions{}
 	if opts != nil {
@@ -62,19 +61,20 @@ func DeleteBucket(ctx context.Context, rawURL string, creds *Credentials, opts *
 	case "mem":
 		return res, nil
 	case "file":
-		return deleteDirBucket(ctx, rawURL, u.Path, &o)
+		return deleteDirBucket(ctx, bu, &o)
 	}
 	provider := driver.Lookup(scheme)
 	bd, ok := provider.(driver.BucketDeleter)
 	if provider != nil && !ok {
 		return res, fmt.Errorf("%w: delete bucket %s: the %s provider cannot delete buckets", ErrInvalidConfig, rawURL, scheme)
 	}
-	b, err := OpenBucket(ctx, rawURL, creds) // without a provider: the error names its import
+	b, err := openURL(ctx, bu, creds) // without a provider: the error names its import
 	if err != nil {
 		return res, err
 	}
 	defer b.Close()
-	exists, err := bd.BucketExists(ctx, b, u.Host)
+	host := bu.withoutPrefix().Host
+	exists, err := bd.BucketExists(ctx, b, host)
 	if err != nil {
 		return res, fmt.Errorf("backupstore: delete bucket %s: %w", rawURL, err)
 	}
@@ -85,7 +85,7 @@ func DeleteBucket(ctx context.Context, rawURL string, creds *Credentials, opts *
 	if err != nil || o.DryRun {
 		return res, err
 	}
-	if err := bd.DeleteBucket(ctx, b, u.Host); err != nil {
+	if err := bd.DeleteBucket(ctx, b, host); err != nil {
 		return res, fmt.Errorf("backupstore: delete bucket %s: %w", rawURL, err)
 	}
 	return res, nil
@@ -93,12 +93,13 @@ func DeleteBucket(ctx context.Context, rawURL string, creds *Credentials, opts *
 
 // deleteDirBucket deletes a file:// bucket: its files (DeletePrefix),
 // then its directories, deepest first, each only if empty.
-func deleteDirBucket(ctx context.Context, rawURL, dir string, o *DeleteOptions) (*DeleteResult, error) {
+func deleteDirBucket(ctx context.Context, bu URL, o *DeleteOptions) (*DeleteResult, error) {
 	res := &DeleteResult{Method: "none"}
+	rawURL, dir := bu.String(), bu.withoutPrefix().Path
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		return res, nil
 	}
-	b, err := OpenBucket(ctx, rawURL, nil)
+	b, err := openURL(ctx, bu, nil)
 	if err != nil {
 		return res, err
 	}

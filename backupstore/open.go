@@ -53,16 +53,18 @@ func Scheme(rawURL string) (string, error) {
 // unauthenticated client, for emulators). Without endpoint, the emulator
 // named by STORAGE_EMULATOR_HOST is used when set, as gocloud does.
 func OpenBucket(ctx context.Context, rawURL string, creds *Credentials) (*blob.Bucket, error) {
-	scheme, err := Scheme(rawURL)
+	bu, err := ParseURL(rawURL)
 	if err != nil {
 		return nil, err
 	}
-	u, _ := url.Parse(rawURL) // parsed by Scheme
-	q := u.Query()
-	prefix := q.Get("prefix")
-	q.Del("prefix")
-	u.RawQuery = q.Encode()
+	return openURL(ctx, bu, creds)
+}
+
+// openURL opens the bucket of a parsed URL, as OpenBucket does.
+func openURL(ctx context.Context, bu URL, creds *Credentials) (*blob.Bucket, error) {
+	scheme, u := bu.ID.Scheme, bu.withoutPrefix()
 	var b *blob.Bucket
+	var err error
 	if scheme == "file" || scheme == "mem" {
 		b, err = blob.OpenBucket(ctx, u.String())
 		if err != nil {
@@ -78,10 +80,10 @@ func OpenBucket(ctx context.Context, rawURL string, creds *Credentials) (*blob.B
 			return nil, err
 		}
 	}
-	if prefix != "" {
-		b = blob.PrefixedBucket(b, prefix)
+	if bu.Prefix != "" {
+		b = blob.PrefixedBucket(b, bu.Prefix)
 	}
-	rememberPrefix(b, prefix)
+	rememberPrefix(b, bu.Prefix)
 	return b, nil
 }
 

@@ -109,14 +109,35 @@ func TestDecideLeavesUnknownOutcomesOut(t *testing.T) {
 	}
 }
 
+// fixed is the neighbours of a test: all, as if listed from every
+// namespace.
+func fixed(all ...*backup) *neighbours[*backup] {
+	return &neighbours[*backup]{list: func(context.Context) ([]*backup, error) { return all, nil }}
+}
+
 func TestNestedWith(t *testing.T) {
-	c, err := New(validConfig())
+	cfg := validConfig()
+	cfg.Location = func(_ context.Context, b *backup) (Location, error) {
+		if b.Spec.Bucket == "unreadable" {
+			return Location{}, errors.New("spec.bucket: no such bucket object")
+		}
+		url := b.Spec.Bucket
+		if !strings.Contains(url, "://") {
+			url = "s3://" + url
+		}
+		return Location{URL: url, Prefix: b.Spec.Prefix}, nil
+	}
+	c, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
 	ctx := context.Background()
 	outer := mk("a", "backups/ns/a/", now, "")
+	in := func(bucket, ns string, b *backup) *backup {
+		b.Spec.Bucket, b.Namespace, b.UID = bucket, ns, types.UID(ns+"-"+b.Name)
+		return b
+	}
 	for _, tc := range []struct {
 		name  string
 		other *backup
@@ -126,24 +147,38 @@ func TestNestedWith(t *testing.T) {
 		{"deeper inside", mk("b", "backups/ns/a/x/y/", now, ""), true},
 		{"a sibling whose name extends this one's", mk("a0", "backups/ns/a0/", now, ""), false},
 		{"the same prefix", mk("b", "backups/ns/a/", now, ""), true},
-		{"the same keys in another bucket", func() *backup { b := mk("b", "backups/ns/a/", now, ""); b.Spec.Bucket = "other"; return b }(), false},
+		{"the same keys in another bucket", in("other", "ns", mk("b", "backups/ns/a/", now, "")), false},
+		{"the same prefix in another namespace", in("bk", "team-b", mk("a", "backups/ns/a/", now, "")), true},
+		{"the same bucket spelled with a region", in("s3://bk?region=eu-west-1", "ns", mk("b", "backups/ns/a/b/", now, "")), true},
+		{"the same bucket in upper case, with a trailing slash", in("s3://BK/", "ns", mk("b", "backups/ns/a/", now, "")), true},
+		{"a bucket of that name at another endpoint", in("s3://bk?endpoint=http://127.0.0.1:9000", "ns", mk("b", "backups/ns/a/", now, "")), false},
+		{"the bucket's prefix= puts it inside", in("s3://bk?prefix=backups/", "ns", mk("b", "ns/a/b/", now, "")), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			all := []*backup{outer, tc.other}
+			near := fixed(outer, tc.other)
 			loc, _ := c.cfg.Location(ctx, outer)
-			if got, _ := nestedWith(ctx, c, outer, loc, all); (got != "") != tc.want {
+			if got := nestedWith(ctx, c, outer, loc, near); (got != "") != tc.want {
 				t.Errorf("outer nests with %s (%s): %q, want %v", tc.other.Name, tc.other.Spec.Prefix, got, tc.want)
 			}
 			// Symmetric: the inner one is refused as well.
 			loc, _ = c.cfg.Location(ctx, tc.other)
-			if got, _ := nestedWith(ctx, c, tc.other, loc, all); (got != "") != tc.want {
+			if got := nestedWith(ctx, c, tc.other, loc, near); (got != "") != tc.want {
 				t.Errorf("%s nests with outer: %q, want %v", tc.other.Name, got, tc.want)
 			}
 		})
 	}
 	loc, _ := c.cfg.Location(ctx, outer)
-	if got, _ := nestedWith(ctx, c, outer, loc, []*backup{outer}); got != "" {
+	if got := nestedWith(ctx, c, outer, loc, fixed(outer)); got != "" {
 		t.Error("a backup nests with itself")
+	}
+	// A backup whose location cannot be read may have its data anywhere:
+	// nothing is deleted while it cannot be read.
+	if got := nestedWith(ctx, c, outer, loc, fixed(outer, in("unreadable", "team-b", mk("x", "x/", now, "")))); !strings.Contains(got, "team-b/x") || !strings.Contains(got, "no such bucket object") {
+		t.Errorf("with an unreadable neighbour: %q, want a refusal naming team-b/x and its error", got)
+	}
+	failing := &neighbours[*backup]{list: func(context.Context) ([]*backup, error) { return nil, errors.New("forbidden") }}
+	if got := nestedWith(ctx, c, outer, loc, failing); !strings.Contains(got, "forbidden") {
+		t.Errorf("when the backups cannot be listed: %q, want a refusal", got)
 	}
 }
 

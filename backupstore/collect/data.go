@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -26,15 +25,15 @@ type dataResult struct {
 }
 
 // deleteData deletes every key under o's data prefix, and nothing else:
-// it refuses when the prefix nests with another backup's of all in the
-// same bucket, when the credentials cannot be read, and reports Object
+// it refuses when the prefix nests with another backup's in the same
+// bucket (of any namespace, listed once by near), when the credentials cannot be read, and reports Object
 // Lock retention with the time it ends. It is the one path to the data,
 // for the pass and for Finalize.
 //
 // Every attempt that keeps the backup records a Warning event (the pass
 // retries after RetryAfter); onChange records it only when the condition
 // changes (Finalize's retries back off from milliseconds).
-func (c *Collector[T]) deleteData(ctx context.Context, o T, all []T, onChange bool) dataResult {
+func (c *Collector[T]) deleteData(ctx context.Context, o T, near *neighbours[T], onChange bool) dataResult {
 	kept := func(reason, msg string) dataResult {
 		out := c.keepAs(ctx, o, reason, msg, onChange)
 		return dataResult{kept: &out}
@@ -47,10 +46,8 @@ func (c *Collector[T]) deleteData(ctx context.Context, o T, all []T, onChange bo
 		return dataResult{msg: "no data to delete"}
 	}
 	where := loc.Where()
-	if other, otherLoc := nestedWith(ctx, c, o, loc, all); other != "" {
-		return kept(c.cfg.Reasons.NestedPrefix, fmt.Sprintf(
-			"the data of backup %s is under %s, which nests with %s: deleting %s would delete some of its data; nothing was deleted, move one of them",
-			other, otherLoc.Where(), where, where))
+	if why := nestedWith(ctx, c, o, loc, near); why != "" {
+		return kept(c.cfg.Reasons.NestedPrefix, why)
 	}
 	bucket, release, err := c.open(ctx, o, loc)
 	if err != nil {
@@ -128,26 +125,65 @@ func (c *Collector[T]) location(ctx context.Context, o T) (Location, error) {
 	return loc, nil
 }
 
-// nestedWith returns the name and location of a backup of all, other than
-// o, whose data in the same bucket lies under o's prefix, or under which
-// o's lies; "" if none. Two prefixes in the same bucket URL are compared
-// whatever their credentials: the same bucket behind other credentials is
-// refused too, which costs a kept backup at worst. Backups being deleted
-// count: their data is still there.
-func nestedWith[T Object](ctx context.Context, c *Collector[T], o T, loc Location, all []T) (string, Location) {
+// neighbours lists, once, the backups of every namespace that the nesting
+// guard compares a deletion with: a prefix is in a bucket, and a bucket
+// is shared across namespaces (two teams' "db" in one pool bucket).
+type neighbours[T Object] struct {
+	list func(ctx context.Context) ([]T, error)
+	done bool
+	all  []T
+	err  error
+}
+
+func (c *Collector[T]) neighbours() *neighbours[T] {
+	return &neighbours[T]{list: func(ctx context.Context) ([]T, error) { return c.cfg.Objects.List(ctx, "") }}
+}
+
+func (n *neighbours[T]) get(ctx context.Context) ([]T, error) {
+	if !n.done {
+		n.all, n.err = n.list(ctx)
+		n.done = n.err == nil
+	}
+	return n.all, n.err
+}
+
+// nestedWith returns why o's data at loc must not be deleted for the sake
+// of another backup's, "" if nothing stands in the way: a backup of any
+// namespace, other than o, whose data lies in the same bucket
+// (backupstore.SameBucket: one bucket spelled with other options, region or
+// credentials is one bucket) under o's prefix, or under which o's lies; or
+// a backup whose location cannot be read, since its data may be anywhere.
+// Backups being deleted count: their data is still there.
+func nestedWith[T Object](ctx context.Context, c *Collector[T], o T, loc Location, near *neighbours[T]) string {
+	at, err := backupstore.ParseURL(loc.URL)
+	if err != nil {
+		return fmt.Sprintf("bucket URL %q: %v", loc.URL, err)
+	}
+	all, err := near.get(ctx)
+	if err != nil {
+		return fmt.Sprintf("list the backups of every namespace, to see that no other's data is under %s: %v; nothing was deleted", loc.Where(), err)
+	}
 	for _, x := range all {
 		if x.GetUID() == o.GetUID() {
 			continue
 		}
 		l, err := c.cfg.Location(ctx, x)
-		if err != nil || l == (Location{}) || strings.TrimSuffix(l.URL, "/") != strings.TrimSuffix(loc.URL, "/") {
+		if err != nil {
+			return fmt.Sprintf("the location of backup %s cannot be read (%v): its data may be under %s; nothing was deleted", key(x), err, loc.Where())
+		}
+		if l == (Location{}) {
 			continue
 		}
-		if strings.HasPrefix(l.Prefix, loc.Prefix) || strings.HasPrefix(loc.Prefix, l.Prefix) {
-			return x.GetName(), l
+		other, err := backupstore.ParseURL(l.URL)
+		if err != nil {
+			return fmt.Sprintf("backup %s names bucket URL %q (%v): its data may be under %s; nothing was deleted", key(x), l.URL, err, loc.Where())
+		}
+		if backupstore.Overlap(at, loc.Prefix, other, l.Prefix) {
+			return fmt.Sprintf("the data of backup %s is under %s, which nests with %s in bucket %s: deleting %s would delete some of its data; nothing was deleted, move one of them",
+				key(x), l.Where(), loc.Where(), at.ID, loc.Where())
 		}
 	}
-	return "", Location{}
+	return ""
 }
 
 // retainedOnly returns the *RetainedError of a deletion that failed only

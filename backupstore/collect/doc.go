@@ -25,8 +25,11 @@
 //   - Never outside the prefix: only keys under Location.Prefix, which must
 //     end in "/" (backupstore.CheckPrefix), are deleted; a backup whose
 //     prefix in the same bucket nests with another backup's (one lies
-//     under the other, in the same namespace) is kept with ReasonNestedPrefix,
-//     and neither's data is touched.
+//     under the other), of any namespace, is kept with ReasonNestedPrefix,
+//     and neither's data is touched. "The same bucket" is one
+//     backupstore.BucketID, whatever options, region or credentials the
+//     URLs name (backupstore.SameBucket); a backup whose location cannot
+//     be read keeps every other's data too, since its own may be anywhere.
 //   - Fresh decisions: each deletion is decided again on a fresh read of
 //     the backup (Objects.Get), and the resource is deleted with UID and
 //     resourceVersion preconditions, so that a backup changed or recreated
@@ -37,8 +40,9 @@
 //   - When: Report.RequeueAfter is the next instant a decision changes by
 //     time alone (a backup expires, a retry is due).
 //
-// Not guaranteed: the nesting guard sees the backups of one namespace
-// through Objects; data written under a prefix by something that is not a
+// Not guaranteed: the nesting guard sees the backups that Objects lists
+// in all namespaces (Objects.List with ""; a cache scoped to some
+// namespaces sees those); data written under a prefix by something that is not a
 // backup resource is not known to it. The Collector keeps retry times in
 // memory: a restarted process retries at once.
 //

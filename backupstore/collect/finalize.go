@@ -91,11 +91,7 @@ func (c *Collector[T]) Finalize(ctx context.Context, o T) (Outcome, time.Duratio
 	if keep, at := c.graceUntil(o, now); keep {
 		return c.grace(ctx, o, at), max(at.Sub(now), time.Nanosecond), nil
 	}
-	all, err := c.cfg.Objects.List(ctx, o.GetNamespace())
-	if err != nil {
-		return Outcome{}, 0, fmt.Errorf("collect: list the backups of namespace %q: %w", o.GetNamespace(), err)
-	}
-	d := c.deleteData(ctx, o, replace(all, o), true)
+	d := c.deleteData(ctx, o, c.neighbours(), true)
 	if d.kept != nil {
 		if at := d.kept.RetryAt; !at.IsZero() { // Object Lock: nothing helps before then
 			return *d.kept, max(at.Sub(now), time.Nanosecond), nil

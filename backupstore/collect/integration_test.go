@@ -487,6 +487,41 @@ func TestNestedDataPrefixesAreNeverDeleted(t *testing.T) {
 	}
 }
 
+// Two teams' backups in one bucket: team-b's backup, in another namespace
+// and naming the bucket with a region the other's URL leaves out, keeps its
+// data under team-a's expired backup's prefix. The bucket is one bucket, and
+// the namespaces share it: team-a's backup is kept, NestedPrefix naming
+// team-b's, and no key goes.
+func TestNestedPrefixAcrossNamespacesAndSpellings(t *testing.T) {
+	e := newEnv(t, testenv.BucketOptions{})
+	outer := e.backup("db", "db/", "minio", nil)
+	other, err := e.k.Client.CoreV1().Namespaces().Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "team-b-"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner := &backup{ObjectMeta: metav1.ObjectMeta{Namespace: other.Name, Name: "db"},
+		Spec: testbackup.Spec{Bucket: e.store.Bucket + "?region=" + testenv.S3Region, Prefix: "db/team-b/", Secret: "minio", TTL: "30d"}}
+	u, err := testbackup.ToUnstructured(inner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.d.Resource(testbackup.Resource).Namespace(other.Name).Create(e.ctx, u, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	innerKeys := []string{"db/team-b/part-0001"}
+	if err := e.bucket.WriteAll(e.ctx, innerKeys[0], []byte("team-b's"), nil); err != nil {
+		t.Fatal(err)
+	}
+	cfg := e.config(dynObjects{d: e.d})
+	cfg.Clock = clocktesting.NewFakeClock(time.Now().Add(8 * retention.Day))
+	rep := e.pass(e.collector(cfg))
+	if len(rep.Backups) != 1 || rep.Backups[0].Deleted || rep.Backups[0].Reason != collect.ReasonNestedPrefix ||
+		!strings.Contains(rep.Backups[0].Message, other.Name+"/db") {
+		t.Errorf("outcomes %+v, want db kept as %s naming %s/db", rep.Backups, collect.ReasonNestedPrefix, other.Name)
+	}
+	e.wantKeys(outer, innerKeys)
+}
+
 // S3 Object Lock keeps one object of an expired backup: the pass deletes
 // the rest, keeps the resource with DataDeleted=False, Retained naming the
 // key and its retain-until time, and comes back at that time, not after

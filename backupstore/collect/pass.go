@@ -124,6 +124,7 @@ func (c *Collector[T]) Pass(ctx context.Context, namespace string) (Report, erro
 	c.forget(namespace, list)
 	live := present(list)
 	verdicts := c.decide(ctx, live, now)
+	near := c.neighbours()
 	for _, o := range live {
 		if t, ok := c.retryAt(o.GetUID()); ok && now.Before(t) {
 			soonest(t)
@@ -140,7 +141,7 @@ func (c *Collector[T]) Pass(ctx context.Context, namespace string) (Report, erro
 			soonest(v.until)
 			continue
 		default:
-			out = c.collect(ctx, o, list)
+			out = c.collect(ctx, o, list, near)
 		}
 		if !out.Deleted && !c.cfg.DryRun && out.Reason != "" {
 			if out.RetryAt.IsZero() {
@@ -162,7 +163,7 @@ func (c *Collector[T]) Pass(ctx context.Context, namespace string) (Report, erro
 // collect deletes a deletable backup's data, then the resource. It reads
 // the backup afresh and decides again first: the cache may be behind a
 // change of the policy's fields.
-func (c *Collector[T]) collect(ctx context.Context, cached T, all []T) Outcome {
+func (c *Collector[T]) collect(ctx context.Context, cached T, all []T, near *neighbours[T]) Outcome {
 	log := logr.FromContextOrDiscard(ctx).WithValues("backup", cached.GetName())
 	o, err := c.cfg.Objects.Get(ctx, cached.GetNamespace(), cached.GetName())
 	switch {
@@ -189,14 +190,14 @@ func (c *Collector[T]) collect(ctx context.Context, cached T, all []T) Outcome {
 		if c.cfg.DryRun {
 			// Say what Finalize would find: the keys, or why it would keep
 			// the data.
-			d := c.deleteData(ctx, o, all, false)
+			d := c.deleteData(ctx, o, near, false)
 			if d.kept != nil {
 				return *d.kept
 			}
 			msg, keys = "dry run: would delete the resource, then through the finalizer "+c.cfg.Finalizer+" (after its grace period): "+d.msg, d.keys
 		}
 	} else {
-		d := c.deleteData(ctx, o, all, false)
+		d := c.deleteData(ctx, o, near, false)
 		if d.kept != nil {
 			return *d.kept
 		}
