@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
 
 	"github.com/groundskeeper-io/groundskeeper/internal/storeerr"
 )
@@ -105,4 +106,46 @@ func (q Quota) Admit(ctx context.Context, b *blob.Bucket, entry string) (int, er
 		return len(entries), fmt.Errorf("%w: %d of %d entries under %q", ErrBucketFull, len(entries), q.Limit, q.Root)
 	}
 	return len(entries), nil
+}
+
+// MetadataOwner is the metadata key of a marker object (WriteMarker) that
+// names the marker's owner.
+const MetadataOwner = "groundskeeper-owner"
+
+// WriteMarker writes the marker object key of owner into b, with content
+// as its data and owner in its metadata (MetadataOwner): the record,
+// where the data is, of whose a prefix (or a bucket) is, made when it is
+// given out. owner is an identity that cannot be spelled two ways, such as
+// the UID of the Kubernetes object the prefix belongs to. An empty owner
+// is refused.
+func WriteMarker(ctx context.Context, b *blob.Bucket, key, owner string, content []byte) error {
+	if owner == "" {
+		return fmt.Errorf("%w: marker %q: empty owner", ErrInvalidConfig, key)
+	}
+	return b.WriteAll(ctx, key, content, &blob.WriterOptions{Metadata: map[string]string{MetadataOwner: owner}})
+}
+
+// MarkerOwner reads the owner that the marker object key in b names
+// (WriteMarker). found is false when there is no such object; a marker
+// written without an owner (by something other than WriteMarker) is found
+// with owner "".
+func MarkerOwner(ctx context.Context, b *blob.Bucket, key string) (owner string, found bool, err error) {
+	a, err := b.Attributes(ctx, key)
+	if gcerrors.Code(err) == gcerrors.NotFound {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("backupstore: read marker %q: %w", key, err)
+	}
+	return a.Metadata[MetadataOwner], true, nil
+}
+
+// Empty reports whether b holds no object under prefix (one listing
+// request).
+func Empty(ctx context.Context, b *blob.Bucket, prefix string) (bool, error) {
+	objs, _, err := b.ListPage(ctx, blob.FirstPageToken, 1, &blob.ListOptions{Prefix: prefix})
+	if err != nil {
+		return false, fmt.Errorf("backupstore: list %q: %w", prefix, err)
+	}
+	return len(objs) == 0, nil
 }

@@ -82,6 +82,17 @@ type Location struct {
 	// (DeletionFailed): a wrong URL must not drop the one record of where
 	// the data is.
 	BucketMayBeMissing bool
+	// Owner, if set, is the identity (a UID) that the marker object
+	// Prefix+Marker must name (backupstore.WriteMarker, as
+	// backupstore/share writes it when it gives a prefix out) for the data
+	// to be the backup's: a marker that names another owner or none, or
+	// objects under the prefix without a marker, keep the backup
+	// (ReasonNotOwner) and nothing is deleted; no marker and no object
+	// mean no data, and the deletion succeeds with nothing deleted. The
+	// marker goes with the data, and is written back if some data stays
+	// (Object Lock, a failure), so that a retry still finds it.
+	Owner  string
+	Marker string
 }
 
 // The zero Location says that the backup has no data (it was never
@@ -205,7 +216,7 @@ type Config[T Object] struct {
 // the Reason constants for their meaning and defaults.
 type Reasons struct {
 	Collected, SecretNotFound, InvalidCredentials, DeletionFailed, NestedPrefix,
-	Retained, InvalidPolicy, InvalidLocation, GracePeriod, DryRun string
+	Retained, InvalidPolicy, InvalidLocation, GracePeriod, DryRun, NotOwner string
 }
 
 func (r Reasons) withDefaults() Reasons {
@@ -224,6 +235,7 @@ func (r Reasons) withDefaults() Reasons {
 	or(&r.InvalidLocation, ReasonInvalidLocation)
 	or(&r.GracePeriod, ReasonGracePeriod)
 	or(&r.DryRun, ReasonDryRun)
+	or(&r.NotOwner, ReasonNotOwner)
 	return r
 }
 
@@ -247,6 +259,11 @@ const (
 	// lies inside this one's, or this one's inside it: deleting this data
 	// would delete some of the other's. Kept until a person moves one.
 	ReasonNestedPrefix = "NestedPrefix"
+	// ReasonNotOwner: the location names an owner (Location.Owner) and
+	// the marker under its prefix names another, or none, or the prefix
+	// holds objects and no marker: the data is not proven the backup's,
+	// and nothing was deleted. Kept until a person sees whose it is.
+	ReasonNotOwner = "NotOwner"
 	// ReasonRetained: the store keeps some of the data under S3 Object
 	// Lock; the rest was deleted, and the backup is collected when the
 	// retention ends.

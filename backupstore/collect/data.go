@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -72,7 +73,29 @@ func (c *Collector[T]) deleteData(ctx context.Context, o T, near *neighbours[T],
 			return dataResult{msg: fmt.Sprintf("no data to delete: the bucket of %s does not exist", where)}
 		}
 	}
+	var marker []byte
+	if loc.Owner != "" {
+		why, content, err := owned(ctx, bucket, loc)
+		switch {
+		case err != nil:
+			return kept(c.cfg.Reasons.DeletionFailed, fmt.Sprintf("read the marker of %s: %v", where, err))
+		case why != "":
+			return kept(c.cfg.Reasons.NotOwner, fmt.Sprintf("%s: the data is not proven to be this backup's (UID %s), and nothing was deleted", why, loc.Owner))
+		case content == nil:
+			return dataResult{msg: fmt.Sprintf("no data to delete: nothing under %s", where)}
+		}
+		marker = content
+	}
 	res, err := backupstore.DeletePrefix(ctx, bucket, loc.Prefix, &backupstore.DeleteOptions{DryRun: c.cfg.DryRun})
+	if err != nil && marker != nil && !c.cfg.DryRun {
+		// Some data stays: so must the record of whose it is, for the
+		// retry.
+		if _, found, rerr := backupstore.MarkerOwner(ctx, bucket, loc.Prefix+loc.Marker); rerr == nil && !found {
+			if werr := backupstore.WriteMarker(ctx, bucket, loc.Prefix+loc.Marker, loc.Owner, marker); werr != nil {
+				err = errors.Join(err, fmt.Errorf("write the marker back: %w", werr))
+			}
+		}
+	}
 	if re := retainedOnly(err); re != nil {
 		// Nothing helps before the retention ends: keep the backup, say
 		// until when, and come back then.
@@ -122,7 +145,37 @@ func (c *Collector[T]) location(ctx context.Context, o T) (Location, error) {
 	if err := backupstore.CheckPrefix(loc.Prefix, backupstore.PrefixRules{}); err != nil {
 		return Location{}, fmt.Errorf("backup %s/%s: location: %w", o.GetNamespace(), o.GetName(), err)
 	}
+	if loc.Owner != "" && (loc.Marker == "" || strings.Contains(loc.Marker, backupstore.Separator)) {
+		return Location{}, fmt.Errorf("backup %s/%s: location: Owner %q with Marker %q: the marker must be one key under the prefix", o.GetNamespace(), o.GetName(), loc.Owner, loc.Marker)
+	}
 	return loc, nil
+}
+
+// owned says why the data under loc.Prefix is not proven loc.Owner's
+// ("" when it is, or when there is none), and returns the marker's
+// content when it names loc.Owner (nil for an empty prefix).
+func owned(ctx context.Context, b *blob.Bucket, loc Location) (string, []byte, error) {
+	key := loc.Prefix + loc.Marker
+	owner, found, err := backupstore.MarkerOwner(ctx, b, key)
+	switch {
+	case err != nil:
+		return "", nil, err
+	case found && owner == loc.Owner:
+		content, err := b.ReadAll(ctx, key)
+		if content == nil {
+			content = []byte{}
+		}
+		return "", content, err
+	case found && owner == "":
+		return fmt.Sprintf("the marker %s names no owner", key), nil, nil
+	case found:
+		return fmt.Sprintf("the marker %s names another owner (UID %s)", key, owner), nil, nil
+	}
+	empty, err := backupstore.Empty(ctx, b, loc.Prefix)
+	if err != nil || empty {
+		return "", nil, err
+	}
+	return fmt.Sprintf("%s holds objects and no marker %s", loc.Prefix, loc.Marker), nil, nil
 }
 
 // neighbours lists, once, the backups of every namespace that the nesting

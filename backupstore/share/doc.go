@@ -48,8 +48,16 @@
 //     (AnnotationDeleting) and holds fewer prefixes than its limit
 //     (backupstore.Quota counts the prefixes in the store, not the
 //     resources, so data written outside the controller counts too).
-//   - With Marker, the prefix exists in the store before the entry is
-//     admitted, so a second admission counts it.
+//   - Whose a prefix is, is proven, never assumed: an entry's prefix comes
+//     from its whole identity (PrefixOf: "<namespace>.<name>/", so two
+//     namespaces' "db" never share one); when it is admitted, a marker
+//     object (MarkerKey) naming the entry's UID is written under it
+//     (backupstore.WriteMarker), which also makes the prefix exist before
+//     the first backup, so that a second admission counts it; and a prefix
+//     whose marker names another owner, or none, or that holds objects and
+//     no marker, is never admitted into (Admitted=False, PrefixTaken). A
+//     collector whose Location sets Owner and Marker (as the example
+//     does) deletes an entry's data only when the marker names the entry.
 //   - A bucket's finalizer is removed only when no entry, deleted or not,
 //     names the bucket; the removal carries the resourceVersion read.
 //   - An entry's data goes before its finalizer (collect.Collector.Finalize).

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"gocloud.dev/blob"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -50,7 +51,15 @@ const (
 	// placed in (PoolConfig.Pool refused it, an unknown provider), or its
 	// pool cannot grow (PoolConfig.NewBucket refused).
 	ReasonNoPool = "NoPool"
+	// ReasonPrefixTaken: the entry's prefix in its bucket holds a marker
+	// of another owner, or objects and no marker of the entry: another's
+	// data, never admitted into.
+	ReasonPrefixTaken = "PrefixTaken"
 )
+
+// DefaultMarkerKey is the marker's key under an entry's prefix when
+// Config.MarkerKey is empty.
+const DefaultMarkerKey = ".groundskeeper-entry"
 
 // Config says how entries and buckets are read and written. Entries E and
 // buckets B are Kubernetes objects of the caller's types.
@@ -74,10 +83,13 @@ type Config[E, B collect.Object] struct {
 	// Conditions points at the entry's status conditions (Admitted).
 	// Required.
 	Conditions func(E) *[]metav1.Condition
-	// Marker, if set, is the content of the object MarkerKey written under
-	// an admitted entry's prefix: it makes the prefix exist before the
-	// first backup, so that backupstore.Quota counts the entry.
-	// Without it the entry is counted from its first backup on.
+	// MarkerKey is the key, under an admitted entry's prefix, of the
+	// marker object written when the entry is admitted
+	// (backupstore.WriteMarker): it names the entry's UID, the record of
+	// whose the prefix is, and it makes the prefix exist before the first
+	// backup, so that backupstore.Quota counts the entry. Default
+	// DefaultMarkerKey. Marker, if set, is the marker's content; default
+	// a JSON object with the entry's namespace, name and UID.
 	Marker    func(E) []byte
 	MarkerKey string
 	// BucketFinalizer is put on every bucket and removed from a deleted
@@ -129,8 +141,17 @@ func New[E, B collect.Object](cfg Config[E, B]) (*Share[E, B], error) {
 	if cfg.Collector.Finalizer() == "" {
 		return nil, fmt.Errorf("%w: share: Config.Collector has no Finalizer (collect.Config.Finalizer)", ErrInvalidConfig)
 	}
-	if cfg.Marker != nil && cfg.MarkerKey == "" {
-		return nil, fmt.Errorf("%w: share: Config.MarkerKey is required with a Marker", ErrInvalidConfig)
+	if cfg.MarkerKey == "" {
+		cfg.MarkerKey = DefaultMarkerKey
+	}
+	if err := backupstore.CheckPrefix(cfg.MarkerKey+backupstore.Separator, backupstore.PrefixRules{}); err != nil {
+		return nil, fmt.Errorf("%w: share: Config.MarkerKey %q: %v", ErrInvalidConfig, cfg.MarkerKey, err)
+	}
+	if cfg.Marker == nil {
+		cfg.Marker = func(e E) []byte {
+			m, _ := json.Marshal(map[string]string{"namespace": e.GetNamespace(), "name": e.GetName(), "uid": string(e.GetUID())})
+			return m
+		}
 	}
 	if cfg.Recorder == nil {
 		cfg.Recorder = event.Func(func(runtime.Object, string, string, string) {})
@@ -196,7 +217,7 @@ func (s *Share[E, B]) admit(ctx context.Context, e E) error {
 	if _, marked := b.GetAnnotations()[AnnotationDeleting]; marked || b.GetDeletionTimestamp() != nil {
 		return refuse(ReasonBucketDeleting, fmt.Sprintf("%s %q: the %s is being deleted", n.BucketField, name, n.Bucket), nil)
 	}
-	prefix, err := backupstore.EntryPrefix("", e.GetName())
+	prefix, err := PrefixOf(e)
 	if err != nil {
 		return refuse(ReasonInvalidName, err.Error(), nil)
 	}
@@ -205,18 +226,21 @@ func (s *Share[E, B]) admit(ctx context.Context, e E) error {
 		return refuse(ReasonStoreError, err.Error(), err)
 	}
 	defer closeStore()
+	if why, err := s.taken(ctx, store, e, prefix); err != nil {
+		return refuse(ReasonStoreError, err.Error(), err)
+	} else if why != "" {
+		return refuse(ReasonPrefixTaken, fmt.Sprintf("prefix %q in %s %q %s: not admitted; move that data or name another %s", prefix, n.Bucket, name, why, n.Bucket), nil)
+	}
 	limit := s.cfg.Limit(b)
-	count, err := backupstore.Quota{Limit: limit}.Admit(ctx, store, e.GetName())
+	count, err := backupstore.Quota{Limit: limit}.Admit(ctx, store, strings.TrimSuffix(prefix, backupstore.Separator))
 	if errors.Is(err, backupstore.ErrBucketFull) {
 		return refuse(ReasonBucketFull, fmt.Sprintf("%s %q holds %d entries, %s is %d: no prefix given", n.Bucket, name, count, n.LimitField, limit), nil)
 	}
 	if err != nil {
 		return refuse(ReasonStoreError, err.Error(), err)
 	}
-	if s.cfg.Marker != nil {
-		if err := store.WriteAll(ctx, prefix+s.cfg.MarkerKey, s.cfg.Marker(e), nil); err != nil {
-			return refuse(ReasonStoreError, fmt.Sprintf("write %s: %v", prefix+s.cfg.MarkerKey, err), err)
-		}
+	if err := backupstore.WriteMarker(ctx, store, prefix+s.cfg.MarkerKey, string(e.GetUID()), s.cfg.Marker(e)); err != nil {
+		return refuse(ReasonStoreError, fmt.Sprintf("write %s: %v", prefix+s.cfg.MarkerKey, err), err)
 	}
 	*s.cfg.Prefix(e) = prefix
 	msg := fmt.Sprintf("prefix %q in %s %q", prefix, n.Bucket, name)
@@ -229,6 +253,44 @@ func (s *Share[E, B]) admit(ctx context.Context, e E) error {
 		logr.FromContextOrDiscard(ctx).Info("admitted", "prefix", prefix, "bucket", name)
 	}
 	return nil
+}
+
+// taken says why prefix in store is not e's to be admitted into, "" when
+// it is: its marker names another owner (or none), or it holds objects and
+// no marker. A marker of e's own is an admission whose status write was
+// lost, admitted again.
+func (s *Share[E, B]) taken(ctx context.Context, store *blob.Bucket, e E, prefix string) (string, error) {
+	owner, found, err := backupstore.MarkerOwner(ctx, store, prefix+s.cfg.MarkerKey)
+	switch {
+	case err != nil:
+		return "", err
+	case found && owner == string(e.GetUID()):
+		return "", nil
+	case found && owner == "":
+		return "holds a marker " + s.cfg.MarkerKey + " that names no owner", nil
+	case found:
+		return fmt.Sprintf("holds the marker of another owner (UID %s)", owner), nil
+	}
+	empty, err := backupstore.Empty(ctx, store, prefix)
+	if err != nil || empty {
+		return "", err
+	}
+	return "holds objects and no marker " + s.cfg.MarkerKey + " of this entry", nil
+}
+
+// PrefixOf is the prefix an entry is given in its bucket, derived from its
+// whole identity: "<namespace>.<name>/" for a namespaced entry (a namespace
+// has no dot, so no two identities meet), "<name>/" for a cluster-scoped
+// one. Two namespaces' entries of one name never share a prefix.
+func PrefixOf(e metav1.Object) (string, error) {
+	entry := e.GetName()
+	if ns := e.GetNamespace(); ns != "" {
+		if strings.Contains(ns, ".") {
+			return "", fmt.Errorf("namespace %q of entry %q: a namespace has no dot", ns, entry)
+		}
+		entry = ns + "." + entry
+	}
+	return backupstore.EntryPrefix("", entry)
 }
 
 // refuse records on e why it is not admitted (Admitted=False with reason

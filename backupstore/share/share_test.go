@@ -67,7 +67,7 @@ func TestNewNamesTheMissingField(t *testing.T) {
 		{"Config.Prefix", func(c *share.Config[backup, backup]) { c.Prefix = nil }},
 		{"Config.Conditions", func(c *share.Config[backup, backup]) { c.Conditions = nil }},
 		{"Config.BucketFinalizer", func(c *share.Config[backup, backup]) { c.BucketFinalizer = "" }},
-		{"Config.MarkerKey", func(c *share.Config[backup, backup]) { c.Marker = func(backup) []byte { return nil } }},
+		{"Config.MarkerKey", func(c *share.Config[backup, backup]) { c.MarkerKey = "../up" }},
 	} {
 		cfg := full()
 		tc.change(&cfg)
@@ -108,5 +108,30 @@ func TestMigrationBadInput(t *testing.T) {
 	}
 	if called != 0 {
 		t.Errorf("%d calls on refused input", called)
+	}
+}
+
+// An entry's prefix comes from its whole identity: two namespaces' entries
+// of one name never share one, and no namespace and name spell another's.
+func TestPrefixOfIsTheWholeIdentity(t *testing.T) {
+	entry := func(ns, name string) backup {
+		return &testbackup.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	}
+	seen := map[string]string{}
+	for _, e := range []backup{entry("team-a", "db"), entry("team-b", "db"), entry("team-a", "b.db"), entry("", "db"), entry("", "team-a.db2")} {
+		p, err := share.PrefixOf(e)
+		if err != nil {
+			t.Fatalf("PrefixOf(%s/%s): %v", e.Namespace, e.Name, err)
+		}
+		if other, dup := seen[p]; dup {
+			t.Errorf("%s/%s and %s share the prefix %q", e.Namespace, e.Name, other, p)
+		}
+		seen[p] = e.Namespace + "/" + e.Name
+	}
+	if p, err := share.PrefixOf(entry("team-a.b", "db")); err == nil {
+		t.Errorf("PrefixOf(team-a.b/db) = %q; want an error (a namespace has no dot)", p)
+	}
+	if p, _ := share.PrefixOf(entry("team-a", "db")); p != "team-a.db/" {
+		t.Errorf("PrefixOf(team-a/db) = %q, want team-a.db/", p)
 	}
 }
