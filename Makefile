@@ -22,6 +22,9 @@
 #                  CHAOS_DURATION of faults per workload (default 20m),
 #                  CHAOS_SEED to replay
 #   make chaos-short  only the short chaos runs, which make test runs too
+#   make property  the ownership property tests on fresh seeds for
+#                  PROPERTY_DURATION each (default 10m; make chaos runs
+#                  them too), PROPERTY_SEED to replay
 #
 # Components are cached outside the clone (see hack/testenv.sh) and linked
 # into .cache/bin, where testenv finds them.
@@ -60,7 +63,7 @@ OLDEST_CR     := v0.23.0
 NEWEST_K8S    := v0.37.2
 NEWEST_CR     := v0.25.2
 
-.PHONY: all test testenv lint vet fmt-check tidy-check versions-check staticcheck size-check deps-check deps-budget vulncheck oldest docs bench bench-charts chaos chaos-short
+.PHONY: all test testenv lint vet fmt-check tidy-check versions-check staticcheck size-check deps-check deps-budget vulncheck oldest docs bench bench-charts chaos chaos-short property
 
 all: test
 
@@ -162,9 +165,18 @@ CHAOS_SEED     ?=
 CHAOS_PARALLEL ?= 1
 CHAOS_TIMEOUT  ?= 75m
 CHAOS_PACKAGES ?= ./examples/...
-chaos: testenv
+chaos: testenv property
 	CHAOS_DURATION=$(CHAOS_DURATION) CHAOS_SEED=$(CHAOS_SEED) \
 		$(GO) test -race -count=1 -v -p $(CHAOS_PARALLEL) -run '^TestChaos' -skip 'PlantedBugs' -timeout $(CHAOS_TIMEOUT) $(CHAOS_PACKAGES)
+
+# The ownership property tests of shared buckets and backup collection
+# (backupstore/share, TestProperty*) on fresh seeds for PROPERTY_DURATION
+# each (default 10m); make test runs them on a fixed set of seeds, and
+# PROPERTY_SEED replays one.
+PROPERTY_DURATION ?= 10m
+property:
+	PROPERTY_DURATION=$(PROPERTY_DURATION) PROPERTY_SEED=$(PROPERTY_SEED) \
+		$(GO) test -count=1 -v -run '^TestProperty' -timeout 0 ./backupstore/share/
 
 chaos-short: testenv
 	CHAOS_SEED=$(CHAOS_SEED) \

@@ -300,7 +300,7 @@ func TestPropertyCollectNeverDeletesANestedBackup(t *testing.T) {
 		rnd := rand.New(rand.NewPCG(seed, 7))
 		objs, st, led := &testbackup.Mem{}, stores{}, ledger{}
 		now := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
-		var history []string
+		history := []string{fmt.Sprintf("seed %d", seed)}
 		c, err := collect.New(collect.Config[backup]{
 			Objects: objs, Secrets: backupstore.SecretsFrom(nil), Open: st.open,
 			Location: func(_ context.Context, b backup) (collect.Location, error) {
