@@ -215,7 +215,7 @@ func TestPoolReconcileGrowsAndAdmits(t *testing.T) {
 			if err != nil {
 				return collect.Location{}, err
 			}
-			prefix, err := backupstore.EntryPrefix("", e.Name)
+			prefix, err := share.PrefixOf(e)
 			return collect.Location{URL: b.Spec.Prefix, Prefix: prefix}, err
 		}})
 	if err != nil {
@@ -301,7 +301,7 @@ func TestPoolReconcileGrowsAndAdmits(t *testing.T) {
 	perBucket := map[string]int{}
 	for _, e := range el.Items {
 		perBucket[e.Spec.Bucket]++
-		marker := filepath.Join(dir, e.Spec.Bucket, e.Name, "marker")
+		marker := filepath.Join(dir, e.Spec.Bucket, e.Namespace+"."+e.Name, "marker")
 		if _, err := os.Stat(marker); err != nil {
 			t.Errorf("entry %s in bucket %s: no marker: %v", e.Name, e.Spec.Bucket, err)
 		}

@@ -106,7 +106,7 @@ func (p *gcPool) newPool(dryRun, hooked bool) (*share.Pool[backup, backup], clie
 			if err != nil {
 				return collect.Location{}, err
 			}
-			prefix, err := backupstore.EntryPrefix("", e.Name)
+			prefix, err := share.PrefixOf(e)
 			return collect.Location{URL: b.Spec.Prefix, Prefix: prefix}, err
 		}})
 	if err != nil {

@@ -85,7 +85,7 @@ func testShare(t *testing.T, name string, store *testenv.BlobStore, creds map[st
 			if err != nil {
 				return collect.Location{}, err
 			}
-			prefix, err := backupstore.EntryPrefix("", b.Name)
+			prefix, err := share.PrefixOf(b)
 			return collect.Location{URL: cm.Data["url"], Prefix: prefix, Secret: "creds"}, err
 		},
 		Conditions: func(b *testbackup.Backup) *[]metav1.Condition { return &b.Status.Conditions },
@@ -156,7 +156,7 @@ func testShare(t *testing.T, name string, store *testenv.BlobStore, creds map[st
 		if c == nil {
 			return false, ""
 		}
-		return c.Status == metav1.ConditionTrue && b.Status.Prefix == b.Name+"/", c.Reason
+		return c.Status == metav1.ConditionTrue && b.Status.Prefix == b.Namespace+"."+b.Name+"/", c.Reason
 	}
 	for _, n := range []string{"e1", "e2"} {
 		if err := cl.Create(ctx, &testbackup.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: n}, Spec: testbackup.Spec{Bucket: "shared"}}); err != nil {
@@ -169,14 +169,14 @@ func testShare(t *testing.T, name string, store *testenv.BlobStore, creds map[st
 	}
 	eventually("e3 refused", func() bool { _, r := admitted("e3"); return r == share.ReasonBucketFull })
 	for _, n := range []string{"e1", "e2"} {
-		if err := data.WriteAll(ctx, n+"/backup", []byte("x"), nil); err != nil {
+		if err := data.WriteAll(ctx, k.Namespace+"."+n+"/backup", []byte("x"), nil); err != nil {
 			t.Fatal(err)
 		}
-		if ok, _ := data.Exists(ctx, n+"/entry"); !ok {
+		if ok, _ := data.Exists(ctx, k.Namespace+"."+n+"/entry"); !ok {
 			t.Errorf("no marker under %s/", n)
 		}
 	}
-	if ok, _ := data.Exists(ctx, "e3/entry"); ok {
+	if ok, _ := data.Exists(ctx, k.Namespace+".e3/entry"); ok {
 		t.Error("a marker under the refused e3/")
 	}
 
@@ -185,7 +185,7 @@ func testShare(t *testing.T, name string, store *testenv.BlobStore, creds map[st
 		t.Fatal(err)
 	}
 	eventually("e1 gone", func() bool { return get("e1") == nil })
-	if ok, _ := data.Exists(ctx, "e1/backup"); ok {
+	if ok, _ := data.Exists(ctx, k.Namespace+".e1/backup"); ok {
 		t.Error("e1's data left after e1 went")
 	}
 	eventually("e3 admitted in e1's place", func() bool { ok, _ := admitted("e3"); return ok })
@@ -219,7 +219,7 @@ func testShare(t *testing.T, name string, store *testenv.BlobStore, creds map[st
 	eventually("the bucket resource gone with its last entry", func() bool {
 		return apierrors.IsNotFound(cl.Get(ctx, client.ObjectKeyFromObject(cm), &got))
 	})
-	if ok, _ := data.Exists(ctx, "e2/backup"); ok {
+	if ok, _ := data.Exists(ctx, k.Namespace+".e2/backup"); ok {
 		t.Error("e2's data left after e2 went")
 	}
 }
