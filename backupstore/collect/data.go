@@ -48,6 +48,12 @@ func (c *Collector[T]) deleteData(ctx context.Context, o T, near *neighbours[T],
 	}
 	where := loc.Where()
 	if why := nestedWith(ctx, c, o, loc, near); why != "" {
+		if c.cfg.Backstop && !c.cfg.DryRun {
+			if bucket, release, err := c.open(ctx, o, loc); err == nil {
+				c.dropBackstop(ctx, bucket, loc)
+				release()
+			}
+		}
 		return kept(c.cfg.Reasons.NestedPrefix, why)
 	}
 	bucket, release, err := c.open(ctx, o, loc)
@@ -80,6 +86,7 @@ func (c *Collector[T]) deleteData(ctx context.Context, o T, near *neighbours[T],
 		case err != nil:
 			return kept(c.cfg.Reasons.DeletionFailed, fmt.Sprintf("read the marker of %s: %v", where, err))
 		case why != "":
+			c.dropBackstop(ctx, bucket, loc)
 			return kept(c.cfg.Reasons.NotOwner, fmt.Sprintf("%s: the data is not proven to be this backup's (UID %s), and nothing was deleted", why, loc.Owner))
 		case content == nil:
 			return dataResult{msg: fmt.Sprintf("no data to delete: nothing under %s", where)}
@@ -149,6 +156,18 @@ func (c *Collector[T]) location(ctx context.Context, o T) (Location, error) {
 		return Location{}, fmt.Errorf("backup %s/%s: location: Owner %q with Marker %q: the marker must be one key under the prefix", o.GetNamespace(), o.GetName(), loc.Owner, loc.Marker)
 	}
 	return loc, nil
+}
+
+// dropBackstop takes back a backstop lifecycle rule (Config.Backstop)
+// installed for loc's prefix during the grace period, when the data turns
+// out not to be the backup's alone: the store must not delete it either.
+func (c *Collector[T]) dropBackstop(ctx context.Context, b *blob.Bucket, loc Location) {
+	if !c.cfg.Backstop || c.cfg.DryRun {
+		return
+	}
+	if _, err := backupstore.RemoveExpiry(ctx, b, loc.Prefix, nil); err != nil && !errors.Is(err, backupstore.ErrExpiryUnsupported) {
+		logr.FromContextOrDiscard(ctx).Info("backstop lifecycle rule not removed", "prefix", loc.Prefix, "error", err.Error())
+	}
 }
 
 // owned says why the data under loc.Prefix is not proven loc.Owner's

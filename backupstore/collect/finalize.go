@@ -156,6 +156,20 @@ func (c *Collector[T]) backstop(ctx context.Context, o T, loc Location, at time.
 		return ""
 	}
 	defer release()
+	// The store's rule deletes everything under the prefix, with no
+	// controller to ask again: it is installed only where the deletion
+	// itself would go ahead, and one installed before is taken back.
+	why := nestedWith(ctx, c, o, loc, c.neighbours())
+	if why == "" && loc.Owner != "" {
+		if why, _, err = owned(ctx, bucket, loc); err != nil {
+			why = err.Error()
+		}
+	}
+	if why != "" {
+		c.dropBackstop(ctx, bucket, loc)
+		log.Info("backstop lifecycle rule not installed", "why", why)
+		return "; no backstop lifecycle rule: " + why
+	}
 	opts := &backupstore.ExpiryOptions{DryRun: c.cfg.DryRun}
 	if clk, ok := c.cfg.Clock.(clock.WithTicker); ok {
 		opts.Clock = clk

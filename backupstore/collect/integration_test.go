@@ -675,6 +675,74 @@ func TestFinalizerDeletesDataAfterTheGracePeriod(t *testing.T) {
 	}
 }
 
+// The store's backstop rule deletes everything under a prefix with no
+// controller to ask: it is not installed for a deleted backup whose prefix
+// holds another backup's data (nested, or a marker of another owner), and
+// one installed before the neighbour came is taken back at the next look.
+func TestBackstopNeverExpiresAnothersData(t *testing.T) {
+	e := newEnv(t, testenv.BucketOptions{})
+	outer := e.backup("outer", "db/", "minio", nil)
+	owned := e.backup("owned", "own/", "minio", nil)
+	if err := backupstore.WriteMarker(e.ctx, e.bucket, "own/marker", "another-uid", nil); err != nil {
+		t.Fatal(err)
+	}
+	cfg := e.config(dynObjects{d: e.d})
+	cfg.ObjectPolicy = nil
+	cfg.Finalizer = "collect.groundskeeper.example.com/data"
+	cfg.GracePeriod = time.Hour
+	cfg.Backstop = true
+	loc := cfg.Location
+	cfg.Location = func(ctx context.Context, b *backup) (collect.Location, error) {
+		l, err := loc(ctx, b)
+		if b.Name == "owned" {
+			l.Owner, l.Marker = string(b.UID), "marker"
+		}
+		return l, err
+	}
+	c := e.collector(cfg)
+	e.prepareAndDelete(c, "outer")
+	e.prepareAndDelete(c, "owned")
+	b, err := e.get("outer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, _, err := c.Finalize(e.ctx, b); err != nil || out.Reason != collect.ReasonGracePeriod {
+		t.Fatalf("Finalize in the grace period: %+v, %v", out, err)
+	}
+	if !slices.Contains(e.lifecycleRules(), "groundskeeper/expire/db/") {
+		t.Fatalf("lifecycle rules %v: want the backstop of db/ while nothing else is under it", e.lifecycleRules())
+	}
+	// A backup of another namespace comes, with its data under db/.
+	inner := e.backup("inner", "db/inner/", "minio", nil)
+	if b, err = e.get("outer"); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, err := c.Finalize(e.ctx, b); err != nil || out.Reason != collect.ReasonGracePeriod || !strings.Contains(out.Message, "no backstop") {
+		t.Fatalf("Finalize with a nested neighbour: %+v, %v; want GracePeriod without a backstop", out, err)
+	}
+	o, err := e.get("owned")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, _, err := c.Finalize(e.ctx, o); err != nil || !strings.Contains(out.Message, "another owner") {
+		t.Fatalf("Finalize of a prefix marked by another owner: %+v, %v; want no backstop, naming the other owner", out, err)
+	}
+	if rules := e.lifecycleRules(); len(rules) != 0 {
+		t.Errorf("lifecycle rules %v; want none: each prefix holds data that is not the deleted backup's", rules)
+	}
+	e.clk.Step(2 * time.Hour)
+	for _, name := range []string{"outer", "owned"} {
+		b, err := e.get(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, _, _ := c.Finalize(e.ctx, b); out.Deleted {
+			t.Errorf("Finalize of %s after the grace period deleted it: %+v", name, out)
+		}
+	}
+	e.wantKeys(outer, inner, owned, []string{"own/marker"})
+}
+
 // prepareAndDelete adds c's finalizer to backup name and deletes it: the
 // finalizer holds it.
 func (e *env) prepareAndDelete(c *collect.Collector[*backup], name string) {
