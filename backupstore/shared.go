@@ -117,12 +117,15 @@ const MetadataOwner = "groundskeeper-owner"
 // where the data is, of whose a prefix (or a bucket) is, made when it is
 // given out. owner is an identity that cannot be spelled two ways, such as
 // the UID of the Kubernetes object the prefix belongs to. An empty owner
-// is refused.
+// is refused. The write is conditional (blob.WriterOptions.IfNotExist): a
+// marker never replaces another, so two writers that both found none
+// cannot both own the prefix; the loser's error is
+// gcerrors.FailedPrecondition, and it reads the marker again (MarkerOwner).
 func WriteMarker(ctx context.Context, b *blob.Bucket, key, owner string, content []byte) error {
 	if owner == "" {
 		return fmt.Errorf("%w: marker %q: empty owner", ErrInvalidConfig, key)
 	}
-	return b.WriteAll(ctx, key, content, &blob.WriterOptions{Metadata: map[string]string{MetadataOwner: owner}})
+	return b.WriteAll(ctx, key, content, &blob.WriterOptions{IfNotExist: true, Metadata: map[string]string{MetadataOwner: owner}})
 }
 
 // MarkerOwner reads the owner that the marker object key in b names

@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -239,8 +240,18 @@ func (s *Share[E, B]) admit(ctx context.Context, e E) error {
 	if err != nil {
 		return refuse(ReasonStoreError, err.Error(), err)
 	}
-	if err := backupstore.WriteMarker(ctx, store, prefix+s.cfg.MarkerKey, string(e.GetUID()), s.cfg.Marker(e)); err != nil {
-		return refuse(ReasonStoreError, fmt.Sprintf("write %s: %v", prefix+s.cfg.MarkerKey, err), err)
+	if owner, found, err := backupstore.MarkerOwner(ctx, store, prefix+s.cfg.MarkerKey); err != nil {
+		return refuse(ReasonStoreError, err.Error(), err)
+	} else if !found || owner != string(e.GetUID()) {
+		err := backupstore.WriteMarker(ctx, store, prefix+s.cfg.MarkerKey, string(e.GetUID()), s.cfg.Marker(e))
+		if gcerrors.Code(err) == gcerrors.FailedPrecondition {
+			// Another admission wrote a marker since taken looked: the
+			// next reconcile reads whose it is.
+			return refuse(ReasonPrefixTaken, fmt.Sprintf("prefix %q in %s %q: a marker was written there meanwhile: not admitted", prefix, n.Bucket, name), err)
+		}
+		if err != nil {
+			return refuse(ReasonStoreError, fmt.Sprintf("write %s: %v", prefix+s.cfg.MarkerKey, err), err)
+		}
 	}
 	*s.cfg.Prefix(e) = prefix
 	msg := fmt.Sprintf("prefix %q in %s %q", prefix, n.Bucket, name)
