@@ -51,20 +51,28 @@ import (
 //     has(self.<member>) of exactly its members (for a struct of optional
 //     members);
 //   - spec.config, and spec.<TargetField> when set, cannot change after
-//     creation (a CEL rule "self == oldSelf" on each), and the target cannot
-//     be added or removed (a rule "has(self.<TargetField>) ==
-//     has(oldSelf.<TargetField>)" on spec);
-//   - status.lastErrors has maxItems opstask.MaxLastErrors and status.steps
-//     maxItems opstask.MaxSteps (opstask.Status says so; a CRD without
-//     steps would prune them, and a resumed execution would repeat its
-//     steps).
+//     creation (a CEL rule "self == oldSelf" on each), and neither can be
+//     removed and put back with other values, which a transition rule does
+//     not see (it is not evaluated when the field is absent on one side):
+//     spec is required at the root, config is required in spec or has the
+//     rule "has(self.config) == has(oldSelf.config)" on spec, and the
+//     target has the rule "has(self.<TargetField>) ==
+//     has(oldSelf.<TargetField>)" on spec;
+//   - status.lastErrors has maxItems opstask.MaxLastErrors, status.steps
+//     maxItems opstask.MaxSteps and status.approvals maxItems
+//     opstask.MaxApprovals (opstask.Status says so; a CRD without steps or
+//     approvals would prune them, and a resumed execution would repeat its
+//     steps or ask again; one without status.startedWith, which the
+//     schema's match with the Go type finds, would fail every takeover).
 //
 // The markers that give them, with a target field etcdName and config
 // members a and b (an error names the one missing):
 //
-//	// on the task type:
+//	// on the task type (and its Spec field without omitempty: required):
 //	// +kubebuilder:subresource:status
-//	// on the spec type:
+//	// on the spec type (and its Config field without omitempty: required;
+//	// or, for an optional config, the rule
+//	// "has(self.config) == has(oldSelf.config)" beside the target's):
 //	// +kubebuilder:validation:XValidation:rule="has(self.etcdName) == has(oldSelf.etcdName)",message="etcdName cannot be added or removed after creation"
 //	// on the config type:
 //	// +kubebuilder:validation:XValidation:rule="[has(self.a), has(self.b)].exists_one(x, x)",message="exactly one of a, b must be set"
@@ -125,6 +133,15 @@ func TaskCRD(crdYAML []byte, obj client.Object, scheme *runtime.Scheme, opts *Ta
 	if !hasRule(config, "self == oldSelf") {
 		return nil, fail(`spec.config may change after creation: add // +kubebuilder:validation:XValidation:rule="self == oldSelf",message="config is immutable" to it`)
 	}
+	// A transition rule is evaluated only when the field is there on both
+	// sides: a config (or a spec) that may be removed may be put back with
+	// other values, and "self == oldSelf" never sees it.
+	if !slices.Contains(root.Required, "spec") && !hasRule(*root, "has(self.spec) == has(oldSelf.spec)") {
+		return nil, fail(`spec may be removed, and put back with another config, after creation: make it required (a spec field without omitempty, which controller-gen marks required)`)
+	}
+	if !slices.Contains(spec.Required, "config") && !hasRule(spec, "has(self.config) == has(oldSelf.config)") {
+		return nil, fail(`spec.config may be removed, and put back with other values, after creation ("self == oldSelf" is not evaluated when it is absent on one side): make it required (a config field without omitempty and +optional), or add // +kubebuilder:validation:XValidation:rule="has(self.config) == has(oldSelf.config)",message="config cannot be added or removed after creation" to the spec type`)
+	}
 	if tf := o.TargetField; tf != "" {
 		target, ok := spec.Properties[tf]
 		switch {
@@ -146,6 +163,10 @@ func TaskCRD(crdYAML []byte, obj client.Object, scheme *runtime.Scheme, opts *Ta
 	steps, ok := status.Properties["steps"]
 	if !ok || steps.MaxItems == nil || *steps.MaxItems != opstask.MaxSteps {
 		return nil, fail("status.steps: maxItems %v, want opstask.MaxSteps (%d): the status is not opstask.Status (regenerate the CRD)", steps.MaxItems, opstask.MaxSteps)
+	}
+	approvals := status.Properties["approvals"]
+	if approvals.MaxItems == nil || *approvals.MaxItems != opstask.MaxApprovals {
+		return nil, fail("status.approvals: maxItems %v, want opstask.MaxApprovals (%d): the status is not opstask.Status (regenerate the CRD)", approvals.MaxItems, opstask.MaxApprovals)
 	}
 	return crd, nil
 }
