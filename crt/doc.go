@@ -36,6 +36,11 @@
 //     of the rules opstask needs (one-of config, immutable config and
 //     target that cannot be removed and put back with other values either,
 //     bounded lastErrors, steps and approvals, status subresource).
+//   - InstallCRD never downgrades: a CRD that lacks a property (or the
+//     storage version) of the one installed, which the API server would
+//     then prune from every object, is not installed over it (an older
+//     release's replica restarting during a rolling update); it logs so and
+//     waits until the installed one is served.
 //   - Terminal wraps in reconcile.TerminalError the packages' "do not
 //     retry" errors (listed on Terminal), and leaves every other error as it
 //     is. Every exported error sentinel and error type of the packages is

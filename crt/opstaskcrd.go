@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -338,6 +339,19 @@ func jsonFields(t reflect.Type, into map[string]reflect.Type) {
 // longer than ctx. For tests, and for an operator's --install-crds: the
 // operator then needs RBAC to get, create and update
 // customresourcedefinitions.
+//
+// It never downgrades: when the CRD on the cluster has something crd lacks
+// — a property at some path of a version's schema (which the API server
+// would prune from every object it stores: status.steps from tasks), or
+// its storage version — the installed CRD is newer (a replica of an older
+// release restarting during a rolling update, or after a rollback), and
+// InstallCRD leaves it as it is, logs at Info (the logger of ctx) what crd
+// lacks, and waits until it is served as usual: the older replica runs on
+// the newer schema, which keeps every field it writes. So a field is never
+// removed by InstallCRD; Kubernetes API conventions remove fields with a
+// new API version, and a removal within a version is a person's deliberate
+// act (kubectl replace). Rules, enums and other validations are not
+// compared: a CRD with the same properties replaces the installed one.
 func InstallCRD(ctx context.Context, c client.Client, r client.Reader, crd *apiextensionsv1.CustomResourceDefinition) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
@@ -350,14 +364,23 @@ func InstallCRD(ctx context.Context, c client.Client, r client.Reader, crd *apie
 	u.SetGroupVersionKind(crdGVK)
 	u.SetResourceVersion("")
 	err = c.Create(ctx, u)
+	var lacks []string // what crd lacks of the installed CRD, which is newer
 	if apierrors.IsAlreadyExists(err) {
 		// Another installer (a replica, a parallel test) may update it at
-		// the same time: a conflict is retried from the read.
+		// the same time: a conflict is retried from the read, and the
+		// comparison with what is installed is made again on it.
 		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			cur := &unstructured.Unstructured{}
 			cur.SetGroupVersionKind(crdGVK)
 			if err := r.Get(ctx, client.ObjectKey{Name: crd.Name}, cur); err != nil {
 				return err
+			}
+			installed := &apiextensionsv1.CustomResourceDefinition{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(cur.Object, installed); err != nil {
+				return fmt.Errorf("read the installed CRD: %w", err)
+			}
+			if lacks = lackedBy(installed, crd); len(lacks) > 0 {
+				return nil
 			}
 			cur.Object["spec"] = want["spec"]
 			cur.SetLabels(crd.Labels)
@@ -367,6 +390,10 @@ func InstallCRD(ctx context.Context, c client.Client, r client.Reader, crd *apie
 	}
 	if err != nil {
 		return fmt.Errorf("crt: install CRD %s: %w", crd.Name, err)
+	}
+	if len(lacks) > 0 {
+		logr.FromContextOrDiscard(ctx).Info("crt: CRD not replaced: the installed one is newer than this release's, which lacks what the API server would then prune; it stays as it is",
+			"crd", crd.Name, "lacks", lacks)
 	}
 	var last error
 	served := func(ctx context.Context) (bool, error) {
@@ -408,4 +435,79 @@ func InstallCRD(ctx context.Context, c client.Client, r client.Reader, crd *apie
 		return fmt.Errorf("crt: CRD %s not served: %w (last: %v)", crd.Name, err, last)
 	}
 	return nil
+}
+
+// lackedBy returns what the CRD next lacks of the installed CRD, so that
+// replacing installed by next would lose it: installed's storage version,
+// and, in each version both serve, every property path of installed's
+// schema that next's does not have (the API server prunes unknown fields
+// from what it stores) — "v1: status.steps". A subtree that next keeps
+// whole (x-kubernetes-preserve-unknown-fields) lacks nothing. Versions
+// installed has besides its storage version may go: the API server
+// refuses to drop one that objects are still stored in.
+func lackedBy(installed, next *apiextensionsv1.CustomResourceDefinition) []string {
+	var lacks []string
+	for _, iv := range installed.Spec.Versions {
+		i := slices.IndexFunc(next.Spec.Versions, func(v apiextensionsv1.CustomResourceDefinitionVersion) bool { return v.Name == iv.Name })
+		if i < 0 {
+			if iv.Storage {
+				lacks = append(lacks, "version "+iv.Name+" (the storage version)")
+			}
+			continue
+		}
+		nv := next.Spec.Versions[i]
+		var is, ns *apiextensionsv1.JSONSchemaProps
+		if iv.Schema != nil {
+			is = iv.Schema.OpenAPIV3Schema
+		}
+		if nv.Schema != nil {
+			ns = nv.Schema.OpenAPIV3Schema
+		}
+		lacks = append(lacks, lackedPaths(iv.Name+": ", "", is, ns)...)
+	}
+	return lacks
+}
+
+// lackedPaths returns the property paths under path of schema a that
+// schema b does not have.
+func lackedPaths(version, path string, a, b *apiextensionsv1.JSONSchemaProps) []string {
+	if a == nil {
+		return nil
+	}
+	at := path
+	if at == "" {
+		at = "the root"
+	}
+	if b == nil {
+		return []string{version + at}
+	}
+	if b.XPreserveUnknownFields != nil && *b.XPreserveUnknownFields {
+		return nil
+	}
+	var lacks []string
+	for _, name := range slices.Sorted(maps.Keys(a.Properties)) {
+		ap := a.Properties[name]
+		sub := strings.TrimPrefix(path+"."+name, ".")
+		bp, ok := b.Properties[name]
+		if !ok {
+			lacks = append(lacks, version+sub)
+			continue
+		}
+		lacks = append(lacks, lackedPaths(version, sub, &ap, &bp)...)
+	}
+	if a.Items != nil && a.Items.Schema != nil {
+		var bi *apiextensionsv1.JSONSchemaProps
+		if b.Items != nil {
+			bi = b.Items.Schema
+		}
+		lacks = append(lacks, lackedPaths(version, path+"[*]", a.Items.Schema, bi)...)
+	}
+	if a.AdditionalProperties != nil && a.AdditionalProperties.Schema != nil {
+		var ba *apiextensionsv1.JSONSchemaProps
+		if b.AdditionalProperties != nil {
+			ba = b.AdditionalProperties.Schema
+		}
+		lacks = append(lacks, lackedPaths(version, path+"[*]", a.AdditionalProperties.Schema, ba)...)
+	}
+	return lacks
 }

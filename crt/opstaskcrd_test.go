@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -253,4 +254,107 @@ func TestTaskCRDConfigCannotBeRemovedAndPutBack(t *testing.T) {
 		}
 		t.Logf("the API server said: %v", removed)
 	})
+}
+
+// A replica of an older release restarting during a rolling update (or
+// after a rollback) installs its CRD, which lacks the newer status fields:
+// InstallCRD leaves the newer CRD installed, so that the API server does
+// not prune those fields from every task. The newer CRD still replaces an
+// older one, and one of the same properties replaces the installed.
+func TestInstallCRDNeverDowngrades(t *testing.T) {
+	env := testenv.StartKubernetes(t)
+	c := crdClient(t, env)
+	crdYAML, scheme, gvk := ownGroup(t, c, "downgrade.crt.groundskeeper.io", opstasktest.CRD)
+	newer, err := crt.TaskCRD(crdYAML, &opstasktest.TestTask{}, scheme, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same CRD as an older release generated it: without
+	// status.approvals and status.startedWith.
+	older := newer.DeepCopy()
+	status := older.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["status"]
+	delete(status.Properties, "approvals")
+	delete(status.Properties, "startedWith")
+	older.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["status"] = status
+	older.Labels = map[string]string{"release": "older"}
+	newer.Labels = map[string]string{"release": "newer"}
+
+	installed := func() (*apiextensionsv1.CustomResourceDefinition, string) {
+		t.Helper()
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("apiextensions.k8s.io/v1")
+		u.SetKind("CustomResourceDefinition")
+		if err := c.Get(t.Context(), client.ObjectKey{Name: newer.Name}, u); err != nil {
+			t.Fatal(err)
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, crd); err != nil {
+			t.Fatal(err)
+		}
+		_, has := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["status"].Properties["approvals"]
+		return crd, fmt.Sprintf("release %s, status.approvals %t", crd.Labels["release"], has)
+	}
+
+	// An upgrade: older installed, then newer.
+	if err := crt.InstallCRD(t.Context(), c, c, older.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	if err := crt.InstallCRD(t.Context(), c, c, newer.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	if _, got := installed(); got != "release newer, status.approvals true" {
+		t.Fatalf("after the upgrade: %s", got)
+	}
+
+	// A task whose status has the newer fields.
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"config": map[string]any{"alpha": map[string]any{}}}}}
+	u.SetGroupVersionKind(gvk)
+	u.SetNamespace(env.Namespace)
+	u.SetName("gated")
+	if err := c.Create(t.Context(), u); err != nil {
+		t.Fatal(err)
+	}
+	u.Object["status"] = map[string]any{
+		"state":       "InProgress",
+		"approvals":   []any{map[string]any{"step": "upload", "state": "AwaitingApproval", "token": "upload/0a1b2c3d4e", "lastUpdateTime": "2026-11-22T10:00:00Z"}},
+		"startedWith": map[string]any{"kind": "alpha", "configDigest": "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"},
+	}
+	if err := c.Status().Update(t.Context(), u); err != nil {
+		t.Fatal(err)
+	}
+
+	// The older release's replica restarts: its CRD is not installed.
+	if err := crt.InstallCRD(t.Context(), c, c, older.DeepCopy()); err != nil {
+		t.Fatalf("the older CRD over the newer: %v; want nil (left as it is)", err)
+	}
+	if _, got := installed(); got != "release newer, status.approvals true" {
+		t.Fatalf("after the older release installed its CRD: %s; want the newer left as it is", got)
+	}
+	// A status write through the (kept) newer schema keeps the fields.
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(u), u); err != nil {
+		t.Fatal(err)
+	}
+	_ = unstructured.SetNestedField(u.Object, "Failed", "status", "state")
+	if err := c.Status().Update(t.Context(), u); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(u), u); err != nil {
+		t.Fatal(err)
+	}
+	if a, _, _ := unstructured.NestedSlice(u.Object, "status", "approvals"); len(a) != 1 {
+		t.Errorf("status.approvals after the older release started: %v; want the approval kept", a)
+	}
+	if k, _, _ := unstructured.NestedString(u.Object, "status", "startedWith", "kind"); k != "alpha" {
+		t.Errorf("status.startedWith.kind after the older release started: %q; want alpha", k)
+	}
+
+	// The same properties: replaced (here, a label changes).
+	same := newer.DeepCopy()
+	same.Labels = map[string]string{"release": "newer-relabelled"}
+	if err := crt.InstallCRD(t.Context(), c, c, same); err != nil {
+		t.Fatal(err)
+	}
+	if _, got := installed(); got != "release newer-relabelled, status.approvals true" {
+		t.Errorf("after a CRD of the same properties: %s; want it installed", got)
+	}
 }
