@@ -34,15 +34,22 @@
 //     store conformance suite on a real API server.
 //   - TaskCRD refuses a task CRD that drifted from its Go type or lacks one
 //     of the rules opstask needs (one-of config, immutable config and
-//     target, bounded lastErrors, status subresource).
+//     target that cannot be removed and put back with other values either,
+//     bounded lastErrors, steps and approvals, status subresource).
+//   - InstallCRD never downgrades: a CRD that lacks a property (or the
+//     storage version) of the one installed, which the API server would
+//     then prune from every object, is not installed over it (an older
+//     release's replica restarting during a rolling update); it logs so and
+//     waits until the installed one is served.
 //   - Terminal wraps in reconcile.TerminalError the packages' "do not
 //     retry" errors (listed on Terminal), and leaves every other error as it
 //     is. Every exported error sentinel and error type of the packages is
 //     classified, terminal or not; a test fails when one is added without
 //     a classification.
 //   - A joined error (errors.Join, several %w) is terminal, or a quiet
-//     requeue in Result, only when every one of its parts is; otherwise it
-//     is an ordinary error, logged and retried.
+//     requeue in Result (at the earliest of its parts' times), only when
+//     every one of its parts is; otherwise it is an ordinary error, logged
+//     and retried.
 //
 // backupstore.LoadCredentials reads Secrets through Secrets(mgr.GetAPIReader())
 // (a SecretGetter, which is a backupstore.SecretGetter: crt does not import
@@ -79,9 +86,10 @@
 //	r := crt.Reconciler(mgr.GetClient(), runner, func() *v1.Database { return new(v1.Database) })
 //	err = ctrl.NewControllerManagedBy(mgr).For(&v1.Database{}).Complete(r)
 //
-// Result ends a Reconcile: a conflict from a stale cache is a quiet
-// requeue, a "do not retry" error a reconcile.TerminalError, any other
-// error is returned for the controller's retry.
+// Result ends a Reconcile: a conflict from a stale cache, and the global
+// lock held by another instance, are quiet requeues, a "do not retry"
+// error a reconcile.TerminalError, any other error is returned for the
+// controller's retry.
 //
 // The five example operators (examples/ in the repository) run on a
 // manager, with two replicas in their end-to-end tests, and show

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -105,6 +106,14 @@ func TestTaskStoreConformance(t *testing.T) {
 					return nil, err
 				}
 				return kubestore.Decode(u, opstasktest.TargetField)
+			},
+			Approve: func(ctx context.Context, name, token string) error {
+				u := &unstructured.Unstructured{}
+				u.SetGroupVersionKind(opstasktest.GroupVersionKind)
+				u.SetNamespace(env.Namespace)
+				u.SetName(name)
+				patch := `{"metadata":{"annotations":{"` + opstask.ApprovalAnnotation + `":"` + token + `"}}}`
+				return mgr.GetClient().Patch(ctx, u, client.RawPatch(types.MergePatchType, []byte(patch)))
 			},
 		}
 	})

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -51,20 +52,28 @@ import (
 //     has(self.<member>) of exactly its members (for a struct of optional
 //     members);
 //   - spec.config, and spec.<TargetField> when set, cannot change after
-//     creation (a CEL rule "self == oldSelf" on each), and the target cannot
-//     be added or removed (a rule "has(self.<TargetField>) ==
-//     has(oldSelf.<TargetField>)" on spec);
-//   - status.lastErrors has maxItems opstask.MaxLastErrors and status.steps
-//     maxItems opstask.MaxSteps (opstask.Status says so; a CRD without
-//     steps would prune them, and a resumed execution would repeat its
-//     steps).
+//     creation (a CEL rule "self == oldSelf" on each), and neither can be
+//     removed and put back with other values, which a transition rule does
+//     not see (it is not evaluated when the field is absent on one side):
+//     spec is required at the root, config is required in spec or has the
+//     rule "has(self.config) == has(oldSelf.config)" on spec, and the
+//     target has the rule "has(self.<TargetField>) ==
+//     has(oldSelf.<TargetField>)" on spec;
+//   - status.lastErrors has maxItems opstask.MaxLastErrors, status.steps
+//     maxItems opstask.MaxSteps and status.approvals maxItems
+//     opstask.MaxApprovals (opstask.Status says so; a CRD without steps or
+//     approvals would prune them, and a resumed execution would repeat its
+//     steps or ask again; one without status.startedWith, which the
+//     schema's match with the Go type finds, would fail every takeover).
 //
 // The markers that give them, with a target field etcdName and config
 // members a and b (an error names the one missing):
 //
-//	// on the task type:
+//	// on the task type (and its Spec field without omitempty: required):
 //	// +kubebuilder:subresource:status
-//	// on the spec type:
+//	// on the spec type (and its Config field without omitempty: required;
+//	// or, for an optional config, the rule
+//	// "has(self.config) == has(oldSelf.config)" beside the target's):
 //	// +kubebuilder:validation:XValidation:rule="has(self.etcdName) == has(oldSelf.etcdName)",message="etcdName cannot be added or removed after creation"
 //	// on the config type:
 //	// +kubebuilder:validation:XValidation:rule="[has(self.a), has(self.b)].exists_one(x, x)",message="exactly one of a, b must be set"
@@ -125,6 +134,15 @@ func TaskCRD(crdYAML []byte, obj client.Object, scheme *runtime.Scheme, opts *Ta
 	if !hasRule(config, "self == oldSelf") {
 		return nil, fail(`spec.config may change after creation: add // +kubebuilder:validation:XValidation:rule="self == oldSelf",message="config is immutable" to it`)
 	}
+	// A transition rule is evaluated only when the field is there on both
+	// sides: a config (or a spec) that may be removed may be put back with
+	// other values, and "self == oldSelf" never sees it.
+	if !slices.Contains(root.Required, "spec") && !hasRule(*root, "has(self.spec) == has(oldSelf.spec)") {
+		return nil, fail(`spec may be removed, and put back with another config, after creation: make it required (a spec field without omitempty, which controller-gen marks required)`)
+	}
+	if !slices.Contains(spec.Required, "config") && !hasRule(spec, "has(self.config) == has(oldSelf.config)") {
+		return nil, fail(`spec.config may be removed, and put back with other values, after creation ("self == oldSelf" is not evaluated when it is absent on one side): make it required (a config field without omitempty and +optional), or add // +kubebuilder:validation:XValidation:rule="has(self.config) == has(oldSelf.config)",message="config cannot be added or removed after creation" to the spec type`)
+	}
 	if tf := o.TargetField; tf != "" {
 		target, ok := spec.Properties[tf]
 		switch {
@@ -146,6 +164,10 @@ func TaskCRD(crdYAML []byte, obj client.Object, scheme *runtime.Scheme, opts *Ta
 	steps, ok := status.Properties["steps"]
 	if !ok || steps.MaxItems == nil || *steps.MaxItems != opstask.MaxSteps {
 		return nil, fail("status.steps: maxItems %v, want opstask.MaxSteps (%d): the status is not opstask.Status (regenerate the CRD)", steps.MaxItems, opstask.MaxSteps)
+	}
+	approvals := status.Properties["approvals"]
+	if approvals.MaxItems == nil || *approvals.MaxItems != opstask.MaxApprovals {
+		return nil, fail("status.approvals: maxItems %v, want opstask.MaxApprovals (%d): the status is not opstask.Status (regenerate the CRD)", approvals.MaxItems, opstask.MaxApprovals)
 	}
 	return crd, nil
 }
@@ -317,6 +339,19 @@ func jsonFields(t reflect.Type, into map[string]reflect.Type) {
 // longer than ctx. For tests, and for an operator's --install-crds: the
 // operator then needs RBAC to get, create and update
 // customresourcedefinitions.
+//
+// It never downgrades: when the CRD on the cluster has something crd lacks
+// — a property at some path of a version's schema (which the API server
+// would prune from every object it stores: status.steps from tasks), or
+// its storage version — the installed CRD is newer (a replica of an older
+// release restarting during a rolling update, or after a rollback), and
+// InstallCRD leaves it as it is, logs at Info (the logger of ctx) what crd
+// lacks, and waits until it is served as usual: the older replica runs on
+// the newer schema, which keeps every field it writes. So a field is never
+// removed by InstallCRD; Kubernetes API conventions remove fields with a
+// new API version, and a removal within a version is a person's deliberate
+// act (kubectl replace). Rules, enums and other validations are not
+// compared: a CRD with the same properties replaces the installed one.
 func InstallCRD(ctx context.Context, c client.Client, r client.Reader, crd *apiextensionsv1.CustomResourceDefinition) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
@@ -329,14 +364,23 @@ func InstallCRD(ctx context.Context, c client.Client, r client.Reader, crd *apie
 	u.SetGroupVersionKind(crdGVK)
 	u.SetResourceVersion("")
 	err = c.Create(ctx, u)
+	var lacks []string // what crd lacks of the installed CRD, which is newer
 	if apierrors.IsAlreadyExists(err) {
 		// Another installer (a replica, a parallel test) may update it at
-		// the same time: a conflict is retried from the read.
+		// the same time: a conflict is retried from the read, and the
+		// comparison with what is installed is made again on it.
 		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			cur := &unstructured.Unstructured{}
 			cur.SetGroupVersionKind(crdGVK)
 			if err := r.Get(ctx, client.ObjectKey{Name: crd.Name}, cur); err != nil {
 				return err
+			}
+			installed := &apiextensionsv1.CustomResourceDefinition{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(cur.Object, installed); err != nil {
+				return fmt.Errorf("read the installed CRD: %w", err)
+			}
+			if lacks = lackedBy(installed, crd); len(lacks) > 0 {
+				return nil
 			}
 			cur.Object["spec"] = want["spec"]
 			cur.SetLabels(crd.Labels)
@@ -346,6 +390,10 @@ func InstallCRD(ctx context.Context, c client.Client, r client.Reader, crd *apie
 	}
 	if err != nil {
 		return fmt.Errorf("crt: install CRD %s: %w", crd.Name, err)
+	}
+	if len(lacks) > 0 {
+		logr.FromContextOrDiscard(ctx).Info("crt: CRD not replaced: the installed one is newer than this release's, which lacks what the API server would then prune; it stays as it is",
+			"crd", crd.Name, "lacks", lacks)
 	}
 	var last error
 	served := func(ctx context.Context) (bool, error) {
@@ -387,4 +435,79 @@ func InstallCRD(ctx context.Context, c client.Client, r client.Reader, crd *apie
 		return fmt.Errorf("crt: CRD %s not served: %w (last: %v)", crd.Name, err, last)
 	}
 	return nil
+}
+
+// lackedBy returns what the CRD next lacks of the installed CRD, so that
+// replacing installed by next would lose it: installed's storage version,
+// and, in each version both serve, every property path of installed's
+// schema that next's does not have (the API server prunes unknown fields
+// from what it stores) — "v1: status.steps". A subtree that next keeps
+// whole (x-kubernetes-preserve-unknown-fields) lacks nothing. Versions
+// installed has besides its storage version may go: the API server
+// refuses to drop one that objects are still stored in.
+func lackedBy(installed, next *apiextensionsv1.CustomResourceDefinition) []string {
+	var lacks []string
+	for _, iv := range installed.Spec.Versions {
+		i := slices.IndexFunc(next.Spec.Versions, func(v apiextensionsv1.CustomResourceDefinitionVersion) bool { return v.Name == iv.Name })
+		if i < 0 {
+			if iv.Storage {
+				lacks = append(lacks, "version "+iv.Name+" (the storage version)")
+			}
+			continue
+		}
+		nv := next.Spec.Versions[i]
+		var is, ns *apiextensionsv1.JSONSchemaProps
+		if iv.Schema != nil {
+			is = iv.Schema.OpenAPIV3Schema
+		}
+		if nv.Schema != nil {
+			ns = nv.Schema.OpenAPIV3Schema
+		}
+		lacks = append(lacks, lackedPaths(iv.Name+": ", "", is, ns)...)
+	}
+	return lacks
+}
+
+// lackedPaths returns the property paths under path of schema a that
+// schema b does not have.
+func lackedPaths(version, path string, a, b *apiextensionsv1.JSONSchemaProps) []string {
+	if a == nil {
+		return nil
+	}
+	at := path
+	if at == "" {
+		at = "the root"
+	}
+	if b == nil {
+		return []string{version + at}
+	}
+	if b.XPreserveUnknownFields != nil && *b.XPreserveUnknownFields {
+		return nil
+	}
+	var lacks []string
+	for _, name := range slices.Sorted(maps.Keys(a.Properties)) {
+		ap := a.Properties[name]
+		sub := strings.TrimPrefix(path+"."+name, ".")
+		bp, ok := b.Properties[name]
+		if !ok {
+			lacks = append(lacks, version+sub)
+			continue
+		}
+		lacks = append(lacks, lackedPaths(version, sub, &ap, &bp)...)
+	}
+	if a.Items != nil && a.Items.Schema != nil {
+		var bi *apiextensionsv1.JSONSchemaProps
+		if b.Items != nil {
+			bi = b.Items.Schema
+		}
+		lacks = append(lacks, lackedPaths(version, path+"[*]", a.Items.Schema, bi)...)
+	}
+	if a.AdditionalProperties != nil && a.AdditionalProperties.Schema != nil {
+		var ba *apiextensionsv1.JSONSchemaProps
+		if b.AdditionalProperties != nil {
+			ba = b.AdditionalProperties.Schema
+		}
+		lacks = append(lacks, lackedPaths(version, path+"[*]", a.AdditionalProperties.Schema, ba)...)
+	}
+	return lacks
 }

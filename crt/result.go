@@ -33,40 +33,81 @@ import (
 //     runs the reconcile again, which returns the requeue it then needs).
 //
 // A join (errors.Join, fmt.Errorf with several %w, as lifecycle.SyncOwner
-// and Collect return) is a quiet requeue, or terminal, only when every one
-// of its parts is; a join with any other part is an ordinary error, logged
-// and retried.
+// and Collect return) is as strong as its weakest part: a quiet requeue
+// when every one of its parts is one (a stale cache, the lock held
+// elsewhere, in any mix), at the earliest of their times; terminal when
+// every part is terminal; otherwise an ordinary error, logged and retried.
 //
 // A typical Reconcile ends with:
 //
 //	return crt.Result(ctx, next, err)
 func Result(ctx context.Context, requeueAfter time.Duration, err error) (reconcile.Result, error) {
-	switch {
-	case err == nil:
+	if err == nil {
 		return reconcile.Result{RequeueAfter: requeueAfter}, nil
-	case IsStale(err):
-		logr.FromContextOrDiscard(ctx).V(1).Info("the cache was behind the API server; requeue", "error", err.Error())
-		after := subreconcile.DefaultConflictDelay
-		if requeueAfter > 0 && requeueAfter < after {
-			after = requeueAfter
-		}
-		return reconcile.Result{RequeueAfter: after}, nil
-	case every(err, lockHeldHere):
-		var held *locking.HeldError
-		errors.As(err, &held)
-		logr.FromContextOrDiscard(ctx).V(1).Info("the global lock is held by another instance; requeue",
-			"holder", held.Holder, "end", held.End, "requeueAfter", held.RequeueAfter)
-		after := held.RequeueAfter
-		if after <= 0 {
-			after = time.Second // the lock record's precision
-		}
-		if requeueAfter > 0 && requeueAfter < after {
-			after = requeueAfter
-		}
-		return reconcile.Result{RequeueAfter: after}, nil
-	default:
+	}
+	if IsTerminal(err) {
 		return reconcile.Result{}, Terminal(err)
 	}
+	after, ok := quietAfter(err)
+	if !ok {
+		return reconcile.Result{}, err
+	}
+	log := logr.FromContextOrDiscard(ctx).V(1)
+	if held := (*locking.HeldError)(nil); errors.As(err, &held) && lockHeldHere(held) {
+		log = log.WithValues("holder", held.Holder, "end", held.End, "lockRequeueAfter", held.RequeueAfter)
+	}
+	if requeueAfter > 0 && requeueAfter < after {
+		after = requeueAfter
+	}
+	log.Info("no fault (the cache was behind the API server, or the global lock is held by another instance); requeue",
+		"after", after, "error", err.Error())
+	return reconcile.Result{RequeueAfter: after}, nil
+}
+
+// quietAfter reports whether err is no fault, only a reason to look again
+// later, and when: a stale cache (subreconcile.DefaultConflictDelay, as a
+// backstop to the watch) or the lock held elsewhere (its
+// HeldError.RequeueAfter, or a second when it is none).
+// Like every, it reads err from the outside in and takes the first layer
+// that is either; a join is quiet when every part is, at the earliest of
+// their times. A join without parts is not.
+func quietAfter(err error) (time.Duration, bool) {
+	for err != nil {
+		if staleHere(err) {
+			return subreconcile.DefaultConflictDelay, true
+		}
+		if lockHeldHere(err) {
+			after := err.(*locking.HeldError).RequeueAfter
+			if after <= 0 {
+				after = time.Second // the lock record's precision
+			}
+			return after, true
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() []error }:
+			var earliest time.Duration
+			n := 0
+			for _, part := range u.Unwrap() {
+				if part == nil {
+					continue
+				}
+				after, ok := quietAfter(part)
+				if !ok {
+					return 0, false
+				}
+				if n == 0 || after < earliest {
+					earliest = after
+				}
+				n++
+			}
+			return earliest, n > 0
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		default:
+			return 0, false
+		}
+	}
+	return 0, false
 }
 
 // lockHeldHere reports whether err itself is the lock's "held by another

@@ -67,13 +67,15 @@ var classes = []class{
 	sentinel(storeerr.ErrRetained, mayRetry),
 	sentinel(storeerr.ErrIncomplete, mayRetry),
 
-	// opstask: a bad spec or configuration and an illegal transition (a
-	// bug) are terminal. Store conflicts and absences, unmet preconditions
+	// opstask: a bad spec or configuration, a spec changed under an
+	// execution (a new task is needed) and an illegal transition (a bug)
+	// are terminal. Store conflicts and absences, unmet preconditions
 	// and the causes of an executor's canceled context (recorded on the
 	// task by the controller) are not.
 	sentinel(opstask.ErrInvalidSpec, doNotRetry),
 	sentinel(opstask.ErrInvalidConfig, doNotRetry),
 	sentinel(opstask.ErrIllegalTransition, doNotRetry),
+	sentinel(opstask.ErrSpecChanged, doNotRetry),
 	sentinel(opstask.ErrConflict, mayRetry),
 	sentinel(opstask.ErrNotFound, mayRetry),
 	sentinel(opstask.ErrUnmet, mayRetry),
@@ -208,7 +210,8 @@ func every(err error, here func(error) bool) bool {
 //     backupstore's);
 //   - share: ErrInvalidConfig (backupstore/share's, which is
 //     backupstore's);
-//   - opstask: ErrInvalidSpec, ErrInvalidConfig, ErrIllegalTransition;
+//   - opstask: ErrInvalidSpec, ErrInvalidConfig, ErrIllegalTransition,
+//     ErrSpecChanged;
 //   - locking: ErrInvalidConfig, ErrCorrupt, ErrTxnDone;
 //   - retention: ErrInvalidPolicy, ErrInvalidDuration, ErrInvalidSpan,
 //     ErrInvalidConfig;

@@ -209,3 +209,69 @@ func TestResultRequeuesWhileTheLockIsHeldElsewhere(t *testing.T) {
 		t.Fatalf("Result(ErrNotHeld) = %+v, %v; want the error, retried", got, rerr)
 	}
 }
+
+// A join whose every part is a quiet requeue (the lock held elsewhere, a
+// stale cache) is a quiet requeue itself, at the earliest of its parts'
+// times: each part alone would be no fault, and neither is the whole.
+func TestResultJoinOfQuietRequeuesRequeuesAtTheEarliest(t *testing.T) {
+	ctx := context.Background()
+	gr := schema.GroupResource{Resource: "persistentvolumeclaims"}
+	clk := clocktesting.NewFakeClock(time.Unix(1700000000, 0))
+	store := memlock.New()
+	lock := func(id string) *locking.Lock {
+		l, err := locking.New(locking.Config{Backend: store, LockID: id, Duration: time.Minute, Clock: clk})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	if _, err := lock("dc2").Take(ctx); err != nil {
+		t.Fatal(err)
+	}
+	heldErr := func() (error, time.Duration) {
+		t.Helper()
+		_, err := lock("dc1").Do(ctx, func(context.Context, locking.Lease) error {
+			t.Error("fn ran while dc2 holds the lock")
+			return nil
+		}, nil)
+		var held *locking.HeldError
+		if !errors.As(err, &held) {
+			t.Fatalf("Do = %v, want a *HeldError", err)
+		}
+		return fmt.Errorf("reconfigure: %w", err), held.RequeueAfter
+	}
+	heldLong, long := heldErr()
+	clk.Step(30 * time.Second)
+	heldShort, short := heldErr()
+	if short >= long || short <= subreconcile.DefaultConflictDelay {
+		t.Fatalf("requeue times %s and %s: want %s < the second < the first", long, short, subreconcile.DefaultConflictDelay)
+	}
+	stale := fmt.Errorf("patch claim ns/data-0: %w", apierrors.NewConflict(gr, "data-0", errors.New("changed")))
+	for _, tc := range []struct {
+		name  string
+		after time.Duration
+		err   error
+		want  time.Duration
+	}{
+		{"the lock held joined with a stale-cache conflict", 0, errors.Join(heldLong, stale), subreconcile.DefaultConflictDelay},
+		{"a stale-cache conflict joined with the lock held", 0, errors.Join(stale, heldLong), subreconcile.DefaultConflictDelay},
+		{"the lock held twice: the sooner end", 0, errors.Join(heldLong, heldShort), short},
+		{"the same in several %w", 0, fmt.Errorf("%w; %w", heldShort, heldLong), short},
+		{"a nested join", 0, fmt.Errorf("sync: %w", errors.Join(heldLong, fmt.Errorf("x: %w", errors.Join(heldShort, stale)))), subreconcile.DefaultConflictDelay},
+		{"no later than asked", time.Second, errors.Join(heldLong, stale), time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := crt.Result(ctx, tc.after, tc.err)
+			if err != nil || got.RequeueAfter != tc.want {
+				t.Fatalf("Result(%v) = %+v, %v; want a quiet requeue after %s", tc.err, got, err, tc.want)
+			}
+		})
+	}
+	// A part that is neither makes the whole an ordinary error.
+	forbidden := apierrors.NewForbidden(gr, "data-1", errors.New("no patch"))
+	for _, err := range []error{errors.Join(heldLong, stale, forbidden), errors.Join(heldShort, errors.Join(stale, forbidden))} {
+		if got, rerr := crt.Result(ctx, 0, err); rerr == nil || got.RequeueAfter != 0 {
+			t.Errorf("Result(%v) = %+v, %v; want the error", err, got, rerr)
+		}
+	}
+}

@@ -786,9 +786,21 @@ func (c *Controller) releaseSlot() {
 // takes longer than 2/3 of the lease is given up, not run.
 func (c *Controller) start(ctx context.Context, k *Handler, t *Task) error {
 	runID := c.newRunID()
+	started, err := t.startedWith()
+	if err != nil {
+		c.releaseSlot()
+		return fmt.Errorf("opstask: start task %s: %w", t.Key(), err)
+	}
 	l := c.newLease(t, runID)
-	err := l.write(ctx, func(t *Task, now time.Time) error {
-		return t.Status.Transition(TaskStateInProgress, now, runID, "execution started")
+	err = l.write(ctx, func(t *Task, now time.Time) error {
+		if err := t.Status.Transition(TaskStateInProgress, now, runID, "execution started"); err != nil {
+			return err
+		}
+		// What a takeover checks the spec against (checkStartedWith):
+		// written with the claim, guarded by the version the
+		// preconditions were checked on.
+		t.Status.StartedWith = started
+		return nil
 	})
 	if err != nil {
 		c.releaseSlot()
@@ -893,7 +905,11 @@ func (c *Controller) checkForeign(ctx context.Context, t *Task, now time.Time) (
 	k, _, err := c.kindAndKey(t)
 	runID := c.newRunID()
 	var fail error
-	switch {
+	switch changed := checkStartedWith(t); {
+	case changed != nil:
+		// Before anything else: a kind or config put in since the start
+		// is never resumed, whatever it is.
+		fail = changed
 	case err != nil:
 		fail = err
 	case c.deadline(k, t).Compare(now) <= 0:

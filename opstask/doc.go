@@ -91,8 +91,12 @@
 //     for LeaseDuration (measured on the observing controller's own clock),
 //     another controller takes the execution over with a new runID: it calls
 //     the executor again with Run.Resumed set if the kind is Resumable, fails
-//     the task with code Interrupted if not, and with code Timeout if the
-//     kind's timeout (counted from startedAt) has passed.
+//     the task with code Interrupted if not, with code Timeout if the
+//     kind's timeout (counted from startedAt) has passed, and with code
+//     SpecChanged, before anything else, if its kind, config or target is
+//     not what the execution started with (status.startedWith; see Steps
+//     and approvals): an execution is never resumed with a spec it did
+//     not start with.
 //   - A controller that lost its claim cancels its executor's context with
 //     cause ErrLostClaim and writes nothing more; a timeout cancels it with
 //     cause ErrTimeout and fails the task with code Timeout. A claim is
@@ -142,7 +146,8 @@
 //   - Writes per task: one status write per state after Pending, the hold
 //     and its release, and the delete (5 for a task that succeeds; 2 for
 //     one rejected), plus one per progress report, step record (two a
-//     step: started and finished) or renewal of a long execution, and for
+//     step: started and finished), approval record (awaiting, approved)
+//     or renewal of a long execution, and for
 //     a kind with a Cleanup one to claim it plus one per renewal of a long
 //     cleanup.
 //   - The controller reads time only from Config.Clock and logs through the
@@ -205,16 +210,31 @@
 // what they decided (their result), so it goes on at the first unfinished
 // step; a failed step is run again when the executor calls it again,
 // without repeating those before it. Run.Approval is a gate before an
-// irreversible step: the step waits, AwaitingApproval with its plan and an
-// approval token in its description (the token alone in its result), until
+// irreversible step: Approval(ctx, "upload", plan) waits until a person
+// approved plan for the step "upload", then Step(ctx, "upload", upload)
+// runs it. The approval is recorded in status.approvals, apart from the
+// steps, so that it and the step it gates share the name and neither
+// reads the other's record: AwaitingApproval, with its plan and an
+// approval token in its description (the token alone in its token), until
 // a person adds that token to the task's approvals (kubestore: the
 // annotation ApprovalAnnotation; taskctl's Approve shows the plan and sets
-// it). The
+// it), then Approved. The
 // token is a digest of the plan, so an approval never approves another
 // plan. Approving changes the task, which ends the running execution's
 // claim; the execution is taken over LeaseDuration later and resumed past
 // the gate, so a kind with a gate must be Resumable. Steps do not fence
 // side effects (see below): each must be idempotent.
+//
+// A takeover resumes only the task whose execution it takes over: the
+// start records in status.startedWith the kind, a digest of the config and
+// the target, and a takeover that finds another kind, config or target
+// (which a CRD without the immutability rules that crt.TaskCRD checks
+// lets a person write, or one removed and put back with other values),
+// or no record, fails the task with code SpecChanged and a lastErrors
+// entry that says what changed. The preconditions were checked, and the
+// steps planned and approved, for the spec the execution started with;
+// a new spec is a new task. An execution started by a version of this
+// package that did not record status.startedWith is not resumed either.
 //
 // # Backends
 //
@@ -241,7 +261,8 @@
 // to NewMetrics; the message names the field and its value), ErrUnmet (a precondition that rejects, from Unmet), and the
 // causes of a canceled executor context: ErrTimeout, ErrLostClaim and
 // ErrDeleted. ErrInterrupted is recorded for an execution that could not be
-// resumed. Executors and
+// resumed, ErrSpecChanged for one whose spec is not the one it started
+// with. Executors and
 // preconditions choose the code recorded in lastErrors with WithCode or
 // Unmet; the controller's own codes are the Code* constants.
 package opstask

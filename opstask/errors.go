@@ -42,6 +42,13 @@ var (
 	// confirmed the claim within 2/3 of the lease.
 	ErrLostClaim = errors.New("opstask: execution claim lost")
 
+	// ErrSpecChanged means an execution was not taken over because the
+	// task's spec is not the one it started with (Status.StartedWith): its
+	// kind, config or target changed, or what it started with was not
+	// recorded. The task fails with code SpecChanged; a task with the new
+	// spec is a new task.
+	ErrSpecChanged = errors.New("opstask: task spec changed since its execution started")
+
 	// ErrDeleted is the cause of an executor's context canceled because the
 	// task's deletion was requested while it ran. The task stays, held,
 	// until the executor has returned; nothing more is written to its

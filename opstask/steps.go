@@ -82,36 +82,47 @@ func ApprovalToken(step, plan string) string {
 }
 
 // Approval is a gate before an irreversible step: it returns nil once a
-// person approved plan for step, and until then waits. plan says what the
-// step will do (for a recovery: from which backup, losing what); it must
-// be the same when the execution is resumed, so decide it in an earlier
-// Step and pass that step's result.
+// person approved plan for step, the step it gates, and until then waits.
+// plan says what the step will do (for a recovery: from which backup,
+// losing what); it must be the same when the execution is resumed, so
+// decide it in an earlier Step and pass that step's result.
+//
+// The approval is recorded in Status.Approvals under the gated step's name,
+// apart from the steps' records in Status.Steps: the approval and the step
+// it gates share the name, and neither reads the other's record.
+//
+//	plan, err := run.Step(ctx, "plan", decide)
+//	...
+//	if err := run.Approval(ctx, "upload", plan); err != nil {
+//		return err
+//	}
+//	_, err = run.Step(ctx, "upload", upload) // runs once, after the approval
 //
 // The task is approved when Task.Approvals holds ApprovalToken(step, plan);
 // an approval of another plan does not count. Without it, Approval records
-// the step AwaitingApproval, its description the plan and the token to
-// approve it with, its result the token alone (what taskctl's Approve
+// the approval AwaitingApproval, its description the plan and the token to
+// approve it with, its token the token alone (what taskctl's Approve
 // sets), and waits until ctx is done. In a Kubernetes store,
 // approving the task (setting ApprovalAnnotation) changes it, which ends
 // this execution's claim (ctx is canceled with cause ErrLostClaim); the
 // execution is taken over LeaseDuration later and, resumed, finds the
 // approval. So a kind with an approval must be Resumable, and its Timeout,
 // counted from startedAt, includes the wait for the person. Once
-// approved, the step is recorded Completed and is not asked again.
+// approved, the approval is recorded Approved and is not asked again.
 func (r *Run) Approval(ctx context.Context, step, plan string) error {
 	token := ApprovalToken(step, plan)
-	if s := r.step(step); s != nil && s.State == StepStateCompleted && s.Result == token {
+	if a := r.approval(step); a != nil && a.State == ApprovalStateApproved && a.Token == token {
 		return nil
 	}
 	if slices.Contains(r.Task.Approvals, token) {
-		return r.recordStep(ctx, step, func(s *Step) {
-			s.State, s.Result = StepStateCompleted, token
-			s.Description = "approved (" + token + "): " + plan
+		return r.recordApproval(ctx, step, func(a *Approval) {
+			a.State, a.Token = ApprovalStateApproved, token
+			a.Description = "approved (" + token + "): " + plan
 		})
 	}
-	err := r.recordStep(ctx, step, func(s *Step) {
-		s.State, s.Result = StepStateAwaitingApproval, token
-		s.Description = fmt.Sprintf("awaiting approval: %s; approve with the token %s (annotation %s)", plan, token, ApprovalAnnotation)
+	err := r.recordApproval(ctx, step, func(a *Approval) {
+		a.State, a.Token = ApprovalStateAwaiting, token
+		a.Description = fmt.Sprintf("awaiting approval: %s; approve with the token %s (annotation %s)", plan, token, ApprovalAnnotation)
 	})
 	if err != nil {
 		return err
@@ -138,19 +149,50 @@ func (r *Run) step(name string) *Step {
 	return nil
 }
 
+func (r *Run) approval(step string) *Approval {
+	for i := range r.Task.Status.Approvals {
+		if r.Task.Status.Approvals[i].Step == step {
+			return &r.Task.Status.Approvals[i]
+		}
+	}
+	return nil
+}
+
 // recordStep writes the change of step name to the task's status through
 // the execution's claim, and keeps the written status as the run's view.
 func (r *Run) recordStep(ctx context.Context, name string, change func(*Step)) error {
-	if r.record == nil {
-		// A Run made outside a controller (an executor's unit test): the
-		// steps live in Task.Status alone, without times.
-		return changeStep(&r.Task.Status, name, r.ID, time.Time{}, change)
-	}
-	st, err := r.record(ctx, func(s *Status, now time.Time) error {
+	err := r.recordStatus(ctx, func(s *Status, now time.Time) error {
 		return changeStep(s, name, r.ID, now, change)
 	})
 	if err != nil {
 		return fmt.Errorf("record step %s: %w", name, err)
+	}
+	return nil
+}
+
+// recordApproval writes the change of the approval of step to the task's
+// status, as recordStep does for a step.
+func (r *Run) recordApproval(ctx context.Context, step string, change func(*Approval)) error {
+	err := r.recordStatus(ctx, func(s *Status, now time.Time) error {
+		return changeApproval(s, step, r.ID, now, change)
+	})
+	if err != nil {
+		return fmt.Errorf("record approval of step %s: %w", step, err)
+	}
+	return nil
+}
+
+// recordStatus writes change to the task's status through the execution's
+// claim, and keeps the written status as the run's view.
+func (r *Run) recordStatus(ctx context.Context, change func(s *Status, now time.Time) error) error {
+	if r.record == nil {
+		// A Run made outside a controller (an executor's unit test): the
+		// steps live in Task.Status alone, without times.
+		return change(&r.Task.Status, time.Time{})
+	}
+	st, err := r.record(ctx, change)
+	if err != nil {
+		return err
 	}
 	r.Task.Status = *st
 	return nil
@@ -172,6 +214,26 @@ func changeStep(s *Status, name, runID string, now time.Time, change func(*Step)
 	st.RunID, st.LastUpdateTime = runID, metav1.NewTime(now)
 	if s.State == TaskStateInProgress {
 		return s.Progress(now, runID, fmt.Sprintf("step %s %s: %s", name, st.State, st.Description))
+	}
+	return nil
+}
+
+// changeApproval applies change to the approval of step in s (appending it
+// when new) and mirrors it in lastOperation.description.
+func changeApproval(s *Status, step, runID string, now time.Time, change func(*Approval)) error {
+	i := slices.IndexFunc(s.Approvals, func(a Approval) bool { return a.Step == step })
+	if i < 0 {
+		if len(s.Approvals) >= MaxApprovals {
+			return fmt.Errorf("approval of step %s: the task has %d approvals already, the most status.approvals holds", step, MaxApprovals)
+		}
+		s.Approvals = append(s.Approvals, Approval{Step: step})
+		i = len(s.Approvals) - 1
+	}
+	a := &s.Approvals[i]
+	change(a)
+	a.RunID, a.LastUpdateTime = runID, metav1.NewTime(now)
+	if s.State == TaskStateInProgress {
+		return s.Progress(now, runID, fmt.Sprintf("step %s %s: %s", step, a.State, a.Description))
 	}
 	return nil
 }

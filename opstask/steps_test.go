@@ -12,11 +12,13 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/opstask"
 )
 
-// stepper is a three-step executor: "plan" decides a plan, "approve" is the
-// gate (when gated), "act" is the irreversible step. Each step counts its
-// runs; "act" blocks until released, or fails while failAct is set.
+// stepper is a three-step executor: "plan" decides a plan, an approval
+// named gate ("approve" when empty) is the gate (when gated), "act" is the
+// irreversible step. Each step counts its runs; "act" blocks until
+// released, or fails while failAct is set.
 type stepper struct {
 	gated bool
+	gate  string
 	plan  string
 
 	mu      sync.Mutex
@@ -54,7 +56,11 @@ func (s *stepper) Execute(ctx context.Context, run *opstask.Run) error {
 		return err
 	}
 	if s.gated {
-		if err := run.Approval(ctx, "approve", plan); err != nil {
+		gate := s.gate
+		if gate == "" {
+			gate = "approve"
+		}
+		if err := run.Approval(ctx, gate, plan); err != nil {
 			return err
 		}
 	}
@@ -85,6 +91,14 @@ func stepStates(task *opstask.Task) string {
 	var b strings.Builder
 	for _, s := range task.Status.Steps {
 		fmt.Fprintf(&b, "%s=%s/%d ", s.Name, s.State, s.Attempts)
+	}
+	return strings.TrimSpace(b.String())
+}
+
+func approvalStates(task *opstask.Task) string {
+	var b strings.Builder
+	for _, a := range task.Status.Approvals {
+		fmt.Fprintf(&b, "%s=%s ", a.Step, a.State)
 	}
 	return strings.TrimSpace(b.String())
 }
@@ -174,13 +188,16 @@ func TestApprovalGate(t *testing.T) {
 	defer func() { stop(); <-done }()
 
 	token := opstask.ApprovalToken("approve", s.plan)
-	waitFor(t, func() bool { return stepStates(w.get("recover-1")) == "plan=Completed/1 approve=AwaitingApproval/0" })
+	waitFor(t, func() bool {
+		task := w.get("recover-1")
+		return stepStates(task) == "plan=Completed/1" && approvalStates(task) == "approve=AwaitingApproval"
+	})
 	task := w.get("recover-1")
 	if d := task.Status.LastOperation.Description; !strings.Contains(d, s.plan) || !strings.Contains(d, token) {
 		t.Errorf("lastOperation while waiting: %q; want the plan and the token %s", d, token)
 	}
-	if r := task.Status.Steps[1].Result; r != token {
-		t.Errorf("result of the step awaiting approval: %q; want its token %s", r, token)
+	if a := task.Status.Approvals[0]; a.Token != token || !strings.Contains(a.Description, s.plan) {
+		t.Errorf("approval awaited: %+v; want its token %s and the plan", a, token)
 	}
 	// Time passes; renewals keep the claim; nothing irreversible happens.
 	for range 4 {
@@ -201,8 +218,8 @@ func TestApprovalGate(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	waitFor(t, func() bool {
-		st := w.get("recover-1").Status.Steps
-		return len(st) == 2 && st[1].State == opstask.StepStateAwaitingApproval && st[1].RunID != task.Status.Steps[1].RunID
+		a := w.get("recover-1").Status.Approvals
+		return len(a) == 1 && a[0].State == opstask.ApprovalStateAwaiting && a[0].RunID != task.Status.Approvals[0].RunID
 	})
 	if s.count("act") != 0 {
 		t.Fatalf("act ran with the approval of another plan")
@@ -217,15 +234,67 @@ func TestApprovalGate(t *testing.T) {
 		return w.get("recover-1").State() == opstask.TaskStateSucceeded
 	})
 	got := w.get("recover-1")
-	if st := stepStates(got); st != "plan=Completed/1 approve=Completed/0 act=Completed/1 verify=Completed/1" {
+	if st := stepStates(got); st != "plan=Completed/1 act=Completed/1 verify=Completed/1" {
 		t.Errorf("steps: %s", st)
 	}
-	if !strings.HasPrefix(got.Status.Steps[1].Description, "approved ("+token+")") {
-		t.Errorf("approval recorded as %q", got.Status.Steps[1].Description)
+	if a := got.Status.Approvals; approvalStates(got) != "approve=Approved" || !strings.HasPrefix(a[0].Description, "approved ("+token+")") {
+		t.Errorf("approval recorded as %+v", a)
 	}
 	if s.count("plan") != 1 || s.count("act") != 1 {
 		t.Errorf("runs %v; want plan and act once", s.runs)
 	}
+}
+
+// An approval named after the step it gates — Approval(ctx, "act", plan),
+// then Step(ctx, "act", ...), as "approved plan for step" reads — gates
+// that step: the step waits for the approval, then runs exactly once, and
+// the task succeeds only after it ran. Approvals are recorded apart from
+// steps, so the step never reads the approval's record as its own.
+func TestApprovalOfTheStepItGates(t *testing.T) {
+	w := newWorld(t)
+	s := &stepper{gated: true, gate: "act", plan: "upload 3 backups to the new store", runs: map[string]int{}}
+	lease := 30 * time.Second
+	kinds := []opstask.Handler{{Name: "recover", Executor: s, Resumable: true}}
+	first := w.controller(opstask.Config{Identity: "first", Handlers: kinds, LeaseDuration: lease})
+	w.create("recover-1", "etcd-main", map[string]any{"recover": map[string]any{}})
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- first.Run(ctx) }()
+
+	token := opstask.ApprovalToken("act", s.plan)
+	waitFor(t, func() bool {
+		lo := w.get("recover-1").Status.LastOperation
+		return lo != nil && strings.Contains(lo.Description, "awaiting approval") && strings.Contains(lo.Description, token)
+	})
+	// The controller that waits stops (as an approval in a Kubernetes
+	// store ends its claim); the approval comes; another controller takes
+	// the execution over and resumes it past the gate.
+	stop()
+	<-done
+	if s.count("act") != 0 {
+		t.Fatalf("act ran %d times before approval", s.count("act"))
+	}
+	if err := w.store.Approve(t.Context(), "ns", "recover-1", token); err != nil {
+		t.Fatal(err)
+	}
+	second := w.controller(opstask.Config{Identity: "second", Handlers: kinds, LeaseDuration: lease})
+	w.sync(t.Context(), second)
+	w.clock.Step(lease)
+	w.sync(t.Context(), second)
+	got := w.waitState("recover-1", opstask.TaskStateSucceeded)
+	if s.count("act") != 1 {
+		t.Fatalf("act ran %d times; want exactly once, after the approval (runs %v, steps %s)", s.count("act"), s.runs, stepStates(got))
+	}
+	if st := stepStates(got); st != "plan=Completed/1 act=Completed/1 verify=Completed/1" {
+		t.Errorf("steps: %s", st)
+	}
+	if a := approvalStates(got); a != "act=Approved" {
+		t.Errorf("approvals: %s, want act=Approved", a)
+	}
+	if r, ok := (&opstask.Run{Task: got}).StepResult("act"); !ok || r != "act-result" {
+		t.Errorf("act's recorded result %q, %v; want its own, not the approval's token", r, ok)
+	}
+	stopRun(t, second)
 }
 
 // A Run outside a controller (an executor's unit test) keeps its steps in

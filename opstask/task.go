@@ -1,6 +1,9 @@
 package opstask
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -78,6 +81,70 @@ func (s Spec) Member() (kind string, config json.RawMessage, err error) {
 	}
 	sort.Strings(names)
 	return "", nil, fmt.Errorf("%w: spec.config has %d members set (%s), want exactly one", ErrInvalidSpec, len(names), strings.Join(names, ", "))
+}
+
+// startedWith returns what an execution of t starts with: its kind, the
+// digest of its config member and its target.
+func (t *Task) startedWith() (*StartedWith, error) {
+	kind, raw, err := t.Spec.Member()
+	if err != nil {
+		return nil, err
+	}
+	digest, err := configDigest(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: task %s: spec.config.%s: %v", ErrInvalidSpec, t.Key(), kind, err)
+	}
+	return &StartedWith{Kind: kind, ConfigDigest: digest, Target: t.Spec.Target}, nil
+}
+
+// configDigest returns "sha256:" and the hex SHA-256 of raw in canonical
+// JSON: keys sorted, no space, numbers as written (decoded as json.Number,
+// never rounded through a float), so that two spellings of one value have
+// one digest and two values never share one.
+func configDigest(raw json.RawMessage) (string, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return "", err
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:]), nil
+}
+
+// checkStartedWith returns nil when t's spec is the one its execution
+// started with (Status.StartedWith), and otherwise an error wrapping
+// ErrSpecChanged, with code SpecChanged, that says what changed: a
+// takeover must not resume an execution with another spec than the one
+// its preconditions were checked for and its steps planned with. An
+// execution that did not record what it started with cannot be shown to
+// have the same spec, and is refused too.
+func checkStartedWith(t *Task) error {
+	was := t.Status.StartedWith
+	if was == nil {
+		return WithCode(CodeSpecChanged, fmt.Errorf("%w: task %s: status.startedWith is not recorded, so the spec cannot be shown to be the one the execution started with (an execution started by an older version, or a CRD that prunes the field: regenerate it)", ErrSpecChanged, t.Key()))
+	}
+	now, err := t.startedWith()
+	if err != nil {
+		return WithCode(CodeSpecChanged, fmt.Errorf("%w: task %s: the execution started with spec.config.%s, and now: %v", ErrSpecChanged, t.Key(), was.Kind, err))
+	}
+	var changed []string
+	if now.Kind != was.Kind {
+		changed = append(changed, fmt.Sprintf("spec.config's member is %s, was %s", now.Kind, was.Kind))
+	} else if now.ConfigDigest != was.ConfigDigest {
+		changed = append(changed, fmt.Sprintf("spec.config.%s is %s, was %s", now.Kind, now.ConfigDigest, was.ConfigDigest))
+	}
+	if now.Target != was.Target {
+		changed = append(changed, fmt.Sprintf("the target is %q, was %q", now.Target, was.Target))
+	}
+	if len(changed) == 0 {
+		return nil
+	}
+	return WithCode(CodeSpecChanged, fmt.Errorf("%w: task %s: %s; not resumed with the new spec", ErrSpecChanged, t.Key(), strings.Join(changed, "; ")))
 }
 
 // Key returns "namespace/name".

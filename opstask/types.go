@@ -98,6 +98,11 @@ const (
 	CodeInterrupted ErrorCode = "Interrupted"
 	// CodeCleanupFailed: the kind's cleanup failed; it is retried.
 	CodeCleanupFailed ErrorCode = "CleanupFailed"
+	// CodeSpecChanged: an execution was to be taken over, but the task's
+	// kind, config or target is not what the execution started with (or
+	// what it started with was not recorded, so it cannot be shown the
+	// same); it is not resumed with the new spec.
+	CodeSpecChanged ErrorCode = "SpecChanged"
 )
 
 // +kubebuilder:object:generate=true
@@ -123,12 +128,43 @@ type Status struct {
 	// LastOperation is the last operation done on the task.
 	// +optional
 	LastOperation *LastOperation `json:"lastOperation,omitempty"`
-	// Steps are the steps of a multi-step execution (Run.Step,
-	// Run.Approval), in the order they were first taken. A resumed
-	// execution skips the steps recorded Completed.
+	// Steps are the steps of a multi-step execution (Run.Step), in the
+	// order they were first taken. A resumed execution skips the steps
+	// recorded Completed.
 	// +optional
 	// +kubebuilder:validation:MaxItems=32
 	Steps []Step `json:"steps,omitempty"`
+	// Approvals are the approvals the execution asked a person for
+	// (Run.Approval), one per step it gates, in the order first asked.
+	// They are recorded apart from Steps, so that an approval and the step
+	// it gates may have one name: Run.Approval(ctx, "upload", plan), then
+	// Run.Step(ctx, "upload", upload).
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	Approvals []Approval `json:"approvals,omitempty"`
+	// StartedWith records the spec the execution started with, when it
+	// left Pending for InProgress. An execution is taken over (resumed by
+	// another run) only while the spec is still that one.
+	// +optional
+	StartedWith *StartedWith `json:"startedWith,omitempty"`
+}
+
+// +kubebuilder:object:generate=true
+
+// StartedWith is what an execution started with: the kind, a digest of its
+// config and the target. A takeover compares them with the task's spec as
+// it reads it then, and refuses to resume a task whose spec changed (a CRD
+// without opstask's immutability rules lets a person change it, or remove
+// and add it back with other values).
+type StartedWith struct {
+	// Kind is the name of the spec.config member that was set.
+	Kind string `json:"kind"`
+	// ConfigDigest is "sha256:" and the hex SHA-256 of the member's value
+	// in canonical JSON (keys sorted, no space).
+	ConfigDigest string `json:"configDigest"`
+	// Target is the target field's value; empty for a task without one.
+	// +optional
+	Target string `json:"target,omitempty"`
 }
 
 // +kubebuilder:validation:Enum=InProgress;Completed;Failed;AwaitingApproval
@@ -141,14 +177,62 @@ const (
 	StepStateInProgress StepState = "InProgress"
 	StepStateCompleted  StepState = "Completed"
 	StepStateFailed     StepState = "Failed"
-	// StepStateAwaitingApproval: the step waits for a person to approve
-	// the plan in its description (see Run.Approval).
+	// StepStateAwaitingApproval was the state of an approval when
+	// approvals were recorded among the steps.
+	//
+	// Deprecated: Run.Approval records approvals in Status.Approvals
+	// (ApprovalStateAwaiting). The value stays in the CRD's enum so that a
+	// status written by an older version still validates.
 	StepStateAwaitingApproval StepState = "AwaitingApproval"
 )
 
 // MaxSteps bounds Status.Steps; the CRD marker on it (MaxItems=32) must
 // equal it.
 const MaxSteps = 32
+
+// MaxApprovals bounds Status.Approvals: one approval gates one step, so it
+// is MaxSteps; the CRD marker on it (MaxItems=32) must equal it.
+const MaxApprovals = MaxSteps
+
+// +kubebuilder:validation:Enum=AwaitingApproval;Approved
+
+// ApprovalState is the state of an approval (Run.Approval).
+type ApprovalState string
+
+// The approval states.
+const (
+	// ApprovalStateAwaiting: the gated step waits for a person to approve
+	// the plan in the approval's description with its token.
+	ApprovalStateAwaiting ApprovalState = "AwaitingApproval"
+	// ApprovalStateApproved: the task carries the token; the gated step
+	// may run.
+	ApprovalStateApproved ApprovalState = "Approved"
+)
+
+// +kubebuilder:object:generate=true
+
+// Approval records a person's approval of the plan of one step of an
+// execution (Run.Approval), apart from the step's own record in
+// Status.Steps.
+type Approval struct {
+	// Step names the step the approval gates.
+	Step string `json:"step"`
+	// State is the state of the approval.
+	State ApprovalState `json:"state"`
+	// Description says the plan the step will carry out and, awaiting
+	// approval, how to approve it.
+	// +optional
+	Description string `json:"description,omitempty"`
+	// Token approves the plan (ApprovalToken of the step and the plan): a
+	// person adds it to the task's approvals (in kubestore, the annotation
+	// ApprovalAnnotation), as taskctl's Approve does.
+	Token string `json:"token"`
+	// RunID is the run that last changed the approval.
+	// +optional
+	RunID string `json:"runID,omitempty"`
+	// LastUpdateTime is when the approval last changed.
+	LastUpdateTime metav1.Time `json:"lastUpdateTime"`
+}
 
 // +kubebuilder:object:generate=true
 
@@ -158,13 +242,11 @@ type Step struct {
 	Name string `json:"name"`
 	// State is the state of the step.
 	State StepState `json:"state"`
-	// Description says what the step did, or why it failed, or, awaiting
-	// approval, what it will do and how to approve it.
+	// Description says what the step did, or why it failed.
 	// +optional
 	Description string `json:"description,omitempty"`
 	// Result is what the step decided, for the steps after it: a resumed
-	// execution reads it back instead of deciding again. Awaiting
-	// approval, it is the token that approves the step.
+	// execution reads it back instead of deciding again.
 	// +optional
 	Result string `json:"result,omitempty"`
 	// Attempts counts the times the step was started.

@@ -24,6 +24,7 @@ func TestConformance(t *testing.T) {
 			Create: func(ctx context.Context, task *opstask.Task) (*opstask.Task, error) {
 				return k.create(ctx, s, task)
 			},
+			Approve: k.approve,
 			Members: [2]opstasktest.Member{
 				{Name: "onDemandSnapshot", Config: json.RawMessage(`{"type":"full"}`)},
 				{Name: "snapshotCompaction", Config: json.RawMessage(`{}`)},

@@ -11,6 +11,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
@@ -106,6 +107,14 @@ func (k *kube) create(ctx context.Context, s *kubestore.Store, t *opstask.Task) 
 		return nil, err
 	}
 	return s.FromUnstructured(got)
+}
+
+// approve adds token to the approval annotation of the task name, as a
+// person does with kubectl annotate (a merge patch, whatever the version).
+func (k *kube) approve(ctx context.Context, name, token string) error {
+	patch := `{"metadata":{"annotations":{"` + opstask.ApprovalAnnotation + `":"` + token + `"}}}`
+	_, err := k.dyn.Resource(opstasktest.Resource).Namespace(k.Namespace).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	return err
 }
 
 // tasks lists the namespace's tasks by name.

@@ -4,12 +4,15 @@
 //	func TestConformance(t *testing.T) {
 //		opstasktest.Run(t, func(t *testing.T) opstasktest.Harness {
 //			s := memstore.New(nil)
-//			return opstasktest.Harness{Store: s, Create: s.Create}
+//			return opstasktest.Harness{Store: s, Create: s.Create, Approve: func(ctx context.Context, name, token string) error {
+//				return s.Approve(ctx, "", name, token)
+//			}}
 //		})
 //	}
 //
 // The suite uses the Store interface, plus Harness.Create to make tasks the
-// way users do (kubectl for the Kubernetes store). Each subtest gets a fresh
+// way users do (kubectl for the Kubernetes store) and Harness.Approve to
+// approve one as a person does (the approval annotation). Each subtest gets a fresh
 // harness and names its tasks after itself. Timestamps it writes are whole
 // seconds, because Kubernetes stores them at that resolution.
 //
@@ -23,8 +26,9 @@
 //
 //   - list a created task with its identity (namespace, name, UID,
 //     resourceVersion, creation time) and spec;
-//   - round-trip a full status, bumping the resourceVersion, without
-//     changing the spec;
+//   - round-trip a full status (steps, approvals of a step of the same
+//     name, what the execution started with), bumping the
+//     resourceVersion, without changing the spec;
 //   - refuse a status update or a delete at a stale resourceVersion with
 //     opstask.ErrConflict, writing nothing, and answer a missing task with
 //     opstask.ErrNotFound; never change a task recreated under its name
@@ -32,12 +36,14 @@
 //   - let exactly one of several concurrent claims made on one read win;
 //   - notify a watcher after a change, when it implements opstask.Watcher;
 //   - run an opstask.Controller over it that executes the tasks of each
-//     target one at a time, in queue order.
+//     target one at a time, in queue order, and whose step gated by an
+//     approval of the same name waits for the approval, then runs once.
 //
 // # What it does not guarantee
 //
-//   - Anything of a store's Watcher when it does not implement one: that
-//     subtest is skipped.
+//   - Anything of a store's Watcher when it does not implement one, or of
+//     an approval gate when Harness.Approve is nil: that subtest is
+//     skipped.
 //   - Behaviour under faults (an API server that goes away, a watch that
 //     expires): the suite runs against a healthy store.
 //   - Scale: the suite uses a handful of tasks; paging and large lists are

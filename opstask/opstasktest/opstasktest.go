@@ -27,6 +27,11 @@ type Harness struct {
 	// Members are two config member names the store accepts, with a valid
 	// value for each. Default: "alpha" and "beta", both {}.
 	Members [2]Member
+	// Approve adds token to the approvals of the task name in the
+	// harness's namespace, as a person does (in a Kubernetes store, the
+	// annotation opstask.ApprovalAnnotation). Nil leaves out the test of
+	// an approval gate.
+	Approve func(ctx context.Context, name, token string) error
 }
 
 // Member is a config member name and a valid value for it.
@@ -68,6 +73,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"watch notifies after a change", testWatch},
 		{"controller runs tasks per target in queue order", testControllerOrder},
 		{"a task deleted while it runs keeps its target until its executor returned", testControllerDeleteRunning},
+		{"a step gated by an approval of its own name runs once, after the approval", testControllerApprovalGate},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -184,8 +190,13 @@ func fullStatus(t *testing.T) opstask.Status {
 	s.AddError("Flaky", "object store answered 503", epoch.Add(3*time.Second))
 	s.Steps = []opstask.Step{
 		{Name: "plan", State: opstask.StepStateCompleted, Description: "restore from Full-1-20", Result: `{"rev":20}`, Attempts: 1, RunID: "run-1", LastUpdateTime: metav1.NewTime(epoch.Add(time.Second))},
-		{Name: "restore", State: opstask.StepStateAwaitingApproval, Description: "awaiting approval", Attempts: 2, RunID: "run-1", LastUpdateTime: metav1.NewTime(epoch.Add(2 * time.Second))},
+		{Name: "restore", State: opstask.StepStateInProgress, Description: "started", Attempts: 2, RunID: "run-1", LastUpdateTime: metav1.NewTime(epoch.Add(4 * time.Second))},
 	}
+	// An approval of the step of the same name, kept apart from it.
+	s.Approvals = []opstask.Approval{
+		{Step: "restore", State: opstask.ApprovalStateApproved, Description: "approved (restore/0a1b2c3d4e): restore from Full-1-20", Token: "restore/0a1b2c3d4e", RunID: "run-1", LastUpdateTime: metav1.NewTime(epoch.Add(2 * time.Second))},
+	}
+	s.StartedWith = &opstask.StartedWith{Kind: "alpha", ConfigDigest: "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a", Target: "etcd-main"}
 	return s
 }
 
@@ -630,4 +641,81 @@ func startController(t *testing.T, h Harness, cfg opstask.Config) {
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
+}
+
+// testControllerApprovalGate runs an execution that plans, asks a person to
+// approve the plan of its step "upload", and then runs the step "upload":
+// the approval and the step share a name, and the step must wait for the
+// approval, then run exactly once, with both records kept in the status.
+func testControllerApprovalGate(t *testing.T, h Harness) {
+	if h.Approve == nil {
+		t.Skip("the harness cannot approve a task (Harness.Approve is nil)")
+	}
+	const plan = "upload 3 backups to the new store"
+	var uploads atomic.Int32
+	exec := opstask.ExecutorFunc(func(ctx context.Context, run *opstask.Run) error {
+		p, err := run.Step(ctx, "plan", func(context.Context) (string, string, error) { return "planned", plan, nil })
+		if err != nil {
+			return err
+		}
+		if err := run.Approval(ctx, "upload", p); err != nil {
+			return err
+		}
+		_, err = run.Step(ctx, "upload", func(context.Context) (string, string, error) {
+			uploads.Add(1)
+			return "uploaded 3 backups", "3", nil
+		})
+		return err
+	})
+	task := create(t, h, h.task("conf-gate", 0, "etcd-main"))
+	startController(t, h, opstask.Config{
+		Handlers: []opstask.Handler{{Name: h.Members[0].Name, Executor: exec, Resumable: true}},
+		Settle:   opstask.NoSettle,
+		// The approval changes the task, which ends the claim at the next
+		// renewal; the takeover that finds the approval comes a lease
+		// after that.
+		LeaseDuration: 3 * time.Second,
+		ResyncPeriod:  100 * time.Millisecond,
+	})
+	token := opstask.ApprovalToken("upload", plan)
+	waitTask(t, h, task.Name, "its approval awaited", func(task *opstask.Task) bool {
+		a := task.Status.Approvals
+		return len(a) == 1 && a[0].Step == "upload" && a[0].State == opstask.ApprovalStateAwaiting && a[0].Token == token
+	})
+	if n := uploads.Load(); n != 0 {
+		t.Fatalf("upload ran %d times before the approval", n)
+	}
+	if err := h.Approve(t.Context(), task.Name, token); err != nil {
+		t.Fatalf("approve: %v", err)
+	}
+	got := waitTask(t, h, task.Name, "finished", func(task *opstask.Task) bool { return task.State().Finished() })
+	if got.State() != opstask.TaskStateSucceeded || uploads.Load() != 1 {
+		t.Fatalf("task %s, upload ran %d times; want Succeeded and once: %+v", got.State(), uploads.Load(), got.Status)
+	}
+	var steps []string
+	for _, s := range got.Status.Steps {
+		steps = append(steps, fmt.Sprintf("%s=%s:%s", s.Name, s.State, s.Result))
+	}
+	if d := cmp.Diff([]string{"plan=Completed:" + plan, "upload=Completed:3"}, steps); d != "" {
+		t.Errorf("steps (-want +got):\n%s", d)
+	}
+	if a := got.Status.Approvals; len(a) != 1 || a[0].Step != "upload" || a[0].State != opstask.ApprovalStateApproved || a[0].Token != token {
+		t.Errorf("approvals %+v; want upload Approved with %s", a, token)
+	}
+}
+
+// waitTask waits up to 60s for the task name to satisfy cond, and returns
+// it as listed then.
+func waitTask(t *testing.T, h Harness, name, what string, cond func(*opstask.Task) bool) *opstask.Task {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if task := list(t, h)[name]; task != nil && cond(task) {
+			return task
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task %s not %s after 60s: %+v", name, what, list(t, h)[name])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -32,7 +32,9 @@ func awaiting(t *testing.T, c dynamic.ResourceInterface, name string) string {
 	setStatus(t, c, name, opstask.Status{State: opstask.TaskStateInProgress,
 		Steps: []opstask.Step{
 			{Name: "plan", State: opstask.StepStateCompleted, Description: plan, Result: "{}", Attempts: 1, LastUpdateTime: now},
-			{Name: "approve", State: opstask.StepStateAwaitingApproval, Description: desc, Result: token, LastUpdateTime: now},
+		},
+		Approvals: []opstask.Approval{
+			{Step: "approve", State: opstask.ApprovalStateAwaiting, Description: desc, Token: token, LastUpdateTime: now},
 		},
 		LastOperation: &opstask.LastOperation{Type: opstask.LastOperationTypeExecution, State: opstask.LastOperationStateInProgress,
 			Description: "step approve AwaitingApproval: " + desc, RunID: "r1", LastUpdateTime: now}})

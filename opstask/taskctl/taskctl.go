@@ -171,14 +171,14 @@ func (t Tasks) Wait(ctx context.Context, name string, out io.Writer) (opstask.Ta
 }
 
 // Approve approves the steps of the task name that await approval
-// (opstask.Run.Approval): it prints each one's description, which says the
-// plan the step carries out and its token, and adds the token (the step's
-// result) to the task's opstask.ApprovalAnnotation, unless the annotation
-// holds it already. The annotation is written with a merge patch that
-// carries the resourceVersion read: if the task changed in between
-// (another token added, the task recreated), the patch fails with a
-// Conflict and nothing is approved; run it again to see the task as it is.
-// With dryRun, Approve prints and writes nothing. It returns
+// (opstask.Run.Approval, recorded in status.approvals): it prints each
+// one's description, which says the plan the step carries out and its
+// token, and adds the token to the task's opstask.ApprovalAnnotation,
+// unless the annotation holds it already. The annotation is written with a
+// merge patch that carries the resourceVersion read: if the task changed
+// in between (another token added, the task recreated), the patch fails
+// with a Conflict and nothing is approved; run it again to see the task as
+// it is. With dryRun, Approve prints and writes nothing. It returns
 // ErrNothingToApprove when no step awaits approval.
 func (t Tasks) Approve(ctx context.Context, name string, dryRun bool, out io.Writer) error {
 	u, err := t.Client.Get(ctx, name, metav1.GetOptions{})
@@ -192,23 +192,23 @@ func (t Tasks) Approve(ctx context.Context, name string, dryRun bool, out io.Wri
 	approvals := task.Approvals
 	var found bool
 	var approve []string // the steps this call approves
-	for _, s := range task.Status.Steps {
-		if s.State != opstask.StepStateAwaitingApproval {
+	for _, a := range task.Status.Approvals {
+		if a.State != opstask.ApprovalStateAwaiting {
 			continue
 		}
 		found = true
-		if s.Result == "" {
-			return fmt.Errorf("%s/%s: step %s awaits approval but records no token in its result (a controller older than this client?); its description: %s", t.Resource, name, s.Name, s.Description)
+		if a.Token == "" {
+			return fmt.Errorf("%s/%s: step %s awaits approval but its approval records no token; its description: %s", t.Resource, name, a.Step, a.Description)
 		}
-		fmt.Fprintf(out, "%s/%s: step %s: %s\n", t.Resource, name, s.Name, s.Description)
+		fmt.Fprintf(out, "%s/%s: step %s: %s\n", t.Resource, name, a.Step, a.Description)
 		switch {
-		case slices.Contains(approvals, s.Result):
-			fmt.Fprintf(out, "%s/%s: step %s is approved already (%s); the controller goes on when it next takes the task\n", t.Resource, name, s.Name, s.Result)
+		case slices.Contains(approvals, a.Token):
+			fmt.Fprintf(out, "%s/%s: step %s is approved already (%s); the controller goes on when it next takes the task\n", t.Resource, name, a.Step, a.Token)
 		case dryRun:
-			fmt.Fprintf(out, "%s/%s: dry run: step %s not approved (%s)\n", t.Resource, name, s.Name, s.Result)
+			fmt.Fprintf(out, "%s/%s: dry run: step %s not approved (%s)\n", t.Resource, name, a.Step, a.Token)
 		default:
-			approvals = append(approvals, s.Result)
-			approve = append(approve, s.Name)
+			approvals = append(approvals, a.Token)
+			approve = append(approve, a.Step)
 		}
 	}
 	if !found {

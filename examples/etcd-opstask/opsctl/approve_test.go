@@ -146,7 +146,7 @@ func TestRecoverQuorumApproval(t *testing.T) {
 	if got := config("recover"); !reflect.DeepEqual(got, map[string]any{"recoverFromQuorumLoss": map[string]any{"allowDataLoss": true}}) {
 		t.Errorf("config of --allow-data-loss: %v", got)
 	}
-	waitStep(t, tasks, "recover", "approve", opstask.StepStateAwaitingApproval)
+	waitApproval(t, tasks, "recover", "approve", opstask.ApprovalStateAwaiting)
 	token := opstask.ApprovalToken("approve", testPlan)
 
 	out = cli(ExitSucceeded, "approve", "recover", "--dry-run")
@@ -194,7 +194,7 @@ func TestRecoverQuorumApproval(t *testing.T) {
 	rbactest.Check(t, user, requests.Requests(), nil)
 }
 
-func waitStep(t *testing.T, tasks dynamic.ResourceInterface, name, step string, state opstask.StepState) {
+func waitApproval(t *testing.T, tasks dynamic.ResourceInterface, name, step string, state opstask.ApprovalState) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -206,13 +206,13 @@ func waitStep(t *testing.T, tasks dynamic.ResourceInterface, name, step string, 
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, s := range task.Status.Steps {
-			if s.Name == step && s.State == state {
+		for _, a := range task.Status.Approvals {
+			if a.Step == step && a.State == state {
 				return
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: step %s not %s within a minute: %+v", name, step, state, task.Status)
+			t.Fatalf("%s: approval of step %s not %s within a minute: %+v", name, step, state, task.Status)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
