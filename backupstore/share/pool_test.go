@@ -244,7 +244,8 @@ func TestPoolReconcileGrowsAndAdmits(t *testing.T) {
 		},
 		Provision: func(ctx context.Context, b backup) error {
 			provisioned[b.Name]++
-			return backupstore.CreateBucket(ctx, b.Spec.Prefix, nil)
+			_, err := backupstore.CreateBucket(ctx, b.Spec.Prefix, nil)
+			return err
 		},
 		Claims: func(b backup) *[]string { return &b.Status.Claims },
 		Assign: func(e backup, _, name string) { e.Spec.Bucket = name },
