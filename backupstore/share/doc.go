@@ -65,6 +65,9 @@
 //     resourceVersion, so two placers (two replicas) never take the last
 //     place twice; a new bucket's name follows from its pool and its
 //     number, so two placers that grow the pool at once create it once.
+//     An object of that name that is not a member of the pool (another
+//     pool's, or no pool's) is never taken for the pool's growth: the
+//     pool grows by the next number.
 //   - With Provision, an entry is admitted to a bucket only after
 //     Provision, on a fresh read of the bucket, succeeded: with Grow, the
 //     store bucket of a bucket the pool created holds the owner marker

@@ -327,9 +327,13 @@ func (p *Pool[E, B]) BucketOf(e E) (namespace, name string) { return p.cfg.Share
 // bucket (Assign, an update). An entry already claimed by a bucket (a
 // placement whose entry update was lost) is assigned that bucket again.
 // When every bucket is full, Place creates a new bucket (NewBucket with
-// the first number from the count of buckets up whose name no bucket of
-// the pool has) and returns ErrPoolFull; place e again when that bucket
-// changes. It returns the bucket's name.
+// the first number from the count of buckets up whose name no bucket
+// object has, of the pool or not) and returns ErrPoolFull; place e again
+// when that bucket changes. An object of that name found only by the
+// creation (AlreadyExists) counts as the pool's growth if it is a member
+// of the pool (another placer created it); one that is not (an unrelated
+// object named like the pool's next bucket) is never taken for the
+// pool's: Place tries the next number. It returns the bucket's name.
 func (p *Pool[E, B]) Place(ctx context.Context, e E) (string, error) {
 	pool, err := p.cfg.Pool(e)
 	if err != nil {
@@ -385,31 +389,68 @@ func (p *Pool[E, B]) Place(ctx context.Context, e E) (string, error) {
 		return b.GetName(), p.assign(ctx, e, b)
 	}
 	// Deleted buckets leave gaps in the numbers: the next is the first
-	// from the count up that no bucket has, the same for every placer
-	// with the same view.
-	var next B
-	for n := len(members) + 1; ; n++ {
-		if next, err = p.cfg.NewBucket(pool, n); err != nil {
-			return "", &noPoolError{err: fmt.Errorf("pool %q cannot grow: %w", pool, err), grow: true}
+	// from the count up that no bucket object has, the same for every
+	// placer with the same view. An object that is not the pool's member
+	// is skipped as well: it is not the pool's growth, and its name can
+	// never be.
+	taken := map[string]bool{}
+	for _, b := range all {
+		taken[b.GetNamespace()+"/"+b.GetName()] = true
+	}
+	n, skipped := len(members), 0
+	for {
+		next, err := p.next(pool, &n, members, taken)
+		if err != nil {
+			return "", err
 		}
-		if !slices.ContainsFunc(members, func(b B) bool { return b.GetName() == next.GetName() }) {
-			break
+		a := maps.Clone(next.GetAnnotations())
+		if a == nil {
+			a = map[string]string{}
 		}
-		if n > 2*len(members) { // distinct names for distinct numbers find a free one sooner
-			return "", fmt.Errorf("%w: share: PoolConfig.NewBucket(%q, %d) = %s, a bucket of the pool: it must name the n-th bucket after n", ErrInvalidConfig, pool, n, next.GetName())
+		a[AnnotationCreatedBy] = pool
+		next.SetAnnotations(a)
+		err = p.cfg.Create(ctx, next)
+		if apierrors.IsAlreadyExists(err) {
+			// Not in the list: a placer created it a moment ago, or an
+			// unrelated object has the name. Only a member is growth.
+			existing, gerr := p.cfg.Share.cfg.Buckets.Get(ctx, next.GetNamespace(), next.GetName())
+			if gerr != nil {
+				return "", fmt.Errorf("pool %q: bucket %s exists: %w", pool, next.GetName(), gerr)
+			}
+			if p.cfg.Member(existing) != pool {
+				taken[next.GetNamespace()+"/"+next.GetName()] = true
+				if skipped++; skipped > len(all)+1 {
+					return "", &noPoolError{err: fmt.Errorf("pool %q cannot grow: bucket %s and %d more names the pool gives are taken by objects of another pool or none", pool, next.GetName(), skipped-1), grow: true}
+				}
+				logr.FromContextOrDiscard(ctx).Info("pool's next name taken by another object", "pool", pool, "bucket", next.GetName(), "pool of the object", p.cfg.Member(existing))
+				continue
+			}
+			err = nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("pool %q: create bucket %s: %w", pool, next.GetName(), err)
+		}
+		logr.FromContextOrDiscard(ctx).Info("pool grown", "pool", pool, "bucket", next.GetName(), "for", e.GetName())
+		return "", fmt.Errorf("%w: pool %q, %d buckets; bucket %s created for entry %s", ErrPoolFull, pool, len(members), next.GetName(), e.GetName())
+	}
+}
+
+// next returns the pool's next bucket (NewBucket) after number *n whose
+// name no object in taken has, and sets *n to its number.
+func (p *Pool[E, B]) next(pool string, n *int, members []B, taken map[string]bool) (B, error) {
+	for tries := 0; ; tries++ {
+		*n++
+		next, err := p.cfg.NewBucket(pool, *n)
+		if err != nil {
+			return next, &noPoolError{err: fmt.Errorf("pool %q cannot grow: %w", pool, err), grow: true}
+		}
+		if !taken[next.GetNamespace()+"/"+next.GetName()] {
+			return next, nil
+		}
+		if tries > len(members)+len(taken) { // distinct names for distinct numbers find a free one sooner
+			return next, fmt.Errorf("%w: share: PoolConfig.NewBucket(%q, %d) = %s, a bucket that exists: it must name the n-th bucket after n", ErrInvalidConfig, pool, *n, next.GetName())
 		}
 	}
-	a := maps.Clone(next.GetAnnotations())
-	if a == nil {
-		a = map[string]string{}
-	}
-	a[AnnotationCreatedBy] = pool
-	next.SetAnnotations(a)
-	if err := p.cfg.Create(ctx, next); err != nil && !apierrors.IsAlreadyExists(err) {
-		return "", fmt.Errorf("pool %q: create bucket %s: %w", pool, next.GetName(), err)
-	}
-	logr.FromContextOrDiscard(ctx).Info("pool grown", "pool", pool, "bucket", next.GetName(), "for", e.GetName())
-	return "", fmt.Errorf("%w: pool %q, %d buckets; bucket %s created for entry %s", ErrPoolFull, pool, len(members), next.GetName(), e.GetName())
 }
 
 func (p *Pool[E, B]) assign(ctx context.Context, e E, b B) error {
