@@ -134,10 +134,12 @@
 //     adopted. Place proves a bucket before it places an entry there, so
 //     only a bucket whose store bucket changed hands since can do this.
 //   - That a store bucket Grow created and whose marker it did not write
-//     (a restart between the two requests) is recognized: it is, while
-//     it holds nothing and its name is the one Grow gives the object in
-//     this installation; once something else wrote into it, or with
-//     Installation changed, it is refused like another's, and stays.
+//     (a restart between the two requests) is recognized after
+//     Installation changed: it is recognized by its name, the one Grow
+//     gives the object in this installation, and with another
+//     Installation it is refused like another's, and stays. Two
+//     installations given one Installation value are told apart only
+//     by the markers.
 //   - An entry that names a pool's bucket itself (not placed by Place,
 //     so it takes no place) and is created between the deletion's last
 //     fresh read and the object's deletion names a bucket being deleted:

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"slices"
 	"strings"
@@ -42,13 +41,14 @@ import (
 // never admitted into nor deleted.
 //
 // A store bucket that existed without a marker is taken as the object's
-// in two cases only: it holds no object and its name is the one Grow
-// derives from the object's name and Installation (the pool's own
-// creation, whose marker was not written yet: a restart between the two
-// requests, or another replica's creation a moment before); or the object
-// carries AnnotationAdoptStore with its UID (an administrator vouches
-// for it, as for a pool's bucket created before owner markers, whose
-// store name has no installation hash).
+// in two cases only: its name is the one Grow derives from the object's
+// name and Installation, a name no other installation gives (the pool's
+// own creation whose marker was not written yet: a restart between the
+// two requests, another replica's creation a moment before; or a deletion
+// that was interrupted after the marker went); or the object carries
+// AnnotationAdoptStore with its UID (an administrator vouches for it, as
+// for a pool's bucket created before owner markers, whose store name has
+// no installation hash). A marker, when there is one, always decides.
 type Grow[B collect.Object] struct {
 	// Buckets lists the pool's members (a cache). Required.
 	Buckets collect.Objects[B]
@@ -185,10 +185,7 @@ func (g Grow[B]) Provision(ctx context.Context, b B) error {
 		return fmt.Errorf("bucket %s: %w", b.GetName(), err)
 	}
 	if have == nil {
-		why, err := g.adoptable(ctx, store, b, rawURL, created)
-		if err != nil {
-			return fmt.Errorf("bucket %s: %w", b.GetName(), err)
-		}
+		why := g.unmarked(b, rawURL, created)
 		if why == "" {
 			return fmt.Errorf("%w: the store's bucket %s of bucket %s existed before the pool created it and holds no owner marker (%s): it may be another installation's, so no entry is admitted to it and the pool never deletes it; if it is this bucket's, annotate the bucket %s=%s",
 				ErrNotOwned, rawURL, b.GetName(), BucketOwnerKey, AnnotationAdoptStore, b.GetUID())
@@ -203,33 +200,30 @@ func (g Grow[B]) Provision(ctx context.Context, b B) error {
 	return checkOwner(b, rawURL, have)
 }
 
-// adoptable says why a store bucket without an owner marker is b's, ""
+// unmarked says why a store bucket without an owner marker is b's, ""
 // when it is not (see Grow).
-func (g Grow[B]) adoptable(ctx context.Context, store *blob.Bucket, b B, rawURL string, created bool) (string, error) {
+func (g Grow[B]) unmarked(b B, rawURL string, created bool) string {
 	switch {
 	case created:
-		return "created", nil
+		return "created"
 	case b.GetUID() != "" && b.GetAnnotations()[AnnotationAdoptStore] == string(b.GetUID()):
-		return "adopted (" + AnnotationAdoptStore + ")", nil
+		return "adopted (" + AnnotationAdoptStore + ")"
+	case g.Installation == "":
+		return ""
 	}
-	if own, err := backupstore.BucketURL(rawURL, g.storeName(b.GetName())); err != nil || own != rawURL {
-		return "", nil // not a name this installation gives that object
+	if own, err := backupstore.BucketURL(rawURL, g.storeName(b.GetName())); err == nil && own == rawURL {
+		return "named by this installation for this bucket"
 	}
-	_, err := store.List(nil).Next(ctx)
-	if err == io.EOF {
-		return "created by this installation, its marker not written yet", nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("list the store's bucket %s: %w", rawURL, err)
-	}
-	return "", nil
+	return ""
 }
 
 // Deprovision is PoolConfig.Deprovision: it deletes the store's bucket of a
 // bucket the pool created, its data first (backupstore.DeleteBucket, with
 // opts), with the credentials of its Secret, if its owner marker, read
-// right before, names the object's UID; a store bucket that is gone is
-// nothing to delete. A bucket outside any pool, and a member the pool did
+// right before, names the object's UID (without a marker: if it is the
+// object's all the same, see Grow: a deletion interrupted after the
+// marker went is finished); a store bucket that is gone is nothing to
+// delete. A bucket outside any pool, and a member the pool did
 // not create, are refused (ErrInvalidConfig): they are the
 // administrator's; a store bucket without the object's marker is refused
 // with an error wrapping ErrNotOwned. A dry run checks the same.
@@ -263,12 +257,14 @@ func (g Grow[B]) Deprovision(ctx context.Context, b B, opts *backupstore.DeleteO
 	if err != nil {
 		return nil, fmt.Errorf("bucket %s: %w", b.GetName(), err)
 	}
-	if have == nil {
+	switch {
+	case have == nil && g.unmarked(b, rawURL, false) == "":
 		return nil, fmt.Errorf("%w: the store's bucket %s of bucket %s holds no owner marker (%s): the pool cannot prove it created it, not deleted",
 			ErrNotOwned, rawURL, b.GetName(), BucketOwnerKey)
-	}
-	if err := checkOwner(b, rawURL, have); err != nil {
-		return nil, err
+	case have != nil:
+		if err := checkOwner(b, rawURL, have); err != nil {
+			return nil, err
+		}
 	}
 	return backupstore.DeleteBucket(ctx, rawURL, creds, opts)
 }

@@ -174,9 +174,10 @@ func TestGrow(t *testing.T) {
 // before owner markers (no marker, a name without the installation's
 // hash) are refused by Provision and Deprovision with ErrNotOwned, their
 // data kept, until an administrator adopts the latter with the object's
-// UID; a creation whose marker was not written (empty, named by this
-// installation) is taken, one that holds data is not; two replicas that
-// provision one bucket at once both succeed, with one marker.
+// UID; one named by this installation for the object is taken without a
+// marker (a creation whose marker was not written, a deletion interrupted
+// after the marker went); two replicas that provision one bucket at once
+// both succeed, with one marker.
 func TestGrowOwnsOnlyWhatItCreated(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -295,8 +296,10 @@ func testGrowOwnsOnlyWhatItCreated(t *testing.T, store *testenv.BlobStore) {
 		t.Errorf("the adopted store bucket %s is not deleted", old)
 	}
 
-	// Created by this installation, its marker not written: taken while
-	// it holds nothing, refused once it holds data.
+	// Named by this installation for the object, without a marker: a
+	// creation whose marker was not written (a restart between the two
+	// requests) is taken by Provision, which writes it; a deletion
+	// interrupted after the marker went is finished by Deprovision.
 	a3, a4 := newBucket(ga, 3), newBucket(ga, 4)
 	for _, b := range []backup{a3, a4} {
 		if _, err := backupstore.CreateBucket(ctx, b.Spec.Prefix, nil); err != nil {
@@ -304,13 +307,17 @@ func testGrowOwnsOnlyWhatItCreated(t *testing.T, store *testenv.BlobStore) {
 		}
 	}
 	if err := ga.Provision(ctx, a3); err != nil {
-		t.Errorf("Provision of this installation's empty store bucket without a marker: %v", err)
+		t.Errorf("Provision of this installation's store bucket without a marker: %v", err)
 	}
-	if err := open(a4.Spec.Prefix).WriteAll(ctx, "someone/else", []byte("x"), nil); err != nil {
+	if ok, err := open(a3.Spec.Prefix).Exists(ctx, share.BucketOwnerKey); err != nil || !ok {
+		t.Errorf("marker of %s after Provision: there %t, %v", a3.Spec.Prefix, ok, err)
+	}
+	if err := open(a4.Spec.Prefix).WriteAll(ctx, "leftover", []byte("x"), nil); err != nil {
 		t.Fatal(err)
 	}
-	refused(ga, a4, "this installation's store bucket without a marker, holding data")
-	holds(a4.Spec.Prefix, "someone/else", "x")
+	if res, err := ga.Deprovision(ctx, a4, nil); err != nil || res.Deleted != 1 {
+		t.Errorf("Deprovision of this installation's store bucket whose marker went: %+v, %v; want its leftover deleted", res, err)
+	}
 
 	// Two replicas provision a new bucket at once.
 	a5 := newBucket(ga, 5)
