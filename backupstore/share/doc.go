@@ -74,16 +74,20 @@
 //     of that object's UID, written when the store bucket was created
 //     (backupstore.CreateBucket said created) and never over another's.
 //     A store bucket that existed without the object's marker (another
-//     installation's, or one a pool created before owner markers) makes
-//     Provision fail with ErrNotOwned: the entry is refused
+//     installation's, or one a pool created before owner markers), unless
+//     it bears the name Grow gives the object in this installation or an
+//     administrator adopted it (AnnotationAdoptStore), makes Provision
+//     fail with ErrNotOwned: the entry is refused
 //     (StoreNotOwned), the bucket marked (AnnotationStoreNotOwned, a
 //     Warning event), Place puts no entry there and grows past it, and the
 //     Pool never deletes it. Place proves a bucket the same way before it
 //     takes a place in it.
 //   - Deprovision (Grow's) deletes a store bucket only if the pool created
 //     its object and the marker, read right before the deletion, names
-//     the object's UID; ErrNotOwned gives the deletion up for good and
-//     marks the bucket.
+//     the object's UID (without a marker: by the same name or adoption
+//     as Provision, so that a deletion interrupted after the marker went
+//     is finished); ErrNotOwned gives the deletion up for good and marks
+//     the bucket.
 //   - A Migration never writes outside its target prefix in the shared
 //     bucket (backupstore.CopyBackups), repeats a step only when its record
 //     was lost, and deletes the legacy bucket only after GracePeriod from
