@@ -292,8 +292,11 @@ func testGrowOwnsOnlyWhatItCreated(t *testing.T, store *testenv.BlobStore) {
 	if _, err := ga.Deprovision(ctx, a9, nil); err != nil {
 		t.Errorf("Deprovision of an adopted store bucket: %v", err)
 	}
-	if ok, err := open(old).Exists(ctx, "e9/backup"); err == nil && ok {
-		t.Errorf("the adopted store bucket %s is not deleted", old)
+	if b, err := backupstore.OpenBucket(ctx, old, nil); err == nil { // file://: no directory, no bucket to open
+		if ok, err := b.IsAccessible(ctx); err != nil || ok {
+			t.Errorf("the adopted store bucket %s: there %t, %v; want it deleted", old, ok, err)
+		}
+		b.Close()
 	}
 
 	// Named by this installation for the object, without a marker: a
