@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -13,27 +15,33 @@ import (
 
 // CreateBucket creates a new bucket on MinIO and fake-gcs-server and a new
 // container on Azurite through the provider's API, which then takes
-// writes; a second creation of the same bucket succeeds (a retried growth
-// of a pool); gs without a project or a location is refused before any
-// request, naming the parameter.
+// writes, and says it created it; a second creation of the same bucket
+// succeeds (a retried growth of a pool) and says the bucket existed, as
+// does a creation of a bucket someone else made (the store's own bucket
+// of the test environment, holding another's data): "already exists" is
+// never reported as created. gs without a project or a location is
+// refused before any request, naming the parameter.
 func TestCreateBucket(t *testing.T) {
 	ctx := context.Background()
 	for _, store := range []*testenv.BlobStore{testenv.S3(t), testenv.GCS(t), testenv.Azure(t)} {
 		t.Run(store.Scheme, func(t *testing.T) {
 			name := store.Bucket + "-new"
 			url := strings.Replace(store.URL, store.Bucket, name, 1)
+			params := ""
 			if store.Scheme == "gs" {
-				url += "?project=groundskeeper&region=EUROPE-WEST1"
+				params = "?project=groundskeeper&region=EUROPE-WEST1"
 			}
+			url += params
 			if b, err := backupstore.OpenBucket(ctx, url, nil); err == nil {
 				if err := b.WriteAll(ctx, "before", []byte("x"), nil); err == nil {
 					t.Fatalf("%s takes writes before it is created", url)
 				}
 				b.Close()
 			}
-			for i := range 2 {
-				if err := backupstore.CreateBucket(ctx, url, nil); err != nil {
-					t.Fatalf("create %s (%d): %v", url, i+1, err)
+			for i, want := range []bool{true, false} {
+				created, err := backupstore.CreateBucket(ctx, url, nil)
+				if err != nil || created != want {
+					t.Fatalf("create %s (%d): created %t, %v; want created %t", url, i+1, created, err, want)
 				}
 			}
 			b, err := backupstore.OpenBucket(ctx, url, nil)
@@ -44,6 +52,17 @@ func TestCreateBucket(t *testing.T) {
 			if err := b.WriteAll(ctx, "after", []byte("x"), nil); err != nil {
 				t.Fatalf("write to the created %s: %v", url, err)
 			}
+
+			other := store.Open(t)
+			if err := other.WriteAll(ctx, "another/cluster", []byte("theirs"), nil); err != nil {
+				t.Fatal(err)
+			}
+			if created, err := backupstore.CreateBucket(ctx, store.URL+params, nil); err != nil || created {
+				t.Errorf("create %s, made by someone else: created %t, %v; want it reported as existing", store.URL, created, err)
+			}
+			if data, err := other.ReadAll(ctx, "another/cluster"); err != nil || string(data) != "theirs" {
+				t.Errorf("the existing bucket's object after the creation: %q, %v", data, err)
+			}
 		})
 	}
 	gcs := testenv.GCS(t)
@@ -51,13 +70,51 @@ func TestCreateBucket(t *testing.T) {
 		{"gs://" + gcs.Bucket + "-no-project?region=EU", "project="},
 		{"gs://" + gcs.Bucket + "-no-region?project=groundskeeper", "region="},
 	} {
-		err := backupstore.CreateBucket(ctx, tc.url, nil)
+		_, err := backupstore.CreateBucket(ctx, tc.url, nil)
 		if !errors.Is(err, backupstore.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v; want ErrInvalidConfig naming %s", tc.url, err, tc.want)
 		}
 		if exists := gcsBucketExists(t, gcs, strings.TrimPrefix(strings.Split(tc.url, "?")[0], "gs://")); exists {
 			t.Errorf("%s: the refused bucket exists", tc.url)
 		}
+	}
+}
+
+// CreateBucket on file:// creates the directory with its parents and says
+// so; a directory that exists (made by anyone) is reported as existing,
+// its files kept; a file in its place is an error. mem:// has nothing to
+// create: every mem:// bucket is new.
+func TestCreateBucketLocal(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "pools", "pool-2")
+	for i, want := range []bool{true, false} {
+		created, err := backupstore.CreateBucket(ctx, "file://"+dir, nil)
+		if err != nil || created != want {
+			t.Fatalf("create %s (%d): created %t, %v; want %t", dir, i+1, created, err, want)
+		}
+	}
+	theirs := filepath.Join(filepath.Dir(dir), "theirs")
+	if err := os.MkdirAll(theirs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(theirs, "backup"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if created, err := backupstore.CreateBucket(ctx, "file://"+theirs+"/", nil); err != nil || created {
+		t.Errorf("create an existing directory: created %t, %v; want it reported as existing", created, err)
+	}
+	if _, err := os.Stat(filepath.Join(theirs, "backup")); err != nil {
+		t.Errorf("the existing directory's file: %v", err)
+	}
+	file := filepath.Join(filepath.Dir(dir), "a-file")
+	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if created, err := backupstore.CreateBucket(ctx, "file://"+file, nil); err == nil || !strings.Contains(err.Error(), "not a directory") {
+		t.Errorf("create over a file: created %t, %v; want an error", created, err)
+	}
+	if created, err := backupstore.CreateBucket(ctx, "mem://", nil); err != nil || !created {
+		t.Errorf("mem://: created %t, %v; want created", created, err)
 	}
 }
 

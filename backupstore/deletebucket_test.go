@@ -29,7 +29,7 @@ func TestDeleteBucket(t *testing.T) {
 				url += "?project=groundskeeper&region=EUROPE-WEST1"
 			}
 			creds := credsFor(store.Scheme)
-			if err := backupstore.CreateBucket(ctx, url, creds); err != nil {
+			if _, err := backupstore.CreateBucket(ctx, url, creds); err != nil {
 				t.Fatal(err)
 			}
 			keys := []string{"a/1", "a/2", "b/1", "top"}
@@ -65,7 +65,7 @@ func TestDeleteBucketLocalAndRefused(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir() + "/bucket"
 	url := "file://" + dir
-	if err := backupstore.CreateBucket(ctx, url, nil); err != nil {
+	if _, err := backupstore.CreateBucket(ctx, url, nil); err != nil {
 		t.Fatal(err)
 	}
 	put(t, openURL(t, url, nil), []string{"x/y/1", "x/2", "3"}, 5)

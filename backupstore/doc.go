@@ -224,7 +224,13 @@
 //     until the store removes them).
 //   - CreateBucket and DeleteBucket create and delete a bucket (S3) or
 //     container (Azure) itself, each idempotent (an existing bucket is
-//     created, a missing one deleted, with success). DeleteBucket deletes
+//     created, a missing one deleted, with success). CreateBucket says
+//     whether it created the bucket or found it there: "already exists"
+//     is never reported as created (on S3 a HeadBucket comes first, since
+//     S3 answers the creation of an owned bucket in us-east-1 with
+//     success), so a caller that will delete what it created can tell
+//     another's bucket from its own (backupstore/share.Grow records its
+//     own with an owner marker). DeleteBucket deletes
 //     the data first with DeletePrefix's guarantees (versions, Object Lock
 //     never forced, a dry run), and the bucket only once that succeeded;
 //     it refuses a URL with prefix=, which names part of a bucket.
@@ -256,6 +262,12 @@
 //     Keep the owning resource (and its finalizer) until DeletePrefix returns
 //     nil.
 //   - that empty directories are removed on file:// stores.
+//   - whose a bucket is: CreateBucket's created false says only that the
+//     bucket was there, not who made it. On S3 in us-east-1, a bucket of
+//     the same account created by another caller between CreateBucket's
+//     HeadBucket and its creation is reported created (a window of one
+//     request): a caller that records ownership checks that no one's
+//     marker is there before writing its own (backupstore/share.Grow).
 //   - that user metadata is copied: CopyBackups copies content and content
 //     type, and adds MetadataSourceModTime.
 //   - the Azure batch API against Azurite by default: Azurite deletes a

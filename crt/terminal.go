@@ -60,6 +60,7 @@ var classes = []class{
 	sentinel(storeerr.ErrUnsupportedScheme, doNotRetry),
 	sentinel(storeerr.ErrExpiryUnsupported, doNotRetry),
 	sentinel(storeerr.ErrTooManyRules, doNotRetry),
+	sentinel(storeerr.ErrNotOwned, doNotRetry), // share's: waits for an administrator, whose change reconciles again
 	sentinel(storeerr.ErrSecretNotFound, mayRetry),
 	sentinel(storeerr.ErrBucketFull, mayRetry),
 	sentinel(storeerr.ErrPoolFull, mayRetry),

@@ -14,17 +14,18 @@ import (
 var _ driver.Creator = provider{}
 
 // Create creates the container (Azure has no region per container).
-// ContainerAlreadyExists is success: the account is the caller's.
-func (provider) Create(ctx context.Context, b *blob.Bucket, _ string, _ driver.CreateOptions) error {
+// ContainerAlreadyExists is reported as not created: the account is
+// shared by whoever holds its key.
+func (provider) Create(ctx context.Context, b *blob.Bucket, _ string, _ driver.CreateOptions) (bool, error) {
 	var c *container.Client
 	if !b.As(&c) {
-		return errors.New("not an azblob container")
+		return false, errors.New("not an azblob container")
 	}
 	_, err := c.Create(ctx, nil)
 	if bloberror.HasCode(err, bloberror.ContainerAlreadyExists) {
-		return nil
+		return false, nil
 	}
-	return err
+	return err == nil, err
 }
 
 var _ driver.BucketDeleter = provider{}

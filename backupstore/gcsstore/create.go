@@ -30,30 +30,26 @@ func client(b *blob.Bucket) (*storage.Client, error) {
 // Create creates the bucket in o.Project at location o.Region. Both are
 // required: a bucket URL names no project, and a bucket created without a
 // location lands in GCS's default (the US multi-region), which an operator
-// of another region would not expect. A bucket of that name that exists
-// already and that the credentials can read is taken as the caller's.
-func (provider) Create(ctx context.Context, b *blob.Bucket, name string, o driver.CreateOptions) error {
+// of another region would not expect. A name that is taken (409, by this
+// project or another one) is reported as not created.
+func (provider) Create(ctx context.Context, b *blob.Bucket, name string, o driver.CreateOptions) (bool, error) {
 	if o.Project == "" {
-		return fmt.Errorf("%w: a gs bucket is created in a project: give the URL parameter project= or credentials whose %s has a project_id",
+		return false, fmt.Errorf("%w: a gs bucket is created in a project: give the URL parameter project= or credentials whose %s has a project_id",
 			backupstore.ErrInvalidConfig, backupstore.SecretKeyServiceAccountJSON)
 	}
 	if o.Region == "" {
-		return fmt.Errorf("%w: a gs bucket is created at a location: give the URL parameter region= (\"europe-west1\", \"EU\") or the credentials' %s",
+		return false, fmt.Errorf("%w: a gs bucket is created at a location: give the URL parameter region= (\"europe-west1\", \"EU\") or the credentials' %s",
 			backupstore.ErrInvalidConfig, backupstore.SecretKeyRegion)
 	}
 	c, err := client(b)
 	if err != nil {
-		return err
+		return false, err
 	}
 	err = c.Bucket(name).Create(ctx, o.Project, &storage.BucketAttrs{Location: o.Region})
 	if apiCode(err) == http.StatusConflict {
-		// 409: the name is taken, by this project or another one. Only a
-		// bucket the credentials can read is taken as the caller's.
-		if _, aerr := c.Bucket(name).Attrs(ctx); aerr == nil {
-			return nil
-		}
+		return false, nil
 	}
-	return err
+	return err == nil, err
 }
 
 // BucketExists asks for the bucket's attributes: ErrBucketNotExist is a

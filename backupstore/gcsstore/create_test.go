@@ -19,8 +19,8 @@ import (
 // the location it was given: the URL's project= and region=, or the
 // service account key's project_id and the credentials' region (the
 // emulator the integration tests use ignores a bucket's location, so the
-// request is checked here). A taken name the credentials can read is the
-// caller's bucket.
+// request is checked here). A taken name (409) is reported as not created,
+// whoever holds it.
 func TestCreateBucketSendsProjectAndLocation(t *testing.T) {
 	var mu sync.Mutex
 	var got []string // "project location" of each insert
@@ -43,8 +43,6 @@ func TestCreateBucketSendsProjectAndLocation(t *testing.T) {
 				return
 			}
 			io.WriteString(w, `{"name":"`+body.Name+`"}`)
-		case r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/b/"):
-			io.WriteString(w, `{"name":"b"}`) // readable: the caller's
 		default:
 			http.NotFound(w, r)
 		}
@@ -52,19 +50,19 @@ func TestCreateBucketSendsProjectAndLocation(t *testing.T) {
 	defer srv.Close()
 	ctx := context.Background()
 	base := "gs://pool-2?endpoint=" + srv.URL + "&anonymous=true"
-	if err := backupstore.CreateBucket(ctx, base+"&project=p1&region=EUROPE-WEST1", nil); err != nil {
-		t.Fatal(err)
+	if created, err := backupstore.CreateBucket(ctx, base+"&project=p1&region=EUROPE-WEST1", nil); err != nil || !created {
+		t.Fatalf("created %t, %v", created, err)
 	}
 	creds := &backupstore.Credentials{Region: "europe-west3",
 		ServiceAccountJSON: []byte(`{"type":"service_account","project_id":"p2"}`)}
-	if err := backupstore.CreateBucket(ctx, base, creds); err != nil {
-		t.Fatal(err)
+	if created, err := backupstore.CreateBucket(ctx, base, creds); err != nil || !created {
+		t.Fatalf("created %t, %v", created, err)
 	}
 	mu.Lock()
 	taken = true
 	mu.Unlock()
-	if err := backupstore.CreateBucket(ctx, base+"&project=p1&region=EU", nil); err != nil {
-		t.Errorf("a taken name the credentials read: %v; want the caller's bucket", err)
+	if created, err := backupstore.CreateBucket(ctx, base+"&project=p1&region=EU", nil); err != nil || created {
+		t.Errorf("a taken name: created %t, %v; want it reported as existing, not an error", created, err)
 	}
 	want := []string{"p1 EUROPE-WEST1", "p2 europe-west3", "p1 EU"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
@@ -74,7 +72,7 @@ func TestCreateBucketSendsProjectAndLocation(t *testing.T) {
 		{base + "&region=EU", "project="},
 		{base + "&project=p1", "region="},
 	} {
-		err := backupstore.CreateBucket(ctx, tc.url, nil)
+		_, err := backupstore.CreateBucket(ctx, tc.url, nil)
 		if !errors.Is(err, backupstore.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v; want ErrInvalidConfig naming %s", tc.url, err, tc.want)
 		}

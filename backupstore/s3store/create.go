@@ -16,12 +16,20 @@ import (
 var _ driver.Creator = provider{}
 
 // Create creates the bucket; us-east-1 (and no region) takes no location
-// constraint, as S3 requires. BucketAlreadyOwnedByYou is success.
-func (provider) Create(ctx context.Context, b *blob.Bucket, name string, o driver.CreateOptions) error {
+// constraint, as S3 requires. A bucket that exists is reported as not
+// created: HeadBucket finds it first, since a creation in us-east-1 of a
+// bucket the account owns answers success (S3's legacy behaviour), and
+// BucketAlreadyOwnedByYou (another caller of this account was first) and
+// BucketAlreadyExists (another account's) say so after. A HeadBucket that
+// is refused (403: another account's bucket) is an error.
+func (p provider) Create(ctx context.Context, b *blob.Bucket, name string, o driver.CreateOptions) (bool, error) {
 	region := o.Region
 	var c *s3.Client
 	if !b.As(&c) {
-		return errors.New("not an s3 bucket")
+		return false, errors.New("not an s3 bucket")
+	}
+	if exists, err := p.BucketExists(ctx, b, name); err != nil || exists {
+		return false, err
 	}
 	in := &s3.CreateBucketInput{Bucket: aws.String(name)}
 	if region != "" && region != "us-east-1" {
@@ -29,10 +37,11 @@ func (provider) Create(ctx context.Context, b *blob.Bucket, name string, o drive
 	}
 	_, err := c.CreateBucket(ctx, in)
 	var owned *types.BucketAlreadyOwnedByYou
-	if errors.As(err, &owned) {
-		return nil
+	var taken *types.BucketAlreadyExists
+	if errors.As(err, &owned) || errors.As(err, &taken) {
+		return false, nil
 	}
-	return err
+	return err == nil, err
 }
 
 var _ driver.BucketDeleter = provider{}

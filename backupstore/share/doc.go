@@ -14,7 +14,11 @@
 // never one an administrator made, and keeps one bucket of each pool (the
 // administrator's, or its first by name when the pool created them all),
 // so that a pool that empties and fills again does not delete and create
-// a bucket each time.
+// a bucket each time. "Already exists" is never "mine": a store bucket
+// counts as the pool's only when the pool proves it the bucket object's
+// (PoolConfig.Provision and Deprovision; Grow records it with an owner
+// marker in the store bucket when it creates it), and one that is not is
+// marked (AnnotationStoreNotOwned), takes no entry and is never deleted.
 //
 // Migration moves an entry's backups from a legacy bucket of its own into
 // its prefix in a shared bucket, in the seed's sequence (create the
@@ -25,8 +29,12 @@
 // step, and the downtime (writer paused) is reported.
 //
 // Grow is a Pool's growth for bucket objects that name their store by URL
-// and Secret: the next bucket is made from the pool's first, and its
-// store bucket created (backupstore.CreateBucket).
+// and Secret: the next bucket is made from the pool's first, its store
+// bucket named for the installation (Grow.Installation) so that pools of
+// one name in two clusters sharing a store's account never pick one
+// name, and created (backupstore.CreateBucket) with an owner marker
+// (BucketOwnerKey) naming the bucket object's UID; a store bucket that
+// existed is the object's only if its marker says so.
 //
 // Migrating runs each admitted entry's Migration in the entry's reconcile,
 // after its Share or Pool, one step per reconcile, recorded in the
@@ -65,6 +73,29 @@
 //     resourceVersion, so two placers (two replicas) never take the last
 //     place twice; a new bucket's name follows from its pool and its
 //     number, so two placers that grow the pool at once create it once.
+//     An object of that name that is not a member of the pool (another
+//     pool's, or no pool's) is never taken for the pool's growth: the
+//     pool grows by the next number.
+//   - With Provision, an entry is admitted to a bucket only after
+//     Provision, on a fresh read of the bucket, succeeded: with Grow, the
+//     store bucket of a bucket the pool created holds the owner marker
+//     of that object's UID, written when the store bucket was created
+//     (backupstore.CreateBucket said created) and never over another's.
+//     A store bucket that existed without the object's marker (another
+//     installation's, or one a pool created before owner markers), unless
+//     it bears the name Grow gives the object in this installation or an
+//     administrator adopted it (AnnotationAdoptStore), makes Provision
+//     fail with ErrNotOwned: the entry is refused
+//     (StoreNotOwned), the bucket marked (AnnotationStoreNotOwned, a
+//     Warning event), Place puts no entry there and grows past it, and the
+//     Pool never deletes it. Place proves a bucket the same way before it
+//     takes a place in it.
+//   - Deprovision (Grow's) deletes a store bucket only if the pool created
+//     its object and the marker, read right before the deletion, names
+//     the object's UID (without a marker: by the same name or adoption
+//     as Provision, so that a deletion interrupted after the marker went
+//     is finished); ErrNotOwned gives the deletion up for good and marks
+//     the bucket.
 //   - A Migration never writes outside its target prefix in the shared
 //     bucket (backupstore.CopyBackups), repeats a step only when its record
 //     was lost, and deletes the legacy bucket only after GracePeriod from
@@ -99,10 +130,28 @@
 //   - A Migration's hooks must be idempotent: a step whose record was lost
 //     runs again.
 //   - Pool does not create or delete the store's bucket behind a bucket
-//     object by itself: the caller's Provision and Deprovision do (with
-//     backupstore.CreateBucket and DeleteBucket), Provision before entries
-//     are admitted to it. A bucket object deleted by someone else is not
-//     deprovisioned: its store's bucket stays.
+//     object by itself, nor read its owner marker: the caller's Provision
+//     and Deprovision do (Grow's, with backupstore.CreateBucket and
+//     DeleteBucket and the owner marker), Provision before entries are
+//     admitted to it. A bucket object deleted by someone else is not
+//     deprovisioned: its store's bucket stays, and a bucket object made
+//     again under its name (a new UID) does not own it.
+//   - That a pool's store bucket is ever deleted when it was created
+//     before owner markers (no marker; its name has no installation
+//     hash): it takes no new entry and stays, until an administrator
+//     vouches for it with AnnotationAdoptStore (the object's UID).
+//   - That an entry placed in a bucket before the bucket was found not
+//     the owner of its store's bucket is placed again: it names that
+//     bucket and is refused (StoreNotOwned) until the store bucket is
+//     adopted. Place proves a bucket before it places an entry there, so
+//     only a bucket whose store bucket changed hands since can do this.
+//   - That a store bucket Grow created and whose marker it did not write
+//     (a restart between the two requests) is recognized after
+//     Installation changed: it is recognized by its name, the one Grow
+//     gives the object in this installation, and with another
+//     Installation it is refused like another's, and stays. Two
+//     installations given one Installation value are told apart only
+//     by the markers.
 //   - An entry that names a pool's bucket itself (not placed by Place,
 //     so it takes no place) and is created between the deletion's last
 //     fresh read and the object's deletion names a bucket being deleted:

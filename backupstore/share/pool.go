@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
@@ -20,6 +21,12 @@ import (
 // ErrPoolFull is returned by Place when a pool's buckets are full and a
 // new bucket was asked for: place the entry again once it is there.
 var ErrPoolFull = storeerr.ErrPoolFull
+
+// ErrNotOwned is returned by Grow's Provision and Deprovision for a store
+// bucket that its bucket object cannot be proven to own (no owner marker,
+// or one naming another object): the pool admits no entry to it and never
+// deletes it.
+var ErrNotOwned = storeerr.ErrNotOwned
 
 // PoolConfig says how entries that name no bucket are placed in a pool of
 // buckets (Gardener's buckets per provider and region, each with the
@@ -50,10 +57,17 @@ type PoolConfig[E, B collect.Object] struct {
 	// Share's Config.Bucket reads). Required.
 	Assign func(e E, namespace, name string)
 	// Provision, if set, creates the store's bucket behind a live bucket
-	// object (backupstore.CreateBucket), before its entries are admitted;
-	// it is called on every reconcile of the bucket (but a bucket stamped
-	// empty or marked for deletion, see ReconcileBucket) and must succeed
-	// when the bucket exists.
+	// object (backupstore.CreateBucket) and, for a bucket the pool created,
+	// proves it the object's: an error wrapping ErrNotOwned when the store
+	// bucket existed and is not the object's (Grow.Provision, with an
+	// owner marker). It is called on every reconcile of the bucket (but a
+	// bucket stamped empty or marked for deletion, see ReconcileBucket),
+	// and, on a fresh read of the bucket, before each admission of an
+	// entry to it, so "already exists" never stands for "mine": an entry
+	// is admitted only after it succeeded, and ErrNotOwned refuses the
+	// entry (StoreNotOwned) and marks the bucket (AnnotationStoreNotOwned)
+	// so that Place puts no entry there. It must succeed when the bucket
+	// exists and is the object's.
 	Provision func(ctx context.Context, b B) error
 	// GrowWait is when an entry is placed again after its pool grew;
 	// default 1s.
@@ -70,7 +84,11 @@ type PoolConfig[E, B collect.Object] struct {
 	// Deprovision deletes the store's bucket behind a bucket object, its
 	// data first: backupstore.DeleteBucket with the bucket's URL and
 	// credentials and opts (nil, or a dry run). A bucket already gone is
-	// success; data under Object Lock is backupstore.ErrRetained.
+	// success; data under Object Lock is backupstore.ErrRetained. It must
+	// refuse, with an error wrapping ErrNotOwned, a store bucket it cannot
+	// prove the object's, checked right before the deletion
+	// (Grow.Deprovision reads the owner marker): the deletion is then
+	// given up and the bucket marked (AnnotationStoreNotOwned).
 	// Required with DeleteEmptyAfter.
 	Deprovision func(ctx context.Context, b B, opts *backupstore.DeleteOptions) (*backupstore.DeleteResult, error)
 	// LiveEntries lists every entry (all that Share's Entries.List
@@ -134,6 +152,11 @@ var (
 // Admitted condition False with reason NoPool and the refusal's message.
 func (p *Pool[E, B]) ReconcileEntry(ctx context.Context, e E) (time.Duration, error) {
 	if _, name := p.cfg.Share.BucketOf(e); name != "" || e.GetDeletionTimestamp() != nil {
+		if name != "" && e.GetDeletionTimestamp() == nil && *p.cfg.Share.cfg.Prefix(e) == "" && p.cfg.Provision != nil {
+			if refused, err := p.admissible(ctx, e); refused || err != nil {
+				return 0, err
+			}
+		}
 		return p.cfg.Share.ReconcileEntry(ctx, e)
 	}
 	_, err := p.Place(ctx, e)
@@ -153,6 +176,97 @@ func (p *Pool[E, B]) ReconcileEntry(ctx context.Context, e E) (time.Duration, er
 		return 0, nil
 	}
 	return 0, err // placed: the entry's update reconciles it again
+}
+
+// admissible provisions the bucket that e, not admitted yet, names, read
+// from the API server, before the Share admits e to it: a store bucket
+// that is not the bucket object's (ErrNotOwned) refuses e with reason
+// StoreNotOwned, any other failure with StoreError (and the error, for a
+// retry). refused says that e was refused. A bucket that is missing,
+// deleted or marked for deletion is left to the Share, which refuses e.
+func (p *Pool[E, B]) admissible(ctx context.Context, e E) (refused bool, err error) {
+	ns, name := p.cfg.Share.BucketOf(e)
+	b, err := p.cfg.Share.cfg.Buckets.Get(ctx, ns, name)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if b.GetDeletionTimestamp() != nil || p.deleting(b) {
+		return false, nil
+	}
+	_, err = p.provision(ctx, b)
+	n := p.cfg.Share.cfg.Names
+	switch {
+	case errors.Is(err, ErrNotOwned):
+		msg := fmt.Sprintf("%s %q: %v", n.BucketField, name, err)
+		return true, p.cfg.Share.refuse(ctx, e.DeepCopyObject().(E), ReasonStoreNotOwned, msg, nil)
+	case err != nil:
+		msg := fmt.Sprintf("%s %q: provision the store's bucket: %v", n.BucketField, name, err)
+		return true, p.cfg.Share.refuse(ctx, e.DeepCopyObject().(E), ReasonStoreError, msg, err)
+	}
+	return false, nil
+}
+
+// provision runs PoolConfig.Provision for b and records its verdict on the
+// object: a store bucket that is not b's (ErrNotOwned) gets
+// AnnotationStoreNotOwned with the refusal and a Warning event, when they
+// change; one proven b's loses the annotation. wrote says that b was
+// written (its change reconciles it again).
+func (p *Pool[E, B]) provision(ctx context.Context, b B) (wrote bool, err error) {
+	err = p.cfg.Provision(ctx, b)
+	was, marked := b.GetAnnotations()[AnnotationStoreNotOwned]
+	switch {
+	case errors.Is(err, ErrNotOwned):
+		if marked && was == err.Error() {
+			return false, err
+		}
+		if werr := p.annotate(ctx, b, map[string]string{AnnotationStoreNotOwned: err.Error()}); werr != nil {
+			return false, errors.Join(err, fmt.Errorf("mark bucket %s: %w", b.GetName(), werr))
+		}
+		logr.FromContextOrDiscard(ctx).Info("store's bucket not the bucket's", "bucket", b.GetName(), "why", err.Error())
+		p.cfg.Share.cfg.Recorder.Event(b, corev1.EventTypeWarning, ReasonStoreNotOwned, err.Error())
+		return true, err
+	case err == nil && marked:
+		if err := p.annotate(ctx, b, nil, AnnotationStoreNotOwned); err != nil {
+			return false, fmt.Errorf("unmark bucket %s: %w", b.GetName(), err)
+		}
+		p.cfg.Share.cfg.Recorder.Event(b, corev1.EventTypeNormal, ReasonStoreOwned, "the store's bucket is proven the bucket's")
+		return true, nil
+	}
+	return false, err
+}
+
+// provisioned reads b fresh and provisions it for Place: skip says that
+// b is gone, being deleted, or not the owner of its store's bucket.
+func (p *Pool[E, B]) provisioned(ctx context.Context, b B) (fresh B, skip bool, err error) {
+	fresh, err = p.cfg.Share.cfg.Buckets.Get(ctx, b.GetNamespace(), b.GetName())
+	if apierrors.IsNotFound(err) {
+		return fresh, true, nil
+	}
+	if err != nil {
+		return fresh, false, fmt.Errorf("read bucket %s: %w", b.GetName(), err)
+	}
+	if fresh.GetDeletionTimestamp() != nil || p.deleting(fresh) {
+		return fresh, true, nil
+	}
+	wrote, err := p.provision(ctx, fresh)
+	switch {
+	case errors.Is(err, ErrNotOwned):
+		return fresh, true, nil
+	case err != nil:
+		logr.FromContextOrDiscard(ctx).Info("bucket not provisioned; placing anyway, the admission reports it", "bucket", b.GetName(), "error", err.Error())
+	case wrote:
+		// Unmarked: read again for the resourceVersion of the claim.
+		return p.provisioned(ctx, fresh)
+	}
+	return fresh, false, nil
+}
+
+func (p *Pool[E, B]) notOwned(b B) bool {
+	_, ok := b.GetAnnotations()[AnnotationStoreNotOwned]
+	return ok
 }
 
 // noPoolError is a refusal of PoolConfig.Pool (grow false) or
@@ -181,7 +295,11 @@ func (p *Pool[E, B]) ReconcileBucket(ctx context.Context, b B) (time.Duration, e
 		return 0, err // the status write reconciles it again
 	}
 	if _, empty := emptySince(b); p.cfg.Provision != nil && b.GetDeletionTimestamp() == nil && !p.deleting(b) && !empty {
-		if err := p.cfg.Provision(ctx, b); err != nil {
+		wrote, err := p.provision(ctx, b)
+		if wrote && (err == nil || errors.Is(err, ErrNotOwned)) {
+			return 0, nil // the write reconciles it again
+		}
+		if err != nil && !errors.Is(err, ErrNotOwned) { // not owned: recorded, and kept as it is
 			return 0, fmt.Errorf("provision bucket %s: %w", b.GetName(), err)
 		}
 	}
@@ -202,15 +320,20 @@ func (p *Pool[E, B]) BucketOf(e E) (namespace, name string) { return p.cfg.Share
 
 // Place gives entry e, which names no bucket yet, a place in its pool:
 // the first bucket by name that is neither being deleted nor marked for
-// deletion (AnnotationDeleting) and whose claims are below its limit
+// deletion (AnnotationDeleting) nor marked as not owning its store's
+// bucket (AnnotationStoreNotOwned), and whose claims are below its limit,
 // takes e's name in its claims (a status write that fails on a conflict,
 // so also when the bucket was marked meanwhile), then e records the
 // bucket (Assign, an update). An entry already claimed by a bucket (a
 // placement whose entry update was lost) is assigned that bucket again.
 // When every bucket is full, Place creates a new bucket (NewBucket with
-// the first number from the count of buckets up whose name no bucket of
-// the pool has) and returns ErrPoolFull; place e again when that bucket
-// changes. It returns the bucket's name.
+// the first number from the count of buckets up whose name no bucket
+// object has, of the pool or not) and returns ErrPoolFull; place e again
+// when that bucket changes. An object of that name found only by the
+// creation (AlreadyExists) counts as the pool's growth if it is a member
+// of the pool (another placer created it); one that is not (an unrelated
+// object named like the pool's next bucket) is never taken for the
+// pool's: Place tries the next number. It returns the bucket's name.
 func (p *Pool[E, B]) Place(ctx context.Context, e E) (string, error) {
 	pool, err := p.cfg.Pool(e)
 	if err != nil {
@@ -233,11 +356,28 @@ func (p *Pool[E, B]) Place(ctx context.Context, e E) (string, error) {
 		}
 	}
 	for _, b := range members {
-		if b.GetDeletionTimestamp() != nil || p.deleting(b) {
+		if b.GetDeletionTimestamp() != nil || p.deleting(b) || p.notOwned(b) {
 			continue
 		}
 		if limit := p.cfg.Share.cfg.Limit(b); limit > 0 && len(*p.cfg.Claims(b)) >= limit {
 			continue
+		}
+		if p.cfg.Provision != nil {
+			// Proven the owner of its store's bucket before a place is
+			// taken, on a fresh read: a bucket grown into another's store
+			// bucket is skipped (and marked), and the pool grows past it,
+			// rather than an entry being placed where it is never
+			// admitted. Any other failure is the admission's to report.
+			var skip bool
+			if b, skip, err = p.provisioned(ctx, b); err != nil || skip {
+				if err != nil {
+					return "", err
+				}
+				continue
+			}
+			if limit := p.cfg.Share.cfg.Limit(b); limit > 0 && len(*p.cfg.Claims(b)) >= limit {
+				continue
+			}
 		}
 		b = b.DeepCopyObject().(B)
 		claims := p.cfg.Claims(b)
@@ -249,31 +389,68 @@ func (p *Pool[E, B]) Place(ctx context.Context, e E) (string, error) {
 		return b.GetName(), p.assign(ctx, e, b)
 	}
 	// Deleted buckets leave gaps in the numbers: the next is the first
-	// from the count up that no bucket has, the same for every placer
-	// with the same view.
-	var next B
-	for n := len(members) + 1; ; n++ {
-		if next, err = p.cfg.NewBucket(pool, n); err != nil {
-			return "", &noPoolError{err: fmt.Errorf("pool %q cannot grow: %w", pool, err), grow: true}
+	// from the count up that no bucket object has, the same for every
+	// placer with the same view. An object that is not the pool's member
+	// is skipped as well: it is not the pool's growth, and its name can
+	// never be.
+	taken := map[string]bool{}
+	for _, b := range all {
+		taken[b.GetNamespace()+"/"+b.GetName()] = true
+	}
+	n, skipped := len(members), 0
+	for {
+		next, err := p.next(pool, &n, members, taken)
+		if err != nil {
+			return "", err
 		}
-		if !slices.ContainsFunc(members, func(b B) bool { return b.GetName() == next.GetName() }) {
-			break
+		a := maps.Clone(next.GetAnnotations())
+		if a == nil {
+			a = map[string]string{}
 		}
-		if n > 2*len(members) { // distinct names for distinct numbers find a free one sooner
-			return "", fmt.Errorf("%w: share: PoolConfig.NewBucket(%q, %d) = %s, a bucket of the pool: it must name the n-th bucket after n", ErrInvalidConfig, pool, n, next.GetName())
+		a[AnnotationCreatedBy] = pool
+		next.SetAnnotations(a)
+		err = p.cfg.Create(ctx, next)
+		if apierrors.IsAlreadyExists(err) {
+			// Not in the list: a placer created it a moment ago, or an
+			// unrelated object has the name. Only a member is growth.
+			existing, gerr := p.cfg.Share.cfg.Buckets.Get(ctx, next.GetNamespace(), next.GetName())
+			if gerr != nil {
+				return "", fmt.Errorf("pool %q: bucket %s exists: %w", pool, next.GetName(), gerr)
+			}
+			if p.cfg.Member(existing) != pool {
+				taken[next.GetNamespace()+"/"+next.GetName()] = true
+				if skipped++; skipped > len(all)+1 {
+					return "", &noPoolError{err: fmt.Errorf("pool %q cannot grow: bucket %s and %d more names the pool gives are taken by objects of another pool or none", pool, next.GetName(), skipped-1), grow: true}
+				}
+				logr.FromContextOrDiscard(ctx).Info("pool's next name taken by another object", "pool", pool, "bucket", next.GetName(), "pool of the object", p.cfg.Member(existing))
+				continue
+			}
+			err = nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("pool %q: create bucket %s: %w", pool, next.GetName(), err)
+		}
+		logr.FromContextOrDiscard(ctx).Info("pool grown", "pool", pool, "bucket", next.GetName(), "for", e.GetName())
+		return "", fmt.Errorf("%w: pool %q, %d buckets; bucket %s created for entry %s", ErrPoolFull, pool, len(members), next.GetName(), e.GetName())
+	}
+}
+
+// next returns the pool's next bucket (NewBucket) after number *n whose
+// name no object in taken has, and sets *n to its number.
+func (p *Pool[E, B]) next(pool string, n *int, members []B, taken map[string]bool) (B, error) {
+	for tries := 0; ; tries++ {
+		*n++
+		next, err := p.cfg.NewBucket(pool, *n)
+		if err != nil {
+			return next, &noPoolError{err: fmt.Errorf("pool %q cannot grow: %w", pool, err), grow: true}
+		}
+		if !taken[next.GetNamespace()+"/"+next.GetName()] {
+			return next, nil
+		}
+		if tries > len(members)+len(taken) { // distinct names for distinct numbers find a free one sooner
+			return next, fmt.Errorf("%w: share: PoolConfig.NewBucket(%q, %d) = %s, a bucket that exists: it must name the n-th bucket after n", ErrInvalidConfig, pool, *n, next.GetName())
 		}
 	}
-	a := maps.Clone(next.GetAnnotations())
-	if a == nil {
-		a = map[string]string{}
-	}
-	a[AnnotationCreatedBy] = pool
-	next.SetAnnotations(a)
-	if err := p.cfg.Create(ctx, next); err != nil && !apierrors.IsAlreadyExists(err) {
-		return "", fmt.Errorf("pool %q: create bucket %s: %w", pool, next.GetName(), err)
-	}
-	logr.FromContextOrDiscard(ctx).Info("pool grown", "pool", pool, "bucket", next.GetName(), "for", e.GetName())
-	return "", fmt.Errorf("%w: pool %q, %d buckets; bucket %s created for entry %s", ErrPoolFull, pool, len(members), next.GetName(), e.GetName())
 }
 
 func (p *Pool[E, B]) assign(ctx context.Context, e E, b B) error {

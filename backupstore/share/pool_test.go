@@ -244,7 +244,8 @@ func TestPoolReconcileGrowsAndAdmits(t *testing.T) {
 		},
 		Provision: func(ctx context.Context, b backup) error {
 			provisioned[b.Name]++
-			return backupstore.CreateBucket(ctx, b.Spec.Prefix, nil)
+			_, err := backupstore.CreateBucket(ctx, b.Spec.Prefix, nil)
+			return err
 		},
 		Claims: func(b backup) *[]string { return &b.Status.Claims },
 		Assign: func(e backup, _, name string) { e.Spec.Bucket = name },
@@ -415,8 +416,13 @@ func TestPoolRefusalIsACondition(t *testing.T) {
 // bucketNS, no data (the collector's Location is empty).
 func placingShare(t *testing.T, cl client.Client, ns, bucketNS string) *share.Share[backup, backup] {
 	t.Helper()
+	return placingShareOver(t, cl, ns, bucketNS, inNamespace{backups.Objects[backup](cl, cl), bucketNS})
+}
+
+// placingShareOver is placingShare with buckets read through buckets.
+func placingShareOver(t *testing.T, cl client.Client, ns, bucketNS string, buckets collect.Objects[backup]) *share.Share[backup, backup] {
+	t.Helper()
 	entries := inNamespace{backups.Objects[backup](cl, cl), ns}
-	buckets := inNamespace{backups.Objects[backup](cl, cl), bucketNS}
 	c, err := collect.New(collect.Config[backup]{Objects: entries, Finalizer: "f", Secrets: backupstore.SecretsFrom(nil),
 		Location: func(context.Context, backup) (collect.Location, error) { return collect.Location{}, nil }})
 	if err != nil {
@@ -433,4 +439,92 @@ func placingShare(t *testing.T, cl client.Client, ns, bucketNS string) *share.Sh
 		t.Fatal(err)
 	}
 	return s
+}
+
+// An object named like the pool's next bucket that is not a member of the
+// pool (another pool's) is never taken for the pool's growth, on a real
+// API server: Place skips its name and grows the pool by the next number,
+// whether the object is in its list or found only by the creation
+// (AlreadyExists: a cache that has not seen it), places the entry there
+// once it exists, and leaves the object alone.
+func TestPoolGrowsPastAnUnrelatedObject(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	k := testenv.StartKubernetes(t)
+	if _, err := testbackup.Install(k.Config); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	scheme := runtime.NewScheme()
+	if err := testbackup.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	bucketNS := k.Namespace + "-buckets"
+	if _, err := k.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: bucketNS}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := client.New(k.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		pool   string
+		hidden bool
+	}{{"listed", false}, {"hidden", true}} {
+		t.Run(tc.pool, func(t *testing.T) {
+			unrelated := &testbackup.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: bucketNS, Name: tc.pool + "-1"}, Spec: testbackup.Spec{Pool: "another", Limit: 5}}
+			if err := cl.Create(ctx, unrelated); err != nil {
+				t.Fatal(err)
+			}
+			var buckets collect.Objects[backup] = inNamespace{backups.Objects[backup](cl, cl), bucketNS}
+			if tc.hidden {
+				buckets = hiding{buckets, unrelated.Name}
+			}
+			p, err := share.NewPool(share.PoolConfig[backup, backup]{
+				Share:  placingShareOver(t, cl, k.Namespace, bucketNS, buckets),
+				Pool:   func(e backup) (string, error) { return e.Spec.Pool, nil },
+				Member: func(b backup) string { return b.Spec.Pool },
+				NewBucket: func(pool string, n int) (backup, error) {
+					return &testbackup.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: bucketNS, Name: fmt.Sprintf("%s-%d", pool, n)},
+						Spec: testbackup.Spec{Pool: pool, Limit: 1}}, nil
+				},
+				Create: func(ctx context.Context, b backup) error { return cl.Create(ctx, b) },
+				Claims: func(b backup) *[]string { return &b.Status.Claims },
+				Assign: func(e backup, _, name string) { e.Spec.Bucket = name },
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := &testbackup.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: "e-" + tc.pool}, Spec: testbackup.Spec{Pool: tc.pool}}
+			if err := cl.Create(ctx, e); err != nil {
+				t.Fatal(err)
+			}
+			if name, err := p.Place(ctx, e); !errors.Is(err, share.ErrPoolFull) || name != "" {
+				t.Fatalf("first Place: %q, %v; want the pool grown (ErrPoolFull)", name, err)
+			}
+			name, err := p.Place(ctx, e)
+			if err != nil || name != tc.pool+"-2" {
+				t.Errorf("Place once the pool grew: %q, %v; want %s-2, past the unrelated %s", name, err, tc.pool, unrelated.Name)
+			}
+			var got testbackup.Backup
+			if err := cl.Get(ctx, client.ObjectKeyFromObject(unrelated), &got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Spec != unrelated.Spec || len(got.Status.Claims) != 0 || got.Annotations[share.AnnotationCreatedBy] != "" {
+				t.Errorf("the unrelated object after the placement: spec %+v, claims %v, annotations %v; want it untouched", got.Spec, got.Status.Claims, got.Annotations)
+			}
+		})
+	}
+}
+
+// hiding is a cache that has not seen one bucket object yet.
+type hiding struct {
+	collect.Objects[backup]
+	name string
+}
+
+func (h hiding) List(ctx context.Context, ns string) ([]backup, error) {
+	all, err := h.Objects.List(ctx, ns)
+	return slices.DeleteFunc(all, func(b backup) bool { return b.Name == h.name }), err
 }

@@ -32,10 +32,20 @@ const (
 	// admits no entry to it. It is removed, and the deletion given up,
 	// when the bucket turns out to be in use before its object is deleted.
 	AnnotationDeleting = "backupstore.groundskeeper.io/deleting"
-	// AnnotationCreatedBy names the pool that created the bucket (Place,
-	// when the pool grew). The Pool deletes only the buckets it created:
-	// a bucket an administrator made, and its store's bucket, are theirs.
+	// AnnotationCreatedBy names the pool that created the bucket object
+	// (Place, when the pool grew). The Pool deletes only the buckets it
+	// created: a bucket an administrator made, and its store's bucket, are
+	// theirs. It says who made the object, not the store's bucket: that
+	// one is the object's only when PoolConfig.Provision and Deprovision
+	// prove it (Grow's owner marker).
 	AnnotationCreatedBy = "backupstore.groundskeeper.io/created-by-pool"
+	// AnnotationStoreNotOwned marks a bucket whose store's bucket the
+	// Pool could not prove the object's (PoolConfig.Provision or
+	// Deprovision returned ErrNotOwned; the value is why): Place puts no
+	// entry there, no entry is admitted to it, and the Pool never deletes
+	// it. The Pool removes it once Provision succeeds (an administrator
+	// adopted the store's bucket, AnnotationAdoptStore).
+	AnnotationStoreNotOwned = "backupstore.groundskeeper.io/store-not-owned"
 )
 
 // The reasons of the events of a Pool's bucket deletion.
@@ -51,6 +61,13 @@ const (
 	ReasonDeletionRetained = "DeletionRetained"
 	// ReasonDryRun (Normal): what a dry run would delete.
 	ReasonDryRun = "DryRun"
+	// ReasonStoreNotOwned (Warning, on the bucket; and the Admitted
+	// condition's reason of an entry refused for it): the store's bucket
+	// is not proven the bucket object's (ErrNotOwned).
+	ReasonStoreNotOwned = "StoreNotOwned"
+	// ReasonStoreOwned (Normal): a bucket marked StoreNotOwned is proven
+	// the owner of its store's bucket.
+	ReasonStoreOwned = "StoreOwned"
 )
 
 // BucketDeletion is what DeleteEmpty did with one bucket or, in a dry run,
@@ -79,7 +96,10 @@ func (p *Pool[E, B]) deleting(b B) bool {
 // for PoolConfig.DeleteEmptyAfter; ReconcileBucket calls it first. A
 // bucket is empty when its claims are empty and no entry names it,
 // deleted or not. Only a bucket the pool created (AnnotationCreatedBy) is
-// ever deleted. In turn, on successive calls:
+// ever deleted, and only with its store's bucket proven the object's
+// (Deprovision refuses one that is not: the bucket is then marked
+// AnnotationStoreNotOwned and kept for good). In turn, on successive
+// calls:
 //
 //   - a bucket in use (by the cache) loses its empty-since stamp;
 //   - one bucket of its pool is kept, so that the next entry of the pool
@@ -116,7 +136,7 @@ func (p *Pool[E, B]) deleteEmpty(ctx context.Context, b B) (d BucketDeletion, wr
 	if b.GetDeletionTimestamp() != nil {
 		return d, false, nil
 	}
-	if p.cfg.DeleteEmptyAfter <= 0 || pool == "" || b.GetAnnotations()[AnnotationCreatedBy] != pool {
+	if p.cfg.DeleteEmptyAfter <= 0 || !createdBy(b, pool) || p.notOwned(b) {
 		// No deletion (any more): a stamp or a mark left from one goes.
 		a := b.GetAnnotations()
 		if _, ok := a[AnnotationEmptySince]; !ok {
@@ -225,6 +245,16 @@ func (p *Pool[E, B]) finishDeletion(ctx context.Context, b B) (d BucketDeletion,
 	}
 	res, err := p.cfg.Deprovision(ctx, fresh, nil)
 	d.Store = res
+	if errors.Is(err, ErrNotOwned) {
+		// Never the pool's to delete: given up for good, and marked.
+		d.Store, d.Kept = nil, err.Error()
+		if err := p.annotate(ctx, fresh, map[string]string{AnnotationStoreNotOwned: err.Error()}, AnnotationDeleting, AnnotationEmptySince); err != nil {
+			return d, false, fmt.Errorf("give up the deletion of bucket %s: %w", b.GetName(), err)
+		}
+		log.Info("bucket deletion given up: the store's bucket is not the bucket's", "why", err.Error())
+		rec.Event(fresh, corev1.EventTypeWarning, ReasonStoreNotOwned, "deletion given up: "+err.Error())
+		return d, true, nil
+	}
 	if re := (*backupstore.RetainedError)(nil); errors.As(err, &re) {
 		now := p.cfg.Share.cfg.Clock.Now()
 		d.After = p.cfg.DeleteEmptyAfter // legal holds: look again now and then
@@ -264,6 +294,13 @@ func (p *Pool[E, B]) finishDeletion(ctx context.Context, b B) (d BucketDeletion,
 func (p *Pool[E, B]) dryRun(ctx context.Context, b B, d BucketDeletion) (BucketDeletion, bool, error) {
 	res, err := p.cfg.Deprovision(ctx, b, &backupstore.DeleteOptions{DryRun: true})
 	d.Store = res
+	if errors.Is(err, ErrNotOwned) {
+		d.Store, d.Kept = nil, err.Error()
+		msg := "dry run: would not delete the empty bucket: " + err.Error()
+		logr.FromContextOrDiscard(ctx).Info(msg, "bucket", b.GetName())
+		p.cfg.Share.cfg.Recorder.Event(b, corev1.EventTypeWarning, ReasonStoreNotOwned, msg)
+		return d, false, nil
+	}
 	if err != nil {
 		return d, false, fmt.Errorf("dry run: list the store's bucket of %s: %w", b.GetName(), err)
 	}
@@ -324,7 +361,8 @@ func (p *Pool[E, B]) inUse(b B, entries []E) string {
 // by the cache, so that the pool's next entry finds a place without
 // waiting for a bucket to be created: a bucket the pool did not create
 // (an administrator's, never deleted anyway) if it has one, otherwise its
-// first bucket by name that is neither deleted nor marked.
+// first bucket by name that is neither deleted nor marked (for deletion,
+// or as not owning its store's bucket: it takes no entry).
 func (p *Pool[E, B]) kept(ctx context.Context, pool string) (string, error) {
 	all, err := p.cfg.Share.cfg.Buckets.List(ctx, "")
 	if err != nil {
@@ -332,10 +370,10 @@ func (p *Pool[E, B]) kept(ctx context.Context, pool string) (string, error) {
 	}
 	first := ""
 	for _, b := range all {
-		if p.cfg.Member(b) != pool || b.GetDeletionTimestamp() != nil || p.deleting(b) {
+		if p.cfg.Member(b) != pool || b.GetDeletionTimestamp() != nil || p.deleting(b) || p.notOwned(b) {
 			continue
 		}
-		if b.GetAnnotations()[AnnotationCreatedBy] != pool {
+		if !createdBy(b, pool) {
 			return b.GetName(), nil
 		}
 		if first == "" || b.GetName() < first {

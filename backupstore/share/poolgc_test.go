@@ -55,6 +55,8 @@ type gcPool struct {
 	inDeprovision func()
 	// hidden are entries the cache's List does not show yet.
 	hidden map[string]bool
+	// installation is Grow.Installation.
+	installation string
 }
 
 // hidingCache is a cache that has not seen some entries yet.
@@ -74,7 +76,7 @@ func newGCPool(t *testing.T, store *testenv.BlobStore, dryRun bool) *gcPool {
 		t.Fatal(err)
 	}
 	p := &gcPool{t: t, ctx: context.Background(), k: k, ns: k.Namespace, bns: k.Namespace + "-buckets", store: store,
-		clock: clocktesting.NewFakeClock(time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)), hidden: map[string]bool{}}
+		clock: clocktesting.NewFakeClock(time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)), hidden: map[string]bool{}, installation: "cluster-a"}
 	if _, err := k.Client.CoreV1().Namespaces().Create(p.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.bns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -124,6 +126,13 @@ func (p *gcPool) newPool(dryRun, hooked bool) (*share.Pool[backup, backup], clie
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The store's buckets are Grow's to create and delete, with their
+	// owner markers; NewBucket is the test's (a pool without a first
+	// bucket), naming a store bucket by the pool's name and number alone.
+	grow := share.Grow[backup]{Buckets: buckets, Secrets: backupstore.SecretsFrom(nil), Installation: p.installation,
+		Member: func(b backup) string { return b.Spec.Pool },
+		Store:  func(b backup) (string, string, string) { return b.Spec.Prefix, "", "" },
+	}
 	pool, err := share.NewPool(share.PoolConfig[backup, backup]{
 		Share: s, Create: func(ctx context.Context, b backup) error { return cl.Create(ctx, b) },
 		Pool:   func(e backup) (string, error) { return e.Spec.Pool, nil },
@@ -133,7 +142,7 @@ func (p *gcPool) newPool(dryRun, hooked bool) (*share.Pool[backup, backup], clie
 			return &testbackup.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: p.bns, Name: name},
 				Spec: testbackup.Spec{Pool: pool, Limit: 1, Prefix: p.storeURL(name)}}, nil
 		},
-		Provision: func(ctx context.Context, b backup) error { return backupstore.CreateBucket(ctx, b.Spec.Prefix, nil) },
+		Provision: grow.Provision,
 		Claims:    func(b backup) *[]string { return &b.Status.Claims },
 		Assign:    func(e backup, _, name string) { e.Spec.Bucket = name },
 
@@ -153,7 +162,7 @@ func (p *gcPool) newPool(dryRun, hooked bool) (*share.Pool[backup, backup], clie
 			if hooked && p.inDeprovision != nil && (opts == nil || !opts.DryRun) {
 				p.inDeprovision()
 			}
-			return backupstore.DeleteBucket(ctx, b.Spec.Prefix, nil, opts)
+			return grow.Deprovision(ctx, b, opts)
 		},
 	})
 	if err != nil {
@@ -595,9 +604,13 @@ func TestPoolDryRunDeletesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.clock.Step(grace)
+	marker, err := b.ReadAll(p.ctx, share.BucketOwnerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
 	d, err := p.pool.DeleteEmpty(p.ctx, p.bucket("p-2"))
-	if err != nil || !d.Deleted || d.Store == nil || !slices.Equal(d.Store.Keys, []string{"leftover/1"}) || d.Store.Bytes != 3 {
-		t.Errorf("dry run: %+v (store %+v), %v; want p-2 with leftover/1, 3 bytes", d, d.Store, err)
+	if want := int64(3 + len(marker)); err != nil || !d.Deleted || d.Store == nil || !slices.Equal(d.Store.Keys, []string{share.BucketOwnerKey, "leftover/1"}) || d.Store.Bytes != want {
+		t.Errorf("dry run: %+v (store %+v), %v; want p-2 with its owner marker and leftover/1, %d bytes", d, d.Store, err, want)
 	}
 	p.settle()
 	if b := p.bucket("p-2"); b == nil || b.DeletionTimestamp != nil || b.Annotations[share.AnnotationDeleting] != "" || !p.storeExists("p-2") {
@@ -718,4 +731,84 @@ func TestPoolKeepsTheAdministratorsBucketAndNoOther(t *testing.T) {
 	if b := p.bucket("p-2"); b == nil || !p.storeExists("p-2") {
 		t.Errorf("p-2, the administrator's: object there %t, store's bucket there %t; want it kept", b != nil, p.storeExists("p-2"))
 	}
+}
+
+// Two installations (two clusters: here two namespaces of one API server,
+// each with its own pool controller) with pools of the same name share one
+// store (MinIO), and their NewBucket names a store bucket by the pool's
+// name and number alone, as Grow did before the installation's hash (and
+// as two installations given one Installation still do): every store
+// bucket the second pool grows into first is the first's. The owner
+// markers keep them apart: the second pool admits no entry to the first's
+// store buckets (its bucket objects over them are marked StoreNotOwned,
+// and an entry that names one is refused), grows past them into store
+// buckets of its own, and, when its entries go, deletes only its own
+// store bucket; the first's entries, their data and store buckets stay.
+func TestPoolsOfTwoInstallationsShareAStore(t *testing.T) {
+	store := testenv.S3(t)
+	a := newGCPool(t, store, false)
+	a.place("e0", "e1") // p-1 and p-2, the first installation's
+	data, err := backupstore.OpenBucket(a.ctx, a.storeURL("p-2"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer data.Close()
+	if err := data.WriteAll(a.ctx, "e1/backup-1", []byte("a's backup"), nil); err != nil {
+		t.Fatal(err)
+	}
+
+	b := newGCPool(t, store, false)
+	b.installation = "cluster-b"
+	b.pool, b.cl = b.newPool(false, true)
+	b.place("f0", "f1")
+	if f0, f1 := b.getEntry("f0"), b.getEntry("f1"); f0.Spec.Bucket != "p-3" || f1.Spec.Bucket != "p-4" {
+		t.Errorf("the second installation's entries placed in %s and %s, want p-3 and p-4 (p-1 and p-2 name the first's store buckets)", f0.Spec.Bucket, f1.Spec.Bucket)
+	}
+	for _, name := range []string{"p-1", "p-2"} {
+		if o := b.bucket(name); o == nil || !strings.Contains(o.Annotations[share.AnnotationStoreNotOwned], "holds the owner marker of bucket "+a.bns+"/"+name) {
+			t.Errorf("the second installation's %s: %+v; want it marked %s, naming the first's bucket", name, o, share.AnnotationStoreNotOwned)
+		}
+	}
+	b.entry("direct", "p-2")
+	b.settle()
+	e := b.getEntry("direct")
+	if c := meta.FindStatusCondition(e.Status.Conditions, share.ConditionAdmitted); e.Status.Prefix != "" || c == nil || c.Reason != share.ReasonStoreNotOwned {
+		t.Errorf("an entry of the second installation naming p-2: prefix %q, condition %+v; want refused, %s", e.Status.Prefix, c, share.ReasonStoreNotOwned)
+	}
+
+	// The second installation's entries go, and its empty buckets' grace
+	// periods pass.
+	b.deleteEntry("direct")
+	b.deleteEntry("f1")
+	b.settle()
+	for range 2 {
+		b.clock.Step(grace)
+		b.settle()
+	}
+	if o := b.bucket("p-4"); o != nil || b.storeExists("p-4") {
+		t.Errorf("the second installation's own p-4, empty past its grace period: object there %t, store's bucket there %t; want it deleted", o != nil, b.storeExists("p-4"))
+	}
+	for _, name := range []string{"p-1", "p-2"} {
+		if o := b.bucket(name); o == nil || o.Annotations[share.AnnotationDeleting] != "" {
+			t.Errorf("the second installation's %s (not its store's bucket): %+v; want it kept, unmarked", name, o)
+		}
+	}
+	// Nothing of the second installation's in the first's store buckets,
+	// and all of the first's there.
+	for name, want := range map[string][]string{"p-1": {"e0"}, "p-2": {"e1"}} {
+		sb, err := backupstore.OpenBucket(a.ctx, a.storeURL(name), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := backupstore.Entries(a.ctx, sb, "")
+		sb.Close()
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("the first installation's store bucket %s holds entries %v, %v; want %v", name, got, err, want)
+		}
+	}
+	if got, err := data.ReadAll(a.ctx, "e1/backup-1"); err != nil || string(got) != "a's backup" {
+		t.Errorf("the first installation's backup e1/backup-1: %q, %v", got, err)
+	}
+	a.checkEntries()
+	b.checkEntries()
 }

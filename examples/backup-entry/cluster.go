@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -27,6 +30,11 @@ type controllerOptions struct {
 	dryRun bool
 	// quota is a pool's bucket's most entries, per provider (--quota).
 	quota share.Quota
+	// installation names this installation among those whose pools may
+	// share a store's account (--installation; share.Grow.Installation);
+	// setupControllers takes the UID of the kube-system namespace when it
+	// is empty.
+	installation string
 	// Tests only: wrap wraps the manager's client (cached reads, writes)
 	// and API reader (fresh reads) to scope the controller or plant bugs.
 	wrap func(client.Client, client.Reader) (client.Client, client.Reader)
@@ -50,6 +58,15 @@ func setupControllers(mgr ctrl.Manager, o controllerOptions) error {
 		cl, live = o.wrap(cl, live)
 	}
 	entries, buckets := backups.Objects[*api.BackupEntry](cl, live), backups.Objects[*api.BackupBucket](cl, cl)
+	if o.installation == "" {
+		// The cluster's identity: two clusters whose pools share a
+		// store's account give their buckets store names of their own.
+		var ns corev1.Namespace
+		if err := mgr.GetAPIReader().Get(context.Background(), client.ObjectKey{Name: metav1.NamespaceSystem}, &ns); err != nil {
+			return fmt.Errorf("--installation not given, and the UID of namespace %s not read: %w", metav1.NamespaceSystem, err)
+		}
+		o.installation = string(ns.UID)
+	}
 	r, err := newController(deps{
 		entries: entries, buckets: buckets, secrets: crt.Secrets(mgr.GetAPIReader()), clk: clock.RealClock{},
 		events:       crt.Events(mgr.GetEventRecorder("backup-entry")),

@@ -50,9 +50,12 @@ type deps struct {
 // the BackupBuckets of its spec.provider and spec.region, --quota entries
 // each; when all are full the pool grows by a BackupBucket made from its
 // first (share.Grow: <provider>-<region>-<n>, the store's bucket of that
-// name created before an entry is admitted to it); a pool bucket other
-// than the first by name that has had no entry for the deletion grace
-// period is deleted, the store's bucket and its data first. An entry is admitted
+// name and the installation's hash created, with an owner marker naming
+// the BackupBucket's UID, before an entry is admitted to it; a store
+// bucket that existed without that marker is not the pool's, takes no
+// entry and is never deleted); a pool bucket other than the first by name
+// that has had no entry for the deletion grace period is deleted, the
+// store's bucket and its data first, if its marker names it. An entry is admitted
 // to its bucket while it has room, with a marker under its prefix; a
 // bucket is kept while entries name it; a deleted entry's prefix is
 // deleted by the collector (entryConfig); an admitted entry with
@@ -91,7 +94,7 @@ func newController(d deps, o controllerOptions) (share.Reconciler[*api.BackupEnt
 	if err != nil {
 		return nil, err
 	}
-	grow := share.Grow[*api.BackupBucket]{Buckets: d.buckets, Secrets: d.secrets,
+	grow := share.Grow[*api.BackupBucket]{Buckets: d.buckets, Secrets: d.secrets, Installation: o.installation, Open: d.open,
 		Member: func(b *api.BackupBucket) string { return b.Spec.Pool() },
 		Store: func(b *api.BackupBucket) (string, string, string) {
 			ns, name := b.Spec.SecretRef.Key()

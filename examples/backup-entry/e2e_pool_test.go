@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"hash/fnv"
 	"maps"
@@ -264,6 +266,13 @@ func testPoolGrows(t *testing.T, e *poolEnv, replicas int, deleteOwner bool) {
 	if want := map[string]int{pool + "-2": 1, pool + "-3": 1}; !maps.Equal(creates.created, want) {
 		t.Errorf("BackupBuckets created %v, want %v (each once, by the controller)", creates.created, want)
 	}
+	// The store names end in the hash of the installation: the UID of
+	// kube-system, the default --installation.
+	ks, err := e.k.Client.CoreV1().Namespaces().Get(context.Background(), metav1.NamespaceSystem, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(ks.UID))
 	perBucket := map[string]int{}
 	for _, b := range buckets {
 		if len(b.Status.Claims) > 2 {
@@ -272,8 +281,11 @@ func testPoolGrows(t *testing.T, e *poolEnv, replicas int, deleteOwner bool) {
 		store := e.store
 		if b.Name != e.bucket {
 			store = e.open(b.Spec.URL) // created in the store by the controller
-			if want, _ := backupstore.BucketURL(e.url, b.Name); b.Spec.URL != want {
+			if want, _ := backupstore.BucketURL(e.url, b.Name+"-"+hex.EncodeToString(sum[:4])); b.Spec.URL != want {
 				t.Errorf("BackupBucket %s: spec.url %q, want %q", b.Name, b.Spec.URL, want)
+			}
+			if ok, err := store.Exists(context.Background(), share.BucketOwnerKey); err != nil || !ok {
+				t.Errorf("BackupBucket %s: no owner marker %s in its store's bucket: %v", b.Name, share.BucketOwnerKey, err)
 			}
 		}
 		for _, c := range b.Status.Claims {

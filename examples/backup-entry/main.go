@@ -50,6 +50,7 @@ func run(args []string) error {
 	var o controllerOptions
 	retention.DurationVar(fs, &o.grace, "deletion-grace-period", 3*retention.Day, `how long a deleted BackupEntry's prefix, a migrated entry's legacy objects and a pool bucket left empty are kept before they are deleted, e.g. "3d", "72h", "0s"`)
 	fs.Var(&o.quota, "quota", `the most entries of a pool's BackupBucket, per provider (the seed's controller.backupInfrastructures.quota), e.g. "aws=100,azure=50"; an entry of a provider without one is not placed`)
+	fs.StringVar(&o.installation, "installation", "", "this installation's identity among those whose pools share a store's account: the store names of the buckets a pool grows end in its hash, and their owner markers record it (default: the UID of the kube-system namespace)")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "report (in events, conditions and logs) what the deletion of an entry's prefix would remove; delete nothing and keep the finalizer")
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -112,7 +112,7 @@ func runScenario(out io.Writer) error {
 		},
 		writers: backups.DeploymentWriter{Client: s.writers, Reader: s.writers,
 			PausedAnnotation: api.PausedReplicasAnnotation, LocationAnnotation: api.BackupLocationAnnotation},
-	}, controllerOptions{grace: scenarioGrace, quota: scenarioQuota})
+	}, controllerOptions{grace: scenarioGrace, quota: scenarioQuota, installation: "scenario"})
 	if err != nil {
 		return err
 	}
@@ -259,7 +259,7 @@ func (s *sim) secondAct(ctx context.Context) error {
 	st := s.entries[omega].Status.Migration
 	fmt.Fprintf(s.out, "        BackupEntry %s: status.migration step %s, %d copied, downtime %s; the legacy objects go at %s\n",
 		omega, st.Step, st.Copied, st.Downtime(s.clk.Now()), elapsed(st.SwitchedAt.Add(scenarioGrace).Sub(scenarioStart)))
-	s.listStore(ctx, "mem://aws-eu-west-1-2")
+	s.listStore(ctx, s.buckets["aws-eu-west-1-2"].Spec.URL)
 
 	s.runUntil(ctx, day5+2*time.Hour)
 	s.say("Gardener deletes Shoot dev--kappa")

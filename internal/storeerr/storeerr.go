@@ -23,6 +23,7 @@ var (
 	ErrTooManyRules      = errors.New("backupstore: the bucket's lifecycle configuration would exceed the store's rule limit")
 	ErrBucketFull        = errors.New("backupstore: bucket holds its limit of entries")
 	ErrPoolFull          = errors.New("share: every bucket of the pool is full")
+	ErrNotOwned          = errors.New("share: the store's bucket is not the bucket object's")
 	// ErrWriterRunning is crt/backups': crt, which classifies it, cannot
 	// import crt/backups (which imports crt).
 	ErrWriterRunning = errors.New("backups: the writer still has pods")

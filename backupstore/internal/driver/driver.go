@@ -312,9 +312,11 @@ func Providers() []Provider {
 // blob.Bucket: backupstore.CreateBucket.
 type Creator interface {
 	// Create creates the bucket name that b is opened on, where o says
-	// for the stores that need it; a bucket that already exists and is
-	// the caller's is not an error.
-	Create(ctx context.Context, b *blob.Bucket, name string, o CreateOptions) error
+	// for the stores that need it; created says whether this call created
+	// it. A bucket that already exists is not an error: created is false,
+	// whoever made it (the store's own "already exists" answers, never
+	// taken as the caller's).
+	Create(ctx context.Context, b *blob.Bucket, name string, o CreateOptions) (created bool, err error)
 }
 
 // CreateOptions say where a Creator creates a bucket.
