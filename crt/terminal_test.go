@@ -228,7 +228,7 @@ func TestResultJoinOfQuietRequeuesRequeuesAtTheEarliest(t *testing.T) {
 	if _, err := lock("dc2").Take(ctx); err != nil {
 		t.Fatal(err)
 	}
-	heldErr := func() (error, time.Duration) {
+	heldErr := func() (time.Duration, error) {
 		t.Helper()
 		_, err := lock("dc1").Do(ctx, func(context.Context, locking.Lease) error {
 			t.Error("fn ran while dc2 holds the lock")
@@ -238,11 +238,11 @@ func TestResultJoinOfQuietRequeuesRequeuesAtTheEarliest(t *testing.T) {
 		if !errors.As(err, &held) {
 			t.Fatalf("Do = %v, want a *HeldError", err)
 		}
-		return fmt.Errorf("reconfigure: %w", err), held.RequeueAfter
+		return held.RequeueAfter, fmt.Errorf("reconfigure: %w", err)
 	}
-	heldLong, long := heldErr()
+	long, heldLong := heldErr()
 	clk.Step(30 * time.Second)
-	heldShort, short := heldErr()
+	short, heldShort := heldErr()
 	if short >= long || short <= subreconcile.DefaultConflictDelay {
 		t.Fatalf("requeue times %s and %s: want %s < the second < the first", long, short, subreconcile.DefaultConflictDelay)
 	}
