@@ -59,8 +59,9 @@ type ClaimSet struct {
 	// Owner as read for this reconcile (from a cache, say).
 	Owner Owner
 	// Reread reads the owner again from the API server, never a cache,
-	// before a pod is deleted on scale-down; nil Owner and nil error mean the
-	// owner is gone. Required.
+	// before a pod is deleted on scale-down, all of it (Policy included: a
+	// scale-down whose fresh policy differs from Owner.Policy gives up);
+	// nil Owner and nil error mean the owner is gone. Required.
 	Reread func(ctx context.Context) (*Owner, error)
 	// Label is the key of a label whose value is the owner's name: SyncSet
 	// puts it on the pods and claims it creates, lists pods by it, and a
