@@ -59,8 +59,9 @@ type ClaimSet struct {
 	// Owner as read for this reconcile (from a cache, say).
 	Owner Owner
 	// Reread reads the owner again from the API server, never a cache,
-	// before a pod is deleted on scale-down; nil Owner and nil error mean the
-	// owner is gone. Required.
+	// before a pod is deleted on scale-down, all of it (Policy included: a
+	// scale-down whose fresh policy differs from Owner.Policy gives up);
+	// nil Owner and nil error mean the owner is gone. Required.
 	Reread func(ctx context.Context) (*Owner, error)
 	// Label is the key of a label whose value is the owner's name: SyncSet
 	// puts it on the pods and claims it creates, lists pods by it, and a
@@ -205,17 +206,21 @@ const setRequeue = 10 * time.Second
 //     condemned pod is terminating and every claim's references were
 //     written: the owner is read again from the API server (Reread), and
 //     the pod is deleted only if that read still condemns it (same UID, not
-//     being deleted, ordinal at or above its Replicas). The version of that
-//     read is recorded on the pod (CondemnedAnnotation, a patch guarded by
-//     the pod's UID), then the pod is deleted with its UID as precondition.
+//     being deleted, ordinal at or above its Replicas) and has the policy
+//     the claims' owner references were just written from (Owner.Policy,
+//     both spelled out): a policy changed since gives up, and the next call
+//     writes the references from the newer one and decides again. The
+//     version of that read is recorded on the pod (CondemnedAnnotation, a
+//     patch guarded by the pod's UID), then the pod is deleted with its UID
+//     as precondition.
 //
 // It never deletes a claim, except an expired one through CheckReuse: the
 // garbage collector does, by the owner references. The error joins the
 // failures of SyncOwner (the result holds what was done); conflicting
 // controllers and stale references are in the result, not the error.
 //
-// Not guaranteed: a scale-up written after the fresh read and before the
-// delete does not stop it (no precondition spans the owner and the pod);
+// Not guaranteed: a scale-up or policy change written after the fresh read
+// and before the delete does not stop it (no precondition spans the owner and the pod);
 // the window is one read and two writes long, and the annotation says which
 // state of the owner the deletion was decided on. The next call creates the
 // pod again. Not done: rolling updates (existing pods are not compared with
@@ -570,9 +575,11 @@ func refsString(refs []metav1.OwnerReference) string {
 }
 
 // scaleDown deletes condemned pod i if a fresh read of the owner still
-// condemns it. Under whenScaled: Delete the pod's claims go with it, so a
-// scale-down that the first read showed but that was undone since must not
-// delete it; the next call decides again on the newer owner.
+// condemns it under policy, the one its claims' references were written
+// from. Under whenScaled: Delete the pod's claims go with it, so a
+// scale-down that the first read showed but that was undone since, or a
+// policy changed since, must not delete it; the next call decides again on
+// the newer owner.
 func (s *setRun) scaleDown(ctx context.Context, i int, pod *corev1.Pod, policy Policy) error {
 	now, err := s.set.Reread(ctx)
 	if err != nil {
@@ -580,6 +587,16 @@ func (s *setRun) scaleDown(ctx context.Context, i int, pod *corev1.Pod, policy P
 	}
 	if now == nil || now.Ref.UID != s.owner.UID || now.Deleting || i < now.Replicas {
 		logr.FromContextOrDiscard(ctx).V(1).Info("scale-down undone since the first read: pod kept", "pod", pod.Name)
+		return nil
+	}
+	// The claims' owner references were written from the first read's
+	// policy: deleting the pod carries that policy out (whenScaled: Delete
+	// lets the garbage collector take the claims with the pod). When the
+	// fresh read's policy differs, they say what the owner no longer asks
+	// for; the next call writes them from the newer policy and decides again.
+	if fresh := now.Policy.Normalize(); fresh != policy {
+		logr.FromContextOrDiscard(ctx).V(1).Info("policy changed since the first read: pod kept", "pod", pod.Name,
+			"policy", policy, "freshPolicy", fresh)
 		return nil
 	}
 	then := "its claims stay (whenScaled=Retain)"

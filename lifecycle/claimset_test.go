@@ -362,6 +362,103 @@ func TestClaimSetScaleDownRereadsTheOwner(t *testing.T) {
 	t.Error("watch ended before db-2 was deleted")
 }
 
+// A scale-down decides on the policy of its fresh read: a cached owner
+// that says whenScaled: Delete, when the API server says Retain since,
+// deletes no pod in this call (the claim references it just wrote follow
+// the cached policy), and the next calls, on the fresh owner, write the
+// references of Retain and then delete the pod: the garbage collector has
+// nothing to delete the claim by, and it stays.
+func TestClaimSetScaleDownDecidesOnTheFreshPolicy(t *testing.T) {
+	k := testenv.StartKubernetes(t)
+	ctx := t.Context()
+	m := newManager(t, k)
+	o := claimSetOwner{c: k.Client, ns: k.Namespace, name: "db"}
+	deleteOnScaledown, _ := lifecycle.DeleteOnScaledownOnly.Policy()
+	if err := o.write(ctx, 2, deleteOnScaledown); err != nil {
+		t.Fatal(err)
+	}
+	syncUntil(t, ctx, m, o, "create", func(r lifecycle.SetResult) bool { return r.Ready == 2 })
+	claims := k.Client.CoreV1().PersistentVolumeClaims(k.Namespace)
+	claim, err := claims.Get(ctx, "data-db-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod, err := k.Client.CoreV1().Pods(k.Namespace).Get(ctx, "db-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A fence: the garbage collector deletes this ConfigMap once pod db-1
+	// is gone, as it would every dependent of the pod.
+	fence, err := k.Client.CoreV1().ConfigMaps(k.Namespace).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+		Name: "fence-db-1", OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID}}}},
+		metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The cache's read: scaled to 1 under whenScaled: Delete. The API
+	// server's: scaled to 1 under Retain.
+	if err := o.write(ctx, 1, deleteOnScaledown); err != nil {
+		t.Fatal(err)
+	}
+	cached, err := o.read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.write(ctx, 1, lifecycle.Policy{}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := m.SyncSet(ctx, o.claimSet(*cached), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.ContainsFunc(res.Actions, func(a lifecycle.SetAction) bool { return a.Verb == "Delete" }) {
+		// The garbage collector follows the references written from the
+		// cached policy: wait for its verdict on the claim.
+		waitFor(t, ctx, "the garbage collector to delete claim "+claim.Name, func() (bool, error) {
+			got, err := claims.Get(ctx, claim.Name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err) || (err == nil && got.DeletionTimestamp != nil), client(err)
+		})
+		t.Fatalf("a scale-down decided on the cached policy (whenScaled: Delete) although the fresh read says Retain: "+
+			"the garbage collector deleted claim %s (actions %+v)", claim.Name, res.Actions)
+	}
+	if got := podUIDs(t, ctx, k.Client, k.Namespace); got["db-1"] != pod.UID {
+		t.Fatalf("pod db-1 (uid %s) is gone after a call whose fresh read changed the policy: pods %v", pod.UID, got)
+	}
+	if !slices.Equal(res.Condemned, []int{1}) || res.RequeueAfter == 0 {
+		t.Errorf("condemned %v, requeue after %v: want [1] and a requeue (the next call decides again)", res.Condemned, res.RequeueAfter)
+	}
+
+	// The next calls read the owner fresh: Retain's references, then the
+	// pod goes.
+	syncUntil(t, ctx, m, o, "scale-down under Retain", func(r lifecycle.SetResult) bool { return r.Ready == 1 && len(r.Condemned) == 0 })
+	waitFor(t, ctx, "the garbage collector to delete "+fence.Name+", a dependent of pod db-1", func() (bool, error) {
+		_, err := k.Client.CoreV1().ConfigMaps(k.Namespace).Get(ctx, fence.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), client(err)
+	})
+	got, err := claims.Get(ctx, claim.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("claim %s after the scale-down under Retain: %v", claim.Name, err)
+	}
+	if got.UID != claim.UID || got.DeletionTimestamp != nil {
+		t.Fatalf("claim %s: uid %s (was %s), deletion %v: want it kept under Retain", claim.Name, got.UID, claim.UID, got.DeletionTimestamp)
+	}
+	for _, r := range got.OwnerReferences {
+		if r.Kind == "Pod" {
+			t.Fatalf("claim %s still refers to pod %s (uid %s): the garbage collector would delete it", claim.Name, r.Name, r.UID)
+		}
+	}
+}
+
+// waitFor polls done until it says so, for at most 30 seconds.
+func waitFor(t *testing.T, ctx context.Context, what string, done func() (bool, error)) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) { return done() })
+	if err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
 // stalePods is a pod cache that lags: it answers with the pods it was
 // given.
 type stalePods []*corev1.Pod

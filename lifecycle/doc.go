@@ -139,7 +139,9 @@
 //     request.
 //   - SyncSet deletes a pod on scale-down only when a read of the owner from
 //     the API server, made after the decision, still condemns it (same UID,
-//     not being deleted, ordinal at or above its replicas); it records that
+//     not being deleted, ordinal at or above its replicas) and has the
+//     policy the claims' owner references were written from (a policy
+//     changed since gives up until the next call); it records that
 //     read's resourceVersion on the pod and deletes it with its UID as
 //     precondition, one pod at a time, and only once every claim's owner
 //     references were written. It never deletes a claim except an expired

@@ -125,6 +125,11 @@ func New(cfg Config) (*Lock, error) {
 // ID returns this instance's lock ID.
 func (l *Lock) ID() string { return l.id }
 
+// Duration returns the lease a Take gives: Config.Duration, or
+// DefaultDuration when it was zero. A caller that derives a margin from it
+// (DoOptions.Margin) can check it before taking the lock.
+func (l *Lock) Duration() time.Duration { return l.policy.duration }
+
 // Disabled reports whether the lock was configured with Config.Disabled:
 // Take then succeeds without touching the backend.
 func (l *Lock) Disabled() bool { return l.disabled }

@@ -66,8 +66,11 @@ const DefaultMarkerKey = ".groundskeeper-entry"
 // buckets B are Kubernetes objects of the caller's types.
 type Config[E, B collect.Object] struct {
 	// Entries and Buckets read and write the objects (crt/backups.Objects
-	// over a controller-runtime manager). Entries.List is called with the
-	// namespace "" (all namespaces).
+	// over a controller-runtime manager). Their Get must read from the API
+	// server, never a cache: an admission, a pool's place freed and each
+	// step of a pool's bucket deletion decide on it (crt/backups.Objects
+	// with mgr.GetAPIReader() as its live reader, for both). Entries.List
+	// is called with the namespace "" (all namespaces).
 	Entries collect.Objects[E]
 	Buckets collect.Objects[B]
 	// Collector finalizes deleted entries (its Finalizer is also put on

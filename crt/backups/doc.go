@@ -17,8 +17,10 @@
 // # Guarantees
 //
 //   - Objects lists from the manager's cache and reads (Get) from the API
-//     reader given, so every deletion is decided on a fresh read; Delete
-//     sends the UID and resourceVersion preconditions it is given.
+//     reader given, so every deletion is decided on a fresh read, and so is
+//     every admission of a share.Share (whose Config.Buckets and Entries
+//     must both be Objects with mgr.GetAPIReader()); Delete sends the UID
+//     and resourceVersion preconditions it is given.
 //   - LiveList lists with the API reader, never the cache: a share.Pool
 //     deletes an empty bucket only when it finds no entry naming it there
 //     (share.PoolConfig.LiveEntries).

@@ -77,7 +77,7 @@ func testShare(t *testing.T, name string, store *testenv.BlobStore, creds map[st
 	}
 	mgr := k.NewManager(t, scheme)
 	entries := backups.Objects[*testbackup.Backup](mgr.GetClient(), mgr.GetAPIReader())
-	buckets := backups.Objects[*corev1.ConfigMap](mgr.GetClient(), mgr.GetClient())
+	buckets := backups.Objects[*corev1.ConfigMap](mgr.GetClient(), mgr.GetAPIReader())
 	c, err := collect.New(collect.Config[*testbackup.Backup]{
 		Objects: entries, Secrets: crt.Secrets(mgr.GetAPIReader()), Finalizer: entryFinalizer,
 		Location: func(ctx context.Context, b *testbackup.Backup) (collect.Location, error) {

@@ -50,14 +50,17 @@ func init() {
 }
 
 // setupControllers adds the entry and bucket controllers to mgr
-// (crt/backups.Share: one worker each). Buckets are read from the cache,
-// entries from the cache and fresh before their data is deleted.
+// (crt/backups.Share: one worker each). Entries and buckets are listed
+// from the cache; the reads a decision rests on (share's Get) come from
+// the API server: an entry's before its data is deleted or its pool place
+// freed, a bucket's before an entry is admitted to it and at each step of
+// a pool's deletion of an empty bucket.
 func setupControllers(mgr ctrl.Manager, o controllerOptions) error {
 	cl, live := mgr.GetClient(), client.Reader(mgr.GetAPIReader())
 	if o.wrap != nil {
 		cl, live = o.wrap(cl, live)
 	}
-	entries, buckets := backups.Objects[*api.BackupEntry](cl, live), backups.Objects[*api.BackupBucket](cl, cl)
+	entries, buckets := backups.Objects[*api.BackupEntry](cl, live), backups.Objects[*api.BackupBucket](cl, live)
 	if o.installation == "" {
 		// The cluster's identity: two clusters whose pools share a
 		// store's account give their buckets store names of their own.

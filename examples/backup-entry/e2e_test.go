@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -33,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
 	"github.com/groundskeeper-io/groundskeeper/examples/backup-entry/api"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/rbactest"
@@ -709,6 +711,93 @@ func TestStaleCacheDoesNotForceDeletion(t *testing.T) {
 		t.Errorf("keys left under %s/: %v", name, k)
 	}
 	e.delete(api.BucketResource, e.bucket)
+	for deadline := time.Now().Add(2 * time.Minute); e.bucketObject() != nil; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("BackupBucket not gone")
+		}
+	}
+}
+
+// staleBucket is a cache that lags for one bucket: the controller's cached
+// Gets of it answer with the copy it was given until caughtUp is called.
+type staleBucket struct {
+	mu    sync.Mutex
+	stale *api.BackupBucket
+	reads int
+}
+
+func (s *staleBucket) wrap(cl client.Client, live client.Reader) (client.Client, client.Reader) {
+	return interceptor.NewClient(noWatch{cl}, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if b, ok := obj.(*api.BackupBucket); ok && s.stale != nil && s.stale.Name == key.Name {
+				*b = *s.stale.DeepCopy()
+				s.reads++
+				return nil
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	}), live
+}
+
+func (s *staleBucket) caughtUp() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stale = nil
+}
+
+// The admission decides on the bucket as the API server has it: a bucket
+// deleted (held by a finalizer) while the controller's cache still serves
+// it as it was before admits no entry (BucketDeleting), and no marker is
+// written under the entry's prefix. The test fails if the admission reads
+// the bucket from the cache.
+func TestAdmissionReadsTheBucketFresh(t *testing.T) {
+	e := newEnv(t, testenv.S3(t), 0)
+	name := e.prefix + "--late"
+	const hold = "test.groundskeeper.io/hold"
+	setFinalizers := func(finalizers ...string) {
+		t.Helper()
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": finalizers}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.client.Resource(api.BucketResource).Patch(context.Background(), e.bucket, "application/merge-patch+json", patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setFinalizers(hold)
+	cached := e.bucketObject() // what the cache will serve: not being deleted
+	e.delete(api.BucketResource, e.bucket)
+	if b := e.bucketObject(); b == nil || b.DeletionTimestamp == nil {
+		t.Fatalf("BackupBucket %s after its deletion: %+v; want it held, being deleted", e.bucket, b)
+	}
+	stale := &staleBucket{stale: cached}
+	startManager(t, e.k.Config, e.k.Namespace, controllerOptions{grace: time.Hour, wrap: stale.wrap})
+
+	e.createEntry(name, nil)
+	be := e.waitEntry(name, "decided", func(be *api.BackupEntry) bool { return condition(be, api.ConditionAdmitted) != nil })
+	if c := condition(be, api.ConditionAdmitted); c.Status != metav1.ConditionFalse || c.Reason != share.ReasonBucketDeleting || be.Status.Prefix != "" {
+		t.Errorf("entry %s named a bucket being deleted that the cache shows as it was: Admitted=%s %s (%s), prefix %q; want False, %s",
+			name, c.Status, c.Reason, c.Message, be.Status.Prefix, share.ReasonBucketDeleting)
+	}
+	if k := e.keysUnder(name + "/"); len(k) != 0 {
+		t.Errorf("keys under %s/ of a bucket being deleted: %v", name, k)
+	}
+	stale.mu.Lock()
+	reads := stale.reads
+	stale.mu.Unlock()
+	if reads == 0 {
+		t.Error("the stale bucket was never read from the cache: the test did not make the cache lag")
+	}
+
+	// The cache catches up; the entry goes (forced, in case it was
+	// admitted), then the bucket.
+	stale.caughtUp()
+	e.setForce(name, true)
+	e.delete(api.EntryResource, name)
+	e.waitEntry(name, "gone", gone)
+	setFinalizers()
 	for deadline := time.Now().Add(2 * time.Minute); e.bucketObject() != nil; time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("BackupBucket not gone")

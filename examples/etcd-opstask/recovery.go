@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -73,6 +74,10 @@ type recoveryPlan struct {
 	// Survivor is the highest revision a member answered with; 0 when
 	// none answered.
 	Survivor int64 `json:"survivor,omitempty"`
+	// Silent are the members that did not answer: their data could not be
+	// compared with the recovery point (the check before the stop asks
+	// them again).
+	Silent []string `json:"silent,omitempty"`
 }
 
 func (p recoveryPlan) String() string {
@@ -84,9 +89,11 @@ func (p recoveryPlan) String() string {
 	case p.Survivor > p.Revision:
 		s += fmt.Sprintf("; a surviving member has revision %d: revisions %d-%d are LOST", p.Survivor, p.Revision+1, p.Survivor)
 	case p.Survivor > 0:
-		s += fmt.Sprintf("; no surviving member is newer (highest revision %d)", p.Survivor)
-	default:
-		s += "; no member answered: writes after the last backup, if any, are lost"
+		s += fmt.Sprintf("; no member that answered is newer (highest revision %d)", p.Survivor)
+	}
+	if len(p.Silent) > 0 {
+		s += fmt.Sprintf("; %s did not answer: asked again before anything is stopped, when a member that does not answer, or is newer than the recovery point, refuses the recovery unless allowDataLoss is set (then writes it holds after the last backup, if any, are lost)",
+			strings.Join(p.Silent, ", "))
 	}
 	return s
 }
@@ -125,11 +132,54 @@ func (o *operator) recover(ctx context.Context, run *opstask.Run) error {
 			return err
 		}
 	}
+	// The plan's data-loss check again, before anything is stopped: the
+	// plan was made before the approval, maybe hours ago, and a member
+	// that did not answer then (a partition) may answer now with writes
+	// the backups do not have. A step of its own, so that its answers are
+	// recorded: a stop step taken over finds the members it stopped silent.
+	raw, err = run.Step(ctx, "check members", func(ctx context.Context) (string, string, error) {
+		if err := checkNoQuorum(ctx, name, t); err != nil {
+			return "", "", err
+		}
+		answers, err := askMembers(ctx, members)
+		if err != nil {
+			return "", "", err
+		}
+		if err := checkDataLoss(name, "before stopping any member", answers, plan.Revision, cfg.AllowDataLoss, nil); err != nil {
+			return "", "", err
+		}
+		checked := map[string]int64{}
+		for _, a := range answers {
+			if a.Err == nil {
+				checked[a.Name] = a.Revision
+			}
+		}
+		b, err := json.Marshal(checked)
+		return describeAnswers(answers), string(b), err
+	})
+	if err != nil {
+		return err
+	}
+	var checked map[string]int64
+	if err := json.Unmarshal([]byte(raw), &checked); err != nil {
+		return fmt.Errorf("step check members: result %q: %w", raw, err)
+	}
 	_, err = run.Step(ctx, "stop", func(ctx context.Context) (string, string, error) {
 		// The last check before the first irreversible act: members that
-		// came back stop the recovery.
-		if h := t.Etcd.Health(ctx); h.Quorum() {
-			return "", "", opstask.WithCode(codeMembersReturn, fmt.Errorf("etcd %s has quorum again (%s): not recovering", name, describe(h)))
+		// came back stop the recovery, and so does one newer than the
+		// recovery point. A member silent now that answered at the check
+		// may have been stopped by an earlier attempt of this step; it
+		// had at most the recovery point then, and without quorum no
+		// member's revision grows.
+		if err := checkNoQuorum(ctx, name, t); err != nil {
+			return "", "", err
+		}
+		answers, err := askMembers(ctx, members)
+		if err != nil {
+			return "", "", err
+		}
+		if err := checkDataLoss(name, "at the stop", answers, plan.Revision, cfg.AllowDataLoss, checked); err != nil {
+			return "", "", err
 		}
 		for _, m := range members {
 			if err := t.Members.Stop(ctx, m.Name); err != nil {
@@ -182,7 +232,9 @@ func (o *operator) recover(ctx context.Context, run *opstask.Run) error {
 
 // planRecovery verifies the newest backup chain and asks every member for
 // its revision: the recovery point is the chain's last revision, and a
-// member that has more means data loss, refused unless allowed.
+// member that has more means data loss, refused unless allowed. Members
+// that do not answer are named in the plan; the check before the stop
+// asks them again.
 func (o *operator) planRecovery(ctx context.Context, name string, t *Target, members []Member, allowDataLoss bool) (*recoveryPlan, error) {
 	if t.Backups == nil {
 		return nil, opstask.WithCode(codeNoBackups, fmt.Errorf("etcd %s has no backup store to recover from", name))
@@ -200,15 +252,98 @@ func (o *operator) planRecovery(ctx context.Context, name string, t *Target, mem
 	for _, d := range c.Deltas {
 		p.Deltas = append(p.Deltas, d.Key)
 	}
-	for _, m := range members {
-		if rev, err := memberRevision(ctx, m.ClientURL); err == nil {
-			p.Survivor = max(p.Survivor, rev)
-		}
+	answers, err := askMembers(ctx, members)
+	if err != nil {
+		return nil, err
 	}
+	for _, a := range answers {
+		if a.Err != nil {
+			p.Silent = append(p.Silent, a.Name)
+			continue
+		}
+		p.Survivor = max(p.Survivor, a.Revision)
+	}
+	// A member that does not answer now may answer before the stop step,
+	// which decides on what the members answer then: it is no reason to
+	// refuse the plan (it is said in it, for the approval).
 	if p.Survivor > p.Revision && !allowDataLoss {
 		return nil, opstask.WithCode(codeDataLoss, fmt.Errorf("etcd %s: %s; set spec.config.recoverFromQuorumLoss.allowDataLoss to recover anyway, or take a snapshot of the surviving member first", name, p))
 	}
 	return p, nil
+}
+
+// memberAnswer is one member's revision, or why it did not answer.
+type memberAnswer struct {
+	Name     string
+	Revision int64
+	Err      error
+}
+
+// askMembers asks every member for its revision. The error is the
+// context's only: a member that does not answer is an answer with Err.
+func askMembers(ctx context.Context, members []Member) ([]memberAnswer, error) {
+	out := make([]memberAnswer, 0, len(members))
+	for _, m := range members {
+		rev, err := memberRevision(ctx, m.ClientURL)
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
+		out = append(out, memberAnswer{Name: m.Name, Revision: rev, Err: err})
+	}
+	return out, nil
+}
+
+// checkNoQuorum fails with MembersCameBack when the cluster has quorum
+// (members came back since the plan): there is nothing to recover.
+func checkNoQuorum(ctx context.Context, name string, t *Target) error {
+	if h := t.Etcd.Health(ctx); h.Quorum() {
+		return opstask.WithCode(codeMembersReturn, fmt.Errorf("etcd %s has quorum again (%s): not recovering", name, describe(h)))
+	}
+	return nil
+}
+
+// checkDataLoss is the one rule of what a recovery to revision point may
+// wipe, for the check before the stop and the stop itself: without
+// allowDataLoss, no member newer than point, and no member that did not
+// answer ("did not answer" is not "has no data"), unless checked (the
+// answers of the check before the stop) holds its revision. It fails with
+// DataLossNotAllowed naming the members and their revisions.
+func checkDataLoss(name, when string, answers []memberAnswer, point int64, allowDataLoss bool, checked map[string]int64) error {
+	if allowDataLoss {
+		return nil
+	}
+	var why []string
+	for _, a := range answers {
+		switch rev, ok := checked[a.Name]; {
+		case a.Err != nil && ok && rev <= point:
+		case a.Err != nil:
+			why = append(why, fmt.Sprintf("%s did not answer (%v), so its data cannot be compared with the recovery point %d", a.Name, a.Err, point))
+		case a.Revision > point:
+			lost := fmt.Sprintf("revisions %d-%d", point+1, a.Revision)
+			if a.Revision == point+1 {
+				lost = fmt.Sprintf("revision %d", a.Revision)
+			}
+			why = append(why, fmt.Sprintf("%s has revision %d, newer than the recovery point %d: %s would be LOST", a.Name, a.Revision, point, lost))
+		}
+	}
+	if len(why) == 0 {
+		return nil
+	}
+	return opstask.WithCode(codeDataLoss, fmt.Errorf("etcd %s, %s: %s; no member's data was wiped; set spec.config.recoverFromQuorumLoss.allowDataLoss to recover anyway, or take a snapshot of the newer member first",
+		name, when, strings.Join(why, "; ")))
+}
+
+// describeAnswers says each member's revision, or that it did not answer.
+func describeAnswers(answers []memberAnswer) string {
+	var parts []string
+	for _, a := range answers {
+		if a.Err != nil {
+			parts = append(parts, a.Name+" did not answer")
+		} else {
+			parts = append(parts, fmt.Sprintf("%s at revision %d", a.Name, a.Revision))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // restoreFirst compacts the planned chain into one snapshot and restores

@@ -20,6 +20,7 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/opstask"
 	"github.com/groundskeeper-io/groundskeeper/opstask/memstore"
 	"github.com/groundskeeper-io/groundskeeper/testenv"
+	"github.com/groundskeeper-io/groundskeeper/testenv/faultproxy"
 )
 
 // processMembers is the stand-in for a StatefulSet: Members over the etcd
@@ -275,7 +276,7 @@ func TestRecoveryFromPermanentQuorumLoss(t *testing.T) {
 		t.Fatalf("recovery: %s %+v, steps %s", done.State(), done.Status.LastErrors, stepStates(done))
 	}
 	t.Logf("steps: %s; %s", stepStates(done), done.Status.LastOperation.Description)
-	if got := stepStates(done); got != "plan=Completed/1 stop=Completed/1 restore=Completed/1 start member-0=Completed/1 add member-1=Completed/2 add member-2=Completed/1" {
+	if got := stepStates(done); got != "plan=Completed/1 check members=Completed/1 stop=Completed/1 restore=Completed/1 start member-0=Completed/1 add member-1=Completed/2 add member-2=Completed/1" {
 		t.Errorf("steps %s; want each once, member-1's addition twice", got)
 	}
 	if d := done.Status.LastOperation.Description; !strings.Contains(d, "recovered etcd main: 3 members with quorum; recovery point: revision "+itoa(int(wantRev))) {
@@ -326,7 +327,7 @@ func stepStates(task *opstask.Task) string {
 // A cluster that regains quorum during a recovery stops it: two of three
 // members killed (their data kept), the recovery task created, planned and
 // held at its approval; the killed members restarted, the cluster healthy
-// again; then the approval. The stop step checks the quorum before it acts
+// again; then the approval. The check before the stop finds the quorum
 // and fails the task with MembersCameBack: no member was stopped, wiped or
 // restored, all three run and hold their data.
 func TestRecoveryStopsWhenMembersComeBack(t *testing.T) {
@@ -383,8 +384,8 @@ func TestRecoveryStopsWhenMembersComeBack(t *testing.T) {
 		t.Fatalf("recovery of a cluster whose members came back: %s %+v, steps %s; want Failed, MembersCameBack", done.State(), e, stepStates(done))
 	}
 	t.Logf("steps: %s; error: %s", stepStates(done), done.Status.LastErrors[0].Description)
-	if got := stepStates(done); got != "plan=Completed/1 stop=Failed/1" {
-		t.Errorf("steps %s; want the plan, the approval and the stop step failed", got)
+	if got := stepStates(done); got != "plan=Completed/1 check members=Failed/1" {
+		t.Errorf("steps %s; want the plan and the check before the stop failed (the approval is recorded apart)", got)
 	}
 	if calls := members.callList(); len(calls) != 0 {
 		t.Errorf("the recovery acted on the members of a healthy cluster: %v", calls)
@@ -399,5 +400,190 @@ func TestRecoveryStopsWhenMembersComeBack(t *testing.T) {
 		return string(a.Key) == string(b.Key) && string(a.Value) == string(b.Value) && a.ModRevision == b.ModRevision
 	})); d != "" {
 		t.Errorf("the cluster's data changed (-before +after):\n%.3000s", d)
+	}
+}
+
+// partitionedMembers is processMembers as the operator sees them across
+// a network partition: the client URLs it lists lead through proxies the
+// test can cut.
+type partitionedMembers struct {
+	*processMembers
+	clientURLs map[string]string // member name → the URL the operator uses
+}
+
+func (p partitionedMembers) List() []Member {
+	out := p.processMembers.List()
+	for i, m := range out {
+		if u, ok := p.clientURLs[m.Name]; ok {
+			out[i].ClientURL = u
+		}
+	}
+	return out
+}
+
+// The data-loss check is made again before anything is stopped. Three
+// members: a full snapshot, one more write, then member-0 and member-2
+// killed (their data kept) and member-1's client port cut off from the
+// operator (a partition). No member answers the plan, so nothing is newer
+// than the recovery point as far as it knows, and it waits for approval.
+// Then the partition heals: member-1 answers with a revision newer than
+// the recovery point, still without quorum. Approved, the recovery fails
+// with DataLossNotAllowed naming member-1 and both revisions, and no member
+// is stopped or wiped. A second recovery, planned and approved while
+// member-1 is cut off again, fails the same way at the check: a member
+// that does not answer is not one without data, unless allowDataLoss.
+func TestRecoveryChecksMembersAgainBeforeTheStop(t *testing.T) {
+	w := newBackupWorld(t, 3)
+	proxy := faultproxy.Start(t, strings.TrimPrefix(w.etcd.Members[1].ClientURL, "http://"))
+	proxied := "http://" + proxy.Addr()
+	members := &processMembers{c: w.etcd}
+	w.op.targets["main"].Members = partitionedMembers{processMembers: members, clientURLs: map[string]string{"member-1": proxied}}
+	seen, err := newEtcdCluster([]string{w.etcd.Members[0].ClientURL, proxied, w.etcd.Members[2].ClientURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { seen.Close() })
+	w.op.targets["main"].Etcd = seen
+	store := memstore.New(nil)
+
+	var ops []clientv3.Op
+	for i := range 200 {
+		ops = append(ops, clientv3.OpPut("/registry/pods/p"+itoa(i), "v1-"+itoa(i)))
+	}
+	write(t, w.cli, ops)
+	w.snapshot(t, "full")
+	_, point := state(t, w.cli)
+	resp, err := w.cli.Put(t.Context(), "/registry/after-the-last-snapshot", "kept by member-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	newer := resp.Header.Revision
+	for _, i := range []int{0, 2} {
+		if err := w.etcd.Members[i].Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	proxy.SetRefuse(true)
+
+	stop := recoveryController(t, store, w.op)
+	defer stop()
+	// approve waits for task name's approval step, calls meanwhile (the
+	// plan is made and nothing asks the members until the approval), then
+	// approves.
+	approve := func(name string, meanwhile func()) {
+		t.Helper()
+		waiting := waitTask(t, store, name, func(task *opstask.Task) bool {
+			return step(task, "approve").State == opstask.StepStateAwaitingApproval || task.State().Finished()
+		})
+		if waiting.State().Finished() {
+			t.Fatalf("task %s finished before its approval: %s %+v, steps %s", name, waiting.State(), waiting.Status.LastErrors, stepStates(waiting))
+		}
+		if plan := step(waiting, "plan").Description; !strings.Contains(plan, "member-0, member-1, member-2 did not answer") {
+			t.Errorf("plan of %s: %q; want it to say that no member answered", name, plan)
+		}
+		token := regexp.MustCompile(`token (\S+) `).FindStringSubmatch(step(waiting, "approve").Description)
+		if token == nil {
+			t.Fatalf("approval step does not say its token: %q", step(waiting, "approve").Description)
+		}
+		meanwhile()
+		if err := store.Approve(t.Context(), "ns", name, token[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create := func(name string) {
+		t.Helper()
+		run := task("recoverFromQuorumLoss", `{}`)
+		run.Task.Name = name
+		if _, err := store.Create(t.Context(), run.Task); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refused := func(name string, why ...string) {
+		t.Helper()
+		done := waitTask(t, store, name, finished)
+		e := done.Status.LastErrors
+		if done.State() != opstask.TaskStateFailed || len(e) != 1 || e[0].Code != codeDataLoss {
+			t.Fatalf("recovery %s: %s %+v, steps %s; want Failed, DataLossNotAllowed", name, done.State(), e, stepStates(done))
+		}
+		t.Logf("%s: steps %s; error: %s", name, stepStates(done), e[0].Description)
+		for _, w := range why {
+			if !strings.Contains(e[0].Description, w) {
+				t.Errorf("recovery %s: error %q; want it to say %q", name, e[0].Description, w)
+			}
+		}
+		if got := stepStates(done); got != "plan=Completed/1 approve=Completed/0 check members=Failed/1" {
+			t.Errorf("recovery %s: steps %s; want the plan, the approval and the check failed", name, got)
+		}
+		if calls := members.callList(); len(calls) != 0 {
+			t.Fatalf("recovery %s acted on the members: %v", name, calls)
+		}
+		if !w.etcd.Members[1].Process.Running() {
+			t.Fatalf("recovery %s: member-1 is not running", name)
+		}
+		one, err := clientv3.New(clientv3.Config{Endpoints: []string{w.etcd.Members[1].ClientURL}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer one.Close()
+		got, err := one.Get(t.Context(), "/registry/after-the-last-snapshot", clientv3.WithSerializable())
+		if err != nil || len(got.Kvs) != 1 || got.Header.Revision != newer {
+			t.Fatalf("recovery %s: member-1's data after the refusal: %v, %v; want the write after the snapshot, revision %d", name, got, err, newer)
+		}
+	}
+
+	create("partitioned")
+	approve("partitioned", func() { proxy.SetRefuse(false) })
+	refused("partitioned", fmt.Sprintf("member-1 has revision %d, newer than the recovery point %d", newer, point),
+		"member-0 did not answer", "member-2 did not answer")
+
+	proxy.SetRefuse(true)
+	create("silent")
+	approve("silent", func() {})
+	refused("silent", "member-1 did not answer", "member-0 did not answer", "member-2 did not answer")
+}
+
+// What a recovery to revision 100 may wipe, before the stop and at it.
+func TestCheckDataLoss(t *testing.T) {
+	silent := errors.New("connection refused")
+	at := func(name string, rev int64) memberAnswer { return memberAnswer{Name: name, Revision: rev} }
+	for _, tc := range []struct {
+		name          string
+		answers       []memberAnswer
+		allowDataLoss bool
+		checked       map[string]int64
+		refused       []string // what the error names; none: allowed
+	}{
+		{name: "every member at or below the recovery point", answers: []memberAnswer{at("m0", 100), at("m1", 90), at("m2", 100)}},
+		{name: "one member newer", answers: []memberAnswer{at("m0", 100), at("m1", 130), at("m2", 90)},
+			refused: []string{"m1 has revision 130, newer than the recovery point 100: revisions 101-130 would be LOST"}},
+		{name: "one member does not answer", answers: []memberAnswer{at("m0", 100), {Name: "m1", Err: silent}},
+			refused: []string{"m1 did not answer (connection refused)"}},
+		{name: "newer and silent members, all named", answers: []memberAnswer{{Name: "m0", Err: silent}, at("m1", 101), {Name: "m2", Err: silent}},
+			refused: []string{"m0 did not answer", "m1 has revision 101", "m2 did not answer"}},
+		{name: "allowDataLoss: newer and silent members", answers: []memberAnswer{{Name: "m0", Err: silent}, at("m1", 500)}, allowDataLoss: true},
+		{name: "at the stop: silent, at the recovery point at the check (stopped by an earlier attempt)",
+			answers: []memberAnswer{{Name: "m0", Err: silent}, at("m1", 100)}, checked: map[string]int64{"m0": 100, "m1": 100}},
+		{name: "at the stop: silent, not at the check", answers: []memberAnswer{{Name: "m0", Err: silent}, {Name: "m1", Err: silent}},
+			checked: map[string]int64{"m0": 100}, refused: []string{"m1 did not answer"}},
+		{name: "at the stop: newer now than at the check", answers: []memberAnswer{at("m0", 120)}, checked: map[string]int64{"m0": 100},
+			refused: []string{"m0 has revision 120"}},
+	} {
+		err := checkDataLoss("main", "at the stop", tc.answers, 100, tc.allowDataLoss, tc.checked)
+		if len(tc.refused) == 0 {
+			if err != nil {
+				t.Errorf("%s: %v, want nil", tc.name, err)
+			}
+			continue
+		}
+		var coded *opstask.CodedError
+		if !errors.As(err, &coded) || coded.Code != codeDataLoss {
+			t.Errorf("%s: %v, want DataLossNotAllowed", tc.name, err)
+			continue
+		}
+		for _, w := range tc.refused {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %q does not say %q", tc.name, err, w)
+			}
+		}
 	}
 }

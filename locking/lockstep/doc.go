@@ -13,7 +13,7 @@
 //		Name: "Cluster",
 //		Steps: []subreconcile.Named[*Cluster, *lockstep.State]{
 //			lockstep.DenyList[*Cluster, *lockstep.State]("UpdateLockConfiguration", denyList),
-//			lockstep.Global[*Cluster, *lockstep.State]("ChangeCoordinators", coordinatorsDiffer, changeCoordinators, lockstep.Options{}),
+//			lockstep.Global[*Cluster, *lockstep.State]("ChangeCoordinators", coordinatorsDiffer, changeCoordinators, lockstep.Options{Margin: 30 * time.Second}),
 //			lockstep.Release[*Cluster, *lockstep.State]("ReleaseLock"),
 //		},
 //		NewState: lockstep.NewStates(locking.Config{Backend: backend, LockID: id},
@@ -25,8 +25,13 @@
 //   - A Global step with nothing pending takes no lock.
 //   - Its Act runs only with the lock taken, extended or knowingly bypassed
 //     (locking.Config.Disabled), never on a lease that had already ended
-//     when Take returned, and with a context that ends with the lease on
-//     the lock's clock (locking.Lock.Do).
+//     (less Options.Margin) when Take returned, and with a context that
+//     ends with the lease, less Options.Margin, on the lock's clock
+//     (locking.Lock.Do). Beside instances that add no clock-skew tolerance
+//     of their own (the FoundationDB operator's), set a Margin.
+//   - Options.Margin negative, or not shorter than the lock's Duration, is
+//     a terminal error (wrapping locking.ErrInvalidConfig, naming the field
+//     and its value) before any lock is taken.
 //   - Held elsewhere, the step requeues when the holder's lock may be taken
 //     over (locking.HeldError.RequeueAfter); denied, after
 //     Options.DeniedRetry; both requeues are immediate (the chain stops),

@@ -47,6 +47,25 @@ type Options struct {
 	// TimeLayout formats the times in the steps' messages (time.Format).
 	// Empty means time.RFC3339; times are shown in UTC.
 	TimeLayout string
+	// Margin ends Act's context this long before the lease's End
+	// (locking.DoOptions.Margin): room for Act to stop, and for clock skew
+	// with instances that add no ClockSkewTolerance of their own (the
+	// FoundationDB operator's). Zero means none. It must not be negative
+	// and must be shorter than the lock's Duration: otherwise the step
+	// takes no lock and fails with a terminal error wrapping
+	// locking.ErrInvalidConfig that names Options.Margin and its value.
+	Margin time.Duration
+}
+
+// validate checks the options against the loop's lock.
+func (o Options) validate(l *locking.Lock) error {
+	switch {
+	case o.Margin < 0:
+		return fmt.Errorf("%w: lockstep.Options.Margin = %s: must not be negative", locking.ErrInvalidConfig, o.Margin)
+	case o.Margin >= l.Duration():
+		return fmt.Errorf("%w: lockstep.Options.Margin = %s: must be shorter than the lock's Duration (%s)", locking.ErrInvalidConfig, o.Margin, l.Duration())
+	}
+	return nil
 }
 
 func (o Options) deniedRetry() time.Duration {
@@ -77,8 +96,10 @@ type Act[T any] func(ctx context.Context, obj T, lease locking.Lease) (did strin
 // of the FoundationDB operator's global subreconcilers. pending says, from
 // the object the loop read (a cache is fine), whether there is work: when
 // there is none, the step takes no lock. Otherwise it takes or extends the
-// lock with locking.Lock.Do and then:
+// lock with locking.Lock.Do (with Options.Margin) and then:
 //
+//   - Options invalid for the lock (Options.Margin): a terminal error, and
+//     no lock taken;
 //   - held by another instance: a requeue after HeldError.RequeueAfter (when
 //     the holder's lock may be taken over), saying who holds it until when;
 //   - this instance denied: a requeue after Options.DeniedRetry;
@@ -96,6 +117,9 @@ func Global[T subreconcile.Object[T], S Holder](name string, pending func(obj T)
 			return nil
 		}
 		st := loop.State().LockState()
+		if err := o.validate(st.lock); err != nil {
+			return subreconcile.RequeueOnError(subreconcile.Terminal(err))
+		}
 		ran := false
 		lease, err := st.lock.Do(ctx, func(ctx context.Context, lease locking.Lease) error {
 			ran = true
@@ -105,7 +129,7 @@ func Global[T subreconcile.Object[T], S Holder](name string, pending func(obj T)
 				loop.Acted(did)
 			}
 			return err
-		}, nil)
+		}, &locking.DoOptions{Margin: o.Margin})
 		var held *locking.HeldError
 		switch {
 		case err == nil:
@@ -117,8 +141,12 @@ func Global[T subreconcile.Object[T], S Holder](name string, pending func(obj T)
 			return subreconcile.RequeueAfter(o.deniedRetry(),
 				fmt.Sprintf("%s is on the deny list: no global operations", st.lock.ID()))
 		case !ran && errors.Is(err, locking.ErrLeaseEnded):
+			end := o.format(lease.End)
+			if o.Margin > 0 {
+				end += fmt.Sprintf(" (less a margin of %s)", o.Margin)
+			}
 			return subreconcile.RequeueAfter(time.Nanosecond,
-				fmt.Sprintf("the global lock ran out at %s before %s could act", o.format(lease.End), st.lock.ID()))
+				fmt.Sprintf("the global lock ran out at %s before %s could act", end, st.lock.ID()))
 		default:
 			return subreconcile.RequeueOnError(err)
 		}

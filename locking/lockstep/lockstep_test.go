@@ -276,3 +276,94 @@ func TestReleaseOfALostLock(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// marginChain is one instance's chain with one global step, with opts, over
+// backend; act is the step's work.
+func marginChain(t *testing.T, backend locking.Backend, clk *clocktesting.FakeClock, opts lockstep.Options, act lockstep.Act[db]) *subreconciletest.Harness[db, *lockstep.State] {
+	t.Helper()
+	return subreconciletest.New(t, subreconcile.Config[db, *lockstep.State]{
+		Name:  "Database",
+		Clock: clk,
+		Steps: []subreconcile.Named[db, *lockstep.State]{
+			lockstep.Global[db, *lockstep.State]("Reconfigure", pending, act, opts),
+			lockstep.Release[db, *lockstep.State]("ReleaseLock"),
+		},
+		NewState: lockstep.NewStates(locking.Config{Backend: backend, LockID: "dc1", Clock: clk}, func(db) bool { return false }),
+	})
+}
+
+// Options.Margin is Lock.Do's margin: a Take that returns with less than
+// the margin left is not acted on, and Act's context ends the margin before
+// the lease's End, for instances that add no clock-skew tolerance.
+func TestGlobalStepKeepsItsMargin(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		margin  time.Duration
+		wantAct bool
+	}{
+		{"one minute left, no margin", 0, true},
+		{"one minute left, a margin of two", 2 * time.Minute, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clocktesting.NewFakeClock(subreconciletest.Epoch)
+			backend := lateBackend{memlock.New(), clk, locking.DefaultDuration - time.Minute}
+			acted := false
+			h := marginChain(t, backend, clk, lockstep.Options{TimeLayout: time.TimeOnly, Margin: tc.margin},
+				func(context.Context, db, locking.Lease) (string, error) { acted = true; return "set", nil })
+			r := h.Run(newDB("7.3", "7.1"))
+			if acted != tc.wantAct {
+				t.Fatalf("acted %v, want %v (messages %q)", acted, tc.wantAct, r.Messages)
+			}
+			if !tc.wantAct {
+				r.ExpectMessages("the global lock ran out at 00:10:00 (less a margin of 2m0s) before dc1 could act")
+			}
+		})
+	}
+
+	// Act's context ends two minutes before the lease does.
+	clk := clocktesting.NewFakeClock(subreconciletest.Epoch)
+	var cause error
+	h := marginChain(t, memlock.New(), clk, lockstep.Options{Margin: 2 * time.Minute},
+		func(ctx context.Context, _ db, lease locking.Lease) (string, error) {
+			clk.Step(lease.End.Sub(clk.Now()) - 2*time.Minute)
+			select {
+			case <-ctx.Done():
+				cause = context.Cause(ctx)
+			case <-time.After(10 * time.Second): // a bound on a failure, not a wait for success
+				t.Error("Act's context did not end at the lease's End less the margin")
+			}
+			return "", cause
+		})
+	h.Run(newDB("7.3", "7.1")).ExpectError(locking.ErrLeaseEnded).ExpectErrorContaining("less a margin of 2m0s")
+	if !errors.Is(cause, locking.ErrLeaseEnded) {
+		t.Errorf("Act's context ended with %v, want a cause wrapping ErrLeaseEnded", cause)
+	}
+}
+
+// A margin that is negative, or not shorter than the lock's Duration, is a
+// terminal error naming the field and its value, before any lock is taken.
+func TestGlobalStepRejectsABadMargin(t *testing.T) {
+	for _, tc := range []struct {
+		margin time.Duration
+		want   string
+	}{
+		{-time.Second, "lockstep.Options.Margin = -1s: must not be negative"},
+		{locking.DefaultDuration, "lockstep.Options.Margin = 10m0s: must be shorter than the lock's Duration (10m0s)"},
+	} {
+		clk := clocktesting.NewFakeClock(subreconciletest.Epoch)
+		backend := memlock.New()
+		acted := false
+		h := marginChain(t, backend, clk, lockstep.Options{Margin: tc.margin},
+			func(context.Context, db, locking.Lease) (string, error) { acted = true; return "set", nil })
+		r := h.Run(newDB("7.3", "7.1")).ExpectError(locking.ErrInvalidConfig).ExpectErrorContaining(tc.want)
+		if !r.Terminal() {
+			t.Errorf("margin %s: outcome %v, want a terminal error", tc.margin, r.Err)
+		}
+		if acted {
+			t.Errorf("margin %s: Act ran", tc.margin)
+		}
+		if h := holder(t, backend, clk); h != "" {
+			t.Errorf("margin %s: lock taken by %q", tc.margin, h)
+		}
+	}
+}

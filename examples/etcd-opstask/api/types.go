@@ -135,7 +135,9 @@ type SnapshotCompactionConfig struct{}
 type RecoverFromQuorumLossConfig struct {
 	// AllowDataLoss lets the recovery restore from backups older than the
 	// data of a surviving member: the revisions after the recovery point
-	// are lost.
+	// are lost. Without it, every member is asked for its revision again
+	// before any is stopped, and a member that does not answer (its data
+	// cannot be compared with the recovery point) refuses the recovery.
 	// +optional
 	AllowDataLoss bool `json:"allowDataLoss,omitempty"`
 	// SkipApproval starts the recovery without waiting for a person to
