@@ -10,6 +10,8 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/groundskeeper-io/groundskeeper/retention"
@@ -221,7 +223,13 @@ func (c *Collector[T]) collect(ctx context.Context, cached T, all []T, near *nei
 		// Changed after the fresh read: the next pass decides again; if it
 		// is still deletable, the deletion finds no data and goes on.
 		log.Info("backup changed while its data was deleted; deciding again", "error", err)
-		return Outcome{Name: o.GetName(), Message: msg + "; the resource changed meanwhile and is decided on again"}
+		msg += "; the resource changed meanwhile and is decided on again"
+		if c.cfg.Finalizer == "" || !slices.Contains(o.GetFinalizers(), c.cfg.Finalizer) {
+			// Its data is gone now: the resource must say so, whatever
+			// the next pass decides.
+			c.dataGone(ctx, o, msg)
+		}
+		return Outcome{Name: o.GetName(), Message: msg}
 	default:
 		return c.keep(ctx, o, c.cfg.Reasons.DeletionFailed, msg+"; deleting the resource failed: "+err.Error())
 	}
@@ -232,6 +240,28 @@ func (c *Collector[T]) collect(ctx context.Context, cached T, all []T, near *nei
 	log.Info("collected backup", "message", msg)
 	c.cfg.Recorder.Event(o, corev1.EventTypeNormal, c.cfg.Reasons.Collected, msg)
 	return Outcome{Name: o.GetName(), Deleted: true, Message: msg}
+}
+
+// dataGone records on a fresh read of o, kept because it changed after its
+// data was deleted, that its data is gone: the condition True with
+// Reasons.Collected and a Warning event, so that nobody reads the kept
+// resource as a backup that can be restored.
+func (c *Collector[T]) dataGone(ctx context.Context, o T, msg string) {
+	c.cfg.Recorder.Event(o, corev1.EventTypeWarning, c.cfg.Reasons.Collected, msg)
+	if c.cfg.Conditions == nil {
+		return
+	}
+	fresh, err := c.cfg.Objects.Get(ctx, o.GetNamespace(), o.GetName())
+	if err != nil || fresh.GetUID() != o.GetUID() {
+		return
+	}
+	meta.SetStatusCondition(c.cfg.Conditions(fresh), metav1.Condition{
+		Type: c.cfg.ConditionType, Status: metav1.ConditionTrue, Reason: c.cfg.Reasons.Collected, Message: msg,
+		ObservedGeneration: fresh.GetGeneration(), LastTransitionTime: metav1.NewTime(c.cfg.Clock.Now()),
+	})
+	if err := c.cfg.Objects.UpdateStatus(ctx, fresh); err != nil {
+		logr.FromContextOrDiscard(ctx).Error(err, "record that the data is gone", "backup", o.GetName())
+	}
 }
 
 // present returns the objects of list that are not being deleted.
