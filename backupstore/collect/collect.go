@@ -245,7 +245,10 @@ const (
 	ConditionDataDeleted = "DataDeleted"
 
 	// ReasonCollected (Normal event): the data was deleted, then the
-	// resource (or its finalizer removed).
+	// resource (or its finalizer removed). Also the condition True, with
+	// a Warning event, on a backup without a finalizer whose data was
+	// deleted and whose resource changed before its deletion: it is kept
+	// (decided again), and says that its data is gone.
 	ReasonCollected = "BackupCollected"
 	// ReasonSecretNotFound: the credentials Secret does not exist; nothing
 	// was deleted.
