@@ -210,7 +210,8 @@ func every(err error, here func(error) bool) bool {
 //   - collect: ErrInvalidConfig (backupstore/collect's, which is
 //     backupstore's);
 //   - share: ErrInvalidConfig (backupstore/share's, which is
-//     backupstore's);
+//     backupstore's), ErrNotOwned (a store bucket the pool cannot prove
+//     its own: a person decides);
 //   - opstask: ErrInvalidSpec, ErrInvalidConfig, ErrIllegalTransition,
 //     ErrSpecChanged;
 //   - locking: ErrInvalidConfig, ErrCorrupt, ErrTxnDone;
