@@ -66,6 +66,7 @@ var classes = []class{
 	sentinel(storeerr.ErrWriterRunning, mayRetry), // crt/backups': the writer's pods go
 	sentinel(storeerr.ErrRetained, mayRetry),
 	sentinel(storeerr.ErrIncomplete, mayRetry),
+	sentinel(storeerr.ErrLegacyNotCopied, mayRetry),
 
 	// opstask: a bad spec or configuration and an illegal transition (a
 	// bug) are terminal. Store conflicts and absences, unmet preconditions

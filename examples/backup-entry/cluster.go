@@ -42,7 +42,8 @@ func init() {
 }
 
 // setupControllers adds the entry and bucket controllers to mgr
-// (crt/backups.Share: one worker each). Buckets are read from the cache,
+// (crt/backups.Share: one worker each). Buckets are read from the cache
+// (and listed fresh where a migration's source is compared with them),
 // entries from the cache and fresh before their data is deleted.
 func setupControllers(mgr ctrl.Manager, o controllerOptions) error {
 	cl, live := mgr.GetClient(), client.Reader(mgr.GetAPIReader())
@@ -55,6 +56,7 @@ func setupControllers(mgr ctrl.Manager, o controllerOptions) error {
 		events:       crt.Events(mgr.GetEventRecorder("backup-entry")),
 		createBucket: func(ctx context.Context, b *api.BackupBucket) error { return cl.Create(ctx, b) },
 		liveEntries:  backups.LiveList[*api.BackupEntry](mgr.GetScheme(), live, ""),
+		liveBuckets:  backups.LiveList[*api.BackupBucket](mgr.GetScheme(), live, ""),
 		writers: backups.DeploymentWriter{Client: cl, Reader: live,
 			PausedAnnotation: api.PausedReplicasAnnotation, LocationAnnotation: api.BackupLocationAnnotation},
 	}, o)

@@ -23,6 +23,7 @@ var (
 	ErrTooManyRules      = errors.New("backupstore: the bucket's lifecycle configuration would exceed the store's rule limit")
 	ErrBucketFull        = errors.New("backupstore: bucket holds its limit of entries")
 	ErrPoolFull          = errors.New("share: every bucket of the pool is full")
+	ErrLegacyNotCopied   = errors.New("share: legacy objects not copied")
 	// ErrWriterRunning is crt/backups': crt, which classifies it, cannot
 	// import crt/backups (which imports crt).
 	ErrWriterRunning = errors.New("backups: the writer still has pods")
