@@ -417,3 +417,52 @@ func TestMigrationKeepsAWholeBucketThatHoldsWhatItDidNotCopy(t *testing.T) {
 		}
 	})
 }
+
+// A writer the pause did not reach writes to the legacy bucket on MinIO
+// through the switch and the grace period: StepDeleteLegacy deletes
+// nothing while the target lacks its newest objects (the error names
+// them), copies them, and once the writer stops deletes the legacy
+// objects with every one of them in the new prefix, byte for byte.
+func TestMigrationKeepsWhatAWriterWritesAfterTheSwitchOnMinIO(t *testing.T) {
+	r := newMigrationRun(t, 100)
+	ctx := context.Background()
+	m := r.migration()
+	m.Hooks.Pause = func(context.Context) error { return nil } // the writer is not reached
+	var st share.MigrationStatus
+	for st.Step != share.StepDeleteLegacy {
+		if _, _, err := m.Next(ctx, &st); err != nil {
+			t.Fatalf("step %s: %v", st.Step, err)
+		}
+	}
+	r.clk.Step(migrationGrace)
+	done, _, err := m.Next(ctx, &st)
+	if done || !errors.Is(err, share.ErrLegacyNotCopied) || !strings.Contains(err.Error(), "v2/Incr-") {
+		t.Fatalf("the writer writes on: done %t, %v; want ErrLegacyNotCopied naming its objects", done, err)
+	}
+	t.Log(err)
+	r.mu.Lock()
+	deleted := r.legacyDeleted
+	r.mu.Unlock()
+	if !deleted.IsZero() {
+		t.Fatal("DeleteLegacy was called while the target lacked legacy objects")
+	}
+	// The writer stops (a person found it); what it wrote last is copied
+	// at the next attempts, and only then is the legacy bucket deleted.
+	r.mu.Lock()
+	close(r.stop)
+	r.mu.Unlock()
+	<-r.stopped
+	atEnd := sums(t, r.legacy, "")
+	for range 3 {
+		if done, _, err = m.Next(ctx, &st); done || !errors.Is(err, share.ErrLegacyNotCopied) {
+			break
+		}
+	}
+	if !done || err != nil {
+		t.Fatalf("after the writer stopped: done %t, %v", done, err)
+	}
+	r.check(st, atEnd)
+	r.mu.Lock()
+	t.Logf("%d legacy objects migrated, %d of them written by the writer", len(atEnd), r.writtenLegacy)
+	r.mu.Unlock()
+}

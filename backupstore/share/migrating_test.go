@@ -749,3 +749,38 @@ func TestMigratingKeepsLegacyObjectsWrittenAfterTheSwitch(t *testing.T) {
 		})
 	}
 }
+
+// NewMigrating refuses a config without the means to compare the source
+// with the shared buckets, naming the field.
+func TestNewMigratingNeedsTheBuckets(t *testing.T) {
+	store := &migStore{e: &migEntry{}}
+	c, err := collect.New(collect.Config[*migEntry]{Objects: store, Finalizer: "f", Secrets: backupstore.SecretsFrom(nil),
+		Location: func(context.Context, *migEntry) (collect.Location, error) { return collect.Location{}, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := func() share.MigratingConfig[*migEntry, *migEntry] {
+		return share.MigratingConfig[*migEntry, *migEntry]{
+			Reconciler: placed{}, Entries: store, Collector: c,
+			Status:      func(e *migEntry) **share.MigrationStatus { return &e.Status.Migration },
+			Prefix:      func(e *migEntry) string { return e.Status.Prefix },
+			Source:      func(*migEntry) (collect.Location, bool) { return collect.Location{}, false },
+			Hooks:       func(*migEntry) share.MigrationHooks { return share.MigrationHooks{} },
+			LiveBuckets: func(context.Context) ([]*migEntry, error) { return nil, nil },
+			BucketURL:   func(*migEntry) string { return "" },
+		}
+	}
+	if _, err := share.NewMigrating(full()); err != nil {
+		t.Fatalf("a full config: %v", err)
+	}
+	for field, drop := range map[string]func(*share.MigratingConfig[*migEntry, *migEntry]){
+		"MigratingConfig.LiveBuckets": func(c *share.MigratingConfig[*migEntry, *migEntry]) { c.LiveBuckets = nil },
+		"MigratingConfig.BucketURL":   func(c *share.MigratingConfig[*migEntry, *migEntry]) { c.BucketURL = nil },
+	} {
+		cfg := full()
+		drop(&cfg)
+		if _, err := share.NewMigrating(cfg); !errors.Is(err, share.ErrInvalidConfig) || !strings.Contains(err.Error(), field) {
+			t.Errorf("without %s: %v; want ErrInvalidConfig naming it", field, err)
+		}
+	}
+}
