@@ -202,6 +202,12 @@ const manifestFormat = "v1"
 // written with the source's MD5 as gocloud's ContentMD5 when there is one, so
 // a corrupted transfer fails instead of landing.
 //
+// A source and a target that are one bucket, with one prefix under the
+// other, are refused with an error that is ErrInvalidConfig and names
+// both, before anything is read: one bucket is the same *blob.Bucket, or
+// two that OpenBucket opened with URLs of one identity (SameBucket), their
+// prefix= counted (Overlap). Buckets opened otherwise cannot be compared.
+//
 // A source object that vanishes before it is read is marked NotFound and is
 // not an error. Failures are retried when transient and otherwise reported
 // in a *CopyError naming the keys; the manifest records every other
@@ -226,6 +232,9 @@ func CopyBackups(ctx context.Context, src, dst *blob.Bucket, opts *CopyOptions) 
 		if err := CheckPrefix(p.value, PrefixRules{AllowEmpty: true}); err != nil {
 			return nil, fmt.Errorf("backupstore: copy: %s: %w", p.field, err)
 		}
+	}
+	if err := checkOverlap(src, dst, opts.SourcePrefix, opts.TargetPrefix); err != nil {
+		return nil, err
 	}
 	c := &copier{src: src, dst: dst, opts: opts, retry: opts.Retry.withDefaults(), clock: opts.Clock,
 		log: logr.FromContextOrDiscard(ctx).WithValues("sourcePrefix", opts.SourcePrefix, "targetPrefix", opts.TargetPrefix)}
@@ -947,4 +956,36 @@ func (c *copier) saveManifest(ctx context.Context) error {
 		return fmt.Errorf("write manifest %q: %w", c.opts.ManifestKey, err)
 	}
 	return nil
+}
+
+// checkOverlap refuses a copy whose source and target are one bucket with
+// one prefix under the other (or both the whole bucket): such a copy reads
+// what it writes, a bucket copied into itself, and a migration that then
+// deletes its source deletes the copy with it. src and dst are one bucket
+// when they are the same *blob.Bucket, or when OpenBucket opened both
+// with URLs of one identity (SameBucket, whatever their other options;
+// their prefix= counts, as Overlap says). Every mem:// OpenBucket is a
+// bucket of its own. Two buckets opened otherwise cannot be told apart:
+// they are taken to be two.
+func checkOverlap(src, dst *blob.Bucket, sourcePrefix, targetPrefix string) error {
+	su, sok := openedURL(src)
+	du, dok := openedURL(dst)
+	var overlap bool
+	switch {
+	case src == dst:
+		overlap = strings.HasPrefix(sourcePrefix, targetPrefix) || strings.HasPrefix(targetPrefix, sourcePrefix)
+	case sok && dok && su.ID.Scheme != "mem":
+		overlap = Overlap(su, sourcePrefix, du, targetPrefix)
+	}
+	if !overlap {
+		return nil
+	}
+	name := func(u URL, ok bool) string {
+		if !ok {
+			return "the bucket"
+		}
+		return fmt.Sprintf("%s (bucket %s)", u, u.ID)
+	}
+	return fmt.Errorf("%w: copy: the source %s with SourcePrefix %q and the target %s with TargetPrefix %q are one bucket, and one prefix holds the other: the copy would read what it writes; nothing was copied",
+		ErrInvalidConfig, name(su, sok), sourcePrefix, name(du, dok), targetPrefix)
 }

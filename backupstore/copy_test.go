@@ -336,3 +336,61 @@ func TestCopyToS3InParts(t *testing.T) {
 		t.Errorf("second copy: %+v, %v; want all skipped", res.CopyProgress, err)
 	}
 }
+
+// A copy whose source and target are one bucket, with one prefix under
+// the other, is refused before anything is read or written, whether the
+// bucket is spelled two ways (another region, a trailing slash: one
+// identity) or is one handle, and with a prefix= in the URL counted; a
+// copy between disjoint prefixes of one bucket, or into another bucket,
+// goes on.
+func TestCopyRefusesOverlappingSourceAndTarget(t *testing.T) {
+	for _, st := range []struct {
+		name string
+		open func(testing.TB) *testenv.BlobStore
+		// respell is the store's URL spelled another way, of one bucket.
+		respell func(s *testenv.BlobStore) string
+	}{
+		{"s3", testenv.S3, func(s *testenv.BlobStore) string {
+			return fmt.Sprintf("s3://%s?region=eu-west-1&use_path_style=true&endpoint=%s/", s.Bucket, strings.ToUpper(s.Endpoint[:4])+s.Endpoint[4:])
+		}},
+		{"file", testenv.File, func(s *testenv.BlobStore) string { return s.URL + "/" }},
+	} {
+		t.Run(st.name, func(t *testing.T) {
+			s := st.open(t)
+			ctx := context.Background()
+			b := openStore(t, s)
+			put(t, b, []string{"a/Full-1", "a/b/Full-2", "c/Full-3"}, 100)
+			before := snapshot(t, b, "")
+			respelled := openURL(t, st.respell(s), credsFor(s.Scheme))
+			underA := openURL(t, s.URL+map[bool]string{true: "&", false: "?"}[strings.Contains(s.URL, "?")]+"prefix=a/", credsFor(s.Scheme))
+			for _, tc := range []struct {
+				name             string
+				src, dst         *blob.Bucket
+				srcP, dstP, what string
+			}{
+				{"the whole bucket into a prefix of itself, spelled two ways", b, respelled, "", "copy/", st.respell(s)},
+				{"a prefix into one under it", respelled, b, "a/", "a/b/", st.respell(s)},
+				{"a prefix into one above it", b, respelled, "a/b/", "a/", st.respell(s)},
+				{"one handle, one prefix", b, b, "c/", "c/", s.URL},
+				{"prefix= of the URL holds the target", underA, b, "", "a/x/", "prefix=a/"},
+			} {
+				_, err := backupstore.CopyBackups(ctx, tc.src, tc.dst, &backupstore.CopyOptions{SourcePrefix: tc.srcP, TargetPrefix: tc.dstP, ManifestKey: tc.dstP + "manifest.json"})
+				if !errors.Is(err, backupstore.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.what) ||
+					!strings.Contains(err.Error(), fmt.Sprintf("SourcePrefix %q", tc.srcP)) || !strings.Contains(err.Error(), fmt.Sprintf("TargetPrefix %q", tc.dstP)) {
+					t.Errorf("%s: %v; want ErrInvalidConfig naming %s and both prefixes", tc.name, err, tc.what)
+				}
+				if got := snapshot(t, b, ""); fmt.Sprint(got) != fmt.Sprint(before) {
+					t.Fatalf("%s: the bucket changed: %v, was %v", tc.name, got, before)
+				}
+			}
+			res, err := backupstore.CopyBackups(ctx, b, openStore(t, s), &backupstore.CopyOptions{SourcePrefix: "a/", TargetPrefix: "c/"})
+			if err != nil || res.Copied != 2 {
+				t.Errorf("disjoint prefixes of one bucket: %+v, %v; want 2 copied", res, err)
+			}
+			other := openStore(t, st.open(t))
+			if res, err := backupstore.CopyBackups(ctx, b, other, nil); err != nil || res.Copied != 5 {
+				t.Errorf("into another bucket: %+v, %v; want 5 copied", res, err)
+			}
+		})
+	}
+}

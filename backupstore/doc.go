@@ -190,6 +190,12 @@
 //     The effective prefixes of both buckets are checked as for
 //     DeletePrefix where they can be seen (a bucket opened with
 //     prefix=tenant-a is refused, since its keys include tenant-ab's).
+//     A copy whose source and target are one bucket with one prefix under
+//     the other (or both the whole bucket) is refused before anything is
+//     read or written: it would read what it writes. One bucket is one
+//     *blob.Bucket, or two that OpenBucket opened with URLs of one identity
+//     (SameBucket: "s3://b" and "s3://b?region=eu-west-1" are one), their
+//     prefix= counted (Overlap).
 //     A manifest in the source (a chained migration: A to B, then B to C)
 //     is never copied or counted as a backup, whatever its key: every
 //     manifest carries MetadataManifest, and a JSON object holding a
@@ -249,6 +255,11 @@
 //     DeleteOptions.BucketPrefix. (The empty prefix is refused there, see
 //     above.) Nor, for CopyBackups, any prefix on such a bucket, the empty
 //     one included.
+//   - that CopyBackups tells one bucket from another when either was not
+//     opened by OpenBucket (and they are not one *blob.Bucket): such
+//     buckets are taken to be two, so a copy of a bucket into itself
+//     through two handles made elsewhere is not refused. Every mem://
+//     OpenBucket is a bucket of its own.
 //   - preconditions on objects: DeletePrefix deletes every key under the
 //     prefix whatever its content, so on an unversioned bucket a key
 //     rewritten after it was listed is deleted with its new content (the
@@ -324,7 +335,9 @@
 // another (see Providers), is ErrInvalidConfig for every function that
 // takes a bucket. The manifest conflicts of
 // CopyBackups (a backup whose target key is ManifestKey, a manifest there
-// of a copy with other prefixes) are ErrInvalidConfig too.
+// of a copy with other prefixes) are ErrInvalidConfig too, and so is a
+// copy whose source and target overlap in one bucket; the message names
+// both.
 //
 // DeletePrefix refuses an unsafe prefix with a *PrefixError that is
 // ErrUnsafePrefix before anything is deleted: the prefix given before any

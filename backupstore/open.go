@@ -83,7 +83,7 @@ func openURL(ctx context.Context, bu URL, creds *Credentials) (*blob.Bucket, err
 	if bu.Prefix != "" {
 		b = blob.PrefixedBucket(b, bu.Prefix)
 	}
-	rememberPrefix(b, bu.Prefix)
+	rememberURL(b, bu)
 	return b, nil
 }
 
@@ -107,27 +107,35 @@ func (c *Credentials) driver() *driver.Credentials {
 	}
 }
 
-// bucketPrefixes holds the prefix= of the buckets OpenBucket opened ("" for
-// none), keyed by a weak pointer so that a closed and collected bucket
-// leaves no entry. DeletePrefix needs it where the store's listing requests
-// do not show the prefix (fileblob, memblob), and storeOf to know a bucket
-// OpenBucket opened.
-var bucketPrefixes sync.Map // weak.Pointer[blob.Bucket] -> string
+// openedURLs holds the parsed URL of the buckets OpenBucket opened (its
+// identity and its prefix=), keyed by a weak pointer so that a closed and
+// collected bucket leaves no entry. DeletePrefix needs the prefix where
+// the store's listing requests do not show it (fileblob, memblob),
+// storeOf to know a bucket OpenBucket opened, and CopyBackups the
+// identity, to refuse a copy of a bucket into itself.
+var openedURLs sync.Map // weak.Pointer[blob.Bucket] -> URL
 
-func rememberPrefix(b *blob.Bucket, prefix string) {
+func rememberURL(b *blob.Bucket, bu URL) {
 	wp := weak.Make(b)
-	bucketPrefixes.Store(wp, prefix)
-	runtime.AddCleanup(b, func(wp weak.Pointer[blob.Bucket]) { bucketPrefixes.Delete(wp) }, wp)
+	openedURLs.Store(wp, bu)
+	runtime.AddCleanup(b, func(wp weak.Pointer[blob.Bucket]) { openedURLs.Delete(wp) }, wp)
+}
+
+// openedURL returns the URL with which OpenBucket opened b; ok is false
+// for a bucket OpenBucket did not open.
+func openedURL(b *blob.Bucket) (URL, bool) {
+	v, ok := openedURLs.Load(weak.Make(b))
+	if !ok {
+		return URL{}, false
+	}
+	return v.(URL), true
 }
 
 // openedPrefix returns the prefix= with which OpenBucket opened b; ok is
 // false for a bucket OpenBucket did not open.
 func openedPrefix(b *blob.Bucket) (string, bool) {
-	v, ok := bucketPrefixes.Load(weak.Make(b))
-	if !ok {
-		return "", false
-	}
-	return v.(string), true
+	u, ok := openedURL(b)
+	return u.Prefix, ok
 }
 
 // storeOf returns the provider that owns b, or nil for a bucket that no

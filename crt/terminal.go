@@ -67,6 +67,7 @@ var classes = []class{
 	sentinel(storeerr.ErrWriterRunning, mayRetry), // crt/backups': the writer's pods go
 	sentinel(storeerr.ErrRetained, mayRetry),
 	sentinel(storeerr.ErrIncomplete, mayRetry),
+	sentinel(storeerr.ErrLegacyNotCopied, mayRetry),
 
 	// opstask: a bad spec or configuration, a spec changed under an
 	// execution (a new task is needed) and an illegal transition (a bug)

@@ -43,8 +43,10 @@
 // writer paused gets its writer resumed before its deletion goes on. With
 // MigratingConfig.Conditions, the entry's condition Migrated says where
 // the migration is, and why nothing is done when the entry names another
-// source than the one recorded (SourceChanged, AlreadyMigrated). Quota is
-// the seed's quota map as a flag ("aws=100,azure=50").
+// source than the one recorded (SourceChanged, AlreadyMigrated) or a
+// shared bucket (SourceIsShared), or why the legacy location is kept
+// (LegacyNotCopied). Quota is the seed's quota map as a flag
+// ("aws=100,azure=50").
 //
 // Share is written against collect.Objects, so a client-go user wires it
 // as well as a controller-runtime one; crt/backups.Share runs it on a
@@ -97,9 +99,27 @@
 //     is finished); ErrNotOwned gives the deletion up for good and marks
 //     the bucket.
 //   - A Migration never writes outside its target prefix in the shared
-//     bucket (backupstore.CopyBackups), repeats a step only when its record
-//     was lost, and deletes the legacy bucket only after GracePeriod from
-//     the recorded switch.
+//     bucket (backupstore.CopyBackups, which also refuses a source and a
+//     target that overlap in one bucket), repeats a step only when its
+//     record was lost, and deletes the legacy bucket only after
+//     GracePeriod from the recorded switch.
+//   - A Migration deletes the legacy location (by default or through the
+//     caller's Hooks.DeleteLegacy) only when a dry-run copy, made right
+//     before, finds every legacy object the copy selects in the target:
+//     objects written there after the copy steps (a writer the switch did
+//     not reach) stop the deletion with ErrLegacyNotCopied naming them,
+//     are copied, and are checked again at the retry. A whole legacy
+//     bucket (no SourcePrefix) is deleted only when the copy left nothing
+//     in it out: one that holds the target itself, or objects the copy's
+//     filters excluded, is kept.
+//   - Migrating never migrates from a shared bucket: the source is
+//     compared, by bucket identity (backupstore.SameBucket, never the URL
+//     string), with the entry's own location and the store's bucket of
+//     every bucket object read from the API server
+//     (MigratingConfig.LiveBuckets), before the first step, before the
+//     copy and again before the legacy location's deletion; one that is,
+//     or cannot be told from, one of them gets Migrated=False,
+//     SourceIsShared, and no step.
 //   - An entry that Pool cannot place (PoolConfig.Pool or NewBucket
 //     refuses) gets Admitted=False, reason NoPool, with the refusal.
 //   - A Migration with DryRun deletes nothing: it reports what the
@@ -129,6 +149,16 @@
 // Not guaranteed:
 //   - A Migration's hooks must be idempotent: a step whose record was lost
 //     runs again.
+//   - An object written to the legacy location between the last dry-run
+//     copy and the deletion is deleted with it: stop every writer of the
+//     legacy location by the end of the grace period (a writer that
+//     writes on is caught at each attempt before that one).
+//   - A Migration used without Migrating knows its buckets only as
+//     *blob.Bucket values: it cannot compare the source with the shared
+//     buckets it does not open (the dry-run check above still keeps a
+//     whole bucket that holds the target or data it did not copy), and
+//     CopyBackups tells one bucket from another only when
+//     backupstore.OpenBucket opened both.
 //   - Pool does not create or delete the store's bucket behind a bucket
 //     object by itself, nor read its owner marker: the caller's Provision
 //     and Deprovision do (Grow's, with backupstore.CreateBucket and

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -14,7 +15,13 @@ import (
 	"gocloud.dev/blob"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
+	"github.com/groundskeeper-io/groundskeeper/internal/storeerr"
 )
+
+// ErrLegacyNotCopied is StepDeleteLegacy's refusal to delete a legacy
+// location that holds objects the target does not (see Migration.Next):
+// the step is retried, and deletes once nothing is missing.
+var ErrLegacyNotCopied = storeerr.ErrLegacyNotCopied
 
 // MigrationStep is a step of the move of an entry's backups from a legacy
 // bucket of its own into its prefix in a shared bucket, in the order of the
@@ -38,7 +45,8 @@ const (
 	// (Hooks.Resume): the downtime ends.
 	StepResumeWriter MigrationStep = "ResumeWriter"
 	// StepDeleteLegacy deletes the legacy bucket once GracePeriod has
-	// passed since the switch (Hooks.DeleteLegacy).
+	// passed since the switch (Hooks.DeleteLegacy), and only while the
+	// target holds every legacy object (ErrLegacyNotCopied).
 	StepDeleteLegacy MigrationStep = "DeleteLegacy"
 	// StepDone: nothing is left to do.
 	StepDone MigrationStep = "Done"
@@ -100,7 +108,9 @@ type MigrationHooks struct {
 	// Resume starts the writer on the new location.
 	Resume func(ctx context.Context) error
 	// DeleteLegacy deletes the legacy bucket: its data and the bucket.
-	// nil deletes every object under SourcePrefix in the legacy bucket,
+	// It is called only once a dry-run copy, right before, finds every
+	// legacy object in the target (see Migration.Next), as the default
+	// deletion is. nil deletes every object under SourcePrefix in the legacy bucket,
 	// all of them when it is "" (backupstore.DeletePrefix, which refuses
 	// "" on a bucket whose own prefix it cannot see: one not opened by
 	// backupstore.OpenBucket); the empty bucket stays.
@@ -134,9 +144,10 @@ type Migration struct {
 	Copy backupstore.CopyOptions
 	// DryRun keeps the legacy bucket: StepDeleteLegacy, once due, lists
 	// what it would delete (with the default DeleteLegacy; a hook of the
-	// caller's is not called) into MigrationStatus.DryRun and stays, to be
-	// looked at again after DryRunWait (default 1h). The other steps run:
-	// they delete nothing.
+	// caller's is not called), and why it would delete nothing now (legacy
+	// objects the target lacks, which it does not copy then), into
+	// MigrationStatus.DryRun and stays, to be looked at again after
+	// DryRunWait (default 1h). The other steps run: they delete nothing.
 	DryRun     bool
 	DryRunWait time.Duration
 }
@@ -147,6 +158,24 @@ type Migration struct {
 // whether the migration is done and, while the legacy bucket waits for
 // its grace period, when to call again. Persist st after every call
 // (before the next one): a step whose record is lost runs again.
+//
+// StepDeleteLegacy, once the grace period is over, first makes a dry-run
+// copy with the copy steps' options and manifest, and deletes nothing
+// (neither by default nor by Hooks.DeleteLegacy) while the target lacks a
+// legacy object the copy selects: a writer the switch did not reach
+// writes there for the whole grace period, and its backups are the
+// newest. It fails then with an error that is ErrLegacyNotCopied and
+// names the keys (the first 10, and how many more), and copies them; the
+// retry checks again and deletes once nothing is missing, so a writer
+// that still writes holds the deletion. A whole legacy bucket
+// (SourcePrefix "") is deleted only when the copy left nothing in it out
+// (no Copy.MaxBackups or MaxBackupAge excluding objects): what a
+// migration did not copy may not be the entry's. A copy that would write
+// over an object of the target, or with a missing key under
+// TargetPrefix (the legacy location may hold the target), is not made:
+// those keys stay missing, and the legacy location stays, until a person
+// copies or deletes them. With DryRun, the report says why nothing would
+// be deleted now.
 func (m *Migration) Next(ctx context.Context, st *MigrationStatus) (done bool, after time.Duration, err error) {
 	if err := m.check(); err != nil {
 		return false, 0, err
@@ -182,12 +211,7 @@ func (m *Migration) Next(ctx context.Context, st *MigrationStatus) (done bool, a
 			}
 			break
 		}
-		opts := m.Copy
-		opts.SourcePrefix, opts.TargetPrefix = m.SourcePrefix, m.TargetPrefix
-		opts.ManifestKey = m.ManifestKey
-		if opts.ManifestKey == "" {
-			opts.ManifestKey = m.TargetPrefix + "migration-manifest.json"
-		}
+		opts := m.copyOptions()
 		res, err := backupstore.CopyBackups(ctx, legacy, shared, &opts)
 		if err != nil {
 			return fail(err)
@@ -218,10 +242,20 @@ func (m *Migration) Next(ctx context.Context, st *MigrationStatus) (done bool, a
 		if at := st.SwitchedAt.Add(m.GracePeriod); now.Time.Before(at) {
 			return false, at.Sub(now.Time), nil
 		}
+		// What the copy steps copied is a claim about the legacy location
+		// before the switch: read it again now, for the default deletion
+		// and a hook of the caller's alike.
+		notCopied := m.checkCopied(ctx, st)
+		if notCopied != nil && (!m.DryRun || !errors.Is(notCopied, ErrLegacyNotCopied)) {
+			return fail(notCopied)
+		}
 		if m.DryRun {
 			report, err := m.wouldDelete(ctx)
 			if err != nil {
 				return fail(err)
+			}
+			if notCopied != nil {
+				report = fmt.Sprintf("would delete nothing now: %v (then: %s)", notCopied, report)
 			}
 			st.DryRun, st.LastError = report, ""
 			return false, cmp.Or(m.DryRunWait, time.Hour), nil
@@ -258,6 +292,114 @@ func (m *Migration) check() error {
 		return fmt.Errorf("%w: share: Migration.Hooks: Pause, Switch and Resume are required", ErrInvalidConfig)
 	}
 	return nil
+}
+
+// copyOptions are the options of the migration's copies.
+func (m *Migration) copyOptions() backupstore.CopyOptions {
+	opts := m.Copy
+	opts.SourcePrefix, opts.TargetPrefix = m.SourcePrefix, m.TargetPrefix
+	opts.ManifestKey = cmp.Or(m.ManifestKey, m.TargetPrefix+"migration-manifest.json")
+	return opts
+}
+
+// maxNamed bounds the keys an error names.
+const maxNamed = 10
+
+// checkCopied is StepDeleteLegacy's check that the target holds every
+// legacy object, made right before the deletion: a dry-run copy with the
+// copy steps' options and manifest. It returns an error that is
+// ErrLegacyNotCopied, naming the keys, while the target lacks an object
+// the copy selects (one written to the legacy location after the copy
+// steps, by a writer the switch did not reach: the newest backups), and,
+// for a whole legacy bucket (SourcePrefix ""), while the copy's filters
+// (Copy.MaxBackups, MaxBackupAge) leave any object out: the deletion of a
+// whole bucket takes everything in it, and what the migration did not
+// copy may not be the entry's. A legacy bucket that is gone holds
+// nothing: a deletion whose record was lost runs again.
+//
+// The objects the target lacks are copied then (as StepCopyRemaining
+// copies, recorded in the manifest and st), and the error still
+// returned: the next attempt checks again, and deletes only when nothing
+// is missing. They are not copied in a dry run, nor when a copy would
+// write over an object of the target, nor when one lies under
+// TargetPrefix (the legacy location may then hold the target: a copy
+// would nest the target in itself), nor when the filters left objects of
+// a whole bucket out; then they stay missing, and so does the deletion,
+// until a person copies or deletes them.
+func (m *Migration) checkCopied(ctx context.Context, st *MigrationStatus) error {
+	legacy, shared, release, err := m.Buckets(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	opts := m.copyOptions()
+	opts.DryRun = true
+	res, err := backupstore.CopyBackups(ctx, legacy, shared, &opts)
+	if err != nil {
+		if ok, aerr := legacy.IsAccessible(ctx); aerr == nil && !ok {
+			return nil // gone: nothing in it to lose
+		}
+		return fmt.Errorf("the dry-run copy that checks that the target holds every legacy object: %w", err)
+	}
+	var missing []string
+	nests := false
+	for _, e := range res.Manifest.Entries {
+		if e.Status == backupstore.StatusNone {
+			missing = append(missing, e.Key)
+			nests = nests || strings.HasPrefix(e.Key, m.TargetPrefix)
+		}
+	}
+	leftOut := 0
+	if m.SourcePrefix == "" {
+		leftOut = res.Excluded
+	}
+	if len(missing) == 0 && leftOut == 0 {
+		return nil
+	}
+	var why []string
+	if len(missing) > 0 {
+		why = append(why, fmt.Sprintf("%s of the legacy location not in the target (written after the copy, by a writer the switch did not reach?): %s",
+			objects(len(missing)), named(missing)))
+	}
+	if leftOut > 0 {
+		why = append(why, fmt.Sprintf("the copy's filters leave %s of the legacy bucket out, and a whole bucket is deleted only when everything in it was copied", objects(leftOut)))
+	}
+	switch {
+	case len(missing) == 0:
+	case m.DryRun:
+	case leftOut > 0:
+		why = append(why, "they are not copied while the filters leave objects out")
+	case len(res.Overwrites) > 0:
+		why = append(why, fmt.Sprintf("they are not copied: the copy would write over %s of the target: %s", objects(len(res.Overwrites)), named(res.Overwrites)))
+	case nests:
+		why = append(why, fmt.Sprintf("they are not copied: some lie under the target prefix %q, so the legacy location may hold the target", m.TargetPrefix))
+	default:
+		opts.DryRun = false
+		res, err := backupstore.CopyBackups(ctx, legacy, shared, &opts)
+		if err != nil {
+			why = append(why, fmt.Sprintf("copying them failed: %v", err))
+			break
+		}
+		st.Copied, st.NotFound = res.Manifest.Count(backupstore.StatusCopied), res.Manifest.Count(backupstore.StatusNotFound)
+		why = append(why, fmt.Sprintf("copied %d of them now", res.Copied))
+	}
+	return fmt.Errorf("%w: %s; the legacy location is kept and checked again at the next attempt", ErrLegacyNotCopied, strings.Join(why, "; "))
+}
+
+// objects is "1 object", "2 objects".
+func objects(n int) string {
+	if n == 1 {
+		return "1 object"
+	}
+	return fmt.Sprintf("%d objects", n)
+}
+
+// named is the first maxNamed of keys, and how many more there are.
+func named(keys []string) string {
+	if len(keys) <= maxNamed {
+		return strings.Join(keys, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(keys[:maxNamed], ", "), len(keys)-maxNamed)
 }
 
 // deleteLegacy deletes every object under SourcePrefix in the legacy

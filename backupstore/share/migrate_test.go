@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"gocloud.dev/blob"
+	"gocloud.dev/blob/fileblob"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
@@ -296,4 +297,172 @@ func (r *migrationRun) driveCrash(crashAt share.MigrationStep, atPause *map[stri
 	}
 	r.t.Fatalf("not done: %+v", st)
 	return st
+}
+
+// drive runs m's steps from st until it is done, a step fails, or
+// maxSteps calls were made, stepping the clock over the grace period.
+func drive(ctx context.Context, m *share.Migration, clk *clocktesting.FakeClock, st *share.MigrationStatus, maxSteps int) (bool, error) {
+	for range maxSteps {
+		done, after, err := m.Next(ctx, st)
+		if done || err != nil {
+			return done, err
+		}
+		clk.Step(after)
+	}
+	return false, nil
+}
+
+// A whole legacy bucket is deleted only when the target holds everything
+// in it: not when it holds the target itself (the shared bucket, through
+// a handle the copy cannot tell apart from it: its other entry's data and
+// the target stay, and nothing is copied at the deletion), and not when
+// the copy's filters left objects out. Under a SourcePrefix, what the
+// filters leave out goes, as asked.
+func TestMigrationKeepsAWholeBucketThatHoldsWhatItDidNotCopy(t *testing.T) {
+	ctx := context.Background()
+	noop := func(context.Context) error { return nil }
+	hooks := share.MigrationHooks{Pause: noop, Switch: noop, Resume: noop}
+	newMigration := func(legacy, shared *blob.Bucket, clk *clocktesting.FakeClock) *share.Migration {
+		return &share.Migration{
+			Buckets: func(context.Context) (*blob.Bucket, *blob.Bucket, func(), error) {
+				return legacy, shared, func() {}, nil
+			},
+			TargetPrefix: "shoot--a/", MarkerKey: "backup-entry.json", Marker: []byte(`{}`),
+			GracePeriod: time.Hour, Clock: clk, Hooks: hooks,
+		}
+	}
+	list := func(b *blob.Bucket) map[string]string {
+		t.Helper()
+		out := sums(t, b, "")
+		return out
+	}
+
+	t.Run("the shared bucket through another handle", func(t *testing.T) {
+		dir := t.TempDir()
+		legacy, err := backupstore.OpenBucket(ctx, "file://"+dir, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer legacy.Close()
+		shared, err := fileblob.OpenBucket(dir, nil) // not OpenBucket's: the copy cannot tell it is the legacy bucket
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer shared.Close()
+		if err := shared.WriteAll(ctx, "shoot--b/v2/Full-1", []byte("another entry's"), nil); err != nil {
+			t.Fatal(err)
+		}
+		clk := clocktesting.NewFakeClock(time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC))
+		m := newMigration(legacy, shared, clk)
+		var st share.MigrationStatus
+		done, err := drive(ctx, m, clk, &st, 20)
+		if done || !errors.Is(err, share.ErrLegacyNotCopied) || st.Step != share.StepDeleteLegacy || !strings.Contains(err.Error(), "shoot--a/") {
+			t.Fatalf("done %t, %v, step %s; want DeleteLegacy refused with ErrLegacyNotCopied naming keys under shoot--a/", done, err, st.Step)
+		}
+		t.Log(err)
+		before := list(legacy)
+		if _, err := drive(ctx, m, clk, &st, 3); !errors.Is(err, share.ErrLegacyNotCopied) {
+			t.Errorf("again: %v; want ErrLegacyNotCopied", err)
+		}
+		after := list(legacy)
+		if !maps.Equal(after, before) {
+			t.Errorf("the bucket changed at the refused deletion (a copy nesting the target in itself?): %v, was %v", after, before)
+		}
+		if _, ok := after["shoot--b/v2/Full-1"]; !ok {
+			t.Errorf("the other entry's data is gone: %v", after)
+		}
+	})
+
+	t.Run("filters", func(t *testing.T) {
+		for _, tc := range []struct {
+			name, sourcePrefix string
+			deleted            bool
+		}{
+			{"whole bucket", "", false},
+			{"under a prefix", "v2/", true},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				legacy, err := backupstore.OpenBucket(ctx, "mem://", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer legacy.Close()
+				shared, err := backupstore.OpenBucket(ctx, "mem://", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer shared.Close()
+				clk := clocktesting.NewFakeClock(time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC))
+				for i := range 5 {
+					if err := legacy.WriteAll(ctx, fmt.Sprintf("v2/Full-%d", i), []byte("x"), nil); err != nil {
+						t.Fatal(err)
+					}
+				}
+				m := newMigration(legacy, shared, clk)
+				m.SourcePrefix = tc.sourcePrefix
+				m.Copy.MaxBackups = 2
+				var st share.MigrationStatus
+				done, err := drive(ctx, m, clk, &st, 20)
+				left := len(list(legacy))
+				if tc.deleted {
+					if !done || err != nil || left != 0 {
+						t.Errorf("done %t, %v, %d objects left; want the prefix deleted, filters and all", done, err, left)
+					}
+					return
+				}
+				if done || !errors.Is(err, share.ErrLegacyNotCopied) || !strings.Contains(err.Error(), "filters leave 3 objects") || left != 5 {
+					t.Errorf("done %t, %v, %d objects left; want ErrLegacyNotCopied for the 3 the filters left out, and all 5 kept", done, err, left)
+				}
+			})
+		}
+	})
+}
+
+// A writer the pause did not reach writes to the legacy bucket on MinIO
+// through the switch and the grace period: StepDeleteLegacy deletes
+// nothing while the target lacks its newest objects (the error names
+// them), copies them, and once the writer stops deletes the legacy
+// objects with every one of them in the new prefix, byte for byte.
+func TestMigrationKeepsWhatAWriterWritesAfterTheSwitchOnMinIO(t *testing.T) {
+	r := newMigrationRun(t, 100)
+	ctx := context.Background()
+	m := r.migration()
+	m.Hooks.Pause = func(context.Context) error { return nil } // the writer is not reached
+	var st share.MigrationStatus
+	for st.Step != share.StepDeleteLegacy {
+		if _, _, err := m.Next(ctx, &st); err != nil {
+			t.Fatalf("step %s: %v", st.Step, err)
+		}
+	}
+	r.clk.Step(migrationGrace)
+	done, _, err := m.Next(ctx, &st)
+	if done || !errors.Is(err, share.ErrLegacyNotCopied) || !strings.Contains(err.Error(), "v2/Incr-") {
+		t.Fatalf("the writer writes on: done %t, %v; want ErrLegacyNotCopied naming its objects", done, err)
+	}
+	t.Log(err)
+	r.mu.Lock()
+	deleted := r.legacyDeleted
+	r.mu.Unlock()
+	if !deleted.IsZero() {
+		t.Fatal("DeleteLegacy was called while the target lacked legacy objects")
+	}
+	// The writer stops (a person found it); what it wrote last is copied
+	// at the next attempts, and only then is the legacy bucket deleted.
+	r.mu.Lock()
+	close(r.stop)
+	r.mu.Unlock()
+	<-r.stopped
+	atEnd := sums(t, r.legacy, "")
+	for range 3 {
+		if done, _, err = m.Next(ctx, &st); done || !errors.Is(err, share.ErrLegacyNotCopied) {
+			break
+		}
+	}
+	if !done || err != nil {
+		t.Fatalf("after the writer stopped: done %t, %v", done, err)
+	}
+	r.check(st, atEnd)
+	r.mu.Lock()
+	t.Logf("%d legacy objects migrated, %d of them written by the writer", len(atEnd), r.writtenLegacy)
+	r.mu.Unlock()
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"time"
 
 	"gocloud.dev/blob"
@@ -40,13 +39,23 @@ const (
 	// one its migration, not done yet, copies from; nothing is done until
 	// the spec names that source again.
 	ReasonSourceChanged = "SourceChanged"
+	// ReasonSourceIsShared: the entry's source is, or cannot be told from,
+	// the store's bucket of its own location or of a bucket object
+	// (MigratingConfig.LiveBuckets): a shared bucket, whose deletion
+	// would take every entry's data. Nothing is done until that changes.
+	ReasonSourceIsShared = "SourceIsShared"
+	// ReasonLegacyNotCopied: StepDeleteLegacy found legacy objects that
+	// the target lacks (ErrLegacyNotCopied): the legacy location is kept,
+	// and the step retried.
+	ReasonLegacyNotCopied = "LegacyNotCopied"
 )
 
 // ConditionMigrated is the condition a Migrating keeps on each entry with a
 // migration when MigratingConfig.Conditions is set: False while the
 // migration runs (reason MigrationStep, or MigrationFailed with the last
-// error, or SourceChanged), True once it is done (Migrated, or
-// AlreadyMigrated when the spec names another source since).
+// error, LegacyNotCopied, SourceChanged or SourceIsShared), True once it
+// is done (Migrated, or AlreadyMigrated when the spec names another
+// source since).
 const ConditionMigrated = "Migrated"
 
 // MigratingConfig says how the entries' migrations run in their
@@ -64,11 +73,21 @@ type MigratingConfig[E, B collect.Object] struct {
 	// Source is where entry e's legacy backups are, and SourcePrefix in
 	// it; ok is false when e has nothing to migrate. Required.
 	Source func(e E) (loc collect.Location, ok bool)
+	// LiveBuckets lists every bucket object (of every namespace) from the
+	// API server, never from a cache (crt/backups.LiveList), and BucketURL
+	// is the URL of a bucket object's store bucket (its prefix= is not
+	// looked at; "" for none): a source that is the store's bucket of one
+	// of them (backupstore.SameBucket), or of e's own location, is
+	// refused (ReasonSourceIsShared). Required.
+	LiveBuckets func(ctx context.Context) ([]B, error)
+	BucketURL   func(b B) string
 	// Hooks are the hooks of e's writer (crt/backups.DeploymentWriter).
 	// Without a DeleteLegacy hook, a legacy location that is a whole
 	// bucket (no prefix, no prefix= in its URL) is deleted with its data
 	// (backupstore.DeleteBucket, after the data went through the opened
-	// bucket); one under a prefix loses the objects under it.
+	// bucket); one under a prefix loses the objects under it. Either
+	// way, and with a hook, only once Migration.Next's dry-run copy finds
+	// nothing of it missing in the target.
 	// Required.
 	Hooks func(e E) MigrationHooks
 	// Conditions points at e's conditions, where the migration's state is
@@ -107,6 +126,19 @@ type MigratingConfig[E, B collect.Object] struct {
 // once it is done). An entry whose recorded step is StepDone is not
 // migrated again, whatever its spec says.
 //
+// A source that is a shared bucket is never migrated from: before the
+// first step, before the copy, and before StepDeleteLegacy (at every
+// reconcile at those steps), the source is compared with the entry's own
+// location (MigratingConfig.Collector) and with the store's bucket of
+// every bucket object, read from the API server (LiveBuckets, BucketURL),
+// by bucket identity (backupstore.SameBucket: one bucket spelled with
+// other options or a region is one). When it is, or cannot be told from,
+// one of them (or a URL cannot be parsed), the step is not run: condition
+// reason SourceIsShared naming both, a Warning event, no hook call, no
+// copy, no deletion. The steps from the pause to the resume are not held
+// (a refusal there would keep the writer paused, and they delete
+// nothing).
+//
 // The deletion of an entry ends its migration. When the migration had
 // paused the writer and not resumed it, Migrating resumes it (Hooks.Resume)
 // and records ResumedAt before the Reconciler goes on with the deletion,
@@ -129,6 +161,7 @@ func NewMigrating[E, B collect.Object](cfg MigratingConfig[E, B]) (*Migrating[E,
 	}{
 		{"Reconciler", cfg.Reconciler != nil}, {"Entries", cfg.Entries != nil}, {"Collector", cfg.Collector != nil},
 		{"Source", cfg.Source != nil}, {"Hooks", cfg.Hooks != nil}, {"Prefix", cfg.Prefix != nil}, {"Status", cfg.Status != nil},
+		{"LiveBuckets", cfg.LiveBuckets != nil}, {"BucketURL", cfg.BucketURL != nil},
 	} {
 		if !f.ok {
 			return nil, fmt.Errorf("%w: share: MigratingConfig.%s is required", ErrInvalidConfig, f.name)
@@ -183,6 +216,19 @@ func (m *Migrating[E, B]) ReconcileEntry(ctx context.Context, e E) (time.Duratio
 	if m.cfg.Prefix(e) == "" {
 		return m.cfg.Wait, nil // the migration waits for the prefix
 	}
+	step := StepCreatePrefix
+	if recorded != nil && recorded.Step != "" {
+		step = recorded.Step
+	}
+	if step == StepCreatePrefix || step == StepCopy || step == StepDeleteLegacy {
+		shared, err := m.sharedSource(ctx, e, src)
+		if err != nil {
+			return 0, fmt.Errorf("compare the migration's source %s with the shared buckets: %w", src.Where(), err)
+		}
+		if shared != "" {
+			return after, m.setCondition(ctx, e, recorded, ReasonSourceIsShared, shared)
+		}
+	}
 	mig := m.migration(e, src)
 	e = e.DeepCopyObject().(E)
 	st := recorded.DeepCopy()
@@ -198,7 +244,12 @@ func (m *Migrating[E, B]) ReconcileEntry(ctx context.Context, e E) (time.Duratio
 	}
 	done, wait, err := mig.Next(ctx, st)
 	if equalJSON(before, *st) {
-		return wait, err // waiting for the grace period: nothing to record
+		if err == nil {
+			// Waiting for the grace period: nothing to record but a
+			// condition that a refusal (SourceIsShared) left.
+			return wait, m.setCondition(ctx, e, st, ReasonMigrated, "")
+		}
+		return wait, err
 	}
 	*m.cfg.Status(e) = st
 	m.condition(e, st, err, "", "")
@@ -209,7 +260,7 @@ func (m *Migrating[E, B]) ReconcileEntry(ctx context.Context, e E) (time.Duratio
 	switch {
 	case err != nil:
 		if before.LastError != st.LastError {
-			m.cfg.Recorder.Event(e, corev1.EventTypeWarning, ReasonMigrationFailed, st.LastError)
+			m.cfg.Recorder.Event(e, corev1.EventTypeWarning, failedReason(err), st.LastError)
 		}
 		return 0, err
 	case done:
@@ -250,7 +301,7 @@ func (m *Migrating[E, B]) condition(e E, st *MigrationStatus, err error, reason,
 		c.Status = metav1.ConditionTrue
 	case reason != "":
 	case err != nil:
-		c.Reason, c.Message = ReasonMigrationFailed, st.LastError
+		c.Reason, c.Message = failedReason(err), st.LastError
 	case st.Step == StepDone:
 		c.Status, c.Reason = metav1.ConditionTrue, ReasonMigrated
 		c.Message = fmt.Sprintf("migrated from %s: %d objects copied, %d not found", st.Source, st.Copied, st.NotFound)
@@ -261,6 +312,14 @@ func (m *Migrating[E, B]) condition(e E, st *MigrationStatus, err error, reason,
 		c.Reason, c.Message = ReasonMigrationStep, fmt.Sprintf("migrating from %s: next step %s", st.Source, st.Step)
 	}
 	return meta.SetStatusCondition(m.cfg.Conditions(e), c)
+}
+
+// failedReason is the reason of a step's failure err.
+func failedReason(err error) string {
+	if errors.Is(err, ErrLegacyNotCopied) {
+		return ReasonLegacyNotCopied
+	}
+	return ReasonMigrationFailed
 }
 
 // setCondition sets e's ConditionMigrated (condition) and writes e's status
@@ -311,8 +370,61 @@ func (m *Migrating[E, B]) resumeAbandoned(ctx context.Context, e E) (E, error) {
 // wholeBucket reports whether loc is a whole bucket: no prefix of its own,
 // none in its URL (prefix=).
 func wholeBucket(loc collect.Location) bool {
-	u, err := url.Parse(loc.URL)
-	return err == nil && loc.Prefix == "" && !u.Query().Has("prefix")
+	u, err := backupstore.ParseURL(loc.URL)
+	return err == nil && loc.Prefix == "" && u.Prefix == ""
+}
+
+// sharedSource returns why e's migration must not run from src, "" if
+// nothing stands in the way: src is, or cannot be told from
+// (backupstore.SameBucket), the store's bucket of e's own location or of
+// a bucket object (LiveBuckets, BucketURL), or a URL cannot be parsed.
+// The error is for a retry: a list or the location that could not be
+// read.
+func (m *Migrating[E, B]) sharedSource(ctx context.Context, e E, src collect.Location) (string, error) {
+	from, err := backupstore.ParseURL(src.URL)
+	if err != nil {
+		return fmt.Sprintf("the source %s cannot be compared with the shared buckets: %v; nothing is done", src.Where(), err), nil
+	}
+	refuse := func(what, rawURL string) string {
+		return fmt.Sprintf("the source %s is bucket %s, the store's bucket of %s (%s): a shared bucket holds other entries' data, and the migration would delete it with the legacy location; nothing is done until the source names another bucket",
+			src.Where(), from.ID, what, rawURL)
+	}
+	buckets, err := m.cfg.LiveBuckets(ctx)
+	if err != nil {
+		return "", fmt.Errorf("list the buckets: %w", err)
+	}
+	for _, b := range buckets {
+		raw := m.cfg.BucketURL(b)
+		if raw == "" {
+			continue // names no store bucket
+		}
+		what := "bucket " + b.GetName()
+		if b.GetNamespace() != "" {
+			what = "bucket " + b.GetNamespace() + "/" + b.GetName()
+		}
+		u, err := backupstore.ParseURL(raw)
+		if err != nil {
+			return fmt.Sprintf("%s names a URL that cannot be compared with the source %s: %v; nothing is done", what, src.Where(), err), nil
+		}
+		if backupstore.SameBucket(from.ID, u.ID) {
+			return refuse(what, raw), nil
+		}
+	}
+	// The entry's own location, the one its migration copies into, even
+	// where no bucket object names it.
+	_, loc, release, err := m.cfg.Collector.OpenBucket(ctx, e)
+	if err != nil {
+		return "", fmt.Errorf("the entry's location: %w", err)
+	}
+	_ = release()
+	own, err := backupstore.ParseURL(loc.URL)
+	if err != nil {
+		return fmt.Sprintf("the entry's location %s cannot be compared with the source %s: %v; nothing is done", loc.Where(), src.Where(), err), nil
+	}
+	if backupstore.SameBucket(from.ID, own.ID) {
+		return refuse("the entry's own location", loc.Where()), nil
+	}
+	return "", nil
 }
 
 // migration is e's migration from src into its prefix.

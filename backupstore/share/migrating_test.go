@@ -99,6 +99,14 @@ type migWorld struct {
 	source string // the entry's source: mem://legacy, or another
 	// buckets are the buckets the collector opens, by URL.
 	buckets map[string]*blob.Bucket
+	// bucketObjects are the bucket objects LiveBuckets lists, their URL
+	// in the annotation "url": the shared bucket's.
+	bucketObjects []*migEntry
+}
+
+// bucketObject is a bucket object of the store's bucket rawURL.
+func bucketObject(name, rawURL string) *migEntry {
+	return &migEntry{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{"url": rawURL}}}
 }
 
 func newMigWorld(t *testing.T, r share.Reconciler[*migEntry, *migEntry], hooks func(*migWorld) share.MigrationHooks) *migWorld {
@@ -109,10 +117,14 @@ func newMigWorld(t *testing.T, r share.Reconciler[*migEntry, *migEntry], hooks f
 	if err != nil {
 		t.Fatal(err)
 	}
-	shared := memblob.OpenBucket(nil)
+	shared, err := backupstore.OpenBucket(ctx, "mem://", nil) // its prefix known too: a source that is it would be deleted
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { legacy.Close(); shared.Close() })
 	w.legacy, w.shared = legacy, shared
 	w.buckets = map[string]*blob.Bucket{"mem://legacy": legacy, "mem://shared": shared}
+	w.bucketObjects = []*migEntry{bucketObject("shared", "mem://shared")}
 	for i := range 3 {
 		if err := legacy.WriteAll(ctx, fmt.Sprintf("v2/Full-%d", i), []byte("x"), nil); err != nil {
 			t.Fatal(err)
@@ -148,6 +160,10 @@ func newMigWorld(t *testing.T, r share.Reconciler[*migEntry, *migEntry], hooks f
 			return collect.Location{URL: w.source}, true
 		},
 		Hooks: func(*migEntry) share.MigrationHooks { return hooks(w) },
+		LiveBuckets: func(context.Context) ([]*migEntry, error) {
+			return slices.Clone(w.bucketObjects), nil
+		},
+		BucketURL: func(b *migEntry) string { return b.Annotations["url"] },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -379,6 +395,20 @@ func TestMigrationDryRunKeepsTheLegacyBucket(t *testing.T) {
 	if n := count(); n != 3 {
 		t.Errorf("dry run: the legacy bucket holds %d objects, want 3", n)
 	}
+	// A legacy object the target lacks: the report says that nothing
+	// would go now, and the dry run copies nothing.
+	if err := legacy.WriteAll(ctx, "v2/Incr-late", []byte("late"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := m.Next(ctx, &st); err != nil || !strings.HasPrefix(st.DryRun, "would delete nothing now: ") || !strings.Contains(st.DryRun, "v2/Incr-late") {
+		t.Errorf("dry run, a late object: %v, report %q; want it to say nothing would go now, naming v2/Incr-late", err, st.DryRun)
+	}
+	if ok, err := shared.Exists(ctx, "shoot--a/v2/Incr-late"); ok || err != nil || count() != 4 {
+		t.Errorf("dry run, a late object: copied %t (%v), %d legacy objects; want nothing copied, 4 kept", ok, err, count())
+	}
+	if err := legacy.Delete(ctx, "v2/Incr-late"); err != nil {
+		t.Fatal(err)
+	}
 	m.DryRun = false
 	if done, _, err := m.Next(ctx, &st); !done || err != nil || st.DryRun != "" || count() != 0 {
 		t.Errorf("without a dry run: done %t, err %v, status %+v, %d legacy objects left", done, err, st, count())
@@ -509,5 +539,248 @@ func TestMigratingRefusesAnotherSource(t *testing.T) {
 	}
 	if len(warnings) != 2 || !strings.Contains(warnings[0], share.ReasonSourceChanged) || !strings.Contains(warnings[1], share.ReasonAlreadyMigrated) {
 		t.Errorf("warnings %q; want one %s, one %s", warnings, share.ReasonSourceChanged, share.ReasonAlreadyMigrated)
+	}
+}
+
+// counting are hooks that count their calls; deleteLegacy is the caller's
+// own DeleteLegacy when set.
+type counting struct {
+	calls        int
+	deleteLegacy func(context.Context) error
+}
+
+func (c *counting) hooks(*migWorld) share.MigrationHooks {
+	count := func(context.Context) error { c.calls++; return nil }
+	h := share.MigrationHooks{Pause: count, Switch: count, Resume: count}
+	if c.deleteLegacy != nil {
+		h.DeleteLegacy = func(ctx context.Context) error { c.calls++; return c.deleteLegacy(ctx) }
+	}
+	return h
+}
+
+// warnings are the Warning events recorded, each "reason: message".
+func (w *migWorld) warnings() []string {
+	var out []string
+	for _, e := range w.events {
+		if s, ok := strings.CutPrefix(e, "Warning "); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// A source that is a shared bucket is never migrated from: the entry's
+// own bucket spelled with a region (named by a bucket object or only by
+// the entry's location), or another bucket object's, spelled with a
+// trailing slash. Nothing is copied, nothing deleted, no hook
+// runs, no step is recorded; the condition says SourceIsShared naming
+// both, with one Warning event.
+func TestMigratingRefusesASharedSource(t *testing.T) {
+	for _, tc := range []struct {
+		name, source, names string
+		// unnamed: no bucket object names the entry's bucket.
+		unnamed bool
+	}{
+		{"the entry's own bucket", "mem://shared?region=eu-west-1", "bucket shared (mem://shared)", false},
+		{"the entry's own location, no bucket object's", "mem://shared?region=eu-west-1", "the entry's own location (mem://shared/shoot--a/)", true},
+		{"another bucket object's", "mem://pool-2/", "bucket pool-2 (mem://pool-2)", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := &counting{}
+			w := newMigWorld(t, placed{}, h.hooks)
+			if tc.unnamed {
+				w.bucketObjects = nil
+			}
+			pool2, err := backupstore.OpenBucket(w.ctx, "mem://", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pool2.Close()
+			// The store's view: each URL spelling opens its bucket.
+			w.buckets["mem://pool-2"], w.buckets["mem://pool-2/"], w.buckets["mem://shared?region=eu-west-1"] = pool2, pool2, w.shared
+			w.bucketObjects = append(w.bucketObjects, bucketObject("pool-2", "mem://pool-2"))
+			for _, b := range []*blob.Bucket{w.shared, pool2} {
+				if err := b.WriteAll(w.ctx, "shoot--b/v2/Full-1", []byte("another entry's"), nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			w.store.e.Status.Prefix = "shoot--a/"
+			w.source = tc.source
+			shared, other := w.contents(t, w.shared), w.contents(t, pool2)
+			for range 12 { // every step, and the grace period's end
+				if _, err := w.reconcile(); err != nil {
+					t.Fatal(err)
+				}
+				w.clk.Step(time.Hour)
+			}
+			if got := w.contents(t, w.shared); !maps.Equal(got, shared) {
+				t.Errorf("the shared bucket changed: %v, was %v", got, shared)
+			}
+			if got := w.contents(t, pool2); !maps.Equal(got, other) {
+				t.Errorf("bucket pool-2 changed: %v, was %v", got, other)
+			}
+			if h.calls != 0 || w.store.e.Status.Migration != nil {
+				t.Errorf("%d hook calls, status.migration %+v; want none", h.calls, w.store.e.Status.Migration)
+			}
+			c := w.migrated(t)
+			where := collect.Location{URL: tc.source}.Where()
+			if c.Status != metav1.ConditionFalse || c.Reason != share.ReasonSourceIsShared ||
+				!strings.Contains(c.Message, "the source "+where) || !strings.Contains(c.Message, tc.names) {
+				t.Errorf("condition %+v; want False, %s, naming %s and %s", c, share.ReasonSourceIsShared, where, tc.names)
+			}
+			t.Log(c.Message)
+			if warnings := w.warnings(); len(warnings) != 1 || !strings.HasPrefix(warnings[0], share.ReasonSourceIsShared+": ") {
+				t.Errorf("warnings %q; want one %s", warnings, share.ReasonSourceIsShared)
+			}
+		})
+	}
+}
+
+// A source that becomes a shared bucket during the grace period (a bucket
+// object made for the legacy bucket, spelled with a region) is refused
+// again before StepDeleteLegacy: the legacy objects stay; once no bucket
+// object names it, the deletion goes on.
+func TestMigratingChecksTheSourceAgainBeforeDeletingIt(t *testing.T) {
+	h := &counting{}
+	w := newMigWorld(t, placed{}, h.hooks)
+	w.store.e.Status.Prefix = "shoot--a/"
+	for st := w.store.e.Status.Migration; st == nil || st.Step != share.StepDeleteLegacy; st = w.store.e.Status.Migration {
+		if _, err := w.reconcile(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.bucketObjects = append(w.bucketObjects, bucketObject("adopted", "mem://legacy?region=eu-west-1"))
+	w.clk.Step(time.Hour)
+	legacy := w.contents(t, w.legacy)
+	for range 3 {
+		if _, err := w.reconcile(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := w.contents(t, w.legacy); len(got) != 3 || !maps.Equal(got, legacy) {
+		t.Errorf("the legacy bucket holds %v, was %v: deleted although a bucket object names it", got, legacy)
+	}
+	if st := w.store.e.Status.Migration; st.Step != share.StepDeleteLegacy {
+		t.Errorf("step %s, want %s", st.Step, share.StepDeleteLegacy)
+	}
+	if c := w.migrated(t); c.Reason != share.ReasonSourceIsShared || !strings.Contains(c.Message, "bucket adopted (mem://legacy?region=eu-west-1)") {
+		t.Errorf("condition %+v; want %s naming bucket adopted", c, share.ReasonSourceIsShared)
+	}
+	w.bucketObjects = w.bucketObjects[:1]
+	if _, err := w.reconcile(); err != nil {
+		t.Fatal(err)
+	}
+	if st := w.store.e.Status.Migration; st.Step != share.StepDone || w.legacyObjects() != 0 {
+		t.Errorf("once no bucket object names the source: step %s, %d legacy objects; want Done, 0", st.Step, w.legacyObjects())
+	}
+	if c := w.migrated(t); c.Status != metav1.ConditionTrue || c.Reason != share.ReasonMigrated {
+		t.Errorf("condition %+v; want True, %s", c, share.ReasonMigrated)
+	}
+}
+
+// A writer the switch did not reach writes to the legacy bucket during
+// the grace period: StepDeleteLegacy deletes nothing while the target
+// lacks its objects (LastError and a Warning naming the key, condition
+// LegacyNotCopied), copies them, and deletes at the next attempt once
+// nothing is missing; a caller's own DeleteLegacy is held the same way.
+func TestMigratingKeepsLegacyObjectsWrittenAfterTheSwitch(t *testing.T) {
+	for _, hook := range []bool{false, true} {
+		t.Run(map[bool]string{false: "default deletion", true: "the caller's DeleteLegacy"}[hook], func(t *testing.T) {
+			h := &counting{}
+			var w *migWorld
+			if hook {
+				h.deleteLegacy = func(ctx context.Context) error {
+					_, err := backupstore.DeletePrefix(ctx, w.legacy, "", &backupstore.DeleteOptions{PrefixRules: backupstore.PrefixRules{AllowEmpty: true}})
+					return err
+				}
+			}
+			w = newMigWorld(t, placed{}, h.hooks)
+			w.store.e.Status.Prefix = "shoot--a/"
+			for st := w.store.e.Status.Migration; st == nil || st.Step != share.StepDeleteLegacy; st = w.store.e.Status.Migration {
+				if _, err := w.reconcile(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			hooks := h.calls
+			late := func(key string) {
+				t.Helper()
+				if err := w.legacy.WriteAll(w.ctx, key, []byte("the newest backup"), nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			late("v2/Incr-late-1")
+			w.clk.Step(time.Hour)
+			refused := func(key string) {
+				t.Helper()
+				_, err := w.reconcile()
+				st := w.store.e.Status.Migration
+				if !errors.Is(err, share.ErrLegacyNotCopied) || st.Step != share.StepDeleteLegacy || !strings.Contains(st.LastError, key) {
+					t.Fatalf("a legacy object the target lacks: %v, step %s, lastError %q; want ErrLegacyNotCopied naming %s", err, st.Step, st.LastError, key)
+				}
+				if _, ok := w.contents(t, w.legacy)[key]; !ok || w.legacyObjects() < 4 || h.calls != hooks {
+					t.Fatalf("the legacy bucket holds %v, %d hook calls; want %s kept and no DeleteLegacy", w.contents(t, w.legacy), h.calls-hooks, key)
+				}
+				if c := w.migrated(t); c.Reason != share.ReasonLegacyNotCopied || !strings.Contains(c.Message, key) {
+					t.Errorf("condition %+v; want %s naming %s", c, share.ReasonLegacyNotCopied, key)
+				}
+				if warnings := w.warnings(); len(warnings) == 0 || !strings.HasPrefix(warnings[len(warnings)-1], share.ReasonLegacyNotCopied+": ") ||
+					!strings.Contains(warnings[len(warnings)-1], key) {
+					t.Errorf("warnings %q; want the last a %s naming %s", warnings, share.ReasonLegacyNotCopied, key)
+				}
+			}
+			refused("v2/Incr-late-1")
+			t.Log(w.store.e.Status.Migration.LastError)
+			// The writer still writes: the next attempt finds its newest.
+			late("v2/Incr-late-2")
+			refused("v2/Incr-late-2")
+			if _, err := w.reconcile(); err != nil {
+				t.Fatal(err)
+			}
+			st := w.store.e.Status.Migration
+			if st.Step != share.StepDone || w.legacyObjects() != 0 || st.Copied != 5 {
+				t.Errorf("once nothing is missing: %+v, %d legacy objects; want Done, none, 5 copied", st, w.legacyObjects())
+			}
+			got := w.contents(t, w.shared)
+			for _, k := range []string{"v2/Full-0", "v2/Full-1", "v2/Full-2", "v2/Incr-late-1", "v2/Incr-late-2"} {
+				if _, ok := got["shoot--a/"+k]; !ok {
+					t.Errorf("the target lacks %s: %v", k, got)
+				}
+			}
+		})
+	}
+}
+
+// NewMigrating refuses a config without the means to compare the source
+// with the shared buckets, naming the field.
+func TestNewMigratingNeedsTheBuckets(t *testing.T) {
+	store := &migStore{e: &migEntry{}}
+	c, err := collect.New(collect.Config[*migEntry]{Objects: store, Finalizer: "f", Secrets: backupstore.SecretsFrom(nil),
+		Location: func(context.Context, *migEntry) (collect.Location, error) { return collect.Location{}, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := func() share.MigratingConfig[*migEntry, *migEntry] {
+		return share.MigratingConfig[*migEntry, *migEntry]{
+			Reconciler: placed{}, Entries: store, Collector: c,
+			Status:      func(e *migEntry) **share.MigrationStatus { return &e.Status.Migration },
+			Prefix:      func(e *migEntry) string { return e.Status.Prefix },
+			Source:      func(*migEntry) (collect.Location, bool) { return collect.Location{}, false },
+			Hooks:       func(*migEntry) share.MigrationHooks { return share.MigrationHooks{} },
+			LiveBuckets: func(context.Context) ([]*migEntry, error) { return nil, nil },
+			BucketURL:   func(*migEntry) string { return "" },
+		}
+	}
+	if _, err := share.NewMigrating(full()); err != nil {
+		t.Fatalf("a full config: %v", err)
+	}
+	for field, drop := range map[string]func(*share.MigratingConfig[*migEntry, *migEntry]){
+		"MigratingConfig.LiveBuckets": func(c *share.MigratingConfig[*migEntry, *migEntry]) { c.LiveBuckets = nil },
+		"MigratingConfig.BucketURL":   func(c *share.MigratingConfig[*migEntry, *migEntry]) { c.BucketURL = nil },
+	} {
+		cfg := full()
+		drop(&cfg)
+		if _, err := share.NewMigrating(cfg); !errors.Is(err, share.ErrInvalidConfig) || !strings.Contains(err.Error(), field) {
+			t.Errorf("without %s: %v; want ErrInvalidConfig naming it", field, err)
+		}
 	}
 }

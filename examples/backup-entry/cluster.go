@@ -54,7 +54,8 @@ func init() {
 // from the cache; the reads a decision rests on (share's Get) come from
 // the API server: an entry's before its data is deleted or its pool place
 // freed, a bucket's before an entry is admitted to it and at each step of
-// a pool's deletion of an empty bucket.
+// a pool's deletion of an empty bucket, and every bucket (listed fresh)
+// where a migration's source is compared with them.
 func setupControllers(mgr ctrl.Manager, o controllerOptions) error {
 	cl, live := mgr.GetClient(), client.Reader(mgr.GetAPIReader())
 	if o.wrap != nil {
@@ -75,6 +76,7 @@ func setupControllers(mgr ctrl.Manager, o controllerOptions) error {
 		events:       crt.Events(mgr.GetEventRecorder("backup-entry")),
 		createBucket: func(ctx context.Context, b *api.BackupBucket) error { return cl.Create(ctx, b) },
 		liveEntries:  backups.LiveList[*api.BackupEntry](mgr.GetScheme(), live, ""),
+		liveBuckets:  backups.LiveList[*api.BackupBucket](mgr.GetScheme(), live, ""),
 		writers: backups.DeploymentWriter{Client: cl, Reader: live,
 			PausedAnnotation: api.PausedReplicasAnnotation, LocationAnnotation: api.BackupLocationAnnotation},
 	}, o)

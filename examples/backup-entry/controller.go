@@ -33,9 +33,11 @@ type deps struct {
 	entries collect.Objects[*api.BackupEntry]
 	buckets collect.Objects[*api.BackupBucket]
 	// createBucket creates a pool's next BackupBucket (AlreadyExists if it
-	// exists); liveEntries lists the entries fresh from the API server.
+	// exists); liveEntries and liveBuckets list the entries and the
+	// buckets fresh from the API server.
 	createBucket func(context.Context, *api.BackupBucket) error
 	liveEntries  func(context.Context) ([]*api.BackupEntry, error)
+	liveBuckets  func(context.Context) ([]*api.BackupBucket, error)
 	secrets      backupstore.SecretGetter
 	events       collect.EventRecorder
 	clk          clock.WithTicker
@@ -62,7 +64,9 @@ type deps struct {
 // spec.migrateFrom is migrated into its prefix, one step per reconcile,
 // recorded in status.migration, its writer Deployment paused meanwhile
 // and switched to "<bucket>/<prefix>", the legacy objects deleted the
-// deletion grace period after the switch. The manager runs it with
+// deletion grace period after the switch once the prefix holds every one
+// of them; a spec.migrateFrom that names the store bucket of any
+// BackupBucket is refused. The manager runs it with
 // crt/backups.Share, the scenario by hand.
 func newController(d deps, o controllerOptions) (share.Reconciler[*api.BackupEntry, *api.BackupBucket], error) {
 	cfg := entryConfig(d.entries, d.buckets, d.secrets, d.events, d.clk, o.grace, o.dryRun)
@@ -122,10 +126,14 @@ func newController(d deps, o controllerOptions) (share.Reconciler[*api.BackupEnt
 	}
 	return share.NewMigrating(share.MigratingConfig[*api.BackupEntry, *api.BackupBucket]{
 		Reconciler: pool, Entries: d.entries, Collector: collector, Recorder: d.events, Clock: d.clk,
-		Migration:  share.Migration{GracePeriod: o.grace, DryRun: o.dryRun},
-		Prefix:     func(e *api.BackupEntry) string { return e.Status.Prefix },
-		Status:     func(e *api.BackupEntry) **share.MigrationStatus { return &e.Status.Migration },
-		Conditions: func(e *api.BackupEntry) *[]metav1.Condition { return &e.Status.Conditions },
+		Migration: share.Migration{GracePeriod: o.grace, DryRun: o.dryRun},
+		Prefix:    func(e *api.BackupEntry) string { return e.Status.Prefix },
+		Status:    func(e *api.BackupEntry) **share.MigrationStatus { return &e.Status.Migration },
+		// A spec.migrateFrom that names a BackupBucket's store bucket (the
+		// entry's own, or any other) is refused: SourceIsShared.
+		LiveBuckets: d.liveBuckets,
+		BucketURL:   func(b *api.BackupBucket) string { return b.Spec.URL },
+		Conditions:  func(e *api.BackupEntry) *[]metav1.Condition { return &e.Status.Conditions },
 		Source: func(e *api.BackupEntry) (collect.Location, bool) {
 			from := e.Spec.MigrateFrom
 			if from == nil {

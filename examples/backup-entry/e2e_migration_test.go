@@ -147,7 +147,9 @@ func fill(t *testing.T, b *blob.Bucket, n int) {
 // and an event; a migrated entry that names another legacy bucket is not
 // migrated again (Migrated=True, AlreadyMigrated) and nothing changes.
 // The controller is stopped while the writer pauses, and another one
-// finishes the migration.
+// finishes the migration. An entry whose legacy bucket is the pool's own,
+// spelled with another region, is refused (Migrated=False,
+// SourceIsShared) and nothing of the pool's bucket changes.
 func TestMigrationOnMinIO(t *testing.T) {
 	const grace = 8 * time.Second
 	ctx := context.Background()
@@ -182,6 +184,17 @@ func TestMigrationOnMinIO(t *testing.T) {
 	name := e.createShoot("migrating", &api.LegacyBucket{URL: legacyStore.URL,
 		SecretRef: &api.SecretReference{Namespace: e.k.Namespace, Name: e.secret},
 		Writer:    api.WriterReference{Namespace: key.Namespace, Name: key.Name}})
+	// A second entry names the pool's own bucket as its legacy bucket,
+	// spelled with another region: it is never migrated (the pool's
+	// bucket would be copied into itself and deleted with every entry's
+	// data), and nothing of it is copied, paused or deleted.
+	sharedURL := strings.Replace(e.url, "region="+testenv.S3Region, "region=eu-west-1", 1)
+	if sharedURL == e.url {
+		t.Fatalf("the pool's URL %s names no region to spell another way", e.url)
+	}
+	fromShared := e.createShoot("from-shared", &api.LegacyBucket{URL: sharedURL,
+		SecretRef: &api.SecretReference{Namespace: e.k.Namespace, Name: e.secret},
+		Writer:    api.WriterReference{Namespace: key.Namespace, Name: "nobody"}})
 	waitStep := func(step share.MigrationStep) *api.BackupEntry {
 		t.Helper()
 		return e.waitEntry(name, "migration step "+string(step), func(be *api.BackupEntry) bool {
@@ -229,6 +242,19 @@ func TestMigrationOnMinIO(t *testing.T) {
 	if got := sums(t, e.store, "shoot--other/"); !maps.Equal(got, outside) {
 		t.Errorf("outside the prefix: %v, want %v", got, outside)
 	}
+	refused := e.waitEntry(fromShared, "condition Migrated=False, SourceIsShared", func(be *api.BackupEntry) bool {
+		c := meta.FindStatusCondition(be.Status.Conditions, share.ConditionMigrated)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == share.ReasonSourceIsShared
+	})
+	c := meta.FindStatusCondition(refused.Status.Conditions, share.ConditionMigrated)
+	if !strings.Contains(c.Message, e.bucket) || refused.Status.Migration != nil {
+		t.Errorf("the entry whose source is the pool's bucket: condition %q, status.migration %+v; want the BackupBucket %s named and no step", c.Message, refused.Status.Migration, e.bucket)
+	}
+	if got := sums(t, e.store, refused.Status.Prefix); len(got) != 1 {
+		t.Errorf("the prefix of the entry whose source is the pool's bucket holds %v; want its marker alone", got)
+	}
+	e.waitEvent(fromShared, corev1.EventTypeWarning, share.ReasonSourceIsShared)
+	t.Logf("a source that is the pool's bucket: %s", c.Message)
 	d, err := e.k.Client.AppsV1().Deployments(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -303,8 +329,8 @@ func TestMigrationOnMinIO(t *testing.T) {
 	rules := rbactest.Rules(t, "deploy/rbac.yaml", map[string]string{"backup-entry": e.k.Namespace, "default": "default"})
 	rbactest.Check(t, rules, requests.Requests(), map[string]string{
 		"patch events.events.k8s.io":                            "the event recorder patches an event that repeats (a series)",
-		"create backupbuckets.backup.examples.groundskeeper.io": "one entry: the pool does not grow (TestPoolGrows)",
-		"delete backupbuckets.backup.examples.groundskeeper.io": "one entry: no bucket the pool created empties (TestPoolGrows)",
+		"create backupbuckets.backup.examples.groundskeeper.io": "two entries in a pool of 2: the pool does not grow (TestPoolGrows)",
+		"delete backupbuckets.backup.examples.groundskeeper.io": "no bucket the pool created empties (TestPoolGrows)",
 		"get backupentries.backup.examples.groundskeeper.io":    "the fresh read before an entry's prefix is deleted (TestSharedBucketOnMinIO): no entry is deleted here",
 	})
 }

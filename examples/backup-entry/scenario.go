@@ -106,6 +106,7 @@ func runScenario(out io.Writer) error {
 			return nil
 		},
 		liveEntries: func(ctx context.Context) ([]*api.BackupEntry, error) { return simEntries{s}.List(ctx, "") },
+		liveBuckets: func(ctx context.Context) ([]*api.BackupBucket, error) { return simBuckets{s}.List(ctx, "") },
 		open: func(ctx context.Context, url string, _ *backupstore.Credentials) (*blob.Bucket, func() error, error) {
 			b, err := s.store(ctx, url)
 			return b, func() error { return nil }, err

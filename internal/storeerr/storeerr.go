@@ -24,6 +24,7 @@ var (
 	ErrBucketFull        = errors.New("backupstore: bucket holds its limit of entries")
 	ErrPoolFull          = errors.New("share: every bucket of the pool is full")
 	ErrNotOwned          = errors.New("share: the store's bucket is not the bucket object's")
+	ErrLegacyNotCopied   = errors.New("share: legacy objects not copied")
 	// ErrWriterRunning is crt/backups': crt, which classifies it, cannot
 	// import crt/backups (which imports crt).
 	ErrWriterRunning = errors.New("backups: the writer still has pods")
