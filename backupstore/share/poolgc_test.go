@@ -753,7 +753,7 @@ func TestPoolsOfTwoInstallationsShareAStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer data.Close()
-	if err := data.WriteAll(a.ctx, "e1/backup-1", []byte("a's backup"), nil); err != nil {
+	if err := data.WriteAll(a.ctx, a.ns+".e1/backup-1", []byte("a's backup"), nil); err != nil {
 		t.Fatal(err)
 	}
 
@@ -795,7 +795,7 @@ func TestPoolsOfTwoInstallationsShareAStore(t *testing.T) {
 	}
 	// Nothing of the second installation's in the first's store buckets,
 	// and all of the first's there.
-	for name, want := range map[string][]string{"p-1": {"e0"}, "p-2": {"e1"}} {
+	for name, want := range map[string][]string{"p-1": {a.ns + ".e0"}, "p-2": {a.ns + ".e1"}} {
 		sb, err := backupstore.OpenBucket(a.ctx, a.storeURL(name), nil)
 		if err != nil {
 			t.Fatal(err)
@@ -806,7 +806,7 @@ func TestPoolsOfTwoInstallationsShareAStore(t *testing.T) {
 			t.Errorf("the first installation's store bucket %s holds entries %v, %v; want %v", name, got, err, want)
 		}
 	}
-	if got, err := data.ReadAll(a.ctx, "e1/backup-1"); err != nil || string(got) != "a's backup" {
+	if got, err := data.ReadAll(a.ctx, a.ns+".e1/backup-1"); err != nil || string(got) != "a's backup" {
 		t.Errorf("the first installation's backup e1/backup-1: %q, %v", got, err)
 	}
 	a.checkEntries()
