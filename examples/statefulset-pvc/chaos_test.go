@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -298,7 +298,7 @@ func TestChaosCheckerCatchesPlantedBugs(t *testing.T) {
 					t.Errorf("the checker did not report %q for the planted bug %q; it reported %v", inv, tc.name, found)
 				}
 			}
-			if tc.wrap != nil && (found[invClaimSafety] > 0 || found[invKept] > 0) && !slices.Contains(tc.want, invClaimSafety) {
+			if strings.HasPrefix(tc.name, "policy read as") && (found[invClaimSafety] > 0 || found[invKept] > 0) {
 				t.Errorf("the planted bug %q, which the SDK now defeats, still cost claims: %v", tc.name, found)
 			}
 		})
