@@ -110,10 +110,10 @@ type MigrationHooks struct {
 	// DeleteLegacy deletes the legacy bucket: its data and the bucket.
 	// It is called only once a dry-run copy, right before, finds every
 	// legacy object in the target (see Migration.Next), as the default
-	// deletion is. nil deletes every object under SourcePrefix in the legacy bucket,
-	// all of them when it is "" (backupstore.DeletePrefix, which refuses
-	// "" on a bucket whose own prefix it cannot see: one not opened by
-	// backupstore.OpenBucket); the empty bucket stays.
+	// deletion is. nil deletes every object under SourcePrefix in the
+	// legacy bucket, all of them when it is "" (backupstore.DeletePrefix,
+	// which refuses "" on a bucket whose own prefix it cannot see: one not
+	// opened by backupstore.OpenBucket); the empty bucket stays.
 	DeleteLegacy func(ctx context.Context) error
 }
 
@@ -381,7 +381,7 @@ func (m *Migration) checkCopied(ctx context.Context, st *MigrationStatus) error 
 			break
 		}
 		st.Copied, st.NotFound = res.Manifest.Count(backupstore.StatusCopied), res.Manifest.Count(backupstore.StatusNotFound)
-		why = append(why, fmt.Sprintf("copied %d of them now", res.Copied))
+		why = append(why, fmt.Sprintf("copied %s now", objects(res.Copied)))
 	}
 	return fmt.Errorf("%w: %s; the legacy location is kept and checked again at the next attempt", ErrLegacyNotCopied, strings.Join(why, "; "))
 }
