@@ -331,7 +331,7 @@ func TestMigrationOnMinIO(t *testing.T) {
 	rules := rbactest.Rules(t, "deploy/rbac.yaml", map[string]string{"backup-entry": e.k.Namespace, "default": "default"})
 	rbactest.Check(t, rules, requests.Requests(), map[string]string{
 		"patch events.events.k8s.io":                            "the event recorder patches an event that repeats (a series)",
-		"create backupbuckets.backup.examples.groundskeeper.io": "two entries in a pool of 2: the pool does not grow (TestPoolGrows)",
+		"create backupbuckets.backup.examples.groundskeeper.io": "two entries in a pool of 3: the pool does not grow (TestPoolGrows)",
 		"delete backupbuckets.backup.examples.groundskeeper.io": "no bucket the pool created empties (TestPoolGrows)",
 		"get backupentries.backup.examples.groundskeeper.io":    "the fresh read before an entry's prefix is deleted (TestSharedBucketOnMinIO): no entry is deleted here",
 	})
