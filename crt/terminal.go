@@ -208,7 +208,8 @@ func every(err error, here func(error) bool) bool {
 //   - collect: ErrInvalidConfig (backupstore/collect's, which is
 //     backupstore's);
 //   - share: ErrInvalidConfig (backupstore/share's, which is
-//     backupstore's);
+//     backupstore's), ErrNotOwned (a store bucket its bucket object cannot
+//     be proven to own: an administrator adopts it);
 //   - opstask: ErrInvalidSpec, ErrInvalidConfig, ErrIllegalTransition;
 //   - locking: ErrInvalidConfig, ErrCorrupt, ErrTxnDone;
 //   - retention: ErrInvalidPolicy, ErrInvalidDuration, ErrInvalidSpan,
