@@ -739,11 +739,13 @@ func TestPoolKeepsTheAdministratorsBucketAndNoOther(t *testing.T) {
 // name and number alone, as Grow did before the installation's hash (and
 // as two installations given one Installation still do): every store
 // bucket the second pool grows into first is the first's. The owner
-// markers keep them apart: the second pool admits no entry to the first's
-// store buckets (its bucket objects over them are marked StoreNotOwned,
-// and an entry that names one is refused), grows past them into store
-// buckets of its own, and, when its entries go, deletes only its own
-// store bucket; the first's entries, their data and store buckets stay.
+// markers keep them apart: the second pool places and admits no entry in
+// the first's store buckets (its bucket objects over them are marked
+// StoreNotOwned, by Place itself when it grows faster than the buckets are
+// reconciled, and an entry that names one is refused), grows past them
+// into store buckets of its own, and, when its entries go, deletes only
+// its own store bucket; the first's entries, their data and store
+// buckets stay.
 func TestPoolsOfTwoInstallationsShareAStore(t *testing.T) {
 	store := testenv.S3(t)
 	a := newGCPool(t, store, false)
@@ -760,7 +762,27 @@ func TestPoolsOfTwoInstallationsShareAStore(t *testing.T) {
 	b := newGCPool(t, store, false)
 	b.installation = "cluster-b"
 	b.pool, b.cl = b.newPool(false, true)
-	b.place("f0", "f1")
+	// f0 is placed before any bucket of the second installation is
+	// reconciled (Place alone, again after each growth): Place proves each
+	// new bucket before it takes a place there, and grows past the first's.
+	b.entry("f0", "")
+	for i := 0; ; i++ {
+		name, err := b.pool.Place(b.ctx, b.getEntry("f0"))
+		if err == nil {
+			if name != "p-3" {
+				t.Errorf("f0 placed by Place alone in %s, want p-3", name)
+			}
+			break
+		}
+		if !errors.Is(err, share.ErrPoolFull) || i == 5 {
+			t.Fatalf("Place f0 (%d): %v", i+1, err)
+		}
+	}
+	b.settle()
+	if err := b.marker("f0"); err != nil {
+		t.Fatal(err)
+	}
+	b.place("f1")
 	if f0, f1 := b.getEntry("f0"), b.getEntry("f1"); f0.Spec.Bucket != "p-3" || f1.Spec.Bucket != "p-4" {
 		t.Errorf("the second installation's entries placed in %s and %s, want p-3 and p-4 (p-1 and p-2 name the first's store buckets)", f0.Spec.Bucket, f1.Spec.Bucket)
 	}
@@ -811,4 +833,73 @@ func TestPoolsOfTwoInstallationsShareAStore(t *testing.T) {
 	}
 	a.checkEntries()
 	b.checkEntries()
+}
+
+// A bucket the pool created whose store bucket holds no owner marker and
+// does not bear the name this installation gives it (a store bucket a
+// pool created before owner markers, or one that existed) is not deleted
+// when its grace period is over: Deprovision refuses it (ErrNotOwned),
+// the deletion is given up and the bucket marked StoreNotOwned, its data
+// kept, and it takes no place. Once an administrator adopts it with the
+// object's UID, it gets its marker, loses the mark, and goes after its
+// grace period like any empty bucket of the pool.
+func TestPoolKeepsAStoreBucketItCannotProve(t *testing.T) {
+	p := newGCPool(t, testenv.File(t), false)
+	p.twoBuckets()
+	store, err := backupstore.OpenBucket(p.ctx, p.storeURL("p-2"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if err := store.Delete(p.ctx, share.BucketOwnerKey); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.WriteAll(p.ctx, "theirs/backup", []byte("x"), nil); err != nil {
+		t.Fatal(err)
+	}
+	p.clock.Step(grace)
+	d, err := p.pool.DeleteEmpty(p.ctx, p.bucket("p-2"))
+	if err != nil || d.Deleted || !strings.Contains(d.Kept, "holds no owner marker") {
+		t.Errorf("DeleteEmpty of p-2 without a marker: %+v, %v; want it kept, no owner marker", d, err)
+	}
+	b := p.bucket("p-2")
+	if b == nil || b.Annotations[share.AnnotationStoreNotOwned] == "" || b.Annotations[share.AnnotationDeleting] != "" || b.Annotations[share.AnnotationEmptySince] != "" {
+		t.Fatalf("p-2 after the refused deletion: %+v; want it marked %s, neither marked for deletion nor stamped", b, share.AnnotationStoreNotOwned)
+	}
+	if data, err := store.ReadAll(p.ctx, "theirs/backup"); err != nil || string(data) != "x" {
+		t.Errorf("p-2's data after the refused deletion: %q, %v", data, err)
+	}
+	p.clock.Step(2 * grace)
+	p.settle()
+	if b := p.bucket("p-2"); b == nil || !p.storeExists("p-2") {
+		t.Fatalf("p-2, not proven the pool's, after two more grace periods: object there %t, store's bucket there %t; want both kept", b != nil, p.storeExists("p-2"))
+	}
+	p.entry("e2", "")
+	p.settle()
+	if e := p.getEntry("e2"); e.Spec.Bucket == "p-2" || e.Spec.Bucket == "" {
+		t.Errorf("e2 placed in %q; want a bucket other than p-2", e.Spec.Bucket)
+	}
+	p.deleteEntry("e2")
+	p.settle()
+
+	b = p.bucket("p-2")
+	metav1.SetMetaDataAnnotation(&b.ObjectMeta, share.AnnotationAdoptStore, string(b.UID))
+	if err := p.cl.Update(p.ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	p.settle()
+	if b := p.bucket("p-2"); b == nil || b.Annotations[share.AnnotationStoreNotOwned] != "" {
+		t.Fatalf("p-2 adopted: %+v; want it unmarked", b)
+	}
+	if marker, err := store.ReadAll(p.ctx, share.BucketOwnerKey); err != nil || !strings.Contains(string(marker), string(b.UID)) {
+		t.Errorf("p-2's marker once adopted: %s, %v", marker, err)
+	}
+	for range 2 {
+		p.clock.Step(grace)
+		p.settle()
+	}
+	if b := p.bucket("p-2"); b != nil || p.storeExists("p-2") {
+		t.Errorf("p-2, adopted and empty past its grace period: object there %t, store's bucket there %t; want it deleted", b != nil, p.storeExists("p-2"))
+	}
+	p.checkEntries()
 }
