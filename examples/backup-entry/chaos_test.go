@@ -230,17 +230,18 @@ func (c readerClient) List(ctx context.Context, list client.ObjectList, opts ...
 
 // scoped limits a controller to the entries and buckets whose names start
 // with prefix: on the shared control plane, each planted-bug run's
-// controller leaves the other runs' objects alone.
+// controller leaves the other runs' objects alone. A read of no name is
+// passed on: the API server's answer to it is the controller's.
 func scoped(prefix string) clientWrap {
 	return intercept(interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 			switch obj.(type) {
 			case *api.BackupEntry:
-				if !strings.HasPrefix(key.Name, prefix) {
+				if key.Name != "" && !strings.HasPrefix(key.Name, prefix) {
 					return notFound("backupentries", key.Name)
 				}
 			case *api.BackupBucket:
-				if !strings.HasPrefix(key.Name, prefix) {
+				if key.Name != "" && !strings.HasPrefix(key.Name, prefix) {
 					return notFound("backupbuckets", key.Name)
 				}
 			}

@@ -71,6 +71,19 @@ type deps struct {
 func newController(d deps, o controllerOptions) (share.Reconciler[*api.BackupEntry, *api.BackupBucket], error) {
 	cfg := entryConfig(d.entries, d.buckets, d.secrets, d.events, d.clk, o.grace, o.dryRun)
 	cfg.Open = d.open
+	// An entry its pool has not placed names no bucket, and has no data
+	// anywhere (admission comes after placement): its location is none,
+	// not an error. The collector reads every entry's location before it
+	// deletes one's data, and keeps that data while one cannot be read: an
+	// entry waiting for its pool (or never placed: NoPool) would hold up
+	// every deletion of the cluster.
+	location := cfg.Location
+	cfg.Location = func(ctx context.Context, e *api.BackupEntry) (collect.Location, error) {
+		if e.Spec.BucketName == "" && e.Status.Prefix == "" {
+			return collect.Location{}, nil
+		}
+		return location(ctx, e)
+	}
 	collector, err := collect.New(cfg)
 	if err != nil {
 		return nil, err
