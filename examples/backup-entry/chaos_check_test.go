@@ -172,8 +172,12 @@ func (g *beWorkload) check(ctx context.Context) []chaos.Violation {
 				if e.bucket == nil || e.bucket.store != s || e.admittedSeen.IsZero() || !e.admittedSeen.Before(at) {
 					continue
 				}
-				if e.deleteSent.IsZero() || e.allowedFrom(g.o.grace).After(at) {
-					add(invOwner, "store bucket %s was deleted by %s while entry %s (bucket %s, admitted by %s, deletion sent %s, its prefix deletable from %s) had its prefix there",
+				switch {
+				case e.deleteSent.IsZero():
+					add(invOwner, "store bucket %s was deleted by %s while entry %s (bucket %s, admitted by %s, not deleted) had its prefix there",
+						s.bucket, ts(at), e.name, e.bucket.name, ts(e.admittedSeen))
+				case e.allowedFrom(g.o.grace).After(at):
+					add(invOwner, "store bucket %s was deleted by %s while entry %s (bucket %s, admitted by %s, deletion sent %s) had its prefix there, deletable only from %s",
 						s.bucket, ts(at), e.name, e.bucket.name, ts(e.admittedSeen), ts(e.deleteSent), ts(e.allowedFrom(g.o.grace)))
 				}
 			}
