@@ -89,8 +89,9 @@ type Location struct {
 	// objects under the prefix without a marker, keep the backup
 	// (ReasonNotOwner) and nothing is deleted; no marker and no object
 	// mean no data, and the deletion succeeds with nothing deleted. The
-	// marker goes with the data, and is written back if some data stays
-	// (Object Lock, a failure), so that a retry still finds it.
+	// marker is deleted last (backupstore.DeleteOptions.Last): while some
+	// data stays (Object Lock, a failure, a process that ended midway), so
+	// does the marker, and a retry still proves whose it is.
 	Owner  string
 	Marker string
 }

@@ -66,10 +66,8 @@
 //     the first backup, so that a second admission counts it; and a prefix
 //     whose marker names another owner, or none, or that holds objects and
 //     no marker, is never admitted into (Admitted=False, PrefixTaken). A
-//     collector whose Location sets Owner and Marker deletes an entry's
-//     data only when the marker names the entry (its deletion, cut short
-//     after the marker went, keeps the entry until the marker is written
-//     back: the backup-entry example does not set it yet).
+//     collector whose Location sets Owner and Marker (as the example
+//     does) deletes an entry's data only when the marker names the entry.
 //   - A bucket's finalizer is removed only when no entry, deleted or not,
 //     names the bucket; the removal carries the resourceVersion read.
 //   - An entry's data goes before its finalizer (collect.Collector.Finalize).
