@@ -94,6 +94,13 @@ type Location struct {
 	// does the marker, and a retry still proves whose it is.
 	Owner  string
 	Marker string
+	// NoDataUnlessOwner, with Owner, says that the prefix may never have
+	// been given to the backup (an entry whose admission is not recorded
+	// on it: refused, or admitted by a write whose status update was
+	// lost): unless the marker names Owner, the backup has no data there,
+	// and it goes with nothing deleted, the other's data left as it is.
+	// Without it, such a prefix keeps the backup (ReasonNotOwner).
+	NoDataUnlessOwner bool
 }
 
 // The zero Location says that the backup has no data (it was never

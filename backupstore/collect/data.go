@@ -85,6 +85,9 @@ func (c *Collector[T]) deleteData(ctx context.Context, o T, near *neighbours[T],
 		switch {
 		case err != nil:
 			return kept(c.cfg.Reasons.DeletionFailed, fmt.Sprintf("read the marker of %s: %v", where, err))
+		case why != "" && loc.NoDataUnlessOwner:
+			c.dropBackstop(ctx, bucket, loc)
+			return dataResult{msg: fmt.Sprintf("no data to delete: %s, and the prefix was never proven this backup's", why)}
 		case why != "":
 			c.dropBackstop(ctx, bucket, loc)
 			return kept(c.cfg.Reasons.NotOwner, fmt.Sprintf("%s: the data is not proven to be this backup's (UID %s), and nothing was deleted", why, loc.Owner))

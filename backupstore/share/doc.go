@@ -67,7 +67,10 @@
 //     whose marker names another owner, or none, or that holds objects and
 //     no marker, is never admitted into (Admitted=False, PrefixTaken). A
 //     collector whose Location sets Owner and Marker (as the example
-//     does) deletes an entry's data only when the marker names the entry.
+//     does) deletes an entry's data only when the marker names the entry;
+//     with NoDataUnlessOwner for an entry whose prefix is not recorded on
+//     it (refused, or an admission whose status update was lost), a
+//     prefix marked by another is no data of the entry's, and it goes.
 //   - A bucket's finalizer is removed only when no entry, deleted or not,
 //     names the bucket; the removal carries the resourceVersion read.
 //   - An entry's data goes before its finalizer (collect.Collector.Finalize).

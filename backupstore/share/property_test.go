@@ -156,7 +156,8 @@ func newShareWorld(t *testing.T, seed uint64) *shareWorld {
 					return collect.Location{}, err
 				}
 			}
-			return collect.Location{URL: b.Spec.Bucket, Prefix: prefix, Owner: string(e.UID), Marker: share.DefaultMarkerKey}, nil
+			return collect.Location{URL: b.Spec.Bucket, Prefix: prefix, Owner: string(e.UID), Marker: share.DefaultMarkerKey,
+				NoDataUnlessOwner: e.Status.Prefix == ""}, nil
 		},
 		Conditions: func(e backup) *[]metav1.Condition { return &e.Status.Conditions },
 	})
@@ -286,7 +287,70 @@ func TestPropertySharedBucketsDeleteOnlyTheirOwn(t *testing.T) {
 			w.step(t)
 			w.ledger.check(t, w.ctx, w.stores, w.live(), w.history)
 		}
+		w.settle()
+		w.ledger.check(t, w.ctx, w.stores, w.live(), w.history)
+		w.checkAdmitted(t)
 	})
+}
+
+// settle reconciles every entry until a round changes nothing.
+func (w *shareWorld) settle() {
+	for range 5 {
+		all, _ := w.entries.List(w.ctx, "")
+		for _, e := range all {
+			_, err := w.s.ReconcileEntry(w.ctx, e)
+			w.log("settle %s/%s (%s): %v", e.Namespace, e.Name, e.UID, err)
+		}
+	}
+}
+
+// checkAdmitted fails for a live entry admitted with a prefix other than
+// "<namespace>.<name>/", and for one refused for any reason but its bucket
+// being full or its prefix holding another's objects.
+func (w *shareWorld) checkAdmitted(t *testing.T) {
+	t.Helper()
+	all, _ := w.entries.List(w.ctx, "")
+	for _, e := range all {
+		want := e.Namespace + "." + e.Name + "/"
+		if e.DeletionTimestamp != nil {
+			t.Fatalf("entry %s/%s (%s) still being deleted after the controllers settled: %+v; steps:\n%s", e.Namespace, e.Name, e.UID, e.Status.Conditions, strings.Join(w.history, "\n"))
+		}
+		if e.Status.Prefix != "" {
+			if e.Status.Prefix != want {
+				t.Fatalf("entry %s/%s (%s) admitted with prefix %q, want %q; steps:\n%s", e.Namespace, e.Name, e.UID, e.Status.Prefix, want, strings.Join(w.history, "\n"))
+			}
+			continue
+		}
+		var reason string
+		for _, c := range e.Status.Conditions {
+			if c.Type == share.ConditionAdmitted {
+				reason = c.Reason
+			}
+		}
+		switch reason {
+		case share.ReasonBucketFull:
+		case share.ReasonPrefixTaken:
+			if w.othersUnder(w.id(e.Spec.Bucket), want, string(e.UID)) {
+				continue
+			}
+			fallthrough
+		default:
+			t.Fatalf("entry %s/%s (%s) not admitted (reason %q), and its prefix %s in %s holds nothing of another's; steps:\n%s", e.Namespace, e.Name, e.UID, reason, want, e.Spec.Bucket, strings.Join(w.history, "\n"))
+		}
+	}
+}
+
+// othersUnder reports whether the store holds, under prefix, an object
+// the ledger gives to an owner other than uid.
+func (w *shareWorld) othersUnder(id backupstore.BucketID, prefix, uid string) bool {
+	for key, owner := range w.ledger[id] {
+		if strings.HasPrefix(key, prefix) && owner != uid {
+			if ok, _ := w.stores[id].Exists(w.ctx, key); ok {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Backups of one namespace with a TTL, whose prefixes in one bucket, named
