@@ -48,6 +48,14 @@
 // (LegacyNotCopied). Quota is the seed's quota map as a flag
 // ("aws=100,azure=50").
 //
+// The bucket an entry names must not change once the entry is admitted:
+// its prefix, and the marker proving it the entry's, are in that bucket,
+// and nothing records it elsewhere. Make the field immutable with a CRD
+// validation rule, as the example's BackupEntry does ("bucketName is
+// immutable once set"); move an entry with Migrating instead. An edited
+// bucket loses nothing: the entry's deletion finds no marker of its own
+// there and keeps it (collect's NotOwner), its data where it was.
+//
 // Share is written against collect.Objects, so a client-go user wires it
 // as well as a controller-runtime one; crt/backups.Share runs it on a
 // manager.

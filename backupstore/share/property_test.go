@@ -124,7 +124,10 @@ type shareWorld struct {
 	buckets *testbackup.Mem
 	stores  stores
 	ledger  ledger
-	s       *share.Share[backup, backup]
+	// s are two replicas of the controller; each reconciles the entries
+	// as its cache last saw them (seen), stale or gone since.
+	s       [2]*share.Share[backup, backup]
+	seen    [2][]backup
 	history []string
 	n       int
 }
@@ -143,6 +146,14 @@ func newShareWorld(t *testing.T, seed uint64) *shareWorld {
 			t.Fatal(err)
 		}
 	}
+	for r := range w.s {
+		w.s[r] = w.newReplica(t)
+	}
+	return w
+}
+
+// newReplica is one replica of the controller: its collector and Share.
+func (w *shareWorld) newReplica(t *testing.T) *share.Share[backup, backup] {
 	c, err := collect.New(collect.Config[backup]{
 		Objects: w.entries, Secrets: backupstore.SecretsFrom(nil), Finalizer: "example.com/data", Open: w.stores.open,
 		Location: func(ctx context.Context, e backup) (collect.Location, error) {
@@ -164,7 +175,7 @@ func newShareWorld(t *testing.T, seed uint64) *shareWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.s, err = share.New(share.Config[backup, backup]{
+	s, err := share.New(share.Config[backup, backup]{
 		Entries: w.entries, Buckets: w.buckets, Collector: c,
 		Bucket:          func(e backup) (string, string) { return "", e.Spec.Bucket },
 		Limit:           func(b backup) int { return b.Spec.Limit },
@@ -175,7 +186,7 @@ func newShareWorld(t *testing.T, seed uint64) *shareWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return w
+	return s
 }
 
 func (w *shareWorld) log(format string, args ...any) {
@@ -205,11 +216,16 @@ func (w *shareWorld) step(t *testing.T) {
 		if err == nil {
 			w.log("create %s/%s in %s: %s", ns, name, bucket, e.UID)
 		}
-	case op < 5: // a reconcile
-		if e := w.pick(all); e != nil {
-			_, err := w.s.ReconcileEntry(w.ctx, e)
+	case op < 5: // a reconcile, by either replica, of the entry as its cache saw it
+		r := w.rnd.IntN(len(w.s))
+		if w.rnd.IntN(3) == 0 {
+			w.seen[r] = all
+			w.log("replica %d's cache catches up", r)
+		}
+		if e := w.pick(w.seen[r]); e != nil {
+			_, err := w.s[r].ReconcileEntry(w.ctx, e)
 			after, _ := w.entries.Get(w.ctx, e.Namespace, e.Name)
-			w.log("reconcile %s/%s (%s): %v; prefix %q", e.Namespace, e.Name, e.UID, err, prefixOf(after))
+			w.log("replica %d: reconcile %s/%s (%s, resourceVersion %s): %v; prefix %q", r, e.Namespace, e.Name, e.UID, e.ResourceVersion, err, prefixOf(after))
 		}
 	case op < 7: // a backup of an admitted entry
 		var admitted []backup
@@ -240,6 +256,14 @@ func (w *shareWorld) step(t *testing.T) {
 			w.ledger.put(w.id(bucket), prefix+share.DefaultMarkerKey, "foreign")
 		}
 		w.log("foreign data in %s under %s", bucket, prefix)
+	case op < 9 && w.rnd.IntN(3) == 0: // a spec edit: an entry not admitted names another bucket
+		// (once admitted, the bucket is immutable: see the package doc)
+		if e := w.pick(all); e != nil && e.DeletionTimestamp == nil && e.Status.Prefix == "" {
+			e.Spec.Bucket = []string{"b1", "b2", "b3"}[w.rnd.IntN(3)]
+			err := w.entries.Update(w.ctx, e)
+			w.log("edit %s/%s (%s): spec.bucket %s: %v", e.Namespace, e.Name, e.UID, e.Spec.Bucket, err)
+		}
+	case op < 9:
 	default: // a deletion
 		if e := w.pick(all); e != nil {
 			err := w.entries.Delete(w.ctx, e.Namespace, e.Name, "", "")
@@ -298,7 +322,7 @@ func (w *shareWorld) settle() {
 	for range 5 {
 		all, _ := w.entries.List(w.ctx, "")
 		for _, e := range all {
-			_, err := w.s.ReconcileEntry(w.ctx, e)
+			_, err := w.s[0].ReconcileEntry(w.ctx, e)
 			w.log("settle %s/%s (%s): %v", e.Namespace, e.Name, e.UID, err)
 		}
 	}
@@ -341,16 +365,26 @@ func (w *shareWorld) checkAdmitted(t *testing.T) {
 }
 
 // othersUnder reports whether the store holds, under prefix, an object
-// the ledger gives to an owner other than uid.
+// that is not uid's: a marker naming another owner (an admission whose
+// status update was lost leaves one), or an object the ledger gives to
+// another.
 func (w *shareWorld) othersUnder(id backupstore.BucketID, prefix, uid string) bool {
-	for key, owner := range w.ledger[id] {
-		if strings.HasPrefix(key, prefix) && owner != uid {
-			if ok, _ := w.stores[id].Exists(w.ctx, key); ok {
+	it := w.stores[id].List(&blob.ListOptions{Prefix: prefix})
+	for {
+		o, err := it.Next(w.ctx)
+		if err != nil {
+			return false
+		}
+		if o.Key == prefix+share.DefaultMarkerKey {
+			if owner, _, _ := backupstore.MarkerOwner(w.ctx, w.stores[id], o.Key); owner != uid {
 				return true
 			}
+			continue
+		}
+		if w.ledger[id][o.Key] != uid {
+			return true
 		}
 	}
-	return false
 }
 
 // Backups of one namespace with a TTL, whose prefixes in one bucket, named
