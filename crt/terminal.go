@@ -68,6 +68,7 @@ var classes = []class{
 	sentinel(storeerr.ErrRetained, mayRetry),
 	sentinel(storeerr.ErrIncomplete, mayRetry),
 	sentinel(storeerr.ErrLegacyNotCopied, mayRetry),
+	sentinel(storeerr.ErrLegacyInUse, mayRetry), // the other entry's migration copies, then this one deletes
 
 	// opstask: a bad spec or configuration, a spec changed under an
 	// execution (a new task is needed) and an illegal transition (a bug)

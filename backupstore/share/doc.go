@@ -45,8 +45,9 @@
 // the migration is, and why nothing is done when the entry names another
 // source than the one recorded (SourceChanged, AlreadyMigrated) or a
 // shared bucket (SourceIsShared), or why the legacy location is kept
-// (LegacyNotCopied). Quota is the seed's quota map as a flag
-// ("aws=100,azure=50").
+// (LegacyNotCopied, or LegacyInUse while another entry's migration from
+// that location has not copied it yet). Quota is the seed's quota map as
+// a flag ("aws=100,azure=50").
 //
 // Share is written against collect.Objects, so a client-go user wires it
 // as well as a controller-runtime one; crt/backups.Share runs it on a
@@ -122,6 +123,12 @@
 //     copy and again before the legacy location's deletion; one that is,
 //     or cannot be told from, one of them gets Migrated=False,
 //     SourceIsShared, and no step.
+//   - Migrating deletes no legacy location that another entry's migration
+//     copies from and has not copied yet: right before the deletion, the
+//     entries are listed (MigratingConfig.LiveEntries), and one whose
+//     source overlaps (backupstore.Overlap, by bucket identity and
+//     prefix) and whose migration is not at StepDeleteLegacy or done
+//     keeps it (ErrLegacyInUse, Migrated=False, LegacyInUse, naming it).
 //   - An entry that Pool cannot place (PoolConfig.Pool or NewBucket
 //     refuses) gets Admitted=False, reason NoPool, with the refusal.
 //   - A Migration with DryRun deletes nothing: it reports what the
@@ -151,6 +158,12 @@
 // Not guaranteed:
 //   - A Migration's hooks must be idempotent: a step whose record was lost
 //     runs again.
+//   - Without MigratingConfig.LiveEntries, the entries are listed with
+//     Entries.List, which may be a cache: an entry created, or given its
+//     source, a moment before the legacy location's deletion may be
+//     missed. An entry whose source changed since its migration started
+//     (SourceChanged) holds it only when its recorded source is spelled
+//     as this one's (MigrationStatus.Source is a string for people).
 //   - An object written to the legacy location between the last dry-run
 //     copy and the deletion is deleted with it: stop every writer of the
 //     legacy location by the end of the grace period (a writer that

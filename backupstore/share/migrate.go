@@ -23,6 +23,12 @@ import (
 // the step is retried, and deletes once nothing is missing.
 var ErrLegacyNotCopied = storeerr.ErrLegacyNotCopied
 
+// ErrLegacyInUse is StepDeleteLegacy's refusal, under Migrating, to delete
+// a legacy location that another entry's migration also copies from and
+// has not copied yet (MigratingConfig.LiveEntries): the step is retried,
+// and deletes once that migration is past its copies.
+var ErrLegacyInUse = storeerr.ErrLegacyInUse
+
 // MigrationStep is a step of the move of an entry's backups from a legacy
 // bucket of its own into its prefix in a shared bucket, in the order of the
 // seed's migration sequence.
@@ -46,7 +52,9 @@ const (
 	StepResumeWriter MigrationStep = "ResumeWriter"
 	// StepDeleteLegacy deletes the legacy bucket once GracePeriod has
 	// passed since the switch (Hooks.DeleteLegacy), and only while the
-	// target holds every legacy object (ErrLegacyNotCopied).
+	// target holds every legacy object (ErrLegacyNotCopied) and, under
+	// Migrating, no other entry's migration still has to copy it
+	// (ErrLegacyInUse).
 	StepDeleteLegacy MigrationStep = "DeleteLegacy"
 	// StepDone: nothing is left to do.
 	StepDone MigrationStep = "Done"
@@ -150,6 +158,11 @@ type Migration struct {
 	// DryRunWait (default 1h). The other steps run: they delete nothing.
 	DryRun     bool
 	DryRunWait time.Duration
+
+	// inUse, set by Migrating, says why the legacy location must not be
+	// deleted now (another entry's migration has not copied it yet):
+	// asked right before the deletion, after the dry-run copy.
+	inUse func(ctx context.Context) error
 }
 
 // Next runs the next step of st and records it in st: on success st names
@@ -174,8 +187,10 @@ type Migration struct {
 // over an object of the target, or with a missing key under
 // TargetPrefix (the legacy location may hold the target), is not made:
 // those keys stay missing, and the legacy location stays, until a person
-// copies or deletes them. With DryRun, the report says why nothing would
-// be deleted now.
+// copies or deletes them. Under Migrating, the deletion also waits, right
+// before it, while another entry's migration from the same legacy
+// location has not copied it (ErrLegacyInUse). With DryRun, the report
+// says why nothing would be deleted now.
 func (m *Migration) Next(ctx context.Context, st *MigrationStatus) (done bool, after time.Duration, err error) {
 	if err := m.check(); err != nil {
 		return false, 0, err
@@ -246,7 +261,12 @@ func (m *Migration) Next(ctx context.Context, st *MigrationStatus) (done bool, a
 		// before the switch: read it again now, for the default deletion
 		// and a hook of the caller's alike.
 		notCopied := m.checkCopied(ctx, st)
-		if notCopied != nil && (!m.DryRun || !errors.Is(notCopied, ErrLegacyNotCopied)) {
+		if notCopied == nil && m.inUse != nil {
+			// Asked last, right before the deletion: another entry whose
+			// migration started during the dry-run copy is seen.
+			notCopied = m.inUse(ctx)
+		}
+		if notCopied != nil && (!m.DryRun || !errors.Is(notCopied, ErrLegacyNotCopied) && !errors.Is(notCopied, ErrLegacyInUse)) {
 			return fail(notCopied)
 		}
 		if m.DryRun {

@@ -25,6 +25,7 @@ var (
 	ErrPoolFull          = errors.New("share: every bucket of the pool is full")
 	ErrNotOwned          = errors.New("share: the store's bucket is not the bucket object's")
 	ErrLegacyNotCopied   = errors.New("share: legacy objects not copied")
+	ErrLegacyInUse       = errors.New("share: another entry's migration has not copied the legacy location yet")
 	// ErrWriterRunning is crt/backups': crt, which classifies it, cannot
 	// import crt/backups (which imports crt).
 	ErrWriterRunning = errors.New("backups: the writer still has pods")
