@@ -240,6 +240,10 @@
 //     the data first with DeletePrefix's guarantees (versions, Object Lock
 //     never forced, a dry run), and the bucket only once that succeeded;
 //     it refuses a URL with prefix=, which names part of a bucket.
+//   - WriteMarker never replaces a marker, nor the owner it names: its
+//     write is conditional (IfNotExist), and on file:// it writes nothing
+//     where the marker exists (fileblob writes an object's metadata before
+//     it checks IfNotExist).
 //   - Credentials never appear in logs or errors; Credentials print redacted.
 //   - No function reads the wall clock except through the injected
 //     clock.WithTicker (k8s.io/utils/clock). Logging goes to the logr.Logger
@@ -279,6 +283,9 @@
 //     HeadBucket and its creation is reported created (a window of one
 //     request): a caller that records ownership checks that no one's
 //     marker is there before writing its own (backupstore/share.Grow).
+//   - that two WriteMarker calls of one key at the same moment on file://
+//     cannot both succeed: fileblob's conditional write is a check before
+//     a rename, not one request (every other store's is).
 //   - that user metadata is copied: CopyBackups copies content and content
 //     type, and adds MetadataSourceModTime.
 //   - the Azure batch API against Azurite by default: Azurite deletes a

@@ -3,9 +3,12 @@ package backupstore
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
+	"sync"
 
 	"gocloud.dev/blob"
+	"gocloud.dev/blob/memblob"
 	"gocloud.dev/gcerrors"
 
 	"github.com/groundskeeper-io/groundskeeper/internal/storeerr"
@@ -121,12 +124,54 @@ const MetadataOwner = "groundskeeper-owner"
 // marker never replaces another, so two writers that both found none
 // cannot both own the prefix; the loser's error is
 // gcerrors.FailedPrecondition, and it reads the marker again (MarkerOwner).
+//
+// On the local file system (fileblob) the check is not atomic: fileblob
+// checks IfNotExist with a stat before its rename, and writes the
+// metadata file beside the object before that check, so that a losing
+// write would replace the owner of the marker it lost to. WriteMarker
+// asks whether the marker exists right before fileblob would write
+// anything, and writes nothing when it does; two writers at the same
+// moment may still both pass that check, as they pass fileblob's.
 func WriteMarker(ctx context.Context, b *blob.Bucket, key, owner string, content []byte) error {
 	if owner == "" {
 		return fmt.Errorf("%w: marker %q: empty owner", ErrInvalidConfig, key)
 	}
-	return b.WriteAll(ctx, key, content, &blob.WriterOptions{IfNotExist: true, Metadata: map[string]string{MetadataOwner: owner}})
+	var exists error
+	opts := &blob.WriterOptions{IfNotExist: true, Metadata: map[string]string{MetadataOwner: owner},
+		BeforeWrite: func(as func(any) bool) error {
+			var f *os.File
+			if !as(&f) {
+				return nil // a store whose conditional write is one request
+			}
+			// fileblob: its temporary file is open, nothing else written.
+			ok, err := b.Exists(ctx, key)
+			if err != nil || !ok {
+				return err
+			}
+			_ = f.Close()
+			_ = os.Remove(f.Name())
+			exists = fmt.Errorf("backupstore: marker %q exists: not replaced: %w", key, errExists())
+			return exists
+		}}
+	err := b.WriteAll(ctx, key, content, opts)
+	if exists != nil && err != nil {
+		return exists // the FailedPrecondition a conditional write returns
+	}
+	return err
 }
+
+// errExists is a failed IfNotExist write's error (its gcerrors.Code is
+// FailedPrecondition), which WriteMarker returns where it finds the
+// marker itself: gocloud gives no other way to make an error of that
+// code. Made once, on first use, by memblob (TestWriteMarkerNeverReplacesAnother
+// checks the code).
+var errExists = sync.OnceValue(func() error {
+	ctx := context.Background()
+	b := memblob.OpenBucket(nil)
+	defer b.Close()
+	_ = b.WriteAll(ctx, "marker", nil, nil)
+	return b.WriteAll(ctx, "marker", nil, &blob.WriterOptions{IfNotExist: true})
+})
 
 // MarkerOwner reads the owner that the marker object key in b names
 // (WriteMarker). found is false when there is no such object; a marker
