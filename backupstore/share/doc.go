@@ -103,8 +103,11 @@
 //     the bucket.
 //   - A Migration never writes outside its target prefix in the shared
 //     bucket (backupstore.CopyBackups, which also refuses a source and a
-//     target that overlap in one bucket), repeats a step only when its
-//     record was lost, and deletes the legacy bucket only after
+//     target that overlap in one bucket), never replaces a marker there
+//     (StepCreatePrefix writes its own with backupstore.WriteMarker,
+//     naming the entry's UID under Migrating, keeps the admission's, and
+//     fails on one that names another owner), repeats a step only when
+//     its record was lost, and deletes the legacy bucket only after
 //     GracePeriod from the recorded switch.
 //   - A Migration deletes the legacy location (by default or through the
 //     caller's Hooks.DeleteLegacy) only when a dry-run copy, made right

@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/internal/storeerr"
@@ -36,7 +37,8 @@ type MigrationStep string
 
 // The steps, in order. A MigrationStatus names the next one to run.
 const (
-	// StepCreatePrefix writes the marker under the target prefix.
+	// StepCreatePrefix writes the marker under the target prefix, never
+	// over another (Migration.MarkerOwner).
 	StepCreatePrefix MigrationStep = "CreatePrefix"
 	// StepCopy copies the legacy objects with a manifest (None, Copied,
 	// NotFound) while the writer still writes to the legacy bucket.
@@ -137,9 +139,17 @@ type Migration struct {
 	// ManifestKey is where the copy's manifest is kept in the shared
 	// bucket, under TargetPrefix; default TargetPrefix+"migration-manifest.json".
 	ManifestKey string
-	// Marker is written at TargetPrefix+MarkerKey by StepCreatePrefix.
-	Marker    []byte
-	MarkerKey string
+	// Marker is written at TargetPrefix+MarkerKey by StepCreatePrefix,
+	// with MarkerOwner (the entry's UID; Migrating sets it) as its owner
+	// (backupstore.WriteMarker). A marker is never replaced: one there
+	// already that names MarkerOwner (the admission's, when MarkerKey is
+	// the Share's) is kept as it is, and one that names another owner, or
+	// none while MarkerOwner is set, fails the step. Without MarkerOwner
+	// the marker is written only where there is none, and one there that
+	// names an owner fails the step.
+	Marker      []byte
+	MarkerKey   string
+	MarkerOwner string
 	// Hooks are the operator's steps: Pause, Switch and Resume are
 	// required.
 	Hooks MigrationHooks
@@ -219,10 +229,8 @@ func (m *Migration) Next(ctx context.Context, st *MigrationStatus) (done bool, a
 		}
 		defer release()
 		if st.Step == StepCreatePrefix {
-			if m.MarkerKey != "" {
-				if err := shared.WriteAll(ctx, m.TargetPrefix+m.MarkerKey, m.Marker, nil); err != nil {
-					return fail(err)
-				}
+			if err := m.writeMarker(ctx, shared); err != nil {
+				return fail(err)
 			}
 			break
 		}
@@ -320,6 +328,49 @@ func (m *Migration) copyOptions() backupstore.CopyOptions {
 	opts.SourcePrefix, opts.TargetPrefix = m.SourcePrefix, m.TargetPrefix
 	opts.ManifestKey = cmp.Or(m.ManifestKey, m.TargetPrefix+"migration-manifest.json")
 	return opts
+}
+
+// writeMarker writes the marker of StepCreatePrefix, never over another:
+// the prefix may hold the owner marker of its admission at that key, and
+// replacing it would lose the proof of whose the prefix is (a collector
+// then keeps its data for good).
+func (m *Migration) writeMarker(ctx context.Context, shared *blob.Bucket) error {
+	if m.MarkerKey == "" {
+		return nil
+	}
+	key := m.TargetPrefix + m.MarkerKey
+	var err error
+	if m.MarkerOwner != "" {
+		err = backupstore.WriteMarker(ctx, shared, key, m.MarkerOwner, m.Marker)
+		if gcerrors.Code(err) != gcerrors.FailedPrecondition {
+			return err
+		}
+	} else {
+		// Asked first: fileblob's conditional write replaces the
+		// metadata (the owner) of the marker it fails on
+		// (backupstore.WriteMarker).
+		ok, err := shared.Exists(ctx, key)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			err = shared.WriteAll(ctx, key, m.Marker, &blob.WriterOptions{IfNotExist: true})
+			if gcerrors.Code(err) != gcerrors.FailedPrecondition {
+				return err
+			}
+		}
+	}
+	// There already: an earlier attempt's, the admission's, or another's.
+	owner, found, err := backupstore.MarkerOwner(ctx, shared, key)
+	switch {
+	case err != nil:
+		return err
+	case !found:
+		return fmt.Errorf("the marker %q was there, and is gone: written again at the retry", key)
+	case owner != m.MarkerOwner:
+		return fmt.Errorf("the marker %q names owner %q, not %q: the prefix is not this entry's, and its marker is not replaced", key, owner, m.MarkerOwner)
+	}
+	return nil
 }
 
 // maxNamed bounds the keys an error names.

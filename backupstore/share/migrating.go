@@ -116,8 +116,8 @@ type MigratingConfig[E, B collect.Object] struct {
 	// migration (nil before the first step). Required.
 	Status func(E) **MigrationStatus
 	// Migration is copied into each entry's migration: set GracePeriod,
-	// a Marker, Copy options; Buckets, SourcePrefix, TargetPrefix and
-	// Hooks are the entry's.
+	// a Marker, Copy options; Buckets, SourcePrefix, TargetPrefix,
+	// MarkerOwner (its UID) and Hooks are the entry's.
 	Migration Migration
 	// Wait is when an entry with a migration that is not admitted yet is
 	// looked at again (an admission writes only the status, which does
@@ -524,6 +524,7 @@ func (m *Migrating[E, B]) legacyInUse(ctx context.Context, e E, src collect.Loca
 func (m *Migrating[E, B]) migration(e E, src collect.Location) *Migration {
 	mig := m.cfg.Migration
 	mig.SourcePrefix, mig.TargetPrefix, mig.Hooks = src.Prefix, m.cfg.Prefix(e), m.cfg.Hooks(e)
+	mig.MarkerOwner = string(e.GetUID()) // the admission's marker names it too
 	mig.inUse = func(ctx context.Context) error { return m.legacyInUse(ctx, e, src) }
 	if mig.Clock == nil {
 		mig.Clock = m.cfg.Clock
