@@ -200,14 +200,19 @@
 //     is never copied or counted as a backup, whatever its key: every
 //     manifest carries MetadataManifest, and a JSON object holding a
 //     Manifest and nothing else is recognised too. Telling costs one
-//     attributes request per object the filters would select. A dry run
+//     attributes request per object the filters would select.
+//     CopyBackups never writes over data in the target: a target object
+//     that holds other content than its source is not written, and its
+//     key fails the copy (ErrTargetDiffers, CopyResult.Overwrites); every
+//     write is conditional on the key not existing (IfNotExist,
+//     If-None-Match on S3), so an object written at a key after the
+//     target was listed is not written over either, and a write whose
+//     answer was lost finds its own object at the retry. A dry run
 //     (CopyOptions.DryRun) writes nothing and names the target keys a copy
-//     would write over (CopyResult.Overwrites).
+//     would refuse (CopyResult.Overwrites).
 //     It works against an S3 target with Object Lock (and a default
 //     retention): objects already there are skipped, retained or not, and a
-//     key whose retained version differs gets a new version on top, the
-//     retained one staying (Object Lock protects versions, not keys), so
-//     there is no locked conflict to report on S3.
+//     key whose retained version differs is refused like any other.
 //   - ExpirePrefix installs S3 lifecycle rules that expire everything under
 //     a prefix from the first midnight UTC at or after the given time (S3
 //     date rules are whole days at midnight UTC), with no request per
@@ -268,9 +273,10 @@
 //     prefix whatever its content, so on an unversioned bucket a key
 //     rewritten after it was listed is deleted with its new content (the
 //     intent is that nothing under the prefix stays); on a versioned
-//     bucket each request names the version listed. CopyBackups writes
-//     over a target key without checking that it still holds what was
-//     compared.
+//     bucket each request names the version listed.
+//   - that two CopyBackups writes of one key on file:// at the same moment
+//     cannot both land (fileblob's conditional write is a check before a
+//     rename; see WriteMarker).
 //   - that nothing is written under the prefix after DeletePrefix returns:
 //     stop the writers first (for etcd, the backup sidecar).
 //   - atomicity: a deletion that fails part-way leaves part of the data.
@@ -361,7 +367,9 @@
 // *Retention. A bucket whose versioning cannot be read (GetBucketVersioning
 // refused) fails with a *DeleteError naming that request, before anything
 // is deleted.
-// CopyBackups returns a *CopyError that is ErrIncomplete likewise, and a
+// CopyBackups returns a *CopyError that is ErrIncomplete likewise, also
+// ErrTargetDiffers when a key was not written because the target holds
+// other content there (named among its Failed keys), and a
 // *PrefixError for an unsafe prefix or effective prefix (naming
 // SourcePrefix or TargetPrefix) before anything is written.
 // ExpirePrefix, RemoveExpiry and PruneExpiry return ErrExpiryUnsupported for

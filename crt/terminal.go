@@ -67,6 +67,7 @@ var classes = []class{
 	sentinel(storeerr.ErrWriterRunning, mayRetry), // crt/backups': the writer's pods go
 	sentinel(storeerr.ErrRetained, mayRetry),
 	sentinel(storeerr.ErrIncomplete, mayRetry),
+	sentinel(storeerr.ErrTargetDiffers, mayRetry), // a person moves the target's object; a copy error is ErrIncomplete too
 	sentinel(storeerr.ErrLegacyNotCopied, mayRetry),
 	sentinel(storeerr.ErrLegacyInUse, mayRetry), // the other entry's migration copies, then this one deletes
 

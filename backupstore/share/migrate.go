@@ -177,7 +177,10 @@ type Migration struct {
 
 // Next runs the next step of st and records it in st: on success st names
 // the step after it; on failure st.LastError says why and the error is
-// returned (retry with backoff; the step is run again). It returns
+// returned (retry with backoff; the step is run again). A copy step never
+// writes over an object of the target that holds other content: it fails
+// (backupstore.ErrTargetDiffers, naming the keys) until a person moves
+// one of the two. It returns
 // whether the migration is done and, while the legacy bucket waits for
 // its grace period, when to call again. Persist st after every call
 // (before the next one): a step whose record is lost runs again.
@@ -441,7 +444,7 @@ func (m *Migration) checkCopied(ctx context.Context, st *MigrationStatus) error 
 	case leftOut > 0:
 		why = append(why, "they are not copied while the filters leave objects out")
 	case len(res.Overwrites) > 0:
-		why = append(why, fmt.Sprintf("they are not copied: the copy would write over %s of the target: %s", objects(len(res.Overwrites)), named(res.Overwrites)))
+		why = append(why, fmt.Sprintf("they are not copied: the target holds other content at %s: %s", objects(len(res.Overwrites)), named(res.Overwrites)))
 	case nests:
 		why = append(why, fmt.Sprintf("they are not copied: some lie under the target prefix %q, so the legacy location may hold the target", m.TargetPrefix))
 	default:

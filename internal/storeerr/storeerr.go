@@ -21,6 +21,7 @@ var (
 	ErrRetained          = errors.New("backupstore: retained by object lock")
 	ErrExpiryUnsupported = errors.New("backupstore: server-side expiry is not supported for this store")
 	ErrTooManyRules      = errors.New("backupstore: the bucket's lifecycle configuration would exceed the store's rule limit")
+	ErrTargetDiffers     = errors.New("backupstore: the target holds other content at the key")
 	ErrBucketFull        = errors.New("backupstore: bucket holds its limit of entries")
 	ErrPoolFull          = errors.New("share: every bucket of the pool is full")
 	ErrNotOwned          = errors.New("share: the store's bucket is not the bucket object's")
