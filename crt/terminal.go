@@ -64,6 +64,7 @@ var classes = []class{
 	sentinel(storeerr.ErrSecretNotFound, mayRetry),
 	sentinel(storeerr.ErrBucketFull, mayRetry),
 	sentinel(storeerr.ErrPoolFull, mayRetry),
+	sentinel(storeerr.ErrStoreNotEmpty, mayRetry), // share's: the objects' owners delete them, and the pool tries again
 	sentinel(storeerr.ErrWriterRunning, mayRetry), // crt/backups': the writer's pods go
 	sentinel(storeerr.ErrRetained, mayRetry),
 	sentinel(storeerr.ErrIncomplete, mayRetry),

@@ -9,8 +9,8 @@
 // provider and region, the quota's limit each) and grows the pool by one
 // bucket object when every bucket is full. With a grace period
 // (PoolConfig.DeleteEmptyAfter) it deletes a bucket whose last entry has
-// been gone that long: the store's bucket with its data, then the bucket
-// object. It deletes only the buckets it created (AnnotationCreatedBy),
+// been gone that long: the store's bucket (with Grow's Deprovision, only
+// when it holds nothing but its owner marker), then the bucket object. It deletes only the buckets it created (AnnotationCreatedBy),
 // never one an administrator made, and keeps one bucket of each pool (the
 // administrator's, or its first by name when the pool created them all),
 // so that a pool that empties and fills again does not delete and create
@@ -100,7 +100,14 @@
 //     the object's UID (without a marker: by the same name or adoption
 //     as Provision, so that a deletion interrupted after the marker went
 //     is finished); ErrNotOwned gives the deletion up for good and marks
-//     the bucket.
+//     the bucket. It deletes nothing a store bucket holds besides the
+//     marker: listed right before the deletion, any other object (or
+//     version) refuses it (ErrStoreNotEmpty), and the Pool gives the
+//     deletion up (StoreNotEmpty) and tries again after another grace
+//     period. The entries' own data went with their prefixes (their
+//     collectors delete it before their finalizers go), so what is left
+//     is no entry's of the pool: another installation's entries admitted
+//     to the same store bucket, or a writer's late backup.
 //   - A Migration never writes outside its target prefix in the shared
 //     bucket (backupstore.CopyBackups, which also refuses a source and a
 //     target that overlap in one bucket), never replaces a marker there
@@ -177,6 +184,11 @@
 //     whole bucket that holds the target or data it did not copy), and
 //     CopyBackups tells one bucket from another only when
 //     backupstore.OpenBucket opened both.
+//   - That an object written into a store bucket between Deprovision's
+//     listing and its deletion is kept: the window is one listing (S3
+//     and GCS refuse to delete a bucket that holds an object written
+//     after the deletion's own listing; see backupstore.DeleteBucket for
+//     Azure).
 //   - Pool does not create or delete the store's bucket behind a bucket
 //     object by itself, nor read its owner marker: the caller's Provision
 //     and Deprovision do (Grow's, with backupstore.CreateBucket and

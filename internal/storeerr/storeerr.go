@@ -25,6 +25,7 @@ var (
 	ErrBucketFull        = errors.New("backupstore: bucket holds its limit of entries")
 	ErrPoolFull          = errors.New("share: every bucket of the pool is full")
 	ErrNotOwned          = errors.New("share: the store's bucket is not the bucket object's")
+	ErrStoreNotEmpty     = errors.New("share: the store's bucket holds objects besides its owner marker")
 	ErrLegacyNotCopied   = errors.New("share: legacy objects not copied")
 	ErrLegacyInUse       = errors.New("share: another entry's migration has not copied the legacy location yet")
 	// ErrWriterRunning is crt/backups': crt, which classifies it, cannot
