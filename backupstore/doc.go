@@ -243,8 +243,12 @@
 //     another's bucket from its own (backupstore/share.Grow records its
 //     own with an owner marker). DeleteBucket deletes
 //     the data first with DeletePrefix's guarantees (versions, Object Lock
-//     never forced, a dry run), and the bucket only once that succeeded;
-//     it refuses a URL with prefix=, which names part of a bucket.
+//     never forced, a dry run), and the bucket only once that succeeded
+//     and only while it is empty (an object written meanwhile keeps it:
+//     the store refuses on S3 and GCS; on Azure, which has no such
+//     condition, a listing right before, so one written in that last
+//     request's window is the exception); it refuses a URL with prefix=,
+//     which names part of a bucket.
 //   - WriteMarker never replaces a marker, nor the owner it names: its
 //     write is conditional (IfNotExist), and on file:// it writes nothing
 //     where the marker exists (fileblob writes an object's metadata before
