@@ -832,7 +832,7 @@ func (g *beWorkload) deleteEntry(rng *rand.Rand, ops *chaos.Ops) error {
 		}
 	}
 	g.truth.mu.Unlock()
-	if len(cands) == 0 || len(cands) < 3 && g.o.deletes != deleteSoon { // keep some
+	if len(cands) == 0 || len(cands) < 3 && g.o.deletes == deleteSome { // keep some
 		return nil
 	}
 	e := cands[rng.IntN(len(cands))]
