@@ -903,6 +903,9 @@ func TestAPrefixNeverGivenToTheBackupIsNoData(t *testing.T) {
 	before := e.keys()
 	for _, name := range []string{"kept", "never-given"} {
 		e.prepareAndDelete(c, name)
+		// The deletionTimestamp is the API server's, in whole seconds:
+		// the collector's clock must be past it (no grace period).
+		e.clk.Step(time.Minute)
 		b, err := e.get(name)
 		if err != nil {
 			t.Fatal(err)
