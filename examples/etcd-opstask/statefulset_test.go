@@ -256,8 +256,11 @@ func TestStatefulSetMembersRestoreKeysTheWholeIdentity(t *testing.T) {
 			Backups: func(context.Context) (*blob.Bucket, error) { return fileblob.OpenBucket(bucket, nil) }}
 	}
 	snapshotOf := func(ns string) string {
+		// A snapshot as etcdutl writes it: its content, then its SHA-256.
+		body := []byte("the snapshot of the etcd in " + ns)
+		sum := sha256.Sum256(body)
 		path := filepath.Join(t.TempDir(), "snap.db")
-		if err := os.WriteFile(path, []byte("the snapshot of the etcd in "+ns), 0o600); err != nil {
+		if err := os.WriteFile(path, append(body, sum[:]...), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		return path
@@ -279,7 +282,7 @@ func TestStatefulSetMembersRestoreKeysTheWholeIdentity(t *testing.T) {
 			}
 		}
 		got, err := os.ReadFile(filepath.Join(bucket, key))
-		if want := "the snapshot of the etcd in " + ns; err != nil || string(got) != want || !strings.Contains(key, string(sts.UID)) {
+		if want := "the snapshot of the etcd in " + ns; err != nil || !bytes.HasPrefix(got, []byte(want)) || len(got) != len(want)+sha256.Size || !strings.Contains(key, string(sts.UID)) {
 			t.Errorf("the etcd in %s restores %q, holding %q (%v); want its own snapshot %q, under a key naming its UID %s", ns, key, got, err, want, sts.UID)
 		}
 	}
