@@ -49,7 +49,8 @@ func Scheme(rawURL string) (string, error) {
 // use_path_style and disable_https; for azblob, domain, protocol, localemu,
 // cdn and storage_account. For gs, with or without creds: endpoint (the
 // base URL of the JSON API, e.g. an emulator's "http://127.0.0.1:4443"; the
-// client sends every request there) and anonymous (true: an
+// client sends every request there, reads included, which go by the JSON
+// API rather than the XML API) and anonymous (true: an
 // unauthenticated client, for emulators). Without endpoint, the emulator
 // named by STORAGE_EMULATOR_HOST is used when set, as gocloud does.
 func OpenBucket(ctx context.Context, rawURL string, creds *Credentials) (*blob.Bucket, error) {

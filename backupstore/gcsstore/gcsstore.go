@@ -107,7 +107,12 @@ func (provider) Open(ctx context.Context, u *url.URL, c *driver.Credentials) (*b
 	}
 	opts := []option.ClientOption{option.WithHTTPClient(hc)}
 	if endpoint != "" {
-		opts = append(opts, option.WithEndpoint(endpoint))
+		// Reads by the JSON API too: the XML API's reads go to a host
+		// the client derives, which an emulator or a proxy in front of
+		// the endpoint may not answer for (fake-gcs-server serves
+		// path-style XML reads only to requests naming its own host, and
+		// a read through a proxy then finds no object).
+		opts = append(opts, option.WithEndpoint(endpoint), storage.WithJSONReads())
 	}
 	sc, err := storage.NewClient(ctx, opts...)
 	if err != nil {
