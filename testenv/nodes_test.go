@@ -75,10 +75,17 @@ func running(p *corev1.Pod) bool {
 
 func gone(p *corev1.Pod) bool { return p == nil }
 
+// The package's example (example_nodes_test.go) runs.
+func TestExampleNodes(t *testing.T) {
+	t.Parallel()
+	podBecomesRunning(t)
+}
+
 // A pod is scheduled to the test's node and becomes Running and Ready;
 // deleted, it stays Terminating until its deletionTimestamp (its grace
 // period), then it is gone.
 func TestPodRunsOnNodeAndTakesItsGracePeriodToDie(t *testing.T) {
+	t.Parallel()
 	k := testenv.StartKubernetes(t)
 	nodes := k.StartNodes(t, nil)
 	if len(nodes.Items) != 1 || nodes.Scheduler != nil {
@@ -119,6 +126,7 @@ func TestPodRunsOnNodeAndTakesItsGracePeriodToDie(t *testing.T) {
 // Pods of a namespace without nodes stay Pending, even while another
 // test's nodes run: nodes take only their own test's pods.
 func TestNodesTakeOnlyTheirTestsPods(t *testing.T) {
+	t.Parallel()
 	with := testenv.StartKubernetes(t)
 	with.StartNodes(t, nil)
 	without := testenv.StartKubernetes(t)
@@ -146,6 +154,7 @@ func TestNodesTakeOnlyTheirTestsPods(t *testing.T) {
 // A claim of a WaitForFirstConsumer class binds when its first pod is
 // scheduled; the pod runs with it. Deleted, the claim's volume is Released.
 func TestClaimBindsWhenItsPodIsScheduled(t *testing.T) {
+	t.Parallel()
 	k := testenv.StartKubernetes(t)
 	k.StartNodes(t, nil)
 	pool := k.NewVolumePool(t, &testenv.VolumeOptions{Count: 2})
@@ -221,6 +230,7 @@ func on(p *corev1.Pod, node string) *corev1.Pod {
 // deletionTimestamp, for as long as the node does not answer: it may still
 // run. When the node answers again, the pod goes.
 func TestNodeStopsAnsweringAndComesBack(t *testing.T) {
+	t.Parallel()
 	k := testenv.StartKubernetes(t)
 	// Two nodes: when every node of a zone fails, the node-lifecycle
 	// controller blames the network and evicts nothing.
