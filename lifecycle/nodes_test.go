@@ -366,7 +366,8 @@ func TestSyncSetWaitsForTerminatingPods(t *testing.T) {
 	e := startNodesEnv(t, 1)
 	ctx := t.Context()
 	const grace = 8
-	owner := claimSetOwner{c: e.k.Client, ns: e.k.Namespace, name: "db"}
+	owner := claimSetOwner{c: e.k.Client, ns: e.k.Namespace, name: "db",
+		specs: specs{class: &e.pool.StorageClass, grace: ptr.To[int64](grace)}}
 	policy := lifecycle.Policy{WhenDeleted: lifecycle.ActionRetain, WhenScaled: lifecycle.ActionDelete}
 	sync := func(replicas int) lifecycle.SetResult {
 		t.Helper()
@@ -377,21 +378,7 @@ func TestSyncSetWaitsForTerminatingPods(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		set := owner.claimSet(*o)
-		set.Pod = func(i int) (*corev1.Pod, error) {
-			p := &corev1.Pod{Spec: podSpec(fmt.Sprintf("data-db-%d", i))}
-			p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](grace)
-			return p, nil
-		}
-		claims := set.Claims
-		set.Claims = func(i int) ([]*corev1.PersistentVolumeClaim, error) {
-			cs, err := claims(i)
-			for _, c := range cs {
-				c.Spec.StorageClassName = &e.pool.StorageClass
-			}
-			return cs, err
-		}
-		res, err := e.ann.SyncSet(ctx, set, nil)
+		res, err := e.ann.SyncSet(ctx, owner.claimSet(*o), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

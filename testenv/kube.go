@@ -36,7 +36,7 @@ import (
 //     deleting a pod is two writes (mark it, then remove it), and an API
 //     server that fails between them leaves it marked for good.
 //   - persistentvolume-binder and pv-protection: bind claims to
-//     PersistentVolumes (see [Kubernetes.Volumes]) and release them. A claim
+//     PersistentVolumes (see [Kubernetes.NewVolumePool]) and release them. A claim
 //     that names no StorageClass stays Pending: no class is the default.
 //     A claim's Bound status cannot be written by hand here (the binder
 //     sets a claim bound to no volume back to Pending): bind it to a volume.

@@ -38,6 +38,11 @@ type Nodes struct {
 	// test to stop, kill and start again; nil on the shared control plane,
 	// whose scheduler serves every test of the package.
 	Scheduler *Component
+
+	// label is the value of the nodes' nodeLabel: the namespace of the
+	// test that started them.
+	label string
+	plane *controlPlane
 }
 
 // Node is one fake node.
@@ -131,9 +136,6 @@ func (k *Kubernetes) StartNodes(t testing.TB, o *NodeOptions) *Nodes {
 	if count < 0 {
 		t.Fatalf("testenv: NodeOptions.Count is %d, want 1 or more", count)
 	}
-	if k.Namespace == "" {
-		t.Fatal("testenv: StartNodes needs the test's namespace (Kubernetes.Namespace is empty)")
-	}
 	kwokPath, err := binary("kwok")
 	if err != nil {
 		unavailable(t, err)
@@ -143,7 +145,7 @@ func (k *Kubernetes) StartNodes(t testing.TB, o *NodeOptions) *Nodes {
 		unavailable(t, err)
 	}
 	ctx := context.Background()
-	if err := k.admitToNodes(ctx); err != nil {
+	if err := k.admitToNodes(ctx, k.Namespace); err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
 
@@ -153,7 +155,7 @@ func (k *Kubernetes) StartNodes(t testing.TB, o *NodeOptions) *Nodes {
 		t.Fatalf("testenv: %v", err)
 	}
 	base := uniqueName(t, 50)
-	nodes := &Nodes{Scheduler: sched}
+	nodes := &Nodes{Scheduler: sched, label: k.Namespace, plane: k.plane}
 	for i := range count {
 		nodes.Items = append(nodes.Items, &Node{Name: fmt.Sprintf("%s-%d", base, i)})
 	}
@@ -177,18 +179,37 @@ func (k *Kubernetes) StartNodes(t testing.TB, o *NodeOptions) *Nodes {
 	return nodes
 }
 
+// UseNodes schedules the pods of k.Namespace, created after it returns, to
+// nodes that another StartNodes started (a parent test's, typically), and
+// to no other: many tests in namespaces of their own then share a few
+// nodes, where nodes of their own would cost each a KWOK process per node.
+// A test that stops a node's kubelet must not share its nodes.
+func (k *Kubernetes) UseNodes(t testing.TB, nodes *Nodes) {
+	t.Helper()
+	skipInShortMode(t)
+	if k.plane == nil || nodes == nil || nodes.plane != k.plane {
+		t.Fatal("testenv: UseNodes needs nodes started by StartNodes in the same control plane")
+	}
+	if err := k.admitToNodes(context.Background(), nodes.label); err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+}
+
 // admitToNodes sets the annotations of k.Namespace that give its pods the
-// node selector and toleration of its nodes, and waits until the API
-// server's admission applies them: the admission plugins read namespaces
-// from a cache, and a pod admitted before the cache saw the annotations
-// would be scheduled nowhere, for good.
-func (k *Kubernetes) admitToNodes(ctx context.Context) error {
-	tolerations, err := json.Marshal([]corev1.Toleration{{Key: nodeLabel, Operator: corev1.TolerationOpEqual, Value: k.Namespace, Effect: corev1.TaintEffectNoSchedule}})
+// node selector and toleration of the nodes labelled label, and waits
+// until the API server's admission applies them: the admission plugins
+// read namespaces from a cache, and a pod admitted before the cache saw
+// the annotations would be scheduled nowhere, for good.
+func (k *Kubernetes) admitToNodes(ctx context.Context, label string) error {
+	if k.Namespace == "" {
+		return fmt.Errorf("nodes need the test's namespace (Kubernetes.Namespace is empty)")
+	}
+	tolerations, err := json.Marshal([]corev1.Toleration{{Key: nodeLabel, Operator: corev1.TolerationOpEqual, Value: label, Effect: corev1.TaintEffectNoSchedule}})
 	if err != nil {
 		return err
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
-		"scheduler.alpha.kubernetes.io/node-selector":      nodeLabel + "=" + k.Namespace,
+		"scheduler.alpha.kubernetes.io/node-selector":      nodeLabel + "=" + label,
 		"scheduler.alpha.kubernetes.io/defaultTolerations": string(tolerations),
 	}}})
 	if err != nil {
@@ -207,9 +228,9 @@ func (k *Kubernetes) admitToNodes(ctx context.Context) error {
 		if err != nil {
 			return false, err
 		}
-		tolerates := slices.ContainsFunc(p.Spec.Tolerations, func(t corev1.Toleration) bool { return t.Key == nodeLabel && t.Value == k.Namespace })
+		tolerates := slices.ContainsFunc(p.Spec.Tolerations, func(t corev1.Toleration) bool { return t.Key == nodeLabel && t.Value == label })
 		last = fmt.Sprintf("node selector %v, tolerations %v", p.Spec.NodeSelector, p.Spec.Tolerations)
-		return p.Spec.NodeSelector[nodeLabel] == k.Namespace && tolerates, nil
+		return p.Spec.NodeSelector[nodeLabel] == label && tolerates, nil
 	})
 	if err != nil {
 		return fmt.Errorf("pods of namespace %s not admitted to its nodes within a minute (a dry-run pod got %s): %w", k.Namespace, last, err)

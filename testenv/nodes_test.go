@@ -124,11 +124,20 @@ func TestPodRunsOnNodeAndTakesItsGracePeriodToDie(t *testing.T) {
 }
 
 // Pods of a namespace without nodes stay Pending, even while another
-// test's nodes run: nodes take only their own test's pods.
+// test's nodes run: nodes take only their own test's pods, and those of
+// the namespaces that UseNodes gives them.
 func TestNodesTakeOnlyTheirTestsPods(t *testing.T) {
 	t.Parallel()
 	with := testenv.StartKubernetes(t)
-	with.StartNodes(t, nil)
+	nodes := with.StartNodes(t, nil)
+	sharing := testenv.StartKubernetes(t)
+	sharing.UseNodes(t, nodes)
+	if _, err := sharing.Client.CoreV1().Pods(sharing.Namespace).Create(t.Context(), podWith("guest", 30), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if p := waitPod(t, sharing, "guest", time.Minute, "Running", running); p.Spec.NodeName != nodes.Items[0].Name {
+		t.Errorf("pod of the namespace that uses the nodes runs on %q, want %q", p.Spec.NodeName, nodes.Items[0].Name)
+	}
 	without := testenv.StartKubernetes(t)
 	if _, err := without.Client.CoreV1().Pods(without.Namespace).Create(t.Context(), podWith("stray", 30), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
