@@ -231,6 +231,14 @@ func TestTerminatingPodKeepsItsClaimUntilItIsGone(t *testing.T) {
 	if _, ok := e.claim("data-db-0").Annotations[e.ann.Annotations().LastUnmountedKey()]; ok {
 		t.Errorf("Collect left the stale mark on a claim that a terminating pod mounts")
 	}
+	// CheckReuse for the pod's next incarnation (an operator whose cache
+	// missed the terminating pod) on the expired stale mark: it waits, and
+	// deletes nothing.
+	e.staleMark("data-db-0", e.clk.Now().Add(-2*claimTTL))
+	if dec, err := e.ann.CheckReuse(ctx, pc, nil); err != nil || dec.Verdict != lifecycle.VerdictWait {
+		t.Errorf("CheckReuse of an expired claim while its pod terminates = %+v, %v; want VerdictWait", dec, err)
+	}
+	e.keeps("data-db-0", "after CheckReuse while the pod terminates")
 	// The Unused condition says the same: a terminating pod is not done.
 	if got := e.collect(e.cond, e.clk.Now().Add(100*claimTTL)); len(got) != 0 {
 		t.Errorf("Collect (Unused condition) while the pod terminates deleted %v", got)

@@ -58,6 +58,8 @@
 // are evicted, and they stay Terminating until it is started again, as in a
 // cluster, where they may still run. Without nodes nothing of this runs:
 // pods stay Pending and unscheduled, and deleting one is immediate.
+// [Kubernetes.UseNodes] lets other namespaces (of subtests, say) share a
+// test's nodes, when none of them stops one.
 //
 // # Faults
 //
