@@ -6,7 +6,10 @@
 #   make testenv   build or install only the test environment's components
 #   make lint      gofmt, go mod tidy, go vet, staticcheck, download size,
 #                  supported versions, what each package costs its
-#                  importers, known vulnerabilities (govulncheck)
+#                  importers, the exported API against api/*.txt,
+#                  known vulnerabilities (govulncheck)
+#   make api       record the exported API in api/*.txt after an intended
+#                  change (RELEASING.md)
 #   make deps-budget  rewrite hack/deps-budget.txt after an intended change
 #                  of what a package pulls in
 #   make oldest    build, vet and unit-test the library at the oldest versions
@@ -53,7 +56,7 @@ BENCH_OUT   ?= $(CURDIR)/bench/out
 # Every package of the workspace: the library's and the examples'.
 PACKAGES := ./... ./examples/...
 # Every module, for go mod tidy.
-MODULES  := . examples internal/tools/etcd internal/tools/kube internal/tools/kwok internal/tools/modsize internal/tools/depsbudget internal/tools/vulncheck internal/tools/benchchart
+MODULES  := . examples internal/tools/etcd internal/tools/kube internal/tools/kwok internal/tools/modsize internal/tools/depsbudget internal/tools/vulncheck internal/tools/benchchart internal/tools/apicheck
 
 # The supported range (README, "Supported versions"): the library's go.mod
 # requires the oldest, the examples' go.mod the newest.
@@ -63,7 +66,7 @@ OLDEST_CR     := v0.23.0
 NEWEST_K8S    := v0.37.2
 NEWEST_CR     := v0.25.2
 
-.PHONY: all test testenv lint vet fmt-check tidy-check versions-check staticcheck size-check deps-check deps-budget vulncheck oldest docs bench bench-charts chaos chaos-short property
+.PHONY: api api-check all test testenv lint vet fmt-check tidy-check versions-check staticcheck size-check deps-check deps-budget vulncheck oldest docs bench bench-charts chaos chaos-short property
 
 all: test
 
@@ -73,7 +76,7 @@ testenv:
 test: testenv lint oldest docs
 	$(GO) test $(TEST_FLAGS) $(PACKAGES)
 
-lint: fmt-check tidy-check versions-check vet staticcheck size-check deps-check vulncheck
+lint: fmt-check tidy-check versions-check vet staticcheck size-check deps-check api-check vulncheck
 
 # The library alone, at the oldest versions it supports: build, vet and the
 # unit tests (-short skips every test that needs a real component; those run
@@ -131,6 +134,19 @@ size-check:
 # deps-budget rewrites the budget when the change is intended.
 deps-check:
 	cd internal/tools/depsbudget && GOWORK=off $(GO) run . -C ../../..
+
+# The exported API of every public package, one declaration a line, as
+# recorded in api/groundskeeper.txt and api/fdblock.txt
+# (internal/tools/apicheck): api-check fails on any difference, naming
+# removals and changed signatures as incompatible; make api records the
+# API as it is (see RELEASING.md for what a release may change).
+api-check:
+	cd internal/tools/apicheck && GOWORK=off $(GO) run . -C ../../..
+	cd internal/tools/apicheck && GOWORK=off $(GO) run . -C ../../../locking/fdblock -file ../../api/fdblock.txt
+
+api:
+	cd internal/tools/apicheck && GOWORK=off $(GO) run . -C ../../.. -write
+	cd internal/tools/apicheck && GOWORK=off $(GO) run . -C ../../../locking/fdblock -file ../../api/fdblock.txt -write
 
 deps-budget:
 	cd internal/tools/depsbudget && GOWORK=off $(GO) run . -C ../../.. -write

@@ -19,8 +19,16 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore/internal/driver"
+	"github.com/groundskeeper-io/groundskeeper/internal/storeerr"
 	"github.com/groundskeeper-io/groundskeeper/retention"
 )
+
+// ErrTargetDiffers is a copy's refusal to write over an object of the
+// target that holds other content (another size or checksum) than the
+// source object of its key: CopyBackups never writes over data in the
+// target. The key stays uncopied (StatusNone) and is named in the
+// *CopyError's Failed keys, until a person moves one of the two.
+var ErrTargetDiffers = storeerr.ErrTargetDiffers
 
 // Status is the state of one object in a copy Manifest, as in Gardener's
 // backup migration.
@@ -107,8 +115,9 @@ type CopyOptions struct {
 	ManifestKey string
 	// DryRun selects the backups and compares them with the target, and
 	// writes nothing, not even the manifest: the result's Manifest entries
-	// with StatusNone are what a copy would write, and Overwrites names the
-	// target keys among them that hold other content now.
+	// with StatusNone are what a copy would write, but for those whose
+	// target keys hold other content now, which Overwrites names (a copy
+	// refuses them: ErrTargetDiffers).
 	DryRun bool
 	// Retry configures the retries of transient errors.
 	Retry Retry
@@ -143,15 +152,17 @@ type CopyResult struct {
 	// FailedKeys are the keys that could not be copied, with the reason.
 	FailedKeys []KeyError
 	// Overwrites are the target keys that held other content (another
-	// size or checksum) and that the copy writes over, or, for a dry run,
-	// would. On an S3 bucket with versioning the old content stays as a
-	// noncurrent version.
+	// size or checksum) than their source objects when the copy compared
+	// them: the copy does not write over them (each is in FailedKeys with
+	// ErrTargetDiffers), nor would a dry run's.
 	Overwrites []string
 }
 
 // CopyError is returned when some objects were not copied. Rerunning
-// CopyBackups copies only them. It unwraps to ErrIncomplete and to the cause
-// that stopped the run, if any.
+// CopyBackups copies only them. It unwraps to ErrIncomplete, to
+// ErrTargetDiffers when a key was not copied because the target holds other
+// content there (which a rerun does not change), and to the cause that
+// stopped the run, if any.
 type CopyError struct {
 	Failed []KeyError
 	Err    error
@@ -161,12 +172,17 @@ func (e *CopyError) Error() string {
 	return incomplete("backupstore: copy incomplete", e.Err, e.Failed, 0)
 }
 
-// Unwrap returns ErrIncomplete and Err.
+// Unwrap returns ErrIncomplete, ErrTargetDiffers if a failed key's error is
+// one, and Err.
 func (e *CopyError) Unwrap() []error {
-	if e.Err != nil {
-		return []error{ErrIncomplete, e.Err}
+	errs := []error{ErrIncomplete}
+	if slices.ContainsFunc(e.Failed, func(k KeyError) bool { return errors.Is(k.Err, ErrTargetDiffers) }) {
+		errs = append(errs, ErrTargetDiffers)
 	}
-	return []error{ErrIncomplete}
+	if e.Err != nil {
+		errs = append(errs, e.Err)
+	}
+	return errs
 }
 
 // Metadata keys written on every copied object.
@@ -207,6 +223,15 @@ const manifestFormat = "v1"
 // both, before anything is read: one bucket is the same *blob.Bucket, or
 // two that OpenBucket opened with URLs of one identity (SameBucket), their
 // prefix= counted (Overlap). Buckets opened otherwise cannot be compared.
+//
+// Nothing in the target is written over: an object there that holds other
+// content than its source (another size, another MD5 or, without MD5s, no
+// matching MetadataSourceModTime) is not copied, and its key is a failure
+// of the *CopyError that is ErrTargetDiffers (CopyResult.Overwrites names
+// them all); every write is conditional (blob.WriterOptions.IfNotExist,
+// If-None-Match on S3), so an object that appears at a key after the
+// target was listed is not written over either: it is compared with the
+// source then, and either counts as copied or fails the same way.
 //
 // A source object that vanishes before it is read is marked NotFound and is
 // not an error. Failures are retried when transient and otherwise reported
@@ -337,8 +362,9 @@ func CopyBackups(ctx context.Context, src, dst *blob.Bucket, opts *CopyOptions) 
 		if err != nil {
 			return res, &CopyError{Err: err}
 		}
-		if same && c.deferManifests {
-			// Not read by this copy: asked now.
+		if (same || present[c.targetKey(o.Key)] != nil) && c.deferManifests {
+			// Not read by this copy (there already, or not written
+			// over): asked now.
 			isManifest, err := c.isManifest(ctx, src, o)
 			if err != nil {
 				return res, &CopyError{Err: fmt.Errorf("source: %w", err)}
@@ -387,10 +413,18 @@ func CopyBackups(ctx context.Context, src, dst *blob.Bucket, opts *CopyOptions) 
 		return res, &CopyError{Err: err}
 	}
 
-	// 4. Copy what is missing.
+	// 4. Copy what is missing, but never over another content.
+	differs := make(map[string]bool, len(res.Overwrites))
+	for _, k := range res.Overwrites {
+		differs[k] = true
+	}
 	var todo []int
 	for i, e := range m.Entries {
-		if e.Status == StatusNone {
+		switch {
+		case e.Status != StatusNone:
+		case differs[c.targetKey(e.Key)]:
+			c.finish(ctx, i, StatusNone, 0, c.differs(c.targetKey(e.Key)))
+		default:
 			todo = append(todo, i)
 		}
 	}
@@ -750,10 +784,54 @@ func (c *copier) copyOne(ctx context.Context, e ManifestEntry) (Status, int64, e
 	if errors.Is(err, errIsManifest) {
 		return statusManifest, 0, nil
 	}
+	if driver.IsExists(err) {
+		// An object appeared at the key since the target was listed (or
+		// an attempt whose answer was lost wrote it): it is the copy if
+		// it holds the source's content.
+		same, serr := c.sameAsEntry(ctx, e)
+		switch {
+		case serr != nil:
+			return StatusNone, 0, serr
+		case same:
+			return StatusCopied, 0, nil
+		}
+		return StatusNone, 0, c.differs(c.targetKey(e.Key))
+	}
 	if err != nil {
 		return StatusNone, 0, err
 	}
 	return StatusCopied, n, nil
+}
+
+// differs is the refusal to write over the target's key, which holds
+// other content than its source.
+func (c *copier) differs(key string) error {
+	return fmt.Errorf("%w: %q (its size or checksum is not the source's): not written over", ErrTargetDiffers, key)
+}
+
+// sameAsEntry reports whether the target's object of e holds e's content,
+// judged as samePresent judges a listed one.
+func (c *copier) sameAsEntry(ctx context.Context, e ManifestEntry) (bool, error) {
+	key := c.targetKey(e.Key)
+	var attrs *blob.Attributes
+	err := c.retry.do(ctx, c.clock, transientPresent, func() error {
+		var err error
+		attrs, err = c.dst.Attributes(ctx, key)
+		return err
+	})
+	if notFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("target %q: %w", key, err)
+	}
+	if attrs.Size != e.Size {
+		return false, nil
+	}
+	if e.MD5 != "" && len(attrs.MD5) > 0 {
+		return e.MD5 == hex.EncodeToString(attrs.MD5), nil
+	}
+	return attrs.Metadata[MetadataSourceModTime] == e.ModTime.UTC().Format(time.RFC3339Nano), nil
 }
 
 // errIsManifest: the object read is a copy manifest, not a backup.
@@ -823,9 +901,11 @@ func (c *copier) stream(ctx context.Context, e ManifestEntry) (int64, error) {
 			}
 		}
 	}
+	// Never over an object written since the target was listed.
+	result := ifNotExist(wctx, c.dst, c.targetKey(e.Key), wo)
 	w, err := c.dst.NewWriter(wctx, c.targetKey(e.Key), wo)
 	if err != nil {
-		return 0, err
+		return 0, result(err)
 	}
 	h := md5.New()
 	buf := copyBuffers.Get().(*[]byte)
@@ -839,9 +919,9 @@ func (c *copier) stream(ctx context.Context, e ManifestEntry) (int64, error) {
 	if err != nil {
 		cancel() // abandons the upload
 		w.Close()
-		return n, err
+		return n, result(err)
 	}
-	return n, w.Close()
+	return n, result(w.Close())
 }
 
 // rawTarget returns the target key of key as the target store spells it:

@@ -245,8 +245,9 @@ func TestCopyVanishingSource(t *testing.T) {
 }
 
 // TestCopySkipFallback: where the source gives no MD5 (fileblob objects not
-// written through gocloud), a changed object of the same size is copied
-// again, an unchanged one is not.
+// written through gocloud), a changed object of the same size is told
+// from the copy there, which is not written over (ErrTargetDiffers), and
+// an unchanged one is skipped.
 func TestCopySkipFallback(t *testing.T) {
 	src, dst := openStore(t, allStores[3].open(t)), openURL(t, "mem://", nil)
 	ctx := context.Background()
@@ -264,17 +265,18 @@ func TestCopySkipFallback(t *testing.T) {
 	if attrs.Metadata[backupstore.MetadataSourceModTime] == "" {
 		t.Errorf("copied object lacks %s metadata: %v", backupstore.MetadataSourceModTime, attrs.Metadata)
 	}
-	// Same size, new content: the MD5 differs, so it is copied again.
+	before, _ := dst.ReadAll(ctx, "a")
+	// Same size, new content: the MD5 differs, so it is not the copy, and
+	// the copy there is not written over.
 	if err := src.WriteAll(ctx, "a", []byte(strings.Repeat("z", 100)), nil); err != nil {
 		t.Fatal(err)
 	}
 	res, err := backupstore.CopyBackups(ctx, src, dst, nil)
-	if err != nil || res.Copied != 1 || res.Skipped != 1 {
-		t.Errorf("%+v, %v; want a copied again and b skipped", res.CopyProgress, err)
+	if !errors.Is(err, backupstore.ErrTargetDiffers) || res.Copied != 0 || res.Failed != 1 || res.Skipped != 1 {
+		t.Errorf("%+v, %v; want a refused (ErrTargetDiffers) and b skipped", res.CopyProgress, err)
 	}
-	got, _ := dst.ReadAll(ctx, "a")
-	if string(got) != strings.Repeat("z", 100) {
-		t.Errorf("a not updated")
+	if got, _ := dst.ReadAll(ctx, "a"); string(got) != string(before) {
+		t.Errorf("a written over: %q, was %q", got, before)
 	}
 	var _ = blob.FirstPageToken
 }

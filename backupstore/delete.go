@@ -90,6 +90,13 @@ type DeleteOptions struct {
 	// mode or under a legal hold are never deleted. Without it, nothing
 	// under retention is deleted: see RetainedError.
 	BypassGovernanceRetention bool
+	// Last, when set, is a key under the prefix that is deleted only once
+	// every other object under the prefix is gone, and left in place when
+	// anything else could not be deleted. An owner marker (WriteMarker)
+	// deleted Last still proves whose the rest is when a deletion is cut
+	// short, by an error or by the process ending, so that the retry can
+	// prove it again. A dry run lists it with the others.
+	Last string
 }
 
 // Retry configures how transient errors (5xx, 429, timeouts, broken
@@ -332,6 +339,9 @@ func DeletePrefix(ctx context.Context, b *blob.Bucket, prefix string, opts *Dele
 	if err := checkConcurrency("DeleteOptions.Concurrency", opts.Concurrency); err != nil {
 		return res, err
 	}
+	if opts.Last != "" && !strings.HasPrefix(opts.Last, prefix) {
+		return res, fmt.Errorf("%w: DeleteOptions.Last = %q: not a key under the prefix %q", ErrInvalidConfig, opts.Last, prefix)
+	}
 	log := logr.FromContextOrDiscard(ctx).WithValues("prefix", prefix)
 	rm, err := removerFor(b, opts)
 	if err != nil {
@@ -398,16 +408,13 @@ func DeletePrefix(ctx context.Context, b *blob.Bucket, prefix string, opts *Dele
 	// fileblob pages in directory-walk order, which is not key order, and
 	// can skip keys such as "p/x-y/1" after "p/x/1") and objects written
 	// while the deletion ran.
-	for pass := 1; ; pass++ {
-		var found int
-		found, err = d.run(ctx)
-		if err != nil || found == 0 || d.unnamed > 0 {
-			break
-		}
-		if pass == maxPasses {
-			err = fmt.Errorf("objects still appear under the prefix after %d passes", maxPasses)
-			break
-		}
+	d.spare = opts.Last
+	err = d.passes(ctx)
+	if err == nil && len(res.FailedKeys) == 0 && d.unnamed == 0 && d.spare != "" {
+		// Everything else is gone: now the last key, and whatever was
+		// written meanwhile.
+		d.spare = ""
+		err = d.passes(ctx)
 	}
 	if pe := (*PrefixError)(nil); errors.As(err, &pe) {
 		return res, err
@@ -422,6 +429,19 @@ func DeletePrefix(ctx context.Context, b *blob.Bucket, prefix string, opts *Dele
 	return res, nil
 }
 
+// passes runs deletion passes until one finds nothing.
+func (d *deletion) passes(ctx context.Context) error {
+	for pass := 1; ; pass++ {
+		found, err := d.run(ctx)
+		if err != nil || found == 0 || d.unnamed > 0 {
+			return err
+		}
+		if pass == maxPasses {
+			return fmt.Errorf("objects still appear under the prefix after %d passes", maxPasses)
+		}
+	}
+}
+
 type deletion struct {
 	bucket *blob.Bucket
 	prefix string
@@ -433,6 +453,9 @@ type deletion struct {
 	// versioned: the store is an S3 bucket with versioning, and every
 	// version and delete marker under the prefix is deleted.
 	versioned bool
+	// spare is the key (DeleteOptions.Last) that the passes leave, until
+	// every other object is gone.
+	spare string
 
 	mu     sync.Mutex // guards res, failed and unnamed
 	res    *DeleteResult
@@ -497,7 +520,7 @@ func (d *deletion) list(ctx context.Context, pageSize int, emit func([]driver.Ta
 		anyFailed := len(d.failed) > 0 // read under the lock: workers add to it
 		d.mu.Unlock()
 		for _, o := range objs {
-			if o.IsDir || anyFailed && d.isFailed(o.Key) {
+			if o.IsDir || o.Key == d.spare && d.spare != "" || anyFailed && d.isFailed(o.Key) {
 				continue
 			}
 			t := driver.Target{Key: o.Key, Raw: o.Key, Size: o.Size}

@@ -35,10 +35,14 @@ import (
 // file:// deletes the files, then the directories left empty, the
 // bucket's own directory last (a file written meanwhile fails it). mem://
 // has no bucket to delete (every mem:// OpenBucket is a bucket of its
-// own). Providers: s3, gs and azblob. On S3 and GCS an object written
-// after the listing fails the bucket's deletion (S3's BucketNotEmpty,
-// GCS's 409: run again); an Azure container goes with whatever it holds
-// then.
+// own). Providers: s3, gs and azblob. An object written after the
+// listing fails the bucket's deletion, and stays with the bucket: on S3
+// and GCS the store refuses to delete a bucket that is not empty (S3's
+// BucketNotEmpty, GCS's 409: run again); Azure has no such condition (it
+// deletes a container with whatever it holds, and no condition of a
+// container's deletion looks at its blobs), so the container is listed
+// again right before its deletion and kept when it holds a blob; one
+// written between that listing and the deletion goes with it.
 func DeleteBucket(ctx context.Context, rawURL string, creds *Credentials, opts *DeleteOptions) (*DeleteResult, error) {
 	res := &DeleteResult{Method: "none"}
 	bu, err := ParseURL(rawURL)

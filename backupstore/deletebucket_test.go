@@ -58,6 +58,53 @@ func TestDeleteBucket(t *testing.T) {
 	}
 }
 
+// DeleteBucket on MinIO, fake-gcs-server and Azurite keeps a bucket into
+// which an object was written after its data was deleted, right before the
+// bucket's own deletion (at the end of DeletePrefix, whose last Progress
+// call returns before it does): the deletion fails, and the object and the
+// bucket are there. S3 and GCS refuse to delete a bucket that is not
+// empty; Azure would take the container with it, so DeleteBucket lists it
+// again first.
+func TestDeleteBucketKeepsAnObjectWrittenMeanwhile(t *testing.T) {
+	ctx := context.Background()
+	for _, store := range []*testenv.BlobStore{testenv.S3(t), testenv.GCS(t), testenv.Azure(t)} {
+		t.Run(store.Scheme, func(t *testing.T) {
+			name := store.Bucket + "-late"
+			url := strings.Replace(store.URL, store.Bucket, name, 1)
+			if store.Scheme == "gs" {
+				url += "?project=groundskeeper&region=EUROPE-WEST1"
+			}
+			creds := credsFor(store.Scheme)
+			if _, err := backupstore.CreateBucket(ctx, url, creds); err != nil {
+				t.Fatal(err)
+			}
+			b := openURL(t, url, creds)
+			put(t, b, []string{"a/1", "a/2"}, 10)
+			var wrote error
+			written := false
+			_, err := backupstore.DeleteBucket(ctx, url, creds, &backupstore.DeleteOptions{Progress: func(p backupstore.DeleteProgress) {
+				if p.Done && !written {
+					written = true
+					wrote = b.WriteAll(ctx, "late/backup", []byte("the newest"), nil)
+				}
+			}})
+			if wrote != nil || !written {
+				t.Fatalf("the write after the data's deletion: %v (written %t)", wrote, written)
+			}
+			if err == nil {
+				t.Fatalf("DeleteBucket of a bucket written into meanwhile: nil; want it refused")
+			}
+			t.Log(err)
+			if got, err := b.ReadAll(ctx, "late/backup"); err != nil || string(got) != "the newest" {
+				t.Errorf("late/backup after the refused deletion: %q, %v; want it kept", got, err)
+			}
+			if _, err := b.ReadAll(ctx, "a/1"); err == nil {
+				t.Errorf("a/1, listed before, is still there")
+			}
+		})
+	}
+}
+
 // DeleteBucket on file:// removes the directory with its files and
 // subdirectories; a second call and mem:// succeed; a URL with prefix=
 // and KeepNoncurrentVersions are refused before any request.

@@ -200,14 +200,19 @@
 //     is never copied or counted as a backup, whatever its key: every
 //     manifest carries MetadataManifest, and a JSON object holding a
 //     Manifest and nothing else is recognised too. Telling costs one
-//     attributes request per object the filters would select. A dry run
+//     attributes request per object the filters would select.
+//     CopyBackups never writes over data in the target: a target object
+//     that holds other content than its source is not written, and its
+//     key fails the copy (ErrTargetDiffers, CopyResult.Overwrites); every
+//     write is conditional on the key not existing (IfNotExist,
+//     If-None-Match on S3), so an object written at a key after the
+//     target was listed is not written over either, and a write whose
+//     answer was lost finds its own object at the retry. A dry run
 //     (CopyOptions.DryRun) writes nothing and names the target keys a copy
-//     would write over (CopyResult.Overwrites).
+//     would refuse (CopyResult.Overwrites).
 //     It works against an S3 target with Object Lock (and a default
 //     retention): objects already there are skipped, retained or not, and a
-//     key whose retained version differs gets a new version on top, the
-//     retained one staying (Object Lock protects versions, not keys), so
-//     there is no locked conflict to report on S3.
+//     key whose retained version differs is refused like any other.
 //   - ExpirePrefix installs S3 lifecycle rules that expire everything under
 //     a prefix from the first midnight UTC at or after the given time (S3
 //     date rules are whole days at midnight UTC), with no request per
@@ -238,8 +243,16 @@
 //     another's bucket from its own (backupstore/share.Grow records its
 //     own with an owner marker). DeleteBucket deletes
 //     the data first with DeletePrefix's guarantees (versions, Object Lock
-//     never forced, a dry run), and the bucket only once that succeeded;
-//     it refuses a URL with prefix=, which names part of a bucket.
+//     never forced, a dry run), and the bucket only once that succeeded
+//     and only while it is empty (an object written meanwhile keeps it:
+//     the store refuses on S3 and GCS; on Azure, which has no such
+//     condition, a listing right before, so one written in that last
+//     request's window is the exception); it refuses a URL with prefix=,
+//     which names part of a bucket.
+//   - WriteMarker never replaces a marker, nor the owner it names: its
+//     write is conditional (IfNotExist), and on file:// it writes nothing
+//     where the marker exists (fileblob writes an object's metadata before
+//     it checks IfNotExist).
 //   - Credentials never appear in logs or errors; Credentials print redacted.
 //   - No function reads the wall clock except through the injected
 //     clock.WithTicker (k8s.io/utils/clock). Logging goes to the logr.Logger
@@ -264,9 +277,10 @@
 //     prefix whatever its content, so on an unversioned bucket a key
 //     rewritten after it was listed is deleted with its new content (the
 //     intent is that nothing under the prefix stays); on a versioned
-//     bucket each request names the version listed. CopyBackups writes
-//     over a target key without checking that it still holds what was
-//     compared.
+//     bucket each request names the version listed.
+//   - that two CopyBackups writes of one key on file:// at the same moment
+//     cannot both land (fileblob's conditional write is a check before a
+//     rename; see WriteMarker).
 //   - that nothing is written under the prefix after DeletePrefix returns:
 //     stop the writers first (for etcd, the backup sidecar).
 //   - atomicity: a deletion that fails part-way leaves part of the data.
@@ -279,6 +293,9 @@
 //     HeadBucket and its creation is reported created (a window of one
 //     request): a caller that records ownership checks that no one's
 //     marker is there before writing its own (backupstore/share.Grow).
+//   - that two WriteMarker calls of one key at the same moment on file://
+//     cannot both succeed: fileblob's conditional write is a check before
+//     a rename, not one request (every other store's is).
 //   - that user metadata is copied: CopyBackups copies content and content
 //     type, and adds MetadataSourceModTime.
 //   - the Azure batch API against Azurite by default: Azurite deletes a
@@ -354,7 +371,9 @@
 // *Retention. A bucket whose versioning cannot be read (GetBucketVersioning
 // refused) fails with a *DeleteError naming that request, before anything
 // is deleted.
-// CopyBackups returns a *CopyError that is ErrIncomplete likewise, and a
+// CopyBackups returns a *CopyError that is ErrIncomplete likewise, also
+// ErrTargetDiffers when a key was not written because the target holds
+// other content there (named among its Failed keys), and a
 // *PrefixError for an unsafe prefix or effective prefix (naming
 // SourcePrefix or TargetPrefix) before anything is written.
 // ExpirePrefix, RemoveExpiry and PruneExpiry return ErrExpiryUnsupported for

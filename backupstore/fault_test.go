@@ -3,6 +3,7 @@ package backupstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"gocloud.dev/blob"
+	"gocloud.dev/blob/memblob"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/internal/proxytest"
@@ -184,5 +186,79 @@ func TestDeletePrefixBoundsFailedKeys(t *testing.T) {
 	// listing.
 	if n := lists.Load(); n != 3 {
 		t.Errorf("%d listing requests, want 3 (one pass)", n)
+	}
+}
+
+// TestDeletePrefixLastKeyOutlivesAnOutage: a deletion with
+// DeleteOptions.Last that an outage cuts short leaves the last key (an
+// owner marker) in place with the rest of what it could not delete, so a
+// retry can still prove whose they are; the retry deletes everything, the
+// last key too. On a versioned bucket the last key keeps its version until
+// the end.
+func TestDeletePrefixLastKeyOutlivesAnOutage(t *testing.T) {
+	for _, versioned := range []bool{false, true} {
+		t.Run(fmt.Sprintf("versioned=%v", versioned), func(t *testing.T) {
+			s := testenv.S3With(t, testenv.BucketOptions{Versioning: versioned})
+			p := proxytest.Start(t, s.Endpoint)
+			direct := openStore(t, s)
+			ctx := context.Background()
+			const marker = "backups/a/.owner"
+			// Keys on both sides of the marker in listing order.
+			keys := append(fill(t, direct, "backups/a/", 2500, 16), "backups/a/-first", "backups/a/~last")
+			for _, k := range append(keys[len(keys)-2:], marker) {
+				if err := direct.WriteAll(ctx, k, []byte("m"), nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			put(t, direct, siblingsOn("s3"), 16)
+			b := viaProxy(t, s, p)
+
+			var deletes atomic.Int64
+			p.SetFail(func(r *http.Request) bool {
+				return isDeleteObjects(r) && deletes.Add(1) > 1
+			})
+			opts := &backupstore.DeleteOptions{Last: marker, Retry: backupstore.Retry{Attempts: 2, Initial: time.Millisecond}}
+			res, err := backupstore.DeletePrefix(ctx, b, "backups/a/", opts)
+			if !errors.Is(err, backupstore.ErrIncomplete) {
+				t.Fatalf("DeletePrefix during an outage: %+v, %v; want ErrIncomplete", res.DeleteProgress, err)
+			}
+			if res.Deleted == 0 {
+				t.Fatal("the outage let nothing be deleted: the test proves nothing")
+			}
+			if ok, err := direct.Exists(ctx, marker); err != nil || !ok {
+				t.Fatalf("after %d of %d objects were deleted, the last key %s: exists=%v, %v; want it kept while anything else is left", res.Deleted, len(keys)+1, marker, ok, err)
+			}
+
+			p.SetFail(nil)
+			if res, err := backupstore.DeletePrefix(ctx, b, "backups/a/", opts); err != nil {
+				t.Fatalf("rerun: %+v, %v", res.DeleteProgress, err)
+			}
+			if left := snapshot(t, direct, "backups/a/"); len(left) != 0 {
+				_, has := left[marker]
+				t.Errorf("%d objects left after the rerun, among them the last key: %v", len(left), has)
+			}
+			checkContents(t, direct, siblingsOn("s3"), 16)
+		})
+	}
+}
+
+// TestDeletePrefixRefusesALastKeyOutsideThePrefix: Last names a key of
+// the prefix or nothing is done.
+func TestDeletePrefixRefusesALastKeyOutsideThePrefix(t *testing.T) {
+	b := memblob.OpenBucket(nil)
+	defer b.Close()
+	ctx := context.Background()
+	for _, k := range []string{"backups/a/1", "backups/ab/.owner"} {
+		if err := b.WriteAll(ctx, k, []byte("x"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	empty := ""
+	_, err := backupstore.DeletePrefix(ctx, b, "backups/a/", &backupstore.DeleteOptions{Last: "backups/ab/.owner", BucketPrefix: &empty})
+	if !errors.Is(err, backupstore.ErrInvalidConfig) || !strings.Contains(err.Error(), `Last = "backups/ab/.owner"`) {
+		t.Fatalf("DeletePrefix with a Last key outside the prefix: %v; want ErrInvalidConfig naming it", err)
+	}
+	if ok, _ := b.Exists(ctx, "backups/a/1"); !ok {
+		t.Error("refused, yet it deleted backups/a/1")
 	}
 }

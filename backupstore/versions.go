@@ -183,7 +183,7 @@ func (d *deletion) listVersions(ctx context.Context, emit func([]driver.Target) 
 			if strings.HasPrefix(t.Raw, bucketPrefix) {
 				t.Key = t.Raw[len(bucketPrefix):]
 			}
-			if anyFailed && d.isFailed(t.ID()) {
+			if anyFailed && d.isFailed(t.ID()) || t.Key == d.spare && d.spare != "" {
 				continue
 			}
 			listedN++

@@ -64,10 +64,13 @@ var classes = []class{
 	sentinel(storeerr.ErrSecretNotFound, mayRetry),
 	sentinel(storeerr.ErrBucketFull, mayRetry),
 	sentinel(storeerr.ErrPoolFull, mayRetry),
+	sentinel(storeerr.ErrStoreNotEmpty, mayRetry), // share's: the objects' owners delete them, and the pool tries again
 	sentinel(storeerr.ErrWriterRunning, mayRetry), // crt/backups': the writer's pods go
 	sentinel(storeerr.ErrRetained, mayRetry),
 	sentinel(storeerr.ErrIncomplete, mayRetry),
+	sentinel(storeerr.ErrTargetDiffers, mayRetry), // a person moves the target's object; a copy error is ErrIncomplete too
 	sentinel(storeerr.ErrLegacyNotCopied, mayRetry),
+	sentinel(storeerr.ErrLegacyInUse, mayRetry), // the other entry's migration copies, then this one deletes
 
 	// opstask: a bad spec or configuration, a spec changed under an
 	// execution (a new task is needed) and an illegal transition (a bug)

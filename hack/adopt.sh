@@ -12,9 +12,14 @@
 #
 # The new package, groundskeeperadoption, imports every public package of the
 # library. The script prints the go line and every k8s.io, controller-runtime
-# and etcd module of `go list -m all` before and after `go mod tidy`, and the
-# packages of DIR that compile before and not after. It fails when one of
-# those minors or the go line moves, or when a package stops compiling.
+# and etcd module of `go list -m all` before and after `go mod tidy`, then
+# every other module of the graph whose version moved (patch, minor or
+# major, with the count of each: what an adopter's go.sum review sees), the
+# modules added, and the packages of DIR that compile before and not after.
+# It fails when one of the k8s.io, controller-runtime or etcd minors or the
+# go line moves, or when a package stops compiling; the other moves are
+# reported for the release notes (RELEASING.md, "Raising a dependency's
+# minimum").
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -40,11 +45,14 @@ versions() {
 compiled() {
   go list -e -export -f '{{if and (not .Error) .Export}}{{.ImportPath}}{{end}}' ./... 2>/dev/null | sed '/^$/d' | sort
 }
+# modules lists every module of the graph but the main one, with its version.
+modules() { go list -m -f '{{if not .Main}}{{.Path}} {{.Version}}{{end}}' all | sed '/^$/d' | sort; }
 # minors reduces "path vX.Y.Z" lines to "path vX.Y".
 minors() { sed -E 's/^([^ ]+) (v[0-9]+\.[0-9]+)\..*$/\1 \2/; s/^go ([0-9]+\.[0-9]+).*$/go \1/'; }
 
 cd "$dir"
 versions >"$work/before.versions"
+modules >"$work/before.modules"
 compiled >"$work/before.compiled"
 
 go mod edit -require=github.com/groundskeeper-io/groundskeeper@v0.0.0-00010101000000-000000000000 \
@@ -60,12 +68,26 @@ mkdir -p groundskeeperadoption
 } >groundskeeperadoption/adopt.go
 go mod tidy
 versions >"$work/after.versions"
+modules >"$work/after.modules"
 compiled >"$work/after.compiled"
 
 echo "== versions before (go line, k8s.io, controller-runtime, etcd)"
 cat "$work/before.versions"
 echo "== changes after"
 diff <(cat "$work/before.versions") <(cat "$work/after.versions") && echo "(none moved)" || true
+# Every module present before whose version is not the same after, by how
+# far it moved (the first differing element of vMAJOR.MINOR.PATCH).
+echo "== every module of the graph that moved"
+join <(sort "$work/before.modules") <(sort "$work/after.modules") | awk '
+  $2 != $3 {
+    split(substr($2, 2), a, /[.-]/); split(substr($3, 2), b, /[.-]/)
+    kind = (a[1] != b[1]) ? "major" : (a[2] != b[2]) ? "minor" : "patch"
+    n[kind]++; print "  " kind ": " $1 " " $2 " -> " $3
+  }
+  END { printf "  (%d major, %d minor, %d patch)\n", n["major"], n["minor"], n["patch"] }'
+new_modules=$(join -v2 <(sort "$work/before.modules") <(sort "$work/after.modules") | grep -v '^github.com/groundskeeper-io/groundskeeper ' || true)
+echo "== modules added to the graph: $(printf '%s' "$new_modules" | grep -c . || true)"
+[ -z "$new_modules" ] || echo "$new_modules" | sed 's/^/  /'
 echo "== packages compiled: $(wc -l <"$work/before.compiled") before, $(wc -l <"$work/after.compiled") after (the new one included)"
 lost=$(comm -23 "$work/before.compiled" "$work/after.compiled")
 # moved: a module present before whose minor is not the same after.

@@ -106,10 +106,21 @@ type SetOptions struct {
 	CreateMissing bool
 }
 
+// Verb is what a SetAction does.
+type Verb string
+
+// The verbs of SyncSet's actions.
+const (
+	VerbCreate             Verb = "Create"
+	VerbDelete             Verb = "Delete"
+	VerbReuse              Verb = "Reuse"
+	VerbWait               Verb = "Wait"
+	VerbSetOwnerReferences Verb = "SetOwnerReferences"
+)
+
 // SetAction is one thing SyncSet did, or in a dry run would do.
 type SetAction struct {
-	// Verb is Create, Delete, Reuse, Wait or SetOwnerReferences.
-	Verb string
+	Verb Verb
 	// Kind is Pod or PersistentVolumeClaim; Name and UID (when known) the
 	// object.
 	Kind string
@@ -434,16 +445,16 @@ func (s *setRun) ensureClaims(ctx context.Context, i int, claims []*corev1.Persi
 		case VerdictWait, VerdictDeleteFirst:
 			if s.opts.DryRun && dec.Verdict == VerdictDeleteFirst {
 				a := claimAction
-				a.Verb, a.Message = "Delete", "would delete Claim "+name+": "+dec.Reason
+				a.Verb, a.Message = VerbDelete, "would delete Claim "+name+": "+dec.Reason
 				s.record(a, corev1.EventTypeNormal, ReasonDryRun)
 			}
 			why := fmt.Sprintf("pod %s waits: %s", podName, dec.Reason)
-			claimAction.Verb, claimAction.Message = "Wait", why
+			claimAction.Verb, claimAction.Message = VerbWait, why
 			s.record(claimAction, corev1.EventTypeNormal, ReasonWaitingForClaim)
 			s.res.Waiting = append(s.res.Waiting, why)
 			return false, nil
 		case VerdictReuse:
-			claimAction.Verb, claimAction.Message = "Reuse", fmt.Sprintf("pod %s reuses claim %s (uid %s)", podName, name, dec.UID)
+			claimAction.Verb, claimAction.Message = VerbReuse, fmt.Sprintf("pod %s reuses claim %s (uid %s)", podName, name, dec.UID)
 			s.record(claimAction, corev1.EventTypeNormal, ReasonClaimReused)
 			continue
 		}
@@ -464,7 +475,7 @@ func (s *setRun) ensureClaims(ctx context.Context, i int, claims []*corev1.Persi
 			claim.OwnerReferences = append(claim.OwnerReferences, plan.OwnerReferences...)
 		}
 		if dryRun {
-			claimAction.Verb, claimAction.Message = "Create", fmt.Sprintf("would create Claim %s for Pod %s", name, podName)
+			claimAction.Verb, claimAction.Message = VerbCreate, fmt.Sprintf("would create Claim %s for Pod %s", name, podName)
 			s.record(claimAction, corev1.EventTypeNormal, ReasonDryRun)
 			continue
 		}
@@ -477,7 +488,7 @@ func (s *setRun) ensureClaims(ctx context.Context, i int, claims []*corev1.Persi
 		case err != nil:
 			return false, fmt.Errorf("lifecycle: create claim %s/%s: %w", ns, name, err)
 		}
-		claimAction.Verb, claimAction.UID = "Create", created.UID
+		claimAction.Verb, claimAction.UID = VerbCreate, created.UID
 		claimAction.Message = fmt.Sprintf("create Claim %s (uid %s) for Pod %s", name, created.UID, podName)
 		s.record(claimAction, corev1.EventTypeNormal, ReasonCreated)
 	}
@@ -509,7 +520,7 @@ func (s *setRun) createPod(ctx context.Context, i int) (*corev1.Pod, error) {
 	yes := true
 	pod.OwnerReferences = append(slices.DeleteFunc(pod.OwnerReferences, func(r metav1.OwnerReference) bool { return isController(&r) }), metav1.OwnerReference{
 		APIVersion: s.owner.APIVersion, Kind: s.owner.Kind, Name: s.owner.Name, UID: s.owner.UID, Controller: &yes, BlockOwnerDeletion: &yes})
-	a := SetAction{Verb: "Create", Kind: "Pod", Name: name, Ordinal: i}
+	a := SetAction{Verb: VerbCreate, Kind: "Pod", Name: name, Ordinal: i}
 	if s.opts.DryRun && !s.opts.CreateMissing {
 		a.Message = "would create Pod " + name
 		s.record(a, corev1.EventTypeNormal, ReasonDryRun)
@@ -534,7 +545,7 @@ func (s *setRun) syncOwner(ctx context.Context, policy Policy, members []Member)
 		switch {
 		case cs.Err == nil:
 			if cs.Plan.Changed {
-				a := SetAction{Verb: "SetOwnerReferences", Kind: "PersistentVolumeClaim", Name: cs.Claim, Ordinal: s.ordinals[cs.Claim]}
+				a := SetAction{Verb: VerbSetOwnerReferences, Kind: "PersistentVolumeClaim", Name: cs.Claim, Ordinal: s.ordinals[cs.Claim]}
 				if s.opts.DryRun {
 					a.Message = fmt.Sprintf("would set the owner references of Claim %s to [%s]", cs.Claim, refsString(cs.Plan.OwnerReferences))
 					s.record(a, corev1.EventTypeNormal, ReasonDryRun)
@@ -603,7 +614,7 @@ func (s *setRun) scaleDown(ctx context.Context, i int, pod *corev1.Pod, policy P
 	if policy.DeletesOnScaledown() {
 		then = "the garbage collector deletes its claims (whenScaled=Delete)"
 	}
-	a := SetAction{Verb: "Delete", Kind: "Pod", Name: pod.Name, UID: pod.UID, Ordinal: i}
+	a := SetAction{Verb: VerbDelete, Kind: "Pod", Name: pod.Name, UID: pod.UID, Ordinal: i}
 	if s.opts.DryRun {
 		a.Message = fmt.Sprintf("would delete Pod %s (uid %s) on scale-down; %s", pod.Name, pod.UID, then)
 		s.record(a, corev1.EventTypeNormal, ReasonDryRun)

@@ -555,7 +555,7 @@ func TestClaimSetDryRun(t *testing.T) {
 		if !a.DryRun {
 			t.Errorf("action %+v taken in a dry run", a)
 		}
-		got = append(got, a.Verb+" "+a.Name)
+		got = append(got, string(a.Verb)+" "+a.Name)
 	}
 	if want := []string{"Create data-db-0", "Create db-0", "Create data-db-1", "Create db-1"}; !slices.Equal(got, want) {
 		t.Errorf("dry run actions %q, want %q", got, want)

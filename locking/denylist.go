@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -189,6 +190,14 @@ type ClearUpgradesOptions struct {
 	// DryRun makes ClearPendingUpgrades list the records it would remove,
 	// without removing them.
 	DryRun bool
+	// Only, when not nil, clears exactly these records (those the caller
+	// read and acted on, as PendingUpgrades or a dry run returned them),
+	// each only while its key still holds that value, in one
+	// transaction: a record added since (a process group that became
+	// ready after the caller read them) is never cleared, as the
+	// FoundationDB operator's clear of the whole range would. An empty,
+	// non-nil Only clears nothing. Records are returned as cleared.
+	Only []PendingUpgrade
 }
 
 // PendingUpgrade is one pending-upgrade record: the key
@@ -203,15 +212,25 @@ type PendingUpgrade struct {
 
 // ClearPendingUpgrades removes the pending-upgrade records of every version,
 // in one transaction that clears the whole range without reading it, as the
-// FoundationDB operator does, and returns nil.
+// FoundationDB operator does, and returns nil. That clear is blind: a
+// record written after the caller last read them (a process group that
+// became ready meanwhile) goes too. Give opts.Only the records read to
+// clear only those, each only while it still holds its value, in one
+// transaction that reads them (a concurrent change of one is a conflict,
+// retried with fresh reads); the records cleared are returned, ordered by
+// key.
 //
 // With opts.DryRun it writes nothing and returns exactly the records the
 // clear would remove now, read in one transaction, ordered by key. (The
-// clear itself does not read them: on etcd every key a writing transaction
-// reads costs a guard, and a large cluster's records would exceed the
-// server's limit on operations per transaction.)
+// clear of the whole range does not read them: on etcd every key a
+// writing transaction reads costs a guard, and a large cluster's records
+// would exceed the server's limit on operations per transaction; keep
+// Only to what one transaction can read.)
 func (l *Lock) ClearPendingUpgrades(ctx context.Context, opts *ClearUpgradesOptions) ([]PendingUpgrade, error) {
 	prefix := l.key("upgrades", "")
+	if opts != nil && opts.Only != nil {
+		return l.clearOnly(ctx, opts.Only, opts.DryRun)
+	}
 	if opts != nil && opts.DryRun {
 		var out []PendingUpgrade
 		err := l.update(ctx, func(tx Txn) error {
@@ -238,6 +257,50 @@ func (l *Lock) ClearPendingUpgrades(ctx context.Context, opts *ClearUpgradesOpti
 		return nil, fmt.Errorf("locking: clear pending upgrades: %w", err)
 	}
 	return nil, nil
+}
+
+// clearOnly clears each record of only whose key holds its process group
+// ID (with dryRun: says which it would), in one transaction, and returns
+// those, ordered by key.
+func (l *Lock) clearOnly(ctx context.Context, only []PendingUpgrade, dryRun bool) ([]PendingUpgrade, error) {
+	for i, u := range only {
+		if err := validateVersion(u.Version); err != nil {
+			return nil, fmt.Errorf("%w: ClearUpgradesOptions.Only[%d]: %w", ErrInvalidConfig, i, err)
+		}
+		if u.ProcessGroupID == "" {
+			return nil, fmt.Errorf("%w: ClearUpgradesOptions.Only[%d]: empty process group ID (version %q)", ErrInvalidConfig, i, u.Version)
+		}
+	}
+	sorted := slices.Clone(only)
+	slices.SortFunc(sorted, func(a, b PendingUpgrade) int {
+		return bytes.Compare(l.key("upgrades", a.Version, a.ProcessGroupID), l.key("upgrades", b.Version, b.ProcessGroupID))
+	})
+	sorted = slices.Compact(sorted)
+	var cleared []PendingUpgrade
+	err := l.update(ctx, func(tx Txn) error {
+		cleared = cleared[:0]
+		for _, u := range sorted {
+			key := l.key("upgrades", u.Version, u.ProcessGroupID)
+			v, ok, err := tx.Get(ctx, key)
+			if err != nil {
+				return err
+			}
+			if !ok || string(v) != u.ProcessGroupID {
+				continue // gone, or not the record read
+			}
+			if !dryRun {
+				if err := tx.Clear(key); err != nil {
+					return err
+				}
+			}
+			cleared = append(cleared, u)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("locking: clear %d pending upgrades read: %w", len(sorted), err)
+	}
+	return cleared, nil
 }
 
 // validateVersion rejects versions that would make keys ambiguous: version

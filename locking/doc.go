@@ -61,6 +61,12 @@
 //     the record it would clear, UpdateDenyList (DenyListOptions.DryRun) the
 //     entries it would apply, ClearPendingUpgrades
 //     (ClearUpgradesOptions.DryRun) the records it would remove.
+//   - ClearPendingUpgrades with ClearUpgradesOptions.Only removes exactly
+//     the records the caller read, each only while it still holds its
+//     value: a record added since is kept. Without Only it clears every
+//     record without reading them, as the FoundationDB operator does
+//     (compatible with its instances, and blind to a record added after
+//     the caller's read).
 //   - A stored value that is not a valid record is an error wrapping
 //     ErrCorrupt for every operation: never treated as a free lock, never
 //     overwritten.

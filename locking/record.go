@@ -92,19 +92,6 @@ const (
 	OutcomeBypassed
 )
 
-// The outcomes' former names, kept so that code written against them still
-// compiles.
-const (
-	// Deprecated: use OutcomeTaken.
-	Taken = OutcomeTaken
-	// Deprecated: use OutcomeExtended.
-	Extended = OutcomeExtended
-	// Deprecated: use OutcomeTakenOver.
-	TakenOver = OutcomeTakenOver
-	// Deprecated: use OutcomeBypassed.
-	Bypassed = OutcomeBypassed
-)
-
 func (o Outcome) String() string {
 	switch o {
 	case OutcomeTaken:

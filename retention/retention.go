@@ -83,17 +83,6 @@ const (
 	OutcomeFailed
 )
 
-// The outcomes' former names, kept so that code written against them still
-// compiles.
-const (
-	// Deprecated: use OutcomeUnspecified.
-	Unspecified = OutcomeUnspecified
-	// Deprecated: use OutcomeSucceeded.
-	Succeeded = OutcomeSucceeded
-	// Deprecated: use OutcomeFailed.
-	Failed = OutcomeFailed
-)
-
 func (o Outcome) String() string {
 	switch o {
 	case OutcomeUnspecified:

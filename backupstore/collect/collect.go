@@ -89,10 +89,18 @@ type Location struct {
 	// objects under the prefix without a marker, keep the backup
 	// (ReasonNotOwner) and nothing is deleted; no marker and no object
 	// mean no data, and the deletion succeeds with nothing deleted. The
-	// marker goes with the data, and is written back if some data stays
-	// (Object Lock, a failure), so that a retry still finds it.
+	// marker is deleted last (backupstore.DeleteOptions.Last): while some
+	// data stays (Object Lock, a failure, a process that ended midway), so
+	// does the marker, and a retry still proves whose it is.
 	Owner  string
 	Marker string
+	// NoDataUnlessOwner, with Owner, says that the prefix may never have
+	// been given to the backup (an entry whose admission is not recorded
+	// on it: refused, or admitted by a write whose status update was
+	// lost): unless the marker names Owner, the backup has no data there,
+	// and it goes with nothing deleted, the other's data left as it is.
+	// Without it, such a prefix keeps the backup (ReasonNotOwner).
+	NoDataUnlessOwner bool
 }
 
 // The zero Location says that the backup has no data (it was never

@@ -85,6 +85,9 @@ func (c *Collector[T]) deleteData(ctx context.Context, o T, near *neighbours[T],
 		switch {
 		case err != nil:
 			return kept(c.cfg.Reasons.DeletionFailed, fmt.Sprintf("read the marker of %s: %v", where, err))
+		case why != "" && loc.NoDataUnlessOwner:
+			c.dropBackstop(ctx, bucket, loc)
+			return dataResult{msg: fmt.Sprintf("no data to delete: %s, and the prefix was never proven this backup's", why)}
 		case why != "":
 			c.dropBackstop(ctx, bucket, loc)
 			return kept(c.cfg.Reasons.NotOwner, fmt.Sprintf("%s: the data is not proven to be this backup's (UID %s), and nothing was deleted", why, loc.Owner))
@@ -93,10 +96,17 @@ func (c *Collector[T]) deleteData(ctx context.Context, o T, near *neighbours[T],
 		}
 		marker = content
 	}
-	res, err := backupstore.DeletePrefix(ctx, bucket, loc.Prefix, &backupstore.DeleteOptions{DryRun: c.cfg.DryRun})
+	opts := &backupstore.DeleteOptions{DryRun: c.cfg.DryRun}
+	if marker != nil {
+		// The marker goes last: a deletion cut short, by an error or by
+		// the process ending, leaves the proof of whose the rest is.
+		opts.Last = loc.Prefix + loc.Marker
+	}
+	res, err := backupstore.DeletePrefix(ctx, bucket, loc.Prefix, opts)
 	if err != nil && marker != nil && !c.cfg.DryRun {
 		// Some data stays: so must the record of whose it is, for the
-		// retry.
+		// retry (the marker can have gone with the last objects, when one
+		// written meanwhile could not be deleted).
 		if _, found, rerr := backupstore.MarkerOwner(ctx, bucket, loc.Prefix+loc.Marker); rerr == nil && !found {
 			if werr := backupstore.WriteMarker(ctx, bucket, loc.Prefix+loc.Marker, loc.Owner, marker); werr != nil {
 				err = errors.Join(err, fmt.Errorf("write the marker back: %w", werr))

@@ -874,3 +874,58 @@ func TestFinalizeWhenTheBucketMayBeMissing(t *testing.T) {
 		t.Fatalf("placed-made had %d keys", len(keys))
 	}
 }
+
+// A prefix whose marker names another owner keeps the backup (NotOwner)
+// and nothing is deleted; with NoDataUnlessOwner (a prefix that may never
+// have been the backup's: an entry refused before it was admitted) the
+// backup goes, and the other's data stays all the same.
+func TestAPrefixNeverGivenToTheBackupIsNoData(t *testing.T) {
+	e := newEnv(t, testenv.BucketOptions{})
+	for _, name := range []string{"kept", "never-given"} {
+		e.backup(name, name+"/", "minio", nil)
+	}
+	theirs := []string{"kept/.owner", "never-given/.owner"}
+	for _, key := range theirs {
+		if err := backupstore.WriteMarker(e.ctx, e.bucket, key, "another-uid", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := e.config(dynObjects{d: e.d})
+	cfg.ObjectPolicy = nil
+	cfg.Finalizer = "collect.groundskeeper.example.com/data"
+	loc := cfg.Location
+	cfg.Location = func(ctx context.Context, b *backup) (collect.Location, error) {
+		l, err := loc(ctx, b)
+		l.Owner, l.Marker, l.NoDataUnlessOwner = string(b.UID), ".owner", b.Name == "never-given"
+		return l, err
+	}
+	c := e.collector(cfg)
+	before := e.keys()
+	for _, name := range []string{"kept", "never-given"} {
+		e.prepareAndDelete(c, name)
+		b, err := e.get(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _, err := c.Finalize(e.ctx, b)
+		switch name {
+		case "kept":
+			if out.Deleted || out.Reason != collect.ReasonNotOwner || err == nil {
+				t.Errorf("Finalize of a backup whose prefix's marker names another owner: %+v, %v; want it kept (NotOwner)", out, err)
+			}
+		case "never-given":
+			if err != nil {
+				t.Fatalf("Finalize %s: %v", name, err)
+			}
+			if !out.Deleted || !strings.Contains(out.Message, "no data to delete") {
+				t.Errorf("Finalize of a backup whose prefix was never given to it: %+v; want it gone with no data deleted", out)
+			}
+			if _, err := e.get(name); !apierrors.IsNotFound(err) {
+				t.Errorf("backup %s: %v; want NotFound", name, err)
+			}
+		}
+	}
+	if after := e.keys(); !slices.Equal(before, after) {
+		t.Errorf("the store changed: before %v, after %v; want every object kept (none is either backup's)", before, after)
+	}
+}

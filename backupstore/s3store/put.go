@@ -159,7 +159,8 @@ func readExactly(body io.Reader, b []byte) error {
 // request whose MD5 matched, so nothing is written at raw.
 func (r *remover) putStream(ctx context.Context, bucket *string, raw string, body io.Reader, size int64, contentType string, sum []byte, md map[string]string) error {
 	in := &s3.PutObjectInput{Bucket: bucket, Key: aws.String(raw), Body: &exactBody{r: body, left: size},
-		ContentLength: aws.Int64(size), ContentMD5: aws.String(base64.StdEncoding.EncodeToString(sum)), Metadata: md}
+		ContentLength: aws.Int64(size), ContentMD5: aws.String(base64.StdEncoding.EncodeToString(sum)), Metadata: md,
+		IfNoneMatch: ifNoneMatch}
 	if contentType != "" {
 		in.ContentType = aws.String(contentType)
 	}
@@ -235,7 +236,7 @@ func (r *remover) putOne(ctx context.Context, bucket *string, raw string, body i
 		return err
 	}
 	in := &s3.PutObjectInput{Bucket: bucket, Key: aws.String(raw), Body: bytes.NewReader(b),
-		ContentLength: aws.Int64(size), Metadata: md}
+		ContentLength: aws.Int64(size), Metadata: md, IfNoneMatch: ifNoneMatch}
 	if contentType != "" {
 		in.ContentType = aws.String(contentType)
 	}
@@ -316,6 +317,11 @@ func (r *remover) putParts(ctx context.Context, bucket *string, raw string, body
 		return fmt.Errorf("source changed while copying: MD5 %x, listed %x", h.Sum(nil), sum)
 	}
 	_, err = r.client.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: bucket, Key: aws.String(raw),
-		UploadId: up.UploadId, MultipartUpload: &s3types.CompletedMultipartUpload{Parts: parts}})
+		UploadId: up.UploadId, MultipartUpload: &s3types.CompletedMultipartUpload{Parts: parts}, IfNoneMatch: ifNoneMatch})
 	return err
 }
+
+// ifNoneMatch makes a write conditional on the key not existing
+// (driver.Putter never writes over an object): S3 answers 412 Precondition
+// Failed where one does.
+var ifNoneMatch = aws.String("*")

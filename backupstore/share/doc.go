@@ -9,8 +9,8 @@
 // provider and region, the quota's limit each) and grows the pool by one
 // bucket object when every bucket is full. With a grace period
 // (PoolConfig.DeleteEmptyAfter) it deletes a bucket whose last entry has
-// been gone that long: the store's bucket with its data, then the bucket
-// object. It deletes only the buckets it created (AnnotationCreatedBy),
+// been gone that long: the store's bucket (with Grow's Deprovision, only
+// when it holds nothing but its owner marker), then the bucket object. It deletes only the buckets it created (AnnotationCreatedBy),
 // never one an administrator made, and keeps one bucket of each pool (the
 // administrator's, or its first by name when the pool created them all),
 // so that a pool that empties and fills again does not delete and create
@@ -45,8 +45,17 @@
 // the migration is, and why nothing is done when the entry names another
 // source than the one recorded (SourceChanged, AlreadyMigrated) or a
 // shared bucket (SourceIsShared), or why the legacy location is kept
-// (LegacyNotCopied). Quota is the seed's quota map as a flag
-// ("aws=100,azure=50").
+// (LegacyNotCopied, or LegacyInUse while another entry's migration from
+// that location has not copied it yet). Quota is the seed's quota map as
+// a flag ("aws=100,azure=50").
+//
+// The bucket an entry names must not change once the entry is admitted:
+// its prefix, and the marker proving it the entry's, are in that bucket,
+// and nothing records it elsewhere. Make the field immutable with a CRD
+// validation rule, as the example's BackupEntry does ("bucketName is
+// immutable once set"); move an entry with Migrating instead. An edited
+// bucket loses nothing: the entry's deletion finds no marker of its own
+// there and keeps it (collect's NotOwner), its data where it was.
 //
 // Share is written against collect.Objects, so a client-go user wires it
 // as well as a controller-runtime one; crt/backups.Share runs it on a
@@ -66,10 +75,11 @@
 //     the first backup, so that a second admission counts it; and a prefix
 //     whose marker names another owner, or none, or that holds objects and
 //     no marker, is never admitted into (Admitted=False, PrefixTaken). A
-//     collector whose Location sets Owner and Marker deletes an entry's
-//     data only when the marker names the entry (its deletion, cut short
-//     after the marker went, keeps the entry until the marker is written
-//     back: the backup-entry example does not set it yet).
+//     collector whose Location sets Owner and Marker (as the example
+//     does) deletes an entry's data only when the marker names the entry;
+//     with NoDataUnlessOwner for an entry whose prefix is not recorded on
+//     it (refused, or an admission whose status update was lost), a
+//     prefix marked by another is no data of the entry's, and it goes.
 //   - A bucket's finalizer is removed only when no entry, deleted or not,
 //     names the bucket; the removal carries the resourceVersion read.
 //   - An entry's data goes before its finalizer (collect.Collector.Finalize).
@@ -99,11 +109,21 @@
 //     the object's UID (without a marker: by the same name or adoption
 //     as Provision, so that a deletion interrupted after the marker went
 //     is finished); ErrNotOwned gives the deletion up for good and marks
-//     the bucket.
+//     the bucket. It deletes nothing a store bucket holds besides the
+//     marker: listed right before the deletion, any other object (or
+//     version) refuses it (ErrStoreNotEmpty), and the Pool gives the
+//     deletion up (StoreNotEmpty) and tries again after another grace
+//     period. The entries' own data went with their prefixes (their
+//     collectors delete it before their finalizers go), so what is left
+//     is no entry's of the pool: another installation's entries admitted
+//     to the same store bucket, or a writer's late backup.
 //   - A Migration never writes outside its target prefix in the shared
 //     bucket (backupstore.CopyBackups, which also refuses a source and a
-//     target that overlap in one bucket), repeats a step only when its
-//     record was lost, and deletes the legacy bucket only after
+//     target that overlap in one bucket), never replaces a marker there
+//     (StepCreatePrefix writes its own with backupstore.WriteMarker,
+//     naming the entry's UID under Migrating, keeps the admission's, and
+//     fails on one that names another owner), repeats a step only when
+//     its record was lost, and deletes the legacy bucket only after
 //     GracePeriod from the recorded switch.
 //   - A Migration deletes the legacy location (by default or through the
 //     caller's Hooks.DeleteLegacy) only when a dry-run copy, made right
@@ -122,6 +142,12 @@
 //     copy and again before the legacy location's deletion; one that is,
 //     or cannot be told from, one of them gets Migrated=False,
 //     SourceIsShared, and no step.
+//   - Migrating deletes no legacy location that another entry's migration
+//     copies from and has not copied yet: right before the deletion, the
+//     entries are listed (MigratingConfig.LiveEntries), and one whose
+//     source overlaps (backupstore.Overlap, by bucket identity and
+//     prefix) and whose migration is not at StepDeleteLegacy or done
+//     keeps it (ErrLegacyInUse, Migrated=False, LegacyInUse, naming it).
 //   - An entry that Pool cannot place (PoolConfig.Pool or NewBucket
 //     refuses) gets Admitted=False, reason NoPool, with the refusal.
 //   - A Migration with DryRun deletes nothing: it reports what the
@@ -151,6 +177,12 @@
 // Not guaranteed:
 //   - A Migration's hooks must be idempotent: a step whose record was lost
 //     runs again.
+//   - Without MigratingConfig.LiveEntries, the entries are listed with
+//     Entries.List, which may be a cache: an entry created, or given its
+//     source, a moment before the legacy location's deletion may be
+//     missed. An entry whose source changed since its migration started
+//     (SourceChanged) holds it only when its recorded source is spelled
+//     as this one's (MigrationStatus.Source is a string for people).
 //   - An object written to the legacy location between the last dry-run
 //     copy and the deletion is deleted with it: stop every writer of the
 //     legacy location by the end of the grace period (a writer that
@@ -161,6 +193,11 @@
 //     whole bucket that holds the target or data it did not copy), and
 //     CopyBackups tells one bucket from another only when
 //     backupstore.OpenBucket opened both.
+//   - That an object written into a store bucket between Deprovision's
+//     listing and its deletion is kept: the window is one listing (S3
+//     and GCS refuse to delete a bucket that holds an object written
+//     after the deletion's own listing; see backupstore.DeleteBucket for
+//     Azure).
 //   - Pool does not create or delete the store's bucket behind a bucket
 //     object by itself, nor read its owner marker: the caller's Provision
 //     and Deprovision do (Grow's, with backupstore.CreateBucket and

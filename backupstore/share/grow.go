@@ -218,15 +218,20 @@ func (g Grow[B]) unmarked(b B, rawURL string, created bool) string {
 }
 
 // Deprovision is PoolConfig.Deprovision: it deletes the store's bucket of a
-// bucket the pool created, its data first (backupstore.DeleteBucket, with
-// opts), with the credentials of its Secret, if its owner marker, read
-// right before, names the object's UID (without a marker: if it is the
-// object's all the same, see Grow: a deletion interrupted after the
-// marker went is finished); a store bucket that is gone is nothing to
-// delete. A bucket outside any pool, and a member the pool did
+// bucket the pool created (backupstore.DeleteBucket, with opts), with the
+// credentials of its Secret, if its owner marker, read right before,
+// names the object's UID (without a marker: if it is the object's all the
+// same, see Grow: a deletion interrupted after the marker went is
+// finished), and if it holds nothing else; a store bucket that is gone is
+// nothing to delete. A bucket outside any pool, and a member the pool did
 // not create, are refused (ErrInvalidConfig): they are the
 // administrator's; a store bucket without the object's marker is refused
-// with an error wrapping ErrNotOwned. A dry run checks the same.
+// with an error wrapping ErrNotOwned; one that holds any object (or
+// version) besides the marker, listed right before the deletion, with an
+// error wrapping ErrStoreNotEmpty that names the keys: the marker proves
+// the bucket the pool's, not what others wrote into it, and the pool's
+// own entries took their data with them (their collectors delete it
+// before their finalizers go). A dry run checks the same.
 func (g Grow[B]) Deprovision(ctx context.Context, b B, opts *backupstore.DeleteOptions) (*backupstore.DeleteResult, error) {
 	pool := g.Member(b)
 	if pool == "" {
@@ -265,6 +270,24 @@ func (g Grow[B]) Deprovision(ctx context.Context, b B, opts *backupstore.DeleteO
 		if err := checkOwner(b, rawURL, have); err != nil {
 			return nil, err
 		}
+	}
+	// What the deletion would take, listed right before it: the marker
+	// alone, or nothing (a deletion interrupted after the marker went).
+	dry := backupstore.DeleteOptions{}
+	if opts != nil {
+		dry = *opts
+	}
+	dry.DryRun = true
+	check, err := backupstore.DeleteBucket(ctx, rawURL, creds, &dry)
+	if err != nil {
+		return check, fmt.Errorf("bucket %s: list the store's bucket %s: %w", b.GetName(), rawURL, err)
+	}
+	if others := slices.DeleteFunc(slices.Clone(check.Keys), func(k string) bool { return k == BucketOwnerKey }); len(others) > 0 {
+		return check, fmt.Errorf("%w: the store's bucket %s of bucket %s holds %d objects besides its owner marker (%s), which no entry of the pool owns now: they may be another's, not deleted",
+			ErrStoreNotEmpty, rawURL, b.GetName(), len(others), named(others))
+	}
+	if opts != nil && opts.DryRun {
+		return check, nil
 	}
 	return backupstore.DeleteBucket(ctx, rawURL, creds, opts)
 }

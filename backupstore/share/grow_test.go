@@ -125,18 +125,25 @@ func TestGrow(t *testing.T) {
 		t.Errorf("a missing Secret: %v", err)
 	}
 
-	// Deprovision deletes a member's store bucket, its data first, and
-	// refuses a bucket outside any pool and the administrator's member; a
-	// dry run deletes nothing.
+	// Deprovision deletes a member's store bucket that holds its marker
+	// alone (refusing one with data: ErrStoreNotEmpty), and refuses a
+	// bucket outside any pool and the administrator's member; a dry run
+	// deletes nothing.
 	if err := os.WriteFile(filepath.Join(dir, store, "backup"), []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	res, err := g.Deprovision(ctx, next, &backupstore.DeleteOptions{DryRun: true})
-	if err != nil || !slices.Equal(res.Keys, []string{"backup", share.BucketOwnerKey}) {
-		t.Errorf("Deprovision dry run: %+v, %v; want the key and the marker listed", res, err)
+	if _, err := g.Deprovision(ctx, next, nil); !errors.Is(err, share.ErrStoreNotEmpty) || !strings.Contains(err.Error(), "(backup)") {
+		t.Errorf("Deprovision of a store bucket holding data: %v; want ErrStoreNotEmpty naming it", err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, store, "backup")); err != nil {
-		t.Errorf("a dry run deleted data: %v", err)
+	if err := os.Remove(filepath.Join(dir, store, "backup")); err != nil {
+		t.Fatal(err)
+	}
+	res, err := g.Deprovision(ctx, next, &backupstore.DeleteOptions{DryRun: true})
+	if err != nil || !slices.Equal(res.Keys, []string{share.BucketOwnerKey}) {
+		t.Errorf("Deprovision dry run: %+v, %v; want the marker listed", res, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, store, share.BucketOwnerKey)); err != nil {
+		t.Errorf("a dry run deleted the marker: %v", err)
 	}
 	if _, err := g.Deprovision(ctx, next, nil); err != nil {
 		t.Fatal(err)
@@ -177,7 +184,11 @@ func TestGrow(t *testing.T) {
 // UID; one named by this installation for the object is taken without a
 // marker (a creation whose marker was not written, a deletion interrupted
 // after the marker went); two replicas that provision one bucket at once
-// both succeed, with one marker.
+// both succeed, with one marker. Deprovision deletes a store bucket it
+// owns only when it holds nothing but its marker: one that holds any
+// other object (an entry's data, a late backup, an adopted bucket's old
+// data) is refused with ErrStoreNotEmpty naming it, in a dry run too, and
+// the object stays.
 func TestGrowOwnsOnlyWhatItCreated(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -232,6 +243,15 @@ func testGrowOwnsOnlyWhatItCreated(t *testing.T, store *testenv.BlobStore) {
 		t.Helper()
 		if data, err := open(url).ReadAll(ctx, key); err != nil || string(data) != want {
 			t.Errorf("%s of %s: %q, %v; want %q kept", key, url, data, err, want)
+		}
+	}
+	notEmpty := func(g share.Grow[backup], b backup, key string) {
+		t.Helper()
+		for _, dryRun := range []bool{true, false} {
+			res, err := g.Deprovision(ctx, b, &backupstore.DeleteOptions{DryRun: dryRun})
+			if !errors.Is(err, share.ErrStoreNotEmpty) || !strings.Contains(err.Error(), key) || strings.Contains(err.Error(), share.BucketOwnerKey+",") {
+				t.Errorf("Deprovision (dry run %t) of %s holding %s: %+v, %v; want ErrStoreNotEmpty naming %s alone", dryRun, b.Spec.Prefix, key, res, err, key)
+			}
 		}
 	}
 	refused := func(g share.Grow[backup], b backup, what string) {
@@ -289,6 +309,13 @@ func testGrowOwnsOnlyWhatItCreated(t *testing.T, store *testenv.BlobStore) {
 	if err := ga.Provision(ctx, a9); err != nil {
 		t.Errorf("Provision of an adopted store bucket: %v", err)
 	}
+	// Adopted, the store bucket is the object's; its old data is no
+	// entry's of the pool, and is not deleted with it.
+	notEmpty(ga, a9, "e9/backup")
+	holds(old, "e9/backup", "old")
+	if err := open(old).Delete(ctx, "e9/backup"); err != nil { // by its owner
+		t.Fatal(err)
+	}
 	if _, err := ga.Deprovision(ctx, a9, nil); err != nil {
 		t.Errorf("Deprovision of an adopted store bucket: %v", err)
 	}
@@ -315,11 +342,16 @@ func testGrowOwnsOnlyWhatItCreated(t *testing.T, store *testenv.BlobStore) {
 	if ok, err := open(a3.Spec.Prefix).Exists(ctx, share.BucketOwnerKey); err != nil || !ok {
 		t.Errorf("marker of %s after Provision: there %t, %v", a3.Spec.Prefix, ok, err)
 	}
-	if err := open(a4.Spec.Prefix).WriteAll(ctx, "leftover", []byte("x"), nil); err != nil {
+	if err := open(a4.Spec.Prefix).WriteAll(ctx, "late/backup", []byte("x"), nil); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := ga.Deprovision(ctx, a4, nil); err != nil || res.Deleted != 1 {
-		t.Errorf("Deprovision of this installation's store bucket whose marker went: %+v, %v; want its leftover deleted", res, err)
+	notEmpty(ga, a4, "late/backup") // not the pool's, with or without a marker
+	holds(a4.Spec.Prefix, "late/backup", "x")
+	if err := open(a4.Spec.Prefix).Delete(ctx, "late/backup"); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := ga.Deprovision(ctx, a4, nil); err != nil || res.Deleted != 0 {
+		t.Errorf("Deprovision of this installation's empty store bucket whose marker went: %+v, %v; want it deleted", res, err)
 	}
 
 	// Two replicas provision a new bucket at once.
@@ -337,9 +369,13 @@ func testGrowOwnsOnlyWhatItCreated(t *testing.T, store *testenv.BlobStore) {
 		t.Errorf("marker of %s: %s, %v", a5.Spec.Prefix, marker, err)
 	}
 
-	// a deletes its own p-2; b's stays.
-	if res, err := ga.Deprovision(ctx, a2, nil); err != nil || res.Deleted != 2 {
-		t.Errorf("Deprovision of a's own p-2: %+v, %v; want its 2 objects deleted", res, err)
+	// a deletes its own p-2 once its entry's data went; b's stays.
+	notEmpty(ga, a2, "e1/backup")
+	if err := open(a2.Spec.Prefix).Delete(ctx, "e1/backup"); err != nil { // e1's collector
+		t.Fatal(err)
+	}
+	if res, err := ga.Deprovision(ctx, a2, nil); err != nil || res.Deleted != 1 {
+		t.Errorf("Deprovision of a's own p-2: %+v, %v; want its marker deleted", res, err)
 	}
 	if ok, err := open(b2.Spec.Prefix).Exists(ctx, share.BucketOwnerKey); err != nil || !ok {
 		t.Errorf("b's p-2 after a's deletion: marker there %t, %v; want it kept", ok, err)

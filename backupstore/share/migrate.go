@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/internal/storeerr"
@@ -23,6 +24,12 @@ import (
 // the step is retried, and deletes once nothing is missing.
 var ErrLegacyNotCopied = storeerr.ErrLegacyNotCopied
 
+// ErrLegacyInUse is StepDeleteLegacy's refusal, under Migrating, to delete
+// a legacy location that another entry's migration also copies from and
+// has not copied yet (MigratingConfig.LiveEntries): the step is retried,
+// and deletes once that migration is past its copies.
+var ErrLegacyInUse = storeerr.ErrLegacyInUse
+
 // MigrationStep is a step of the move of an entry's backups from a legacy
 // bucket of its own into its prefix in a shared bucket, in the order of the
 // seed's migration sequence.
@@ -30,7 +37,8 @@ type MigrationStep string
 
 // The steps, in order. A MigrationStatus names the next one to run.
 const (
-	// StepCreatePrefix writes the marker under the target prefix.
+	// StepCreatePrefix writes the marker under the target prefix, never
+	// over another (Migration.MarkerOwner).
 	StepCreatePrefix MigrationStep = "CreatePrefix"
 	// StepCopy copies the legacy objects with a manifest (None, Copied,
 	// NotFound) while the writer still writes to the legacy bucket.
@@ -46,7 +54,9 @@ const (
 	StepResumeWriter MigrationStep = "ResumeWriter"
 	// StepDeleteLegacy deletes the legacy bucket once GracePeriod has
 	// passed since the switch (Hooks.DeleteLegacy), and only while the
-	// target holds every legacy object (ErrLegacyNotCopied).
+	// target holds every legacy object (ErrLegacyNotCopied) and, under
+	// Migrating, no other entry's migration still has to copy it
+	// (ErrLegacyInUse).
 	StepDeleteLegacy MigrationStep = "DeleteLegacy"
 	// StepDone: nothing is left to do.
 	StepDone MigrationStep = "Done"
@@ -129,9 +139,17 @@ type Migration struct {
 	// ManifestKey is where the copy's manifest is kept in the shared
 	// bucket, under TargetPrefix; default TargetPrefix+"migration-manifest.json".
 	ManifestKey string
-	// Marker is written at TargetPrefix+MarkerKey by StepCreatePrefix.
-	Marker    []byte
-	MarkerKey string
+	// Marker is written at TargetPrefix+MarkerKey by StepCreatePrefix,
+	// with MarkerOwner (the entry's UID; Migrating sets it) as its owner
+	// (backupstore.WriteMarker). A marker is never replaced: one there
+	// already that names MarkerOwner (the admission's, when MarkerKey is
+	// the Share's) is kept as it is, and one that names another owner, or
+	// none while MarkerOwner is set, fails the step. Without MarkerOwner
+	// the marker is written only where there is none, and one there that
+	// names an owner fails the step.
+	Marker      []byte
+	MarkerKey   string
+	MarkerOwner string
 	// Hooks are the operator's steps: Pause, Switch and Resume are
 	// required.
 	Hooks MigrationHooks
@@ -150,11 +168,19 @@ type Migration struct {
 	// DryRunWait (default 1h). The other steps run: they delete nothing.
 	DryRun     bool
 	DryRunWait time.Duration
+
+	// inUse, set by Migrating, says why the legacy location must not be
+	// deleted now (another entry's migration has not copied it yet):
+	// asked right before the deletion, after the dry-run copy.
+	inUse func(ctx context.Context) error
 }
 
 // Next runs the next step of st and records it in st: on success st names
 // the step after it; on failure st.LastError says why and the error is
-// returned (retry with backoff; the step is run again). It returns
+// returned (retry with backoff; the step is run again). A copy step never
+// writes over an object of the target that holds other content: it fails
+// (backupstore.ErrTargetDiffers, naming the keys) until a person moves
+// one of the two. It returns
 // whether the migration is done and, while the legacy bucket waits for
 // its grace period, when to call again. Persist st after every call
 // (before the next one): a step whose record is lost runs again.
@@ -174,8 +200,10 @@ type Migration struct {
 // over an object of the target, or with a missing key under
 // TargetPrefix (the legacy location may hold the target), is not made:
 // those keys stay missing, and the legacy location stays, until a person
-// copies or deletes them. With DryRun, the report says why nothing would
-// be deleted now.
+// copies or deletes them. Under Migrating, the deletion also waits, right
+// before it, while another entry's migration from the same legacy
+// location has not copied it (ErrLegacyInUse). With DryRun, the report
+// says why nothing would be deleted now.
 func (m *Migration) Next(ctx context.Context, st *MigrationStatus) (done bool, after time.Duration, err error) {
 	if err := m.check(); err != nil {
 		return false, 0, err
@@ -204,10 +232,8 @@ func (m *Migration) Next(ctx context.Context, st *MigrationStatus) (done bool, a
 		}
 		defer release()
 		if st.Step == StepCreatePrefix {
-			if m.MarkerKey != "" {
-				if err := shared.WriteAll(ctx, m.TargetPrefix+m.MarkerKey, m.Marker, nil); err != nil {
-					return fail(err)
-				}
+			if err := m.writeMarker(ctx, shared); err != nil {
+				return fail(err)
 			}
 			break
 		}
@@ -246,7 +272,12 @@ func (m *Migration) Next(ctx context.Context, st *MigrationStatus) (done bool, a
 		// before the switch: read it again now, for the default deletion
 		// and a hook of the caller's alike.
 		notCopied := m.checkCopied(ctx, st)
-		if notCopied != nil && (!m.DryRun || !errors.Is(notCopied, ErrLegacyNotCopied)) {
+		if notCopied == nil && m.inUse != nil {
+			// Asked last, right before the deletion: another entry whose
+			// migration started during the dry-run copy is seen.
+			notCopied = m.inUse(ctx)
+		}
+		if notCopied != nil && (!m.DryRun || !errors.Is(notCopied, ErrLegacyNotCopied) && !errors.Is(notCopied, ErrLegacyInUse)) {
 			return fail(notCopied)
 		}
 		if m.DryRun {
@@ -300,6 +331,49 @@ func (m *Migration) copyOptions() backupstore.CopyOptions {
 	opts.SourcePrefix, opts.TargetPrefix = m.SourcePrefix, m.TargetPrefix
 	opts.ManifestKey = cmp.Or(m.ManifestKey, m.TargetPrefix+"migration-manifest.json")
 	return opts
+}
+
+// writeMarker writes the marker of StepCreatePrefix, never over another:
+// the prefix may hold the owner marker of its admission at that key, and
+// replacing it would lose the proof of whose the prefix is (a collector
+// then keeps its data for good).
+func (m *Migration) writeMarker(ctx context.Context, shared *blob.Bucket) error {
+	if m.MarkerKey == "" {
+		return nil
+	}
+	key := m.TargetPrefix + m.MarkerKey
+	var err error
+	if m.MarkerOwner != "" {
+		err = backupstore.WriteMarker(ctx, shared, key, m.MarkerOwner, m.Marker)
+		if gcerrors.Code(err) != gcerrors.FailedPrecondition {
+			return err
+		}
+	} else {
+		// Asked first: fileblob's conditional write replaces the
+		// metadata (the owner) of the marker it fails on
+		// (backupstore.WriteMarker).
+		ok, err := shared.Exists(ctx, key)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			err = shared.WriteAll(ctx, key, m.Marker, &blob.WriterOptions{IfNotExist: true})
+			if gcerrors.Code(err) != gcerrors.FailedPrecondition {
+				return err
+			}
+		}
+	}
+	// There already: an earlier attempt's, the admission's, or another's.
+	owner, found, err := backupstore.MarkerOwner(ctx, shared, key)
+	switch {
+	case err != nil:
+		return err
+	case !found:
+		return fmt.Errorf("the marker %q was there, and is gone: written again at the retry", key)
+	case owner != m.MarkerOwner:
+		return fmt.Errorf("the marker %q names owner %q, not %q: the prefix is not this entry's, and its marker is not replaced", key, owner, m.MarkerOwner)
+	}
+	return nil
 }
 
 // maxNamed bounds the keys an error names.
@@ -370,7 +444,7 @@ func (m *Migration) checkCopied(ctx context.Context, st *MigrationStatus) error 
 	case leftOut > 0:
 		why = append(why, "they are not copied while the filters leave objects out")
 	case len(res.Overwrites) > 0:
-		why = append(why, fmt.Sprintf("they are not copied: the copy would write over %s of the target: %s", objects(len(res.Overwrites)), named(res.Overwrites)))
+		why = append(why, fmt.Sprintf("they are not copied: the target holds other content at %s: %s", objects(len(res.Overwrites)), named(res.Overwrites)))
 	case nests:
 		why = append(why, fmt.Sprintf("they are not copied: some lie under the target prefix %q, so the legacy location may hold the target", m.TargetPrefix))
 	default:

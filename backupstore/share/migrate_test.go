@@ -466,3 +466,82 @@ func TestMigrationKeepsWhatAWriterWritesAfterTheSwitchOnMinIO(t *testing.T) {
 	t.Logf("%d legacy objects migrated, %d of them written by the writer", len(atEnd), r.writtenLegacy)
 	r.mu.Unlock()
 }
+
+// StepCreatePrefix never replaces a marker, on each store (file://,
+// MinIO): the admission's owner marker at the same key (MarkerKey is the
+// Share's) is kept as it is, content and owner, and the step goes on; a
+// marker that names another owner, or none, fails the step, naming the
+// key and the owner, and stays; with no marker, the step writes one that
+// names MarkerOwner; without MarkerOwner, one only where there is none.
+func TestMigrationNeverReplacesAMarker(t *testing.T) {
+	for _, store := range []struct {
+		name string
+		open func(testing.TB) *testenv.BlobStore
+	}{{"file", testenv.File}, {"MinIO", testenv.S3}} {
+		t.Run(store.name, func(t *testing.T) {
+			ctx := context.Background()
+			legacy, shared := store.open(t).Open(t), store.open(t).Open(t)
+			const key = "ns.a/.groundskeeper-entry"
+			noop := func(context.Context) error { return nil }
+			for _, tc := range []struct {
+				name         string
+				owner        string // MarkerOwner
+				before       string // the marker's owner before, "-" for none, "" for one without
+				fails        bool
+				wantOwner    string
+				wantContents string
+			}{
+				{"the admission's marker", "uid-a", "uid-a", false, "uid-a", "admission"},
+				{"another owner's", "uid-a", "uid-b", true, "uid-b", "admission"},
+				{"a marker without an owner", "uid-a", "", true, "", "admission"},
+				{"no marker", "uid-a", "-", false, "uid-a", "migration"},
+				{"no marker, no MarkerOwner", "", "-", false, "", "migration"},
+				{"without MarkerOwner, another owner's", "", "uid-b", true, "uid-b", "admission"},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					if err := shared.Delete(ctx, key); err != nil && !strings.Contains(err.Error(), "not found") && !strings.Contains(err.Error(), "NotFound") {
+						t.Fatal(err)
+					}
+					switch tc.before {
+					case "-":
+					case "":
+						if err := shared.WriteAll(ctx, key, []byte("admission"), nil); err != nil {
+							t.Fatal(err)
+						}
+					default:
+						if err := backupstore.WriteMarker(ctx, shared, key, tc.before, []byte("admission")); err != nil {
+							t.Fatal(err)
+						}
+					}
+					m := &share.Migration{
+						Buckets: func(context.Context) (*blob.Bucket, *blob.Bucket, func(), error) {
+							return legacy, shared, func() {}, nil
+						},
+						TargetPrefix: "ns.a/", MarkerKey: ".groundskeeper-entry", Marker: []byte("migration"), MarkerOwner: tc.owner,
+						Hooks: share.MigrationHooks{Pause: noop, Switch: noop, Resume: noop},
+					}
+					st := &share.MigrationStatus{}
+					_, _, err := m.Next(ctx, st)
+					if tc.fails {
+						if err == nil || st.Step != share.StepCreatePrefix || !strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), fmt.Sprintf("owner %q", tc.before)) {
+							t.Errorf("step: %v, next %s; want it failed naming %s and owner %q", err, st.Step, key, tc.before)
+						}
+					} else if err != nil || st.Step != share.StepCopy {
+						t.Errorf("step: %v, next %s; want %s", err, st.Step, share.StepCopy)
+					}
+					owner, found, err := backupstore.MarkerOwner(ctx, shared, key)
+					if err != nil {
+						t.Fatal(err)
+					}
+					data, err := shared.ReadAll(ctx, key)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !found || owner != tc.wantOwner || string(data) != tc.wantContents {
+						t.Errorf("the marker names %q (found %t) and holds %q; want %q, %q", owner, found, data, tc.wantOwner, tc.wantContents)
+					}
+				})
+			}
+		})
+	}
+}

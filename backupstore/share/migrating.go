@@ -1,6 +1,7 @@
 package share
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -48,12 +49,17 @@ const (
 	// the target lacks (ErrLegacyNotCopied): the legacy location is kept,
 	// and the step retried.
 	ReasonLegacyNotCopied = "LegacyNotCopied"
+	// ReasonLegacyInUse: StepDeleteLegacy found another entry whose
+	// migration copies from the same legacy location (or one that
+	// overlaps it) and has not copied it yet (ErrLegacyInUse): the legacy
+	// location is kept, and the step retried.
+	ReasonLegacyInUse = "LegacyInUse"
 )
 
 // ConditionMigrated is the condition a Migrating keeps on each entry with a
 // migration when MigratingConfig.Conditions is set: False while the
 // migration runs (reason MigrationStep, or MigrationFailed with the last
-// error, LegacyNotCopied, SourceChanged or SourceIsShared), True once it
+// error, LegacyNotCopied, LegacyInUse, SourceChanged or SourceIsShared), True once it
 // is done (Migrated, or AlreadyMigrated when the spec names another
 // source since).
 const ConditionMigrated = "Migrated"
@@ -81,6 +87,15 @@ type MigratingConfig[E, B collect.Object] struct {
 	// refused (ReasonSourceIsShared). Required.
 	LiveBuckets func(ctx context.Context) ([]B, error)
 	BucketURL   func(b B) string
+	// LiveEntries lists every entry (of every namespace) from the API
+	// server, never from a cache (crt/backups.LiveList): right before
+	// StepDeleteLegacy deletes, an entry whose Source overlaps this
+	// one's (backupstore.Overlap) and whose migration has not reached
+	// StepDeleteLegacy (not copied yet, or not started) keeps the legacy
+	// location (ErrLegacyInUse). nil lists with Entries.List(ctx, ""),
+	// which may be a cache (crt/backups.Objects): an entry created, or
+	// given its source, a moment before may then be missed.
+	LiveEntries func(ctx context.Context) ([]E, error)
 	// Hooks are the hooks of e's writer (crt/backups.DeploymentWriter).
 	// Without a DeleteLegacy hook, a legacy location that is a whole
 	// bucket (no prefix, no prefix= in its URL) is deleted with its data
@@ -101,8 +116,8 @@ type MigratingConfig[E, B collect.Object] struct {
 	// migration (nil before the first step). Required.
 	Status func(E) **MigrationStatus
 	// Migration is copied into each entry's migration: set GracePeriod,
-	// a Marker, Copy options; Buckets, SourcePrefix, TargetPrefix and
-	// Hooks are the entry's.
+	// a Marker, Copy options; Buckets, SourcePrefix, TargetPrefix,
+	// MarkerOwner (its UID) and Hooks are the entry's.
 	Migration Migration
 	// Wait is when an entry with a migration that is not admitted yet is
 	// looked at again (an admission writes only the status, which does
@@ -139,6 +154,19 @@ type MigratingConfig[E, B collect.Object] struct {
 // (a refusal there would keep the writer paused, and they delete
 // nothing).
 //
+// Two entries may migrate from one legacy location (or from two that
+// overlap: a bucket and a prefix of it), each into its own prefix: each
+// copies it whole. Neither deletes it while the other has not copied it:
+// right before StepDeleteLegacy deletes (after its dry-run copy), the
+// entries are listed (LiveEntries), and one other than e, deleted or
+// not, whose Source overlaps e's and whose recorded step is before
+// StepDeleteLegacy (or that has none yet) keeps the legacy location:
+// the step fails with ErrLegacyInUse naming it (condition reason
+// LegacyInUse, a Warning event) and is retried. So is one whose recorded
+// source (SourceChanged) is e's, spelled alike. The copies themselves are
+// not held: two migrations that each waited for the other to copy first
+// would wait for ever.
+//
 // The deletion of an entry ends its migration. When the migration had
 // paused the writer and not resumed it, Migrating resumes it (Hooks.Resume)
 // and records ResumedAt before the Reconciler goes on with the deletion,
@@ -166,6 +194,10 @@ func NewMigrating[E, B collect.Object](cfg MigratingConfig[E, B]) (*Migrating[E,
 		if !f.ok {
 			return nil, fmt.Errorf("%w: share: MigratingConfig.%s is required", ErrInvalidConfig, f.name)
 		}
+	}
+	if cfg.LiveEntries == nil {
+		entries := cfg.Entries
+		cfg.LiveEntries = func(ctx context.Context) ([]E, error) { return entries.List(ctx, "") }
 	}
 	if cfg.Wait <= 0 {
 		cfg.Wait = time.Second
@@ -316,8 +348,11 @@ func (m *Migrating[E, B]) condition(e E, st *MigrationStatus, err error, reason,
 
 // failedReason is the reason of a step's failure err.
 func failedReason(err error) string {
-	if errors.Is(err, ErrLegacyNotCopied) {
+	switch {
+	case errors.Is(err, ErrLegacyNotCopied):
 		return ReasonLegacyNotCopied
+	case errors.Is(err, ErrLegacyInUse):
+		return ReasonLegacyInUse
 	}
 	return ReasonMigrationFailed
 }
@@ -427,10 +462,70 @@ func (m *Migrating[E, B]) sharedSource(ctx context.Context, e E, src collect.Loc
 	return "", nil
 }
 
+// legacyInUse returns an error that is ErrLegacyInUse, naming them, when
+// an entry other than e (LiveEntries) migrates from a source that
+// overlaps src and has not copied it yet: its recorded step is before
+// StepDeleteLegacy, or it has none. An entry whose source cannot be
+// compared with src counts as one that overlaps. The error is also one
+// for a list that failed: nothing is deleted on a list not read.
+func (m *Migrating[E, B]) legacyInUse(ctx context.Context, e E, src collect.Location) error {
+	from, err := backupstore.ParseURL(src.URL)
+	if err != nil {
+		return fmt.Errorf("%w: the source %s cannot be compared with other entries' sources: %w", ErrLegacyInUse, src.Where(), err)
+	}
+	entries, err := m.cfg.LiveEntries(ctx)
+	if err != nil {
+		return fmt.Errorf("list the entries whose migration may copy from %s: %w", src.Where(), err)
+	}
+	var users []string
+	for _, o := range entries {
+		if o.GetUID() == e.GetUID() && o.GetNamespace() == e.GetNamespace() && o.GetName() == e.GetName() {
+			continue
+		}
+		step := StepCreatePrefix
+		var recorded string
+		if st := *m.cfg.Status(o); st != nil {
+			recorded = st.Source
+			step = cmp.Or(st.Step, StepCreatePrefix)
+		}
+		if step == StepDeleteLegacy || step == StepDone {
+			continue // it has copied what it copies: the rest it checks itself
+		}
+		name := o.GetName()
+		if o.GetNamespace() != "" {
+			name = o.GetNamespace() + "/" + name
+		}
+		// Its recorded source, the one it copies from, and the one its
+		// spec names: either may be copied from next.
+		why := ""
+		if recorded == src.Where() {
+			why = "records it"
+		}
+		if s, ok := m.cfg.Source(o); ok && why == "" {
+			u, err := backupstore.ParseURL(s.URL)
+			switch {
+			case err != nil:
+				why = fmt.Sprintf("names %s, which cannot be compared with it: %v", s.Where(), err)
+			case backupstore.Overlap(from, src.Prefix, u, s.Prefix):
+				why = "names " + s.Where()
+			}
+		}
+		if why != "" {
+			users = append(users, fmt.Sprintf("%s (%s, at step %s)", name, why, step))
+		}
+	}
+	if len(users) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s is kept for %s", ErrLegacyInUse, src.Where(), named(users))
+}
+
 // migration is e's migration from src into its prefix.
 func (m *Migrating[E, B]) migration(e E, src collect.Location) *Migration {
 	mig := m.cfg.Migration
 	mig.SourcePrefix, mig.TargetPrefix, mig.Hooks = src.Prefix, m.cfg.Prefix(e), m.cfg.Hooks(e)
+	mig.MarkerOwner = string(e.GetUID()) // the admission's marker names it too
+	mig.inUse = func(ctx context.Context) error { return m.legacyInUse(ctx, e, src) }
 	if mig.Clock == nil {
 		mig.Clock = m.cfg.Clock
 	}

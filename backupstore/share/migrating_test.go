@@ -109,7 +109,7 @@ func bucketObject(name, rawURL string) *migEntry {
 	return &migEntry{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{"url": rawURL}}}
 }
 
-func newMigWorld(t *testing.T, r share.Reconciler[*migEntry, *migEntry], hooks func(*migWorld) share.MigrationHooks) *migWorld {
+func newMigWorld(t *testing.T, r share.Reconciler[*migEntry, *migEntry], hooks func(*migWorld) share.MigrationHooks, edits ...func(*share.MigratingConfig[*migEntry, *migEntry])) *migWorld {
 	t.Helper()
 	w := &migWorld{ctx: context.Background(), clk: clocktesting.NewFakeClock(time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)), source: "mem://legacy"}
 	ctx := w.ctx
@@ -146,7 +146,7 @@ func newMigWorld(t *testing.T, r share.Reconciler[*migEntry, *migEntry], hooks f
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.m, err = share.NewMigrating(share.MigratingConfig[*migEntry, *migEntry]{
+	cfg := share.MigratingConfig[*migEntry, *migEntry]{
 		Reconciler: r, Entries: w.store, Collector: c, Clock: w.clk,
 		Migration:  share.Migration{GracePeriod: time.Hour},
 		Status:     func(e *migEntry) **share.MigrationStatus { return &e.Status.Migration },
@@ -164,7 +164,11 @@ func newMigWorld(t *testing.T, r share.Reconciler[*migEntry, *migEntry], hooks f
 			return slices.Clone(w.bucketObjects), nil
 		},
 		BucketURL: func(b *migEntry) string { return b.Annotations["url"] },
-	})
+	}
+	for _, edit := range edits {
+		edit(&cfg)
+	}
+	w.m, err = share.NewMigrating(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -782,5 +786,46 @@ func TestNewMigratingNeedsTheBuckets(t *testing.T) {
 		if _, err := share.NewMigrating(cfg); !errors.Is(err, share.ErrInvalidConfig) || !strings.Contains(err.Error(), field) {
 			t.Errorf("without %s: %v; want ErrInvalidConfig naming it", field, err)
 		}
+	}
+}
+
+// Under Migrating, StepCreatePrefix writes its marker with the entry's UID
+// as owner and never over the admission's: with the Migration's MarkerKey
+// the Share's, the admission's marker (WriteMarker, the entry's UID) stays
+// as it was, owner and content, and the migration goes on; a marker at
+// that key that names another owner fails the step and stays.
+func TestMigratingKeepsTheAdmissionsMarker(t *testing.T) {
+	for _, tc := range []struct {
+		name, owner string
+		fails       bool
+	}{{"the entry's", "uid-a", false}, {"another's", "uid-b", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := &counting{}
+			w := newMigWorld(t, placed{}, h.hooks, func(cfg *share.MigratingConfig[*migEntry, *migEntry]) {
+				cfg.Migration.MarkerKey, cfg.Migration.Marker = ".groundskeeper-entry", []byte("migration")
+			})
+			w.store.e.UID = "uid-a"
+			w.store.e.Status.Prefix = "shoot--a/"
+			const key = "shoot--a/.groundskeeper-entry"
+			if err := backupstore.WriteMarker(w.ctx, w.shared, key, tc.owner, []byte("admission")); err != nil {
+				t.Fatal(err)
+			}
+			_, err := w.reconcile()
+			st := w.store.e.Status.Migration
+			if tc.fails {
+				if err == nil || st.Step != share.StepCreatePrefix || !strings.Contains(st.LastError, `names owner "uid-b", not "uid-a"`) {
+					t.Errorf("a marker of another owner: %v, status %+v; want the step failed, naming both", err, st)
+				}
+			} else if err != nil || st.Step != share.StepCopy {
+				t.Errorf("the admission's marker: %v, status %+v; want step %s next", err, st, share.StepCopy)
+			}
+			owner, found, err := backupstore.MarkerOwner(w.ctx, w.shared, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if data := w.contents(t, w.shared)[key]; !found || owner != tc.owner || data != "admission" {
+				t.Errorf("the marker names %q and holds %q; want %q and the admission's content, as written", owner, data, tc.owner)
+			}
+		})
 	}
 }

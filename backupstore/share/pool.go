@@ -28,6 +28,15 @@ var ErrPoolFull = storeerr.ErrPoolFull
 // deletes it.
 var ErrNotOwned = storeerr.ErrNotOwned
 
+// ErrStoreNotEmpty is returned by Grow's Deprovision for a store bucket
+// that holds anything besides its owner marker: no entry of the pool owns
+// that data any more (their collectors deleted theirs), so it may be
+// another's (an entry of another installation admitted to the same store
+// bucket, a writer's late backup), and it is not deleted. The Pool gives
+// the deletion up (DeletionCancelled) and tries again when the bucket has
+// been empty for its grace period once more.
+var ErrStoreNotEmpty = storeerr.ErrStoreNotEmpty
+
 // PoolConfig says how entries that name no bucket are placed in a pool of
 // buckets (Gardener's buckets per provider and region, each with the
 // quota's limit of entries), and how the pool grows.
@@ -81,14 +90,17 @@ type PoolConfig[E, B collect.Object] struct {
 	// default, never deletes a bucket (and removes a stamp or a mark left
 	// from a deletion that was on).
 	DeleteEmptyAfter time.Duration
-	// Deprovision deletes the store's bucket behind a bucket object, its
-	// data first: backupstore.DeleteBucket with the bucket's URL and
-	// credentials and opts (nil, or a dry run). A bucket already gone is
-	// success; data under Object Lock is backupstore.ErrRetained. It must
-	// refuse, with an error wrapping ErrNotOwned, a store bucket it cannot
-	// prove the object's, checked right before the deletion
-	// (Grow.Deprovision reads the owner marker): the deletion is then
-	// given up and the bucket marked (AnnotationStoreNotOwned).
+	// Deprovision deletes the store's bucket behind a bucket object:
+	// backupstore.DeleteBucket with the bucket's URL and credentials and
+	// opts (nil, or a dry run). A bucket already gone is success; data
+	// under Object Lock is backupstore.ErrRetained. It must refuse, with
+	// an error wrapping ErrNotOwned, a store bucket it cannot prove the
+	// object's, checked right before the deletion (Grow.Deprovision reads
+	// the owner marker): the deletion is then given up and the bucket
+	// marked (AnnotationStoreNotOwned). An error wrapping
+	// ErrStoreNotEmpty (Grow.Deprovision's, for a store bucket holding
+	// objects besides its marker) gives the deletion up until the bucket
+	// has been empty for DeleteEmptyAfter again.
 	// Required with DeleteEmptyAfter.
 	Deprovision func(ctx context.Context, b B, opts *backupstore.DeleteOptions) (*backupstore.DeleteResult, error)
 	// LiveEntries lists every entry (all that Share's Entries.List

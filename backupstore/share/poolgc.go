@@ -68,6 +68,11 @@ const (
 	// ReasonStoreOwned (Normal): a bucket marked StoreNotOwned is proven
 	// the owner of its store's bucket.
 	ReasonStoreOwned = "StoreOwned"
+	// ReasonStoreNotEmpty (Warning): the store's bucket of an empty bucket
+	// holds objects besides its owner marker (ErrStoreNotEmpty): they are
+	// kept, and the deletion given up until the bucket has been empty for
+	// the grace period again.
+	ReasonStoreNotEmpty = "StoreNotEmpty"
 )
 
 // BucketDeletion is what DeleteEmpty did with one bucket or, in a dry run,
@@ -113,7 +118,10 @@ func (p *Pool[E, B]) deleting(b B) bool {
 //     (AnnotationDeleting) with the resourceVersion read, so that a place
 //     taken in between makes the mark fail; then, read fresh again, it is
 //     given up if an entry or a claim appeared before the mark; the
-//     store's bucket is deleted (Deprovision: data first); a last fresh
+//     store's bucket is deleted (Deprovision: with Grow's, only when it
+//     holds nothing but its owner marker: ErrStoreNotEmpty gives the
+//     deletion up, with a Warning StoreNotEmpty, and the bucket is
+//     stamped again later); a last fresh
 //     read gives up if an entry appeared meanwhile (its store's bucket is
 //     provisioned again); the bucket object is deleted with the UID and
 //     resourceVersion of that read, and goes when Share removes its
@@ -245,6 +253,13 @@ func (p *Pool[E, B]) finishDeletion(ctx context.Context, b B) (d BucketDeletion,
 	}
 	res, err := p.cfg.Deprovision(ctx, fresh, nil)
 	d.Store = res
+	if errors.Is(err, ErrStoreNotEmpty) {
+		// Data no entry of the pool owns: kept, and the bucket in service
+		// again; stamped empty again, it is tried after the grace period.
+		d.Store = nil
+		rec.Event(fresh, corev1.EventTypeWarning, ReasonStoreNotEmpty, err.Error())
+		return cancel(fresh, err.Error())
+	}
 	if errors.Is(err, ErrNotOwned) {
 		// Never the pool's to delete: given up for good, and marked.
 		d.Store, d.Kept = nil, err.Error()
@@ -294,11 +309,15 @@ func (p *Pool[E, B]) finishDeletion(ctx context.Context, b B) (d BucketDeletion,
 func (p *Pool[E, B]) dryRun(ctx context.Context, b B, d BucketDeletion) (BucketDeletion, bool, error) {
 	res, err := p.cfg.Deprovision(ctx, b, &backupstore.DeleteOptions{DryRun: true})
 	d.Store = res
-	if errors.Is(err, ErrNotOwned) {
+	if errors.Is(err, ErrNotOwned) || errors.Is(err, ErrStoreNotEmpty) {
+		reason := ReasonStoreNotOwned
+		if errors.Is(err, ErrStoreNotEmpty) {
+			reason = ReasonStoreNotEmpty
+		}
 		d.Store, d.Kept = nil, err.Error()
 		msg := "dry run: would not delete the empty bucket: " + err.Error()
 		logr.FromContextOrDiscard(ctx).Info(msg, "bucket", b.GetName())
-		p.cfg.Share.cfg.Recorder.Event(b, corev1.EventTypeWarning, ReasonStoreNotOwned, msg)
+		p.cfg.Share.cfg.Recorder.Event(b, corev1.EventTypeWarning, reason, msg)
 		return d, false, nil
 	}
 	if err != nil {

@@ -349,10 +349,12 @@ func (p *gcPool) checkEntries() {
 
 // An empty bucket on MinIO and on Azurite is stamped when its last entry
 // is gone, kept until the grace period is over (a second short of it, it
-// and its store's bucket are there), then deleted: the store's bucket
-// with its leftovers, then the object. The pool grows past the gap (p-4
-// after p-1 and p-3). The pool keeps its first bucket, empty or not, and
-// the next entry goes there.
+// and its store's bucket are there); an object written into its store's
+// bucket outside the controller keeps it then (StoreNotEmpty: the
+// deletion is given up); once that object is gone, after another grace
+// period, it is deleted: the store's bucket, then the object. The pool
+// grows past the gap (p-4 after p-1 and p-3). The pool keeps its first
+// bucket, empty or not, and the next entry goes there.
 func TestPoolDeletesAnEmptyBucketAfterGrace(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -386,8 +388,20 @@ func TestPoolDeletesAnEmptyBucketAfterGrace(t *testing.T) {
 			}
 			p.clock.Step(time.Second)
 			p.settle()
+			if b := p.bucket("p-2"); b == nil || b.Annotations[share.AnnotationDeleting] != "" || !p.storeExists("p-2") {
+				t.Fatalf("p-2 after its grace period, its store's bucket holding another's object: %+v, store's bucket there: %v; want both kept", b, p.storeExists("p-2"))
+			}
+			if got, err := leftover.ReadAll(p.ctx, "written/outside/the-controller"); err != nil || string(got) != "x" {
+				t.Fatalf("the object written outside the controller: %q, %v; want it kept", got, err)
+			}
+			if err := leftover.Delete(p.ctx, "written/outside/the-controller"); err != nil {
+				t.Fatal(err)
+			}
+			p.settle()
+			p.clock.Step(grace)
+			p.settle()
 			if b := p.bucket("p-2"); b != nil || p.storeExists("p-2") {
-				t.Fatalf("p-2 after its grace period: object %+v, store's bucket there: %v", b, p.storeExists("p-2"))
+				t.Fatalf("p-2 after another grace period, its store's bucket holding its marker alone: object %+v, store's bucket there: %v", b, p.storeExists("p-2"))
 			}
 			// A cache that still shows the stamped p-2 does not create its
 			// store's bucket again.
@@ -591,7 +605,9 @@ func TestPoolDeletesOnlyTheObjectItRead(t *testing.T) {
 }
 
 // A dry run reports the bucket whose grace period is over with what its
-// deletion would delete, and deletes and marks nothing.
+// deletion would delete (its owner marker), or why it would not (an
+// object besides the marker: StoreNotEmpty), and deletes and marks
+// nothing.
 func TestPoolDryRunDeletesNothing(t *testing.T) {
 	p := newGCPool(t, testenv.File(t), true)
 	p.twoBuckets()
@@ -609,8 +625,18 @@ func TestPoolDryRunDeletesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	d, err := p.pool.DeleteEmpty(p.ctx, p.bucket("p-2"))
-	if want := int64(3 + len(marker)); err != nil || !d.Deleted || d.Store == nil || !slices.Equal(d.Store.Keys, []string{share.BucketOwnerKey, "leftover/1"}) || d.Store.Bytes != want {
-		t.Errorf("dry run: %+v (store %+v), %v; want p-2 with its owner marker and leftover/1, %d bytes", d, d.Store, err, want)
+	if err != nil || d.Deleted || d.Store != nil || !strings.Contains(d.Kept, "leftover/1") {
+		t.Errorf("dry run, an object besides the marker: %+v, %v; want p-2 kept, naming leftover/1", d, err)
+	}
+	if err := b.Delete(p.ctx, "leftover/1"); err != nil {
+		t.Fatal(err)
+	}
+	d, err = p.pool.DeleteEmpty(p.ctx, p.bucket("p-2"))
+	if want := int64(len(marker)); err != nil || !d.Deleted || d.Store == nil || !slices.Equal(d.Store.Keys, []string{share.BucketOwnerKey}) || d.Store.Bytes != want {
+		t.Errorf("dry run: %+v (store %+v), %v; want p-2 with its owner marker, %d bytes", d, d.Store, err, want)
+	}
+	if err := b.WriteAll(p.ctx, "leftover/1", []byte("abc"), nil); err != nil {
+		t.Fatal(err)
 	}
 	p.settle()
 	if b := p.bucket("p-2"); b == nil || b.DeletionTimestamp != nil || b.Annotations[share.AnnotationDeleting] != "" || !p.storeExists("p-2") {
@@ -841,8 +867,10 @@ func TestPoolsOfTwoInstallationsShareAStore(t *testing.T) {
 // when its grace period is over: Deprovision refuses it (ErrNotOwned),
 // the deletion is given up and the bucket marked StoreNotOwned, its data
 // kept, and it takes no place. Once an administrator adopts it with the
-// object's UID, it gets its marker, loses the mark, and goes after its
-// grace period like any empty bucket of the pool.
+// object's UID, it gets its marker and loses the mark; its data, no
+// entry's of the pool, keeps it (StoreNotEmpty) until its owner deletes
+// it, and then it goes after its grace period like any empty bucket of
+// the pool.
 func TestPoolKeepsAStoreBucketItCannotProve(t *testing.T) {
 	p := newGCPool(t, testenv.File(t), false)
 	p.twoBuckets()
@@ -893,6 +921,19 @@ func TestPoolKeepsAStoreBucketItCannotProve(t *testing.T) {
 	}
 	if marker, err := store.ReadAll(p.ctx, share.BucketOwnerKey); err != nil || !strings.Contains(string(marker), string(b.UID)) {
 		t.Errorf("p-2's marker once adopted: %s, %v", marker, err)
+	}
+	for range 2 {
+		p.clock.Step(grace)
+		p.settle()
+	}
+	if b := p.bucket("p-2"); b == nil || !p.storeExists("p-2") {
+		t.Fatalf("p-2 adopted, its store's bucket holding theirs/backup: object there %t, store's bucket there %t; want both kept", b != nil, p.storeExists("p-2"))
+	}
+	if data, err := store.ReadAll(p.ctx, "theirs/backup"); err != nil || string(data) != "x" {
+		t.Errorf("p-2's data once adopted: %q, %v; want it kept", data, err)
+	}
+	if err := store.Delete(p.ctx, "theirs/backup"); err != nil { // by its owner
+		t.Fatal(err)
 	}
 	for range 2 {
 		p.clock.Step(grace)

@@ -124,7 +124,10 @@ type shareWorld struct {
 	buckets *testbackup.Mem
 	stores  stores
 	ledger  ledger
-	s       *share.Share[backup, backup]
+	// s are two replicas of the controller; each reconciles the entries
+	// as its cache last saw them (seen), stale or gone since.
+	s       [2]*share.Share[backup, backup]
+	seen    [2][]backup
 	history []string
 	n       int
 }
@@ -143,6 +146,14 @@ func newShareWorld(t *testing.T, seed uint64) *shareWorld {
 			t.Fatal(err)
 		}
 	}
+	for r := range w.s {
+		w.s[r] = w.newReplica(t)
+	}
+	return w
+}
+
+// newReplica is one replica of the controller: its collector and Share.
+func (w *shareWorld) newReplica(t *testing.T) *share.Share[backup, backup] {
 	c, err := collect.New(collect.Config[backup]{
 		Objects: w.entries, Secrets: backupstore.SecretsFrom(nil), Finalizer: "example.com/data", Open: w.stores.open,
 		Location: func(ctx context.Context, e backup) (collect.Location, error) {
@@ -156,14 +167,15 @@ func newShareWorld(t *testing.T, seed uint64) *shareWorld {
 					return collect.Location{}, err
 				}
 			}
-			return collect.Location{URL: b.Spec.Bucket, Prefix: prefix, Owner: string(e.UID), Marker: share.DefaultMarkerKey}, nil
+			return collect.Location{URL: b.Spec.Bucket, Prefix: prefix, Owner: string(e.UID), Marker: share.DefaultMarkerKey,
+				NoDataUnlessOwner: e.Status.Prefix == ""}, nil
 		},
 		Conditions: func(e backup) *[]metav1.Condition { return &e.Status.Conditions },
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.s, err = share.New(share.Config[backup, backup]{
+	s, err := share.New(share.Config[backup, backup]{
 		Entries: w.entries, Buckets: w.buckets, Collector: c,
 		Bucket:          func(e backup) (string, string) { return "", e.Spec.Bucket },
 		Limit:           func(b backup) int { return b.Spec.Limit },
@@ -174,7 +186,7 @@ func newShareWorld(t *testing.T, seed uint64) *shareWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return w
+	return s
 }
 
 func (w *shareWorld) log(format string, args ...any) {
@@ -204,11 +216,16 @@ func (w *shareWorld) step(t *testing.T) {
 		if err == nil {
 			w.log("create %s/%s in %s: %s", ns, name, bucket, e.UID)
 		}
-	case op < 5: // a reconcile
-		if e := w.pick(all); e != nil {
-			_, err := w.s.ReconcileEntry(w.ctx, e)
+	case op < 5: // a reconcile, by either replica, of the entry as its cache saw it
+		r := w.rnd.IntN(len(w.s))
+		if w.rnd.IntN(3) == 0 {
+			w.seen[r] = all
+			w.log("replica %d's cache catches up", r)
+		}
+		if e := w.pick(w.seen[r]); e != nil {
+			_, err := w.s[r].ReconcileEntry(w.ctx, e)
 			after, _ := w.entries.Get(w.ctx, e.Namespace, e.Name)
-			w.log("reconcile %s/%s (%s): %v; prefix %q", e.Namespace, e.Name, e.UID, err, prefixOf(after))
+			w.log("replica %d: reconcile %s/%s (%s, resourceVersion %s): %v; prefix %q", r, e.Namespace, e.Name, e.UID, e.ResourceVersion, err, prefixOf(after))
 		}
 	case op < 7: // a backup of an admitted entry
 		var admitted []backup
@@ -239,6 +256,14 @@ func (w *shareWorld) step(t *testing.T) {
 			w.ledger.put(w.id(bucket), prefix+share.DefaultMarkerKey, "foreign")
 		}
 		w.log("foreign data in %s under %s", bucket, prefix)
+	case op < 9 && w.rnd.IntN(3) == 0: // a spec edit: an entry not admitted names another bucket
+		// (once admitted, the bucket is immutable: see the package doc)
+		if e := w.pick(all); e != nil && e.DeletionTimestamp == nil && e.Status.Prefix == "" {
+			e.Spec.Bucket = []string{"b1", "b2", "b3"}[w.rnd.IntN(3)]
+			err := w.entries.Update(w.ctx, e)
+			w.log("edit %s/%s (%s): spec.bucket %s: %v", e.Namespace, e.Name, e.UID, e.Spec.Bucket, err)
+		}
+	case op < 9:
 	default: // a deletion
 		if e := w.pick(all); e != nil {
 			err := w.entries.Delete(w.ctx, e.Namespace, e.Name, "", "")
@@ -286,7 +311,80 @@ func TestPropertySharedBucketsDeleteOnlyTheirOwn(t *testing.T) {
 			w.step(t)
 			w.ledger.check(t, w.ctx, w.stores, w.live(), w.history)
 		}
+		w.settle()
+		w.ledger.check(t, w.ctx, w.stores, w.live(), w.history)
+		w.checkAdmitted(t)
 	})
+}
+
+// settle reconciles every entry until a round changes nothing.
+func (w *shareWorld) settle() {
+	for range 5 {
+		all, _ := w.entries.List(w.ctx, "")
+		for _, e := range all {
+			_, err := w.s[0].ReconcileEntry(w.ctx, e)
+			w.log("settle %s/%s (%s): %v", e.Namespace, e.Name, e.UID, err)
+		}
+	}
+}
+
+// checkAdmitted fails for a live entry admitted with a prefix other than
+// "<namespace>.<name>/", and for one refused for any reason but its bucket
+// being full or its prefix holding another's objects.
+func (w *shareWorld) checkAdmitted(t *testing.T) {
+	t.Helper()
+	all, _ := w.entries.List(w.ctx, "")
+	for _, e := range all {
+		want := e.Namespace + "." + e.Name + "/"
+		if e.DeletionTimestamp != nil {
+			t.Fatalf("entry %s/%s (%s) still being deleted after the controllers settled: %+v; steps:\n%s", e.Namespace, e.Name, e.UID, e.Status.Conditions, strings.Join(w.history, "\n"))
+		}
+		if e.Status.Prefix != "" {
+			if e.Status.Prefix != want {
+				t.Fatalf("entry %s/%s (%s) admitted with prefix %q, want %q; steps:\n%s", e.Namespace, e.Name, e.UID, e.Status.Prefix, want, strings.Join(w.history, "\n"))
+			}
+			continue
+		}
+		var reason string
+		for _, c := range e.Status.Conditions {
+			if c.Type == share.ConditionAdmitted {
+				reason = c.Reason
+			}
+		}
+		switch reason {
+		case share.ReasonBucketFull:
+		case share.ReasonPrefixTaken:
+			if w.othersUnder(w.id(e.Spec.Bucket), want, string(e.UID)) {
+				continue
+			}
+			fallthrough
+		default:
+			t.Fatalf("entry %s/%s (%s) not admitted (reason %q), and its prefix %s in %s holds nothing of another's; steps:\n%s", e.Namespace, e.Name, e.UID, reason, want, e.Spec.Bucket, strings.Join(w.history, "\n"))
+		}
+	}
+}
+
+// othersUnder reports whether the store holds, under prefix, an object
+// that is not uid's: a marker naming another owner (an admission whose
+// status update was lost leaves one), or an object the ledger gives to
+// another.
+func (w *shareWorld) othersUnder(id backupstore.BucketID, prefix, uid string) bool {
+	it := w.stores[id].List(&blob.ListOptions{Prefix: prefix})
+	for {
+		o, err := it.Next(w.ctx)
+		if err != nil {
+			return false
+		}
+		if o.Key == prefix+share.DefaultMarkerKey {
+			if owner, _, _ := backupstore.MarkerOwner(w.ctx, w.stores[id], o.Key); owner != uid {
+				return true
+			}
+			continue
+		}
+		if w.ledger[id][o.Key] != uid {
+			return true
+		}
+	}
 }
 
 // Backups of one namespace with a TTL, whose prefixes in one bucket, named

@@ -7,8 +7,10 @@ import (
 	"strings"
 	"time"
 
+	"gocloud.dev/gcerrors"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
 	"github.com/groundskeeper-io/groundskeeper/examples/backup-entry/api"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/chaos"
 )
@@ -33,6 +35,16 @@ const (
 	// What must be kept exists: entries and buckets not deleted, with
 	// their UIDs, and their data and look-alikes.
 	invKept = "no data lost"
+	// A pool's store bucket is deleted only when no entry that is not
+	// deleted (or whose prefix may not be deleted yet) has its prefix
+	// there; an admitted entry's store bucket is there when the generator
+	// writes to it. Each installation's checker judges its own entries.
+	invOwner = "no store bucket deleted under an entry"
+	// A legacy key of a migration is, at every moment, in the legacy
+	// prefix or copied into the entry's prefix (nothing in neither); a
+	// migration whose source is a shared bucket, or another entry's
+	// prefix, under any spelling, never starts.
+	invMigration = "nothing in neither"
 )
 
 // check compares what the audits, the hooks, the key histories and the
@@ -46,7 +58,8 @@ func (g *beWorkload) check(ctx context.Context) []chaos.Violation {
 	entryDels := g.entryAudit.Deletions()
 	bucketDels := g.bucketAudit.Deletions()
 	keys := map[*beStore]map[string]chaos.KeyRecord{}
-	for _, s := range g.w.stores {
+	stores := g.stores()
+	for _, s := range stores {
 		_ = chaos.Retry(s.keys.List)
 		keys[s] = s.keys.Keys()
 	}
@@ -72,6 +85,11 @@ func (g *beWorkload) check(ctx context.Context) []chaos.Violation {
 	for _, b := range buckets.Items {
 		liveBucket[b.Name] = b.UID
 	}
+	var dirs map[string][]string
+	_ = chaos.Retry(func(ctx context.Context) (err error) {
+		dirs, err = g.limitedDirs(ctx, buckets.Items)
+		return err
+	})
 
 	g.truth.mu.Lock()
 	defer g.truth.mu.Unlock()
@@ -103,16 +121,30 @@ func (g *beWorkload) check(ctx context.Context) []chaos.Violation {
 		}
 	}
 	lookalike := map[string]*entryTruth{}
+	legacyOf := map[string]*entryTruth{}
 	for _, e := range g.truth.order {
 		for _, k := range e.lookalikes {
 			lookalike[k] = e
 		}
+		if m := e.migration; m != nil && m.kind == migrateLegacy {
+			lookalike[m.lookalike] = e
+			for _, k := range m.keys {
+				legacyOf[k] = e
+			}
+		}
 	}
-	for _, s := range g.w.stores {
+	for _, s := range stores {
 		for _, key := range sortedKeys(keys[s]) {
 			r := keys[s][key]
 			if r.GoneBy.IsZero() {
 				continue
+			}
+			if e := legacyOf[key]; e != nil && s == g.w.legacy {
+				g.checkLegacyKey(add, keys, e, key, r)
+				continue
+			}
+			if s.keys.BucketMayGo && key == share.BucketOwnerKey {
+				continue // the store bucket's: invOwner judges its deletion
 			}
 			e := g.ownerOf(s, key)
 			switch {
@@ -130,11 +162,37 @@ func (g *beWorkload) check(ctx context.Context) []chaos.Violation {
 		}
 	}
 
+	// A pool's store bucket goes with no entry's prefix in it.
+	for _, s := range stores {
+		if !s.keys.BucketMayGo {
+			continue
+		}
+		for _, at := range s.keys.Gone() {
+			for _, e := range g.truth.order {
+				if e.bucket == nil || e.bucket.store != s || e.admittedSeen.IsZero() || !e.admittedSeen.Before(at) {
+					continue
+				}
+				switch {
+				case e.deleteSent.IsZero():
+					add(invOwner, "store bucket %s was deleted by %s while entry %s (bucket %s, admitted by %s, not deleted) had its prefix there",
+						s.bucket, ts(at), e.name, e.bucket.name, ts(e.admittedSeen))
+				case e.allowedFrom(g.o.grace).After(at):
+					add(invOwner, "store bucket %s was deleted by %s while entry %s (bucket %s, admitted by %s, deletion sent %s) had its prefix there, deletable only from %s",
+						s.bucket, ts(at), e.name, e.bucket.name, ts(e.admittedSeen), ts(e.deleteSent), ts(e.allowedFrom(g.o.grace)))
+				}
+			}
+		}
+	}
+
 	// The finalizer goes after the prefix.
 	g.mu.Lock()
 	finalizers := slices.Clone(g.finalizers)
 	breaches := slices.Clone(g.breaches)
+	lost := slices.Clone(g.lostWrites)
 	g.mu.Unlock()
+	for _, l := range lost {
+		add(invOwner, "a write of %s", l)
+	}
 	for _, f := range finalizers {
 		switch {
 		case f.err != nil:
@@ -166,6 +224,9 @@ func (g *beWorkload) check(ctx context.Context) []chaos.Violation {
 			add(invLiveness, "entry %s, deleted at %s, still exists (finalizers %v, conditions %s)", e.name, ts(e.deleteSent), l.Finalizers, conditions(l))
 		} else if at.After(dl) {
 			add(invLiveness, "entry %s, deleted at %s, was gone by %s, after the bound %s", e.name, ts(e.deleteSent), ts(at), ts(dl))
+		}
+		if e.bucket == nil {
+			continue // never placed where the generator saw: no data of its
 		}
 		for key, r := range keys[e.bucket.store] {
 			if !strings.HasPrefix(key, e.storePrefix()) {
@@ -201,22 +262,51 @@ func (g *beWorkload) check(ctx context.Context) []chaos.Violation {
 			add(invLiveness, "bucket %s, deleted at %s, was gone by %s, after the bound %s", b.name, ts(b.deleteSent), ts(at), ts(dl))
 		}
 	}
-	dirs := map[string][]string{}
-	for _, b := range g.truth.buckets {
-		if b.deleteSent.IsZero() && b.max > 0 {
-			_ = chaos.Retry(func(ctx context.Context) (err error) {
-				dirs[b.name], err = listDirs(ctx, b.store.direct, b.prefix)
-				return err
-			})
-		}
-	}
 	for _, w := range g.waiting(liveEntry, dirs) {
 		add(invLiveness, "%s", w)
+	}
+	for _, e := range g.truth.order {
+		l := liveEntry[e.name]
+		live := e.deleteSent.IsZero() && l != nil && l.UID == e.uid
+		if live && e.pool && l.Status.Prefix == "" {
+			add(invLiveness, "entry %s of the pool has no prefix (bucket %q, conditions %s)", e.name, l.Spec.BucketName, conditions(l))
+		}
+		m := e.migration
+		if m == nil {
+			continue
+		}
+		if live {
+			m.see(l, finalRead)
+		}
+		switch {
+		case m.kind != migrateLegacy && !m.startedSeen.IsZero():
+			add(invMigration, "entry %s, whose source %s is %s, was migrated (first seen at %s)", e.name, m.source, m.kind, ts(m.startedSeen))
+		case !live || l.Status.Prefix == "":
+			// Deleted, or not admitted (waiting says whether it should
+			// be): its migration waits.
+		case m.kind != migrateLegacy && !m.refusedSeen:
+			add(invLiveness, "entry %s, whose source %s is %s, is not refused (conditions %s)", e.name, m.source, m.kind, conditions(l))
+		case m.kind == migrateLegacy && m.doneSeen.IsZero():
+			add(invLiveness, "entry %s is not migrated from %s (status.migration %+v, conditions %s)", e.name, m.source, l.Status.Migration, conditions(l))
+		}
+	}
+	for _, e := range g.truth.order {
+		// A migration's legacy keys go once it is done; a refused one's
+		// source was never the generator's to fill.
+		m := e.migration
+		if m == nil || m.kind != migrateLegacy || m.doneSeen.IsZero() {
+			continue
+		}
+		for _, k := range m.keys {
+			if r, ok := keys[g.w.legacy][k]; ok && r.GoneBy.IsZero() {
+				add(invLiveness, "legacy key %s of entry %s, migrated by %s, still exists", k, e.name, ts(m.doneSeen))
+			}
+		}
 	}
 
 	// No data lost: what must be kept exists, with its UID.
 	for _, b := range g.truth.buckets {
-		if !b.deleteSent.IsZero() {
+		if !b.deleteSent.IsZero() || b.pool {
 			continue
 		}
 		if uid, ok := liveBucket[b.name]; !ok {
@@ -226,7 +316,23 @@ func (g *beWorkload) check(ctx context.Context) []chaos.Violation {
 		}
 	}
 	for _, e := range g.truth.order {
-		mustKeep := slices.Clone(e.lookalikes)
+		type storeKey struct {
+			s   *beStore
+			key string
+		}
+		var mustKeep []storeKey
+		keep := func(s *beStore, keys ...string) {
+			for _, k := range keys {
+				mustKeep = append(mustKeep, storeKey{s, k})
+			}
+		}
+		if e.bucket != nil {
+			keep(e.bucket.store, e.lookalikes...)
+		}
+		m := e.migration
+		if m != nil && m.kind == migrateLegacy {
+			keep(g.w.legacy, m.lookalike)
+		}
 		if e.deleteSent.IsZero() {
 			switch l := liveEntry[e.name]; {
 			case l == nil:
@@ -236,31 +342,68 @@ func (g *beWorkload) check(ctx context.Context) []chaos.Violation {
 			case l.DeletionTimestamp != nil:
 				add(invKept, "entry %s is being deleted since %s", e.name, ts(l.DeletionTimestamp.Time))
 			}
-			mustKeep = append(mustKeep, e.data...)
-			if !e.admittedSeen.IsZero() {
-				mustKeep = append(mustKeep, e.storePrefix()+markerKey)
+			if e.bucket != nil {
+				keep(e.bucket.store, e.data...)
+				if !e.admittedSeen.IsZero() {
+					keep(e.bucket.store, e.storePrefix()+markerKey)
+				}
+				if m != nil && m.kind == migrateLegacy && !m.doneSeen.IsZero() {
+					for _, k := range m.keys {
+						keep(e.bucket.store, m.target(e, k))
+					}
+				}
 			}
 		}
-		for _, k := range mustKeep {
+		for _, sk := range mustKeep {
 			// The listing made for the check shows what exists; a key it
 			// never knew (a marker deleted before any listing saw it) is
 			// asked for.
-			r, known := keys[e.bucket.store][k]
+			s, k := sk.s, sk.key
+			r, known := keys[s][k]
 			ok, err := known && r.GoneBy.IsZero(), error(nil)
 			if !known {
 				err = chaos.Retry(func(ctx context.Context) (err error) {
-					ok, err = e.bucket.store.direct.Exists(ctx, k)
+					ok, err = s.direct.Exists(ctx, k)
+					if s.keys.BucketMayGo && gcerrors.Code(err) == gcerrors.NotFound {
+						ok, err = false, nil // the store bucket is gone
+					}
 					return err
 				})
 			}
 			if err != nil {
-				add(invKept, "%s key %s: %v", e.bucket.store.kind, k, err)
+				add(invKept, "%s key %s: %v", s.kind, k, err)
 			} else if !ok {
-				add(invKept, "%s key %s (entry %s, deleted: %v) is gone", e.bucket.store.kind, k, e.name, !e.deleteSent.IsZero())
+				add(invKept, "%s key %s (entry %s, deleted: %v) is gone", s.kind, k, e.name, !e.deleteSent.IsZero())
 			}
 		}
 	}
 	return out
+}
+
+// checkLegacyKey judges the deletion of key, a legacy key of entry e's
+// migration, gone by r.GoneBy: its copy under e's prefix must have been
+// there before (listed, or written, before the listing that found the
+// legacy key gone ended).
+func (g *beWorkload) checkLegacyKey(add func(inv, format string, args ...any), keys map[*beStore]map[string]chaos.KeyRecord, e *entryTruth, key string, r chaos.KeyRecord) {
+	m := e.migration
+	if e.bucket == nil {
+		// Gone before the generator read where the pool placed it (the
+		// generator reads the entries until the run settles): where its
+		// copies went is not known.
+		return
+	}
+	target := m.target(e, key)
+	tr, ok := keys[e.bucket.store][target]
+	switch {
+	case ok && tr.Written.Before(r.GoneBy):
+	case !ok && !e.bucket.store.since.Before(r.GoneBy):
+		// Its copy's store bucket was listed only from later on: it
+		// cannot tell.
+	case ok:
+		add(invMigration, "legacy key %s of entry %s was deleted by %s; its copy %s appeared only by %s", key, e.name, ts(r.GoneBy), target, ts(tr.Written))
+	default:
+		add(invMigration, "legacy key %s of entry %s was deleted by %s; its copy %s (%s, bucket %s) was never seen", key, e.name, ts(r.GoneBy), target, e.bucket.store.kind, e.bucket.name)
+	}
 }
 
 func conditions(be *api.BackupEntry) string {
@@ -279,13 +422,15 @@ func (g *beWorkload) observed(ops map[string]int) {
 	g.truth.mu.Lock()
 	for _, d := range g.entryAudit.Deletions() {
 		if e := g.truth.entries[d.Name]; e != nil && e.uid == d.UID {
-			ops["observed: entries deleted"]++
+			ops[g.opName("observed: entries deleted")]++
 		}
 	}
 	for _, d := range g.bucketAudit.Deletions() {
 		for _, b := range g.truth.buckets {
-			if b.uid == d.UID {
-				ops["observed: buckets deleted"]++
+			if b.uid == d.UID && b.pool {
+				ops[g.opName("observed: pool buckets deleted")]++
+			} else if b.uid == d.UID {
+				ops[g.opName("observed: buckets deleted")]++
 			}
 		}
 	}
@@ -297,23 +442,41 @@ func (g *beWorkload) observed(ops map[string]int) {
 				waited++
 			}
 		}
+		if e.pool && e.bucket != nil {
+			ops[g.opName("observed: entries placed by the pool")]++
+		}
+		switch m := e.migration; {
+		case m == nil:
+		case m.kind == migrateLegacy && !m.doneSeen.IsZero():
+			ops[g.opName("observed: migrations done")]++
+		case m.kind != migrateLegacy && m.refusedSeen:
+			ops[g.opName("observed: migrations refused (source shared)")]++
+		}
+	}
+	for _, b := range g.truth.buckets {
+		if b.pool && b.name != g.poolFirstName() {
+			ops[g.opName("observed: pool buckets grown")]++
+		}
 	}
 	g.truth.mu.Unlock()
-	ops["observed: entries admitted"] = admitted
-	ops["observed: entries admitted after waiting for a place"] = waited
-	for _, s := range g.w.stores {
+	ops[g.opName("observed: entries admitted")] = admitted
+	ops[g.opName("observed: entries admitted after waiting for a place")] = waited
+	for _, s := range g.stores() {
 		n := 0
 		for _, r := range s.keys.Keys() {
 			if !r.GoneBy.IsZero() {
 				n++
 			}
 		}
-		ops["observed: "+s.kind+" keys deleted"] = n
+		ops[g.opName("observed: "+s.kind+" keys deleted")] += n
 		ok, failed := s.keys.Listings()
-		ops["observed: "+s.kind+" listings"] = ok
-		ops["observed: "+s.kind+" listings failed"] = failed
+		ops[g.opName("observed: "+s.kind+" listings")] += ok
+		ops[g.opName("observed: "+s.kind+" listings failed")] += failed
+		if s.keys.BucketMayGo {
+			ops[g.opName("observed: pool store buckets deleted")] += len(s.keys.Gone())
+		}
 	}
 	g.mu.Lock()
-	ops["observed: quota listings"] = g.quotaLists
+	ops[g.opName("observed: quota listings")] = g.quotaLists
 	g.mu.Unlock()
 }

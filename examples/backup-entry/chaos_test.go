@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"gocloud.dev/blob"
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,15 +43,21 @@ const shortSeed = 14
 // fake-gcs-server, a MinIO and an Azurite of its own while their
 // components restart (Azurite only with SIGTERM), the replicas'
 // connections fail and replicas are killed, then checks the invariants
-// (chaos_check_test.go). Without CHAOS_DURATION it is the short
-// run, 60 s of faults from a fixed seed, which make test runs (go test
-// -short skips it); make chaos sets CHAOS_DURATION (and a random seed
-// unless CHAOS_SEED is set).
+// (chaos_check_test.go). A pool on the MinIO grows and shrinks, entries
+// migrate from legacy prefixes there (or name shared buckets as their
+// source), and a second installation of the controller, on the
+// package's control plane with one replica and no faults of its own,
+// gives its entries and its pool the same names and the same
+// --installation, and writes into the same MinIO (chaos_pool_test.go).
+// Without CHAOS_DURATION it is the short run, 60 s of faults from a fixed
+// seed, which make test runs (go test -short skips it); make chaos sets
+// CHAOS_DURATION (and a random seed unless CHAOS_SEED is set).
 func TestChaos(t *testing.T) {
 	seed, duration := chaos.Plan(t, shortSeed)
 
 	k := testenv.StartIsolatedKubernetes(t)
 	installCRDs(t, k.Config)
+	runID := runTag(k.Namespace)
 	gcs := testenv.StartIsolatedGCS(t, testenv.BucketOptions{})
 	s3 := testenv.StartIsolatedS3(t, testenv.BucketOptions{})
 	az := testenv.StartIsolatedAzure(t)
@@ -62,13 +70,26 @@ func TestChaos(t *testing.T) {
 	azurite := faultproxy.Start(t, azURL.Host)
 	replicaProxies, replicaConfig := chaos.ReplicaProxies(t, k, 2)
 	world := beWorld{
-		direct: k.Config, ns: k.Namespace, runID: k.Namespace,
+		direct: k.Config, ns: k.Namespace, runID: runID,
 		stores:        beStores(t, gcs.Bucket, gcs.Endpoint, "http://"+gcsProxy.Addr(), &s3.BlobStore),
 		replicaConfig: replicaConfig,
+		pool:          newPool(runID, runID+"-pool", "s3-credentials", s3.Endpoint),
+		legacy:        legacyStore(t, s3.Endpoint, runID+"-legacy"),
+		installation:  "chaos-" + runID,
 	}
 	world.secrets = beSecrets("http://" + minio.Addr())
 	world.stores = append(world.stores, azureStore(t, &az.BlobStore, azurite.Addr()))
 	world.secrets = append(world.secrets, azureSecret())
+	// The second installation: the package's control plane, the same
+	// names, the same --installation, the same MinIO reached directly.
+	k2 := testenv.StartKubernetes(t)
+	installCRDs(t, k2.Config)
+	second := beWorld{direct: k2.Config, ns: k2.Namespace, runID: runID,
+		secrets:       beSecrets(s3.Endpoint)[:1],
+		pool:          newPool(runID, runID+"-pool-2", "s3-credentials", s3.Endpoint),
+		installation:  world.installation,
+		replicaConfig: func(int) (*rest.Config, *faultproxy.Proxy) { return k2.Config, nil },
+	}
 	log, logPath, err := chaos.FileLogger(t, "backup-entry", seed)
 	if err != nil {
 		t.Fatal(err)
@@ -88,6 +109,11 @@ func TestChaos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	g.peer, err = newBEWorkload(ctx, second, beOptions{replicas: 1, grace: 5 * time.Second, bound: 60 * time.Second,
+		wrap: scoped(runID), log: log.WithName("installation-2"), label: "installation 2", slower: 3}, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
 	// A client's connections: to the API server for each replica, and to
 	// each store (shared: the endpoints are in the Secret and the URL).
 	clients := []*faultproxy.Proxy{replicaProxies[0], replicaProxies[1], minio, gcsProxy, azurite}
@@ -103,12 +129,24 @@ func TestChaos(t *testing.T) {
 		Schedule:      &chaos.ScheduleOptions{MinGap: 2 * time.Second, MaxGap: 6 * time.Second, MinHold: time.Second, MaxHold: 12 * time.Second},
 		SettleTimeout: 90 * time.Second,
 	})
+	g.peer.cleanup(t)
 	chaos.Report(t, res, logPath)
-	for _, what := range []string{"observed: entries admitted", "observed: entries deleted", "observed: gcs keys deleted", "observed: s3 keys deleted", "observed: abs keys deleted"} {
+	for _, what := range []string{"observed: entries admitted", "observed: entries deleted", "observed: gcs keys deleted", "observed: s3 keys deleted", "observed: abs keys deleted",
+		"observed: entries placed by the pool", "observed: pool buckets grown", "observed: pool keys deleted", "observed: migrations done", "observed: migrations refused (source shared)",
+		"installation 2: observed: pool buckets grown", "installation 2: observed: pool keys deleted"} {
 		if res.Ops[what] == 0 {
 			t.Errorf("%s: 0; the run proves nothing\n%s", what, res.Table())
 		}
 	}
+}
+
+// runTag is a short name for the run whose namespace is ns, to start the
+// names of its cluster-scoped objects: a pool's store buckets are named
+// after them, within the 63 characters of a bucket name.
+func runTag(ns string) string {
+	h := fnv.New32a()
+	h.Write([]byte(ns))
+	return fmt.Sprintf("t%08x", h.Sum32())
 }
 
 // beStores are the workload's stores: a GCS bucket on the fake-gcs-server
@@ -124,7 +162,7 @@ func beStores(t *testing.T, gcsBucket, gcsEndpoint, gcsVia string, s3 *testenv.B
 	return []*beStore{
 		{kind: "gcs", direct: gcs, secret: "gcs-credentials",
 			url: func(prefix string) string { return gcsURL(gcsVia, gcsBucket, prefix) }},
-		{kind: "s3", direct: s3.Open(t), secret: "s3-credentials",
+		{kind: "s3", direct: s3.Open(t), secret: "s3-credentials", bucket: s3.Bucket,
 			url: func(prefix string) string { return fmt.Sprintf("s3://%s?prefix=%s", s3.Bucket, prefix) }},
 	}
 }
@@ -171,9 +209,53 @@ func beSecrets(s3Endpoint string) []*corev1.Secret {
 
 // runBE runs the workload g under cfg's faults with its replicas, which
 // keep running while the system settles and stop when the run is over.
+// With a peer (a second installation), the peer's generator runs beside
+// g's and its replica from before the run until after it, never killed;
+// the run settles when both have, and each checker judges its own
+// installation (the peer's violations name it).
 func runBE(ctx context.Context, t *testing.T, g *beWorkload, cfg chaos.Config) *chaos.Result {
 	cfg.Replicas, cfg.Workload, cfg.Settled, cfg.Check = g.replicas, g.generate, g.settled, g.check
 	cfg.Observed, cfg.Logf = g.observed, t.Logf
+	if p := g.peer; p != nil {
+		pctx, stop := context.WithCancel(ctx)
+		wait := p.replicas.Start(pctx, &chaos.Ops{})
+		defer func() {
+			stop()
+			wait()
+		}()
+		cfg.Workload = func(ctx context.Context, ops *chaos.Ops) error {
+			var eg errgroup.Group
+			eg.Go(func() error { return g.generate(ctx, ops) })
+			eg.Go(func() error {
+				if err := p.generate(ctx, ops); err != nil {
+					return fmt.Errorf("%s: %w", p.o.label, err)
+				}
+				return nil
+			})
+			return eg.Wait()
+		}
+		cfg.Settled = func(ctx context.Context) error {
+			if err := g.settled(ctx); err != nil {
+				return err
+			}
+			if err := p.settled(ctx); err != nil {
+				return fmt.Errorf("%s: %w", p.o.label, err)
+			}
+			return nil
+		}
+		cfg.Check = func(ctx context.Context) []chaos.Violation {
+			out := g.check(ctx)
+			for _, v := range p.check(ctx) {
+				v.Detail = p.o.label + ": " + v.Detail
+				out = append(out, v)
+			}
+			return out
+		}
+		cfg.Observed = func(ops map[string]int) {
+			g.observed(ops)
+			p.observed(ops)
+		}
+	}
 	return chaos.Run(ctx, cfg)
 }
 
@@ -230,17 +312,18 @@ func (c readerClient) List(ctx context.Context, list client.ObjectList, opts ...
 
 // scoped limits a controller to the entries and buckets whose names start
 // with prefix: on the shared control plane, each planted-bug run's
-// controller leaves the other runs' objects alone.
+// controller leaves the other runs' objects alone. A read of no name is
+// passed on: the API server's answer to it is the controller's.
 func scoped(prefix string) clientWrap {
 	return intercept(interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 			switch obj.(type) {
 			case *api.BackupEntry:
-				if !strings.HasPrefix(key.Name, prefix) {
+				if key.Name != "" && !strings.HasPrefix(key.Name, prefix) {
 					return notFound("backupentries", key.Name)
 				}
 			case *api.BackupBucket:
-				if !strings.HasPrefix(key.Name, prefix) {
+				if key.Name != "" && !strings.HasPrefix(key.Name, prefix) {
 					return notFound("backupbuckets", key.Name)
 				}
 			}
@@ -423,7 +506,8 @@ func lookalikeDeletingStore(t *testing.T, endpoint string, bucket *blob.Bucket) 
 }
 
 // cleanup removes the run's entries and buckets from a shared control
-// plane, finalizers and all, once its controller is stopped.
+// plane, finalizers and all, once its controller is stopped. (The writer
+// Deployments of migrations go with the test's namespace.)
 func (g *beWorkload) cleanup(t *testing.T) {
 	ctx := context.Background()
 	var entries api.BackupEntryList
@@ -445,7 +529,9 @@ func (g *beWorkload) cleanup(t *testing.T) {
 		objs = append(objs, &buckets.Items[i])
 	}
 	for _, o := range objs {
-		if !strings.HasPrefix(o.GetName(), g.w.runID+"--") {
+		// The generator's entries and buckets (<runID>--…) and its pool's
+		// (<runID>-aws-…).
+		if !strings.HasPrefix(o.GetName(), g.w.runID) {
 			continue
 		}
 		if err := client.IgnoreNotFound(g.cl.Patch(ctx, o, unfinalize)); err != nil {
@@ -460,13 +546,20 @@ func (g *beWorkload) cleanup(t *testing.T) {
 // Each invariant catches a planted bug: the workload runs without faults
 // on the shared control plane with one replica, broken by a test-only
 // wrapper, and the checker must report the invariant. The runs are
-// parallel; each one's controller sees only its own objects (scoped).
+// parallel; each one's controller sees only its own objects (scoped). The
+// owner-marker case runs a pool there, whose entries stay, and a second
+// installation on a control plane of its own, with the same pool and
+// --installation, whose store hides the pools' owner markers and whose
+// entries go soon after they are placed (its buckets, of one entry each,
+// empty often).
 func TestChaosCheckerCatchesPlantedBugs(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		wrap  clientWrap
-		store bool
-		want  []string
+		name   string
+		wrap   clientWrap
+		store  bool
+		owners bool
+		legacy bool
+		want   []string
 	}{
 		{name: "deletion timestamps read an hour early", want: []string{invEarly},
 			wrap: shiftedDeletion(-time.Hour)},
@@ -479,16 +572,39 @@ func TestChaosCheckerCatchesPlantedBugs(t *testing.T) {
 			wrap: shiftedDeletion(time.Hour)},
 		{name: "live entries taken for forced deletions", want: []string{invKept, invEarly},
 			wrap: forcedLive()},
+		{name: "migrations read their sources without their prefixes", legacy: true, want: []string{invMigration, invOutside},
+			wrap: wholeLegacyBucket()},
+		{name: "store hides the pools' owner markers from a second installation", owners: true, want: []string{invOwner}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			k := testenv.StartKubernetes(t)
 			installCRDs(t, k.Config)
+			runID := runTag(k.Namespace)
 			s3, gcs := testenv.S3(t), testenv.GCS(t)
-			world := beWorld{direct: k.Config, ns: k.Namespace, runID: k.Namespace,
+			world := beWorld{direct: k.Config, ns: k.Namespace, runID: runID,
 				stores:        beStores(t, gcs.Bucket, gcs.Endpoint, gcs.Endpoint, s3),
 				secrets:       beSecrets(s3.Endpoint),
 				replicaConfig: func(int) (*rest.Config, *faultproxy.Proxy) { return k.Config, nil }}
+			if tc.legacy {
+				world.legacy = legacyStore(t, s3.Endpoint, runID+"-legacy")
+			}
+			var second *beWorld
+			if tc.owners {
+				// Pools alone, on the shared MinIO: the second
+				// installation's store is behind the planted bug.
+				world.stores, world.secrets = nil, beSecrets(s3.Endpoint)[:1]
+				world.installation = "chaos-" + runID
+				world.pool = newPool(runID, runID+"-pool", "s3-credentials", s3.Endpoint)
+				k2 := testenv.StartIsolatedKubernetes(t)
+				installCRDs(t, k2.Config)
+				second = &beWorld{direct: k2.Config, ns: k2.Namespace, runID: runID,
+					secrets:       beSecrets(ownerMarkerHidingStore(t, s3.Endpoint))[:1],
+					pool:          newPool(runID, runID+"-pool-2", "s3-credentials", s3.Endpoint),
+					installation:  world.installation,
+					replicaConfig: func(int) (*rest.Config, *faultproxy.Proxy) { return k2.Config, nil }}
+				second.pool.quota = 1
+			}
 			if tc.store {
 				via := lookalikeDeletingStore(t, gcs.Endpoint, world.stores[0].direct)
 				world.stores[0].url = func(prefix string) string { return gcsURL(via, gcs.Bucket, prefix) }
@@ -498,12 +614,25 @@ func TestChaosCheckerCatchesPlantedBugs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			wrap := chain(scoped(k.Namespace+"--"), tc.wrap)
+			wrap := chain(scoped(runID), tc.wrap)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			g, err := newBEWorkload(ctx, world, beOptions{replicas: 1, grace: 3 * time.Second, bound: 10 * time.Second, wrap: wrap, log: log}, shortSeed)
+			o := beOptions{replicas: 1, grace: 3 * time.Second, bound: 10 * time.Second, wrap: wrap, log: log}
+			if tc.legacy {
+				o.migrateOneIn = 2
+			}
+			if tc.owners {
+				o.deletes = deleteNone
+			}
+			g, err := newBEWorkload(ctx, world, o, shortSeed)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if second != nil {
+				o.wrap, o.log, o.label, o.entries, o.deletes = nil, log.WithName("installation-2"), "installation 2", "f", deleteSoon
+				if g.peer, err = newBEWorkload(ctx, *second, o, shortSeed); err != nil {
+					t.Fatal(err)
+				}
 			}
 			res := runBE(ctx, t, g, chaos.Config{Name: "backup-entry planted: " + tc.name, Seed: shortSeed,
 				Duration: 15 * time.Second, SettleTimeout: 15 * time.Second})

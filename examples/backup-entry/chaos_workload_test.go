@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -25,6 +27,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
 	"github.com/groundskeeper-io/groundskeeper/examples/backup-entry/api"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/chaos"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
@@ -33,11 +36,15 @@ import (
 )
 
 // The backup-entry chaos workload: replicas of the controller with leader
-// election, a generator of BackupBuckets (on GCS and S3, some with a small
-// spec.maxEntries) and of BackupEntries that it fills with data, deletes
-// with the grace period or forced, and whose buckets it sometimes deletes;
-// and the ground truth the generator records, outside the system under
-// test, for the checker.
+// election, a generator of BackupBuckets (on GCS, S3 and Azure, some with
+// a small spec.maxEntries) and of BackupEntries that it fills with data,
+// deletes with the grace period or forced, and whose buckets it sometimes
+// deletes; entries placed by a pool that grows and shrinks, entries that
+// migrate from legacy prefixes (or name a shared bucket as their source,
+// which must be refused), and a second installation of the controller
+// whose pool has the same name and writes into the same store
+// (chaos_pool_test.go); and the ground truth the generator records,
+// outside the system under test, for the checker.
 
 // beStore is one object store the BackupBuckets of the workload live in.
 type beStore struct {
@@ -53,6 +60,11 @@ type beStore struct {
 	secret string
 	// keys lists the whole bucket over time.
 	keys *chaos.KeyHistory
+	// bucket is the store bucket's name (S3), for the URLs the generator
+	// spells itself: migrations' sources.
+	bucket string
+	// since is when keys started listing.
+	since time.Time
 }
 
 // beWorld is where the workload runs.
@@ -68,6 +80,15 @@ type beWorld struct {
 	// replicaConfig is the API server config of replica slot i, and the
 	// proxy it goes through (nil: no faults on it).
 	replicaConfig func(i int) (*rest.Config, *faultproxy.Proxy)
+	// pool, if set, is a pool of BackupBuckets on S3 that the controller
+	// grows for the entries that name no bucket, and shrinks.
+	pool *bePool
+	// legacy, if set, is the S3 bucket of the migrations' legacy
+	// prefixes, which no BackupBucket names.
+	legacy *beStore
+	// installation is the controller's --installation; "" is the UID of
+	// kube-system.
+	installation string
 }
 
 // beOptions tune the workload; the zero value of wrap is the real
@@ -85,7 +106,40 @@ type beOptions struct {
 	// shared control plane, or a planted bug.
 	wrap clientWrap
 	log  logr.Logger
+	// label names a second installation in the operations and
+	// violations ("installation 2"); "" for the first.
+	label string
+	// slower makes the pauses between the generator's operations that
+	// many times as long (default 1): a second installation is there for
+	// its pool's store buckets, not for load.
+	slower int
+	// deletes is how the generator deletes entries: default some of
+	// those admitted for 2 s, keeping three.
+	deletes deletePolicy
+	// migrateOneIn makes one in that many new entries migrate, when the
+	// world has a legacy store; default 4.
+	migrateOneIn int
+	// entries starts the names of the entries after the run's ID:
+	// "<runID>--<entries>-<n>"; default "e". Two installations whose
+	// entries have one name in one store bucket refuse the second
+	// (PrefixTaken); a planted bug of the buckets' ownership is clearer
+	// without that.
+	entries string
 }
+
+// deletePolicy is how the generator picks the entries it deletes.
+type deletePolicy int
+
+const (
+	// deleteSome deletes entries admitted for 2 s (and now and then one
+	// that is not), and keeps three.
+	deleteSome deletePolicy = iota
+	// deleteNone never deletes an entry: all its data must stay.
+	deleteNone
+	// deleteSoon deletes any entry placed in a bucket, admitted or not,
+	// and keeps none: its buckets empty often.
+	deleteSoon
+)
 
 // bucketTruth is what the generator did with one BackupBucket.
 type bucketTruth struct {
@@ -97,13 +151,24 @@ type bucketTruth struct {
 	// deleteSent is when the generator first sent its deletion; zero: kept.
 	deleteSent time.Time
 	entries    []*entryTruth
+	// pool says that it is a pool's bucket, learned from an entry placed
+	// in it: the pool's first, which the generator made, or one the
+	// controller made. The generator never deletes it; the pool deletes
+	// the ones it made, and their store buckets, once empty.
+	pool bool
 }
 
 // entryTruth is what the generator did with one BackupEntry.
 type entryTruth struct {
-	name   string
+	name string
+	// bucket is the bucket it names; for an entry of the pool, nil until
+	// the generator reads where the pool placed it.
 	bucket *bucketTruth
-	uid    types.UID
+	// pool says that it names no bucket: the pool places it.
+	pool bool
+	// migration, if set, is its spec.migrateFrom.
+	migration *migrationTruth
+	uid       types.UID
 	// admittedSeen is when the generator first read status.prefix; only
 	// then does it write data under the prefix, as a cluster's backups do.
 	admittedSeen time.Time
@@ -199,12 +264,27 @@ type beWorkload struct {
 	bucketAudit *chaos.DeleteAudit
 	cl          client.Client // direct
 	replicas    *chaos.Replicas
+	// ctx ends with the run: the key histories of the pool's store
+	// buckets list until then.
+	ctx context.Context
+	// peer is a second installation that runs beside this one (the first),
+	// with a replica of its own and no faults.
+	peer *beWorkload
 
 	hooks      sync.WaitGroup
 	mu         sync.Mutex
 	finalizers []finalizerCheck
 	breaches   []quotaBreach
 	quotaLists int
+	// lostWrites are the writes under an admitted entry's prefix that
+	// found its pool's store bucket gone.
+	lostWrites []string
+
+	storesMu sync.Mutex
+	// poolStores are the pool's store buckets the generator saw entries
+	// placed in, by name.
+	poolStores map[string]*beStore
+	legacySeq  int // guarded by truth.mu
 }
 
 // newBEWorkload starts the audits (before anything is created), the key
@@ -214,7 +294,7 @@ func newBEWorkload(ctx context.Context, w beWorld, o beOptions, seed uint64) (*b
 	if err != nil {
 		return nil, err
 	}
-	g := &beWorkload{w: w, o: o, seed: seed, cl: cl, truth: beTruth{entries: map[string]*entryTruth{}}}
+	g := &beWorkload{w: w, o: o, seed: seed, cl: cl, ctx: ctx, truth: beTruth{entries: map[string]*entryTruth{}}, poolStores: map[string]*beStore{}}
 	g.replicas = &chaos.Replicas{N: o.replicas, Config: w.replicaConfig, Run: g.runManager, Log: o.log}
 
 	// The audits: informers on the test's own connection, whose relists
@@ -248,8 +328,11 @@ func newBEWorkload(ctx context.Context, w beWorld, o beOptions, seed uint64) (*b
 		return nil, errors.New("audit informers did not sync")
 	}
 	for _, s := range w.stores {
-		s.keys = chaos.NewKeyHistory(s.direct, "")
-		go s.keys.Run(ctx, 500*time.Millisecond)
+		g.listKeys(s, false)
+	}
+	if w.legacy != nil {
+		// Only a bug deletes it: then its keys are gone.
+		g.listKeys(w.legacy, true)
 	}
 	go g.sampleQuota(ctx, 700*time.Millisecond)
 	for _, s := range w.secrets {
@@ -282,16 +365,25 @@ func (g *beWorkload) entryGone(obj any) {
 	}
 	g.truth.mu.Lock()
 	e := g.truth.entries[be.Name]
+	var b *bucketTruth
+	if e != nil {
+		b = e.bucket
+	}
 	g.truth.mu.Unlock()
-	if e == nil {
-		return
+	if b == nil {
+		return // unknown, or never placed where the generator saw
 	}
 	g.hooks.Add(1)
 	go func() {
 		defer g.hooks.Done()
 		var keys []string
 		err := chaos.Retry(func(ctx context.Context) (err error) {
-			keys, err = listKeys(ctx, e.bucket.store.direct, e.storePrefix())
+			keys, err = listKeys(ctx, b.store.direct, b.prefix+e.name+"/")
+			if b.pool && gcerrors.Code(err) == gcerrors.NotFound {
+				// The pool deleted its store bucket: nothing is left
+				// under the prefix.
+				return nil
+			}
 			return err
 		})
 		g.mu.Lock()
@@ -401,7 +493,11 @@ var bucketClasses = []int{2, 0}
 // the grace period, forced, or forced during the grace period) and now and
 // then a bucket, until ctx ends.
 func (g *beWorkload) generate(ctx context.Context, ops *chaos.Ops) error {
-	rng := rand.New(rand.NewPCG(g.seed, 0x6265))
+	stream := uint64(0x6265)
+	if g.o.label != "" {
+		stream++ // a second installation draws its own operations
+	}
+	rng := rand.New(rand.NewPCG(g.seed, stream))
 	defer func() {
 		g.truth.mu.Lock()
 		g.truth.stopped = time.Now()
@@ -416,6 +512,11 @@ func (g *beWorkload) generate(ctx context.Context, ops *chaos.Ops) error {
 			if err := g.newBucket(s, max, ops); err != nil {
 				return err
 			}
+		}
+	}
+	if g.w.pool != nil {
+		if err := g.newPoolFirst(ops); err != nil {
+			return err
 		}
 	}
 	for ctx.Err() == nil {
@@ -441,7 +542,7 @@ func (g *beWorkload) generate(ctx context.Context, ops *chaos.Ops) error {
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(time.Duration(150+rng.IntN(250)) * time.Millisecond):
+		case <-time.After(time.Duration(150+rng.IntN(250)) * time.Millisecond * time.Duration(max(g.o.slower, 1))):
 		}
 	}
 	return nil
@@ -481,13 +582,30 @@ func (g *beWorkload) newBucket(s *beStore, max int, ops *chaos.Ops) error {
 	g.truth.mu.Lock()
 	b.uid = uid
 	g.truth.mu.Unlock()
-	ops.Add(fmt.Sprintf("create bucket (%s, max %d)", s.kind, max))
+	g.add(ops, fmt.Sprintf("create bucket (%s, max %d)", s.kind, max))
 	return nil
 }
 
-// liveBuckets are the buckets not deleted.
+// entryName is the name of the generator's n-th entry.
+func (g *beWorkload) entryName(n int) string {
+	return fmt.Sprintf("%s--%s-%d", g.w.runID, cmp.Or(g.o.entries, "e"), n)
+}
+
+// add counts an operation of kind, named for the installation.
+func (g *beWorkload) add(ops *chaos.Ops, kind string) { ops.Add(g.opName(kind)) }
+
+// opName is kind, prefixed with the installation's label if it has one.
+func (g *beWorkload) opName(kind string) string {
+	if g.o.label == "" {
+		return kind
+	}
+	return g.o.label + ": " + kind
+}
+
+// liveBuckets are the buckets not deleted that the generator made and
+// names in entries: not the pool's.
 func (g *beWorkload) liveBuckets() []*bucketTruth {
-	return slices.DeleteFunc(slices.Clone(g.truth.buckets), func(b *bucketTruth) bool { return !b.deleteSent.IsZero() })
+	return slices.DeleteFunc(slices.Clone(g.truth.buckets), func(b *bucketTruth) bool { return !b.deleteSent.IsZero() || b.pool })
 }
 
 // liveEntries are b's entries not deleted.
@@ -495,12 +613,17 @@ func liveEntries(b *bucketTruth) []*entryTruth {
 	return slices.DeleteFunc(slices.Clone(b.entries), func(e *entryTruth) bool { return !e.deleteSent.IsZero() })
 }
 
-// newEntry creates an entry in a bucket that has fewer than its limit and
-// two more (so that some wait for a place): its look-alike keys first,
-// beside the prefix it will get, which must survive everything. In a
-// limited bucket, one in four is named as a sibling of a live entry, its
-// name plus "c": the sibling's prefix then starts with the other's name.
+// newEntry creates an entry: one in three (all, without buckets of the
+// generator's) in the pool (newPoolEntry), the others in a bucket that has
+// fewer than its limit and two more (so that some wait for a place): its
+// look-alike keys first, beside the prefix it will get, which must survive
+// everything. In a limited bucket, one in four is named as a sibling of a
+// live entry, its name plus "c": the sibling's prefix then starts with the
+// other's name. One in four migrates (newMigration).
 func (g *beWorkload) newEntry(rng *rand.Rand, ops *chaos.Ops) error {
+	if g.w.pool != nil && (len(g.w.stores) == 0 || rng.IntN(3) == 0) {
+		return g.newPoolEntry(rng, ops)
+	}
 	g.truth.mu.Lock()
 	cands := slices.DeleteFunc(g.liveBuckets(), func(b *bucketTruth) bool {
 		limit := b.max + 2
@@ -514,7 +637,7 @@ func (g *beWorkload) newEntry(rng *rand.Rand, ops *chaos.Ops) error {
 		return nil
 	}
 	b := cands[rng.IntN(len(cands))]
-	name := fmt.Sprintf("%s--e-%d", g.w.runID, len(g.truth.order))
+	name := g.entryName(len(g.truth.order))
 	// Not in an unlimited bucket: there every entry has a look-alike
 	// directory of that name beside its prefix.
 	if live := liveEntries(b); b.max > 0 && len(live) > 0 && rng.IntN(4) == 0 {
@@ -538,46 +661,112 @@ func (g *beWorkload) newEntry(rng *rand.Rand, ops *chaos.Ops) error {
 			return err
 		}
 	}
-	obj := &api.BackupEntry{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       api.BackupEntrySpec{BucketName: b.name, ShootUID: "uid-" + name},
+	return g.createEntry(rng, e, api.BackupEntrySpec{BucketName: b.name}, b.max == 0, "create entry ("+b.store.kind+")", ops)
+}
+
+// createEntry creates entry e with spec, one in four migrating when the
+// world has a legacy store and mayMigrate (newMigration), and counts it as
+// kind. Only an entry sure of a place (a bucket without a limit, a pool)
+// may migrate: a migration waits for the admission, and the generator
+// keeps a migrating entry until its migration is done, so a full bucket
+// of them would wait for good.
+func (g *beWorkload) createEntry(rng *rand.Rand, e *entryTruth, spec api.BackupEntrySpec, mayMigrate bool, kind string, ops *chaos.Ops) error {
+	if g.w.legacy != nil && mayMigrate && rng.IntN(cmp.Or(g.o.migrateOneIn, 4)) == 0 {
+		m, from, err := g.newMigration(rng, ops)
+		if err != nil {
+			return err
+		}
+		g.truth.mu.Lock()
+		e.migration = m
+		g.truth.mu.Unlock()
+		spec.MigrateFrom = from
+		kind += ", migrating from " + m.kind
 	}
-	uid, err := g.create(obj)
+	spec.ShootUID = "uid-" + e.name
+	uid, err := g.create(&api.BackupEntry{ObjectMeta: metav1.ObjectMeta{Name: e.name}, Spec: spec})
 	if err != nil {
-		return fmt.Errorf("create entry %s: %w", name, err)
+		return fmt.Errorf("create entry %s: %w", e.name, err)
 	}
 	g.truth.mu.Lock()
 	e.uid = uid
 	g.truth.mu.Unlock()
-	ops.Add("create entry (" + b.store.kind + ")")
+	g.add(ops, kind)
 	return nil
 }
 
 func (g *beWorkload) write(s *beStore, key string, ops *chaos.Ops) error {
-	err := chaos.Retry(func(ctx context.Context) error { return s.direct.WriteAll(ctx, key, []byte("data of "+key), nil) })
-	if err != nil {
-		return fmt.Errorf("write %s: %w", key, err)
+	if _, err := g.writeKey(s, key, ops); err != nil {
+		return err
 	}
-	s.keys.Expect(key, time.Now())
-	ops.Add("write object")
 	return nil
 }
 
-// refresh reads the entries: their UIDs, and which are admitted.
+// writeKey writes key to s and records it there. On a store bucket that
+// may go (a pool's, the legacy one) it reports false, writing nothing,
+// when the bucket is gone.
+func (g *beWorkload) writeKey(s *beStore, key string, ops *chaos.Ops) (bool, error) {
+	gone := false
+	err := chaos.Retry(func(ctx context.Context) error {
+		err := s.direct.WriteAll(ctx, key, []byte("data of "+key), nil)
+		gone = s.keys.BucketMayGo && gcerrors.Code(err) == gcerrors.NotFound
+		if gone {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("write %s: %w", key, err)
+	}
+	if gone {
+		g.add(ops, "write object: the store bucket is gone")
+		return false, nil
+	}
+	s.keys.Expect(key, time.Now())
+	g.add(ops, "write object")
+	return true, nil
+}
+
+// refresh reads the entries: their UIDs, where the pool placed them,
+// which are admitted, and how their migrations go.
 func (g *beWorkload) refresh() error {
 	var list api.BackupEntryList
 	if err := chaos.Retry(func(ctx context.Context) error { return g.cl.List(ctx, &list) }); err != nil {
 		return fmt.Errorf("list entries: %w", err)
 	}
+	// The buckets the pool placed entries in, read once each (and their
+	// store buckets opened) before the entries' admissions count: the
+	// generator writes there once it sees an entry admitted.
+	g.truth.mu.Lock()
+	need := map[string]bool{}
+	for _, be := range list.Items {
+		if e := g.truth.entries[be.Name]; e != nil && e.pool && e.bucket == nil && be.UID == e.uid && be.Spec.BucketName != "" {
+			need[be.Spec.BucketName] = true
+		}
+	}
+	g.truth.mu.Unlock()
+	placed := map[string]*bucketTruth{}
+	for name := range need {
+		b, err := g.poolBucket(name)
+		if err != nil {
+			return err
+		}
+		placed[name] = b
+	}
 	now := time.Now()
 	g.truth.mu.Lock()
 	defer g.truth.mu.Unlock()
-	for _, be := range list.Items {
+	for i := range list.Items {
+		be := &list.Items[i]
 		e := g.truth.entries[be.Name]
-		if e == nil {
+		if e == nil || be.UID != e.uid {
 			continue
 		}
-		if be.UID != e.uid || !e.admittedSeen.IsZero() || !e.deleteSent.IsZero() {
+		if b := placed[be.Spec.BucketName]; e.pool && e.bucket == nil && b != nil {
+			e.bucket = b
+			b.entries = append(b.entries, e)
+		}
+		e.migration.see(be, now)
+		if !e.admittedSeen.IsZero() || !e.deleteSent.IsZero() || e.bucket == nil {
 			continue
 		}
 		if be.Status.Prefix != "" {
@@ -607,23 +796,43 @@ func (g *beWorkload) writeData(rng *rand.Rand, ops *chaos.Ops) error {
 	key := fmt.Sprintf("%sv2/Full-%08d", e.storePrefix(), len(e.data))
 	e.data = append(e.data, key)
 	g.truth.mu.Unlock()
-	return g.write(e.bucket.store, key, ops)
+	written, err := g.writeKey(e.bucket.store, key, ops)
+	if err == nil && !written {
+		// An admitted entry that is not deleted has its prefix in its
+		// bucket: the checker reports this (invOwner).
+		g.mu.Lock()
+		g.lostWrites = append(g.lostWrites, fmt.Sprintf("%s, of entry %s, at %s: the store bucket %s is gone", key, e.name, ts(time.Now()), e.bucket.store.bucket))
+		g.mu.Unlock()
+	}
+	return err
 }
 
 // deleteEntry deletes an entry: with the grace period, forced (the
 // annotation first), or with the grace period and then forced within it.
 // An entry waiting for a place is deleted too, and goes at once.
 func (g *beWorkload) deleteEntry(rng *rand.Rand, ops *chaos.Ops) error {
+	if g.o.deletes == deleteNone {
+		return nil
+	}
 	g.truth.mu.Lock()
 	var cands []*entryTruth
 	for _, e := range g.truth.order {
+		if g.o.deletes == deleteSoon {
+			if e.deleteSent.IsZero() && e.bucket != nil {
+				cands = append(cands, e)
+			}
+			continue
+		}
+		if m := e.migration; m != nil && (m.kind == migrateLegacy && m.doneSeen.IsZero() || m.kind != migrateLegacy && !m.refusedSeen) && rng.IntN(20) != 0 {
+			continue // migrated (or refused) before it is deleted, mostly
+		}
 		// Old enough to have been admitted and have data, mostly.
 		if e.deleteSent.IsZero() && e.uid != "" && (!e.admittedSeen.IsZero() && time.Since(e.admittedSeen) > 2*time.Second || rng.IntN(8) == 0) {
 			cands = append(cands, e)
 		}
 	}
 	g.truth.mu.Unlock()
-	if len(cands) < 3 { // keep some
+	if len(cands) == 0 || len(cands) < 3 && g.o.deletes == deleteSome { // keep some
 		return nil
 	}
 	e := cands[rng.IntN(len(cands))]
@@ -666,7 +875,7 @@ func (g *beWorkload) deleteOne(e *entryTruth, force bool, ops *chaos.Ops) error 
 	if force {
 		kind = "delete entry (forced)"
 	}
-	ops.Add(kind)
+	g.add(ops, kind)
 	var got api.BackupEntry
 	err = chaos.Retry(func(ctx context.Context) error {
 		return client.IgnoreNotFound(g.cl.Get(ctx, client.ObjectKey{Name: e.name}, &got))
@@ -717,7 +926,7 @@ func (g *beWorkload) forceDue(ops *chaos.Ops) error {
 		if err := g.force(e); err != nil {
 			return err
 		}
-		ops.Add("force a deletion under way")
+		g.add(ops, "force a deletion under way")
 	}
 	return nil
 }
@@ -750,7 +959,7 @@ func (g *beWorkload) replaceBucket(rng *rand.Rand, ops *chaos.Ops) error {
 	if err != nil {
 		return fmt.Errorf("delete bucket %s: %w", b.name, err)
 	}
-	ops.Add("delete bucket")
+	g.add(ops, "delete bucket")
 	return g.newBucket(b.store, b.max, ops)
 }
 
@@ -761,7 +970,11 @@ func (g *beWorkload) runManager(ctx context.Context, cfg *rest.Config, i int) er
 	if err != nil {
 		return err
 	}
-	if err := setupControllers(mgr, controllerOptions{grace: g.o.grace, wrap: g.o.wrap}); err != nil {
+	o := controllerOptions{grace: g.o.grace, wrap: g.o.wrap, installation: g.w.installation}
+	if p := g.w.pool; p != nil {
+		o.quota = share.Quota{p.provider: p.quota}
+	}
+	if err := setupControllers(mgr, o); err != nil {
 		return err
 	}
 	return mgr.Start(ctx)
@@ -769,7 +982,9 @@ func (g *beWorkload) runManager(ctx context.Context, cfg *rest.Config, i int) er
 
 // pending lists what the controller still has to do: deleted entries and
 // buckets not gone, keys of deleted entries not gone, entries waiting for
-// a place in a bucket that has one. Empty means it caught up.
+// a place in a bucket that has one or in their pool, migrations not done,
+// sources that are shared buckets not refused yet. Empty means it caught
+// up.
 func (g *beWorkload) pending(ctx context.Context) ([]string, error) {
 	var entries api.BackupEntryList
 	var buckets api.BackupBucketList
@@ -779,23 +994,14 @@ func (g *beWorkload) pending(ctx context.Context) ([]string, error) {
 	if err := g.cl.List(ctx, &buckets); err != nil {
 		return nil, err
 	}
-	for _, s := range g.w.stores {
+	for _, s := range g.stores() {
 		if err := s.keys.List(ctx); err != nil {
 			return nil, err
 		}
 	}
-	dirs := map[string][]string{}
-	g.truth.mu.Lock()
-	buckets2 := slices.Clone(g.truth.buckets)
-	g.truth.mu.Unlock()
-	for _, b := range buckets2 {
-		if b.deleteSent.IsZero() && b.max > 0 {
-			d, err := listDirs(ctx, b.store.direct, b.prefix)
-			if err != nil {
-				return nil, err
-			}
-			dirs[b.name] = d
-		}
+	dirs, err := g.limitedDirs(ctx, buckets.Items)
+	if err != nil {
+		return nil, err
 	}
 	g.truth.mu.Lock()
 	defer g.truth.mu.Unlock()
@@ -803,11 +1009,23 @@ func (g *beWorkload) pending(ctx context.Context) ([]string, error) {
 	live := map[string]*api.BackupEntry{}
 	for i := range entries.Items {
 		be := &entries.Items[i]
-		if e := g.truth.entries[be.Name]; e != nil && be.UID == e.uid {
-			live[be.Name] = be
-			if !e.deleteSent.IsZero() {
-				out = append(out, "entry "+be.Name)
-			}
+		e := g.truth.entries[be.Name]
+		if e == nil || be.UID != e.uid {
+			continue
+		}
+		live[be.Name] = be
+		switch m := e.migration; {
+		case !e.deleteSent.IsZero():
+			out = append(out, "entry "+be.Name)
+		case e.pool && be.Status.Prefix == "":
+			out = append(out, fmt.Sprintf("entry %s waits for a place in its pool (bucket %q)", be.Name, be.Spec.BucketName))
+		case be.Status.Prefix == "":
+			// A migration waits for the admission (waiting says whether
+			// the entry should have one).
+		case m != nil && m.kind == migrateLegacy && (be.Status.Migration == nil || be.Status.Migration.Step != share.StepDone):
+			out = append(out, fmt.Sprintf("entry %s migrates from %s (status.migration %+v)", be.Name, m.source, be.Status.Migration))
+		case m != nil && m.kind != migrateLegacy && !refusedShared(be):
+			out = append(out, fmt.Sprintf("entry %s, whose source %s is a shared bucket, is not refused yet", be.Name, m.source))
 		}
 	}
 	for _, b := range buckets.Items {
@@ -817,7 +1035,7 @@ func (g *beWorkload) pending(ctx context.Context) ([]string, error) {
 			}
 		}
 	}
-	for _, s := range g.w.stores {
+	for _, s := range g.stores() {
 		for key, r := range s.keys.Keys() {
 			if e := g.ownerOf(s, key); e != nil && !e.deleteSent.IsZero() && r.GoneBy.IsZero() {
 				out = append(out, "key "+key)
@@ -826,6 +1044,37 @@ func (g *beWorkload) pending(ctx context.Context) ([]string, error) {
 	}
 	out = append(out, g.waiting(live, dirs)...)
 	return out, nil
+}
+
+// limitedDirs lists the prefixes of each limited bucket of the generator's
+// that buckets (read from the API server) hold: its own, not deleted, and
+// the pool's that exist (a pool bucket whose store bucket is gone holds
+// none).
+func (g *beWorkload) limitedDirs(ctx context.Context, buckets []api.BackupBucket) (map[string][]string, error) {
+	exists := map[types.UID]bool{}
+	for _, b := range buckets {
+		exists[b.UID] = true
+	}
+	g.truth.mu.Lock()
+	var limited []*bucketTruth
+	for _, b := range g.truth.buckets {
+		if b.max > 0 && b.deleteSent.IsZero() && (!b.pool || exists[b.uid]) {
+			limited = append(limited, b)
+		}
+	}
+	g.truth.mu.Unlock()
+	dirs := map[string][]string{}
+	for _, b := range limited {
+		d, err := listDirs(ctx, b.store.direct, b.prefix)
+		if b.pool && gcerrors.Code(err) == gcerrors.NotFound {
+			d, err = nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		dirs[b.name] = d
+	}
+	return dirs, nil
 }
 
 // waiting names the entries that are neither deleted nor admitted while
@@ -868,8 +1117,13 @@ func (g *beWorkload) ownerOf(s *beStore, key string) *entryTruth {
 }
 
 // settled: every deletion that will be due is, and is done; every entry
-// that can have a place has one.
+// that can have a place has one. The generator reads the entries on
+// meanwhile (refresh): where the pool placed them, and how their
+// migrations go.
 func (g *beWorkload) settled(ctx context.Context) error {
+	if err := g.refresh(); err != nil {
+		return err
+	}
 	now := time.Now()
 	g.truth.mu.Lock()
 	var last time.Time

@@ -71,6 +71,19 @@ type deps struct {
 func newController(d deps, o controllerOptions) (share.Reconciler[*api.BackupEntry, *api.BackupBucket], error) {
 	cfg := entryConfig(d.entries, d.buckets, d.secrets, d.events, d.clk, o.grace, o.dryRun)
 	cfg.Open = d.open
+	// An entry its pool has not placed names no bucket, and has no data
+	// anywhere (admission comes after placement): its location is none,
+	// not an error. The collector reads every entry's location before it
+	// deletes one's data, and keeps that data while one cannot be read: an
+	// entry waiting for its pool (or never placed: NoPool) would hold up
+	// every deletion of the cluster.
+	location := cfg.Location
+	cfg.Location = func(ctx context.Context, e *api.BackupEntry) (collect.Location, error) {
+		if e.Spec.BucketName == "" && e.Status.Prefix == "" {
+			return collect.Location{}, nil
+		}
+		return location(ctx, e)
+	}
 	collector, err := collect.New(cfg)
 	if err != nil {
 		return nil, err
@@ -173,15 +186,17 @@ func entryConfig(entries collect.Objects[*api.BackupEntry], buckets collect.Obje
 			// been written by an admission whose status update was lost.
 			// Such an entry may name a pool bucket not made in the store
 			// (its Secret missing): then it has no data.
-			// Admission proved the prefix the entry's (its marker names the
-			// entry's UID). collect.Location.Owner is not set here: a
-			// deletion cut short after its marker went would keep the
-			// entry for good (see the note of issue 34).
+			// The marker under the prefix names the entry's UID: only then
+			// is the data the entry's (another installation's entry of the
+			// same name may have written there). For an entry without
+			// status.prefix, a prefix whose marker is not its own was never
+			// given to it: it has no data there, and goes.
 			prefix, err := e.Status.Prefix, error(nil)
 			if prefix == "" {
 				prefix, err = share.PrefixOf(e)
 			}
-			loc := collect.Location{URL: b.Spec.URL, Prefix: prefix, BucketMayBeMissing: e.Status.Prefix == ""}
+			loc := collect.Location{URL: b.Spec.URL, Prefix: prefix, BucketMayBeMissing: e.Status.Prefix == "",
+				Owner: string(e.UID), Marker: markerKey, NoDataUnlessOwner: e.Status.Prefix == ""}
 			if ref := b.Spec.SecretRef; ref != nil {
 				loc.Secret, loc.SecretNamespace = ref.Name, ref.Namespace
 				loc.SecretField = fmt.Sprintf("spec.secretRef of BackupBucket %q", b.Name)

@@ -140,23 +140,45 @@ func (s *statefulSetMembers) Wipe(ctx context.Context, name string) error {
 
 // Restore uploads the snapshot into the backup bucket and names it in the
 // pod template, for the init container of the member's next pod (the
-// first one the StatefulSet creates: Start scales to it next).
+// first one the StatefulSet creates: Start scales to it next). The key
+// is the member's whole identity, not its name alone: the StatefulSet's
+// namespace, name and UID, and the member (restoreKey). Two clusters of
+// one StatefulSet name in two namespaces, or one deleted and created
+// again, may share a backup bucket: with the member's name alone, the
+// restore of one would write over the other's snapshot before its init
+// container read it, and that member would start with the other
+// cluster's data. The pod template is written only while the StatefulSet
+// is still the one whose UID the key names.
 func (s *statefulSetMembers) Restore(ctx context.Context, name, snapshotPath string) error {
 	if _, err := s.ordinal(name); err != nil {
 		return err
+	}
+	sts, err := s.Client.AppsV1().StatefulSets(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("restore %s: %w", name, err)
 	}
 	b, err := s.Backups(ctx)
 	if err != nil {
 		return err
 	}
 	defer b.Close()
-	key := "Restore-" + name + ".db" // not a snapshot name: compaction and retention leave it
+	key := restoreKey(sts, name)
 	if err := uploadFile(ctx, b, key, snapshotPath, nil); err != nil {
 		return fmt.Errorf("restore %s: %w", name, err)
 	}
-	return s.update(ctx, func(sts *appsv1.StatefulSet) error {
-		return setEnv(sts, s.Container, envRestoreSnapshot, key)
+	return s.update(ctx, func(now *appsv1.StatefulSet) error {
+		if now.UID != sts.UID {
+			return fmt.Errorf("restore %s: the StatefulSet was replaced (UID %s, the snapshot %s was uploaded for UID %s)", name, now.UID, key, sts.UID)
+		}
+		return setEnv(now, s.Container, envRestoreSnapshot, key)
 	})
+}
+
+// restoreKey is the bucket key of the snapshot restored into member of
+// sts: "Restore-<namespace>.<name>-<uid>-<member>.db" (a namespace holds
+// no dot). It is not a snapshot name: compaction and retention leave it.
+func restoreKey(sts *appsv1.StatefulSet, member string) string {
+	return fmt.Sprintf("Restore-%s.%s-%s-%s.db", sts.Namespace, sts.Name, sts.UID, member)
 }
 
 // Start sets the member's initial cluster and state in the pod template

@@ -34,6 +34,12 @@ import (
 // made its pods and claims.
 func statefulSet(t *testing.T, k *testenv.Kubernetes) {
 	t.Helper()
+	statefulSetIn(t, k, k.Namespace)
+}
+
+// statefulSetIn is statefulSet in namespace ns.
+func statefulSetIn(t *testing.T, k *testenv.Kubernetes, ns string) *appsv1.StatefulSet {
+	t.Helper()
 	labels := map[string]string{"app": "etcd"}
 	sts := &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "etcd"},
@@ -53,13 +59,17 @@ func statefulSet(t *testing.T, k *testenv.Kubernetes) {
 			}},
 		},
 	}
-	if _, err := k.Client.AppsV1().StatefulSets(k.Namespace).Create(t.Context(), sts, metav1.CreateOptions{}); err != nil {
+	sts, err := k.Client.AppsV1().StatefulSets(ns).Create(t.Context(), sts, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range 3 {
-		waitUID(t, k, "pod", "etcd-"+itoa(i), "")
-		waitUID(t, k, "claim", "data-etcd-"+itoa(i), "")
+	if ns == k.Namespace {
+		for i := range 3 {
+			waitUID(t, k, "pod", "etcd-"+itoa(i), "")
+			waitUID(t, k, "claim", "data-etcd-"+itoa(i), "")
+		}
 	}
+	return sts
 }
 
 // uid returns the UID of the pod or claim name, "" when there is none.
@@ -175,7 +185,12 @@ func TestStatefulSetMembers(t *testing.T) {
 	if err := m.Restore(ctx, "etcd-0", snap); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := os.ReadFile(filepath.Join(bucket, "Restore-etcd-0.db")); err != nil || !bytes.Equal(got, append(body, sum[:]...)) {
+	sts0, err := k.Client.AppsV1().StatefulSets(k.Namespace).Get(ctx, "etcd", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := "Restore-" + k.Namespace + ".etcd-" + string(sts0.UID) + "-etcd-0.db"
+	if got, err := os.ReadFile(filepath.Join(bucket, key)); err != nil || !bytes.Equal(got, append(body, sum[:]...)) {
 		t.Errorf("snapshot in the bucket: %q, %v; want the file restored", got, err)
 	}
 	cluster := "etcd-0=" + m.List()[0].PeerURL
@@ -184,7 +199,7 @@ func TestStatefulSetMembers(t *testing.T) {
 	}
 	newPod0 := waitUID(t, k, "pod", "etcd-0", pod0)
 	newClaim0 := waitUID(t, k, "claim", "data-etcd-0", claim0)
-	want := map[string]string{envInitialCluster: cluster, envInitialClusterState: "new", envRestoreSnapshot: "Restore-etcd-0.db"}
+	want := map[string]string{envInitialCluster: cluster, envInitialClusterState: "new", envRestoreSnapshot: key}
 	if got := env(t, k, "etcd-0"); !maps.Equal(got, want) {
 		t.Errorf("pod etcd-0's environment: %v, want %v", got, want)
 	}
@@ -217,6 +232,88 @@ func TestStatefulSetMembers(t *testing.T) {
 		t.Errorf("starting etcd-1 started etcd-2")
 	}
 	t.Logf("etcd-1: claim %s → %s", claim1, newClaim1)
+}
+
+// Two etcd clusters whose StatefulSets have one name ("etcd") in two
+// namespaces, backed up into one bucket, are restored one after the other
+// (the first's init container has not read its snapshot yet): each pod
+// template names a snapshot of its own, and each holds what its recovery
+// restored; neither was written over. A StatefulSet replaced (deleted and
+// created again) between the upload and the template's write is not
+// given the snapshot of the one it replaced.
+func TestStatefulSetMembersRestoreKeysTheWholeIdentity(t *testing.T) {
+	k := testenv.StartKubernetes(t)
+	ctx := t.Context()
+	other := k.Namespace + "-b"
+	if _, err := k.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: other}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bucket := t.TempDir()
+	members := map[string]*statefulSetMembers{}
+	for _, ns := range []string{k.Namespace, other} {
+		statefulSetIn(t, k, ns)
+		members[ns] = &statefulSetMembers{Client: k.Client, Namespace: ns, Name: "etcd", Service: "etcd", Claim: "data", Container: "etcd", Size: 3,
+			Backups: func(context.Context) (*blob.Bucket, error) { return fileblob.OpenBucket(bucket, nil) }}
+	}
+	snapshotOf := func(ns string) string {
+		path := filepath.Join(t.TempDir(), "snap.db")
+		if err := os.WriteFile(path, []byte("the snapshot of the etcd in "+ns), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	for _, ns := range []string{k.Namespace, other} {
+		if err := members[ns].Restore(ctx, "etcd-0", snapshotOf(ns)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, ns := range []string{k.Namespace, other} {
+		sts, err := k.Client.AppsV1().StatefulSets(ns).Get(ctx, "etcd", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var key string
+		for _, e := range sts.Spec.Template.Spec.Containers[0].Env {
+			if e.Name == envRestoreSnapshot {
+				key = e.Value
+			}
+		}
+		got, err := os.ReadFile(filepath.Join(bucket, key))
+		if want := "the snapshot of the etcd in " + ns; err != nil || string(got) != want || !strings.Contains(key, string(sts.UID)) {
+			t.Errorf("the etcd in %s restores %q, holding %q (%v); want its own snapshot %q, under a key naming its UID %s", ns, key, got, err, want, sts.UID)
+		}
+	}
+
+	// Replaced between the upload and the template's write.
+	m := members[other]
+	replaced := &statefulSetMembers{Client: m.Client, Namespace: other, Name: "etcd", Service: "etcd", Claim: "data", Container: "etcd", Size: 3,
+		Backups: func(ctx context.Context) (*blob.Bucket, error) {
+			sets := k.Client.AppsV1().StatefulSets(other)
+			if err := sets.Delete(ctx, "etcd", metav1.DeleteOptions{}); err != nil {
+				return nil, err
+			}
+			for { // the garbage collector removes no finalizer here: it goes at once
+				if _, err := sets.Get(ctx, "etcd", metav1.GetOptions{}); apierrors.IsNotFound(err) {
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			statefulSetIn(t, k, other)
+			return fileblob.OpenBucket(bucket, nil)
+		}}
+	err := replaced.Restore(ctx, "etcd-0", snapshotOf("the replaced StatefulSet"))
+	if err == nil || !strings.Contains(err.Error(), "the StatefulSet was replaced") {
+		t.Errorf("Restore into a StatefulSet replaced meanwhile: %v; want refused", err)
+	}
+	sts, err := k.Client.AppsV1().StatefulSets(other).Get(ctx, "etcd", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range sts.Spec.Template.Spec.Containers[0].Env {
+		if e.Name == envRestoreSnapshot {
+			t.Errorf("the new StatefulSet names the old one's snapshot %s", e.Value)
+		}
+	}
 }
 
 // A StatefulSet that rolls its pods on a template change, or creates them

@@ -52,7 +52,7 @@ type loopState = lockstep.State
 // cluster reconciler: the deny list first, then the global operations, each
 // of which takes (or extends) the lock before acting, then the release.
 func (o *operator) newRunner(cfg subreconcile.Config[*Database, *loopState]) (*subreconcile.Runner[*Database, *loopState], error) {
-	lo := lockstep.Options{DeniedRetry: o.deniedRetry, TimeLayout: time.TimeOnly}
+	lo := &lockstep.Options{DeniedRetry: o.deniedRetry, TimeLayout: time.TimeOnly}
 	lc := locking.Config{Backend: o.backend, LockID: o.lockID, Duration: o.lockDuration, Clock: o.clock}
 	cfg.Name = "Database"
 	cfg.Steps = []subreconcile.Named[*Database, *loopState]{
@@ -76,7 +76,7 @@ type plan func(db *Database, id string) (what string, apply func(*DatabaseStatus
 // (lockstep.Global: only while the lock is ours, with a context that ends
 // with the lease on the lock's clock). It reads the database again once it
 // holds the lock, because the previous holder may have done the work.
-func (o *operator) global(name string, p plan, lo lockstep.Options) subreconcile.Named[*Database, *loopState] {
+func (o *operator) global(name string, p plan, lo *lockstep.Options) subreconcile.Named[*Database, *loopState] {
 	pending := func(db *Database) bool { what, _ := p(db, o.lockID); return what != "" }
 	return lockstep.Global[*Database, *loopState](name, pending, func(ctx context.Context, db *Database, _ locking.Lease) (string, error) {
 		var fresh Database

@@ -21,10 +21,13 @@ var (
 	ErrRetained          = errors.New("backupstore: retained by object lock")
 	ErrExpiryUnsupported = errors.New("backupstore: server-side expiry is not supported for this store")
 	ErrTooManyRules      = errors.New("backupstore: the bucket's lifecycle configuration would exceed the store's rule limit")
+	ErrTargetDiffers     = errors.New("backupstore: the target holds other content at the key")
 	ErrBucketFull        = errors.New("backupstore: bucket holds its limit of entries")
 	ErrPoolFull          = errors.New("share: every bucket of the pool is full")
 	ErrNotOwned          = errors.New("share: the store's bucket is not the bucket object's")
+	ErrStoreNotEmpty     = errors.New("share: the store's bucket holds objects besides its owner marker")
 	ErrLegacyNotCopied   = errors.New("share: legacy objects not copied")
+	ErrLegacyInUse       = errors.New("share: another entry's migration has not copied the legacy location yet")
 	// ErrWriterRunning is crt/backups': crt, which classifies it, cannot
 	// import crt/backups (which imports crt).
 	ErrWriterRunning = errors.New("backups: the writer still has pods")

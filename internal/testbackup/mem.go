@@ -1,6 +1,7 @@
 package testbackup
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -29,6 +30,9 @@ type Mem struct {
 	// Now stamps deletion timestamps; default 2026-01-01 (a zero time
 	// would not survive a copy).
 	Now func() metav1.Time
+	// UIDPrefix starts the UIDs it gives (default "uid-"): give each Mem
+	// of a test its own, since no two objects of any cluster share a UID.
+	UIDPrefix string
 }
 
 var resource = Resource.GroupResource()
@@ -52,7 +56,7 @@ func (m *Mem) Create(_ context.Context, b *Backup) (*Backup, error) {
 	}
 	b = b.DeepCopyObject().(*Backup)
 	m.uids++
-	b.UID = types.UID(fmt.Sprintf("uid-%d", m.uids))
+	b.UID = types.UID(fmt.Sprintf("%s%d", cmp.Or(m.UIDPrefix, "uid-"), m.uids))
 	b.ResourceVersion = m.next()
 	b.DeletionTimestamp = nil
 	m.objs[k] = b

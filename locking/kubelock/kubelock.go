@@ -3,17 +3,22 @@ package kubelock
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/groundskeeper-io/groundskeeper/locking"
 	"github.com/groundskeeper-io/groundskeeper/locking/internal/txnbuf"
@@ -64,6 +69,55 @@ type Config struct {
 	// Labels are set on the ConfigMap when the backend creates it. They are
 	// not changed on an existing ConfigMap.
 	Labels map[string]string
+
+	// Owner, when set, is the ConfigMap's owner reference when the backend
+	// creates it (an existing ConfigMap keeps its own): with the object
+	// whose lock it is as owner, the garbage collector deletes the lock
+	// with the object. A namespaced owner must be in Namespace. ForObject
+	// sets it.
+	Owner *metav1.OwnerReference
+}
+
+// ForObject is the Config of a lock of one object, such as the database
+// an operator reconfigures: its ConfigMap is in the object's namespace,
+// named after the object's kind and name ("<kind>-<name>-lock", lower
+// case; a name too long for that ends in a hash of the whole instead),
+// and owned by the object (Config.Owner, with the object as controller),
+// so that it is deleted with it. obj must have its UID (read it from the
+// API server) and gvk must be its kind.
+//
+// A controller whose builder also Owns(&corev1.ConfigMap{}) is called for
+// the object whenever its lock changes: an instance waiting for the lock
+// is woken by its release, not only when the holder's lease would end.
+func ForObject(c Client, obj metav1.Object, gvk schema.GroupVersionKind) (Config, error) {
+	if obj.GetUID() == "" || obj.GetName() == "" {
+		return Config{}, fmt.Errorf("%w: kubelock: ForObject: %s %q has no UID or name: read it from the API server", locking.ErrInvalidConfig, gvk.Kind, obj.GetName())
+	}
+	if gvk.Kind == "" || gvk.Version == "" {
+		return Config{}, fmt.Errorf("%w: kubelock: ForObject: the object's kind is %q: give its group, version and kind", locking.ErrInvalidConfig, gvk.String())
+	}
+	return Config{
+		Client: c, Namespace: obj.GetNamespace(), Name: lockName(gvk.Kind, obj.GetName()),
+		Labels: map[string]string{LabelLockOf: lockName(gvk.Kind, obj.GetName())},
+		Owner: &metav1.OwnerReference{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind,
+			Name: obj.GetName(), UID: obj.GetUID(), Controller: ptr.To(true)},
+	}, nil
+}
+
+// LabelLockOf, on a ConfigMap that ForObject names, is the ConfigMap's own
+// name: `kubectl get configmap -l groundskeeper.io/lock-of` lists the locks.
+const LabelLockOf = "groundskeeper.io/lock-of"
+
+// lockName is "<kind>-<name>-lock" in lower case, a DNS subdomain and a
+// label value (63 characters at most): a longer one is cut and ends in 8
+// hex digits of the SHA-256 of the whole.
+func lockName(kind, name string) string {
+	full := strings.ToLower(kind) + "-" + name + "-lock"
+	if len(full) <= validation.LabelValueMaxLength {
+		return full
+	}
+	sum := sha256.Sum256([]byte(full))
+	return strings.TrimRight(full[:validation.LabelValueMaxLength-9], "-.") + "-" + hex.EncodeToString(sum[:4])
 }
 
 // blindAttempts bounds the commits of a transaction that read nothing: its
@@ -78,6 +132,7 @@ type Backend struct {
 	namespace string
 	name      string
 	labels    map[string]string
+	owner     []metav1.OwnerReference
 
 	mu   sync.Mutex
 	last *corev1.ConfigMap // the last version read or written, for As
@@ -97,7 +152,14 @@ func New(cfg Config) (*Backend, error) {
 	if errs := validation.IsDNS1123Subdomain(cfg.Name); len(errs) > 0 {
 		return nil, fmt.Errorf("%w: kubelock: Config.Name = %q: %s", locking.ErrInvalidConfig, cfg.Name, strings.Join(errs, "; "))
 	}
-	return &Backend{client: cfg.Client, namespace: cfg.Namespace, name: cfg.Name, labels: maps.Clone(cfg.Labels)}, nil
+	if o := cfg.Owner; o != nil && (o.APIVersion == "" || o.Kind == "" || o.Name == "" || o.UID == "") {
+		return nil, fmt.Errorf("%w: kubelock: Config.Owner = %s %s %q (UID %q): every field of the reference is required", locking.ErrInvalidConfig, o.APIVersion, o.Kind, o.Name, o.UID)
+	}
+	b := &Backend{client: cfg.Client, namespace: cfg.Namespace, name: cfg.Name, labels: maps.Clone(cfg.Labels)}
+	if cfg.Owner != nil {
+		b.owner = []metav1.OwnerReference{*cfg.Owner}
+	}
+	return b, nil
 }
 
 // As supports *Client (Config.Client) and
@@ -273,7 +335,7 @@ func (b *Backend) write(ctx context.Context, obj *corev1.ConfigMap, data map[str
 	if obj == nil {
 		verb = "create"
 		cm := &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: b.name, Namespace: b.namespace, Labels: maps.Clone(b.labels)},
+			ObjectMeta: metav1.ObjectMeta{Name: b.name, Namespace: b.namespace, Labels: maps.Clone(b.labels), OwnerReferences: slices.Clone(b.owner)},
 			BinaryData: encodeData(next, nil),
 		}
 		written, err = b.client.CreateConfigMap(ctx, cm)

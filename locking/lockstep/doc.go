@@ -13,7 +13,7 @@
 //		Name: "Cluster",
 //		Steps: []subreconcile.Named[*Cluster, *lockstep.State]{
 //			lockstep.DenyList[*Cluster, *lockstep.State]("UpdateLockConfiguration", denyList),
-//			lockstep.Global[*Cluster, *lockstep.State]("ChangeCoordinators", coordinatorsDiffer, changeCoordinators, lockstep.Options{Margin: 30 * time.Second}),
+//			lockstep.Global[*Cluster, *lockstep.State]("ChangeCoordinators", coordinatorsDiffer, changeCoordinators, &lockstep.Options{Margin: 30 * time.Second}),
 //			lockstep.Release[*Cluster, *lockstep.State]("ReleaseLock"),
 //		},
 //		NewState: lockstep.NewStates(locking.Config{Backend: backend, LockID: id},

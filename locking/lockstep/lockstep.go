@@ -39,7 +39,7 @@ func (s *State) LockState() *State { return s }
 // embedding *State is one, and so is *State itself.
 type Holder interface{ LockState() *State }
 
-// Options adjust the steps. The zero value is ready to use.
+// Options adjust a global step (Global); nil means the defaults.
 type Options struct {
 	// DeniedRetry is how long a step waits, when this instance is on the
 	// deny list, before it looks again. Zero means DefaultDeniedRetry.
@@ -111,7 +111,11 @@ type Act[T any] func(ctx context.Context, obj T, lease locking.Lease) (did strin
 // The lock stays held after the step: the chain's Release step gives it
 // back once the loop's global steps are done, so that consecutive global
 // steps take it once.
-func Global[T subreconcile.Object[T], S Holder](name string, pending func(obj T) bool, act Act[T], o Options) subreconcile.Named[T, S] {
+func Global[T subreconcile.Object[T], S Holder](name string, pending func(obj T) bool, act Act[T], opts *Options) subreconcile.Named[T, S] {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
 	return subreconcile.NamedFunc(name, func(ctx context.Context, obj T, loop subreconcile.Loop[S]) *subreconcile.Requeue {
 		if !pending(obj) {
 			return nil

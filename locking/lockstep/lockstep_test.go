@@ -40,7 +40,7 @@ type instance struct {
 func newInstance(t *testing.T, id string, backend locking.Backend, clk *clocktesting.FakeClock, disabled bool, deny []locking.DenyListEntry) *instance {
 	t.Helper()
 	in := &instance{}
-	o := lockstep.Options{DeniedRetry: 5 * time.Minute, TimeLayout: time.TimeOnly}
+	o := &lockstep.Options{DeniedRetry: 5 * time.Minute, TimeLayout: time.TimeOnly}
 	act := func(_ context.Context, d db, _ locking.Lease) (string, error) {
 		did := fmt.Sprintf("set %s", d.Data["want"])
 		in.acted = append(in.acted, did)
@@ -245,7 +245,7 @@ func TestReleaseOfALostLock(t *testing.T) {
 		Name:  "Database",
 		Clock: clk,
 		Steps: []subreconcile.Named[db, *lockstep.State]{
-			lockstep.Global[db, *lockstep.State]("Reconfigure", pending, act, lockstep.Options{}),
+			lockstep.Global[db, *lockstep.State]("Reconfigure", pending, act, nil),
 			subreconcile.NamedFunc("Stall", func(ctx context.Context, _ db, _ subreconcile.Loop[*lockstep.State]) *subreconcile.Requeue {
 				clk.Step(locking.DefaultDuration + time.Minute)
 				if _, err := thief.Take(ctx); err != nil {
@@ -279,7 +279,7 @@ func TestReleaseOfALostLock(t *testing.T) {
 
 // marginChain is one instance's chain with one global step, with opts, over
 // backend; act is the step's work.
-func marginChain(t *testing.T, backend locking.Backend, clk *clocktesting.FakeClock, opts lockstep.Options, act lockstep.Act[db]) *subreconciletest.Harness[db, *lockstep.State] {
+func marginChain(t *testing.T, backend locking.Backend, clk *clocktesting.FakeClock, opts *lockstep.Options, act lockstep.Act[db]) *subreconciletest.Harness[db, *lockstep.State] {
 	t.Helper()
 	return subreconciletest.New(t, subreconcile.Config[db, *lockstep.State]{
 		Name:  "Database",
@@ -308,7 +308,7 @@ func TestGlobalStepKeepsItsMargin(t *testing.T) {
 			clk := clocktesting.NewFakeClock(subreconciletest.Epoch)
 			backend := lateBackend{memlock.New(), clk, locking.DefaultDuration - time.Minute}
 			acted := false
-			h := marginChain(t, backend, clk, lockstep.Options{TimeLayout: time.TimeOnly, Margin: tc.margin},
+			h := marginChain(t, backend, clk, &lockstep.Options{TimeLayout: time.TimeOnly, Margin: tc.margin},
 				func(context.Context, db, locking.Lease) (string, error) { acted = true; return "set", nil })
 			r := h.Run(newDB("7.3", "7.1"))
 			if acted != tc.wantAct {
@@ -323,7 +323,7 @@ func TestGlobalStepKeepsItsMargin(t *testing.T) {
 	// Act's context ends two minutes before the lease does.
 	clk := clocktesting.NewFakeClock(subreconciletest.Epoch)
 	var cause error
-	h := marginChain(t, memlock.New(), clk, lockstep.Options{Margin: 2 * time.Minute},
+	h := marginChain(t, memlock.New(), clk, &lockstep.Options{Margin: 2 * time.Minute},
 		func(ctx context.Context, _ db, lease locking.Lease) (string, error) {
 			clk.Step(lease.End.Sub(clk.Now()) - 2*time.Minute)
 			select {
@@ -353,7 +353,7 @@ func TestGlobalStepRejectsABadMargin(t *testing.T) {
 		clk := clocktesting.NewFakeClock(subreconciletest.Epoch)
 		backend := memlock.New()
 		acted := false
-		h := marginChain(t, backend, clk, lockstep.Options{Margin: tc.margin},
+		h := marginChain(t, backend, clk, &lockstep.Options{Margin: tc.margin},
 			func(context.Context, db, locking.Lease) (string, error) { acted = true; return "set", nil })
 		r := h.Run(newDB("7.3", "7.1")).ExpectError(locking.ErrInvalidConfig).ExpectErrorContaining(tc.want)
 		if !r.Terminal() {

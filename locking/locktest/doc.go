@@ -49,8 +49,9 @@
 //     FoundationDB operator's keys and byte format, the deny list, corrupt
 //     records, upgrade records, the disable switch, the dry runs of
 //     Release, UpdateDenyList and ClearPendingUpgrades (which report what
-//     would change and write nothing), and contenders that never hold the
-//     lock together (Exclusion).
+//     would change and write nothing), a clear of the upgrade records read
+//     (ClearUpgradesOptions.Only) that keeps a record added since, and
+//     contenders that never hold the lock together (Exclusion).
 //
 // Each subtest leaves the prefix it used empty, so the suite can run again
 // (-count) against the same server.

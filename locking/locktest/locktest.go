@@ -970,6 +970,44 @@ func runUpgrades(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 		}
 	})
 
+	t.Run("a clear of the records read keeps the records added since", func(t *testing.T) {
+		e := newEnv(t, newBackend)
+		l := e.lock("dc1", nil)
+		if err := l.AddPendingUpgrades(e.ctx, "7.1.26", []string{"storage-1", "log-1"}); err != nil {
+			t.Fatal(err)
+		}
+		read, err := l.ClearPendingUpgrades(e.ctx, &locking.ClearUpgradesOptions{DryRun: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Another instance records a process group ready after the read.
+		if err := e.lock("dc2", nil).AddPendingUpgrades(e.ctx, "7.1.26", []string{"storage-2"}); err != nil {
+			t.Fatal(err)
+		}
+		// A record read that someone else cleared meanwhile is skipped.
+		if _, err := e.lock("dc2", nil).ClearPendingUpgrades(e.ctx, &locking.ClearUpgradesOptions{Only: []locking.PendingUpgrade{{Version: "7.1.26", ProcessGroupID: "log-1"}}}); err != nil {
+			t.Fatal(err)
+		}
+		dry, err := l.ClearPendingUpgrades(e.ctx, &locking.ClearUpgradesOptions{Only: read, DryRun: true})
+		if want := []locking.PendingUpgrade{{Version: "7.1.26", ProcessGroupID: "storage-1"}}; err != nil || !cmp.Equal(dry, want) {
+			t.Fatalf("dry run of the clear of the records read: %+v, %v; want %+v", dry, err, want)
+		}
+		cleared, err := l.ClearPendingUpgrades(e.ctx, &locking.ClearUpgradesOptions{Only: read})
+		if want := []locking.PendingUpgrade{{Version: "7.1.26", ProcessGroupID: "storage-1"}}; err != nil || !cmp.Equal(cleared, want) {
+			t.Fatalf("clear of the records read: %+v, %v; want %+v", cleared, err, want)
+		}
+		got, err := l.PendingUpgrades(e.ctx, "7.1.26")
+		if want := map[string]bool{"storage-2": true}; err != nil || !cmp.Equal(got, want) {
+			t.Fatalf("after the clear of the records read: %v, %v; want the one added since, %v", got, err, want)
+		}
+		if _, err := l.ClearPendingUpgrades(e.ctx, &locking.ClearUpgradesOptions{Only: []locking.PendingUpgrade{{Version: "7.1/x", ProcessGroupID: "a"}}}); !errors.Is(err, locking.ErrInvalidConfig) || !strings.Contains(err.Error(), "Only[0]") {
+			t.Errorf("Only with an invalid version: %v; want ErrInvalidConfig naming Only[0]", err)
+		}
+		if _, err := l.ClearPendingUpgrades(e.ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("invalid input is rejected", func(t *testing.T) {
 		e := newEnv(t, newBackend)
 		l := e.lock("dc1", nil)

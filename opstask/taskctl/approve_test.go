@@ -71,7 +71,7 @@ func TestApproveAddsTheTokenOfTheWaitingStep(t *testing.T) {
 
 	var out bytes.Buffer
 	_, rv := approvals(t, c, "recover")
-	if err := tasks.Approve(ctx, "recover", true, &out); err != nil {
+	if err := tasks.Approve(ctx, "recover", &out, &taskctl.ApproveOptions{DryRun: true}); err != nil {
 		t.Fatal(err)
 	}
 	if got, rv2 := approvals(t, c, "recover"); got != "approve/0000000000" || rv2 != rv {
@@ -82,7 +82,7 @@ func TestApproveAddsTheTokenOfTheWaitingStep(t *testing.T) {
 	}
 
 	out.Reset()
-	if err := tasks.Approve(ctx, "recover", false, &out); err != nil {
+	if err := tasks.Approve(ctx, "recover", &out, nil); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("approve printed:\n%s", out.String())
@@ -99,7 +99,7 @@ func TestApproveAddsTheTokenOfTheWaitingStep(t *testing.T) {
 	}
 
 	out.Reset()
-	if err := tasks.Approve(ctx, "recover", false, &out); err != nil {
+	if err := tasks.Approve(ctx, "recover", &out, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got2, rv2 := approvals(t, c, "recover"); got2 != got || rv2 != rv || !strings.Contains(out.String(), "approved already") {
@@ -107,13 +107,13 @@ func TestApproveAddsTheTokenOfTheWaitingStep(t *testing.T) {
 	}
 
 	create(t, c, "snap", "snapshot", "main")
-	if err := tasks.Approve(ctx, "snap", false, &out); !errors.Is(err, taskctl.ErrNothingToApprove) || !strings.Contains(err.Error(), "testtask/snap is Pending") {
+	if err := tasks.Approve(ctx, "snap", &out, nil); !errors.Is(err, taskctl.ErrNothingToApprove) || !strings.Contains(err.Error(), "testtask/snap is Pending") {
 		t.Errorf("approve a task that awaits nothing: %v; want ErrNothingToApprove", err)
 	}
 	if got, _ := approvals(t, c, "snap"); got != "" {
 		t.Errorf("a task that awaits nothing got the annotation %q", got)
 	}
-	if err := tasks.Approve(ctx, "absent", false, &out); !apierrors.IsNotFound(err) {
+	if err := tasks.Approve(ctx, "absent", &out, nil); !apierrors.IsNotFound(err) {
 		t.Errorf("approve a missing task: %v; want NotFound", err)
 	}
 }
@@ -140,7 +140,7 @@ func TestApproveRefusesATaskChangedMeanwhile(t *testing.T) {
 	awaiting(t, c, "recover")
 	tasks.Client = changeAfterGet{c, func() { annotate(t, c, "recover", "approve/1111111111") }}
 	var out bytes.Buffer
-	err := tasks.Approve(context.Background(), "recover", false, &out)
+	err := tasks.Approve(context.Background(), "recover", &out, nil)
 	if !apierrors.IsConflict(err) {
 		t.Fatalf("approve a task changed meanwhile: %v; want a Conflict", err)
 	}

@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/utils/clock"
 
 	"github.com/groundskeeper-io/groundskeeper/opstask"
 	"github.com/groundskeeper-io/groundskeeper/opstask/kubestore"
@@ -61,15 +62,21 @@ type Tasks struct {
 	// TargetField is the spec field that names a task's target, as
 	// kubestore.Config.TargetField.
 	TargetField string
-	// Now is the clock that times the printed lines; nil means time.Now.
-	Now func() time.Time
+	// Clock times the printed lines (ages); nil means clock.RealClock.
+	Clock clock.PassiveClock
 }
 
 func (t Tasks) now() time.Time {
-	if t.Now != nil {
-		return t.Now()
+	if t.Clock != nil {
+		return t.Clock.Now()
 	}
 	return time.Now()
+}
+
+// ApproveOptions adjust Approve; nil means the defaults.
+type ApproveOptions struct {
+	// DryRun prints what Approve would approve and writes nothing.
+	DryRun bool
 }
 
 // List prints a table of the tasks: name, target, kind, state, age and last
@@ -178,9 +185,10 @@ func (t Tasks) Wait(ctx context.Context, name string, out io.Writer) (opstask.Ta
 // merge patch that carries the resourceVersion read: if the task changed
 // in between (another token added, the task recreated), the patch fails
 // with a Conflict and nothing is approved; run it again to see the task as
-// it is. With dryRun, Approve prints and writes nothing. It returns
+// it is. With opts.DryRun, Approve prints and writes nothing. It returns
 // ErrNothingToApprove when no step awaits approval.
-func (t Tasks) Approve(ctx context.Context, name string, dryRun bool, out io.Writer) error {
+func (t Tasks) Approve(ctx context.Context, name string, out io.Writer, opts *ApproveOptions) error {
+	dryRun := opts != nil && opts.DryRun
 	u, err := t.Client.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("get %s/%s: %w", t.Resource, name, err)

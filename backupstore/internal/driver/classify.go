@@ -48,6 +48,21 @@ func IsTransient(ctx context.Context, err error) bool {
 	return true
 }
 
+// IsExists reports whether err is a conditional write's refusal to write
+// over an object that exists (blob.WriterOptions.IfNotExist, gocloud's
+// FailedPrecondition; a Putter's HTTP 412 Precondition Failed).
+func IsExists(err error) bool {
+	if err == nil {
+		return false
+	}
+	type coder interface{ HTTPStatusCode() int }
+	var c coder
+	if errors.As(err, &c) && c.HTTPStatusCode() == 412 {
+		return true
+	}
+	return gcerrors.Code(err) == gcerrors.FailedPrecondition
+}
+
 // IsNotFound reports whether err says that an object (or its bucket) does
 // not exist. It trusts gcerrors.Code unless a provider knows better: on
 // S3, gocloud's s3blob reports every operation error whose text contains

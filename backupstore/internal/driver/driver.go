@@ -346,7 +346,9 @@ type BucketDeleter interface {
 type Putter interface {
 	// Put writes exactly size bytes read from body at raw, a key in the
 	// store's spelling, after a listing through this Remover learned the
-	// bucket. md5 (nil: unknown) is the MD5 the bytes must have: a
+	// bucket, and never over an object there: the write is conditional on
+	// raw not existing, and one that exists fails it with an error that
+	// IsExists reports. md5 (nil: unknown) is the MD5 the bytes must have: a
 	// mismatch, or a body of another size, fails the write and leaves
 	// nothing at raw. Metadata keys are lower-case letters, digits and
 	// dashes. ok is false when the Remover cannot write (it knows no

@@ -184,7 +184,7 @@ func run(ctx context.Context, args []string, out io.Writer) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		return ExitSucceeded, c.tasks.Approve(ctx, name, *dryRun, out)
+		return ExitSucceeded, c.tasks.Approve(ctx, name, out, &taskctl.ApproveOptions{DryRun: *dryRun})
 	case "-h", "--help", "help":
 		return 0, flag.ErrHelp
 	}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
 	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
@@ -92,6 +94,13 @@ type KeyRecord struct {
 // fail (the store is down) are skipped. It reads the bucket directly: give
 // it a bucket that bypasses the faults.
 type KeyHistory struct {
+	// BucketMayGo says that the system under test may delete the bucket
+	// itself (a pool's bucket): a listing that finds it missing
+	// (gcerrors.NotFound) is then a complete listing of no key, and the
+	// moment is recorded (Gone). Without it, such a listing failed, as
+	// one of a store that is down. Set it before Run.
+	BucketMayGo bool
+
 	bucket *blob.Bucket
 	prefix string
 
@@ -99,6 +108,8 @@ type KeyHistory struct {
 	keys     map[string]*KeyRecord
 	listings int
 	failures int
+	present  bool        // the last listing found the bucket
+	gone     []time.Time // when listings found it missing after it was there
 }
 
 // NewKeyHistory returns a history of the keys under prefix; call Run to
@@ -136,10 +147,15 @@ func (h *KeyHistory) List(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	present := map[string]bool{}
+	missing := false
 	iter := h.bucket.List(&blob.ListOptions{Prefix: h.prefix})
 	for {
 		o, err := iter.Next(ctx)
 		if errors.Is(err, io.EOF) {
+			break
+		}
+		if h.BucketMayGo && gcerrors.Code(err) == gcerrors.NotFound {
+			missing, present = true, map[string]bool{}
 			break
 		}
 		if err != nil {
@@ -154,6 +170,10 @@ func (h *KeyHistory) List(ctx context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.listings++
+	if missing && h.present {
+		h.gone = append(h.gone, end)
+	}
+	h.present = !missing
 	for k := range present {
 		if _, ok := h.keys[k]; !ok {
 			h.keys[k] = &KeyRecord{Written: start}
@@ -176,6 +196,15 @@ func (h *KeyHistory) Keys() map[string]KeyRecord {
 		out[k] = *r
 	}
 	return out
+}
+
+// Gone returns when listings found the bucket missing after one had found
+// it (BucketMayGo): it was deleted before each of these moments. A bucket
+// never found is never gone.
+func (h *KeyHistory) Gone() []time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.gone)
 }
 
 // Listings returns how many listings completed and how many failed.

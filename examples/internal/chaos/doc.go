@@ -27,7 +27,8 @@
 //     missing from its final read as deleted by then (the aerospike-gc
 //     workload did, before the audit log).
 //   - [KeyHistory] lists an object store prefix over time and says by when
-//     each key was gone.
+//     each key was gone; with BucketMayGo, also by when the bucket itself
+//     was (one the system under test deletes, a pool's).
 //   - [MountLog] keeps when each pod that mounts a claim was created and
 //     when its delete was sent, the pods the operator did not make
 //     included, and says whether a claim's deletion happened while one
@@ -92,9 +93,15 @@
 //   - examples/backup-entry: buckets with quotas on fake-gcs-server, MinIO
 //     and Azurite (all restarted; Azurite only with SIGTERM, since a kill
 //     can lose its last writes), entries deleted after their grace period or
-//     forced. No prefix data deleted early or outside its prefix; the
-//     finalizer removed only after the prefix is gone; the quota held;
-//     liveness; nothing kept lost.
+//     forced; a pool on MinIO that grows and deletes its empty buckets;
+//     migrations from legacy prefixes, and sources that are shared buckets
+//     (refused); and a second installation (one replica, no faults of its
+//     own) with the same --installation and names, whose pool writes into
+//     the same MinIO. No prefix data deleted early or outside its prefix;
+//     the finalizer removed only after the prefix is gone; the quota held;
+//     liveness; nothing kept lost; no pool store bucket deleted under an
+//     entry; every legacy key in its legacy prefix or copied (nothing in
+//     neither). Each installation's checker judges its own.
 //   - examples/statefulset-pvc: sets under each claim policy scaled up and
 //     down and deleted, ordered by etcd revision, and "backup" pods the
 //     controller did not make that mount a claim for a while. No claim or

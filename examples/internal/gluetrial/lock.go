@@ -27,5 +27,5 @@ func reconfigureStep() subreconcile.Named[*api.MiniDB, *lockstep.State] {
 		func(ctx context.Context, db *api.MiniDB, _ locking.Lease) (string, error) {
 			db.Status.AppliedConfig = db.Spec.Config // the made-up database reconfigures at once
 			return "applied config " + db.Spec.Config, nil
-		}, lockstep.Options{})
+		}, nil)
 }
