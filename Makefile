@@ -56,7 +56,7 @@ BENCH_OUT   ?= $(CURDIR)/bench/out
 # Every package of the workspace: the library's and the examples'.
 PACKAGES := ./... ./examples/...
 # Every module, for go mod tidy.
-MODULES  := . examples internal/tools/etcd internal/tools/kube internal/tools/modsize internal/tools/depsbudget internal/tools/vulncheck internal/tools/benchchart internal/tools/apicheck
+MODULES  := . examples internal/tools/etcd internal/tools/kube internal/tools/kwok internal/tools/modsize internal/tools/depsbudget internal/tools/vulncheck internal/tools/benchchart internal/tools/apicheck
 
 # The supported range (README, "Supported versions"): the library's go.mod
 # requires the oldest, the examples' go.mod the newest.

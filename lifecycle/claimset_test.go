@@ -30,6 +30,7 @@ import (
 // collector treats every kind alike), read from the API server on every
 // step, as a reconciler reads its object.
 type claimSetOwner struct {
+	specs
 	c    kubernetes.Interface
 	ns   string
 	name string
@@ -82,10 +83,10 @@ func (o claimSetOwner) claimSet(owner lifecycle.Owner) lifecycle.ClaimSet {
 		Reread:    o.read,
 		Label:     "app",
 		Pod: func(i int) (*corev1.Pod, error) {
-			return &corev1.Pod{Spec: podSpec(fmt.Sprintf("data-%s-%d", o.name, i))}, nil
+			return &corev1.Pod{Spec: o.pod(fmt.Sprintf("data-%s-%d", o.name, i))}, nil
 		},
 		Claims: func(i int) ([]*corev1.PersistentVolumeClaim, error) {
-			return []*corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("data-%s-%d", o.name, i)}, Spec: claimSpec()}}, nil
+			return []*corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("data-%s-%d", o.name, i)}, Spec: o.claim()}}, nil
 		},
 	}
 }

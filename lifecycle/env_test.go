@@ -70,8 +70,31 @@ func (s snapshot) String() string {
 	return b.String()
 }
 
+// specs are the pod and claim specs of a workload: podSpec's and
+// claimSpec's, and on nodes the claims name a pool's class and the pods
+// take a grace period to terminate.
+type specs struct {
+	class *string
+	grace *int64
+}
+
+func (s specs) pod(claim string) corev1.PodSpec {
+	p := podSpec(claim)
+	if s.grace != nil {
+		p.TerminationGracePeriodSeconds = s.grace
+	}
+	return p
+}
+
+func (s specs) claim() corev1.PersistentVolumeClaimSpec {
+	c := claimSpec()
+	c.StorageClassName = s.class
+	return c
+}
+
 // common state and helpers of both workloads.
 type base struct {
+	specs
 	c         kubernetes.Interface
 	ns        string
 	name      string
@@ -210,9 +233,9 @@ func (s *statefulSet) create(ctx context.Context, replicas int, policy lifecycle
 			PersistentVolumeClaimRetentionPolicy: policy.StatefulSet(),
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: sel},
-				Spec:       podSpec(""),
+				Spec:       s.pod(""),
 			},
-			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"}, Spec: claimSpec()}},
+			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"}, Spec: s.claim()}},
 		},
 	}
 	_, err := s.c.AppsV1().StatefulSets(s.ns).Create(ctx, set, metav1.CreateOptions{})
@@ -443,7 +466,7 @@ func (o *operator) step(ctx context.Context) error {
 				claim := &corev1.PersistentVolumeClaim{
 					ObjectMeta: metav1.ObjectMeta{Name: o.claimName(i), Labels: map[string]string{"app": o.name},
 						Annotations: o.m.Annotations().Track(o.podName(i), 0)},
-					Spec: claimSpec(),
+					Spec: o.claim(),
 				}
 				if _, err := o.c.CoreV1().PersistentVolumeClaims(o.ns).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
 					if apierrors.IsAlreadyExists(err) {
@@ -456,7 +479,7 @@ func (o *operator) step(ctx context.Context) error {
 				ObjectMeta: metav1.ObjectMeta{Name: o.podName(i), Labels: map[string]string{"app": o.name},
 					OwnerReferences: []metav1.OwnerReference{{APIVersion: o.owner.APIVersion, Kind: o.owner.Kind, Name: o.owner.Name, UID: o.owner.UID,
 						Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}},
-				Spec: podSpec(o.claimName(i)),
+				Spec: o.pod(o.claimName(i)),
 			}
 			pod, err = o.c.CoreV1().Pods(o.ns).Create(ctx, p, metav1.CreateOptions{})
 			if apierrors.IsAlreadyExists(err) {

@@ -11,6 +11,7 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
 	"github.com/groundskeeper-io/groundskeeper/testenv"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 type step struct {
@@ -177,6 +178,27 @@ func (sc scenario) run(ctx context.Context, w workload, p lifecycle.Policy) ([]s
 // blockOwnerDeletion).
 func TestScenarios(t *testing.T) {
 	testenv.StartKubernetes(t) // skip early when the control plane is not built
+	runScenarios(t, func(*testing.T, *testenv.Kubernetes) specs { return specs{} })
+}
+
+// TestScenariosOnNodes is TestScenarios with pods that live: scheduled to
+// fake nodes (shared by every scenario: none stops one) and Running,
+// claims bound to volumes when their pod is scheduled, and every deleted
+// pod Terminating for 2 s, its claim mounted, as the StatefulSet controller
+// and the garbage collector see it in a cluster.
+func TestScenariosOnNodes(t *testing.T) {
+	k := testenv.StartKubernetes(t)
+	nodes := k.StartNodes(t, &testenv.NodeOptions{Count: 2})
+	runScenarios(t, func(t *testing.T, env *testenv.Kubernetes) specs {
+		env.UseNodes(t, nodes)
+		pool := env.NewVolumePool(t, &testenv.VolumeOptions{Count: 8})
+		return specs{class: &pool.StorageClass, grace: ptr.To[int64](2)}
+	})
+}
+
+// runScenarios runs every scenario under every policy, each workload in a
+// namespace of its own, whose pods and claims are as specsFor makes them.
+func runScenarios(t *testing.T, specsFor func(*testing.T, *testenv.Kubernetes) specs) {
 	for _, name := range policyNames {
 		for _, sc := range scenarios {
 			t.Run(string(name)+"/"+sc.name, func(t *testing.T) {
@@ -194,13 +216,20 @@ func TestScenarios(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				sts := newStatefulSet(stsEnv.Client, stsEnv.Namespace, "db")
+				sts.specs = specsFor(t, stsEnv)
+				op := newOperator(opEnv.Client, m, configMapOwner{opEnv.Client}, opEnv.Namespace, "db")
+				op.specs = specsFor(t, opEnv)
+				cs := newClaimSetOperator(csEnv.Client, newManager(t, csEnv), csEnv.Namespace, "db")
+				cs.specs = specsFor(t, csEnv)
+				cs.owner.specs = cs.specs
 				impls := []struct {
 					name string
 					w    workload
 				}{
-					{"StatefulSet controller", newStatefulSet(stsEnv.Client, stsEnv.Namespace, "db")},
-					{"custom owner with lifecycle", newOperator(opEnv.Client, m, configMapOwner{opEnv.Client}, opEnv.Namespace, "db")},
-					{"custom owner with lifecycle's claim set", newClaimSetOperator(csEnv.Client, newManager(t, csEnv), csEnv.Namespace, "db")},
+					{"StatefulSet controller", sts},
+					{"custom owner with lifecycle", op},
+					{"custom owner with lifecycle's claim set", cs},
 				}
 				results := make([][]snapshot, len(impls))
 				errs := make([]error, len(impls))

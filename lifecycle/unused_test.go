@@ -80,15 +80,14 @@ func TestUnusedConditionDrivesCollection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The persistentvolume-binder binds each claim of the pool's class to
+	// one of its volumes, at once (no pod needed).
+	pool := k.NewVolumePool(t, &testenv.VolumeOptions{Count: 2, Immediate: true})
 	bound := func(name string, ann map[string]string) {
 		t.Helper()
-		c, err := claims.Create(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: ann}, Spec: claimSpec()}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		// No persistent-volume controller runs here: bind it as it would.
-		c.Status.Phase = corev1.ClaimBound
-		if _, err := claims.UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
+		spec := claimSpec()
+		spec.StorageClassName = &pool.StorageClass
+		if _, err := claims.Create(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: ann}, Spec: spec}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

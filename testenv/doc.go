@@ -1,6 +1,8 @@
 // Package testenv starts real components for tests, on free loopback ports,
-// for groundskeeper's own tests and for the tests of operators built on it: etcd, kube-apiserver and kube-controller-manager, MinIO
-// (S3), fake-gcs-server (GCS) and Azurite (Azure Blob), plus file and memory
+// for groundskeeper's own tests and for the tests of operators built on it:
+// etcd, kube-apiserver, kube-controller-manager and, on demand,
+// kube-scheduler with fake nodes whose kubelet is KWOK; MinIO (S3),
+// fake-gcs-server (GCS) and Azurite (Azure Blob), plus file and memory
 // buckets. A mock answers what its author believed; these answer what the
 // real thing does.
 //
@@ -12,9 +14,13 @@
 //   - Each test gets its own namespace ([StartKubernetes]), etcd key prefix
 //     ([StartEtcd]) or bucket ([S3], [GCS], [Azure], [File], [Mem]).
 //   - The controller manager runs the controllers in [Controllers], so owner
-//     reference cascades, the PVC protection finalizer, the StatefulSet claim
-//     retention policy, namespace deletion and the removal of unscheduled
-//     pods left terminating behave as in a cluster.
+//     reference cascades, the PVC protection finalizer and the claims'
+//     Unused condition, the StatefulSet claim retention policy, namespace
+//     deletion, the binding of claims to volumes, the node lifecycle
+//     (NotReady, eviction) and the removal of pods left terminating where
+//     no kubelet will finish them behave as in a cluster.
+//   - Nodes are opt-in ([Kubernetes.StartNodes]): a test that starts none
+//     pays nothing for them, and its pods stay Pending.
 //   - The control plane authenticates a static admin token and authorizes
 //     everything; its kubeconfig file is in [Kubernetes.Kubeconfig].
 //   - A component that cannot start fails the test with an error that names it
@@ -30,17 +36,38 @@
 //     and the next test binary that starts a component removes the data
 //     the crashed one left in the temporary directory.
 //
-// Not provided: a kubelet or scheduler (pods stay Pending and unscheduled,
-// claims stay unbound; deleting an unscheduled pod is immediate), admission
-// webhooks, or isolation between tests beyond namespaces, prefixes and
-// buckets.
+// Not provided: containers (a pod on a fake node runs nothing), a
+// provisioner (claims bind to the PersistentVolumes of a pool,
+// [Kubernetes.NewVolumePool]), admission webhooks, or isolation between
+// tests beyond namespaces, prefixes, buckets and each test's own nodes.
+//
+// # Nodes
+//
+// [Kubernetes.StartNodes] gives a test fake nodes: kube-scheduler runs in
+// the control plane, and one KWOK process (sigs.k8s.io/kwok, Kubernetes
+// WithOut Kubelet) per node plays its kubelet, moving pods through their
+// life by the Stage files embedded in this package (stages/*.yaml). Pods of
+// the test's namespace are scheduled to its nodes and only there; they
+// become Running and Ready within a second; a deleted pod stays
+// Terminating, its claims mounted, until its deletionTimestamp (its grace
+// period), then goes. A claim of a [Kubernetes.NewVolumePool] class binds
+// when its first pod is scheduled (WaitForFirstConsumer), or at once with
+// VolumeOptions.Immediate. Stop or kill a node's [Node.Kubelet] and the node
+// stops answering: after [NodeMonitorGracePeriod] it is NotReady
+// (Unknown) and its pods not ready, after [DefaultTolerationSeconds] they
+// are evicted, and they stay Terminating until it is started again, as in a
+// cluster, where they may still run. Without nodes nothing of this runs:
+// pods stay Pending and unscheduled, and deleting one is immediate.
+// [Kubernetes.UseNodes] lets other namespaces (of subtests, say) share a
+// test's nodes, when none of them stops one.
 //
 // # Faults
 //
 // Shared components must not be restarted under other tests' feet. A test
 // that injects faults into the components themselves starts its own:
 // [StartIsolatedKubernetes] (etcd, kube-apiserver, kube-controller-manager,
-// and a fault proxy between the API server and etcd), [StartIsolatedS3],
+// a fault proxy between the API server and etcd, and with StartNodes a
+// kube-scheduler, [Nodes.Scheduler]), [StartIsolatedS3],
 // [StartIsolatedGCS] and [StartIsolatedAzure]. Each process is a
 // [Component] with Stop (SIGTERM), Start, Restart and Kill (SIGKILL); it
 // comes back on the same ports with the same data directory, so clients
@@ -70,6 +97,8 @@
 //   - kube-controller-manager: holds no state of its own; after a restart
 //     it rebuilds its caches and the garbage collector goes on deleting
 //     dependents of deleted owners.
+//   - kube-scheduler and KWOK: hold no state of their own; a node's KWOK
+//     comes back as its kubelet would (see [Node.Kubelet]).
 //   - MinIO: buckets, objects and their settings, through Stop and Kill.
 //   - fake-gcs-server (isolated only, started with -backend filesystem):
 //     buckets and objects, through Stop and Kill. The shared server keeps
@@ -105,6 +134,11 @@
 //		// env.Client, and wait for what the controller does.
 //	}
 //
+// The manager logs to the test ([Logger]): a reconcile error shows in the
+// test's output. Add env.StartNodes(t, nil) for pods that run and take
+// their time to die, and env.NewVolumePool(t, nil) for claims that bind
+// (name its StorageClass in the claims).
+//
 // # Binaries
 //
 // `make testenv` (hack/testenv.sh) in a clone of this repository builds the
@@ -115,7 +149,7 @@
 // any other module find them. [BinDirEnv] overrides both. The tests of
 // another module need only the clone's `make testenv` once per machine, and
 // binaries of other versions may be linked there instead, though testenv
-// is tested only with the pinned ones (Kubernetes 1.37.2).
+// is tested only with the pinned ones (Kubernetes 1.37.2, KWOK 0.8.0).
 //
 // # Object store credentials
 //

@@ -46,7 +46,8 @@ type IsolatedKubernetes struct {
 
 // StartIsolatedKubernetes starts a control plane (etcd, kube-apiserver,
 // kube-controller-manager) for this test alone, and a namespace in it. It
-// stops when the test ends. Starting one takes a few seconds and ~300 MB of
+// stops when the test ends. Its StartNodes starts a kube-scheduler of its
+// own ([Nodes.Scheduler]). Starting one takes a few seconds and ~300 MB of
 // memory: use the shared [StartKubernetes] unless the test injects faults
 // into the components themselves.
 func StartIsolatedKubernetes(t testing.TB) *IsolatedKubernetes {
@@ -154,8 +155,9 @@ func startIsolatedKubernetes(t testing.TB) (*IsolatedKubernetes, error) {
 	if err != nil {
 		return nil, err
 	}
+	plane := &controlPlane{config: config, kubeconfig: kubeconfig, scheduler: isolatedScheduler(t, dir, kubeconfig)}
 	return &IsolatedKubernetes{
-		Kubernetes:        Kubernetes{Config: config, Client: client, Kubeconfig: kubeconfig},
+		Kubernetes:        Kubernetes{Config: config, Client: client, Kubeconfig: kubeconfig, plane: plane},
 		Etcd:              etcd,
 		APIServer:         apiserver,
 		ControllerManager: kcm,

@@ -23,13 +23,44 @@ import (
 )
 
 // Controllers are the kube-controller-manager controllers that run, so that
-// owner-reference cascades, the PVC protection finalizer, the StatefulSet PVC
-// retention policy and namespace deletion behave as in a cluster. There is no
-// kubelet and no scheduler: pods stay Pending, claims stay unbound. The pod
-// garbage collector force-deletes unscheduled pods left terminating, as in a
-// cluster: deleting a pod is two writes (mark it, then remove it), and an API
-// server that fails between them leaves it marked for good.
-var Controllers = []string{"garbagecollector", "pvc-protection", "statefulset", "namespace", "podgc"}
+// owner-reference cascades, the PVC protection finalizer and the claims'
+// Unused condition, the StatefulSet PVC retention policy and namespace
+// deletion behave as in a cluster:
+//
+//   - garbagecollector, namespace, statefulset: as in a cluster.
+//   - pvc-protection: keeps a claim a pod uses (the
+//     kubernetes.io/pvc-protection finalizer) and, on Kubernetes 1.37, sets
+//     the Unused condition of Bound claims.
+//   - podgc: force-deletes pods left terminating where no kubelet will
+//     finish them (unscheduled ones; those of a node that was deleted):
+//     deleting a pod is two writes (mark it, then remove it), and an API
+//     server that fails between them leaves it marked for good.
+//   - persistentvolume-binder and pv-protection: bind claims to
+//     PersistentVolumes (see [Kubernetes.NewVolumePool]) and release them. A claim
+//     that names no StorageClass stays Pending: no class is the default.
+//     A claim's Bound status cannot be written by hand here (the binder
+//     sets a claim bound to no volume back to Pending): bind it to a volume.
+//   - nodelifecycle and taint-eviction-controller: a node whose lease is not
+//     renewed for [NodeMonitorGracePeriod] becomes NotReady (Unknown), its
+//     pods not ready, and, after the pods' toleration of the unreachable
+//     taint ([DefaultTolerationSeconds] unless they say), they are evicted
+//     (deleted, and left Terminating until the node answers again).
+//
+// Without [Kubernetes.StartNodes] there is no scheduler and no node: pods
+// stay Pending and unscheduled, and deleting one is immediate.
+var Controllers = []string{"garbagecollector", "pvc-protection", "statefulset", "namespace", "podgc",
+	"persistentvolume-binder", "pv-protection", "nodelifecycle", "taint-eviction-controller"}
+
+// NodeMonitorGracePeriod is how long the node-lifecycle controller waits for
+// a node's heartbeat before it marks the node NotReady (Unknown): 10 s here,
+// 50 s in a cluster by default. KWOK renews each node's lease every second.
+const NodeMonitorGracePeriod = 10 * time.Second
+
+// DefaultTolerationSeconds is how long a pod that tolerates nothing more
+// stays bound to a node that is not ready or not reachable before the
+// taint-eviction controller evicts it (the API server adds these
+// tolerations to every pod): 20 s here, 300 s in a cluster by default.
+const DefaultTolerationSeconds = 20
 
 // Kubernetes is a real control plane (etcd, kube-apiserver,
 // kube-controller-manager) on loopback, shared by the tests of one package.
@@ -43,11 +74,18 @@ type Kubernetes struct {
 	// Kubeconfig is the path of a kubeconfig file for Config, for programs
 	// run as separate processes.
 	Kubeconfig string
+
+	// plane is the control plane this belongs to, which StartNodes starts
+	// a scheduler in; nil in a Kubernetes made by hand.
+	plane *controlPlane
 }
 
 type controlPlane struct {
 	config     *rest.Config
 	kubeconfig string
+	// scheduler starts the plane's kube-scheduler, once; the isolated
+	// plane's is a Component.
+	scheduler func() (*Component, error)
 }
 
 var kubeOnce shared[*controlPlane]
@@ -74,7 +112,7 @@ func StartKubernetes(t testing.TB) *Kubernetes {
 		// The namespace controller removes what is left in it.
 		_ = client.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
 	})
-	return &Kubernetes{Config: rest.CopyConfig(cp.config), Client: client, Namespace: ns.Name, Kubeconfig: cp.kubeconfig}
+	return &Kubernetes{Config: rest.CopyConfig(cp.config), Client: client, Namespace: ns.Name, Kubeconfig: cp.kubeconfig, plane: cp}
 }
 
 func startControlPlane() (*controlPlane, error) {
@@ -136,7 +174,15 @@ func startControlPlane() (*controlPlane, error) {
 		return nil, fmt.Errorf("kube-controller-manager exited at start (%v); log %s ends with:\n%s", kcm.err, kcm.logPath, kcm.logTail())
 	case <-time.After(500 * time.Millisecond):
 	}
-	return &controlPlane{config: config, kubeconfig: kubeconfig}, nil
+	cp := &controlPlane{config: config, kubeconfig: kubeconfig}
+	// The shared scheduler lives as long as the test binary, as the rest
+	// of the shared plane does.
+	var sched shared[*process]
+	cp.scheduler = func() (*Component, error) {
+		_, err := sched.get(func() (*process, error) { return startSharedScheduler(dir, kubeconfig) })
+		return nil, err
+	}
+	return cp, nil
 }
 
 // prepareControlPlane writes the static token file and the service account
@@ -170,6 +216,13 @@ func apiserverArgs(dir, etcdURL string, port int) []string {
 		"--service-account-signing-key-file=" + filepath.Join(dir, "sa.key"),
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--disable-admission-plugins=ServiceAccount",
+		// A test's nodes take only its own namespace's pods: each node
+		// has the label and the taint of its test's namespace, whose
+		// annotations give its pods the node selector and the toleration
+		// (see StartNodes).
+		"--enable-admission-plugins=PodNodeSelector,PodTolerationRestriction",
+		fmt.Sprintf("--default-not-ready-toleration-seconds=%d", DefaultTolerationSeconds),
+		fmt.Sprintf("--default-unreachable-toleration-seconds=%d", DefaultTolerationSeconds),
 		"--allow-privileged=true",
 		"--profiling=false",
 		// Shut down in about 2 s rather than wait up to 60 s for open
@@ -188,6 +241,8 @@ func controllerManagerArgs(kubeconfig string) []string {
 		"--secure-port=0",
 		"--use-service-account-credentials=false",
 		"--concurrent-gc-syncs=10",
+		"--node-monitor-grace-period=" + NodeMonitorGracePeriod.String(),
+		"--node-monitor-period=1s",
 	}
 }
 

@@ -35,7 +35,11 @@ const BinDirEnv = "GROUNDSKEEPER_TESTENV_BIN"
 // then left behind until the next test binary that starts a component
 // removes them: each directory names the binary it belongs to, and a binary
 // removes those of binaries that are no longer running.
+//
+// Main makes controller-runtime's global logger write to the running
+// tests (see [Logger]).
 func Main(m *testing.M) {
+	setGlobalLogger()
 	code := m.Run()
 	stopAll()
 	os.Exit(code)

@@ -23,18 +23,16 @@ const unusedCondition corev1.PersistentVolumeClaimConditionType = "Unused"
 // claims only. This test pins who sets it and when: True on a newly bound
 // claim, False once a pod that is not terminated names the claim (scheduled
 // or not), True again, with a new transition time, once that pod is gone.
-// No persistent-volume controller runs here, so the test binds the claim by
-// writing its status, as that controller would.
+// The persistentvolume-binder binds the claim to a volume of the test's
+// pool, at once (no pod, no node).
 func TestClaimUnusedConditionIsSetByTheControllerManager(t *testing.T) {
 	k := testenv.StartKubernetes(t)
 	ctx := t.Context()
+	pool := k.NewVolumePool(t, &testenv.VolumeOptions{Count: 1, Immediate: true})
 	claims := k.Client.CoreV1().PersistentVolumeClaims(k.Namespace)
-	c, err := claims.Create(ctx, claim("data-0"), metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Status.Phase = corev1.ClaimBound
-	if _, err := claims.UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
+	c := claim("data-0")
+	c.Spec.StorageClassName = &pool.StorageClass
+	if _, err := claims.Create(ctx, c, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// waitFor waits for the condition's status and returns it with how long

@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -63,6 +64,22 @@ var policiesPassed atomic.Bool
 func TestPolicies(t *testing.T) {
 	testenv.StartKubernetes(t)                              // skip early when the control plane is not built
 	t.Cleanup(func() { policiesPassed.Store(!t.Failed()) }) // after the subtests
+	testPolicies(t, nil)
+}
+
+// TestPoliciesOnNodes is TestPolicies with pods that live, on fake nodes:
+// scheduled and Running, their claims bound to volumes when they are
+// scheduled, and a deleted pod Terminating for its grace period (3 s). The
+// table ends the same, and at every step a claim is there as long as a pod
+// that mounts it is, and is not being deleted while the scale-down's pod
+// terminates: under whenScaled: Delete, the claim goes after its pod.
+func TestPoliciesOnNodes(t *testing.T) {
+	k := testenv.StartKubernetes(t)
+	testPolicies(t, k.StartNodes(t, &testenv.NodeOptions{Count: 2}))
+}
+
+// testPolicies runs the table, on nodes when nodes is not nil.
+func testPolicies(t *testing.T, nodes *testenv.Nodes) {
 	for i, name := range []lifecycle.Name{lifecycle.Retain, lifecycle.DeleteOnOwnerDeletionOnly, lifecycle.DeleteOnScaledownOnly, lifecycle.DeleteOnScaledownAndOwnerDeletion} {
 		t.Run(string(name), func(t *testing.T) {
 			t.Parallel()
@@ -76,12 +93,19 @@ func TestPolicies(t *testing.T) {
 			} else {
 				spec.PersistentVolumeClaimDeletePolicy = string(name)
 			}
+			w := watcher{t: t, c: k.Client, ns: k.Namespace}
+			if nodes != nil {
+				k.UseNodes(t, nodes)
+				pool := k.NewVolumePool(t, &testenv.VolumeOptions{Count: 6})
+				spec.VolumeClaimTemplates[0].StorageClassName = &pool.StorageClass
+				spec.Template.TerminationGracePeriodSeconds = ptr.To[int64](3)
+				w.check = claimsOutlivePods
+			}
 			set := createSet(t, kc, k.Namespace, "db", spec)
 			setOwner := ""
 			if p.DeletesOnOwnerDeletion() {
 				setOwner = "ReplicatedSet db controller block"
 			}
-			w := watcher{t: t, c: k.Client, ns: k.Namespace}
 
 			// Created: three pods, three claims; the set owns its claims
 			// from their creation when whenDeleted is Delete.
@@ -95,12 +119,19 @@ func TestPolicies(t *testing.T) {
 			// 3 -> 1: the claims of pods 1 and 2 go with their pods under
 			// whenScaled: Delete, and stay otherwise (no pod reference: the
 			// garbage collector will never delete them).
+			if nodes != nil {
+				w.until("running", func(s state) bool { return s.running == "db-0 db-1 db-2" })
+				w.check = claimsOutlivePodsNotDeleted
+			}
 			scale(t, kc, k.Namespace, "db", 1)
 			want := map[string]string{"data-db-0": setOwner}
 			if !p.DeletesOnScaledown() {
 				want["data-db-1"], want["data-db-2"] = setOwner, setOwner
 			}
 			down := w.until("scaled to 1", func(s state) bool { return s.pods == "db-0" && s.claimsAre(want) })
+			if nodes != nil {
+				w.check = claimsOutlivePods
+			}
 			for claim, c := range down.claims {
 				if c.uid != created.claims[claim].uid {
 					t.Errorf("after 3 -> 1, claim %s has uid %s, was %s", claim, c.uid, created.claims[claim].uid)
@@ -611,8 +642,9 @@ func waitEvent(t *testing.T, c kubernetes.Interface, ns, object, reason, contain
 
 // state is what the test looks at: the pods and claims of the namespace.
 type state struct {
-	pods   string // names, sorted, space-separated
-	claims map[string]claimState
+	pods    string // names, sorted, space-separated
+	running string // those Running and not terminating (on nodes)
+	claims  map[string]claimState
 }
 
 type claimState struct {
@@ -645,6 +677,33 @@ type watcher struct {
 	t  *testing.T
 	c  kubernetes.Interface
 	ns string
+	// check, when set, is an invariant of every state read: it returns
+	// what is wrong, or "".
+	check func(state) string
+}
+
+// claimsOutlivePods: the claim of each pod that exists, terminating or
+// not, exists too (the PVC protection finalizer keeps a claim being
+// deleted while a pod uses it).
+func claimsOutlivePods(s state) string {
+	for _, pod := range strings.Fields(s.pods) {
+		if _, ok := s.claims["data-"+pod]; !ok {
+			return fmt.Sprintf("pod %s exists, its claim data-%s does not", pod, pod)
+		}
+	}
+	return ""
+}
+
+// claimsOutlivePodsNotDeleted: the claim of each pod that exists,
+// terminating or not, exists and is not being deleted: its policy acts
+// once the pod is gone.
+func claimsOutlivePodsNotDeleted(s state) string {
+	for _, pod := range strings.Fields(s.pods) {
+		if c, ok := s.claims["data-"+pod]; !ok || c.terminating {
+			return fmt.Sprintf("pod %s exists, its claim data-%s is gone or being deleted", pod, pod)
+		}
+	}
+	return ""
 }
 
 func (w watcher) read() state {
@@ -657,12 +716,16 @@ func (w watcher) read() state {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	var names []string
+	var names, running []string
 	for _, p := range pods.Items {
 		names = append(names, p.Name)
+		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			running = append(running, p.Name)
+		}
 	}
 	slices.Sort(names)
-	s := state{pods: strings.Join(names, " "), claims: map[string]claimState{}}
+	slices.Sort(running)
+	s := state{pods: strings.Join(names, " "), running: strings.Join(running, " "), claims: map[string]claimState{}}
 	for _, c := range claims.Items {
 		var owners []string
 		for _, r := range c.OwnerReferences {
@@ -687,6 +750,11 @@ func (w watcher) until(step string, done func(state) bool) state {
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		s := w.read()
+		if w.check != nil {
+			if wrong := w.check(s); wrong != "" {
+				w.t.Fatalf("%s: %s; now %s", step, wrong, s)
+			}
+		}
 		if done(s) {
 			return s
 		}

@@ -68,7 +68,8 @@ func podOf(set *api.ReplicatedSet, i int) *corev1.Pod {
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: lifecycle.ClaimName(t.Name, set.Name, i)}}})
 		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: t.Name, MountPath: "/data/" + t.Name})
 	}
-	return &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{c}, Volumes: vols, Hostname: api.PodName(set.Name, i)}}
+	return &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{c}, Volumes: vols, Hostname: api.PodName(set.Name, i),
+		TerminationGracePeriodSeconds: set.Spec.Template.TerminationGracePeriodSeconds}}
 }
 
 // claimsOf are the claims of the set's pod with ordinal i, one per template.

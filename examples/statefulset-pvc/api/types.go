@@ -97,6 +97,12 @@ type PodTemplate struct {
 	// Command overrides the image's entrypoint.
 	// +optional
 	Command []string `json:"command,omitempty"`
+	// TerminationGracePeriodSeconds is how long a deleted pod may take to
+	// stop, its claims still mounted (a database flushing its writes);
+	// unset: Kubernetes' default, 30 s.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	TerminationGracePeriodSeconds *int64 `json:"terminationGracePeriodSeconds,omitempty"`
 }
 
 // ClaimTemplate describes the claim each pod gets.
