@@ -119,9 +119,11 @@ func (l Location) Where() string {
 	return where
 }
 
-// Config says how to read a backup resource and what to keep. Exactly one of
-// Policy and ObjectPolicy is set, or neither with a Finalizer: the
-// Collector then only finalizes deleted backups, and Pass keeps every one.
+// Config says how to read a backup resource and what to keep: a group's
+// Policy, each backup's ObjectPolicy, or both, when a backup is kept while
+// either keeps it (a database's "the newest 7" and a backup's own
+// spec.ttl). With neither, a Finalizer is required: the Collector then only
+// finalizes deleted backups, and Pass keeps every one.
 type Config[T Object] struct {
 	// Objects reads and writes the backup resources. Required.
 	Objects Objects[T]
@@ -144,7 +146,11 @@ type Config[T Object] struct {
 	// ObjectPolicy is the policy of one backup judged alone, for a
 	// time-to-live field on each backup (aerospike's spec.ttl): the guard,
 	// which would keep every backup judged alone, is off. An error keeps
-	// the backup (ReasonInvalidPolicy).
+	// the backup (ReasonInvalidPolicy). With Policy too, a backup goes only
+	// when both let it go: a backup without a time-to-live of its own
+	// (TTLField: kept for ever) is then kept whatever its group's policy
+	// says; return retention.TTL{} (no time: expired at once) to leave such
+	// a backup to its group.
 	ObjectPolicy func(T) (retention.Policy, error)
 
 	// Time is what the policy measures from; default the creation
@@ -360,13 +366,12 @@ func New[T Object](cfg Config[T]) (*Collector[T], error) {
 		return nil, fmt.Errorf("%w: Config.Secrets is nil", ErrInvalidConfig)
 	case cfg.Location == nil:
 		return nil, fmt.Errorf("%w: Config.Location is nil", ErrInvalidConfig)
-	case cfg.Policy != nil && cfg.ObjectPolicy != nil,
-		cfg.Policy == nil && cfg.ObjectPolicy == nil && cfg.Finalizer == "":
-		return nil, fmt.Errorf("%w: set exactly one of Config.Policy (a group's policy) and Config.ObjectPolicy (each backup's own), or a Config.Finalizer alone", ErrInvalidConfig)
+	case cfg.Policy == nil && cfg.ObjectPolicy == nil && cfg.Finalizer == "":
+		return nil, fmt.Errorf("%w: set Config.Policy (a group's policy), Config.ObjectPolicy (each backup's own) or both, or a Config.Finalizer alone", ErrInvalidConfig)
 	case cfg.Policy != nil && cfg.Outcome == nil:
 		return nil, fmt.Errorf("%w: Config.Outcome is nil: a group Policy needs each backup's outcome, or a failed newest backup would count as the one good backup the guard keeps", ErrInvalidConfig)
-	case cfg.ObjectPolicy != nil && cfg.Group != nil:
-		return nil, fmt.Errorf("%w: Config.Group is set with ObjectPolicy, which judges each backup alone", ErrInvalidConfig)
+	case cfg.Policy == nil && cfg.Group != nil:
+		return nil, fmt.Errorf("%w: Config.Group is set without a group Policy: ObjectPolicy judges each backup alone", ErrInvalidConfig)
 	case cfg.RetryAfter < 0:
 		return nil, fmt.Errorf("%w: Config.RetryAfter = %s: must not be negative", ErrInvalidConfig, cfg.RetryAfter)
 	case cfg.GracePeriod < 0:

@@ -44,11 +44,10 @@ func TestNewRefusesWhatItCannotUse(t *testing.T) {
 		{"no Secrets", func(c *Config[*backup]) { c.Secrets = nil }, "Config.Secrets"},
 		{"no Location", func(c *Config[*backup]) { c.Location = nil }, "Config.Location"},
 		{"no policy", func(c *Config[*backup]) { c.ObjectPolicy = nil }, "Config.Policy"},
-		{"both policies", func(c *Config[*backup]) { c.Policy = groupPolicy }, "Config.Policy"},
 		{"group policy without an outcome mapping", func(c *Config[*backup]) {
 			c.ObjectPolicy, c.Policy = nil, groupPolicy
 		}, "Config.Outcome"},
-		{"groups with a policy per backup", func(c *Config[*backup]) { c.Group = func(*backup) string { return "" } }, "Config.Group"},
+		{"groups without a group policy", func(c *Config[*backup]) { c.Group = func(*backup) string { return "" } }, "Config.Group"},
 		{"negative RetryAfter", func(c *Config[*backup]) { c.RetryAfter = -time.Second }, "Config.RetryAfter"},
 		{"grace period without a finalizer", func(c *Config[*backup]) { c.GracePeriod = time.Hour }, "Config.GracePeriod"},
 		{"backstop without a finalizer", func(c *Config[*backup]) { c.Backstop = true }, "Backstop"},
@@ -64,6 +63,12 @@ func TestNewRefusesWhatItCannotUse(t *testing.T) {
 	}
 	if _, err := New(validConfig()); err != nil {
 		t.Errorf("New(valid): %v", err)
+	}
+	both := validConfig()
+	both.Policy, both.Outcome = groupPolicy, func(*backup) retention.Outcome { return retention.OutcomeSucceeded }
+	both.Group = func(b *backup) string { return b.Spec.Database }
+	if _, err := New(both); err != nil {
+		t.Errorf("New with a group policy and a policy per backup: %v", err)
 	}
 	finalizeOnly := validConfig()
 	finalizeOnly.ObjectPolicy, finalizeOnly.Finalizer = nil, "example.com/data"
@@ -106,6 +111,58 @@ func TestDecideLeavesUnknownOutcomesOut(t *testing.T) {
 	}
 	if why := v["uid-running"].why; why != "outcome unknown" {
 		t.Errorf("running kept because %q, want outcome unknown", why)
+	}
+}
+
+// A group's policy and each backup's own together: a backup goes only
+// when both let it go, and is kept until the later of the two times.
+func TestDecideCombinesTheGroupsPolicyAndEachBackupsOwn(t *testing.T) {
+	cfg := validConfig()
+	cfg.Policy = func(context.Context, string) (retention.Policy, error) { return retention.Newest{N: 2}, nil }
+	cfg.Outcome = func(*backup) retention.Outcome { return retention.OutcomeSucceeded }
+	cfg.ObjectPolicy = func(b *backup) (retention.Policy, error) {
+		if b.Spec.TTL == "" {
+			return retention.TTL{}, nil // no time of its own: left to its group
+		}
+		return TTLField("spec.ttl", func(b *backup) string { return b.Spec.TTL })(b)
+	}
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	withTTL := func(b *backup, ttl string) *backup { b.Spec.TTL = ttl; return b }
+	objs := []*backup{
+		withTTL(mk("both-expired", "a/", now.Add(-60*time.Minute), "ok"), "30m"),
+		withTTL(mk("own-keeps", "b/", now.Add(-50*time.Minute), "ok"), "2h"),
+		mk("left-to-group", "c/", now.Add(-45*time.Minute), "ok"),
+		withTTL(mk("both-keep", "d/", now.Add(-40*time.Minute), "ok"), "0"),
+		withTTL(mk("group-keeps", "e/", now.Add(-30*time.Minute), "ok"), "10m"),
+		withTTL(mk("unreadable", "f/", now.Add(-70*time.Minute), "ok"), "30D"),
+	}
+	v := c.decide(t.Context(), objs, now)
+	for _, tc := range []struct {
+		name    string
+		expired bool
+		until   time.Time
+		why     string
+	}{
+		{name: "both-expired", expired: true},
+		{name: "own-keeps", until: now.Add(70 * time.Minute), why: "its own policy"},
+		{name: "left-to-group", expired: true},
+		{name: "both-keep", why: "its group's policy: "},
+		{name: "group-keeps", why: "its group's policy"},
+	} {
+		got := v[types.UID("uid-"+tc.name)]
+		if got.err != nil || got.expired != tc.expired || !got.until.Equal(tc.until) || !strings.HasPrefix(got.why, tc.why) {
+			t.Errorf("%s: %+v; want expired %v, until %s, why starting %q", tc.name, got, tc.expired, tc.until, tc.why)
+		}
+	}
+	if got := v["uid-both-keep"].why; !strings.Contains(got, "; its own policy: ") {
+		t.Errorf("both-keep kept because %q; want both policies named", got)
+	}
+	if got := v["uid-unreadable"]; got.err == nil || got.expired || !errors.Is(got.err, retention.ErrInvalidDuration) {
+		t.Errorf("unreadable: %+v; want kept with the spec.ttl error", got)
 	}
 }
 

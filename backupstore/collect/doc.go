@@ -5,8 +5,9 @@
 // data is, and the reasons a backup is kept, on its status and in events.
 // It works for any backup resource type: the user says how to read a
 // backup (Config: Location, Time, Group, Outcome, Tags) and what to keep
-// (Policy per group, or ObjectPolicy for a time-to-live field on each
-// backup: TTLField reads one in retention.ParseDuration's notation).
+// (Policy per group, ObjectPolicy for a time-to-live field on each backup
+// — TTLField reads one in retention.ParseDuration's notation — or both: a
+// backup is then kept while either keeps it).
 //
 // The core is here, with no controller-runtime import, so that client-go
 // users implement Objects over their own client; package crt/backups wires
@@ -57,7 +58,8 @@
 // it as a failure would let the policy delete a good backup whose status is
 // late. Leaving it out is the only reading that can delete nothing good.
 // ObjectPolicy judges each backup alone with the guard off, so it needs no
-// outcome.
+// outcome; with a group Policy too, a backup of unknown outcome is kept
+// whatever its own policy says.
 //
 // # Errors
 //

@@ -3,6 +3,7 @@ package collect
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -25,32 +26,79 @@ type verdict struct {
 	err     error     // the policy, time or outcome could not be read
 }
 
-// decide applies the policy to objs (none of them being deleted) at now.
-// It is a function of (objs, now) and the policies Config.Policy reads.
+// decide applies the policies to objs (none of them being deleted) at now.
+// It is a function of (objs, now) and the policies Config.Policy and
+// Config.ObjectPolicy read. With both, a backup is kept while either keeps
+// it (combine).
 func (c *Collector[T]) decide(ctx context.Context, objs []T, now time.Time) map[types.UID]verdict {
-	out := make(map[types.UID]verdict, len(objs))
-	if c.cfg.Policy == nil && c.cfg.ObjectPolicy == nil {
+	switch {
+	case c.cfg.Policy == nil && c.cfg.ObjectPolicy == nil:
+		out := make(map[types.UID]verdict, len(objs))
 		for _, o := range objs {
 			out[o.GetUID()] = verdict{why: "no policy: collected only when deleted"}
 		}
 		return out
+	case c.cfg.Policy == nil:
+		return c.decideAlone(objs, now)
+	case c.cfg.ObjectPolicy == nil:
+		return c.decideGroups(ctx, objs, now)
 	}
+	out := c.decideGroups(ctx, objs, now)
+	for uid, own := range c.decideAlone(objs, now) {
+		out[uid] = combine(out[uid], own)
+	}
+	return out
+}
+
+// combine is the verdict of two policies that both must let a backup go:
+// expired when both expired; kept, with the reasons of those that keep it,
+// until both let it go (the later time; zero when either keeps it not by
+// time); an error of either keeps it.
+func combine(group, own verdict) verdict {
+	switch {
+	case group.err != nil || own.err != nil:
+		return verdict{err: errors.Join(group.err, own.err)}
+	case group.expired && own.expired:
+		return verdict{expired: true}
+	case group.expired:
+		return verdict{until: own.until, why: "its own policy: " + own.why}
+	case own.expired:
+		return verdict{until: group.until, why: "its group's policy: " + group.why}
+	}
+	until := group.until
+	if group.until.IsZero() || own.until.IsZero() {
+		until = time.Time{}
+	} else if own.until.After(until) {
+		until = own.until
+	}
+	return verdict{until: until, why: "its group's policy: " + group.why + "; its own policy: " + own.why}
+}
+
+// decideAlone judges each backup by its own policy (ObjectPolicy), with
+// retention's newest-backup guard off.
+func (c *Collector[T]) decideAlone(objs []T, now time.Time) map[types.UID]verdict {
+	out := make(map[types.UID]verdict, len(objs))
 	var res retention.Result
-	if c.cfg.ObjectPolicy != nil {
-		alone := retention.Options{AllowDeleteNewest: true}
-		for _, o := range objs {
-			p, err := c.cfg.ObjectPolicy(o)
-			if err == nil {
-				err = alone.Evaluate(p, now, []retention.Item{c.item(o)}, &res)
-			}
-			if err != nil {
-				out[o.GetUID()] = verdict{err: err}
-				continue
-			}
-			out[o.GetUID()] = verdictOf(res.Decisions[0])
+	alone := retention.Options{AllowDeleteNewest: true}
+	for _, o := range objs {
+		p, err := c.cfg.ObjectPolicy(o)
+		if err == nil {
+			err = alone.Evaluate(p, now, []retention.Item{c.item(o)}, &res)
 		}
-		return out
+		if err != nil {
+			out[o.GetUID()] = verdict{err: err}
+			continue
+		}
+		out[o.GetUID()] = verdictOf(res.Decisions[0])
 	}
+	return out
+}
+
+// decideGroups judges the backups of each group (Group) together by the
+// group's policy (Policy), those of unknown outcome left out and kept.
+func (c *Collector[T]) decideGroups(ctx context.Context, objs []T, now time.Time) map[types.UID]verdict {
+	out := make(map[types.UID]verdict, len(objs))
+	var res retention.Result
 	groups := map[string][]T{}
 	for _, o := range objs {
 		g := ""
