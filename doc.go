@@ -68,10 +68,12 @@
 //   - Kubernetes API errors keep their type through every wrapper:
 //     apierrors.IsNotFound, IsConflict and IsForbidden work on what the
 //     packages return.
-//   - "Do not retry" is spelled Terminal: subreconcile.Terminal marks an
-//     error, crt.Terminal turns the packages' do-not-retry errors (listed on
-//     it) into controller-runtime's reconcile.TerminalError. Every other
-//     error may be retried.
+//   - "Do not retry" is spelled Terminal: every sentinel and error type of
+//     the packages says whether retrying can cure it by its method
+//     Terminal() bool, set where it is declared; subreconcile.Terminal
+//     marks an error, and crt.Terminal turns an error that is, or wraps,
+//     a terminal one into controller-runtime's reconcile.TerminalError.
+//     Every other error may be retried.
 //   - "Requeue after" is spelled RequeueAfter, always a duration counted
 //     from the decision (lifecycle.CollectResult.RequeueAfter,
 //     locking.HeldError.RequeueAfter, subreconcile's Outcome); an instant is

@@ -3,7 +3,7 @@ package backupstore
 import (
 	"fmt"
 
-	"github.com/groundskeeper-io/groundskeeper/internal/storeerr"
+	"github.com/groundskeeper-io/groundskeeper/internal/errclass"
 )
 
 // ErrInvalidConfig is wrapped by every error about options or arguments
@@ -12,7 +12,7 @@ import (
 // understand, credentials that lack a key); the message names the field
 // and its value. An unsafe prefix is ErrUnsafePrefix instead, and a
 // missing Secret or Secret key ErrSecretNotFound or ErrSecretKeyMissing.
-var ErrInvalidConfig = storeerr.ErrInvalidConfig
+var ErrInvalidConfig = errclass.Terminal("backupstore: invalid configuration")
 
 // MaxConcurrency is the largest Concurrency that DeleteOptions and
 // CopyOptions accept. Far more requests in flight than a store serves at

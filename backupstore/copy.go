@@ -19,7 +19,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore/internal/driver"
-	"github.com/groundskeeper-io/groundskeeper/internal/storeerr"
+	"github.com/groundskeeper-io/groundskeeper/internal/errclass"
 	"github.com/groundskeeper-io/groundskeeper/retention"
 )
 
@@ -28,7 +28,7 @@ import (
 // source object of its key: CopyBackups never writes over data in the
 // target. The key stays uncopied (StatusNone) and is named in the
 // *CopyError's Failed keys, until a person moves one of the two.
-var ErrTargetDiffers = storeerr.ErrTargetDiffers
+var ErrTargetDiffers = errclass.Retryable("backupstore: the target holds other content at the key")
 
 // Status is the state of one object in a copy Manifest, as in Gardener's
 // backup migration.
@@ -171,6 +171,10 @@ type CopyError struct {
 func (e *CopyError) Error() string {
 	return incomplete("backupstore: copy incomplete", e.Err, e.Failed, 0)
 }
+
+// Terminal reports false: the error is retried, or judged by the error
+// it wraps (crt.Terminal).
+func (*CopyError) Terminal() bool { return false }
 
 // Unwrap returns ErrIncomplete, ErrTargetDiffers if a failed key's error is
 // one, and Err.

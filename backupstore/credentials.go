@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
-	"github.com/groundskeeper-io/groundskeeper/internal/storeerr"
+	"github.com/groundskeeper-io/groundskeeper/internal/errclass"
 )
 
 // Keys of the credentials Secret, per provider. They are the keys Gardener's
@@ -34,13 +34,13 @@ const (
 var (
 	// ErrSecretNotFound: the credentials Secret does not exist. A controller
 	// should warn and not delete anything (aerospike-operator's rule).
-	ErrSecretNotFound = storeerr.ErrSecretNotFound
+	ErrSecretNotFound = errclass.Retryable("backupstore: credentials secret not found")
 	// ErrSecretKeyMissing: the Secret exists but lacks a required key, or
 	// holds an empty value for it.
-	ErrSecretKeyMissing = storeerr.ErrSecretKeyMissing
+	ErrSecretKeyMissing = errclass.Terminal("backupstore: credentials secret lacks a required key")
 	// ErrUnsupportedScheme: the URL scheme is not one of s3, gs, azblob,
 	// file, mem.
-	ErrUnsupportedScheme = storeerr.ErrUnsupportedScheme
+	ErrUnsupportedScheme = errclass.Terminal("backupstore: unsupported URL scheme")
 )
 
 // SecretError says which Secret (and which key of it) could not be used. It
@@ -59,6 +59,10 @@ func (e *SecretError) Error() string {
 	}
 	return fmt.Sprintf("backupstore: secret %s/%s: %v", e.Namespace, e.Name, e.Err)
 }
+
+// Terminal reports false: the error is retried, or judged by the error
+// it wraps (crt.Terminal).
+func (*SecretError) Terminal() bool { return false }
 
 func (e *SecretError) Unwrap() error { return e.Err }
 

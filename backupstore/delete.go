@@ -13,14 +13,14 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore/internal/driver"
-	"github.com/groundskeeper-io/groundskeeper/internal/storeerr"
+	"github.com/groundskeeper-io/groundskeeper/internal/errclass"
 )
 
 // ErrIncomplete is returned, wrapped in a *DeleteError, when DeletePrefix
 // could not delete every object under the prefix: some keys failed, the
 // listing failed, or the context ended. Running DeletePrefix again finishes
 // the job.
-var ErrIncomplete = storeerr.ErrIncomplete
+var ErrIncomplete = errclass.Retryable("backupstore: deletion incomplete")
 
 // DeleteOptions configure DeletePrefix. nil means the defaults.
 type DeleteOptions struct {
@@ -207,6 +207,10 @@ func (e KeyError) Error() string {
 	return fmt.Sprintf("%s: %v", e.Key, e.Err)
 }
 
+// Terminal reports false: the error is retried, or judged by the error
+// it wraps (crt.Terminal).
+func (KeyError) Terminal() bool { return false }
+
 // DeleteError is returned when DeletePrefix did not finish. Failed names
 // exactly the keys whose deletion was not confirmed (those of a request in
 // flight when the context ended may be gone nevertheless), up to
@@ -234,6 +238,10 @@ var maxFailedKeys = MaxFailedKeys
 func (e *DeleteError) Error() string {
 	return incomplete(fmt.Sprintf("backupstore: delete prefix %q incomplete", e.Prefix), e.Err, e.Failed, e.Unnamed)
 }
+
+// Terminal reports false: the error is retried, or judged by the error
+// it wraps (crt.Terminal).
+func (*DeleteError) Terminal() bool { return false }
 
 // incomplete is the message of an operation that did not finish: what,
 // the error that stopped it, and the first three keys that failed of the

@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore/internal/driver"
-	"github.com/groundskeeper-io/groundskeeper/internal/storeerr"
+	"github.com/groundskeeper-io/groundskeeper/internal/errclass"
 )
 
 // ErrExpiryUnsupported is returned by ExpirePrefix, RemoveExpiry and
@@ -22,12 +22,12 @@ import (
 // reach: every store but S3 (GCS and Azure have lifecycle management, but
 // their emulators here have none to test against, so no code path for
 // them is shipped).
-var ErrExpiryUnsupported = storeerr.ErrExpiryUnsupported
+var ErrExpiryUnsupported = errclass.Terminal("backupstore: server-side expiry is not supported for this store")
 
 // ErrTooManyRules is returned when adding this package's rules would take
 // the bucket's lifecycle configuration past the store's limit (S3: 1,000
 // rules). Nothing is written.
-var ErrTooManyRules = storeerr.ErrTooManyRules
+var ErrTooManyRules = errclass.Terminal("backupstore: the bucket's lifecycle configuration would exceed the store's rule limit")
 
 // ruleIDPrefix starts the ID of every lifecycle rule this package owns;
 // rules with any other ID are never changed or removed.

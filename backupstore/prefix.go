@@ -5,7 +5,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/groundskeeper-io/groundskeeper/internal/storeerr"
+	"github.com/groundskeeper-io/groundskeeper/internal/errclass"
 )
 
 // Separator is the key separator that prefixes end in. Object stores have no
@@ -14,7 +14,7 @@ const Separator = "/"
 
 // ErrUnsafePrefix is returned, wrapped in a *PrefixError, when a prefix given
 // to DeletePrefix (or built by EntryPrefix) breaks a safety rule.
-var ErrUnsafePrefix = storeerr.ErrUnsafePrefix
+var ErrUnsafePrefix = errclass.Terminal("backupstore: unsafe prefix")
 
 // PrefixError names a refused prefix and the rule it breaks. It unwraps to
 // ErrUnsafePrefix.
@@ -26,6 +26,9 @@ type PrefixError struct {
 func (e *PrefixError) Error() string {
 	return fmt.Sprintf("backupstore: unsafe prefix %q: %s", e.Prefix, e.Reason)
 }
+
+// Terminal reports true: retrying cannot cure the error (crt.Terminal).
+func (*PrefixError) Terminal() bool { return true }
 
 // Unwrap returns ErrUnsafePrefix.
 func (e *PrefixError) Unwrap() error { return ErrUnsafePrefix }

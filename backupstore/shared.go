@@ -11,12 +11,12 @@ import (
 	"gocloud.dev/blob/memblob"
 	"gocloud.dev/gcerrors"
 
-	"github.com/groundskeeper-io/groundskeeper/internal/storeerr"
+	"github.com/groundskeeper-io/groundskeeper/internal/errclass"
 )
 
 // ErrBucketFull is returned by Quota.Admit when a shared bucket already
 // holds its limit of entries.
-var ErrBucketFull = storeerr.ErrBucketFull
+var ErrBucketFull = errclass.Retryable("backupstore: bucket holds its limit of entries")
 
 // EntryName is the name of the backup entry of a cluster in a shared bucket,
 // following Gardener's BackupEntry naming: the cluster's technical ID (the

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore/internal/driver"
-	"github.com/groundskeeper-io/groundskeeper/internal/storeerr"
 )
 
 // ObjectVersion is one version or delete marker of an object on a
@@ -33,7 +32,7 @@ type ObjectVersion struct {
 // left object versions because the store keeps them under S3 Object Lock:
 // a retention period (governance or compliance mode) or a legal hold.
 // errors.As gives the *RetainedError, which says which and until when.
-var ErrRetained = storeerr.ErrRetained
+var ErrRetained = driver.ErrRetained
 
 // Retention is why the store refused to delete one object version: the
 // per-key error of a *DeleteError (KeyError.Err) for such a version. It is
@@ -62,6 +61,10 @@ func (r *Retention) Error() string {
 	}
 	return strings.Join(parts, " and ")
 }
+
+// Terminal reports false: the error is retried, or judged by the error
+// it wraps (crt.Terminal).
+func (*Retention) Terminal() bool { return false }
 
 // Is makes every *Retention ErrRetained.
 func (r *Retention) Is(target error) bool { return target == ErrRetained }
@@ -108,6 +111,10 @@ func (e *RetainedError) Error() string {
 	}
 	return b.String()
 }
+
+// Terminal reports false: the error is retried, or judged by the error
+// it wraps (crt.Terminal).
+func (*RetainedError) Terminal() bool { return false }
 
 // Unwrap returns ErrRetained.
 func (e *RetainedError) Unwrap() error { return ErrRetained }

@@ -17,10 +17,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"unicode"
-
-	"github.com/groundskeeper-io/groundskeeper/backupstore"
-	"github.com/groundskeeper-io/groundskeeper/crt"
 )
 
 // raceFlag is "-race" when the test runs with the race detector, so that
@@ -32,226 +28,127 @@ var raceFlag []string
 // that implements error) or error type of one of the module's packages.
 type exportedError struct {
 	pkgPath, pkgName, name string
-	// typ is the spelling an errorType line takes ("*PolicyError" or
-	// "KeyError"); empty for a sentinel.
+	// typ is the type's spelling ("*PolicyError" or "KeyError"); empty for
+	// a sentinel.
 	typ string
+	// hasClass: a type whose method set has Terminal() bool.
+	hasClass bool
 }
 
 func (e exportedError) key() string { return e.pkgPath + "." + e.name }
 
-// line is the line of classes that classifies e as class.
-func (e exportedError) line(class string) string {
-	if e.typ == "" {
-		return fmt.Sprintf("sentinel(%s.%s, %s),", e.pkgName, e.name, class)
-	}
-	star := strings.TrimSuffix(e.typ, e.name)
-	return fmt.Sprintf("errorType[%s%s.%s](%s),", star, e.pkgName, e.name, class)
-}
-
-// unimported are the public packages crt must not import, and why. Their
-// sentinels are classified in crt/terminal.go through the internal package
-// they re-export them from; their error types in unimportedTypes.
+// unimported are the public packages crt must not import, and why.
 var unimported = map[string]string{
 	"backupstore": "an operator that uses crt without backupstore would link every cloud SDK",
 }
 
-// unimportedTypes classifies the error types of the packages crt does not
-// import: Terminal cannot name them, and judges each by what it wraps. A
-// type classified doNotRetry here must therefore be terminal through the
-// sentinel it wraps, and one classified mayRetry must not be terminal by
-// itself: TestUnimportedTypesAreJudgedAsClassified checks both.
-var unimportedTypes = []struct {
-	err      error
-	terminal bool // doNotRetry
-}{
-	{&backupstore.PrefixError{}, true}, // it is ErrUnsafePrefix
-	{&backupstore.SecretError{}, false},
-	{&backupstore.Retention{}, false},
-	{&backupstore.RetainedError{}, false},
-	{&backupstore.RetainedObject{}, false}, // an error by its embedded Retention
-	{backupstore.KeyError{}, false},
-	{&backupstore.DeleteError{}, false},
-	{&backupstore.CopyError{}, false},
-}
-
 // Every exported sentinel and error type of every public package of the
-// module is classified in crt's classes, terminal or not: a list kept by
-// hand drifts (it missed retention.ErrInvalidSpan, backupstore's
-// ErrExpiryUnsupported and ErrTooManyRules, locking.ErrTxnDone). A
-// sentinel re-exported from an internal package (var ErrX = pkg.ErrX) is
-// classified by the line of the value it re-exports; an error type of a
-// package crt does not import by its line in unimportedTypes.
+// module declares its retry class where it is declared, which
+// crt.Terminal reads: an error type has the method Terminal() bool (read
+// from type information), and a sentinel is declared
+// errclass.Terminal(…) or errclass.Retryable(…), or as another package's
+// sentinel that is (var ErrX = backupstore.ErrX, read from the syntax). A
+// list kept by hand drifted (it missed retention.ErrInvalidSpan,
+// backupstore's ErrExpiryUnsupported and ErrTooManyRules,
+// locking.ErrTxnDone).
 func TestEveryErrorIsClassified(t *testing.T) {
-	public := publicPackages(t)
-	exported := exportedErrors(t, public)
+	exported := exportedErrors(t, publicPackages(t))
 	if len(exported) < 40 {
 		t.Fatalf("found only %d exported errors in the module: the enumeration is broken", len(exported))
 	}
-	classified, imports := classifiedErrors(t, "terminal.go", "classes")
-	testClassified, _ := classifiedErrors(t, "classes_test.go", "unimportedTypes")
-	origin := reexports(t, public)
+	decls := sentinelDecls(t)
 	for _, e := range exported {
-		n := classified[e.key()]
-		if e.typ == "" {
-			n += classified[origin[e.key()]]
-		} else {
-			n += testClassified[e.key()]
-		}
-		switch {
-		case n == 0:
-			t.Error(unclassified(e, origin[e.key()], imports))
-		case n > 1:
-			t.Errorf("%s.%s is classified %d times in crt/terminal.go and unimportedTypes: keep one line", e.pkgName, e.name, n)
-		}
-	}
-}
-
-// unclassified says how to classify e, which no line classifies; origin is
-// the sentinel e re-exports, if it does.
-func unclassified(e exportedError, origin string, imports map[string]bool) string {
-	if why, ok := unimported[e.pkgName]; ok {
 		if e.typ != "" {
-			lit := e.pkgName + "." + e.name + "{}"
-			if strings.HasPrefix(e.typ, "*") {
-				lit = "&" + lit
+			if !e.hasClass {
+				t.Errorf("%s.%s (%s) has no method Terminal() bool: add, beside its Error method,\n\t// Terminal reports true: retrying cannot cure the error (crt.Terminal).\n\tfunc (%s) Terminal() bool { return true }\nor one that returns false (retried, or judged by the error it wraps)", e.pkgName, e.name, e.pkgPath, e.typ)
 			}
-			return fmt.Sprintf("%s.%s (%s) is not classified: crt does not import %s (%s), so add to unimportedTypes in crt/classes_test.go, beside its package's lines, either\n\t{%s, true}, // doNotRetry: only if it wraps a doNotRetry sentinel\nor\n\t{%s, false},",
-				e.pkgName, e.name, e.pkgPath, e.pkgName, why, lit, lit)
+			continue
 		}
-		if origin == "" {
-			return fmt.Sprintf("%s.%s (%s) is not classified: crt does not import %s (%s), so declare the sentinel in the internal package %s re-exports its sentinels from (internal/storeerr), make it %s.%s = storeerr.%s, and add sentinel(storeerr.%s, doNotRetry or mayRetry) to classes in crt/terminal.go",
-				e.pkgName, e.name, e.pkgPath, e.pkgName, why, e.pkgName, e.pkgName, e.name, e.name, e.name)
+		key := e.key()
+		for seen := 0; ; seen++ {
+			d, ok := decls[key]
+			switch {
+			case !ok || seen > 10:
+				t.Errorf("%s.%s (%s): its declaration could not be followed to a class (at %s)", e.pkgName, e.name, e.pkgPath, key)
+			case d.class:
+			case d.ref != "":
+				key = d.ref
+				continue
+			default:
+				t.Errorf("%s.%s (%s) is declared without a retry class: declare it errclass.Terminal(\"…\") (retrying cannot cure it) or errclass.Retryable(\"…\") (internal/errclass)", e.pkgName, e.name, e.pkgPath)
+			}
+			break
 		}
-		pkg, name, _ := strings.Cut(path.Base(origin), ".")
-		return fmt.Sprintf("%s.%s (%s, the value of %s) is not classified: add to classes in crt/terminal.go, beside its package's lines, either\n\tsentinel(%s.%s, doNotRetry),\nor\n\tsentinel(%s.%s, mayRetry),\n(a doNotRetry sentinel is also named in Terminal's documentation, in the bullet \"  - %s:\")",
-			e.pkgName, e.name, e.pkgPath, origin, pkg, name, pkg, name, e.pkgName)
 	}
-	msg := fmt.Sprintf("%s.%s (%s) is not classified: add to classes in crt/terminal.go, beside its package's lines, either\n\t%s\nor\n\t%s",
-		e.pkgName, e.name, e.pkgPath, e.line("doNotRetry"), e.line("mayRetry"))
-	if e.typ == "" {
-		msg += fmt.Sprintf("\n(a doNotRetry sentinel is also named in Terminal's documentation, in the bullet \"  - %s:\")", e.pkgName)
-	}
-	if !imports[e.pkgPath] {
-		msg += fmt.Sprintf("\nand import %q there", e.pkgPath)
-	}
-	return msg
 }
 
-// Terminal cannot name the error types of the packages crt does not
-// import; it must judge each as unimportedTypes classifies it, by what the
-// type wraps.
-func TestUnimportedTypesAreJudgedAsClassified(t *testing.T) {
-	for _, c := range unimportedTypes {
-		if got := crt.IsTerminal(c.err); got != c.terminal {
-			t.Errorf("IsTerminal(%T{}) = %t, but unimportedTypes classifies it terminal: %t", c.err, got, c.terminal)
+// sentinelDecl is how an exported package-level variable of the module is
+// declared: with a class (errclass.Terminal or Retryable), as another
+// package's variable (ref, "path.ErrX"), or otherwise.
+type sentinelDecl struct {
+	class bool
+	ref   string
+}
+
+// sentinelDecls reads the declarations of the exported variables of every
+// package of the module, internal ones included.
+func sentinelDecls(t *testing.T) map[string]sentinelDecl {
+	t.Helper()
+	out := map[string]sentinelDecl{}
+	fset := token.NewFileSet()
+	for _, l := range strings.Split(strings.TrimSpace(goCmd(t, "list", "-f", "{{.ImportPath}}\t{{.Dir}}\t{{join .GoFiles \" \"}}", modulePath(t)+"/...")), "\n") {
+		f := strings.Split(l, "\t")
+		pkgPath, dir := f[0], f[1]
+		for _, name := range strings.Fields(f[2]) {
+			file, err := parser.ParseFile(fset, dir+"/"+name, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			byName := importNames(t, file)
+			for _, d := range file.Decls {
+				g, ok := d.(*ast.GenDecl)
+				if !ok || g.Tok != token.VAR {
+					continue
+				}
+				for _, spec := range g.Specs {
+					vs := spec.(*ast.ValueSpec)
+					for i, id := range vs.Names {
+						if i >= len(vs.Values) || !id.IsExported() {
+							continue
+						}
+						var d sentinelDecl
+						switch v := vs.Values[i].(type) {
+						case *ast.CallExpr:
+							if sel, ok := v.Fun.(*ast.SelectorExpr); ok {
+								if x, ok := sel.X.(*ast.Ident); ok && byName[x.Name] == modulePath(t)+"/internal/errclass" {
+									d.class = sel.Sel.Name == "Terminal" || sel.Sel.Name == "Retryable"
+								}
+							}
+						case *ast.SelectorExpr:
+							if x, ok := v.X.(*ast.Ident); ok && byName[x.Name] != "" {
+								d.ref = byName[x.Name] + "." + v.Sel.Name
+							}
+						case *ast.Ident:
+							d.ref = pkgPath + "." + v.Name
+						}
+						out[pkgPath+"."+id.Name] = d
+					}
+				}
+			}
 		}
 	}
+	return out
 }
 
 // crt must not import the packages of unimported, directly or through
-// another package.
+// another package: it reads the classes of their errors from the errors.
 func TestCrtDoesNotImportTheUnimported(t *testing.T) {
 	module := modulePath(t)
 	for _, dep := range strings.Fields(goCmd(t, "list", "-deps", module+"/crt")) {
 		if why, ok := unimported[strings.TrimPrefix(dep, module+"/")]; ok {
-			t.Errorf("crt imports %s (%s): go list -deps names it; see unimported in crt/classes_test.go for how its errors are classified without it", dep, why)
+			t.Errorf("crt imports %s (%s): go list -deps names it", dep, why)
 		}
 	}
-}
-
-// Terminal's documentation names exactly the sentinels classified
-// doNotRetry, each in its package's bullet.
-func TestTerminalDocListsTheTerminalSentinels(t *testing.T) {
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "terminal.go", nil, parser.ParseComments)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc string
-	for _, d := range f.Decls {
-		if fn, ok := d.(*ast.FuncDecl); ok && fn.Name.Name == "Terminal" {
-			doc = fn.Doc.Text()
-		}
-	}
-	// The bullets: "  - pkg: Err..., Err... (why);" and their continuation
-	// lines.
-	bullets := map[string]string{}
-	var cur string
-	for _, l := range strings.Split(doc, "\n") {
-		switch {
-		case strings.HasPrefix(l, "  - "):
-			pkg, rest, _ := strings.Cut(strings.TrimPrefix(l, "  - "), ":")
-			cur = pkg
-			bullets[cur] += rest
-		case strings.HasPrefix(l, "    ") && cur != "":
-			bullets[cur] += " " + l
-		default:
-			cur = ""
-		}
-	}
-	named := map[string]bool{}
-	for pkg, text := range bullets {
-		for _, w := range strings.FieldsFunc(text, func(r rune) bool { return !(r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r)) }) {
-			if strings.HasPrefix(w, "Err") {
-				named[pkg+"."+w] = true
-			}
-		}
-	}
-	// A line of classes names the value a public package re-exports
-	// (storeerr.ErrX); the documentation names the public one
-	// (backupstore's ErrX).
-	publicName := map[string]string{}
-	public := publicPackages(t)
-	names := map[string]string{}
-	for _, p := range public {
-		names[p.path] = p.name
-	}
-	for pub, orig := range reexports(t, public) {
-		pubPkg, name := splitKey(pub)
-		origPkg, _ := splitKey(orig)
-		publicName[path.Base(origPkg)+"."+name] = names[pubPkg] + "." + name
-	}
-	for _, e := range sentinelClasses(t, f) {
-		if p, ok := publicName[e.name]; ok {
-			e.name = p
-		}
-		switch {
-		case e.class == "doNotRetry" && !named[e.name]:
-			pkg, name, _ := strings.Cut(e.name, ".")
-			t.Errorf("%s is classified doNotRetry but Terminal's documentation does not name it: add %s to the bullet \"  - %s:\" there", e.name, name, pkg)
-		case e.class != "doNotRetry" && named[e.name]:
-			t.Errorf("%s is classified %s but Terminal's documentation names it among the terminal errors", e.name, e.class)
-		}
-	}
-}
-
-type sentinelClass struct{ name, class string }
-
-// sentinelClasses returns the sentinel lines of classes in f:
-// "lifecycle.ErrInvalidPolicy" and its class.
-func sentinelClasses(t *testing.T, f *ast.File) []sentinelClass {
-	t.Helper()
-	var out []sentinelClass
-	ast.Inspect(f, func(n ast.Node) bool {
-		call, ok := n.(*ast.CallExpr)
-		if !ok || len(call.Args) != 2 {
-			return true
-		}
-		if fn, ok := call.Fun.(*ast.Ident); !ok || fn.Name != "sentinel" {
-			return true
-		}
-		sel, ok1 := call.Args[0].(*ast.SelectorExpr)
-		class, ok2 := call.Args[1].(*ast.Ident)
-		if !ok1 || !ok2 {
-			t.Fatal("a sentinel line of classes is not sentinel(pkg.ErrX, doNotRetry or mayRetry)")
-		}
-		out = append(out, sentinelClass{sel.X.(*ast.Ident).Name + "." + sel.Sel.Name, class.Name})
-		return true
-	})
-	if len(out) == 0 {
-		t.Fatal("no sentinel lines in classes")
-	}
-	return out
 }
 
 // publicPackage is a public package of the module: not internal, not an
@@ -280,52 +177,6 @@ func publicPackages(t *testing.T) []publicPackage {
 		public = append(public, publicPackage{path: p, name: name, dir: f[2], files: strings.Fields(f[3])})
 	}
 	return public
-}
-
-// splitKey splits "path/to/pkg.ErrX" into the package path and the name.
-func splitKey(key string) (string, string) {
-	i := strings.LastIndex(key, ".")
-	return key[:i], key[i+1:]
-}
-
-// reexports maps each exported variable of the public packages that is
-// declared as another package's variable (var ErrX = storeerr.ErrX) to
-// that variable: "…/backupstore.ErrX" to "…/internal/storeerr.ErrX".
-func reexports(t *testing.T, public []publicPackage) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	fset := token.NewFileSet()
-	for _, p := range public {
-		for _, name := range p.files {
-			f, err := parser.ParseFile(fset, p.dir+"/"+name, nil, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			byName := importNames(t, f)
-			for _, d := range f.Decls {
-				g, ok := d.(*ast.GenDecl)
-				if !ok || g.Tok != token.VAR {
-					continue
-				}
-				for _, spec := range g.Specs {
-					vs := spec.(*ast.ValueSpec)
-					for i, id := range vs.Names {
-						if i >= len(vs.Values) || !id.IsExported() {
-							continue
-						}
-						sel, ok := vs.Values[i].(*ast.SelectorExpr)
-						if !ok {
-							continue
-						}
-						if x, ok := sel.X.(*ast.Ident); ok && byName[x.Name] != "" {
-							out[p.path+"."+id.Name] = byName[x.Name] + "." + sel.Sel.Name
-						}
-					}
-				}
-			}
-		}
-	}
-	return out
 }
 
 // importNames maps the names under which f refers to the packages it
@@ -373,6 +224,9 @@ func exportedErrors(t *testing.T, publicPkgs []publicPackage) []exportedError {
 		return os.Open(file)
 	})
 	errType := types.Universe.Lookup("error").Type().Underlying().(*types.Interface)
+	// interface{ Terminal() bool }
+	classified := types.NewInterfaceType([]*types.Func{types.NewFunc(token.NoPos, nil, "Terminal",
+		types.NewSignatureType(nil, nil, nil, nil, types.NewTuple(types.NewVar(token.NoPos, nil, "", types.Typ[types.Bool])), false))}, nil).Complete()
 	var out []exportedError
 	for _, p := range public {
 		pkg, err := imp.Import(p)
@@ -403,52 +257,13 @@ func exportedErrors(t *testing.T, publicPkgs []publicPackage) []exportedError {
 				default:
 					continue
 				}
+				e.hasClass = types.Implements(types.NewPointer(obj.Type()), classified)
 				out = append(out, e)
 			}
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].key() < out[j].key() })
 	return out
-}
-
-// classifiedErrors reads the declaration of the variable name in file and
-// returns how often each package-qualified name appears in it, and the
-// packages the file imports.
-func classifiedErrors(t *testing.T, file, name string) (map[string]int, map[string]bool) {
-	t.Helper()
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, file, nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	byName := importNames(t, f)
-	imports := map[string]bool{}
-	for _, p := range byName {
-		imports[p] = true
-	}
-	var decl ast.Node
-	for _, d := range f.Decls {
-		if g, ok := d.(*ast.GenDecl); ok && g.Tok == token.VAR {
-			for _, s := range g.Specs {
-				if vs := s.(*ast.ValueSpec); len(vs.Names) == 1 && vs.Names[0].Name == name {
-					decl = vs
-				}
-			}
-		}
-	}
-	if decl == nil {
-		t.Fatalf("%s declares no var %s", file, name)
-	}
-	count := map[string]int{}
-	ast.Inspect(decl, func(n ast.Node) bool {
-		if sel, ok := n.(*ast.SelectorExpr); ok {
-			if id, ok := sel.X.(*ast.Ident); ok && byName[id.Name] != "" {
-				count[byName[id.Name]+"."+sel.Sel.Name]++
-			}
-		}
-		return true
-	})
-	return count, imports
 }
 
 // modulePath is the path of crt's module. (go list -m names every module

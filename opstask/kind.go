@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
+
+	"github.com/groundskeeper-io/groundskeeper/internal/errclass"
 )
 
 // Handler is what an operator registers for one kind of task (a task's kind
@@ -93,7 +94,7 @@ func (f PreconditionFunc) Check(ctx context.Context, t *Task) error { return f(c
 var _ Precondition = PreconditionFunc(nil)
 
 // ErrUnmet marks a precondition that is not met: the task is rejected.
-var ErrUnmet = errors.New("opstask: precondition not met")
+var ErrUnmet = errclass.Retryable("opstask: precondition not met")
 
 // Unmet returns an error for a precondition that is not met, recorded in
 // LastErrors with code (PreconditionFailed when empty) and the reason.

@@ -17,6 +17,9 @@ func (e *TransitionError) Error() string {
 	return fmt.Sprintf("%v: %s → %s (allowed: Pending → InProgress|Rejected, InProgress → Succeeded|Failed)", ErrIllegalTransition, e.From, e.To)
 }
 
+// Terminal reports true: retrying cannot cure the error (crt.Terminal).
+func (*TransitionError) Terminal() bool { return true }
+
 // Unwrap returns ErrIllegalTransition.
 func (e *TransitionError) Unwrap() error { return ErrIllegalTransition }
 

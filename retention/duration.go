@@ -1,17 +1,18 @@
 package retention
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"time"
+
+	"github.com/groundskeeper-io/groundskeeper/internal/errclass"
 )
 
 // ErrInvalidDuration is the sentinel for every duration this package rejects.
 // Test for it with errors.Is; use errors.As with a *DurationError to get the
 // rejected input.
-var ErrInvalidDuration = errors.New("retention: invalid duration")
+var ErrInvalidDuration = errclass.Terminal("retention: invalid duration")
 
 // DurationError reports a duration that ParseDuration, Seconds or Days
 // rejected. It unwraps to ErrInvalidDuration.
@@ -26,6 +27,9 @@ type DurationError struct {
 func (e *DurationError) Error() string {
 	return fmt.Sprintf("retention: invalid duration %q: %s", e.Input, e.Reason)
 }
+
+// Terminal reports true: retrying cannot cure the error (crt.Terminal).
+func (*DurationError) Terminal() bool { return true }
 
 // Unwrap returns ErrInvalidDuration.
 func (e *DurationError) Unwrap() error { return ErrInvalidDuration }

@@ -23,6 +23,9 @@ func (e *PolicyError) Error() string {
 	return fmt.Sprintf("retention: invalid policy %q: %q: %s", e.Input, e.Token, e.Reason)
 }
 
+// Terminal reports true: retrying cannot cure the error (crt.Terminal).
+func (*PolicyError) Terminal() bool { return true }
+
 // Unwrap returns ErrInvalidPolicy.
 func (e *PolicyError) Unwrap() error { return ErrInvalidPolicy }
 

@@ -1,24 +1,25 @@
 package retention
 
 import (
-	"errors"
 	"fmt"
 	"math/bits"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/groundskeeper-io/groundskeeper/internal/errclass"
 )
 
 // ErrInvalidPolicy is returned, wrapped with the offending field and value,
 // when Evaluate is given a policy it cannot apply (a negative count, a
 // negative duration, an empty composite). Test for it with errors.Is.
-var ErrInvalidPolicy = errors.New("retention: invalid policy")
+var ErrInvalidPolicy = errclass.Terminal("retention: invalid policy")
 
 // ErrInvalidConfig is returned, wrapped with the offending field and value,
 // when Options.Evaluate is given Options it cannot apply (a negative
 // MaxDeletions, an unknown TieBreak): a mistake in the caller's code, not in
 // a policy read from an object. Test for it with errors.Is.
-var ErrInvalidConfig = errors.New("retention: invalid configuration")
+var ErrInvalidConfig = errclass.Terminal("retention: invalid configuration")
 
 // Item is one thing that may be deleted: a backup, a claim, a finished task.
 type Item struct {
@@ -283,7 +284,7 @@ type Policy interface {
 // ErrTooManyDeletions is returned, wrapped with the cap and the count, when
 // an evaluation would delete more items than Options.MaxDeletions allows.
 // Test for it with errors.Is.
-var ErrTooManyDeletions = errors.New("retention: too many deletions")
+var ErrTooManyDeletions = errclass.Retryable("retention: too many deletions")
 
 // TieBreak says how items with equal Times are ranked.
 type TieBreak uint8

@@ -1,15 +1,16 @@
 package retention
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/groundskeeper-io/groundskeeper/internal/errclass"
 )
 
 // ErrInvalidSpan is the sentinel for every span ParseSpan rejects. Test for
 // it with errors.Is; use errors.As with a *SpanError to get the input.
-var ErrInvalidSpan = errors.New("retention: invalid span")
+var ErrInvalidSpan = errclass.Terminal("retention: invalid span")
 
 // SpanError reports a span that ParseSpan rejected. It unwraps to
 // ErrInvalidSpan.
@@ -23,6 +24,9 @@ type SpanError struct {
 func (e *SpanError) Error() string {
 	return fmt.Sprintf("retention: invalid span %q: %s", e.Input, e.Reason)
 }
+
+// Terminal reports true: retrying cannot cure the error (crt.Terminal).
+func (*SpanError) Terminal() bool { return true }
 
 // Unwrap returns ErrInvalidSpan.
 func (e *SpanError) Unwrap() error { return ErrInvalidSpan }

@@ -2,10 +2,11 @@ package subreconcile
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/groundskeeper-io/groundskeeper/internal/errclass"
 )
 
 // Object is what the runner needs from a resource: a Kubernetes object (so
@@ -123,17 +124,17 @@ func DelayedRequeueOnError(err error) *Requeue {
 var (
 	// ErrTerminal marks an error after which the resource must not be
 	// retried until it changes. Make one with Terminal.
-	ErrTerminal = errors.New("subreconcile: terminal error")
+	ErrTerminal = errclass.Terminal("subreconcile: terminal error")
 
 	// ErrPanic marks a step that panicked. The runner recovers the panic,
 	// logs the stack and ends the loop with this error, wrapped with the
 	// step's name.
-	ErrPanic = errors.New("subreconcile: panic")
+	ErrPanic = errclass.Retryable("subreconcile: panic")
 
 	// ErrInvalidConfig: New or NewMetrics was given a configuration it
 	// cannot work with. Every configuration error wraps it and names the
 	// field and its value.
-	ErrInvalidConfig = errors.New("subreconcile: invalid configuration")
+	ErrInvalidConfig = errclass.Terminal("subreconcile: invalid configuration")
 )
 
 // Terminal marks err as terminal: the runner stops the chain at once and the

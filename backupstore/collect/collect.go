@@ -15,7 +15,6 @@ import (
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/internal/event"
-	"github.com/groundskeeper-io/groundskeeper/internal/storeerr"
 	"github.com/groundskeeper-io/groundskeeper/retention"
 )
 
@@ -23,7 +22,7 @@ import (
 // when the Config cannot be used. It is backupstore.ErrInvalidConfig: one
 // sentinel for a misconfigured backup store or collector. Test for it with
 // errors.Is.
-var ErrInvalidConfig = storeerr.ErrInvalidConfig
+var ErrInvalidConfig = backupstore.ErrInvalidConfig
 
 // Object is a backup resource: a pointer to a typed Kubernetes object (a
 // custom resource's Go type) or an *unstructured.Unstructured.

@@ -16,19 +16,19 @@ import (
 	"gocloud.dev/gcerrors"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
-	"github.com/groundskeeper-io/groundskeeper/internal/storeerr"
+	"github.com/groundskeeper-io/groundskeeper/internal/errclass"
 )
 
 // ErrLegacyNotCopied is StepDeleteLegacy's refusal to delete a legacy
 // location that holds objects the target does not (see Migration.Next):
 // the step is retried, and deletes once nothing is missing.
-var ErrLegacyNotCopied = storeerr.ErrLegacyNotCopied
+var ErrLegacyNotCopied = errclass.Retryable("share: legacy objects not copied")
 
 // ErrLegacyInUse is StepDeleteLegacy's refusal, under Migrating, to delete
 // a legacy location that another entry's migration also copies from and
 // has not copied yet (MigratingConfig.LiveEntries): the step is retried,
 // and deletes once that migration is past its copies.
-var ErrLegacyInUse = storeerr.ErrLegacyInUse
+var ErrLegacyInUse = errclass.Retryable("share: another entry's migration has not copied the legacy location yet")
 
 // MigrationStep is a step of the move of an entry's backups from a legacy
 // bucket of its own into its prefix in a shared bucket, in the order of the

@@ -15,18 +15,18 @@ import (
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
-	"github.com/groundskeeper-io/groundskeeper/internal/storeerr"
+	"github.com/groundskeeper-io/groundskeeper/internal/errclass"
 )
 
 // ErrPoolFull is returned by Place when a pool's buckets are full and a
 // new bucket was asked for: place the entry again once it is there.
-var ErrPoolFull = storeerr.ErrPoolFull
+var ErrPoolFull = errclass.Retryable("share: every bucket of the pool is full")
 
 // ErrNotOwned is returned by Grow's Provision and Deprovision for a store
 // bucket that its bucket object cannot be proven to own (no owner marker,
 // or one naming another object): the pool admits no entry to it and never
 // deletes it.
-var ErrNotOwned = storeerr.ErrNotOwned
+var ErrNotOwned = errclass.Terminal("share: the store's bucket is not the bucket object's")
 
 // ErrStoreNotEmpty is returned by Grow's Deprovision for a store bucket
 // that holds anything besides its owner marker: no entry of the pool owns
@@ -35,7 +35,7 @@ var ErrNotOwned = storeerr.ErrNotOwned
 // bucket, a writer's late backup), and it is not deleted. The Pool gives
 // the deletion up (DeletionCancelled) and tries again when the bucket has
 // been empty for its grace period once more.
-var ErrStoreNotEmpty = storeerr.ErrStoreNotEmpty
+var ErrStoreNotEmpty = errclass.Retryable("share: the store's bucket holds objects besides its owner marker")
 
 // PoolConfig says how entries that name no bucket are placed in a pool of
 // buckets (Gardener's buckets per provider and region, each with the

@@ -22,11 +22,10 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
 	"github.com/groundskeeper-io/groundskeeper/internal/event"
-	"github.com/groundskeeper-io/groundskeeper/internal/storeerr"
 )
 
 // ErrInvalidConfig is returned by New for a Config it cannot run with.
-var ErrInvalidConfig = storeerr.ErrInvalidConfig
+var ErrInvalidConfig = backupstore.ErrInvalidConfig
 
 // Condition types and the reasons Share sets.
 const (

@@ -11,12 +11,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
-	"github.com/groundskeeper-io/groundskeeper/internal/storeerr"
+	"github.com/groundskeeper-io/groundskeeper/internal/errclass"
 )
 
 // ErrWriterRunning is returned by DeploymentWriter.Pause while pods of the
 // Deployment are left: the migration's pause step is retried.
-var ErrWriterRunning = storeerr.ErrWriterRunning
+var ErrWriterRunning = errclass.Retryable("backups: the writer still has pods")
 
 // DeploymentWriter is the writer of a migration (share.MigrationHooks): a
 // Deployment whose pods write the backups. Pause scales it to 0 and

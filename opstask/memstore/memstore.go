@@ -2,7 +2,6 @@ package memstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -10,12 +9,13 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/groundskeeper-io/groundskeeper/internal/errclass"
 	"github.com/groundskeeper-io/groundskeeper/opstask"
 )
 
 // ErrExists is returned by Create for a task whose namespace and name are
 // taken.
-var ErrExists = errors.New("memstore: task already exists")
+var ErrExists = errclass.Retryable("memstore: task already exists")
 
 // Store is an in-memory opstask.Store. The zero value is not usable; call
 // New.

@@ -34,6 +34,7 @@ import (
 	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/utils/clock"
 
+	"github.com/groundskeeper-io/groundskeeper/internal/errclass"
 	"github.com/groundskeeper-io/groundskeeper/opstask"
 	"github.com/groundskeeper-io/groundskeeper/opstask/kubestore"
 )
@@ -47,11 +48,11 @@ const (
 
 // ErrNotFinished is returned by Wait when the context ended before the
 // task finished.
-var ErrNotFinished = errors.New("taskctl: task did not finish")
+var ErrNotFinished = errclass.Retryable("taskctl: task did not finish")
 
 // ErrNothingToApprove is returned by Approve when no step of the task
 // awaits approval.
-var ErrNothingToApprove = errors.New("taskctl: no step awaits approval")
+var ErrNothingToApprove = errclass.Terminal("taskctl: no step awaits approval")
 
 // Tasks are the task resources of one kind in one namespace.
 type Tasks struct {

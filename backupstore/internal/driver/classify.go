@@ -9,7 +9,7 @@ import (
 
 	"gocloud.dev/gcerrors"
 
-	"github.com/groundskeeper-io/groundskeeper/internal/storeerr"
+	"github.com/groundskeeper-io/groundskeeper/internal/errclass"
 )
 
 // ErrOutsidePrefix marks a listed key that is not under the prefix: it is
@@ -19,8 +19,12 @@ var ErrOutsidePrefix = errors.New("key is not under the prefix; refused")
 // IsTransient reports whether err may go away if the request is repeated.
 // Errors of the context are not transient: the caller gave up. The
 // registered providers judge their SDKs' errors first.
+// ErrRetained is backupstore.ErrRetained, declared here for the drivers
+// that classify a deletion refused by Object Lock.
+var ErrRetained = errclass.Retryable("backupstore: retained by object lock")
+
 func IsTransient(ctx context.Context, err error) bool {
-	if err == nil || ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, ErrOutsidePrefix) || errors.Is(err, storeerr.ErrRetained) {
+	if err == nil || ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, ErrOutsidePrefix) || errors.Is(err, ErrRetained) {
 		return false
 	}
 	for _, p := range Providers() {
