@@ -50,8 +50,9 @@ func TestDeletePrefixLeavesSiblings(t *testing.T) {
 			t.Parallel()
 			s := st.open(t)
 			b := openStore(t, s)
-			const n, size = 5000, 128
-			fill(t, b, "backups/a/", n, size)
+			// Past a listing page (1,000) everywhere.
+			n, size := int64(perStore(s.Scheme, 5000, 1200)), int64(128)
+			fill(t, b, "backups/a/", int(n), int(size))
 			put(t, b, siblingsOn(s.Scheme), 64)
 			before := snapshot(t, b, "")
 			ctx := context.Background()
@@ -61,7 +62,7 @@ func TestDeletePrefixLeavesSiblings(t *testing.T) {
 			if err != nil {
 				t.Fatalf("dry run: %v", err)
 			}
-			if len(dry.Keys) != n || dry.Bytes != n*size {
+			if int64(len(dry.Keys)) != n || dry.Bytes != n*size {
 				t.Fatalf("dry run: %d keys, %d bytes; want %d, %d", len(dry.Keys), dry.Bytes, n, n*size)
 			}
 			for _, k := range dry.Keys {
@@ -169,7 +170,7 @@ func TestDeletePrefixCancel(t *testing.T) {
 			t.Parallel()
 			s := st.open(t)
 			b := openStore(t, s)
-			keys := fill(t, b, "backups/c/", 3000, 16)
+			keys := fill(t, b, "backups/c/", perStore(s.Scheme, 3000, 1200), 16)
 			put(t, b, siblingsOn(s.Scheme), 16)
 			ctx, cancel := context.WithCancel(context.Background())
 			var canceledAt time.Time

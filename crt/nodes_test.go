@@ -198,6 +198,11 @@ func TestTrackUnmountsOnNodes(t *testing.T) {
 	}
 	var deadline time.Time
 	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		// The claim first, then the pod: a mark read before a pod that is
+		// still there was written while the pod was there (in the other
+		// order, the pod could go, and the claim be marked, between the
+		// two reads).
+		m := mark()
 		p, err := env.Client.CoreV1().Pods(ns).Get(ctx, "db-0", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return true, nil
@@ -206,7 +211,7 @@ func TestTrackUnmountsOnNodes(t *testing.T) {
 			return false, err
 		}
 		deadline = p.DeletionTimestamp.Time
-		if m := mark(); m != "" {
+		if m != "" {
 			t.Fatalf("claim marked unmounted at %s while its pod terminates (until %s)", m, deadline)
 		}
 		return false, nil

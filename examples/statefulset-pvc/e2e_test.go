@@ -712,7 +712,12 @@ func (w watcher) read() state {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	claims, err := w.c.CoreV1().PersistentVolumeClaims(w.ns).List(ctx, metav1.ListOptions{})
+	// The claims as they were when the pods were listed (the same etcd
+	// revision): two lists one after the other could see a pod that has
+	// gone since, beside its claim that the garbage collector deletes
+	// meanwhile, and report a claim deleted under its pod.
+	claims, err := w.c.CoreV1().PersistentVolumeClaims(w.ns).List(ctx, metav1.ListOptions{
+		ResourceVersion: pods.ResourceVersion, ResourceVersionMatch: metav1.ResourceVersionMatchExact})
 	if err != nil {
 		w.t.Fatal(err)
 	}
