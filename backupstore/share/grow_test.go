@@ -190,6 +190,7 @@ func TestGrow(t *testing.T) {
 // data) is refused with ErrStoreNotEmpty naming it, in a dry run too, and
 // the object stays.
 func TestGrowOwnsOnlyWhatItCreated(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		store func(testing.TB) *testenv.BlobStore

@@ -220,6 +220,7 @@ func (r *migrationRun) check(st share.MigrationStatus, legacyAtPause map[string]
 // entry's prefix is untouched, the legacy data goes only after the grace
 // period, and the downtime is reported.
 func TestMigrationOf2000ObjectsWithAWriter(t *testing.T) {
+	t.Parallel()
 	r := newMigrationRun(t, 2000)
 	var atPause map[string]string
 	st := r.driveRecording(&atPause)
@@ -259,6 +260,7 @@ func (r *migrationRun) driveRecording(atPause *map[string]string) share.Migratio
 // A controller killed after each step, before the step's record is
 // written, resumes and ends with the same result.
 func TestMigrationResumesAfterACrashAtEachStep(t *testing.T) {
+	t.Parallel()
 	for _, step := range []share.MigrationStep{share.StepCreatePrefix, share.StepCopy, share.StepPauseWriter,
 		share.StepCopyRemaining, share.StepSwitch, share.StepResumeWriter, share.StepDeleteLegacy} {
 		t.Run(string(step), func(t *testing.T) {
@@ -424,6 +426,7 @@ func TestMigrationKeepsAWholeBucketThatHoldsWhatItDidNotCopy(t *testing.T) {
 // them), copies them, and once the writer stops deletes the legacy
 // objects with every one of them in the new prefix, byte for byte.
 func TestMigrationKeepsWhatAWriterWritesAfterTheSwitchOnMinIO(t *testing.T) {
+	t.Parallel()
 	r := newMigrationRun(t, 100)
 	ctx := context.Background()
 	m := r.migration()

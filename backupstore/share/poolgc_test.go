@@ -356,6 +356,7 @@ func (p *gcPool) checkEntries() {
 // grows past the gap (p-4 after p-1 and p-3). The pool keeps its first
 // bucket, empty or not, and the next entry goes there.
 func TestPoolDeletesAnEmptyBucketAfterGrace(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		store func(testing.TB) *testenv.BlobStore
@@ -773,6 +774,7 @@ func TestPoolKeepsTheAdministratorsBucketAndNoOther(t *testing.T) {
 // its own store bucket; the first's entries, their data and store
 // buckets stay.
 func TestPoolsOfTwoInstallationsShareAStore(t *testing.T) {
+	t.Parallel()
 	store := testenv.S3(t)
 	a := newGCPool(t, store, false)
 	a.place("e0", "e1") // p-1 and p-2, the first installation's
@@ -872,6 +874,7 @@ func TestPoolsOfTwoInstallationsShareAStore(t *testing.T) {
 // it, and then it goes after its grace period like any empty bucket of
 // the pool.
 func TestPoolKeepsAStoreBucketItCannotProve(t *testing.T) {
+	t.Parallel()
 	p := newGCPool(t, testenv.File(t), false)
 	p.twoBuckets()
 	store, err := backupstore.OpenBucket(p.ctx, p.storeURL("p-2"), nil)

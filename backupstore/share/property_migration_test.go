@@ -25,6 +25,7 @@ import (
 // writer is, after every step, in the source or copied into the target,
 // and every other tenant's object is where it was.
 func TestPropertyMigrationDeletesOnlyWhatItCopied(t *testing.T) {
+	t.Parallel()
 	propertySeeds(t, func(t *testing.T, seed uint64) {
 		ctx := context.Background()
 		rnd := rand.New(rand.NewPCG(seed, 11))

@@ -28,6 +28,7 @@ import (
 // see (its pool full while it grows, or a store bucket that is the other
 // installation's).
 func TestPropertyPoolsOfTwoInstallationsDeleteOnlyTheirOwn(t *testing.T) {
+	t.Parallel()
 	propertySeeds(t, func(t *testing.T, seed uint64) {
 		w := newPoolWorld(t, seed)
 		for range 150 {

@@ -304,6 +304,7 @@ func (w *shareWorld) live() map[string]bool {
 }
 
 func TestPropertySharedBucketsDeleteOnlyTheirOwn(t *testing.T) {
+	t.Parallel()
 	propertySeeds(t, func(t *testing.T, seed uint64) {
 		w := newShareWorld(t, seed)
 		w.log("seed %d", seed)
@@ -391,6 +392,7 @@ func (w *shareWorld) othersUnder(id backupstore.BucketID, prefix, uid string) bo
 // by several spellings of its URL, may nest, and some of whose locations
 // cannot be read.
 func TestPropertyCollectNeverDeletesANestedBackup(t *testing.T) {
+	t.Parallel()
 	spellings := []string{"mem://b", "mem://b/", "mem://b?region=eu-west-1", "mem://c"}
 	prefixes := []string{"x/", "x/y/", "x/y/z/", "xy/", "z/"}
 	propertySeeds(t, func(t *testing.T, seed uint64) {
