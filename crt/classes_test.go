@@ -96,7 +96,8 @@ func sentinelDecls(t *testing.T) map[string]sentinelDecl {
 	t.Helper()
 	out := map[string]sentinelDecl{}
 	fset := token.NewFileSet()
-	for _, l := range strings.Split(strings.TrimSpace(goCmd(t, "list", "-f", "{{.ImportPath}}\t{{.Dir}}\t{{join .GoFiles \" \"}}", modulePath(t)+"/...")), "\n") {
+	module := modulePath(t)
+	for _, l := range strings.Split(strings.TrimSpace(goCmd(t, "list", "-f", "{{.ImportPath}}\t{{.Dir}}\t{{join .GoFiles \" \"}}", module+"/...")), "\n") {
 		f := strings.Split(l, "\t")
 		pkgPath, dir := f[0], f[1]
 		for _, name := range strings.Fields(f[2]) {
@@ -120,7 +121,7 @@ func sentinelDecls(t *testing.T) map[string]sentinelDecl {
 						switch v := vs.Values[i].(type) {
 						case *ast.CallExpr:
 							if sel, ok := v.Fun.(*ast.SelectorExpr); ok {
-								if x, ok := sel.X.(*ast.Ident); ok && byName[x.Name] == modulePath(t)+"/internal/errclass" {
+								if x, ok := sel.X.(*ast.Ident); ok && byName[x.Name] == module+"/internal/errclass" {
 									d.class = sel.Sel.Name == "Terminal" || sel.Sel.Name == "Retryable"
 								}
 							}
