@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/groundskeeper-io/groundskeeper/crt"
@@ -18,14 +19,11 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/testenv"
 )
 
-// ClaimSets on a started manager: the owner's state from the object, the
-// fresh read through the API reader, pods and claims from the cache, and
-// the writes of lifecycle.Client through the manager's client. A ConfigMap
-// stands for the custom resource (data.replicas).
-func TestClaimSetsOnAManager(t *testing.T) {
-	env := testenv.StartKubernetes(t)
-	mgr := startManager(t, env)
-	ctx := t.Context()
+// configMapClaimSets is ClaimSets over ConfigMaps that stand for the
+// custom resource (data.replicas, whenScaled: Delete), on mgr, and the
+// lifecycle Manager that syncs their sets through mgr's clients.
+func configMapClaimSets(t *testing.T, mgr ctrl.Manager) (crt.ClaimSets[*corev1.ConfigMap], *lifecycle.Manager) {
+	t.Helper()
 	c := mgr.GetClient()
 	sets := crt.ClaimSets[*corev1.ConfigMap]{Client: c, APIReader: mgr.GetAPIReader(), GVK: corev1.SchemeGroupVersion.WithKind("ConfigMap"), Label: "app",
 		Spec: func(cm *corev1.ConfigMap) (int, lifecycle.Policy, error) {
@@ -36,6 +34,19 @@ func TestClaimSetsOnAManager(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return sets, m
+}
+
+// ClaimSets on a started manager: the owner's state from the object, the
+// fresh read through the API reader, pods and claims from the cache, and
+// the writes of lifecycle.Client through the manager's client. A ConfigMap
+// stands for the custom resource (data.replicas).
+func TestClaimSetsOnAManager(t *testing.T) {
+	env := testenv.StartKubernetes(t)
+	mgr := startManager(t, env)
+	ctx := t.Context()
+	c := mgr.GetClient()
+	sets, m := configMapClaimSets(t, mgr)
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: env.Namespace, Name: "db"}, Data: map[string]string{"replicas": "2"}}
 	if err := c.Create(ctx, cm); err != nil {
 		t.Fatal(err)

@@ -33,15 +33,7 @@ func TestClaimSetsOnNodes(t *testing.T) {
 	mgr := startManager(t, env)
 	ctx := t.Context()
 	c := mgr.GetClient()
-	sets := crt.ClaimSets[*corev1.ConfigMap]{Client: c, APIReader: mgr.GetAPIReader(), GVK: corev1.SchemeGroupVersion.WithKind("ConfigMap"), Label: "app",
-		Spec: func(cm *corev1.ConfigMap) (int, lifecycle.Policy, error) {
-			n, err := strconv.Atoi(cm.Data["replicas"])
-			return n, lifecycle.Policy{WhenScaled: lifecycle.ActionDelete}, err
-		}}
-	m, err := lifecycle.New(lifecycle.Config{Client: crt.LifecycleClient(c, mgr.GetAPIReader())})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sets, m := configMapClaimSets(t, mgr)
 	const grace = 8
 	sync := func(cm *corev1.ConfigMap) (lifecycle.SetResult, error) {
 		set, err := sets.For(cm)
