@@ -207,3 +207,51 @@ func (m *Metrics) finished(t *Task) {
 	m.recorded[lv] = struct{}{}
 	m.mu.Unlock()
 }
+
+// metricTarget names a target's metric series: its namespace and name.
+type metricTarget struct{ namespace, target string }
+
+// recordFinished records a task that reached a final state in the metrics,
+// and remembers its target so that its series can be deleted when the
+// target has no task left.
+func (c *Controller) recordFinished(t *Task) {
+	if c.cfg.Metrics == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.metricSeq++
+	c.metricTargets[metricTarget{t.Namespace, t.Spec.Target}] = c.metricSeq
+	c.cfg.Metrics.finished(t)
+}
+
+// forgetMetricTargets deletes the metric series of the targets that have
+// had no task in the tasks of any Sync for MetricsConfig.ForgetAfter:
+// without tasks, a target's series would stay for the life of the process,
+// one set per target ever seen, and deleting them at once would lose the
+// last counts before they were scraped. tasks were read by a List that
+// began after recording number seq: a target recorded after the List began
+// may have a task the List missed, and is left for the next Sync.
+func (c *Controller) forgetMetricTargets(live func(metricTarget) bool, seq uint64, now time.Time) {
+	if c.cfg.Metrics == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for mt, at := range c.metricTargets {
+		if live(mt) || at > seq {
+			delete(c.metricsEmpty, mt)
+			continue
+		}
+		since, ok := c.metricsEmpty[mt]
+		if !ok {
+			c.metricsEmpty[mt] = now
+			continue
+		}
+		if now.Sub(since) >= c.cfg.Metrics.forgetAfter {
+			delete(c.metricTargets, mt)
+			delete(c.metricsEmpty, mt)
+			c.cfg.Metrics.forget(mt.namespace, mt.target)
+		}
+	}
+}
