@@ -54,6 +54,7 @@ func (r *runner) run(ctx context.Context, resumed bool) {
 	task := l.last()
 	key := task.Key()
 	log := logr.FromContextOrDiscard(ctx).WithValues("task", key, "kind", r.kind.Name, "run", l.runID)
+	ctx = logr.NewContext(ctx, log)
 	returned := false // the executor returned
 	defer func() {
 		c.mu.Lock()
@@ -69,29 +70,8 @@ func (r *runner) run(ctx context.Context, resumed bool) {
 
 	execCtx, cancel := r.execCtx, r.cancel
 	defer cancel(nil)
-	run := &Run{Task: task.DeepCopy(), ID: l.runID, Resumed: resumed}
-	var reported atomic.Pointer[string] // the executor's last progress report
-	run.progress = func(pctx context.Context, description string) error {
-		if description != "" {
-			reported.Store(&description)
-		}
-		return l.write(pctx, func(t *Task, now time.Time) error {
-			return t.Status.Progress(now, l.runID, descriptionOr(t, description))
-		})
-	}
-
-	run.record = func(rctx context.Context, change func(*Status, time.Time) error) (*Status, error) {
-		err := l.write(rctx, func(t *Task, now time.Time) error { return change(&t.Status, now) })
-		if err != nil {
-			return nil, err
-		}
-		st := l.last().Status
-		return &st, nil
-	}
-
+	run, reported := r.newRun(task, resumed)
 	deadline := c.deadline(r.kind, task)
-	timeout := c.cfg.Clock.NewTimer(deadline.Sub(c.cfg.Clock.Now()))
-	defer timeout.Stop()
 	stopRenewing := l.keep(ctx, cancel, func(t *Task, now time.Time) error {
 		return t.Status.Progress(now, l.runID, descriptionOr(t, ""))
 	})
@@ -102,33 +82,8 @@ func (r *runner) run(ctx context.Context, resumed bool) {
 		}
 	}()
 
-	done := make(chan error, 1)
 	log.V(1).Info("opstask execution starting", "resumed", resumed, "deadline", deadline)
-	go func() { done <- r.kind.Executor.Execute(execCtx, run) }()
-
-	var (
-		execErr  error
-		timedOut bool
-		abandon  <-chan time.Time // after a timeout: how long to wait for Execute
-	)
-wait:
-	for {
-		select {
-		case execErr = <-done:
-			returned = true
-			break wait
-		case <-timeout.C():
-			timedOut = true
-			cancel(ErrTimeout)
-			t := c.cfg.Clock.NewTimer(c.cfg.LeaseDuration)
-			defer t.Stop()
-			abandon = t.C()
-		case <-abandon:
-			log.Error(nil, "opstask executor ignored its canceled context after the timeout; failing the task without waiting for it")
-			execErr = context.Cause(execCtx)
-			break wait
-		}
-	}
+	execErr, timedOut, returned := r.await(ctx, run, deadline)
 	// The final write goes through the lease like the renewals; no renewal
 	// may overtake it.
 	stopRenewing()
@@ -147,27 +102,101 @@ wait:
 		log.Info("opstask execution abandoned: claim lost", "error", execErr, "cause", context.Cause(execCtx))
 		return
 	}
-	to, code, desc := TaskStateSucceeded, ErrorCode(""), "execution completed"
-	if p := reported.Load(); p != nil {
+	r.finish(ctx, outcomeOf(execErr, timedOut || errors.Is(context.Cause(execCtx), ErrTimeout), deadline, reported.Load()))
+}
+
+// newRun returns the Run handed to the executor, and where its progress
+// reports are kept (the last one describes the outcome).
+func (r *runner) newRun(task *Task, resumed bool) (*Run, *atomic.Pointer[string]) {
+	l := r.lease
+	run := &Run{Task: task.DeepCopy(), ID: l.runID, Resumed: resumed}
+	reported := new(atomic.Pointer[string]) // the executor's last progress report
+	run.progress = func(pctx context.Context, description string) error {
+		if description != "" {
+			reported.Store(&description)
+		}
+		return l.write(pctx, func(t *Task, now time.Time) error {
+			return t.Status.Progress(now, l.runID, descriptionOr(t, description))
+		})
+	}
+	run.record = func(rctx context.Context, change func(*Status, time.Time) error) (*Status, error) {
+		err := l.write(rctx, func(t *Task, now time.Time) error { return change(&t.Status, now) })
+		if err != nil {
+			return nil, err
+		}
+		st := l.last().Status
+		return &st, nil
+	}
+	return run, reported
+}
+
+// await runs the executor and waits for it to return. At the deadline it
+// cancels the execution (ErrTimeout) and waits one more lease duration; an
+// executor that ignores its canceled context is then abandoned (returned
+// false).
+func (r *runner) await(ctx context.Context, run *Run, deadline time.Time) (execErr error, timedOut, returned bool) {
+	c := r.c
+	timeout := c.cfg.Clock.NewTimer(deadline.Sub(c.cfg.Clock.Now()))
+	defer timeout.Stop()
+	done := make(chan error, 1)
+	go func() { done <- r.kind.Executor.Execute(r.execCtx, run) }()
+	var abandon <-chan time.Time // after a timeout: how long to wait for Execute
+	for {
+		select {
+		case execErr = <-done:
+			return execErr, timedOut, true
+		case <-timeout.C():
+			timedOut = true
+			r.cancel(ErrTimeout)
+			t := c.cfg.Clock.NewTimer(c.cfg.LeaseDuration)
+			defer t.Stop()
+			abandon = t.C()
+		case <-abandon:
+			logr.FromContextOrDiscard(ctx).Error(nil, "opstask executor ignored its canceled context after the timeout; failing the task without waiting for it")
+			return context.Cause(r.execCtx), timedOut, false
+		}
+	}
+}
+
+// outcome is the end state an execution is recorded with.
+type outcome struct {
+	state TaskState
+	code  ErrorCode
+	desc  string
+}
+
+// outcomeOf decides how an execution ends: Succeeded, described by the
+// executor's last progress report; Failed with CodeTimeout when the
+// deadline passed; Failed with the error's code otherwise.
+func outcomeOf(execErr error, timedOut bool, deadline time.Time, reported *string) outcome {
+	o := outcome{state: TaskStateSucceeded, desc: "execution completed"}
+	if reported != nil {
 		// The outcome the executor reported last: what it did.
-		desc = *p
+		o.desc = *reported
 	}
 	switch {
-	case timedOut || errors.Is(context.Cause(execCtx), ErrTimeout):
-		to, code = TaskStateFailed, CodeTimeout
-		desc = fmt.Sprintf("%v: timeout passed at %s", ErrTimeout, deadline.UTC().Format(time.RFC3339))
+	case timedOut:
+		o.state, o.code = TaskStateFailed, CodeTimeout
+		o.desc = fmt.Sprintf("%v: timeout passed at %s", ErrTimeout, deadline.UTC().Format(time.RFC3339))
 		if execErr != nil && !errors.Is(execErr, context.Canceled) && !errors.Is(execErr, ErrTimeout) {
-			desc += ": " + execErr.Error()
+			o.desc += ": " + execErr.Error()
 		}
 	case execErr != nil:
-		to, code, desc = TaskStateFailed, codeOf(execErr, CodeExecutionFailed), execErr.Error()
+		o.state, o.code, o.desc = TaskStateFailed, codeOf(execErr, CodeExecutionFailed), execErr.Error()
 	}
+	return o
+}
+
+// finish records the execution's outcome through the lease.
+func (r *runner) finish(ctx context.Context, o outcome) {
+	l := r.lease
+	log := logr.FromContextOrDiscard(ctx)
 	err := l.write(ctx, func(t *Task, now time.Time) error {
-		if err := t.Status.Transition(to, now, l.runID, desc); err != nil {
+		if err := t.Status.Transition(o.state, now, l.runID, o.desc); err != nil {
 			return err
 		}
-		if code != "" {
-			t.Status.AddError(code, desc, now)
+		if o.code != "" {
+			t.Status.AddError(o.code, o.desc, now)
 		}
 		return nil
 	})
@@ -175,11 +204,11 @@ wait:
 		// Lost claim: someone else wrote the task (took it over); they own
 		// it. Other errors: the lease runs out and a controller takes it
 		// over.
-		log.Error(err, "opstask could not record the end of the execution", "state", to)
+		log.Error(err, "opstask could not record the end of the execution", "state", o.state)
 		return
 	}
-	log.V(1).Info("opstask execution finished", "state", to)
-	c.recordFinished(l.last())
+	log.V(1).Info("opstask execution finished", "state", o.state)
+	r.c.recordFinished(l.last())
 }
 
 // descriptionOr returns description, or when it is empty the description
