@@ -245,22 +245,8 @@ func CopyBackups(ctx context.Context, src, dst *blob.Bucket, opts *CopyOptions) 
 	if opts == nil {
 		opts = &CopyOptions{}
 	}
-	if opts.MaxBackupAge < 0 {
-		return nil, fmt.Errorf("%w: CopyOptions.MaxBackupAge = %v: must not be negative", ErrInvalidConfig, opts.MaxBackupAge)
-	}
-	if opts.MaxBackups < 0 {
-		return nil, fmt.Errorf("%w: CopyOptions.MaxBackups = %d: must not be negative", ErrInvalidConfig, opts.MaxBackups)
-	}
-	if err := checkConcurrency("CopyOptions.Concurrency", opts.Concurrency); err != nil {
+	if err := checkCopyOptions(opts); err != nil {
 		return nil, err
-	}
-	// A prefix that does not end in Separator selects (SourcePrefix) or
-	// writes over (TargetPrefix) the keys of siblings sharing its leading
-	// characters: "tenant-a" + "b/x" is tenant-ab's "tenant-ab/x".
-	for _, p := range []struct{ field, value string }{{"SourcePrefix", opts.SourcePrefix}, {"TargetPrefix", opts.TargetPrefix}} {
-		if err := CheckPrefix(p.value, PrefixRules{AllowEmpty: true}); err != nil {
-			return nil, fmt.Errorf("backupstore: copy: %s: %w", p.field, err)
-		}
 	}
 	if err := checkOverlap(src, dst, opts.SourcePrefix, opts.TargetPrefix); err != nil {
 		return nil, err
@@ -275,15 +261,70 @@ func CopyBackups(ctx context.Context, src, dst *blob.Bucket, opts *CopyOptions) 
 	c.progress = newNotifier(opts.Progress)
 	defer c.progress.close()
 
-	// 1. What the source holds, and which of it the filters select. A
-	// manifest in the source (an earlier copy into it, A to B before B to
-	// C, whatever its key) is not a backup: it is never selected.
-	srcObjs, err := c.listAll(ctx, src, opts.SourcePrefix, opts.ManifestKey, "SourcePrefix")
-	if pe := (*PrefixError)(nil); errors.As(err, &pe) {
+	// The plan, from fresh listings: the manifest, every selected object
+	// Copied where the target has it. A dry run returns it.
+	srcObjs, selected, err := c.selectSource(ctx)
+	if err != nil {
 		return res, err
 	}
+	present, prev, err := c.readTarget(ctx)
 	if err != nil {
-		return res, &CopyError{Err: fmt.Errorf("list source: %w", err)}
+		return res, err
+	}
+	if err := c.plan(ctx, srcObjs, selected, present, prev); err != nil {
+		return res, err
+	}
+	if opts.DryRun {
+		return res, nil
+	}
+	if err := c.saveManifest(ctx); err != nil {
+		return res, &CopyError{Err: err}
+	}
+	c.copyMissing(ctx)
+	c.dropSourceManifests()
+	saveErr := c.saveManifest(context.WithoutCancel(ctx))
+	if len(res.FailedKeys) > 0 || ctx.Err() != nil || saveErr != nil {
+		return res, &CopyError{Failed: res.FailedKeys, Err: errors.Join(ctx.Err(), saveErr)}
+	}
+	c.log.V(1).Info("copied backups", "copied", res.Copied, "skipped", res.Skipped, "notFound", res.NotFound, "excluded", res.Excluded)
+	return res, nil
+}
+
+// checkCopyOptions refuses the options CopyBackups cannot use, naming the
+// field and its value.
+func checkCopyOptions(opts *CopyOptions) error {
+	if opts.MaxBackupAge < 0 {
+		return fmt.Errorf("%w: CopyOptions.MaxBackupAge = %v: must not be negative", ErrInvalidConfig, opts.MaxBackupAge)
+	}
+	if opts.MaxBackups < 0 {
+		return fmt.Errorf("%w: CopyOptions.MaxBackups = %d: must not be negative", ErrInvalidConfig, opts.MaxBackups)
+	}
+	if err := checkConcurrency("CopyOptions.Concurrency", opts.Concurrency); err != nil {
+		return err
+	}
+	// A prefix that does not end in Separator selects (SourcePrefix) or
+	// writes over (TargetPrefix) the keys of siblings sharing its leading
+	// characters: "tenant-a" + "b/x" is tenant-ab's "tenant-ab/x".
+	for _, p := range []struct{ field, value string }{{"SourcePrefix", opts.SourcePrefix}, {"TargetPrefix", opts.TargetPrefix}} {
+		if err := CheckPrefix(p.value, PrefixRules{AllowEmpty: true}); err != nil {
+			return fmt.Errorf("backupstore: copy: %s: %w", p.field, err)
+		}
+	}
+	return nil
+}
+
+// selectSource lists what the source holds and returns it with what the
+// filters select of it. A manifest in the source (an earlier copy into it,
+// A to B before B to C, whatever its key) is not a backup: it is never
+// selected.
+func (c *copier) selectSource(ctx context.Context) (srcObjs, selected []*blob.ListObject, err error) {
+	opts, res := c.opts, c.res
+	srcObjs, err = c.listAll(ctx, c.src, opts.SourcePrefix, opts.ManifestKey, "SourcePrefix")
+	if pe := (*PrefixError)(nil); errors.As(err, &pe) {
+		return nil, nil, err
+	}
+	if err != nil {
+		return nil, nil, &CopyError{Err: fmt.Errorf("list source: %w", err)}
 	}
 	// Without filters, a source whose reads bring the metadata (S3) has
 	// its manifests recognised as they are read, which saves a request an
@@ -294,38 +335,44 @@ func CopyBackups(ctx context.Context, src, dst *blob.Bucket, opts *CopyOptions) 
 	selected, manifests := srcObjs, 0
 	if !c.deferManifests {
 		if selected, manifests, err = c.selectBackups(ctx, srcObjs); err != nil {
-			return res, err
+			return nil, nil, err
 		}
 	}
 	res.Excluded = len(srcObjs) - manifests - len(selected)
-	if opts.ManifestKey != "" {
-		for i := 0; i < len(selected); i++ {
-			o := selected[i]
-			if c.targetKey(o.Key) != opts.ManifestKey {
+	if opts.ManifestKey == "" {
+		return srcObjs, selected, nil
+	}
+	for i := 0; i < len(selected); i++ {
+		o := selected[i]
+		if c.targetKey(o.Key) != opts.ManifestKey {
+			continue
+		}
+		if c.deferManifests {
+			isManifest, err := c.isManifest(ctx, c.src, o)
+			if err != nil {
+				return nil, nil, &CopyError{Err: fmt.Errorf("source: %w", err)}
+			}
+			if isManifest {
+				selected = slices.Delete(slices.Clone(selected), i, i+1)
+				i--
 				continue
 			}
-			if c.deferManifests {
-				isManifest, err := c.isManifest(ctx, src, o)
-				if err != nil {
-					return res, &CopyError{Err: fmt.Errorf("source: %w", err)}
-				}
-				if isManifest {
-					selected = slices.Delete(slices.Clone(selected), i, i+1)
-					i--
-					continue
-				}
-			}
-			return res, fmt.Errorf("%w: source object %q is a backup, and its target key is ManifestKey = %q: the copy would write it over its own manifest", ErrInvalidConfig, o.Key, opts.ManifestKey)
 		}
+		return nil, nil, fmt.Errorf("%w: source object %q is a backup, and its target key is ManifestKey = %q: the copy would write it over its own manifest", ErrInvalidConfig, o.Key, opts.ManifestKey)
 	}
+	return srcObjs, selected, nil
+}
 
-	// 2. What the target holds, and what an earlier run recorded.
-	dstObjs, err := c.listAll(ctx, dst, opts.TargetPrefix, opts.ManifestKey, "TargetPrefix")
+// readTarget returns what the target holds, by key, and the manifest an
+// earlier run recorded (nil: none). A manifest of another copy is refused.
+func (c *copier) readTarget(ctx context.Context) (map[string]*blob.ListObject, *Manifest, error) {
+	opts := c.opts
+	dstObjs, err := c.listAll(ctx, c.dst, opts.TargetPrefix, opts.ManifestKey, "TargetPrefix")
 	if pe := (*PrefixError)(nil); errors.As(err, &pe) {
-		return res, err
+		return nil, nil, err
 	}
 	if err != nil {
-		return res, &CopyError{Err: fmt.Errorf("list target: %w", err)}
+		return nil, nil, &CopyError{Err: fmt.Errorf("list target: %w", err)}
 	}
 	present := make(map[string]*blob.ListObject, len(dstObjs))
 	for _, o := range dstObjs {
@@ -333,21 +380,23 @@ func CopyBackups(ctx context.Context, src, dst *blob.Bucket, opts *CopyOptions) 
 	}
 	prev, err := c.loadManifest(ctx)
 	if err != nil {
-		return res, &CopyError{Err: err}
+		return nil, nil, &CopyError{Err: err}
 	}
 	if prev != nil && (prev.SourcePrefix != opts.SourcePrefix || prev.TargetPrefix != opts.TargetPrefix) {
 		// Resuming from it would record objects of another copy; writing
 		// over it would lose that copy's record.
-		return res, fmt.Errorf("%w: the manifest at ManifestKey = %q belongs to a copy from SourcePrefix = %q to TargetPrefix = %q, not from %q to %q: choose another ManifestKey",
+		return nil, nil, fmt.Errorf("%w: the manifest at ManifestKey = %q belongs to a copy from SourcePrefix = %q to TargetPrefix = %q, not from %q to %q: choose another ManifestKey",
 			ErrInvalidConfig, opts.ManifestKey, prev.SourcePrefix, prev.TargetPrefix, opts.SourcePrefix, opts.TargetPrefix)
 	}
-	listed := make(map[string]bool, len(srcObjs))
-	for _, o := range srcObjs {
-		listed[o.Key] = true
-	}
+	return present, prev, nil
+}
 
-	// 3. The manifest: every selected object, Copied where the target has it.
-	m := &Manifest{SourcePrefix: opts.SourcePrefix, TargetPrefix: opts.TargetPrefix}
+// plan writes the manifest (c.manifest, CopyResult.Manifest): every
+// selected object, Copied where the target has it, and what an earlier run
+// recorded of the objects this run does not select.
+func (c *copier) plan(ctx context.Context, srcObjs, selected []*blob.ListObject, present map[string]*blob.ListObject, prev *Manifest) error {
+	res := c.res
+	m := &Manifest{SourcePrefix: c.opts.SourcePrefix, TargetPrefix: c.opts.TargetPrefix}
 	inSource := make(map[string]bool, len(selected))
 	for _, o := range selected {
 		inSource[o.Key] = true
@@ -355,23 +404,25 @@ func CopyBackups(ctx context.Context, src, dst *blob.Bucket, opts *CopyOptions) 
 		if _, all := c.srcRemover.(driver.MD5Lister); len(o.MD5) == 0 && !all {
 			// Some listings leave the MD5 out where the object has one
 			// (fileblob's does).
-			if o.MD5, err = c.md5(ctx, src, o.Key); err != nil {
-				return res, &CopyError{Err: err}
+			var err error
+			if o.MD5, err = c.md5(ctx, c.src, o.Key); err != nil {
+				return &CopyError{Err: err}
 			}
 		}
 		if len(o.MD5) > 0 {
 			e.MD5 = hex.EncodeToString(o.MD5)
 		}
-		same, err := c.samePresent(ctx, o, present[c.targetKey(o.Key)])
+		there := present[c.targetKey(o.Key)]
+		same, err := c.samePresent(ctx, o, there)
 		if err != nil {
-			return res, &CopyError{Err: err}
+			return &CopyError{Err: err}
 		}
-		if (same || present[c.targetKey(o.Key)] != nil) && c.deferManifests {
+		if (same || there != nil) && c.deferManifests {
 			// Not read by this copy (there already, or not written
 			// over): asked now.
-			isManifest, err := c.isManifest(ctx, src, o)
+			isManifest, err := c.isManifest(ctx, c.src, o)
 			if err != nil {
-				return res, &CopyError{Err: fmt.Errorf("source: %w", err)}
+				return &CopyError{Err: fmt.Errorf("source: %w", err)}
 			}
 			if isManifest {
 				delete(inSource, o.Key)
@@ -382,42 +433,54 @@ func CopyBackups(ctx context.Context, src, dst *blob.Bucket, opts *CopyOptions) 
 		if same {
 			e.Status = StatusCopied
 			res.Skipped++
-		} else if present[c.targetKey(o.Key)] != nil {
+		} else if there != nil {
 			res.Overwrites = append(res.Overwrites, c.targetKey(o.Key))
 		}
 		m.Entries = append(m.Entries, e)
 	}
-	// Objects an earlier run selected that this run does not: those that
-	// have left the source since, and those the filters now exclude. Only
-	// what is known is recorded: NotFound only for an object gone from the
-	// source; an excluded object that was not copied leaves the manifest.
-	if prev != nil {
-		for _, e := range prev.Entries {
-			if inSource[e.Key] {
-				continue
-			}
-			if listed[e.Key] && e.Status != StatusCopied {
-				continue
-			}
-			if e.Status == StatusNone {
-				e.Status = StatusNotFound
-			}
-			m.Entries = append(m.Entries, e)
-		}
-	}
+	m.Entries = append(m.Entries, carriedOver(prev, inSource, srcObjs)...)
 	slices.SortFunc(m.Entries, func(a, b ManifestEntry) int { return strings.Compare(a.Key, b.Key) })
 	c.manifest = m
 	res.Manifest = m
 	res.Selected = len(selected)
 	res.NotFound = m.Count(StatusNotFound)
-	if opts.DryRun {
-		return res, nil
-	}
-	if err := c.saveManifest(ctx); err != nil {
-		return res, &CopyError{Err: err}
-	}
+	return nil
+}
 
-	// 4. Copy what is missing, but never over another content.
+// carriedOver returns the entries of an earlier run's manifest for objects
+// this run does not select: those that have left the source since, and
+// those the filters now exclude. Only what is known is recorded: NotFound
+// only for an object gone from the source; an excluded object that was not
+// copied leaves the manifest.
+func carriedOver(prev *Manifest, inSource map[string]bool, srcObjs []*blob.ListObject) []ManifestEntry {
+	if prev == nil {
+		return nil
+	}
+	listed := make(map[string]bool, len(srcObjs))
+	for _, o := range srcObjs {
+		listed[o.Key] = true
+	}
+	var out []ManifestEntry
+	for _, e := range prev.Entries {
+		if inSource[e.Key] {
+			continue
+		}
+		if listed[e.Key] && e.Status != StatusCopied {
+			continue
+		}
+		if e.Status == StatusNone {
+			e.Status = StatusNotFound
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// copyMissing copies the manifest's entries that are not Copied, several
+// at once, but never over another content: a target key that holds other
+// content fails with ErrTargetDiffers.
+func (c *copier) copyMissing(ctx context.Context) {
+	m, res := c.manifest, c.res
 	differs := make(map[string]bool, len(res.Overwrites))
 	for _, k := range res.Overwrites {
 		differs[k] = true
@@ -445,31 +508,30 @@ func CopyBackups(ctx context.Context, src, dst *blob.Bucket, opts *CopyOptions) 
 			res.CopyProgress.Failed++
 		}
 	}
-	if len(c.manifests) > 0 {
-		// The source's manifests are not backups: they leave the manifest
-		// and the counts.
-		c.mu.Lock()
-		drop := make(map[int]bool, len(c.manifests))
-		for _, i := range c.manifests {
-			drop[i] = true
-			res.Overwrites = slices.DeleteFunc(res.Overwrites, func(k string) bool { return k == c.targetKey(m.Entries[i].Key) })
-		}
-		kept := m.Entries[:0:0]
-		for i, e := range m.Entries {
-			if !drop[i] {
-				kept = append(kept, e)
-			}
-		}
-		m.Entries = kept
-		res.Selected -= len(drop)
-		c.mu.Unlock()
+}
+
+// dropSourceManifests removes the source's manifests found while copying
+// from the manifest and the counts: they are not backups.
+func (c *copier) dropSourceManifests() {
+	if len(c.manifests) == 0 {
+		return
 	}
-	saveErr := c.saveManifest(context.WithoutCancel(ctx))
-	if len(res.FailedKeys) > 0 || ctx.Err() != nil || saveErr != nil {
-		return res, &CopyError{Failed: res.FailedKeys, Err: errors.Join(ctx.Err(), saveErr)}
+	m, res := c.manifest, c.res
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	drop := make(map[int]bool, len(c.manifests))
+	for _, i := range c.manifests {
+		drop[i] = true
+		res.Overwrites = slices.DeleteFunc(res.Overwrites, func(k string) bool { return k == c.targetKey(m.Entries[i].Key) })
 	}
-	c.log.V(1).Info("copied backups", "copied", res.Copied, "skipped", res.Skipped, "notFound", res.NotFound, "excluded", res.Excluded)
-	return res, nil
+	kept := m.Entries[:0:0]
+	for i, e := range m.Entries {
+		if !drop[i] {
+			kept = append(kept, e)
+		}
+	}
+	m.Entries = kept
+	res.Selected -= len(drop)
 }
 
 type copier struct {
