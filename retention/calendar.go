@@ -226,16 +226,12 @@ func (c instant) before(k rankKey) bool {
 	return k.sec > c.sec || k.sec == c.sec && k.nsec > c.nsec
 }
 
+// evalGroup decides the group's items by the calendar's rules. Its loop is
+// kept in one piece for a reason: it is the evaluation's hot path (every
+// item of every group, BenchmarkEvaluate), and its state is a dozen arrays
+// indexed by bucket that a split would pass around or allocate.
 func (p *Calendar) evalGroup(e *evaluation, g *group, out []Decision) {
-	if len(p.Tags) > 0 {
-		for _, ks := range [2][]rankKey{g.ok, g.failed} {
-			for _, k := range ks {
-				if p.matchTags(&e.items[k.idx]) >= 0 {
-					out[k.idx].keepUntil(ReasonTag, time.Time{})
-				}
-			}
-		}
-	}
+	p.keepTagged(e, g, out)
 	if p.Failed != 0 {
 		keepFailed(g.failed, p.Failed, out)
 	}
@@ -243,30 +239,7 @@ func (p *Calendar) evalGroup(e *evaluation, g *group, out []Decision) {
 	if len(ranked) == 0 {
 		return
 	}
-	// The zone buckets are computed in: UTC, a Location, or each item's own.
-	loc := p.Location
-	if loc == time.UTC {
-		loc = nil
-	}
-	newest := e.items[ranked[0].idx].Time
-	switch {
-	case p.ItemZone:
-	case loc != nil:
-		newest = newest.In(loc)
-	default:
-		newest = newest.UTC()
-	}
-	var within instant
-	if p.Within > 0 {
-		within = instantOf(newest.Add(-p.Within))
-	}
-	spans := p.spans()
-	var cuts [6]instant
-	for i, sp := range spans {
-		if !sp.IsZero() {
-			cuts[i] = instantOf(sp.back(newest))
-		}
-	}
+	loc, within, spans, cuts := p.cuts(e.items[ranked[0].idx].Time)
 	anyWithinBucket := spans[1] != (Span{}) || spans[2] != (Span{}) || spans[3] != (Span{}) || spans[4] != (Span{}) || spans[5] != (Span{})
 	left := [numBuckets]int{p.Last, p.Hourly, p.Daily, p.Weekly, p.Monthly, p.Yearly}
 	civil := p.Monthly != 0 || p.Yearly != 0 || !spans[4].IsZero() || !spans[5].IsZero()
@@ -351,6 +324,49 @@ func (p *Calendar) evalGroup(e *evaluation, g *group, out []Decision) {
 			wprev[b], wseen[b] = val[b], true
 		}
 	}
+}
+
+// keepTagged keeps the group's items that carry one of the calendar's
+// tags, failed or not.
+func (p *Calendar) keepTagged(e *evaluation, g *group, out []Decision) {
+	if len(p.Tags) == 0 {
+		return
+	}
+	for _, ks := range [2][]rankKey{g.ok, g.failed} {
+		for _, k := range ks {
+			if p.matchTags(&e.items[k.idx]) >= 0 {
+				out[k.idx].keepUntil(ReasonTag, time.Time{})
+			}
+		}
+	}
+}
+
+// cuts returns, for a group whose newest item is at newest, the zone the
+// buckets are computed in (nil: UTC or, with ItemZone, each item's own),
+// the instant after which Within keeps, and the spans of the keep-within
+// rules with the instant after which each keeps.
+func (p *Calendar) cuts(newest time.Time) (loc *time.Location, within instant, spans [6]Span, cuts [6]instant) {
+	loc = p.Location
+	if loc == time.UTC {
+		loc = nil
+	}
+	switch {
+	case p.ItemZone:
+	case loc != nil:
+		newest = newest.In(loc)
+	default:
+		newest = newest.UTC()
+	}
+	if p.Within > 0 {
+		within = instantOf(newest.Add(-p.Within))
+	}
+	spans = p.spans()
+	for i, sp := range spans {
+		if !sp.IsZero() {
+			cuts[i] = instantOf(sp.back(newest))
+		}
+	}
+	return loc, within, spans, cuts
 }
 
 // floorDiv divides rounding towards negative infinity, so that instants
