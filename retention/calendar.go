@@ -228,7 +228,7 @@ func (c instant) before(k rankKey) bool {
 
 // evalGroup decides the group's items by the calendar's rules. Its loop is
 // kept in one piece for a reason: it is the evaluation's hot path (every
-// item of every group, BenchmarkEvaluate), and its state is a dozen arrays
+// item of every group, BenchmarkCalendar), and its state is a dozen arrays
 // indexed by bucket that a split would pass around or allocate.
 func (p *Calendar) evalGroup(e *evaluation, g *group, out []Decision) {
 	p.keepTagged(e, g, out)
