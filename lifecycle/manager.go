@@ -520,53 +520,16 @@ func (m *Manager) CheckReuse(ctx context.Context, pc PodClaim, opts *ReuseOption
 	if opts.OwnerLabel != "" && opts.Owner == nil {
 		return ReuseDecision{}, fmt.Errorf("%w: CheckReuse: ReuseOptions.OwnerLabel = %q needs ReuseOptions.Owner, whose name the label carries", ErrInvalidInput, opts.OwnerLabel)
 	}
-	namespace, podName, claimName := pc.Namespace, pc.Pod, pc.Claim
-	owner := opts.Owner
-	log := logr.FromContextOrDiscard(ctx).WithValues("claim", claimName, "pod", podName, "dryRun", opts.DryRun)
 	var dec ReuseDecision
 	var decidedOn *corev1.PersistentVolumeClaim
-	_, err := m.mutate(ctx, namespace, claimName, nil, func(c *corev1.PersistentVolumeClaim) (map[string]any, error) {
-		var err error
+	_, err := m.mutate(ctx, pc.Namespace, pc.Claim, nil, func(c *corev1.PersistentVolumeClaim) (map[string]any, error) {
 		decidedOn = c
-		dec, err = m.ann.Reuse(c, podName, "", m.defaultTTL, m.clock.Now())
-		if err != nil {
-			return nil, err
-		}
-		if other, ok := c.Labels[opts.OwnerLabel]; ok && opts.OwnerLabel != "" && other != owner.Name {
-			dec = ReuseDecision{Verdict: VerdictWait, Reason: fmt.Sprintf(
-				"claim %s belongs to another owner of the same claim name (label %s=%s, not %s): not reused, not deleted",
-				c.Name, opts.OwnerLabel, other, owner.Name)}
-			if !opts.DryRun {
-				m.event(namespace, owner, claimName, corev1.EventTypeWarning, ReasonConflictingController, dec.Reason)
-			}
-			return nil, nil
-		}
-		if stale := staleOwner(c, owner); stale != nil {
-			// The owner was deleted and recreated under its name: the
-			// garbage collector will delete this claim with the earlier
-			// owner. Reusing it now would give the new pod a claim that is
-			// about to go.
-			dec = ReuseDecision{Verdict: VerdictWait, Expiry: dec.Expiry, Reason: fmt.Sprintf(
-				"claim %s still belongs to an earlier %s %s (uid %s); the garbage collector deletes it with that owner",
-				c.Name, stale.Kind, stale.Name, stale.UID)}
-			return nil, nil
-		}
-		if ctl := foreignController(c, owner, podName); ctl != nil {
-			// Another object controls the claim: it is neither deleted nor
-			// written to here.
-			if dec.Verdict == VerdictDeleteFirst {
-				dec = ReuseDecision{Verdict: VerdictWait, Expiry: dec.Expiry, Reason: fmt.Sprintf(
-					"%s, but it is controlled by %s %s: not deleted; its controller must release it, or delete it by hand", dec.Reason, ctl.Kind, ctl.Name)}
-				if !opts.DryRun {
-					m.event(namespace, owner, claimName, corev1.EventTypeWarning, ReasonConflictingController, dec.Reason)
-				}
-			}
-			return nil, nil
-		}
-		if dec.Verdict != VerdictReuse || opts.DryRun {
-			return nil, nil
-		}
-		return annotationPatch(m.ann.MarkMounted(c, podName)), nil
+		var (
+			patch map[string]any
+			err   error
+		)
+		dec, patch, err = m.decideReuse(c, pc, opts)
+		return patch, err
 	})
 	switch {
 	case apierrors.IsNotFound(err):
@@ -578,8 +541,63 @@ func (m *Manager) CheckReuse(ctx context.Context, pc PodClaim, opts *ReuseOption
 	if dec.Verdict != VerdictDeleteFirst {
 		return dec, nil
 	}
-	// The mark says the claim expired; whether it may be deleted now is the
-	// shared rule's answer, on a fresh pod list.
+	return m.deleteBeforeReuse(ctx, pc, decidedOn, dec, opts)
+}
+
+// decideReuse decides CheckReuse's verdict on claim c as read, and returns
+// the patch that marks it mounted when it is reused (nil: nothing to
+// write). A claim of another owner of the same name, of an earlier owner,
+// or controlled by another object is answered Wait.
+func (m *Manager) decideReuse(c *corev1.PersistentVolumeClaim, pc PodClaim, opts *ReuseOptions) (ReuseDecision, map[string]any, error) {
+	owner := opts.Owner
+	dec, err := m.ann.Reuse(c, pc.Pod, "", m.defaultTTL, m.clock.Now())
+	if err != nil {
+		return dec, nil, err
+	}
+	if other, ok := c.Labels[opts.OwnerLabel]; ok && opts.OwnerLabel != "" && other != owner.Name {
+		dec = ReuseDecision{Verdict: VerdictWait, Reason: fmt.Sprintf(
+			"claim %s belongs to another owner of the same claim name (label %s=%s, not %s): not reused, not deleted",
+			c.Name, opts.OwnerLabel, other, owner.Name)}
+		if !opts.DryRun {
+			m.event(pc.Namespace, owner, pc.Claim, corev1.EventTypeWarning, ReasonConflictingController, dec.Reason)
+		}
+		return dec, nil, nil
+	}
+	if stale := staleOwner(c, owner); stale != nil {
+		// The owner was deleted and recreated under its name: the
+		// garbage collector will delete this claim with the earlier
+		// owner. Reusing it now would give the new pod a claim that is
+		// about to go.
+		return ReuseDecision{Verdict: VerdictWait, Expiry: dec.Expiry, Reason: fmt.Sprintf(
+			"claim %s still belongs to an earlier %s %s (uid %s); the garbage collector deletes it with that owner",
+			c.Name, stale.Kind, stale.Name, stale.UID)}, nil, nil
+	}
+	if ctl := foreignController(c, owner, pc.Pod); ctl != nil {
+		// Another object controls the claim: it is neither deleted nor
+		// written to here.
+		if dec.Verdict == VerdictDeleteFirst {
+			dec = ReuseDecision{Verdict: VerdictWait, Expiry: dec.Expiry, Reason: fmt.Sprintf(
+				"%s, but it is controlled by %s %s: not deleted; its controller must release it, or delete it by hand", dec.Reason, ctl.Kind, ctl.Name)}
+			if !opts.DryRun {
+				m.event(pc.Namespace, owner, pc.Claim, corev1.EventTypeWarning, ReasonConflictingController, dec.Reason)
+			}
+		}
+		return dec, nil, nil
+	}
+	if dec.Verdict != VerdictReuse || opts.DryRun {
+		return dec, nil, nil
+	}
+	return dec, annotationPatch(m.ann.MarkMounted(c, pc.Pod)), nil
+}
+
+// deleteBeforeReuse acts on CheckReuse's VerdictDeleteFirst: the mark says
+// claim decidedOn expired; whether it may be deleted now is the shared
+// rule's answer, on a fresh pod list. A mounted claim has its stale mark
+// removed and is answered Wait; otherwise exactly the version decided on is
+// deleted.
+func (m *Manager) deleteBeforeReuse(ctx context.Context, pc PodClaim, decidedOn *corev1.PersistentVolumeClaim, dec ReuseDecision, opts *ReuseOptions) (ReuseDecision, error) {
+	namespace, claimName := pc.Namespace, pc.Claim
+	log := logr.FromContextOrDiscard(ctx).WithValues("claim", claimName, "pod", pc.Pod, "dryRun", opts.DryRun)
 	u, err := m.ann.Read(decidedOn)
 	if err != nil {
 		return ReuseDecision{}, err
@@ -615,7 +633,7 @@ func (m *Manager) CheckReuse(ctx context.Context, pc PodClaim, opts *ReuseOption
 	switch {
 	case err == nil:
 		log.Info("deleted expired claim before reuse", "reason", dec.Reason)
-		m.event(namespace, owner, claimName, corev1.EventTypeNormal, ReasonExpiredClaimDeleted, dec.Reason)
+		m.event(namespace, opts.Owner, claimName, corev1.EventTypeNormal, ReasonExpiredClaimDeleted, dec.Reason)
 	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
 		// Gone or changed: the caller waits and checks again.
 	default:
