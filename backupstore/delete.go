@@ -338,17 +338,8 @@ func DeletePrefix(ctx context.Context, b *blob.Bucket, prefix string, opts *Dele
 		opts = &DeleteOptions{}
 	}
 	res := &DeleteResult{Method: "none"}
-	if err := CheckPrefix(prefix, opts.PrefixRules); err != nil {
+	if err := checkDeleteOptions(prefix, opts); err != nil {
 		return res, err
-	}
-	if opts.AzureBatch < BatchAuto || opts.AzureBatch > BatchNever {
-		return res, fmt.Errorf("%w: DeleteOptions.AzureBatch = %d: want BatchAuto, BatchAlways or BatchNever", ErrInvalidConfig, opts.AzureBatch)
-	}
-	if err := checkConcurrency("DeleteOptions.Concurrency", opts.Concurrency); err != nil {
-		return res, err
-	}
-	if opts.Last != "" && !strings.HasPrefix(opts.Last, prefix) {
-		return res, fmt.Errorf("%w: DeleteOptions.Last = %q: not a key under the prefix %q", ErrInvalidConfig, opts.Last, prefix)
 	}
 	log := logr.FromContextOrDiscard(ctx).WithValues("prefix", prefix)
 	rm, err := removerFor(b, opts)
@@ -378,38 +369,7 @@ func DeletePrefix(ctx context.Context, b *blob.Bucket, prefix string, opts *Dele
 		res.Versioned = versioned
 	}
 	if opts.DryRun {
-		var versions []driver.Target
-		err := d.list(ctx, listAllPageSize, func(ts []driver.Target) error {
-			for _, t := range ts {
-				if n := len(res.Keys); n == 0 || res.Keys[n-1] != t.Key || !d.versioned {
-					res.Keys = append(res.Keys, t.Key)
-				}
-				if d.versioned {
-					res.Versions = append(res.Versions, ObjectVersion{Key: t.Key, VersionID: t.Version, DeleteMarker: t.Marker, Latest: t.Latest, Size: t.Size})
-					versions = append(versions, t)
-				}
-			}
-			return nil
-		})
-		if rl, ok := rm.(driver.RetentionLister); ok && err == nil && d.versioned {
-			var locks []error
-			locks, err = rl.Retention(ctx, versions, d.clock.Now(), opts.BypassGovernanceRetention)
-			for i, l := range locks {
-				if r := (*Retention)(nil); errors.As(l, &r) {
-					res.Versions[i].Retention = r
-				}
-			}
-		}
-		res.Bytes = res.ListedBytes
-		if pe := (*PrefixError)(nil); errors.As(err, &pe) {
-			res.Keys, res.Bytes = nil, 0
-			return res, err
-		}
-		if err != nil {
-			res.Keys, res.Versions, res.Bytes = nil, nil, 0
-			return res, &DeleteError{Prefix: prefix, Err: err}
-		}
-		return res, nil
+		return res, d.dryRun(ctx)
 	}
 	// Passes after the first normally list nothing, at the cost of one
 	// listing request. They catch objects a listing skipped (gocloud's
@@ -435,6 +395,63 @@ func DeletePrefix(ctx context.Context, b *blob.Bucket, prefix string, opts *Dele
 	}
 	log.V(1).Info("deleted prefix", "objects", res.Deleted, "bytes", res.DeletedBytes, "method", res.Method)
 	return res, nil
+}
+
+// checkDeleteOptions refuses a prefix or options DeletePrefix cannot use,
+// naming the field and its value.
+func checkDeleteOptions(prefix string, opts *DeleteOptions) error {
+	if err := CheckPrefix(prefix, opts.PrefixRules); err != nil {
+		return err
+	}
+	if opts.AzureBatch < BatchAuto || opts.AzureBatch > BatchNever {
+		return fmt.Errorf("%w: DeleteOptions.AzureBatch = %d: want BatchAuto, BatchAlways or BatchNever", ErrInvalidConfig, opts.AzureBatch)
+	}
+	if err := checkConcurrency("DeleteOptions.Concurrency", opts.Concurrency); err != nil {
+		return err
+	}
+	if opts.Last != "" && !strings.HasPrefix(opts.Last, prefix) {
+		return fmt.Errorf("%w: DeleteOptions.Last = %q: not a key under the prefix %q", ErrInvalidConfig, opts.Last, prefix)
+	}
+	return nil
+}
+
+// dryRun lists what a deletion would delete into the result (Keys, and
+// with versions Versions and their retention), and deletes nothing; on an
+// error the result names nothing.
+func (d *deletion) dryRun(ctx context.Context) error {
+	res := d.res
+	var versions []driver.Target
+	err := d.list(ctx, listAllPageSize, func(ts []driver.Target) error {
+		for _, t := range ts {
+			if n := len(res.Keys); n == 0 || res.Keys[n-1] != t.Key || !d.versioned {
+				res.Keys = append(res.Keys, t.Key)
+			}
+			if d.versioned {
+				res.Versions = append(res.Versions, ObjectVersion{Key: t.Key, VersionID: t.Version, DeleteMarker: t.Marker, Latest: t.Latest, Size: t.Size})
+				versions = append(versions, t)
+			}
+		}
+		return nil
+	})
+	if rl, ok := d.rm.(driver.RetentionLister); ok && err == nil && d.versioned {
+		var locks []error
+		locks, err = rl.Retention(ctx, versions, d.clock.Now(), d.opts.BypassGovernanceRetention)
+		for i, l := range locks {
+			if r := (*Retention)(nil); errors.As(l, &r) {
+				res.Versions[i].Retention = r
+			}
+		}
+	}
+	res.Bytes = res.ListedBytes
+	if pe := (*PrefixError)(nil); errors.As(err, &pe) {
+		res.Keys, res.Bytes = nil, 0
+		return err
+	}
+	if err != nil {
+		res.Keys, res.Versions, res.Bytes = nil, nil, 0
+		return &DeleteError{Prefix: d.prefix, Err: err}
+	}
+	return nil
 }
 
 // passes runs deletion passes until one finds nothing.
