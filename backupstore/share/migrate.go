@@ -226,24 +226,9 @@ func (m *Migration) Next(ctx context.Context, st *MigrationStatus) (done bool, a
 	case StepDone:
 		return true, 0, nil
 	case StepCreatePrefix, StepCopy, StepCopyRemaining:
-		legacy, shared, release, err := m.Buckets(ctx)
-		if err != nil {
+		if err := m.copyStep(ctx, st); err != nil {
 			return fail(err)
 		}
-		defer release()
-		if st.Step == StepCreatePrefix {
-			if err := m.writeMarker(ctx, shared); err != nil {
-				return fail(err)
-			}
-			break
-		}
-		opts := m.copyOptions()
-		res, err := backupstore.CopyBackups(ctx, legacy, shared, &opts)
-		if err != nil {
-			return fail(err)
-		}
-		st.Copied, st.NotFound = res.Manifest.Count(backupstore.StatusCopied), res.Manifest.Count(backupstore.StatusNotFound)
-		log.Info("copied", "copied", res.Copied, "skipped", res.Skipped, "notFound", res.NotFound, "manifestCopied", st.Copied)
 	case StepPauseWriter:
 		if st.PausedAt == nil {
 			st.PausedAt = &now // the downtime counts from the first attempt
@@ -262,43 +247,13 @@ func (m *Migration) Next(ctx context.Context, st *MigrationStatus) (done bool, a
 		}
 		st.ResumedAt = &now
 	case StepDeleteLegacy:
-		if st.SwitchedAt == nil {
-			return fail(errors.New("no switch recorded: the legacy bucket is kept"))
-		}
-		if at := st.SwitchedAt.Add(m.GracePeriod); now.Time.Before(at) {
-			return false, at.Sub(now.Time), nil
-		}
-		// What the copy steps copied is a claim about the legacy location
-		// before the switch: read it again now, for the default deletion
-		// and a hook of the caller's alike.
-		notCopied := m.checkCopied(ctx, st)
-		if notCopied == nil && m.inUse != nil {
-			// Asked last, right before the deletion: another entry whose
-			// migration started during the dry-run copy is seen.
-			notCopied = m.inUse(ctx)
-		}
-		if notCopied != nil && (!m.DryRun || !errors.Is(notCopied, ErrLegacyNotCopied) && !errors.Is(notCopied, ErrLegacyInUse)) {
-			return fail(notCopied)
-		}
-		if m.DryRun {
-			report, err := m.wouldDelete(ctx)
-			if err != nil {
-				return fail(err)
-			}
-			if notCopied != nil {
-				report = fmt.Sprintf("would delete nothing now: %v (then: %s)", notCopied, report)
-			}
-			st.DryRun, st.LastError = report, ""
-			return false, cmp.Or(m.DryRunWait, time.Hour), nil
-		}
-		del := m.Hooks.DeleteLegacy
-		if del == nil {
-			del = m.deleteLegacy
-		}
-		if err := del(ctx); err != nil {
+		deleted, after, err := m.deleteLegacyStep(ctx, st, now.Time)
+		if err != nil {
 			return fail(err)
 		}
-		st.DryRun = ""
+		if !deleted {
+			return false, after, nil
+		}
 	default:
 		return false, 0, fmt.Errorf("%w: migration step %q is not one of %v", ErrInvalidConfig, st.Step, migrationOrder)
 	}
@@ -311,6 +266,74 @@ func (m *Migration) Next(ctx context.Context, st *MigrationStatus) (done bool, a
 		}
 	}
 	return st.Step == StepDone, 0, nil
+}
+
+// copyStep makes the prefix (StepCreatePrefix: its owner marker) or copies
+// the legacy location into it (StepCopy, StepCopyRemaining), recording the
+// manifest's counts in st.
+func (m *Migration) copyStep(ctx context.Context, st *MigrationStatus) error {
+	legacy, shared, release, err := m.Buckets(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	if st.Step == StepCreatePrefix {
+		return m.writeMarker(ctx, shared)
+	}
+	opts := m.copyOptions()
+	res, err := backupstore.CopyBackups(ctx, legacy, shared, &opts)
+	if err != nil {
+		return err
+	}
+	st.Copied, st.NotFound = res.Manifest.Count(backupstore.StatusCopied), res.Manifest.Count(backupstore.StatusNotFound)
+	logr.FromContextOrDiscard(ctx).Info("copied", "copied", res.Copied, "skipped", res.Skipped, "notFound", res.NotFound, "manifestCopied", st.Copied)
+	return nil
+}
+
+// deleteLegacyStep deletes the legacy location once the grace period after
+// the switch has passed and what the copy steps copied is read again and
+// still in the target. It reports whether the location was deleted, and
+// otherwise how long to wait (the grace period; in a dry run, DryRunWait
+// after recording its report in st).
+func (m *Migration) deleteLegacyStep(ctx context.Context, st *MigrationStatus, now time.Time) (deleted bool, after time.Duration, err error) {
+	if st.SwitchedAt == nil {
+		return false, 0, errors.New("no switch recorded: the legacy bucket is kept")
+	}
+	if at := st.SwitchedAt.Add(m.GracePeriod); now.Before(at) {
+		return false, at.Sub(now), nil
+	}
+	// What the copy steps copied is a claim about the legacy location
+	// before the switch: read it again now, for the default deletion
+	// and a hook of the caller's alike.
+	notCopied := m.checkCopied(ctx, st)
+	if notCopied == nil && m.inUse != nil {
+		// Asked last, right before the deletion: another entry whose
+		// migration started during the dry-run copy is seen.
+		notCopied = m.inUse(ctx)
+	}
+	if notCopied != nil && (!m.DryRun || !errors.Is(notCopied, ErrLegacyNotCopied) && !errors.Is(notCopied, ErrLegacyInUse)) {
+		return false, 0, notCopied
+	}
+	if m.DryRun {
+		report, err := m.wouldDelete(ctx)
+		if err != nil {
+			return false, 0, err
+		}
+		if notCopied != nil {
+			report = fmt.Sprintf("would delete nothing now: %v (then: %s)", notCopied, report)
+		}
+		st.DryRun, st.LastError = report, ""
+		return false, cmp.Or(m.DryRunWait, time.Hour), nil
+	}
+	del := m.Hooks.DeleteLegacy
+	if del == nil {
+		del = m.deleteLegacy
+	}
+	if err := del(ctx); err != nil {
+		return false, 0, err
+	}
+	st.DryRun = ""
+	return true, 0, nil
 }
 
 func (m *Migration) check() error {

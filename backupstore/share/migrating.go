@@ -288,6 +288,13 @@ func (m *Migrating[E, B]) ReconcileEntry(ctx context.Context, e E) (time.Duratio
 	if werr := m.cfg.Entries.UpdateStatus(ctx, e); werr != nil {
 		return 0, errors.Join(err, fmt.Errorf("record migration step %s: %w", before.Step, werr))
 	}
+	return m.announce(e, before, st, done, wait, err)
+}
+
+// announce records the event of a migration step that changed st (from
+// before), and returns when to look again: at once after a step, after
+// wait in a dry run of DeleteLegacy.
+func (m *Migrating[E, B]) announce(e E, before MigrationStatus, st *MigrationStatus, done bool, wait time.Duration, err error) (time.Duration, error) {
 	now := m.cfg.Clock.Now()
 	switch {
 	case err != nil:

@@ -367,6 +367,18 @@ func (p *Pool[E, B]) Place(ctx context.Context, e E) (string, error) {
 			return b.GetName(), p.assign(ctx, e, b)
 		}
 	}
+	b, ok, err := p.claimPlace(ctx, e, pool, members)
+	if err != nil || ok {
+		return b, err
+	}
+	return "", p.grow(ctx, e, pool, all, members)
+}
+
+// claimPlace claims a place for e in the first member of the pool, by
+// name, that takes entries and has room, and assigns it. It reports false
+// when no member has room.
+func (p *Pool[E, B]) claimPlace(ctx context.Context, e E, pool string, members []B) (string, bool, error) {
+	var err error
 	for _, b := range members {
 		if b.GetDeletionTimestamp() != nil || p.deleting(b) || p.notOwned(b) {
 			continue
@@ -383,7 +395,7 @@ func (p *Pool[E, B]) Place(ctx context.Context, e E) (string, error) {
 			var skip bool
 			if b, skip, err = p.provisioned(ctx, b); err != nil || skip {
 				if err != nil {
-					return "", err
+					return "", false, err
 				}
 				continue
 			}
@@ -395,11 +407,17 @@ func (p *Pool[E, B]) Place(ctx context.Context, e E) (string, error) {
 		claims := p.cfg.Claims(b)
 		*claims = append(*claims, claimKey(e))
 		if err := p.cfg.Share.cfg.Buckets.UpdateStatus(ctx, b); err != nil {
-			return "", fmt.Errorf("claim a place in bucket %s for entry %s: %w", b.GetName(), e.GetName(), err)
+			return "", false, fmt.Errorf("claim a place in bucket %s for entry %s: %w", b.GetName(), e.GetName(), err)
 		}
 		logr.FromContextOrDiscard(ctx).Info("placed", "entry", e.GetName(), "bucket", b.GetName(), "pool", pool)
-		return b.GetName(), p.assign(ctx, e, b)
+		return b.GetName(), true, p.assign(ctx, e, b)
 	}
+	return "", false, nil
+}
+
+// grow creates the pool's next bucket object for e, and returns ErrPoolFull
+// naming it: e is placed on a later call, once the bucket is ready.
+func (p *Pool[E, B]) grow(ctx context.Context, e E, pool string, all, members []B) error {
 	// Deleted buckets leave gaps in the numbers: the next is the first
 	// from the count up that no bucket object has, the same for every
 	// placer with the same view. An object that is not the pool's member
@@ -413,7 +431,7 @@ func (p *Pool[E, B]) Place(ctx context.Context, e E) (string, error) {
 	for {
 		next, err := p.next(pool, &n, members, taken)
 		if err != nil {
-			return "", err
+			return err
 		}
 		a := maps.Clone(next.GetAnnotations())
 		if a == nil {
@@ -427,12 +445,12 @@ func (p *Pool[E, B]) Place(ctx context.Context, e E) (string, error) {
 			// unrelated object has the name. Only a member is growth.
 			existing, gerr := p.cfg.Share.cfg.Buckets.Get(ctx, next.GetNamespace(), next.GetName())
 			if gerr != nil {
-				return "", fmt.Errorf("pool %q: bucket %s exists: %w", pool, next.GetName(), gerr)
+				return fmt.Errorf("pool %q: bucket %s exists: %w", pool, next.GetName(), gerr)
 			}
 			if p.cfg.Member(existing) != pool {
 				taken[next.GetNamespace()+"/"+next.GetName()] = true
 				if skipped++; skipped > len(all)+1 {
-					return "", &noPoolError{err: fmt.Errorf("pool %q cannot grow: bucket %s and %d more names the pool gives are taken by objects of another pool or none", pool, next.GetName(), skipped-1), grow: true}
+					return &noPoolError{err: fmt.Errorf("pool %q cannot grow: bucket %s and %d more names the pool gives are taken by objects of another pool or none", pool, next.GetName(), skipped-1), grow: true}
 				}
 				logr.FromContextOrDiscard(ctx).Info("pool's next name taken by another object", "pool", pool, "bucket", next.GetName(), "pool of the object", p.cfg.Member(existing))
 				continue
@@ -440,10 +458,10 @@ func (p *Pool[E, B]) Place(ctx context.Context, e E) (string, error) {
 			err = nil
 		}
 		if err != nil {
-			return "", fmt.Errorf("pool %q: create bucket %s: %w", pool, next.GetName(), err)
+			return fmt.Errorf("pool %q: create bucket %s: %w", pool, next.GetName(), err)
 		}
 		logr.FromContextOrDiscard(ctx).Info("pool grown", "pool", pool, "bucket", next.GetName(), "for", e.GetName())
-		return "", fmt.Errorf("%w: pool %q, %d buckets; bucket %s created for entry %s", ErrPoolFull, pool, len(members), next.GetName(), e.GetName())
+		return fmt.Errorf("%w: pool %q, %d buckets; bucket %s created for entry %s", ErrPoolFull, pool, len(members), next.GetName(), e.GetName())
 	}
 }
 
