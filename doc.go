@@ -3,9 +3,17 @@
 // such operator ends up writing the same lifecycle hygiene by hand; the
 // packages below give it to them, each small, documented and tested against
 // real components (a real kube-apiserver and controller manager, real object
-// stores, real lock backends).
+// stores, real lock backends). This package holds this documentation only.
 //
-// A short tour:
+// Start with the package that owns your problem (Packages); each package's
+// doc names its one call. The smallest is retention, whose Evaluate is pure:
+// items and an instant in, a decision per item out. On controller-runtime,
+// package crt plugs the others into a manager. What holds in every package
+// (Conventions): a call that deletes or overwrites has a dry run, errors say
+// whether a retry can cure them, no metric is registered globally, and time
+// comes from an injected clock.
+//
+// # Packages
 //
 //   - [github.com/groundskeeper-io/groundskeeper/retention] decides which
 //     timestamped things (backups, claims, finished tasks) may be deleted now,
