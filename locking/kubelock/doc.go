@@ -9,6 +9,9 @@
 //	})
 //	l, err := locking.New(locking.Config{Backend: backend, LockID: lockID})
 //
+// Transactions are serializable, conflicts are per ConfigMap, and a write
+// whose reply was lost is locking.ErrUnknownResult, never a success.
+//
 // # A lock per object
 //
 // An operator that must not reconfigure one database from two instances at
