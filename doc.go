@@ -65,11 +65,13 @@
 //     a global registry.
 //   - Errors are tested with errors.Is against the package's sentinel
 //     errors, and errors.As against its typed errors. Every sentinel's
-//     message starts with the package name ("locking: lock is held by
-//     another instance"). A configuration a package cannot work with wraps
-//     that package's ErrInvalidConfig, naming the field and its value:
-//     "locking: invalid configuration: Config.Duration = 1ms: shorter than
-//     the one-second precision of the record". Bad input read from objects
+//     message starts with the name of the package that declares it
+//     ("locking: lock is held by another instance"); backupstore/share and
+//     backupstore/collect reuse backupstore's ErrInvalidConfig. A
+//     configuration a package cannot work with wraps that package's
+//     ErrInvalidConfig, naming the field and its value: "locking: invalid
+//     configuration: Config.Duration = 1ms: shorter than the one-second
+//     precision of the record". Bad input read from objects
 //     (a policy, an annotation, a task spec) has its own sentinel
 //     (ErrInvalidPolicy, ErrInvalidInput, ErrInvalidSpec), named the same
 //     way.
@@ -92,9 +94,8 @@
 //     registration is an opstask.Handler. Enumerations carry their type's
 //     name, or a short form of it: lifecycle.PlanUpdate is a PlanStatus,
 //     lifecycle.VerdictWait a Verdict, retention.OutcomeSucceeded and
-//     locking.OutcomeTaken an Outcome (their earlier unprefixed names are
-//     deprecated aliases), retention.TieByID a TieBreak, opstask.CodeTimeout
-//     an ErrorCode. Two kinds are exceptions on purpose: names a design
+//     locking.OutcomeTaken an Outcome, retention.TieByID a TieBreak,
+//     opstask.CodeTimeout an ErrorCode. Two kinds are exceptions on purpose: names a design
 //     published keep its spelling (lifecycle's policy Names are KEP-1847's:
 //     lifecycle.Retain, lifecycle.DeleteOnScaledownOnly), and values that
 //     travel as strings in metrics labels and events are untyped string
