@@ -4,7 +4,7 @@
 // copies backups between stores, and places entries in shared buckets. A
 // cloud store (s3://, gs://, azblob://) needs its provider imported (Providers).
 //
-// Start with DeletePrefix, on a bucket OpenBucket opened:
+// Start with [DeletePrefix], on a bucket [OpenBucket] opened:
 //
 //	res, err := backupstore.DeletePrefix(ctx, b, "backups/db-1/", nil)
 //

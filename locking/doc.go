@@ -4,7 +4,8 @@
 // one at a time do what has global effect (configuration changes,
 // exclusions, coordinator changes, bounces).
 //
-// Start with New and Lock.Do, which runs a function only while the lock is ours:
+// Start with [New] and [Lock.Do], which runs a function only while the lock
+// is ours:
 //
 //	l, err := locking.New(locking.Config{Backend: backend, LockID: lockID})
 //	_, err = l.Do(ctx, reconfigure, &locking.DoOptions{Margin: 30 * time.Second, Release: true})
@@ -12,7 +13,7 @@
 // The lock is a lease judged by wall clocks, with no fencing: an instance
 // that stalls past its lease can still act after another took over, and
 // clocks must agree within Config.ClockSkewTolerance. A lock held elsewhere
-// is a *HeldError that says when to retry.
+// is a [*HeldError] that says when to retry.
 //
 // # Using it
 //

@@ -4,7 +4,8 @@
 // queue per target, admission, execution that survives controller restarts,
 // and deletion after a TTL.
 //
-// Start with New, given a Store and a Handler per task kind, then Run:
+// Start with [New], given a [Store] and a [Handler] per task kind, then
+// [Controller.Run]:
 //
 //	c, err := opstask.New(opstask.Config{Store: store, Handlers: handlers})
 //	err = c.Run(ctx)

@@ -3,15 +3,15 @@
 // which must be kept and why, and when the next one becomes deletable. It is
 // pure: no clients, no I/O, and the current time is always passed in.
 //
-// Start with Evaluate: one Decision per item, in input order:
+// Start with [Evaluate]: one Decision per item, in input order:
 //
 //	err := retention.Evaluate(retention.TTL{After: 30 * retention.Day}, clock.Now(), items, &res)
 //
 // Evaluate deletes nothing: it is the dry run. Hold keeps an item whatever
-// the policy says. Unless forced (Item.Force), no item goes before Time +
+// the policy says. Unless forced ([Item.Force]), no item goes before Time +
 // After under TTL, nor when it has no Time or a future one, nor when it is
 // the newest of its group that did not fail (the guard; off with
-// Options.AllowDeleteNewest). Re-read an object and delete it with a UID
+// [Options.AllowDeleteNewest]). Re-read an object and delete it with a UID
 // precondition: a decision is about the items as they were passed.
 //
 // # Using it

@@ -2,8 +2,8 @@
 // steps, in the manner of the FoundationDB operator's subreconcilers: every
 // step runs on every loop and decides for itself whether it has work.
 //
-// Start with New, over a Config listing the named steps, and call
-// Runner.Run once per loop; Outcome.Result is what a reconciler returns:
+// Start with [New], over a [Config] listing the named steps, and call
+// [Runner.Run] once per loop; [Outcome.Result] is what a reconciler returns:
 //
 //	r, err := subreconcile.New(cfg)
 //	after, err := r.Run(ctx, db).Result()

@@ -5,9 +5,9 @@
 // data is deleted through a backupstore/collect finalizer when it goes; a
 // bucket resource stays while entries name it.
 //
-// Start with New, then call Share.ReconcileEntry and Share.ReconcileBucket
+// Start with [New], then call [Share.ReconcileEntry] and [Share.ReconcileBucket]
 // from the entries' and the buckets' reconcilers (crt/backups.Share runs
-// them on a controller-runtime manager; a Pool places entries that name no
+// them on a controller-runtime manager; a [Pool] places entries that name no
 // bucket). An entry's data goes before its finalizer, a bucket's finalizer
 // only when no entry names the bucket, and an entry is admitted into a
 // prefix only while it is empty or its marker names the entry. Run one

@@ -2,7 +2,7 @@
 // byte-compatible with the official bindings, which need the FoundationDB C
 // client library even to encode.
 //
-// Start with Tuple.Pack and Unpack:
+// Start with [Tuple.Pack] and [Unpack]:
 //
 //	b, err := tuple.Tuple{"lock-id", int64(start), int64(end)}.Pack()
 //	t, err := tuple.Unpack(b)

@@ -4,8 +4,8 @@
 // only while the lease is valid, and the chain's last step gives the lock
 // back.
 //
-// Start with Global, a step whose Act runs under the lock, and end the
-// chain with Release (Wiring shows a whole chain):
+// Start with [Global], a step whose Act runs under the lock, and end the
+// chain with [Release] (Wiring shows a whole chain):
 //
 //	lockstep.Global[*Cluster, *lockstep.State]("ChangeCoordinators", coordinatorsDiffer, changeCoordinators, nil)
 //

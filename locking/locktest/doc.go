@@ -1,7 +1,7 @@
 // Package locktest is the conformance suite every locking.Backend must pass,
 // and helpers to measure backends.
 //
-// Start with Run, from the backend's test, given a constructor:
+// Start with [Run], from the backend's test, given a constructor:
 //
 //	func TestConformance(t *testing.T) {
 //		locktest.Run(t, func(t *testing.T) locking.Backend { return memlock.New() })

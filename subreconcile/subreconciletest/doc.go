@@ -1,7 +1,7 @@
 // Package subreconciletest runs a subreconcile chain inside a test and
 // asserts which steps acted, in which order, and the requeue that came out.
 //
-// Start with New, over the chain's Config, and drive the chain loop by loop
+// Start with [New], over the chain's Config, and drive the chain loop by loop
 // (Using it has a longer run):
 //
 //	h := subreconciletest.New(t, cfg)
