@@ -4,8 +4,7 @@
 // one at a time do what has global effect (configuration changes,
 // exclusions, coordinator changes, bounces).
 //
-// Start with [New] and [Lock.Do], which runs a function only while the lock
-// is ours:
+// Start with [New] and [Lock.Do], which runs a function only under the lock:
 //
 //	l, err := locking.New(locking.Config{Backend: backend, LockID: lockID})
 //	_, err = l.Do(ctx, reconfigure, &locking.DoOptions{Margin: 30 * time.Second, Release: true})

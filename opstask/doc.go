@@ -4,8 +4,7 @@
 // queue per target, admission, execution that survives controller restarts,
 // and deletion after a TTL.
 //
-// Start with [New], given a [Store] and a [Handler] per task kind, then
-// [Controller.Run]:
+// Start with [New], a [Store] and a [Handler] per kind, and [Controller.Run]:
 //
 //	c, err := opstask.New(opstask.Config{Store: store, Handlers: handlers})
 //	err = c.Run(ctx)
