@@ -104,7 +104,9 @@
 //   - Every call that deletes or overwrites has a dry run that makes the
 //     same reads and decision and writes nothing (the README lists them),
 //     and says in its doc what it never deletes. Kubernetes objects are
-//     deleted with UID and resourceVersion preconditions, object versions
+//     deleted with UID and resourceVersion preconditions (a pod that
+//     lifecycle's SyncSet scales down, whose status changes as it runs,
+//     with its UID only, after a fresh read of its owner), object versions
 //     by their version ID; a key of an unversioned bucket has no such
 //     precondition, and is checked against its prefix again just before
 //     its delete instead.
