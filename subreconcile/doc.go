@@ -117,7 +117,9 @@
 // and joined with errors.Join when there are several, so errors.Is and
 // errors.As reach the step's own errors. Errors from outside the steps are
 // prefixed "subreconcile: " (normalizing, building the loop state, a
-// cancelled context, which matches context.Canceled). Sentinels:
+// cancelled context, which matches context.Canceled); a state built per
+// step (Config.FreshStatePerStep) that fails is named after its step
+// ("subreconciler "AddPods": building state: ..."). Sentinels:
 //
 //   - ErrTerminal (made with Terminal, tested with IsTerminal or
 //     Outcome.Terminal): do not retry until the resource changes. With
