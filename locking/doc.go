@@ -1,7 +1,7 @@
 // Package locking is the FoundationDB operator's global operator lock, in
 // the operator's exact storage format, on pluggable transactional backends
-// (Backends): of several operator instances acting on one database, it lets
-// one at a time do what has global effect (configuration changes,
+// (Backends): when several operator instances act on one database, it lets
+// one at a time make the changes with global effect (configuration changes,
 // exclusions, coordinator changes, bounces).
 //
 // Start with [New] and [Lock.Do], which runs a function only under the lock:

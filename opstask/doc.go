@@ -4,7 +4,7 @@
 // queue per target, admission, execution that survives controller restarts,
 // and deletion after a TTL.
 //
-// Start with [New], a [Store] and a [Handler] per kind, and [Controller.Run]:
+// Start with [New], over a [Store] with a [Handler] per kind, then [Controller.Run]:
 //
 //	c, err := opstask.New(opstask.Config{Store: store, Handlers: handlers})
 //	err = c.Run(ctx)
