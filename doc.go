@@ -3,9 +3,17 @@
 // such operator ends up writing the same lifecycle hygiene by hand; the
 // packages below give it to them, each small, documented and tested against
 // real components (a real kube-apiserver and controller manager, real object
-// stores, real lock backends).
+// stores, real lock backends). This package holds this documentation only.
 //
-// A short tour:
+// Start with the package that owns your problem (Packages); each package's
+// doc names its one call. The smallest is retention, whose Evaluate is pure:
+// items and an instant in, a decision per item out. On controller-runtime,
+// package crt plugs the others into a manager. What holds in every package
+// (Conventions): a call that deletes or overwrites has a dry run, errors say
+// whether a retry can cure them, no metric is registered globally, and time
+// comes from an injected clock.
+//
+// # Packages
 //
 //   - [github.com/groundskeeper-io/groundskeeper/retention] decides which
 //     timestamped things (backups, claims, finished tasks) may be deleted now,
@@ -57,11 +65,13 @@
 //     a global registry.
 //   - Errors are tested with errors.Is against the package's sentinel
 //     errors, and errors.As against its typed errors. Every sentinel's
-//     message starts with the package name ("locking: lock is held by
-//     another instance"). A configuration a package cannot work with wraps
-//     that package's ErrInvalidConfig, naming the field and its value:
-//     "locking: invalid configuration: Config.Duration = 1ms: shorter than
-//     the one-second precision of the record". Bad input read from objects
+//     message starts with the name of the package that declares it
+//     ("locking: lock is held by another instance"); backupstore/share and
+//     backupstore/collect reuse backupstore's ErrInvalidConfig. A
+//     configuration a package cannot work with wraps that package's
+//     ErrInvalidConfig, naming the field and its value: "locking: invalid
+//     configuration: Config.Duration = 1ms: shorter than the one-second
+//     precision of the record". Bad input read from objects
 //     (a policy, an annotation, a task spec) has its own sentinel
 //     (ErrInvalidPolicy, ErrInvalidInput, ErrInvalidSpec), named the same
 //     way.
@@ -84,9 +94,8 @@
 //     registration is an opstask.Handler. Enumerations carry their type's
 //     name, or a short form of it: lifecycle.PlanUpdate is a PlanStatus,
 //     lifecycle.VerdictWait a Verdict, retention.OutcomeSucceeded and
-//     locking.OutcomeTaken an Outcome (their earlier unprefixed names are
-//     deprecated aliases), retention.TieByID a TieBreak, opstask.CodeTimeout
-//     an ErrorCode. Two kinds are exceptions on purpose: names a design
+//     locking.OutcomeTaken an Outcome, retention.TieByID a TieBreak,
+//     opstask.CodeTimeout an ErrorCode. Two kinds are exceptions on purpose: names a design
 //     published keep its spelling (lifecycle's policy Names are KEP-1847's:
 //     lifecycle.Retain, lifecycle.DeleteOnScaledownOnly), and values that
 //     travel as strings in metrics labels and events are untyped string
@@ -95,7 +104,9 @@
 //   - Every call that deletes or overwrites has a dry run that makes the
 //     same reads and decision and writes nothing (the README lists them),
 //     and says in its doc what it never deletes. Kubernetes objects are
-//     deleted with UID and resourceVersion preconditions, object versions
+//     deleted with UID and resourceVersion preconditions (a pod that
+//     lifecycle's SyncSet scales down, whose status changes as it runs,
+//     with its UID only, after a fresh read of its owner), object versions
 //     by their version ID; a key of an unversioned bucket has no such
 //     precondition, and is checked against its prefix again just before
 //     its delete instead.

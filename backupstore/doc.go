@@ -1,10 +1,20 @@
 // Package backupstore manages backup data in object stores through
-// gocloud.dev/blob: opening a bucket from a URL and credentials held in a
-// Kubernetes Secret, deleting everything under a prefix fast and never
-// outside it, copying backups between stores, and the per-entry prefixes of
-// shared buckets. It works on file:// and mem:// buckets as it is; each
-// cloud store (s3://, gs://, azblob://) needs its provider package
-// imported, which links that cloud's SDK (see Providers).
+// gocloud.dev/blob: it opens a bucket from a URL and a Kubernetes Secret's
+// credentials, deletes everything under a prefix fast and never outside it,
+// copies backups between stores, and places entries in shared buckets. A
+// cloud store (s3://, gs://, azblob://) needs its provider imported (Providers).
+//
+// Start with [DeletePrefix], on a bucket [OpenBucket] opened:
+//
+//	res, err := backupstore.DeletePrefix(ctx, b, "backups/db-1/", nil)
+//
+// It deletes only keys under the prefix (by default one ending in "/"),
+// each counted only once the store confirms it gone, nothing S3 Object Lock
+// retains unless told to bypass governance mode, and it finishes the job
+// when run again after a failure: keep the owning resource until it
+// returns nil. Guarantees lists the rest.
+//
+// # Uses
 //
 // A garbage collector (aerospike-operator's backup collector, Gardener's
 // BackupEntry controller) does:

@@ -6,6 +6,14 @@
 // makes its own pods (claim sets), unmount tracking with a time-to-live, and
 // a collector of expired claims.
 //
+// Start with [New] for a [Manager]. An owner that makes its own pods as a
+// StatefulSet does calls [Manager.SyncSet] once per reconcile (Claim sets); an
+// operator with its own pod code calls [Manager.SyncOwner] with every pod slot
+// (Owner references), and [Manager.Collect] for expired claims. A claim goes only through the garbage collector, by the
+// owner references its policy sets, or expired, with UID and resourceVersion
+// preconditions, once a fresh list of pods shows none mounts it. Every call
+// that deletes has a dry run.
+//
 // # Claim sets
 //
 // An owner that makes its own pods as a StatefulSet does (pod

@@ -1,5 +1,20 @@
 // Package locking is the FoundationDB operator's global operator lock, in
-// the operator's exact storage format, on pluggable transactional backends.
+// the operator's exact storage format, on pluggable transactional backends
+// (Backends): when several operator instances act on one database, it lets
+// one at a time make the changes with global effect (configuration changes,
+// exclusions, coordinator changes, bounces).
+//
+// Start with [New] and [Lock.Do], which runs a function only under the lock:
+//
+//	l, err := locking.New(locking.Config{Backend: backend, LockID: lockID})
+//	_, err = l.Do(ctx, reconfigure, &locking.DoOptions{Margin: 30 * time.Second, Release: true})
+//
+// The lock is a lease judged by wall clocks, with no fencing: an instance
+// that stalls past its lease can still act after another took over, and
+// clocks must agree within Config.ClockSkewTolerance. A lock held elsewhere
+// is a [*HeldError] that says when to retry.
+//
+// # Using it
 //
 // When several operator instances act on one database (one per Kubernetes
 // cluster in a multi-region deployment), operations with global effect

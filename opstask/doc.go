@@ -1,6 +1,22 @@
 // Package opstask runs out-of-band operator tasks — an on-demand snapshot, a
 // compaction, recovery from a permanent quorum loss, a copy of backups — as
-// the state machine of etcd-druid's DEP-05, reusable by any operator:
+// the state machine of etcd-druid's DEP-05, reusable by any operator: one
+// queue per target, admission, execution that survives controller restarts,
+// and deletion after a TTL.
+//
+// Start with [New], over a [Store] with a [Handler] per kind, then [Controller.Run]:
+//
+//	c, err := opstask.New(opstask.Config{Store: store, Handlers: handlers})
+//	err = c.Run(ctx)
+//
+// A target runs one execution at a time, its tasks in queue order (under
+// the conditions in Guarantees); an execution is never left InProgress
+// forever, but nothing fences side effects: a Resumable kind's executor may
+// run again after a takeover and must be idempotent.
+//
+// # What it owns
+//
+// The state machine:
 //
 //	Pending ──→ InProgress ──→ Succeeded
 //	   │                  └──→ Failed

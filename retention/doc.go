@@ -3,6 +3,19 @@
 // which must be kept and why, and when the next one becomes deletable. It is
 // pure: no clients, no I/O, and the current time is always passed in.
 //
+// Start with [Evaluate]: one Decision per item, in input order:
+//
+//	err := retention.Evaluate(retention.TTL{After: 30 * retention.Day}, clock.Now(), items, &res)
+//
+// Evaluate deletes nothing: it is the dry run. Hold keeps an item whatever
+// the policy says. Unless forced ([Item.Force]), no item goes before Time +
+// After under TTL, nor when it has no Time or a future one, nor when it is
+// the newest of its group that did not fail (the guard; off with
+// [Options.AllowDeleteNewest]). Re-read an object and delete it with a UID
+// precondition: a decision is about the items as they were passed.
+//
+// # Using it
+//
 // A caller turns its objects into Items (an ID, the Time a policy measures
 // from, Hold and Force flags, and for backups a Group, Tags and an Outcome),
 // picks a Policy and calls Evaluate:

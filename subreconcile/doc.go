@@ -2,6 +2,19 @@
 // steps, in the manner of the FoundationDB operator's subreconcilers: every
 // step runs on every loop and decides for itself whether it has work.
 //
+// Start with [New], over a [Config] listing the named steps, and call
+// [Runner.Run] once per loop; [Outcome.Result] is what a reconciler returns:
+//
+//	r, err := subreconcile.New(cfg)
+//	after, err := r.Run(ctx, db).Result()
+//
+// Steps run one at a time in Config order. The loop requeues after the
+// shortest delay any step asked for, never drops a requeue, and turns a
+// panicking step into an error. It neither fetches nor persists the
+// resource, and it cannot undo: write steps to be started over at any point.
+//
+// # Steps
+//
 // It owns the loop around the steps and nothing else: the order they run in,
 // the per-loop state handed to them, how their requeues combine into one
 // result, generation tracking in the resource's status, and the per-step log
@@ -104,7 +117,9 @@
 // and joined with errors.Join when there are several, so errors.Is and
 // errors.As reach the step's own errors. Errors from outside the steps are
 // prefixed "subreconcile: " (normalizing, building the loop state, a
-// cancelled context, which matches context.Canceled). Sentinels:
+// cancelled context, which matches context.Canceled); a state built per
+// step (Config.FreshStatePerStep) that fails is named after its step
+// ("subreconciler "AddPods": building state: ..."). Sentinels:
 //
 //   - ErrTerminal (made with Terminal, tested with IsTerminal or
 //     Outcome.Terminal): do not retry until the resource changes. With

@@ -5,7 +5,12 @@
 //
 // and backupstore.OpenBucket opens s3:// URLs (with credentials from a
 // Secret, or the environment's), and backupstore's functions use S3's own
-// API on every S3 bucket, whoever opened it:
+// API on every S3 bucket, whoever opened it (What it adds). Forgetting the
+// import is an error that names it, before any request.
+//
+// See backupstore's documentation for what these functions guarantee.
+//
+// # What it adds
 //
 //   - DeletePrefix deletes with DeleteObjects, 1,000 keys a request, and on
 //     a versioned bucket every version and delete marker, reporting the
@@ -21,8 +26,6 @@
 // DeletePrefix, CopyBackups and the expiry functions refuse buckets they
 // cannot tell from S3 ones while gocloud's S3 driver is linked, each with
 // an error that names this import.
-//
-// See backupstore's documentation for what these functions guarantee.
 //
 // # As
 //

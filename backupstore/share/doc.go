@@ -5,13 +5,23 @@
 // data is deleted through a backupstore/collect finalizer when it goes; a
 // bucket resource stays while entries name it.
 //
+// Start with [New], then call [Share.ReconcileEntry] and [Share.ReconcileBucket]
+// from the entries' and the buckets' reconcilers (crt/backups.Share runs
+// them on a controller-runtime manager; a [Pool] places entries that name no
+// bucket). An entry's data goes before its finalizer, a bucket's finalizer
+// only when no entry names the bucket, and an entry is admitted into a
+// prefix only while it is empty or its marker names the entry. Run one
+// worker on one elected replica; never change an admitted entry's bucket.
+//
+// # Pools
+//
 // Pool places an entry that names no bucket in a pool of buckets (per
 // provider and region, the quota's limit each) and grows the pool by one
 // bucket object when every bucket is full. With a grace period
 // (PoolConfig.DeleteEmptyAfter) it deletes a bucket whose last entry has
 // been gone that long: the store's bucket (with Grow's Deprovision, only
-// when it holds nothing but its owner marker), then the bucket object. It deletes only the buckets it created (AnnotationCreatedBy),
-// never one an administrator made, and keeps one bucket of each pool (the
+// when it holds nothing but its owner marker), then the bucket object. It
+// deletes only the buckets it created (AnnotationCreatedBy), never one an administrator made, and keeps one bucket of each pool (the
 // administrator's, or its first by name when the pool created them all),
 // so that a pool that empties and fills again does not delete and create
 // a bucket each time. "Already exists" is never "mine": a store bucket
@@ -20,14 +30,6 @@
 // marker in the store bucket when it creates it), and one that is not is
 // marked (AnnotationStoreNotOwned), takes no entry and is never deleted.
 //
-// Migration moves an entry's backups from a legacy bucket of its own into
-// its prefix in a shared bucket, in the seed's sequence (create the
-// prefix, copy with a manifest, pause the writer, copy the rest, switch,
-// resume, delete the legacy bucket after a grace period), one step per
-// call of Next, each recorded in a MigrationStatus that the caller keeps
-// in the entry's status: a restarted controller resumes at the recorded
-// step, and the downtime (writer paused) is reported.
-//
 // Grow is a Pool's growth for bucket objects that name their store by URL
 // and Secret: the next bucket is made from the pool's first, its store
 // bucket named for the installation (Grow.Installation) so that pools of
@@ -35,6 +37,18 @@
 // name, and created (backupstore.CreateBucket) with an owner marker
 // (BucketOwnerKey) naming the bucket object's UID; a store bucket that
 // existed is the object's only if its marker says so.
+//
+// Quota is the seed's quota map as a flag ("aws=100,azure=50").
+//
+// # Migration
+//
+// Migration moves an entry's backups from a legacy bucket of its own into
+// its prefix in a shared bucket, in the seed's sequence (create the
+// prefix, copy with a manifest, pause the writer, copy the rest, switch,
+// resume, delete the legacy bucket after a grace period), one step per
+// call of Next, each recorded in a MigrationStatus that the caller keeps
+// in the entry's status: a restarted controller resumes at the recorded
+// step, and the downtime (writer paused) is reported.
 //
 // Migrating runs each admitted entry's Migration in the entry's reconcile,
 // after its Share or Pool, one step per reconcile, recorded in the
@@ -46,8 +60,9 @@
 // source than the one recorded (SourceChanged, AlreadyMigrated) or a
 // shared bucket (SourceIsShared), or why the legacy location is kept
 // (LegacyNotCopied, or LegacyInUse while another entry's migration from
-// that location has not copied it yet). Quota is the seed's quota map as
-// a flag ("aws=100,azure=50").
+// that location has not copied it yet).
+//
+// # An admitted entry's bucket never changes
 //
 // The bucket an entry names must not change once the entry is admitted:
 // its prefix, and the marker proving it the entry's, are in that bucket,
@@ -57,11 +72,14 @@
 // bucket loses nothing: the entry's deletion finds no marker of its own
 // there and keeps it (collect's NotOwner), its data where it was.
 //
+// # Clients
+//
 // Share is written against collect.Objects, so a client-go user wires it
 // as well as a controller-runtime one; crt/backups.Share runs it on a
 // manager.
 //
-// Guarantees:
+// # Guarantees
+//
 //   - An entry gets a prefix only while its bucket, read from the API
 //     server, is neither being deleted nor marked for deletion
 //     (AnnotationDeleting) and holds fewer prefixes than its limit
@@ -174,7 +192,8 @@
 //     stops the deletion until it can go. A dry run (PoolConfig.DryRun)
 //     marks and deletes nothing and reports what would go.
 //
-// Not guaranteed:
+// # What it does not guarantee
+//
 //   - A Migration's hooks must be idempotent: a step whose record was lost
 //     runs again.
 //   - Without MigratingConfig.LiveEntries, the entries are listed with

@@ -2,6 +2,16 @@
 // byte-compatible with the official bindings, which need the FoundationDB C
 // client library even to encode.
 //
+// Start with [Tuple.Pack] and [Unpack]:
+//
+//	b, err := tuple.Tuple{"lock-id", int64(start), int64(end)}.Pack()
+//	t, err := tuple.Unpack(b)
+//
+// Pack writes exactly the bytes the official bindings write, Unpack accepts
+// exactly what Pack writes, and malformed input is an error, never a panic.
+//
+// # Encoding
+//
 // The encoding is specified by design/tuple.md in the FoundationDB
 // repository. Encoded tuples sort, as unsigned bytes, in the same order as the
 // tuples they encode: element by element, a shorter tuple before any tuple it
@@ -9,7 +19,8 @@
 // by value whatever their Go type, floats in IEEE total order (so -0 sorts
 // before +0 and NaNs at the ends).
 //
-// Guarantees:
+// # Guarantees
+//
 //   - Pack produces exactly the bytes the official bindings produce for the
 //     same values (Go, Java and Python agree on every type supported here).
 //   - Unpack accepts exactly the canonical encodings Pack produces: for every
@@ -21,11 +32,15 @@
 //     never panics. Values Pack cannot encode make it return an error
 //     wrapping ErrUnsupported.
 //
-// Not supported: the deprecated nested-tuple codes 0x03/0x04, the deprecated
-// true code 0x25, arbitrary-precision decimals, 64-bit identifiers, 80-bit
+// # Not supported
+//
+// The deprecated nested-tuple codes 0x03/0x04, the deprecated true code
+// 0x25, arbitrary-precision decimals, 64-bit identifiers, 80-bit
 // versionstamps and user type codes; and packing with an incomplete
-// versionstamp offset (PackWithVersionstamp), which only makes sense against
-// a database.
+// versionstamp offset (PackWithVersionstamp), which only makes sense
+// against a database.
+//
+// # Decoded types
 //
 // Decoded element types are normalised as in the official Go bindings: nil,
 // []byte, string, Tuple, bool, int64 (uint64 for positive values above

@@ -9,6 +9,9 @@
 // (etcd keys are byte strings, so the FoundationDB operator's "\xff\x02"
 // prefix is stored as it is); values are the lock's bytes, unchanged.
 //
+// Transactions are serializable, one Update is at most one etcd Txn, and a
+// commit whose reply was lost is locking.ErrUnknownResult, never a success.
+//
 // # Guarantees
 //
 //   - Transactions are serializable. Reads happen at one etcd revision, the

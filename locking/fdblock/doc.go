@@ -8,6 +8,9 @@
 //	db, err := fdb.OpenDatabase(clusterFile)
 //	l, err := locking.New(locking.Config{Backend: fdblock.New(db), LockID: lockID})
 //
+// It is a Go module of its own, which groundskeeper's CI has never compiled
+// or run: read Not built or tested in CI before you depend on it.
+//
 // # Not built or tested in CI
 //
 // This package is a Go module of its own

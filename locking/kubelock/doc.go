@@ -9,34 +9,39 @@
 //	})
 //	l, err := locking.New(locking.Config{Backend: backend, LockID: lockID})
 //
+// Transactions are serializable, conflicts are per ConfigMap, and a write
+// whose reply was lost is locking.ErrUnknownResult, never a success.
+//
 // # A lock per object
 //
 // An operator that must not reconfigure one database from two instances at
 // once takes a lock per database, not one for the whole operator:
 //
-//		cfg, err := kubelock.ForObject(crt.ConfigMaps(mgr.GetClient(), mgr.GetAPIReader()), db, dbGVK)
-//		backend, err := kubelock.New(cfg)
-//		l, err := locking.New(locking.Config{Backend: backend, LockID: os.Getenv("POD_NAME")})
-//		_, err = l.Do(ctx, reconfigure, &locking.DoOptions{Release: true})
-//		return crt.Result(ctx, 0, err) // held elsewhere: requeued
+//	cfg, err := kubelock.ForObject(crt.ConfigMaps(mgr.GetClient(), mgr.GetAPIReader()), db, dbGVK)
+//	backend, err := kubelock.New(cfg)
+//	l, err := locking.New(locking.Config{Backend: backend, LockID: os.Getenv("POD_NAME")})
+//	_, err = l.Do(ctx, reconfigure, &locking.DoOptions{Release: true})
+//	return crt.Result(ctx, 0, err) // held elsewhere: requeued
 //
-//	  - The lock is the ConfigMap "<kind>-<name>-lock" in the database's
-//	    namespace (a cluster-scoped object's lock needs Config.Namespace set
-//	    after ForObject), owned by the database: it is deleted with it.
-//	  - locking.Config.LockID names the instance that holds the lock (the
-//	    operator's pod), not the lock: two instances with one LockID are one
-//	    holder.
-//	  - An instance refused the lock is requeued until the holder's lease
-//	    ends (HeldError.RequeueAfter, up to the lock's Duration). Add
-//	    Owns(&corev1.ConfigMap{}) to the controller's builder and the release
-//	    wakes it at once: the lock's ConfigMap changes, and it is owned by
-//	    the object the controller reconciles.
-//	  - The work under the lock must be safe to repeat: the status write after
-//	    it may conflict, and the next reconcile runs it again. Decide from
-//	    the database's actual state, read inside Do (is the configuration
-//	    already the wanted one?), not from the status; then write the status
-//	    on a fresh read (retry.RetryOnConflict). A conflict then costs a
-//	    reconcile that finds nothing to do, not a second reconfiguration.
+// With that wiring:
+//
+//   - The lock is the ConfigMap "<kind>-<name>-lock" in the database's
+//     namespace (a cluster-scoped object's lock needs Config.Namespace set
+//     after ForObject), owned by the database: it is deleted with it.
+//   - locking.Config.LockID names the instance that holds the lock (the
+//     operator's pod), not the lock: two instances with one LockID are one
+//     holder.
+//   - An instance refused the lock is requeued until the holder's lease
+//     ends (HeldError.RequeueAfter, up to the lock's Duration). Add
+//     Owns(&corev1.ConfigMap{}) to the controller's builder and the release
+//     wakes it at once: the lock's ConfigMap changes, and it is owned by
+//     the object the controller reconciles.
+//   - The work under the lock must be safe to repeat: the status write after
+//     it may conflict, and the next reconcile runs it again. Decide from
+//     the database's actual state, read inside Do (is the configuration
+//     already the wanted one?), not from the status; then write the status
+//     on a fresh read (retry.RetryOnConflict). A conflict then costs a
+//     reconcile that finds nothing to do, not a second reconfiguration.
 //
 // It needs only a Client (three ConfigMap calls: ClientGo adapts a
 // client-go clientset, crt.ConfigMaps a controller-runtime manager's client

@@ -4,6 +4,17 @@
 // only while the lease is valid, and the chain's last step gives the lock
 // back.
 //
+// Start with [Global], a step whose Act runs under the lock, and end the
+// chain with [Release] (Wiring shows a whole chain):
+//
+//	lockstep.Global[*Cluster, *lockstep.State]("ChangeCoordinators", coordinatorsDiffer, changeCoordinators, nil)
+//
+// A Global step with nothing pending takes no lock, and its Act never starts
+// on a lease that has ended. The lease is not extended while Act runs:
+// keep each Act much shorter than the lock's duration.
+//
+// # Wiring
+//
 // A chain's per-loop state carries a *State (or is one), built from a
 // locking.Lock in NewState (NewStates makes that function); the steps are
 // Global (work under the lock), DenyList (the spec's deny list applied to

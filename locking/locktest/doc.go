@@ -1,11 +1,19 @@
 // Package locktest is the conformance suite every locking.Backend must pass,
 // and helpers to measure backends.
 //
-// A backend's test calls Run with a constructor:
+// Start with [Run], from the backend's test, given a constructor:
 //
 //	func TestConformance(t *testing.T) {
 //		locktest.Run(t, func(t *testing.T) locking.Backend { return memlock.New() })
 //	}
+//
+// It needs only the Backend interface, and every subtest may share one
+// server, as long as the prefix below locking.DefaultPrefix + "/locktest/"
+// starts empty. Passing it does not show isolation under every
+// interleaving, nor fault handling: run Hammer and CheckLinearizable, and
+// Proxy and InjectFaults, as well.
+//
+// # The suite
 //
 // The suite uses only the Backend interface, so it runs unchanged against
 // networked backends. Each subtest keeps its keys under its own prefix
@@ -16,7 +24,9 @@
 // Time comes from fake clocks: expiry is tested by stepping them, never by
 // sleeping.
 //
-// Beyond the suite, for backends' own tests and benchmarks:
+// # Beyond the suite
+//
+// For backends' own tests and benchmarks:
 //
 //   - RunBenchmarks measures transactions per operation, latency and
 //     contended throughput; Counting counts transactions.

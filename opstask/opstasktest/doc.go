@@ -1,5 +1,20 @@
 // Package opstasktest is the conformance suite every opstask.Store must
-// pass. A store's test calls Run with a constructor:
+// pass, with TestTask, a task resource to test a Kubernetes store on.
+//
+// Start with [Run], from the store's test, given a Harness constructor:
+//
+//	opstasktest.Run(t, func(t *testing.T) opstasktest.Harness {
+//		s := memstore.New(nil)
+//		return opstasktest.Harness{Store: s, Create: s.Create}
+//	})
+//
+// Each subtest gets a fresh harness. Without [Harness].Approve the approval
+// gate's subtest is skipped, as is the watch subtest for a store that is no
+// opstask.Watcher; the suite runs a handful of tasks on a healthy store.
+//
+// # Using it
+//
+// A store's test calls Run with a constructor:
 //
 //	func TestConformance(t *testing.T) {
 //		opstasktest.Run(t, func(t *testing.T) opstasktest.Harness {

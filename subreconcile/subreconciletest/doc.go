@@ -1,6 +1,20 @@
 // Package subreconciletest runs a subreconcile chain inside a test and
 // asserts which steps acted, in which order, and the requeue that came out.
 //
+// Start with [New], over the chain's Config, and drive the chain loop by loop
+// (Using it has a longer run):
+//
+//	h := subreconciletest.New(t, cfg)
+//	h.Run(db).ExpectActed("AddPVCs", "AddPods").ExpectRequeueAfter(15 * time.Second)
+//
+// The runner is the real one: the harness fills in only what the Config
+// leaves nil (a fake clock, a recording event recorder, a private
+// registry), so time moves only when the test steps h.Clock, unless the
+// Config brought its own. There is no API server: test a step's Kubernetes
+// calls against testenv.
+//
+// # Using it
+//
 // A Harness wires the runner to a fake clock, a recording event recorder, a
 // private Prometheus registry and the test's logger, so a test can drive a
 // chain loop by loop:
