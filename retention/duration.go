@@ -97,53 +97,24 @@ func ParseDuration(s string) (time.Duration, error) {
 		if c != '.' && (c < '0' || c > '9') {
 			return 0, &DurationError{Input: s, Reason: "expected a number at " + strconv.Quote(rest)}
 		}
-		// Integer part.
-		var whole uint64
-		i := 0
-		for ; i < len(rest) && '0' <= rest[i] && rest[i] <= '9'; i++ {
-			if whole > maxDuration/10 {
-				return 0, &DurationError{Input: s, Reason: "overflows a time.Duration"}
-			}
-			whole = whole*10 + uint64(rest[i]-'0')
-			if whole > maxDuration+1 {
-				return 0, &DurationError{Input: s, Reason: "overflows a time.Duration"}
-			}
+		whole, hasWhole, r, ok := leadingInt(rest)
+		if !ok {
+			return 0, &DurationError{Input: s, Reason: "overflows a time.Duration"}
 		}
-		hasWhole := i > 0
-		rest = rest[i:]
-		// Optional fraction. Digits beyond what fits are dropped, as
-		// time.ParseDuration does.
-		var frac uint64
-		scale := 1.0
-		hasFrac := false
+		rest = r
+		var (
+			frac    uint64
+			scale   = 1.0
+			hasFrac bool
+		)
 		if rest != "" && rest[0] == '.' {
-			rest = rest[1:]
-			dropping := false
-			i = 0
-			for ; i < len(rest) && '0' <= rest[i] && rest[i] <= '9'; i++ {
-				if dropping {
-					continue
-				}
-				if frac > (maxDuration)/10 {
-					dropping = true
-					continue
-				}
-				next := frac*10 + uint64(rest[i]-'0')
-				if next > maxDuration+1 {
-					dropping = true
-					continue
-				}
-				frac = next
-				scale *= 10
-			}
-			hasFrac = i > 0
-			rest = rest[i:]
+			frac, scale, hasFrac, rest = leadingFraction(rest[1:])
 		}
 		if !hasWhole && !hasFrac {
 			return 0, &DurationError{Input: s, Reason: "expected digits around '.'"}
 		}
 		// Unit: everything up to the next number.
-		i = 0
+		i := 0
 		for ; i < len(rest) && rest[i] != '.' && (rest[i] < '0' || rest[i] > '9'); i++ {
 		}
 		if i == 0 {
@@ -175,6 +146,50 @@ func ParseDuration(s string) (time.Duration, error) {
 		return 0, &DurationError{Input: s, Reason: "overflows a time.Duration"}
 	}
 	return time.Duration(total), nil
+}
+
+// leadingInt consumes the leading digits of s: their value, whether there
+// were any, and the rest of s; ok is false when the value overflows a
+// time.Duration.
+func leadingInt(s string) (x uint64, digits bool, rest string, ok bool) {
+	i := 0
+	for ; i < len(s) && '0' <= s[i] && s[i] <= '9'; i++ {
+		if x > maxDuration/10 {
+			return 0, false, "", false
+		}
+		x = x*10 + uint64(s[i]-'0')
+		if x > maxDuration+1 {
+			return 0, false, "", false
+		}
+	}
+	return x, i > 0, s[i:], true
+}
+
+// leadingFraction consumes the leading digits of s, a fraction's after its
+// '.': their value, the power of ten it is scaled by, whether there were
+// any, and the rest of s. Digits beyond what fits are dropped, as
+// time.ParseDuration does.
+func leadingFraction(s string) (frac uint64, scale float64, digits bool, rest string) {
+	scale = 1
+	dropping := false
+	i := 0
+	for ; i < len(s) && '0' <= s[i] && s[i] <= '9'; i++ {
+		if dropping {
+			continue
+		}
+		if frac > maxDuration/10 {
+			dropping = true
+			continue
+		}
+		next := frac*10 + uint64(s[i]-'0')
+		if next > maxDuration+1 {
+			dropping = true
+			continue
+		}
+		frac = next
+		scale *= 10
+	}
+	return frac, scale, i > 0, s[i:]
 }
 
 // Format returns the canonical spelling of d: days, hours, minutes, seconds,
