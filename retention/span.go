@@ -138,34 +138,9 @@ func ParseSpan(s string) (Span, error) {
 			return Span{}, &SpanError{Input: s, Reason: "missing unit after " + num + " (use y, m for months, d or h)"}
 		}
 		u := rest[0]
-		var unit int
-		switch u {
-		case 'y':
-			unit = 0
-		case 'm':
-			unit = 1
-			if len(rest) > 1 && rest[1] == 's' {
-				return Span{}, &SpanError{Input: s, Reason: "unit \"ms\": a span has no milliseconds; use ParseDuration for a fixed duration"}
-			}
-			if prev >= 2 {
-				return Span{}, &SpanError{Input: s, Reason: fmt.Sprintf("%sm after %s: in a span m means months, which come before days and hours; minutes (as in ParseDuration) cannot be expressed in a span", num, "ymdh"[prev:prev+1])}
-			}
-		case 'd':
-			unit = 2
-		case 'h':
-			unit = 3
-		case 'w':
-			return Span{}, &SpanError{Input: s, Reason: fmt.Sprintf("unit \"w\": restic has no weeks; write %dd", 7*n)}
-		case 's':
-			return Span{}, &SpanError{Input: s, Reason: "unit \"s\": a span has no seconds; use ParseDuration for a fixed duration"}
-		case 'Y', 'M', 'D', 'H':
-			return Span{}, &SpanError{Input: s, Reason: fmt.Sprintf("unit %q: units are lower case (M is not months or minutes; write m for months)", u)}
-		default:
-			end := 1
-			for end < len(rest) && (rest[end] < '0' || rest[end] > '9') {
-				end++
-			}
-			return Span{}, &SpanError{Input: s, Reason: "unknown unit " + strconv.Quote(rest[:end]) + " (use y, m for months, d or h)"}
+		unit, reason := spanUnit(rest, num, n, prev)
+		if reason != "" {
+			return Span{}, &SpanError{Input: s, Reason: reason}
 		}
 		if unit == prev {
 			return Span{}, &SpanError{Input: s, Reason: fmt.Sprintf("unit %q given twice", u)}
@@ -187,4 +162,39 @@ func ParseSpan(s string) (Span, error) {
 		rest = rest[1:]
 	}
 	return sp, nil
+}
+
+// spanUnit reads the unit at the start of rest, after the number num (n):
+// its index in "ymdh", or why it is refused. prev is the index of the unit
+// before it (-1: none).
+func spanUnit(rest, num string, n, prev int) (int, string) {
+	u := rest[0]
+	switch u {
+	case 'y':
+		return 0, ""
+	case 'm':
+		if len(rest) > 1 && rest[1] == 's' {
+			return 0, "unit \"ms\": a span has no milliseconds; use ParseDuration for a fixed duration"
+		}
+		if prev >= 2 {
+			return 0, fmt.Sprintf("%sm after %s: in a span m means months, which come before days and hours; minutes (as in ParseDuration) cannot be expressed in a span", num, "ymdh"[prev:prev+1])
+		}
+		return 1, ""
+	case 'd':
+		return 2, ""
+	case 'h':
+		return 3, ""
+	case 'w':
+		return 0, fmt.Sprintf("unit \"w\": restic has no weeks; write %dd", 7*n)
+	case 's':
+		return 0, "unit \"s\": a span has no seconds; use ParseDuration for a fixed duration"
+	case 'Y', 'M', 'D', 'H':
+		return 0, fmt.Sprintf("unit %q: units are lower case (M is not months or minutes; write m for months)", u)
+	default:
+		end := 1
+		for end < len(rest) && (rest[end] < '0' || rest[end] > '9') {
+			end++
+		}
+		return 0, "unknown unit " + strconv.Quote(rest[:end]) + " (use y, m for months, d or h)"
+	}
 }
