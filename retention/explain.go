@@ -74,40 +74,7 @@ func Explain(p Policy, items []Item, res *Result) []Explanation {
 		out[g].Group = gr.Group
 		index[gr.Group] = g
 	}
-	// Newest first; among equal Times, the items the evaluation ranked in
-	// its order (ties as it broke them), then the others by ID.
-	pos := make([]int, len(items))
-	for i := range pos {
-		pos[i] = -1
-	}
-	if e := &res.ev; e.rankedOK {
-		for r, k := range e.ranked {
-			if int(k.idx) < len(items) {
-				pos[k.idx] = r
-			}
-		}
-	}
-	order := make([]int, len(items))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int {
-		if c := items[b].Time.Compare(items[a].Time); c != 0 {
-			return c
-		}
-		switch pa, pb := pos[a], pos[b]; {
-		case pa >= 0 && pb >= 0:
-			return pa - pb
-		case pa >= 0:
-			return -1
-		case pb >= 0:
-			return 1
-		}
-		if c := strings.Compare(items[a].ID, items[b].ID); c != 0 {
-			return c
-		}
-		return a - b
-	})
+	order := explainOrder(items, res)
 	left := make([]Counters, len(out))
 	for g := range left {
 		left[g] = Counters{cal.Last, cal.Hourly, cal.Daily, cal.Weekly, cal.Monthly, cal.Yearly, cal.Failed}
@@ -148,6 +115,45 @@ func Explain(p Policy, items []Item, res *Result) []Explanation {
 		}
 	}
 	return out
+}
+
+// explainOrder returns the indexes of items newest first; among equal
+// Times, the items the evaluation ranked in its order (ties as it broke
+// them), then the others by ID.
+func explainOrder(items []Item, res *Result) []int {
+	pos := make([]int, len(items))
+	for i := range pos {
+		pos[i] = -1
+	}
+	if e := &res.ev; e.rankedOK {
+		for r, k := range e.ranked {
+			if int(k.idx) < len(items) {
+				pos[k.idx] = r
+			}
+		}
+	}
+	order := make([]int, len(items))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		if c := items[b].Time.Compare(items[a].Time); c != 0 {
+			return c
+		}
+		switch pa, pb := pos[a], pos[b]; {
+		case pa >= 0 && pb >= 0:
+			return pa - pb
+		case pa >= 0:
+			return -1
+		case pb >= 0:
+			return 1
+		}
+		if c := strings.Compare(items[a].ID, items[b].ID); c != 0 {
+			return c
+		}
+		return a - b
+	})
+	return order
 }
 
 func firstCalendar(p Policy) (Calendar, bool) {

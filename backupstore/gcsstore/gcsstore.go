@@ -44,47 +44,13 @@ func (provider) Open(ctx context.Context, u *url.URL, c *driver.Credentials) (*b
 		return driver.OpenAmbient(ctx, &ambient)
 	}
 	bucket := u.Host
-	var endpoint string
-	var anonymous bool
-	for k, vs := range q {
-		v := vs[0]
-		switch k {
-		case "endpoint":
-			if u, err := url.Parse(v); err != nil || u.Scheme == "" || u.Host == "" {
-				return nil, fmt.Errorf("%w: open gs bucket %q: URL parameter endpoint=%q: not an absolute URL", backupstore.ErrInvalidConfig, bucket, v)
-			}
-			endpoint = strings.TrimSuffix(v, "/") + "/storage/v1/"
-		case "anonymous":
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return nil, fmt.Errorf("%w: open gs bucket %q: URL parameter %s=%q: not a boolean", backupstore.ErrInvalidConfig, bucket, k, v)
-			}
-			anonymous = b
-		case "project", "region":
-			// Where CreateBucket creates the bucket; opening ignores them.
-		default:
-			return nil, fmt.Errorf("%w: open gs bucket %q: URL parameter %q is not supported here", backupstore.ErrInvalidConfig, bucket, k)
-		}
+	endpoint, anonymous, err := parseQuery(bucket, q)
+	if err != nil {
+		return nil, err
 	}
-	var ts oauth2.TokenSource
-	switch {
-	case anonymous:
-	case c != nil:
-		if len(c.ServiceAccountJSON) == 0 {
-			return nil, fmt.Errorf("%w: open gs bucket %q: credentials lack %s", backupstore.ErrInvalidConfig, bucket, backupstore.SecretKeyServiceAccountJSON)
-		}
-		gc, err := google.CredentialsFromJSONWithType(ctx, c.ServiceAccountJSON, google.ServiceAccount, "https://www.googleapis.com/auth/devstorage.read_write")
-		if err != nil {
-			// The parser's message may quote the key file: do not pass it on.
-			return nil, fmt.Errorf("%w: open gs bucket %q: %s is not a valid service account key", backupstore.ErrInvalidConfig, bucket, backupstore.SecretKeyServiceAccountJSON)
-		}
-		ts = gcp.CredentialsTokenSource(gc)
-	default:
-		gc, err := gcp.DefaultCredentials(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("backupstore: open gs bucket %q: ambient credentials: %w", bucket, err)
-		}
-		ts = gcp.CredentialsTokenSource(gc)
+	ts, err := tokenSource(ctx, bucket, c, anonymous)
+	if err != nil {
+		return nil, err
 	}
 	if endpoint == "" && !anonymous {
 		// gocloud's own client: it follows STORAGE_EMULATOR_HOST.
@@ -123,6 +89,57 @@ func (provider) Open(ctx context.Context, u *url.URL, c *driver.Credentials) (*b
 		return nil, fmt.Errorf("backupstore: open gs bucket %q: %w", bucket, err)
 	}
 	return b, nil
+}
+
+// parseQuery reads the URL parameters Open takes: endpoint= (the JSON API's
+// base URL) and anonymous=; project= and region= are CreateBucket's.
+func parseQuery(bucket string, q url.Values) (endpoint string, anonymous bool, err error) {
+	for k, vs := range q {
+		v := vs[0]
+		switch k {
+		case "endpoint":
+			if u, err := url.Parse(v); err != nil || u.Scheme == "" || u.Host == "" {
+				return "", false, fmt.Errorf("%w: open gs bucket %q: URL parameter endpoint=%q: not an absolute URL", backupstore.ErrInvalidConfig, bucket, v)
+			}
+			endpoint = strings.TrimSuffix(v, "/") + "/storage/v1/"
+		case "anonymous":
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return "", false, fmt.Errorf("%w: open gs bucket %q: URL parameter %s=%q: not a boolean", backupstore.ErrInvalidConfig, bucket, k, v)
+			}
+			anonymous = b
+		case "project", "region":
+			// Where CreateBucket creates the bucket; opening ignores them.
+		default:
+			return "", false, fmt.Errorf("%w: open gs bucket %q: URL parameter %q is not supported here", backupstore.ErrInvalidConfig, bucket, k)
+		}
+	}
+	return endpoint, anonymous, nil
+}
+
+// tokenSource returns the credentials' token source: none when anonymous,
+// the service account key of c, or the ambient credentials.
+func tokenSource(ctx context.Context, bucket string, c *driver.Credentials, anonymous bool) (oauth2.TokenSource, error) {
+	switch {
+	case anonymous:
+		return nil, nil
+	case c != nil:
+		if len(c.ServiceAccountJSON) == 0 {
+			return nil, fmt.Errorf("%w: open gs bucket %q: credentials lack %s", backupstore.ErrInvalidConfig, bucket, backupstore.SecretKeyServiceAccountJSON)
+		}
+		gc, err := google.CredentialsFromJSONWithType(ctx, c.ServiceAccountJSON, google.ServiceAccount, "https://www.googleapis.com/auth/devstorage.read_write")
+		if err != nil {
+			// The parser's message may quote the key file: do not pass it on.
+			return nil, fmt.Errorf("%w: open gs bucket %q: %s is not a valid service account key", backupstore.ErrInvalidConfig, bucket, backupstore.SecretKeyServiceAccountJSON)
+		}
+		return gcp.CredentialsTokenSource(gc), nil
+	default:
+		gc, err := gcp.DefaultCredentials(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("backupstore: open gs bucket %q: ambient credentials: %w", bucket, err)
+		}
+		return gcp.CredentialsTokenSource(gc), nil
+	}
 }
 
 func (provider) Owns(b *blob.Bucket) bool {

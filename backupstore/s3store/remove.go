@@ -109,19 +109,7 @@ func (r *remover) Remove(ctx context.Context, ts []driver.Target) []error {
 	// On a versioned bucket an entry is matched on its key and version: a
 	// Deleted entry for the key alone (a new delete marker) confirms
 	// nothing.
-	ids := make([]s3types.ObjectIdentifier, 0, len(ts))
-	index := make(map[string][]int, len(ts))
-	for i, t := range ts {
-		id := t.Raw + "\x00" + t.Version
-		if _, dup := index[id]; !dup {
-			oid := s3types.ObjectIdentifier{Key: aws.String(t.Raw)}
-			if t.Version != "" {
-				oid.VersionId = aws.String(t.Version)
-			}
-			ids = append(ids, oid)
-		}
-		index[id] = append(index[id], i)
-	}
+	ids, index := identifiers(ts)
 	in := &s3.DeleteObjectsInput{
 		Bucket: bucket,
 		Delete: &s3types.Delete{Objects: ids, Quiet: aws.Bool(false)},
@@ -136,7 +124,37 @@ func (r *remover) Remove(ctx context.Context, ts []driver.Target) []error {
 		}
 		return errs
 	}
-	confirmed := make([]bool, len(ts))
+	r.match(out, index, errs)
+	if r.versioned {
+		r.retention(ctx, ts, errs)
+	}
+	return errs
+}
+
+// identifiers returns the objects of a DeleteObjects request for ts, each
+// once, and the indexes in ts of each key and version.
+func identifiers(ts []driver.Target) ([]s3types.ObjectIdentifier, map[string][]int) {
+	ids := make([]s3types.ObjectIdentifier, 0, len(ts))
+	index := make(map[string][]int, len(ts))
+	for i, t := range ts {
+		id := t.Raw + "\x00" + t.Version
+		if _, dup := index[id]; !dup {
+			oid := s3types.ObjectIdentifier{Key: aws.String(t.Raw)}
+			if t.Version != "" {
+				oid.VersionId = aws.String(t.Version)
+			}
+			ids = append(ids, oid)
+		}
+		index[id] = append(index[id], i)
+	}
+	return ids, index
+}
+
+// match sets errs from a DeleteObjects response: a key is deleted only when
+// a Deleted entry names it and its version; an error entry wins over a
+// Deleted one; a key the response does not confirm fails.
+func (r *remover) match(out *s3.DeleteObjectsOutput, index map[string][]int, errs []error) {
+	confirmed := make([]bool, len(errs))
 	for _, d := range out.Deleted {
 		for _, i := range index[aws.ToString(d.Key)+"\x00"+r.versionOf(d.VersionId)] {
 			confirmed[i] = true
@@ -170,10 +188,6 @@ func (r *remover) Remove(ctx context.Context, ts []driver.Target) []error {
 			errs[i] = &keyError{Code: unconfirmed, Message: msg}
 		}
 	}
-	if r.versioned {
-		r.retention(ctx, ts, errs)
-	}
-	return errs
 }
 
 // versionOf is the version ID of a DeleteObjects response entry as it is

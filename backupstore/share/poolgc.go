@@ -160,18 +160,9 @@ func (p *Pool[E, B]) deleteEmpty(ctx context.Context, b B) (d BucketDeletion, wr
 	}
 	log := logr.FromContextOrDiscard(ctx).WithValues("bucket", b.GetName(), "pool", pool)
 	since, stamped := emptySince(b)
-	inUse, err := p.inUseCached(ctx, b)
+	inUse, err := p.inUseOrKept(ctx, b, pool)
 	if err != nil {
 		return d, false, err
-	}
-	if inUse == "" {
-		kept, err := p.kept(ctx, pool)
-		if err != nil {
-			return d, false, err
-		}
-		if kept == b.GetName() {
-			inUse = "the bucket pool " + pool + " keeps"
-		}
 	}
 	if inUse != "" {
 		d.Kept = inUse
@@ -220,6 +211,24 @@ func (p *Pool[E, B]) deleteEmpty(ctx context.Context, b B) (d BucketDeletion, wr
 	}
 	log.Info("bucket deletion decided", "emptySince", stamp(since))
 	return p.finishDeletion(ctx, fresh)
+}
+
+// inUseOrKept says, from the cache, why bucket b of pool is not empty (an
+// entry in it, see inUseCached) or is the bucket the pool keeps; "" when
+// neither.
+func (p *Pool[E, B]) inUseOrKept(ctx context.Context, b B, pool string) (string, error) {
+	inUse, err := p.inUseCached(ctx, b)
+	if err != nil || inUse != "" {
+		return inUse, err
+	}
+	kept, err := p.kept(ctx, pool)
+	if err != nil {
+		return "", err
+	}
+	if kept == b.GetName() {
+		return "the bucket pool " + pool + " keeps", nil
+	}
+	return "", nil
 }
 
 // finishDeletion deletes a marked bucket: the store's bucket, then the

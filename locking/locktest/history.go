@@ -217,26 +217,7 @@ func Hammer(ctx context.Context, backend locking.Backend, o HammerOptions) (*His
 				if !holding {
 					r = []int{0, 0, 0, 0, 0, 0, 0, 0, 60, 90}[r%10]
 				}
-				switch {
-				case r < 45:
-					op.Kind = "take"
-					var lease locking.Lease
-					lease, err = l.Take(opCtx)
-					if err == nil {
-						op.Outcome = lease.Outcome.String()
-						op.Holder, op.Start, op.End, op.Previous = lease.Holder, lease.Start.Unix(), lease.End.Unix(), lease.Previous
-					}
-				case r < 85:
-					op.Kind = "release"
-					_, _, err = l.Release(opCtx, nil)
-				default:
-					op.Kind = "holder"
-					var rec locking.Record
-					rec, op.Present, err = l.Holder(opCtx)
-					if err == nil && op.Present {
-						op.Holder, op.Start, op.End = rec.Holder, rec.Start.Unix(), rec.End.Unix()
-					}
-				}
+				err = hammerOp(opCtx, l, r, &op)
 				op.Return = wall.Now().UnixNano()
 				opCancel()
 				op.Now = clk.last.Load()
@@ -307,4 +288,32 @@ func Classify(op *Op, err error) error {
 	}
 	op.Err = err.Error()
 	return nil
+}
+
+// hammerOp does one operation of Hammer's on l, chosen by r (0-99: take
+// below 45, release below 85, else read the holder), and records its kind
+// and outcome in op.
+func hammerOp(ctx context.Context, l *locking.Lock, r int, op *Op) error {
+	switch {
+	case r < 45:
+		op.Kind = "take"
+		lease, err := l.Take(ctx)
+		if err == nil {
+			op.Outcome = lease.Outcome.String()
+			op.Holder, op.Start, op.End, op.Previous = lease.Holder, lease.Start.Unix(), lease.End.Unix(), lease.Previous
+		}
+		return err
+	case r < 85:
+		op.Kind = "release"
+		_, _, err := l.Release(ctx, nil)
+		return err
+	default:
+		op.Kind = "holder"
+		rec, present, err := l.Holder(ctx)
+		op.Present = present
+		if err == nil && present {
+			op.Holder, op.Start, op.End = rec.Holder, rec.Start.Unix(), rec.End.Unix()
+		}
+		return err
+	}
 }

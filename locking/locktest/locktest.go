@@ -172,6 +172,9 @@ func Run(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 	t.Run("Concurrency", func(t *testing.T) { runConcurrency(t, newBackend) })
 }
 
+// runBackend checks the Backend contract (transactions, reads of own
+// writes, prefixes, conflicts). Long for a reason: it is a list of
+// independent subtests, each a few lines, read in order like a spec.
 func runBackend(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 	t.Run("reads see own writes and commits are durable", func(t *testing.T) {
 		e := newEnv(t, newBackend)
@@ -456,6 +459,8 @@ func runBackend(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 	})
 }
 
+// runTake checks taking the lock. Long for a reason: it is a list of
+// independent subtests, each a few lines, read in order like a spec.
 func runTake(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 	t.Run("free lock is taken for the default duration in the operator's format", func(t *testing.T) {
 		e := newEnv(t, newBackend)
@@ -673,6 +678,8 @@ func runRelease(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 	})
 }
 
+// runDenyList checks the deny list. Long for a reason: it is a list of
+// independent subtests, each a few lines, read in order like a spec.
 func runDenyList(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 	deny := func(t *testing.T, e *env, entries ...locking.DenyListEntry) {
 		t.Helper()
@@ -905,6 +912,8 @@ func runCorrupt(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 	})
 }
 
+// runUpgrades checks pending upgrades. Long for a reason: it is a list of
+// independent subtests, each a few lines, read in order like a spec.
 func runUpgrades(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 	t.Run("add, get and clear use the operator's keys", func(t *testing.T) {
 		e := newEnv(t, newBackend)
