@@ -167,7 +167,7 @@ type StartedWith struct {
 	Target string `json:"target,omitempty"`
 }
 
-// +kubebuilder:validation:Enum=InProgress;Completed;Failed;AwaitingApproval
+// +kubebuilder:validation:Enum=InProgress;Completed;Failed
 
 // StepState is the state of one step of an execution.
 type StepState string
@@ -177,13 +177,6 @@ const (
 	StepStateInProgress StepState = "InProgress"
 	StepStateCompleted  StepState = "Completed"
 	StepStateFailed     StepState = "Failed"
-	// StepStateAwaitingApproval was the state of an approval when
-	// approvals were recorded among the steps.
-	//
-	// Deprecated: Run.Approval records approvals in Status.Approvals
-	// (ApprovalStateAwaiting). The value stays in the CRD's enum so that a
-	// status written by an older version still validates.
-	StepStateAwaitingApproval StepState = "AwaitingApproval"
 )
 
 // MaxSteps bounds Status.Steps; the CRD marker on it (MaxItems=32) must
