@@ -3,6 +3,7 @@ package backups_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -218,5 +219,22 @@ func TestLiveListReadsTheAPIServer(t *testing.T) {
 	got, err := backups.LiveList[*testbackup.Backup](mgr.GetScheme(), mgr.GetAPIReader(), other)(ctx)
 	if err != nil || len(got) != 1 || got[0].Name != "b" {
 		t.Errorf("LiveList(%s) = %v, %v; want b", other, got, err)
+	}
+}
+
+// A Collection without a name or a collector is refused before anything is
+// added to the manager.
+func TestCollectionRefusesWhatItCannotRun(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		c    backups.Collection[*testbackup.Backup]
+		want string
+	}{
+		{"no name", backups.Collection[*testbackup.Backup]{}, "Name"},
+		{"no collector", backups.Collection[*testbackup.Backup]{Name: "backup-gc"}, "Collector"},
+	} {
+		if err := tc.c.SetupWithManager(nil); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error naming %s", tc.name, err, tc.want)
+		}
 	}
 }
