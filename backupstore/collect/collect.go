@@ -445,8 +445,10 @@ func New[T Object](cfg Config[T]) (*Collector[T], error) {
 		return nil, fmt.Errorf("%w: Config.Keep: GroupPolicy.Policy is nil", ErrInvalidConfig)
 	case c.group != nil && c.group.Outcome == nil:
 		return nil, fmt.Errorf("%w: Config.Keep: GroupPolicy.Outcome is nil: a group's policy needs each backup's outcome, or a failed newest backup would count as the one good backup the guard keeps", ErrInvalidConfig)
-	case c.group == nil && c.each == nil && cfg.Keep != nil, combined && c.each == nil:
-		return nil, fmt.Errorf("%w: Config.Keep: BackupPolicy is nil", ErrInvalidConfig)
+	case combined && c.each == nil:
+		return nil, fmt.Errorf("%w: Config.Keep: Combined.Backup is nil", ErrInvalidConfig)
+	case c.group == nil && c.each == nil && cfg.Keep != nil:
+		return nil, fmt.Errorf("%w: Config.Keep: the BackupPolicy is nil", ErrInvalidConfig)
 	case cfg.RetryAfter < 0:
 		return nil, fmt.Errorf("%w: Config.RetryAfter = %s: must not be negative", ErrInvalidConfig, cfg.RetryAfter)
 	case c.fin.GracePeriod < 0:

@@ -57,7 +57,7 @@ func TestNewRefusesWhatItCannotUse(t *testing.T) {
 		}, "GroupPolicy.Policy"},
 		{"combined without a policy per backup", func(c *Config[*backup]) {
 			c.Keep = Combined[*backup]{Group: GroupPolicy[*backup]{Policy: groupPolicy, Outcome: succeeded}}
-		}, "BackupPolicy"},
+		}, "Combined.Backup"},
 		{"negative RetryAfter", func(c *Config[*backup]) { c.RetryAfter = -time.Second }, "Config.RetryAfter"},
 		{"a finalizer without a name", func(c *Config[*backup]) { c.Finalizer = &Finalizer[*backup]{GracePeriod: time.Hour} }, "Config.Finalizer.Name"},
 		{"negative grace period", func(c *Config[*backup]) {

@@ -313,7 +313,7 @@ func (c *Collector[T]) setCondition(ctx context.Context, o T, reason, msg string
 		return false
 	}
 	o = o.DeepCopyObject().(T)
-	if !setCondition(o, metav1.Condition{
+	if !putCondition(o, metav1.Condition{
 		Type: c.cfg.ConditionType, Status: metav1.ConditionFalse, Reason: reason, Message: msg,
 		ObservedGeneration: o.GetGeneration(), LastTransitionTime: metav1.NewTime(c.cfg.Clock.Now()),
 	}) {
@@ -325,9 +325,9 @@ func (c *Collector[T]) setCondition(ctx context.Context, o T, reason, msg string
 	return true
 }
 
-// setCondition sets cond on o, a ConditionSetter (as
+// putCondition sets cond on o, a ConditionSetter (as
 // meta.SetStatusCondition does), and reports whether it changed.
-func setCondition(o Object, cond metav1.Condition) bool {
+func putCondition(o Object, cond metav1.Condition) bool {
 	s := o.(ConditionSetter)
 	conds := slices.Clone(s.GetConditions())
 	if !meta.SetStatusCondition(&conds, cond) {

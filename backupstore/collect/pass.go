@@ -298,7 +298,7 @@ func (c *Collector[T]) dataGone(ctx context.Context, o T, msg string) {
 	if err != nil || fresh.GetUID() != o.GetUID() {
 		return
 	}
-	setCondition(fresh, metav1.Condition{
+	putCondition(fresh, metav1.Condition{
 		Type: c.cfg.ConditionType, Status: metav1.ConditionTrue, Reason: c.cfg.Reasons.Collected, Message: msg,
 		ObservedGeneration: fresh.GetGeneration(), LastTransitionTime: metav1.NewTime(c.cfg.Clock.Now()),
 	})
