@@ -118,11 +118,12 @@ func (l Location) Where() string {
 	return where
 }
 
-// Config says how to read a backup resource and what to keep: a group's
-// Policy, each backup's ObjectPolicy, or both, when a backup is kept while
-// either keeps it (a database's "the newest 7" and a backup's own
-// spec.ttl). With neither, a Finalizer is required: the Collector then only
-// finalizes deleted backups, and Pass keeps every one.
+// Config says how to read a backup resource, what to keep (Keep) and how
+// a deleted one's data goes (Finalizer). A Collector with a policy and no
+// Finalizer deletes a backup's data, then its resource; with a Finalizer,
+// the data of a backup deleted by anyone goes before its finalizer; with a
+// Finalizer and no policy (Keep nil), it only finalizes deleted backups and
+// Pass keeps every one.
 type Config[T Object] struct {
 	// Objects reads and writes the backup resources. Required.
 	Objects Objects[T]
@@ -134,46 +135,29 @@ type Config[T Object] struct {
 	// keeps the backup (ReasonInvalidLocation): nothing is deleted on the
 	// strength of a field that cannot be read. Required.
 	Location func(ctx context.Context, backup T) (Location, error)
-
-	// Policy is the retention policy of a group of backups (Group), judged
-	// together: the newest successful backup of each group is never
-	// deleted (retention's guard). It is called once per group and pass,
-	// and may read the policy from another object (the database's
-	// resource), from a cache; an error keeps the group's backups
-	// (ReasonInvalidPolicy).
-	Policy func(ctx context.Context, group string) (retention.Policy, error)
-	// ObjectPolicy is the policy of one backup judged alone, for a
-	// time-to-live field on each backup (aerospike's spec.ttl): the guard,
-	// which would keep every backup judged alone, is off. An error keeps
-	// the backup (ReasonInvalidPolicy). With Policy too, a backup goes only
-	// when both let it go: a backup without a time-to-live of its own
-	// (TTLField: kept for ever) is then kept whatever its group's policy
-	// says; return retention.TTL{} (no time: expired at once) to leave such
-	// a backup to its group.
-	ObjectPolicy func(T) (retention.Policy, error)
-
-	// Time is what the policy measures from; default the creation
-	// timestamp.
+	// Keep is the retention policy: a GroupPolicy (the backups of a group
+	// judged together), a BackupPolicy (each backup judged alone: a
+	// time-to-live field) or Combined (both: a backup is kept while either
+	// keeps it). Nil: no policy; the Collector only finalizes deleted
+	// backups, and Finalizer is required.
+	Keep Keep[T]
+	// Finalizer, if set, is the finalizer the Collector owns and how a
+	// deleted backup's data goes: Prepare adds it to every backup, and a
+	// backup that is deleted (by the pass or by anyone) has its data
+	// deleted by Finalize before the finalizer is removed. Without it, the
+	// pass deletes the data and then the resource, and a backup deleted by
+	// someone else keeps its data.
+	Finalizer *Finalizer[T]
+	// Time is what a policy measures from, the group's and each backup's
+	// alike; default the creation timestamp.
 	Time func(T) time.Time
-	// Group names the set a backup is judged in (the database it is of);
-	// default "", one group per namespace. Only with Policy.
-	Group func(T) string
-	// Outcome says whether a backup succeeded or failed. Required with
-	// Policy (see the package doc, "Unknown outcomes"): a backup for which
-	// it returns retention.OutcomeUnspecified (still running, or not yet
-	// reported) is left out of its group's evaluation and kept.
-	Outcome func(T) retention.Outcome
-	// Tags are the labels a Calendar policy's Tags match; optional.
-	Tags func(T) []string
 	// Describe says, for messages and events, why a backup expired
 	// ("spec.ttl 7d from 2026-03-01T00:00:00Z ran out"); optional.
 	Describe func(T) string
 
-	// Conditions returns the backup's status conditions, where the
-	// Collector sets ConditionType False with the reason a backup is kept;
-	// nil: no condition is written.
-	Conditions func(T) *[]metav1.Condition
-	// ConditionType is the type of that condition; default "DataDeleted".
+	// ConditionType is the type of the condition the Collector sets False,
+	// with the reason a backup is kept, on a backup type that implements
+	// ConditionSetter; default "DataDeleted".
 	ConditionType string
 	// Reasons renames the condition and event reasons, for an API that
 	// documents its own; empty fields keep the defaults (the Reason
@@ -190,39 +174,114 @@ type Config[T Object] struct {
 	// waits before the next attempt; default 5 minutes. A backup kept by
 	// Object Lock waits until its retention ends instead.
 	RetryAfter time.Duration
-	// DryRun: decide, list what would be deleted, write nothing (but
-	// Prepare's finalizer, and what ReportDryRun asks for).
-	DryRun bool
-	// ReportDryRun, in a dry run, records what would be deleted on the
-	// backup: the condition with reason Reasons.DryRun and a Normal event
-	// (and, with a Finalizer, the grace period's condition). Only the
-	// status is written.
-	ReportDryRun bool
+	// DryRun decides and reports, and deletes nothing.
+	DryRun DryRun
+}
 
-	// Finalizer, if set, is the finalizer the Collector owns: Prepare adds
-	// it to every backup, and a backup that is deleted (by the pass or by
-	// anyone) has its data deleted by Finalize before the finalizer is
-	// removed. Without it, the pass deletes the data and then the
-	// resource, and a backup deleted by someone else keeps its data.
-	Finalizer string
-	// GracePeriod is, with a Finalizer, how long after its deletion
-	// timestamp a deleted backup's data is kept (Gardener's
-	// deletionGracePeriod); 0 deletes at once.
+// Keep is a Collector's retention policy: GroupPolicy, BackupPolicy or
+// Combined, and no other type.
+type Keep[T Object] interface {
+	policies() (group *GroupPolicy[T], each BackupPolicy[T])
+}
+
+var (
+	_ Keep[Object] = GroupPolicy[Object]{}
+	_ Keep[Object] = BackupPolicy[Object](nil)
+	_ Keep[Object] = Combined[Object]{}
+)
+
+// GroupPolicy is the retention policy of a group of backups (Group),
+// judged together: the newest successful backup of each group is never
+// deleted (retention's guard).
+type GroupPolicy[T Object] struct {
+	// Policy is the policy of a group. It is called once per group and
+	// pass, and may read the policy from another object (the database's
+	// resource, crt/backups.PolicyOf), from a cache; an error keeps the
+	// group's backups (ReasonInvalidPolicy). Required.
+	Policy func(ctx context.Context, group string) (retention.Policy, error)
+	// Group names the set a backup is judged in (the database it is of);
+	// default "", one group per namespace.
+	Group func(T) string
+	// Outcome says whether a backup succeeded or failed. Required (see the
+	// package doc, "Unknown outcomes"): a backup for which it returns
+	// retention.OutcomeUnspecified (still running, or not yet reported) is
+	// left out of its group's evaluation and kept.
+	Outcome func(T) retention.Outcome
+	// Tags are the labels a Calendar policy's Tags match; optional.
+	Tags func(T) []string
+}
+
+func (p GroupPolicy[T]) policies() (*GroupPolicy[T], BackupPolicy[T]) { return &p, nil }
+
+// BackupPolicy is the policy of one backup judged alone, for a
+// time-to-live field on each backup (aerospike's spec.ttl; TTLField reads
+// one): the guard, which would keep every backup judged alone, is off. An
+// error keeps the backup (ReasonInvalidPolicy).
+type BackupPolicy[T Object] func(T) (retention.Policy, error)
+
+func (p BackupPolicy[T]) policies() (*GroupPolicy[T], BackupPolicy[T]) { return nil, p }
+
+// Combined is a group's policy and each backup's own together (a
+// database's "the newest 7" and a backup's own spec.ttl): a backup goes
+// only when both let it go. A backup without a time-to-live of its own
+// (TTLField: kept for ever) is then kept whatever its group's policy says;
+// have Backup return retention.TTL{} (no time: expired at once) to leave
+// such a backup to its group. Both are required.
+type Combined[T Object] struct {
+	Group  GroupPolicy[T]
+	Backup BackupPolicy[T]
+}
+
+func (p Combined[T]) policies() (*GroupPolicy[T], BackupPolicy[T]) { return &p.Group, p.Backup }
+
+// Finalizer is the finalizer a Collector owns, and how long a deleted
+// backup's data outlives its deletion.
+type Finalizer[T Object] struct {
+	// Name is the finalizer ("example.com/backup-data"). Required.
+	Name string
+	// GracePeriod is how long after its deletion timestamp a deleted
+	// backup's data is kept (Gardener's deletionGracePeriod); 0 deletes at
+	// once.
 	GracePeriod time.Duration
-	// Force reports, with a Finalizer, that a deleted backup's data goes
-	// at once, without the grace period (an annotation); optional.
+	// Force reports that a deleted backup's data goes at once, without the
+	// grace period (an annotation); optional.
 	Force func(T) bool
-	// OnGrace, with a Finalizer, is called on a copy of a deleted backup
-	// in its grace period, with the instant its data goes, before the
-	// condition is written: to record that instant in the status.
+	// OnGrace is called on a copy of a deleted backup in its grace period,
+	// with the instant its data goes, before the condition is written: to
+	// record that instant in the status; optional.
 	OnGrace func(backup T, deleteAt time.Time)
-	// Backstop, with a Finalizer, asks the store to expire a deleted
-	// backup's data itself from the end of its grace period
-	// (backupstore.ExpirePrefix: an S3 lifecycle rule), so that the data
-	// does not outlive its grace period by more than a day or two even if
-	// no collector runs by then; the rule is removed before the finalizer.
-	// Stores without a lifecycle API are left to the collector.
+	// Backstop asks the store to expire a deleted backup's data itself
+	// from the end of its grace period (backupstore.ExpirePrefix: an S3
+	// lifecycle rule), so that the data does not outlive its grace period
+	// by more than a day or two even if no collector runs by then; the
+	// rule is removed before the finalizer. Stores without a lifecycle API
+	// are left to the collector.
 	Backstop bool
+}
+
+// DryRun says whether a Collector only reports.
+type DryRun struct {
+	// Enabled: decide, list what would be deleted (Outcome.Keys) and why,
+	// write nothing (but Prepare's finalizer, and what Report asks for).
+	Enabled bool
+	// Report, in a dry run, records what would be deleted on the backup:
+	// the condition with reason Reasons.DryRun and a Normal event (and,
+	// with a Finalizer, the grace period's condition). Only the status is
+	// written.
+	Report bool
+}
+
+// ConditionSetter is implemented by a backup type whose status has
+// conditions (cluster-api's util/conditions Getter and Setter): the
+// Collector sets its condition (Config.ConditionType) there. A type that
+// does not implement it (an *unstructured.Unstructured) gets events only;
+// assert it with var _ collect.ConditionSetter = (*v1.Backup)(nil).
+type ConditionSetter interface {
+	// GetConditions returns the status conditions; the Collector does not
+	// modify the slice returned.
+	GetConditions() []metav1.Condition
+	// SetConditions replaces the status conditions.
+	SetConditions([]metav1.Condition)
 }
 
 // Reasons are the condition and event reasons the Collector writes; see
@@ -292,7 +351,7 @@ const (
 	// ReasonGracePeriod (Normal, with a Finalizer): the deleted backup's
 	// data is kept until its grace period ends.
 	ReasonGracePeriod = "GracePeriod"
-	// ReasonDryRun (Normal, with ReportDryRun): what a dry run would
+	// ReasonDryRun (Normal, with DryRun.Report): what a dry run would
 	// delete.
 	ReasonDryRun = "DryRun"
 )
@@ -343,6 +402,11 @@ type Report struct {
 // namespace.
 type Collector[T Object] struct {
 	cfg Config[T]
+	// group and each are cfg.Keep's policies; nil where it has none.
+	group *GroupPolicy[T]
+	each  BackupPolicy[T]
+	// fin is cfg.Finalizer; the zero value (Name "") without one.
+	fin Finalizer[T]
 	mu  sync.Mutex
 	// notBefore holds, per backup UID, when its next attempt is due after
 	// a failure, so that the passes other changes trigger do not hammer a
@@ -355,9 +419,17 @@ type retry struct {
 	at        time.Time
 }
 
-// New validates cfg and returns its Collector. It refuses a group Policy
+// New validates cfg and returns its Collector. It refuses a GroupPolicy
 // without an Outcome mapping: see the package doc, "Unknown outcomes".
 func New[T Object](cfg Config[T]) (*Collector[T], error) {
+	c := &Collector[T]{notBefore: map[types.UID]retry{}}
+	if cfg.Keep != nil {
+		c.group, c.each = cfg.Keep.policies()
+	}
+	if cfg.Finalizer != nil {
+		c.fin = *cfg.Finalizer
+	}
+	_, combined := cfg.Keep.(Combined[T])
 	switch {
 	case cfg.Objects == nil:
 		return nil, fmt.Errorf("%w: Config.Objects is nil", ErrInvalidConfig)
@@ -365,18 +437,22 @@ func New[T Object](cfg Config[T]) (*Collector[T], error) {
 		return nil, fmt.Errorf("%w: Config.Secrets is nil", ErrInvalidConfig)
 	case cfg.Location == nil:
 		return nil, fmt.Errorf("%w: Config.Location is nil", ErrInvalidConfig)
-	case cfg.Policy == nil && cfg.ObjectPolicy == nil && cfg.Finalizer == "":
-		return nil, fmt.Errorf("%w: set Config.Policy (a group's policy), Config.ObjectPolicy (each backup's own) or both, or a Config.Finalizer alone", ErrInvalidConfig)
-	case cfg.Policy != nil && cfg.Outcome == nil:
-		return nil, fmt.Errorf("%w: Config.Outcome is nil: a group Policy needs each backup's outcome, or a failed newest backup would count as the one good backup the guard keeps", ErrInvalidConfig)
-	case cfg.Policy == nil && cfg.Group != nil:
-		return nil, fmt.Errorf("%w: Config.Group is set without a group Policy: ObjectPolicy judges each backup alone", ErrInvalidConfig)
+	case cfg.Keep == nil && cfg.Finalizer == nil:
+		return nil, fmt.Errorf("%w: Config.Keep is nil and there is no Config.Finalizer: set a policy (GroupPolicy, BackupPolicy or Combined), a Finalizer, or both", ErrInvalidConfig)
+	case cfg.Finalizer != nil && cfg.Finalizer.Name == "":
+		return nil, fmt.Errorf("%w: Config.Finalizer.Name is empty", ErrInvalidConfig)
+	case c.group != nil && c.group.Policy == nil:
+		return nil, fmt.Errorf("%w: Config.Keep: GroupPolicy.Policy is nil", ErrInvalidConfig)
+	case c.group != nil && c.group.Outcome == nil:
+		return nil, fmt.Errorf("%w: Config.Keep: GroupPolicy.Outcome is nil: a group's policy needs each backup's outcome, or a failed newest backup would count as the one good backup the guard keeps", ErrInvalidConfig)
+	case combined && c.each == nil:
+		return nil, fmt.Errorf("%w: Config.Keep: Combined.Backup is nil", ErrInvalidConfig)
+	case c.group == nil && c.each == nil && cfg.Keep != nil:
+		return nil, fmt.Errorf("%w: Config.Keep: the BackupPolicy is nil", ErrInvalidConfig)
 	case cfg.RetryAfter < 0:
 		return nil, fmt.Errorf("%w: Config.RetryAfter = %s: must not be negative", ErrInvalidConfig, cfg.RetryAfter)
-	case cfg.GracePeriod < 0:
-		return nil, fmt.Errorf("%w: Config.GracePeriod = %s: must not be negative", ErrInvalidConfig, cfg.GracePeriod)
-	case cfg.Finalizer == "" && (cfg.GracePeriod != 0 || cfg.Force != nil || cfg.OnGrace != nil || cfg.Backstop):
-		return nil, fmt.Errorf("%w: Config.GracePeriod, Force, OnGrace and Backstop need a Config.Finalizer", ErrInvalidConfig)
+	case c.fin.GracePeriod < 0:
+		return nil, fmt.Errorf("%w: Config.Finalizer.GracePeriod = %s: must not be negative", ErrInvalidConfig, c.fin.GracePeriod)
 	}
 	if cfg.Time == nil {
 		cfg.Time = func(o T) time.Time { return o.GetCreationTimestamp().Time }
@@ -397,11 +473,12 @@ func New[T Object](cfg Config[T]) (*Collector[T], error) {
 	if cfg.RetryAfter == 0 {
 		cfg.RetryAfter = 5 * time.Minute
 	}
-	return &Collector[T]{cfg: cfg, notBefore: map[types.UID]retry{}}, nil
+	c.cfg = cfg
+	return c, nil
 }
 
 // DryRun reports whether the Collector only reports.
-func (c *Collector[T]) DryRun() bool { return c.cfg.DryRun }
+func (c *Collector[T]) DryRun() bool { return c.cfg.DryRun.Enabled }
 
 func openBucket(ctx context.Context, url string, creds *backupstore.Credentials) (*blob.Bucket, func() error, error) {
 	b, err := backupstore.OpenBucket(ctx, url, creds)
@@ -411,5 +488,5 @@ func openBucket(ctx context.Context, url string, creds *backupstore.Credentials)
 	return b, b.Close, nil
 }
 
-// Finalizer returns the Config's Finalizer.
-func (c *Collector[T]) Finalizer() string { return c.cfg.Finalizer }
+// Finalizer returns the name of the Config's Finalizer; "" without one.
+func (c *Collector[T]) Finalizer() string { return c.fin.Name }

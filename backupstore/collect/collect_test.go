@@ -29,12 +29,16 @@ func validConfig() Config[*backup] {
 		Location: func(_ context.Context, b *backup) (Location, error) {
 			return Location{URL: "s3://" + b.Spec.Bucket, Prefix: b.Spec.Prefix}, nil
 		},
-		ObjectPolicy: func(*backup) (retention.Policy, error) { return retention.TTL{After: time.Hour}, nil },
+		Keep: BackupPolicy[*backup](func(*backup) (retention.Policy, error) { return retention.TTL{After: time.Hour}, nil }),
 	}
 }
 
 func TestNewRefusesWhatItCannotUse(t *testing.T) {
 	groupPolicy := func(context.Context, string) (retention.Policy, error) { return retention.Newest{N: 1}, nil }
+	succeeded := func(*backup) retention.Outcome { return retention.OutcomeSucceeded }
+	// A Group without a group policy, and a grace period, Force, OnGrace or
+	// Backstop without a Finalizer, cannot be written: they are fields of
+	// GroupPolicy and Finalizer.
 	for _, tc := range []struct {
 		name   string
 		change func(*Config[*backup])
@@ -43,14 +47,22 @@ func TestNewRefusesWhatItCannotUse(t *testing.T) {
 		{"no Objects", func(c *Config[*backup]) { c.Objects = nil }, "Config.Objects"},
 		{"no Secrets", func(c *Config[*backup]) { c.Secrets = nil }, "Config.Secrets"},
 		{"no Location", func(c *Config[*backup]) { c.Location = nil }, "Config.Location"},
-		{"no policy", func(c *Config[*backup]) { c.ObjectPolicy = nil }, "Config.Policy"},
+		{"no policy and no finalizer", func(c *Config[*backup]) { c.Keep = nil }, "Config.Keep"},
+		{"a nil policy per backup", func(c *Config[*backup]) { c.Keep = BackupPolicy[*backup](nil) }, "BackupPolicy"},
 		{"group policy without an outcome mapping", func(c *Config[*backup]) {
-			c.ObjectPolicy, c.Policy = nil, groupPolicy
-		}, "Config.Outcome"},
-		{"groups without a group policy", func(c *Config[*backup]) { c.Group = func(*backup) string { return "" } }, "Config.Group"},
+			c.Keep = GroupPolicy[*backup]{Policy: groupPolicy}
+		}, "GroupPolicy.Outcome"},
+		{"group settings without a group policy", func(c *Config[*backup]) {
+			c.Keep = GroupPolicy[*backup]{Outcome: succeeded}
+		}, "GroupPolicy.Policy"},
+		{"combined without a policy per backup", func(c *Config[*backup]) {
+			c.Keep = Combined[*backup]{Group: GroupPolicy[*backup]{Policy: groupPolicy, Outcome: succeeded}}
+		}, "Combined.Backup"},
 		{"negative RetryAfter", func(c *Config[*backup]) { c.RetryAfter = -time.Second }, "Config.RetryAfter"},
-		{"grace period without a finalizer", func(c *Config[*backup]) { c.GracePeriod = time.Hour }, "Config.GracePeriod"},
-		{"backstop without a finalizer", func(c *Config[*backup]) { c.Backstop = true }, "Backstop"},
+		{"a finalizer without a name", func(c *Config[*backup]) { c.Finalizer = &Finalizer[*backup]{GracePeriod: time.Hour} }, "Config.Finalizer.Name"},
+		{"negative grace period", func(c *Config[*backup]) {
+			c.Finalizer = &Finalizer[*backup]{Name: "example.com/data", GracePeriod: -time.Hour}
+		}, "Config.Finalizer.GracePeriod"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := validConfig()
@@ -65,13 +77,15 @@ func TestNewRefusesWhatItCannotUse(t *testing.T) {
 		t.Errorf("New(valid): %v", err)
 	}
 	both := validConfig()
-	both.Policy, both.Outcome = groupPolicy, func(*backup) retention.Outcome { return retention.OutcomeSucceeded }
-	both.Group = func(b *backup) string { return b.Spec.Database }
+	both.Keep = Combined[*backup]{
+		Group:  GroupPolicy[*backup]{Policy: groupPolicy, Outcome: succeeded, Group: func(b *backup) string { return b.Spec.Database }},
+		Backup: both.Keep.(BackupPolicy[*backup]),
+	}
 	if _, err := New(both); err != nil {
 		t.Errorf("New with a group policy and a policy per backup: %v", err)
 	}
 	finalizeOnly := validConfig()
-	finalizeOnly.ObjectPolicy, finalizeOnly.Finalizer = nil, "example.com/data"
+	finalizeOnly.Keep, finalizeOnly.Finalizer = nil, &Finalizer[*backup]{Name: "example.com/data"}
 	if _, err := New(finalizeOnly); err != nil {
 		t.Errorf("New with a Finalizer and no policy: %v", err)
 	}
@@ -87,10 +101,11 @@ func mk(name, prefix string, created time.Time, outcome string) *backup {
 // would if it were read as a success.
 func TestDecideLeavesUnknownOutcomesOut(t *testing.T) {
 	cfg := validConfig()
-	cfg.ObjectPolicy = nil
-	cfg.Policy = func(context.Context, string) (retention.Policy, error) { return retention.Newest{N: 1}, nil }
-	cfg.Outcome = func(b *backup) retention.Outcome {
-		return map[string]retention.Outcome{"ok": retention.OutcomeSucceeded, "failed": retention.OutcomeFailed}[b.Status.Outcome]
+	cfg.Keep = GroupPolicy[*backup]{
+		Policy: func(context.Context, string) (retention.Policy, error) { return retention.Newest{N: 1}, nil },
+		Outcome: func(b *backup) retention.Outcome {
+			return map[string]retention.Outcome{"ok": retention.OutcomeSucceeded, "failed": retention.OutcomeFailed}[b.Status.Outcome]
+		},
 	}
 	c, err := New(cfg)
 	if err != nil {
@@ -118,13 +133,17 @@ func TestDecideLeavesUnknownOutcomesOut(t *testing.T) {
 // when both let it go, and is kept until the later of the two times.
 func TestDecideCombinesTheGroupsPolicyAndEachBackupsOwn(t *testing.T) {
 	cfg := validConfig()
-	cfg.Policy = func(context.Context, string) (retention.Policy, error) { return retention.Newest{N: 2}, nil }
-	cfg.Outcome = func(*backup) retention.Outcome { return retention.OutcomeSucceeded }
-	cfg.ObjectPolicy = func(b *backup) (retention.Policy, error) {
-		if b.Spec.TTL == "" {
-			return retention.TTL{}, nil // no time of its own: left to its group
-		}
-		return TTLField("spec.ttl", func(b *backup) string { return b.Spec.TTL })(b)
+	cfg.Keep = Combined[*backup]{
+		Group: GroupPolicy[*backup]{
+			Policy:  func(context.Context, string) (retention.Policy, error) { return retention.Newest{N: 2}, nil },
+			Outcome: func(*backup) retention.Outcome { return retention.OutcomeSucceeded },
+		},
+		Backup: func(b *backup) (retention.Policy, error) {
+			if b.Spec.TTL == "" {
+				return retention.TTL{}, nil // no time of its own: left to its group
+			}
+			return TTLField("spec.ttl", func(b *backup) string { return b.Spec.TTL })(b)
+		},
 	}
 	c, err := New(cfg)
 	if err != nil {
@@ -278,8 +297,9 @@ func TestGraceUntil(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := validConfig()
-			cfg.ObjectPolicy, cfg.Finalizer, cfg.GracePeriod = nil, "example.com/data", tc.grace
-			cfg.Force = func(b *backup) bool { return b.Annotations["force"] == "true" || b.Spec.Prefix == "" }
+			cfg.Keep = nil
+			cfg.Finalizer = &Finalizer[*backup]{Name: "example.com/data", GracePeriod: tc.grace,
+				Force: func(b *backup) bool { return b.Annotations["force"] == "true" || b.Spec.Prefix == "" }}
 			c, err := New(cfg)
 			if err != nil {
 				t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -48,7 +49,7 @@ func (c *Collector[T]) deleteData(ctx context.Context, o T, near *neighbours[T],
 	}
 	where := loc.Where()
 	if why := nestedWith(ctx, c, o, loc, near); why != "" {
-		if c.cfg.Backstop && !c.cfg.DryRun {
+		if c.fin.Backstop && !c.cfg.DryRun.Enabled {
 			if bucket, release, err := c.open(ctx, o, loc); err == nil {
 				c.dropBackstop(ctx, bucket, loc)
 				release()
@@ -96,14 +97,14 @@ func (c *Collector[T]) deleteData(ctx context.Context, o T, near *neighbours[T],
 		}
 		marker = content
 	}
-	opts := &backupstore.DeleteOptions{DryRun: c.cfg.DryRun}
+	opts := &backupstore.DeleteOptions{DryRun: c.cfg.DryRun.Enabled}
 	if marker != nil {
 		// The marker goes last: a deletion cut short, by an error or by
 		// the process ending, leaves the proof of whose the rest is.
 		opts.Last = loc.Prefix + loc.Marker
 	}
 	res, err := backupstore.DeletePrefix(ctx, bucket, loc.Prefix, opts)
-	if err != nil && marker != nil && !c.cfg.DryRun {
+	if err != nil && marker != nil && !c.cfg.DryRun.Enabled {
 		// Some data stays: so must the record of whose it is, for the
 		// retry (the marker can have gone with the last objects, when one
 		// written meanwhile could not be deleted).
@@ -128,14 +129,14 @@ func (c *Collector[T]) deleteData(ctx context.Context, o T, near *neighbours[T],
 		// record of where the data is.
 		return kept(c.cfg.Reasons.DeletionFailed, fmt.Sprintf("deleted %d objects under %s, then: %v", res.Deleted, where, err))
 	}
-	if c.cfg.Backstop && !c.cfg.DryRun {
+	if c.fin.Backstop && !c.cfg.DryRun.Enabled {
 		// The backstop rule goes before the finalizer: left behind, it
 		// would expire the data of a new backup at this prefix.
 		if _, err := backupstore.RemoveExpiry(ctx, bucket, loc.Prefix, nil); err != nil && !errors.Is(err, backupstore.ErrExpiryUnsupported) {
 			return kept(c.cfg.Reasons.DeletionFailed, fmt.Sprintf("deleted %d objects under %s, then: remove its lifecycle rule: %v", res.Deleted, where, err))
 		}
 	}
-	if c.cfg.DryRun {
+	if c.cfg.DryRun.Enabled {
 		return dataResult{msg: fmt.Sprintf("would delete %d objects (%d bytes) under %s", len(res.Keys), res.Bytes, where), keys: res.Keys}
 	}
 	return dataResult{msg: fmt.Sprintf("deleted %d objects (%d bytes) under %s", res.Deleted, res.DeletedBytes, where)}
@@ -168,11 +169,11 @@ func (c *Collector[T]) location(ctx context.Context, o T) (Location, error) {
 	return loc, nil
 }
 
-// dropBackstop takes back a backstop lifecycle rule (Config.Backstop)
+// dropBackstop takes back a backstop lifecycle rule (Finalizer.Backstop)
 // installed for loc's prefix during the grace period, when the data turns
 // out not to be the backup's alone: the store must not delete it either.
 func (c *Collector[T]) dropBackstop(ctx context.Context, b *blob.Bucket, loc Location) {
-	if !c.cfg.Backstop || c.cfg.DryRun {
+	if !c.fin.Backstop || c.cfg.DryRun.Enabled {
 		return
 	}
 	if _, err := backupstore.RemoveExpiry(ctx, b, loc.Prefix, nil); err != nil && !errors.Is(err, backupstore.ErrExpiryUnsupported) {
@@ -292,8 +293,8 @@ func (c *Collector[T]) keep(ctx context.Context, o T, reason, msg string) Outcom
 func (c *Collector[T]) keepAs(ctx context.Context, o T, reason, msg string, onChange bool) Outcome {
 	log := logr.FromContextOrDiscard(ctx).WithValues("backup", o.GetName())
 	out := Outcome{Name: o.GetName(), Reason: reason, Message: msg}
-	log.Info("backup kept", "reason", reason, "message", msg, "dryRun", c.cfg.DryRun)
-	if c.cfg.DryRun && !c.cfg.ReportDryRun {
+	log.Info("backup kept", "reason", reason, "message", msg, "dryRun", c.cfg.DryRun.Enabled)
+	if c.cfg.DryRun.Enabled && !c.cfg.DryRun.Report {
 		return out
 	}
 	if !onChange || c.lacks(o, reason, "") {
@@ -308,11 +309,11 @@ func (c *Collector[T]) keepAs(ctx context.Context, o T, reason, msg string, onCh
 // setCondition sets the condition False with reason on o, if it changed.
 // A conflict or a gone backup is left to the next pass.
 func (c *Collector[T]) setCondition(ctx context.Context, o T, reason, msg string) bool {
-	if c.cfg.Conditions == nil {
+	if _, ok := any(o).(ConditionSetter); !ok {
 		return false
 	}
 	o = o.DeepCopyObject().(T)
-	if !meta.SetStatusCondition(c.cfg.Conditions(o), metav1.Condition{
+	if !putCondition(o, metav1.Condition{
 		Type: c.cfg.ConditionType, Status: metav1.ConditionFalse, Reason: reason, Message: msg,
 		ObservedGeneration: o.GetGeneration(), LastTransitionTime: metav1.NewTime(c.cfg.Clock.Now()),
 	}) {
@@ -321,6 +322,18 @@ func (c *Collector[T]) setCondition(ctx context.Context, o T, reason, msg string
 	if err := c.cfg.Objects.UpdateStatus(ctx, o); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		logr.FromContextOrDiscard(ctx).Error(err, "update status", "backup", o.GetName())
 	}
+	return true
+}
+
+// putCondition sets cond on o, a ConditionSetter (as
+// meta.SetStatusCondition does), and reports whether it changed.
+func putCondition(o Object, cond metav1.Condition) bool {
+	s := o.(ConditionSetter)
+	conds := slices.Clone(s.GetConditions())
+	if !meta.SetStatusCondition(&conds, cond) {
+		return false
+	}
+	s.SetConditions(conds)
 	return true
 }
 

@@ -58,12 +58,11 @@ func TestDataGoneIsRecordedWhenTheResourceChangedMeanwhile(t *testing.T) {
 		Location: func(_ context.Context, b *testbackup.Backup) (collect.Location, error) {
 			return collect.Location{URL: "mem://b", Prefix: b.Spec.Prefix}, nil
 		},
-		ObjectPolicy: func(b *testbackup.Backup) (retention.Policy, error) {
+		Keep: collect.BackupPolicy[*testbackup.Backup](func(b *testbackup.Backup) (retention.Policy, error) {
 			d, err := retention.ParseDuration(b.Spec.TTL)
 			return retention.TTL{After: d}, err
-		},
-		Time:       func(b *testbackup.Backup) time.Time { return b.CreationTimestamp.Time },
-		Conditions: func(b *testbackup.Backup) *[]metav1.Condition { return &b.Status.Conditions },
+		}),
+		Time: func(b *testbackup.Backup) time.Time { return b.CreationTimestamp.Time },
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,18 +1,18 @@
-// Package collect is the backup collection job that every operator with a
+// Package collect is the backup collection job every operator with a
 // backup resource writes around retention's decisions and backupstore's
-// deletion: the retention pass over the backups of a namespace, the
-// deletion of a backup's data before the resource that records where the
-// data is, and the reasons a backup is kept, on its status and in events.
-// It works for any backup resource type: the user says how to read a
-// backup (Config: Location, Time, Group, Outcome, Tags) and what to keep
-// (Policy per group, ObjectPolicy for a time-to-live field on each backup
-// — TTLField reads one in retention.ParseDuration's notation — or both: a
-// backup is then kept while either keeps it).
-//
-// The core is here, with no controller-runtime import, so that client-go
-// users implement Objects over their own client; package crt/backups wires
-// a Collector on a controller-runtime manager in a few lines (Objects,
-// Collect, and PolicyOf for a policy kept on the database's resource).
+// deletion: the retention pass over the backups of a namespace, a backup's
+// data deleted before the resource that records where it is, and why a
+// backup is kept, on its status and in events. Start with New: a Config
+// says how to read your backup type (Location, Time), what to keep (Keep:
+// a GroupPolicy per group, a BackupPolicy per backup such as TTLField, or
+// Combined, kept while either keeps) and, with a Finalizer, that a backup
+// deleted by anyone loses its data first, after a grace period. A backup
+// type that implements ConditionSetter gets the condition. Guaranteed:
+// data before the resource, never a key outside the backup's prefix, every
+// deletion decided again on a fresh read, a dry run that writes nothing,
+// and the next instant a decision changes (below). Package crt/backups
+// runs a Collector on a controller-runtime manager; a client-go user
+// implements Objects over their own client.
 //
 // Guarantees:
 //
@@ -35,31 +35,39 @@
 //     the backup (Objects.Get), and the resource is deleted with UID and
 //     resourceVersion preconditions, so that a backup changed or recreated
 //     since the decision is decided again, never deleted on a stale view.
-//   - Dry run: Config.DryRun decides and lists exactly the keys that would be
-//     deleted (Outcome.Keys) and why (Outcome.Message), and writes nothing:
-//     no data, no resource, no condition, no event, no finalizer.
+//   - Dry run: Config.DryRun decides and lists exactly the keys that would
+//     be deleted (Outcome.Keys) and why (Outcome.Message), and writes
+//     nothing: no data, no resource, no condition, no event, no finalizer.
 //   - When: Report.RequeueAfter is the next instant a decision changes by
 //     time alone (a backup expires, a retry is due).
+//   - Modes in the types: a group's Group, Outcome and Tags are fields of
+//     GroupPolicy, a grace period, Force, OnGrace and Backstop fields of
+//     Finalizer, so that neither can be written without the other; Keep
+//     is one of GroupPolicy, BackupPolicy and Combined. New refuses a
+//     Config with neither a Keep nor a Finalizer, and a GroupPolicy
+//     without an Outcome.
 //
 // Not guaranteed: the nesting guard sees the backups that Objects lists
 // in all namespaces (Objects.List with ""; a cache scoped to some
-// namespaces sees those); data written under a prefix by something that is not a
-// backup resource is not known to it. The Collector keeps retry times in
-// memory: a restarted process retries at once.
+// namespaces sees those); data written under a prefix by something that is
+// not a backup resource is not known to it. The Collector keeps retry
+// times in memory: a restarted process retries at once. A backup type that
+// does not implement ConditionSetter (an *unstructured.Unstructured) gets
+// events only.
 //
 // # Unknown outcomes
 //
-// With a group Policy, New refuses a Config without an Outcome mapping,
-// and a backup whose Outcome is retention.OutcomeUnspecified is left out of
-// the evaluation: it is neither deleted nor counted. Reading an unknown
+// New refuses a GroupPolicy without an Outcome mapping, and a backup whose
+// Outcome is retention.OutcomeUnspecified is left out of its group's
+// evaluation: it is neither deleted nor counted. Reading an unknown
 // outcome as a success (retention's default) would let a failed or
 // unfinished newest backup take the place of the last good one among the
 // newest N, and the guard would protect it instead of the good one; reading
 // it as a failure would let the policy delete a good backup whose status is
 // late. Leaving it out is the only reading that can delete nothing good.
-// ObjectPolicy judges each backup alone with the guard off, so it needs no
-// outcome; with a group Policy too, a backup of unknown outcome is kept
-// whatever its own policy says.
+// A BackupPolicy judges each backup alone with the guard off, so it needs
+// no outcome; in Combined, a backup of unknown outcome is kept whatever its
+// own policy says.
 //
 // # Errors
 //

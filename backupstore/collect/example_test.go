@@ -44,6 +44,13 @@ func (b *Backup) DeepCopyObject() runtime.Object {
 	return &c
 }
 
+// GetConditions and SetConditions let the Collector write its condition
+// (collect.ConditionSetter).
+func (b *Backup) GetConditions() []metav1.Condition  { return b.Status.Conditions }
+func (b *Backup) SetConditions(c []metav1.Condition) { b.Status.Conditions = c }
+
+var _ collect.ConditionSetter = (*Backup)(nil)
+
 // memObjects keeps backups in a map and checks the delete preconditions as
 // the API server does. A controller-runtime user takes crt/backups.Objects;
 // a client-go user writes these five methods over a typed client.
@@ -98,23 +105,25 @@ func Example() {
 		Location: func(_ context.Context, b *Backup) (collect.Location, error) {
 			return collect.Location{URL: "mem://", Prefix: b.Spec.Prefix}, nil
 		},
-		Policy: func(_ context.Context, database string) (retention.Policy, error) { return policy, nil },
-		Group:  func(b *Backup) string { return b.Spec.Database },
-		Outcome: func(b *Backup) retention.Outcome {
-			return map[string]retention.Outcome{"Succeeded": retention.OutcomeSucceeded, "Failed": retention.OutcomeFailed}[b.Status.Outcome]
+		Keep: collect.GroupPolicy[*Backup]{
+			Policy: func(_ context.Context, database string) (retention.Policy, error) { return policy, nil },
+			Group:  func(b *Backup) string { return b.Spec.Database },
+			Outcome: func(b *Backup) retention.Outcome {
+				return map[string]retention.Outcome{"Succeeded": retention.OutcomeSucceeded, "Failed": retention.OutcomeFailed}[b.Status.Outcome]
+			},
 		},
 		Open: func(context.Context, string, *backupstore.Credentials) (*blob.Bucket, func() error, error) {
 			return bucket, func() error { return nil }, nil
 		},
 		Clock:  clocktesting.NewFakeClock(day.Add(5 * 24 * time.Hour)),
-		DryRun: true,
+		DryRun: collect.DryRun{Enabled: true},
 	}
 	dry, _ := collect.New(cfg)
 	rep, _ := dry.Pass(ctx, "db")
 	for _, o := range rep.Backups {
 		fmt.Println("would collect", o.Name, o.Keys)
 	}
-	cfg.DryRun = false
+	cfg.DryRun.Enabled = false
 	c, _ := collect.New(cfg)
 	rep, _ = c.Pass(ctx, "db")
 	for _, o := range rep.Backups {
@@ -154,7 +163,7 @@ func ExampleTTLField() {
 		Location: func(_ context.Context, b *Backup) (collect.Location, error) {
 			return collect.Location{URL: "mem://", Prefix: b.Spec.Prefix}, nil
 		},
-		ObjectPolicy: collect.TTLField("spec.ttl", func(b *Backup) string { return b.Spec.TTL }),
+		Keep: collect.TTLField("spec.ttl", func(b *Backup) string { return b.Spec.TTL }),
 		Open: func(context.Context, string, *backupstore.Credentials) (*blob.Bucket, func() error, error) {
 			return bucket, func() error { return nil }, nil
 		},

@@ -23,7 +23,7 @@ import (
 // nothing without a Finalizer. A dry run adds it too: it deletes nothing,
 // and it lets a dry run report on deletions; a dry run never removes it.
 func (c *Collector[T]) Prepare(ctx context.Context, o T) error {
-	f := c.cfg.Finalizer
+	f := c.fin.Name
 	if f == "" || o.GetDeletionTimestamp() != nil || slices.Contains(o.GetFinalizers(), f) {
 		return nil
 	}
@@ -46,12 +46,12 @@ func key(o Object) string {
 // must still be kept, and until when: a TTL of GracePeriod from the
 // deletion timestamp, unless Force says otherwise.
 func (c *Collector[T]) graceUntil(o T, now time.Time) (bool, time.Time) {
-	forced := c.cfg.Force != nil && c.cfg.Force(o)
+	forced := c.fin.Force != nil && c.fin.Force(o)
 	var res retention.Result
 	// One backup judged alone: the guard would keep it forever.
 	alone := retention.Options{AllowDeleteNewest: true}
 	item := retention.Item{ID: o.GetName(), Time: o.GetDeletionTimestamp().Time, Force: forced}
-	if err := alone.Evaluate(retention.TTL{After: c.cfg.GracePeriod}, now, []retention.Item{item}, &res); err != nil {
+	if err := alone.Evaluate(retention.TTL{After: c.fin.GracePeriod}, now, []retention.Item{item}, &res); err != nil {
 		return true, time.Time{} // GracePeriod is checked in New
 	}
 	d := res.Decisions[0]
@@ -70,7 +70,7 @@ func (c *Collector[T]) graceUntil(o T, now time.Time) (bool, time.Time) {
 // for another reason (the store, the Secret, the location) is also
 // returned as an error, for the caller's retry with backoff.
 func (c *Collector[T]) Finalize(ctx context.Context, o T) (Outcome, time.Duration, error) {
-	f := c.cfg.Finalizer
+	f := c.fin.Name
 	if f == "" || o.GetDeletionTimestamp() == nil || !slices.Contains(o.GetFinalizers(), f) {
 		return Outcome{}, 0, nil
 	}
@@ -98,9 +98,9 @@ func (c *Collector[T]) Finalize(ctx context.Context, o T) (Outcome, time.Duratio
 		}
 		return *d.kept, 0, fmt.Errorf("collect: the data of backup %s was not deleted (%s): %s", key(o), d.kept.Reason, d.kept.Message)
 	}
-	if c.cfg.DryRun {
+	if c.cfg.DryRun.Enabled {
 		msg := "dry run: " + d.msg + ", then remove the finalizer " + f
-		if c.cfg.ReportDryRun && c.lacks(o, c.cfg.Reasons.DryRun, msg) {
+		if c.cfg.DryRun.Report && c.lacks(o, c.cfg.Reasons.DryRun, msg) {
 			c.cfg.Recorder.Event(o, corev1.EventTypeNormal, c.cfg.Reasons.DryRun, msg)
 			c.setCondition(ctx, o, c.cfg.Reasons.DryRun, msg)
 		}
@@ -123,19 +123,19 @@ func (c *Collector[T]) Finalize(ctx context.Context, o T) (Outcome, time.Duratio
 // an event when they change, and with Backstop the store's own expiry.
 func (c *Collector[T]) grace(ctx context.Context, o T, at time.Time) Outcome {
 	loc, _ := c.location(ctx, o)
-	msg := fmt.Sprintf("the data under %s is deleted at %s (grace period %s)", loc.Where(), at.UTC().Format(time.RFC3339), retention.Format(c.cfg.GracePeriod))
+	msg := fmt.Sprintf("the data under %s is deleted at %s (grace period %s)", loc.Where(), at.UTC().Format(time.RFC3339), retention.Format(c.fin.GracePeriod))
 	if loc == (Location{}) {
-		msg = fmt.Sprintf("no data; the finalizer is removed at %s (grace period %s)", at.UTC().Format(time.RFC3339), retention.Format(c.cfg.GracePeriod))
-	} else if c.cfg.Backstop {
+		msg = fmt.Sprintf("no data; the finalizer is removed at %s (grace period %s)", at.UTC().Format(time.RFC3339), retention.Format(c.fin.GracePeriod))
+	} else if c.fin.Backstop {
 		msg += c.backstop(ctx, o, loc, at)
 	}
 	out := Outcome{Name: o.GetName(), Reason: c.cfg.Reasons.GracePeriod, Message: msg, RetryAt: at}
-	if c.cfg.DryRun && !c.cfg.ReportDryRun {
+	if c.cfg.DryRun.Enabled && !c.cfg.DryRun.Report {
 		return out
 	}
 	o = o.DeepCopyObject().(T)
-	if c.cfg.OnGrace != nil {
-		c.cfg.OnGrace(o, at)
+	if c.fin.OnGrace != nil {
+		c.fin.OnGrace(o, at)
 	}
 	if c.lacks(o, c.cfg.Reasons.GracePeriod, "") {
 		c.cfg.Recorder.Event(o, corev1.EventTypeNormal, c.cfg.Reasons.GracePeriod, msg)
@@ -170,7 +170,7 @@ func (c *Collector[T]) backstop(ctx context.Context, o T, loc Location, at time.
 		log.Info("backstop lifecycle rule not installed", "why", why)
 		return "; no backstop lifecycle rule: " + why
 	}
-	opts := &backupstore.ExpiryOptions{DryRun: c.cfg.DryRun}
+	opts := &backupstore.ExpiryOptions{DryRun: c.cfg.DryRun.Enabled}
 	if clk, ok := c.cfg.Clock.(clock.WithTicker); ok {
 		opts.Clock = clk
 	}
@@ -185,7 +185,7 @@ func (c *Collector[T]) backstop(ctx context.Context, o T, loc Location, at time.
 		return ""
 	}
 	verb := "expires"
-	if c.cfg.DryRun {
+	if c.cfg.DryRun.Enabled {
 		verb = "would expire (dry run: not installed)"
 	}
 	return fmt.Sprintf("; backstop: the store's lifecycle rule %q %s it from %s even without this controller", res.Rules[0].ID, verb, res.Rules[0].Date.Format(time.RFC3339))
@@ -194,9 +194,10 @@ func (c *Collector[T]) backstop(ctx context.Context, o T, loc Location, at time.
 // lacks reports whether o's condition differs from False with reason (and
 // msg, unless empty): the moments worth an event.
 func (c *Collector[T]) lacks(o T, reason, msg string) bool {
-	if c.cfg.Conditions == nil {
+	conds, ok := any(o).(ConditionSetter)
+	if !ok {
 		return true
 	}
-	cond := meta.FindStatusCondition(*c.cfg.Conditions(o), c.cfg.ConditionType)
+	cond := meta.FindStatusCondition(conds.GetConditions(), c.cfg.ConditionType)
 	return cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != reason || (msg != "" && cond.Message != msg)
 }

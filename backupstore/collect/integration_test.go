@@ -216,11 +216,10 @@ func (e *env) config(objs collect.Objects[*backup]) collect.Config[*backup] {
 		Location: func(_ context.Context, b *backup) (collect.Location, error) {
 			return collect.Location{URL: "s3://" + b.Spec.Bucket, Prefix: b.Spec.Prefix, Secret: b.Spec.Secret, SecretField: "spec.secret"}, nil
 		},
-		ObjectPolicy: func(b *backup) (retention.Policy, error) {
+		Keep: collect.BackupPolicy[*backup](func(b *backup) (retention.Policy, error) {
 			d, err := retention.ParseDuration(b.Spec.TTL)
 			return retention.TTL{After: d}, err
-		},
-		Conditions: func(b *backup) *[]metav1.Condition { return &b.Status.Conditions },
+		}),
 		Recorder:   e.events,
 		Clock:      e.clk,
 		RetryAfter: time.Minute,
@@ -307,21 +306,24 @@ func TestGroupPolicyPass(t *testing.T) {
 	}
 
 	cfg := e.config(dynObjects{d: e.d})
-	cfg.ObjectPolicy = nil
-	cfg.Policy = func(context.Context, string) (retention.Policy, error) { return retention.Newest{N: 1}, nil }
-	cfg.Group = func(b *backup) string { return b.Spec.Database }
+	policy := collect.GroupPolicy[*backup]{
+		Policy: func(context.Context, string) (retention.Policy, error) { return retention.Newest{N: 1}, nil },
+		Group:  func(b *backup) string { return b.Spec.Database },
+	}
+	cfg.Keep = policy
 	cfg.Time = func(b *backup) time.Time {
 		t, _ := time.Parse(time.RFC3339, b.Annotations["taken"])
 		return t
 	}
-	if _, err := collect.New(cfg); err == nil || !strings.Contains(err.Error(), "Config.Outcome") {
-		t.Fatalf("New without Outcome: %v, want an error naming Config.Outcome", err)
+	if _, err := collect.New(cfg); err == nil || !strings.Contains(err.Error(), "GroupPolicy.Outcome") {
+		t.Fatalf("New without Outcome: %v, want an error naming GroupPolicy.Outcome", err)
 	}
-	cfg.Outcome = func(b *backup) retention.Outcome {
+	policy.Outcome = func(b *backup) retention.Outcome {
 		return map[string]retention.Outcome{"Succeeded": retention.OutcomeSucceeded, "Failed": retention.OutcomeFailed}[b.Status.Outcome]
 	}
+	cfg.Keep = policy
 
-	cfg.DryRun = true
+	cfg.DryRun.Enabled = true
 	rep := e.pass(e.collector(cfg))
 	if got := names(rep.Backups, true); !slices.Equal(got, []string{"failed", "old"}) {
 		t.Fatalf("dry run would delete %v, want [failed old]; report %+v", got, rep)
@@ -346,7 +348,7 @@ func TestGroupPolicyPass(t *testing.T) {
 		t.Errorf("dry run recorded events %v", e.events.seen)
 	}
 
-	cfg.DryRun = false
+	cfg.DryRun.Enabled = false
 	rep = e.pass(e.collector(cfg))
 	if got := names(rep.Backups, true); !slices.Equal(got, []string{"failed", "old"}) {
 		t.Fatalf("pass deleted %v, want [failed old]; report %+v", got, rep)
@@ -472,7 +474,7 @@ func TestNestedDataPrefixesAreNeverDeleted(t *testing.T) {
 	cfg := e.config(dynObjects{d: e.d})
 	cfg.Clock = clocktesting.NewFakeClock(time.Now().Add(8 * retention.Day))
 	for _, dry := range []bool{true, false} {
-		cfg.DryRun = dry
+		cfg.DryRun.Enabled = dry
 		rep := e.pass(e.collector(cfg))
 		if len(rep.Backups) != 1 || rep.Backups[0].Name != "outer" || rep.Backups[0].Deleted || rep.Backups[0].Reason != collect.ReasonNestedPrefix {
 			t.Errorf("dry run %v: outcomes %+v, want outer kept as %s", dry, rep.Backups, collect.ReasonNestedPrefix)
@@ -585,7 +587,7 @@ func TestObjectLockedBackupIsCollectedWhenTheRetentionEnds(t *testing.T) {
 // data for the grace period (GracePeriod condition, OnGrace's deleteAfter,
 // and the store's own lifecycle rule as a backstop), then Finalize deletes
 // the data, removes the rule and then the finalizer. A dry run reports the
-// keys on the backup (ReportDryRun) and deletes nothing. A backup whose
+// keys on the backup (DryRun.Report) and deletes nothing. A backup whose
 // Location is zero (never written) loses its finalizer without a store.
 func TestFinalizerDeletesDataAfterTheGracePeriod(t *testing.T) {
 	e := newEnv(t, testenv.BucketOptions{})
@@ -594,11 +596,9 @@ func TestFinalizerDeletesDataAfterTheGracePeriod(t *testing.T) {
 	// Its Location says it has no data: keys under its prefix are not its.
 	stray := e.backup("never-written", "db/never-written/", "minio", nil)
 	cfg := e.config(dynObjects{d: e.d})
-	cfg.ObjectPolicy = nil // collected only when deleted
-	cfg.Finalizer = "collect.groundskeeper.example.com/data"
-	cfg.GracePeriod = time.Hour
-	cfg.Backstop = true
-	cfg.OnGrace = func(b *backup, at time.Time) { b.Status.DeleteAfter = &metav1.Time{Time: at} }
+	cfg.Keep = nil // collected only when deleted
+	cfg.Finalizer = &collect.Finalizer[*backup]{Name: "collect.groundskeeper.example.com/data", GracePeriod: time.Hour, Backstop: true,
+		OnGrace: func(b *backup, at time.Time) { b.Status.DeleteAfter = &metav1.Time{Time: at} }}
 	loc := cfg.Location
 	cfg.Location = func(ctx context.Context, b *backup) (collect.Location, error) {
 		if b.Name == "never-written" {
@@ -640,7 +640,7 @@ func TestFinalizerDeletesDataAfterTheGracePeriod(t *testing.T) {
 
 	e.clk.Step(time.Hour)
 	dry := cfg
-	dry.DryRun, dry.ReportDryRun = true, true
+	dry.DryRun = collect.DryRun{Enabled: true, Report: true}
 	out, _, err = e.collector(dry).Finalize(e.ctx, b)
 	if err != nil || !out.Deleted || !slices.Equal(slices.Sorted(slices.Values(out.Keys)), slices.Sorted(slices.Values(keys))) {
 		t.Fatalf("dry run Finalize: %+v, %v; want keys %v", out, err, keys)
@@ -687,10 +687,8 @@ func TestBackstopNeverExpiresAnothersData(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := e.config(dynObjects{d: e.d})
-	cfg.ObjectPolicy = nil
-	cfg.Finalizer = "collect.groundskeeper.example.com/data"
-	cfg.GracePeriod = time.Hour
-	cfg.Backstop = true
+	cfg.Keep = nil
+	cfg.Finalizer = &collect.Finalizer[*backup]{Name: "collect.groundskeeper.example.com/data", GracePeriod: time.Hour, Backstop: true}
 	loc := cfg.Location
 	cfg.Location = func(ctx context.Context, b *backup) (collect.Location, error) {
 		l, err := loc(ctx, b)
@@ -785,7 +783,7 @@ func TestPassWithAFinalizer(t *testing.T) {
 	e := newEnv(t, testenv.BucketOptions{})
 	keys := e.backup("b", "db/b/", "minio", nil)
 	cfg := e.config(dynObjects{d: e.d})
-	cfg.Finalizer = "collect.groundskeeper.example.com/data"
+	cfg.Finalizer = &collect.Finalizer[*backup]{Name: "collect.groundskeeper.example.com/data"}
 	c := e.collector(cfg)
 	b, err := e.get("b")
 	if err != nil {
@@ -796,7 +794,7 @@ func TestPassWithAFinalizer(t *testing.T) {
 	}
 	e.clk.Step(8 * retention.Day)
 	dry := cfg
-	dry.DryRun = true
+	dry.DryRun.Enabled = true
 	rep := e.pass(e.collector(dry))
 	if len(rep.Backups) != 1 || !rep.Backups[0].Deleted || !slices.Equal(slices.Sorted(slices.Values(rep.Backups[0].Keys)), slices.Sorted(slices.Values(keys))) {
 		t.Fatalf("dry run: %+v, want b with keys %v", rep.Backups, keys)
@@ -835,8 +833,8 @@ func TestFinalizeWhenTheBucketMayBeMissing(t *testing.T) {
 		e.backup("misnamed", "db/misnamed/", "minio", func(b *backup) { b.Spec.Bucket = missing }))
 	keys := e.backup("placed-made", "db/placed-made/", "minio", nil)
 	cfg := e.config(dynObjects{d: e.d})
-	cfg.ObjectPolicy = nil
-	cfg.Finalizer = "collect.groundskeeper.example.com/data"
+	cfg.Keep = nil
+	cfg.Finalizer = &collect.Finalizer[*backup]{Name: "collect.groundskeeper.example.com/data"}
 	loc := cfg.Location
 	cfg.Location = func(ctx context.Context, b *backup) (collect.Location, error) {
 		l, err := loc(ctx, b)
@@ -891,8 +889,8 @@ func TestAPrefixNeverGivenToTheBackupIsNoData(t *testing.T) {
 		}
 	}
 	cfg := e.config(dynObjects{d: e.d})
-	cfg.ObjectPolicy = nil
-	cfg.Finalizer = "collect.groundskeeper.example.com/data"
+	cfg.Keep = nil
+	cfg.Finalizer = &collect.Finalizer[*backup]{Name: "collect.groundskeeper.example.com/data"}
 	loc := cfg.Location
 	cfg.Location = func(ctx context.Context, b *backup) (collect.Location, error) {
 		l, err := loc(ctx, b)

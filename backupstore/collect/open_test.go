@@ -39,7 +39,7 @@ func TestOpenLocation(t *testing.T) {
 	b := &Backup{}
 	b.Name = "shoot--a"
 	opened := ""
-	c, err := collect.New(collect.Config[*Backup]{Objects: oneBackup{b}, Secrets: noSecrets{}, Finalizer: "f",
+	c, err := collect.New(collect.Config[*Backup]{Objects: oneBackup{b}, Secrets: noSecrets{}, Finalizer: &collect.Finalizer[*Backup]{Name: "f"},
 		Location: func(context.Context, *Backup) (collect.Location, error) { return collect.Location{}, nil },
 		Open: func(ctx context.Context, url string, creds *backupstore.Credentials) (*blob.Bucket, func() error, error) {
 			opened = url

@@ -11,7 +11,6 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -27,20 +26,20 @@ type verdict struct {
 }
 
 // decide applies the policies to objs (none of them being deleted) at now.
-// It is a function of (objs, now) and the policies Config.Policy and
-// Config.ObjectPolicy read. With both, a backup is kept while either keeps
-// it (combine).
+// It is a function of (objs, now) and the policies of Config.Keep read.
+// With both a GroupPolicy and a BackupPolicy (Combined), a backup is kept
+// while either keeps it (combine).
 func (c *Collector[T]) decide(ctx context.Context, objs []T, now time.Time) map[types.UID]verdict {
 	switch {
-	case c.cfg.Policy == nil && c.cfg.ObjectPolicy == nil:
+	case c.group == nil && c.each == nil:
 		out := make(map[types.UID]verdict, len(objs))
 		for _, o := range objs {
 			out[o.GetUID()] = verdict{why: "no policy: collected only when deleted"}
 		}
 		return out
-	case c.cfg.Policy == nil:
+	case c.group == nil:
 		return c.decideAlone(objs, now)
-	case c.cfg.ObjectPolicy == nil:
+	case c.each == nil:
 		return c.decideGroups(ctx, objs, now)
 	}
 	out := c.decideGroups(ctx, objs, now)
@@ -74,16 +73,16 @@ func combine(group, own verdict) verdict {
 	return verdict{until: until, why: "its group's policy: " + group.why + "; its own policy: " + own.why}
 }
 
-// decideAlone judges each backup by its own policy (ObjectPolicy), with
+// decideAlone judges each backup by its own policy (BackupPolicy), with
 // retention's newest-backup guard off.
 func (c *Collector[T]) decideAlone(objs []T, now time.Time) map[types.UID]verdict {
 	out := make(map[types.UID]verdict, len(objs))
 	var res retention.Result
 	alone := retention.Options{AllowDeleteNewest: true}
 	for _, o := range objs {
-		p, err := c.cfg.ObjectPolicy(o)
+		p, err := c.each(o)
 		if err == nil {
-			err = alone.Evaluate(p, now, []retention.Item{c.item(o)}, &res)
+			err = alone.Evaluate(p, now, []retention.Item{{ID: o.GetName(), Time: c.cfg.Time(o)}}, &res)
 		}
 		if err != nil {
 			out[o.GetUID()] = verdict{err: err}
@@ -94,31 +93,35 @@ func (c *Collector[T]) decideAlone(objs []T, now time.Time) map[types.UID]verdic
 	return out
 }
 
-// decideGroups judges the backups of each group (Group) together by the
-// group's policy (Policy), those of unknown outcome left out and kept.
+// decideGroups judges the backups of each group (GroupPolicy.Group)
+// together by the group's policy, those of unknown outcome left out and
+// kept.
 func (c *Collector[T]) decideGroups(ctx context.Context, objs []T, now time.Time) map[types.UID]verdict {
 	out := make(map[types.UID]verdict, len(objs))
 	var res retention.Result
+	gp := c.group
 	groups := map[string][]T{}
 	for _, o := range objs {
 		g := ""
-		if c.cfg.Group != nil {
-			g = c.cfg.Group(o)
+		if gp.Group != nil {
+			g = gp.Group(o)
 		}
 		groups[g] = append(groups[g], o)
 	}
 	for g, members := range groups {
-		p, err := c.cfg.Policy(ctx, g)
+		p, err := gp.Policy(ctx, g)
 		var judged []T
 		var items []retention.Item
 		for _, o := range members {
-			if c.cfg.Outcome(o) == retention.OutcomeUnspecified {
+			if gp.Outcome(o) == retention.OutcomeUnspecified {
 				// Neither deleted nor allowed to push a good backup out.
 				out[o.GetUID()] = verdict{why: "outcome unknown"}
 				continue
 			}
-			it := c.item(o)
-			it.Outcome = c.cfg.Outcome(o)
+			it := retention.Item{ID: o.GetName(), Time: c.cfg.Time(o), Outcome: gp.Outcome(o)}
+			if gp.Tags != nil {
+				it.Tags = gp.Tags(o)
+			}
 			judged, items = append(judged, o), append(items, it)
 		}
 		if err == nil {
@@ -133,14 +136,6 @@ func (c *Collector[T]) decideGroups(ctx context.Context, objs []T, now time.Time
 		}
 	}
 	return out
-}
-
-func (c *Collector[T]) item(o T) retention.Item {
-	it := retention.Item{ID: o.GetName(), Time: c.cfg.Time(o)}
-	if c.cfg.Tags != nil {
-		it.Tags = c.cfg.Tags(o)
-	}
-	return it
 }
 
 func verdictOf(d retention.Decision) verdict {
@@ -193,7 +188,7 @@ func (c *Collector[T]) Pass(ctx context.Context, namespace string) (Report, erro
 		default:
 			out = c.collect(ctx, o, list, near)
 		}
-		if !out.Deleted && !c.cfg.DryRun && out.Reason != "" {
+		if !out.Deleted && !c.cfg.DryRun.Enabled && out.Reason != "" {
 			if out.RetryAt.IsZero() {
 				out.RetryAt = now.Add(c.cfg.RetryAfter)
 			}
@@ -234,17 +229,17 @@ func (c *Collector[T]) collect(ctx context.Context, cached T, all []T, near *nei
 	}
 	var msg string
 	var keys []string
-	if c.cfg.Finalizer != "" && slices.Contains(o.GetFinalizers(), c.cfg.Finalizer) {
+	if c.fin.Name != "" && slices.Contains(o.GetFinalizers(), c.fin.Name) {
 		// The data goes through the finalizer, whoever deletes the backup.
-		msg = "deleted the resource; its data is deleted before the finalizer " + c.cfg.Finalizer + " is removed"
-		if c.cfg.DryRun {
+		msg = "deleted the resource; its data is deleted before the finalizer " + c.fin.Name + " is removed"
+		if c.cfg.DryRun.Enabled {
 			// Say what Finalize would find: the keys, or why it would keep
 			// the data.
 			d := c.deleteData(ctx, o, near, false)
 			if d.kept != nil {
 				return *d.kept
 			}
-			msg, keys = "dry run: would delete the resource, then through the finalizer "+c.cfg.Finalizer+" (after its grace period): "+d.msg, d.keys
+			msg, keys = "dry run: would delete the resource, then through the finalizer "+c.fin.Name+" (after its grace period): "+d.msg, d.keys
 		}
 	} else {
 		d := c.deleteData(ctx, o, near, false)
@@ -252,13 +247,13 @@ func (c *Collector[T]) collect(ctx context.Context, cached T, all []T, near *nei
 			return *d.kept
 		}
 		msg, keys = d.msg+" ("+why+")", d.keys
-		if c.cfg.DryRun {
+		if c.cfg.DryRun.Enabled {
 			msg = fmt.Sprintf("dry run: %s, then the resource", msg)
 		}
 	}
-	if c.cfg.DryRun {
+	if c.cfg.DryRun.Enabled {
 		log.Info("dry run: would collect the backup", "message", msg)
-		if c.cfg.ReportDryRun && c.lacks(o, c.cfg.Reasons.DryRun, msg) {
+		if c.cfg.DryRun.Report && c.lacks(o, c.cfg.Reasons.DryRun, msg) {
 			c.cfg.Recorder.Event(o, corev1.EventTypeNormal, c.cfg.Reasons.DryRun, msg)
 			c.setCondition(ctx, o, c.cfg.Reasons.DryRun, msg)
 		}
@@ -272,7 +267,7 @@ func (c *Collector[T]) collect(ctx context.Context, cached T, all []T, near *nei
 		// is still deletable, the deletion finds no data and goes on.
 		log.Info("backup changed while its data was deleted; deciding again", "error", err)
 		msg += "; the resource changed meanwhile and is decided on again"
-		if c.cfg.Finalizer == "" || !slices.Contains(o.GetFinalizers(), c.cfg.Finalizer) {
+		if c.fin.Name == "" || !slices.Contains(o.GetFinalizers(), c.fin.Name) {
 			// Its data is gone now: the resource must say so, whatever
 			// the next pass decides.
 			c.dataGone(ctx, o, msg)
@@ -282,7 +277,7 @@ func (c *Collector[T]) collect(ctx context.Context, cached T, all []T, near *nei
 		return c.keep(ctx, o, c.cfg.Reasons.DeletionFailed, msg+"; deleting the resource failed: "+err.Error())
 	}
 	c.forgetUID(o.GetUID())
-	if c.cfg.Finalizer == "" {
+	if c.fin.Name == "" {
 		msg += ", then the resource"
 	}
 	log.Info("collected backup", "message", msg)
@@ -296,14 +291,14 @@ func (c *Collector[T]) collect(ctx context.Context, cached T, all []T, near *nei
 // resource as a backup that can be restored.
 func (c *Collector[T]) dataGone(ctx context.Context, o T, msg string) {
 	c.cfg.Recorder.Event(o, corev1.EventTypeWarning, c.cfg.Reasons.Collected, msg)
-	if c.cfg.Conditions == nil {
+	if _, ok := any(o).(ConditionSetter); !ok {
 		return
 	}
 	fresh, err := c.cfg.Objects.Get(ctx, o.GetNamespace(), o.GetName())
 	if err != nil || fresh.GetUID() != o.GetUID() {
 		return
 	}
-	meta.SetStatusCondition(c.cfg.Conditions(fresh), metav1.Condition{
+	putCondition(fresh, metav1.Condition{
 		Type: c.cfg.ConditionType, Status: metav1.ConditionTrue, Reason: c.cfg.Reasons.Collected, Message: msg,
 		ObservedGeneration: fresh.GetGeneration(), LastTransitionTime: metav1.NewTime(c.cfg.Clock.Now()),
 	})

@@ -13,14 +13,14 @@ import (
 // lifecycle.EventRecorder, so one recorder serves both.
 type EventRecorder = event.Recorder
 
-// TTLField is a Config.ObjectPolicy for a backup type whose time-to-live is
+// TTLField is a BackupPolicy for a backup type whose time-to-live is
 // a string field (aerospike's spec.ttl): "" and any zero ("0", "0d") keep
 // the backup for ever; anything else is retention.ParseDuration's notation
 // ("7d", "12h"), counted from Config.Time. field names the field in the
 // error of a value ParseDuration refuses (`spec.ttl "30D": …`), which
 // keeps the backup with ReasonInvalidPolicy and unwraps to
 // retention.ErrInvalidDuration.
-func TTLField[T Object](field string, ttl func(T) string) func(T) (retention.Policy, error) {
+func TTLField[T Object](field string, ttl func(T) string) BackupPolicy[T] {
 	return func(o T) (retention.Policy, error) {
 		s := ttl(o)
 		if s == "" {

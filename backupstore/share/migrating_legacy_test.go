@@ -92,7 +92,7 @@ func TestTwoEntriesMigratingFromOneLegacyBucketOnMinIO(t *testing.T) {
 	}
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC))
 	var events []string
-	c, err := collect.New(collect.Config[*migEntry]{Objects: store, Finalizer: "f", Secrets: secretsNotFound{},
+	c, err := collect.New(collect.Config[*migEntry]{Objects: store, Finalizer: &collect.Finalizer[*migEntry]{Name: "f"}, Secrets: secretsNotFound{},
 		Location: func(_ context.Context, e *migEntry) (collect.Location, error) {
 			return collect.Location{URL: sharedStore.URL, Prefix: e.Status.Prefix}, nil
 		},

@@ -132,7 +132,7 @@ func newMigWorld(t *testing.T, r share.Reconciler[*migEntry, *migEntry], hooks f
 	}
 	w.store = &migStore{e: &migEntry{ObjectMeta: metav1.ObjectMeta{Name: "shoot--a", ResourceVersion: "1"}}}
 	// The collector opens the two buckets by URL.
-	c, err := collect.New(collect.Config[*migEntry]{Objects: w.store, Finalizer: "f", Secrets: backupstore.SecretsFrom(nil),
+	c, err := collect.New(collect.Config[*migEntry]{Objects: w.store, Finalizer: &collect.Finalizer[*migEntry]{Name: "f"}, Secrets: backupstore.SecretsFrom(nil),
 		Location: func(context.Context, *migEntry) (collect.Location, error) {
 			return collect.Location{URL: "mem://shared", Prefix: "shoot--a/"}, nil
 		},
@@ -758,7 +758,7 @@ func TestMigratingKeepsLegacyObjectsWrittenAfterTheSwitch(t *testing.T) {
 // with the shared buckets, naming the field.
 func TestNewMigratingNeedsTheBuckets(t *testing.T) {
 	store := &migStore{e: &migEntry{}}
-	c, err := collect.New(collect.Config[*migEntry]{Objects: store, Finalizer: "f", Secrets: backupstore.SecretsFrom(nil),
+	c, err := collect.New(collect.Config[*migEntry]{Objects: store, Finalizer: &collect.Finalizer[*migEntry]{Name: "f"}, Secrets: backupstore.SecretsFrom(nil),
 		Location: func(context.Context, *migEntry) (collect.Location, error) { return collect.Location{}, nil }})
 	if err != nil {
 		t.Fatal(err)

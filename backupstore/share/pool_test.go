@@ -209,7 +209,7 @@ func TestPoolReconcileGrowsAndAdmits(t *testing.T) {
 	dir := t.TempDir()
 	entries := inNamespace{backups.Objects[backup](cl, cl), k.Namespace}
 	buckets := inNamespace{backups.Objects[backup](cl, cl), bucketNS}
-	c, err := collect.New(collect.Config[backup]{Objects: entries, Finalizer: "example.com/data", Secrets: backupstore.SecretsFrom(nil),
+	c, err := collect.New(collect.Config[backup]{Objects: entries, Finalizer: &collect.Finalizer[backup]{Name: "example.com/data"}, Secrets: backupstore.SecretsFrom(nil),
 		Location: func(ctx context.Context, e backup) (collect.Location, error) {
 			b, err := buckets.Get(ctx, bucketNS, e.Spec.Bucket)
 			if err != nil {
@@ -423,7 +423,7 @@ func placingShare(t *testing.T, cl client.Client, ns, bucketNS string) *share.Sh
 func placingShareOver(t *testing.T, cl client.Client, ns, bucketNS string, buckets collect.Objects[backup]) *share.Share[backup, backup] {
 	t.Helper()
 	entries := inNamespace{backups.Objects[backup](cl, cl), ns}
-	c, err := collect.New(collect.Config[backup]{Objects: entries, Finalizer: "f", Secrets: backupstore.SecretsFrom(nil),
+	c, err := collect.New(collect.Config[backup]{Objects: entries, Finalizer: &collect.Finalizer[backup]{Name: "f"}, Secrets: backupstore.SecretsFrom(nil),
 		Location: func(context.Context, backup) (collect.Location, error) { return collect.Location{}, nil }})
 	if err != nil {
 		t.Fatal(err)

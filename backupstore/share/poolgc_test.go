@@ -102,7 +102,7 @@ func (p *gcPool) newPool(dryRun, hooked bool) (*share.Pool[backup, backup], clie
 		entries = hidingCache{live, p}
 	}
 	buckets := inNamespace{backups.Objects[backup](cl, cl), p.bns}
-	c, err := collect.New(collect.Config[backup]{Objects: entries, Finalizer: "example.com/data", Secrets: backupstore.SecretsFrom(nil),
+	c, err := collect.New(collect.Config[backup]{Objects: entries, Finalizer: &collect.Finalizer[backup]{Name: "example.com/data"}, Secrets: backupstore.SecretsFrom(nil),
 		Location: func(ctx context.Context, e backup) (collect.Location, error) {
 			b, err := buckets.Get(ctx, p.bns, e.Spec.Bucket)
 			if err != nil {
@@ -651,7 +651,7 @@ func TestPoolDryRunDeletesNothing(t *testing.T) {
 // NewPool refuses a negative grace period, and a grace period without
 // the store's deletion or the fresh list of entries, naming the fields.
 func TestNewPoolDeletionConfig(t *testing.T) {
-	c, err := collect.New(collect.Config[backup]{Objects: noObjects{}, Finalizer: "f", Secrets: backupstore.SecretsFrom(nil),
+	c, err := collect.New(collect.Config[backup]{Objects: noObjects{}, Finalizer: &collect.Finalizer[backup]{Name: "f"}, Secrets: backupstore.SecretsFrom(nil),
 		Location: func(context.Context, backup) (collect.Location, error) { return collect.Location{}, nil }})
 	if err != nil {
 		t.Fatal(err)

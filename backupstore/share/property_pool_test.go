@@ -100,7 +100,7 @@ func (w *poolWorld) newInstallation(name, id string) *installation {
 		t.Fatal(err)
 	}
 	c, err := collect.New(collect.Config[backup]{
-		Objects: in.entries, Secrets: backupstore.SecretsFrom(nil), Finalizer: "example.com/data",
+		Objects: in.entries, Secrets: backupstore.SecretsFrom(nil), Finalizer: &collect.Finalizer[backup]{Name: "example.com/data"},
 		Location: func(ctx context.Context, e backup) (collect.Location, error) {
 			b, err := in.buckets.Get(ctx, "", e.Spec.Bucket)
 			if err != nil {
@@ -115,8 +115,7 @@ func (w *poolWorld) newInstallation(name, id string) *installation {
 			return collect.Location{URL: b.Spec.Prefix, Prefix: prefix, BucketMayBeMissing: e.Status.Prefix == "",
 				Owner: string(e.UID), Marker: share.DefaultMarkerKey, NoDataUnlessOwner: e.Status.Prefix == ""}, nil
 		},
-		Conditions: func(e backup) *[]metav1.Condition { return &e.Status.Conditions },
-		Clock:      w.clock,
+		Clock: w.clock,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -155,7 +155,7 @@ func newShareWorld(t *testing.T, seed uint64) *shareWorld {
 // newReplica is one replica of the controller: its collector and Share.
 func (w *shareWorld) newReplica(t *testing.T) *share.Share[backup, backup] {
 	c, err := collect.New(collect.Config[backup]{
-		Objects: w.entries, Secrets: backupstore.SecretsFrom(nil), Finalizer: "example.com/data", Open: w.stores.open,
+		Objects: w.entries, Secrets: backupstore.SecretsFrom(nil), Finalizer: &collect.Finalizer[backup]{Name: "example.com/data"}, Open: w.stores.open,
 		Location: func(ctx context.Context, e backup) (collect.Location, error) {
 			b, err := w.buckets.Get(ctx, "", e.Spec.Bucket)
 			if err != nil {
@@ -170,7 +170,6 @@ func (w *shareWorld) newReplica(t *testing.T) *share.Share[backup, backup] {
 			return collect.Location{URL: b.Spec.Bucket, Prefix: prefix, Owner: string(e.UID), Marker: share.DefaultMarkerKey,
 				NoDataUnlessOwner: e.Status.Prefix == ""}, nil
 		},
-		Conditions: func(e backup) *[]metav1.Condition { return &e.Status.Conditions },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -409,10 +408,10 @@ func TestPropertyCollectNeverDeletesANestedBackup(t *testing.T) {
 				}
 				return collect.Location{URL: b.Spec.Bucket, Prefix: b.Spec.Prefix}, nil
 			},
-			ObjectPolicy: func(b backup) (retention.Policy, error) {
+			Keep: collect.BackupPolicy[backup](func(b backup) (retention.Policy, error) {
 				d, err := retention.ParseDuration(b.Spec.TTL)
 				return retention.TTL{After: d}, err
-			},
+			}),
 			Time:  func(b backup) time.Time { return b.CreationTimestamp.Time },
 			Clock: clocktesting.NewFakeClock(now.Add(2 * time.Hour)),
 		})

@@ -35,7 +35,7 @@ func (noObjects) Delete(context.Context, string, string, types.UID, string) erro
 // New refuses a Config it cannot run with, naming the field.
 func TestNewNamesTheMissingField(t *testing.T) {
 	collector := func(finalizer string) *collect.Collector[backup] {
-		c, err := collect.New(collect.Config[backup]{Objects: noObjects{}, Finalizer: finalizer, Secrets: backupstore.SecretsFrom(nil),
+		c, err := collect.New(collect.Config[backup]{Objects: noObjects{}, Finalizer: &collect.Finalizer[backup]{Name: finalizer}, Secrets: backupstore.SecretsFrom(nil),
 			Location: func(context.Context, backup) (collect.Location, error) { return collect.Location{}, nil }})
 		if err != nil {
 			t.Fatal(err)

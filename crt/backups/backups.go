@@ -3,6 +3,7 @@ package backups
 import (
 	"context"
 	"fmt"
+	"reflect"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -106,8 +107,20 @@ func (o objects[P, B]) Delete(ctx context.Context, namespace, name string, uid t
 	return o.c.Delete(ctx, p, client.Preconditions{UID: &uid, ResourceVersion: &resourceVersion})
 }
 
-// Options adjusts Collect; nil means defaults.
-type Options struct {
+// Collection runs a collect.Collector on a manager, as a controller:
+// every change to a backup runs the collector's pass over its namespace
+// (one request per namespace, so passes of a namespace never overlap and a
+// burst of events costs one pass), requeued when the pass says the next
+// decision is due. With a collect.Finalizer in the collector's Config, it
+// also adds the finalizer to each backup (Collector.Prepare) and finalizes
+// each deleted one (Collector.Finalize).
+//
+//	err := backups.Collection[*v1.Backup]{Name: "backup-gc", Collector: c}.SetupWithManager(mgr)
+type Collection[P client.Object] struct {
+	// Name is the controller's name. Required.
+	Name string
+	// Collector is the collector it runs. Required.
+	Collector *collect.Collector[P]
 	// Clock is the clock of the controller's queue, whose delayed requeues
 	// then follow the collector's clock (a fake one in tests); default the
 	// real clock.
@@ -116,44 +129,50 @@ type Options struct {
 	OnPass func(collect.Report)
 }
 
-// Collect adds to mgr a controller named name for the backups of type P:
-// every change to a backup runs c's pass over its namespace (one request
-// per namespace, so passes of a namespace never overlap and a burst of
-// events costs one pass), requeued when the pass says the next decision is
-// due. With a finalizer in c's Config, it also adds the finalizer to each
-// backup (Collector.Prepare) and finalizes each deleted one
-// (Collector.Finalize).
-func Collect[P Object[B], B any](mgr manager.Manager, name string, c *collect.Collector[P], opts *Options) error {
-	if opts == nil {
-		opts = &Options{}
+// SetupWithManager adds the controller to mgr. P must be a pointer to a
+// struct type registered in mgr's scheme (*v1.Backup).
+func (c Collection[P]) SetupWithManager(mgr manager.Manager) error {
+	switch {
+	case c.Name == "":
+		return fmt.Errorf("backups: Collection.Name is empty")
+	case c.Collector == nil:
+		return fmt.Errorf("backups: Collection %q: Collector is nil", c.Name)
+	case reflect.TypeFor[P]().Kind() != reflect.Pointer:
+		return fmt.Errorf("backups: Collection %q: %s is not a pointer type", c.Name, reflect.TypeFor[P]())
 	}
-	clk := opts.Clock
+	clk := c.Clock
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	r := &reconciler[P, B]{c: c, client: mgr.GetClient(), onPass: opts.OnPass}
+	col := c.Collector
+	r := &reconciler[P]{c: col, client: mgr.GetClient(), onPass: c.OnPass}
 	// A pass request has no name; a backup's own request (Prepare,
 	// Finalize) has its name.
 	toRequests := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		reqs := []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace()}}}
-		if c.Finalizer() != "" {
+		if col.Finalizer() != "" {
 			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
 		}
 		return reqs
 	})
-	return builder.ControllerManagedBy(mgr).Named(name).
-		Watches(P(new(B)), toRequests).
+	return builder.ControllerManagedBy(mgr).Named(c.Name).
+		Watches(newObject[P](), toRequests).
 		WithOptions(controller.Options{NewQueue: crt.QueueOn(clk)}).
 		Complete(r)
 }
 
-type reconciler[P Object[B], B any] struct {
+// newObject returns a new *B for P = *B.
+func newObject[P client.Object]() P {
+	return reflect.New(reflect.TypeFor[P]().Elem()).Interface().(P)
+}
+
+type reconciler[P client.Object] struct {
 	c      *collect.Collector[P]
 	client client.Client
 	onPass func(collect.Report)
 }
 
-func (r *reconciler[P, B]) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+func (r *reconciler[P]) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	log := logf.FromContext(ctx).WithValues("dryRun", r.c.DryRun())
 	if req.Name == "" {
 		rep, err := r.c.Pass(ctx, req.Namespace)
@@ -165,7 +184,7 @@ func (r *reconciler[P, B]) Reconcile(ctx context.Context, req reconcile.Request)
 		}
 		return crt.Result(ctx, rep.RequeueAfter, err)
 	}
-	p := P(new(B))
+	p := newObject[P]()
 	if err := r.client.Get(ctx, req.NamespacedName, p); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}

@@ -3,6 +3,7 @@ package backups_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,7 +26,7 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// On a started manager (its cache, not a fake client): Collect adds the
+// On a started manager (its cache, not a fake client): a Collection adds the
 // finalizer to a new backup; a backup deleted by its owner keeps the
 // resource until its data is gone, and only its data; an expired one is
 // collected by the pass.
@@ -60,17 +61,16 @@ func TestCollectOnAManager(t *testing.T) {
 		Location: func(_ context.Context, b *testbackup.Backup) (collect.Location, error) {
 			return collect.Location{URL: "s3://" + b.Spec.Bucket, Prefix: b.Spec.Prefix, Secret: b.Spec.Secret}, nil
 		},
-		ObjectPolicy: func(b *testbackup.Backup) (retention.Policy, error) {
+		Keep: collect.BackupPolicy[*testbackup.Backup](func(b *testbackup.Backup) (retention.Policy, error) {
 			d, err := retention.ParseDuration(b.Spec.TTL)
 			return retention.TTL{After: d}, err
-		},
-		Conditions: func(b *testbackup.Backup) *[]metav1.Condition { return &b.Status.Conditions },
-		Finalizer:  finalizer,
+		}),
+		Finalizer: &collect.Finalizer[*testbackup.Backup]{Name: finalizer},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := backups.Collect(mgr, "backup-gc", c, nil); err != nil {
+	if err := (backups.Collection[*testbackup.Backup]{Name: "backup-gc", Collector: c}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
 	mctx, cancel := context.WithCancel(ctx)
@@ -219,5 +219,22 @@ func TestLiveListReadsTheAPIServer(t *testing.T) {
 	got, err := backups.LiveList[*testbackup.Backup](mgr.GetScheme(), mgr.GetAPIReader(), other)(ctx)
 	if err != nil || len(got) != 1 || got[0].Name != "b" {
 		t.Errorf("LiveList(%s) = %v, %v; want b", other, got, err)
+	}
+}
+
+// A Collection without a name or a collector is refused before anything is
+// added to the manager.
+func TestCollectionRefusesWhatItCannotRun(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		c    backups.Collection[*testbackup.Backup]
+		want string
+	}{
+		{"no name", backups.Collection[*testbackup.Backup]{}, "Name"},
+		{"no collector", backups.Collection[*testbackup.Backup]{Name: "backup-gc"}, "Collector"},
+	} {
+		if err := tc.c.SetupWithManager(nil); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error naming %s", tc.name, err, tc.want)
+		}
 	}
 }

@@ -1,6 +1,6 @@
 // Package backups wires a backup collector (backupstore/collect) on a
 // controller-runtime manager: Objects adapts the manager's client to
-// collect.Objects, and Collect adds the controller that runs the
+// collect.Objects, and a Collection is the controller that runs the
 // collector's passes and, with a finalizer, prepares and finalizes each
 // backup. Share runs a backupstore/share.Share (entries placed in shared
 // buckets), or a share.Pool over one (entries placed in a pool that
@@ -12,7 +12,7 @@
 //		Secrets: crt.Secrets(mgr.GetAPIReader()),
 //		...
 //	})
-//	err = backups.Collect(mgr, "backup-gc", c, nil)
+//	err = backups.Collection[*v1.Backup]{Name: "backup-gc", Collector: c}.SetupWithManager(mgr)
 //
 // # Guarantees
 //
@@ -24,7 +24,7 @@
 //   - LiveList lists with the API reader, never the cache: a share.Pool
 //     deletes an empty bucket only when it finds no entry naming it there
 //     (share.PoolConfig.LiveEntries).
-//   - Collect's passes of one namespace never overlap (one request per
+//   - A Collection's passes of one namespace never overlap (one request per
 //     namespace), and a pass is requeued when its report says the next
 //     decision is due; errors end as crt.Result maps them.
 //   - Share reconciles entries with one worker and buckets with another,

@@ -10,11 +10,12 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/retention"
 )
 
-// PolicyOf is a collect.Config.Policy for backups whose retention policy is
-// a field of another object, the database they back up: Config.Group
-// returns that object's "namespace/name" (b.Namespace + "/" +
-// b.Spec.Database), and PolicyOf reads it through r (the manager's client,
-// a cache) and parses the policy it returns with retention.ParsePolicy:
+// PolicyOf is a collect.GroupPolicy's Policy for backups whose retention
+// policy is a field of another object, the database they back up: the
+// GroupPolicy's Group returns that object's "namespace/name" (b.Namespace +
+// "/" + b.Spec.Database), and PolicyOf reads it through r (the manager's
+// client, a cache) and parses the policy it returns with
+// retention.ParsePolicy:
 //
 //	Policy: backups.PolicyOf[*api.DB](mgr.GetClient(), "spec.retention", func(db *api.DB) string { return db.Spec.Retention }),
 //

@@ -79,7 +79,7 @@ func testShare(t *testing.T, name string, store *testenv.BlobStore, creds map[st
 	entries := backups.Objects[*testbackup.Backup](mgr.GetClient(), mgr.GetAPIReader())
 	buckets := backups.Objects[*corev1.ConfigMap](mgr.GetClient(), mgr.GetAPIReader())
 	c, err := collect.New(collect.Config[*testbackup.Backup]{
-		Objects: entries, Secrets: crt.Secrets(mgr.GetAPIReader()), Finalizer: entryFinalizer,
+		Objects: entries, Secrets: crt.Secrets(mgr.GetAPIReader()), Finalizer: &collect.Finalizer[*testbackup.Backup]{Name: entryFinalizer},
 		Location: func(ctx context.Context, b *testbackup.Backup) (collect.Location, error) {
 			cm, err := buckets.Get(ctx, b.Namespace, b.Spec.Bucket)
 			if err != nil {
@@ -88,7 +88,6 @@ func testShare(t *testing.T, name string, store *testenv.BlobStore, creds map[st
 			prefix, err := share.PrefixOf(b)
 			return collect.Location{URL: cm.Data["url"], Prefix: prefix, Secret: "creds"}, err
 		},
-		Conditions: func(b *testbackup.Backup) *[]metav1.Condition { return &b.Status.Conditions },
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	// The stores a bucket URL may name: each provider links its cloud's SDK.
 	_ "github.com/groundskeeper-io/groundskeeper/backupstore/azurestore" // azblob://
 	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
@@ -17,15 +15,15 @@ import (
 )
 
 // backupConfig is how the collector reads an AerospikeNamespaceBackup:
-// where its data is, and its own spec.ttl, judged alone. The rest of the
-// Config (objects, Secrets, clock, dry run) is the caller's.
+// where its data is, and its own spec.ttl, judged alone; its condition
+// goes to status.conditions (the type is a collect.ConditionSetter). The
+// rest of the Config (objects, Secrets, clock, dry run) is the caller's.
 func backupConfig(c collect.Config[*api.AerospikeNamespaceBackup]) collect.Config[*api.AerospikeNamespaceBackup] {
 	c.Location = location
-	c.ObjectPolicy = backupPolicy
+	c.Keep = backupPolicy
 	c.Describe = func(b *api.AerospikeNamespaceBackup) string {
 		return fmt.Sprintf("spec.ttl %s from %s ran out", b.Spec.TTL, b.CreationTimestamp.UTC().Format(time.RFC3339))
 	}
-	c.Conditions = func(b *api.AerospikeNamespaceBackup) *[]metav1.Condition { return &b.Status.Conditions }
 	return c
 }
 

@@ -46,7 +46,7 @@ type report struct {
 
 // setupCollector adds the collector's controllers to mgr:
 //
-//   - "aerospike-gc" (backups.Collect) runs the backup pass over the
+//   - "aerospike-gc" (a backups.Collection) runs the backup pass over the
 //     namespace whenever a backup changes, and when the next one expires
 //     or a failed deletion is due again;
 //   - "aerospike-gc-claims" (crt.CollectClaims) runs the claim pass when a
@@ -75,7 +75,7 @@ func setupCollector(mgr ctrl.Manager, o controllerOptions, clk clock.WithTicker,
 	recorder := crt.Events(mgr.GetEventRecorder("aerospike-gc"))
 	bc, err := collect.New(backupConfig(collect.Config[*api.AerospikeNamespaceBackup]{
 		Objects: backups.Objects[*api.AerospikeNamespaceBackup](mgr.GetClient(), mgr.GetAPIReader()),
-		Secrets: crt.Secrets(mgr.GetAPIReader()), Recorder: recorder, Clock: clk, DryRun: o.dryRun, RetryAfter: o.retryAfter,
+		Secrets: crt.Secrets(mgr.GetAPIReader()), Recorder: recorder, Clock: clk, DryRun: collect.DryRun{Enabled: o.dryRun}, RetryAfter: o.retryAfter,
 	}))
 	if err != nil {
 		return err
@@ -83,8 +83,8 @@ func setupCollector(mgr ctrl.Manager, o controllerOptions, clk clock.WithTicker,
 	if onPass == nil {
 		onPass = func(report) {}
 	}
-	err = backups.Collect(mgr, "aerospike-gc", bc, &backups.Options{Clock: clk,
-		OnPass: func(r collect.Report) { onPass(report{Now: r.Now, Backups: r.Backups}) }})
+	err = backups.Collection[*api.AerospikeNamespaceBackup]{Name: "aerospike-gc", Collector: bc, Clock: clk,
+		OnPass: func(r collect.Report) { onPass(report{Now: r.Now, Backups: r.Backups}) }}.SetupWithManager(mgr)
 	if err != nil {
 		return err
 	}

@@ -60,7 +60,7 @@ type deps struct {
 // store's bucket and its data first, if its marker names it. An entry is admitted
 // to its bucket while it has room, with a marker under its prefix; a
 // bucket is kept while entries name it; a deleted entry's prefix is
-// deleted by the collector (entryConfig); an admitted entry with
+// deleted by the collector (Finalize); an admitted entry with
 // spec.migrateFrom is migrated into its prefix, one step per reconcile,
 // recorded in status.migration, its writer Deployment paused meanwhile
 // and switched to "<bucket>/<prefix>", the legacy objects deleted the
@@ -69,22 +69,24 @@ type deps struct {
 // BackupBucket is refused. The manager runs it with
 // crt/backups.Share, the scenario by hand.
 func newController(d deps, o controllerOptions) (share.Reconciler[*api.BackupEntry, *api.BackupBucket], error) {
-	cfg := entryConfig(d.entries, d.buckets, d.secrets, d.events, d.clk, o.grace, o.dryRun)
-	cfg.Open = d.open
-	// An entry its pool has not placed names no bucket, and has no data
-	// anywhere (admission comes after placement): its location is none,
-	// not an error. The collector reads every entry's location before it
-	// deletes one's data, and keeps that data while one cannot be read: an
-	// entry waiting for its pool (or never placed: NoPool) would hold up
-	// every deletion of the cluster.
-	location := cfg.Location
-	cfg.Location = func(ctx context.Context, e *api.BackupEntry) (collect.Location, error) {
-		if e.Spec.BucketName == "" && e.Status.Prefix == "" {
-			return collect.Location{}, nil
-		}
-		return location(ctx, e)
-	}
-	collector, err := collect.New(cfg)
+	// The collector deletes a deleted entry's prefix (Finalize) grace
+	// after its deletion timestamp (Gardener's deletionGracePeriod), at
+	// once with the force annotation or for an entry never admitted, with
+	// the store's lifecycle rule as a backstop meanwhile; the finalizer
+	// stays until the prefix is gone.
+	collector, err := collect.New(collect.Config[*api.BackupEntry]{
+		Objects: d.entries, Secrets: d.secrets, Recorder: d.events, Clock: d.clk, Open: d.open,
+		Location: entryLocation(d.buckets),
+		Finalizer: &collect.Finalizer[*api.BackupEntry]{Name: api.Finalizer, GracePeriod: o.grace, Backstop: true,
+			Force: func(e *api.BackupEntry) bool {
+				return e.Annotations[api.ForceDeletionAnnotation] == "true" || e.Status.Prefix == ""
+			},
+			OnGrace: func(e *api.BackupEntry, at time.Time) { e.Status.DeleteAfter = &metav1.Time{Time: at} },
+		},
+		DryRun:        collect.DryRun{Enabled: o.dryRun, Report: true},
+		ConditionType: api.ConditionPrefixDeleted,
+		Reasons:       collect.Reasons{DeletionFailed: "StoreError", Collected: "PrefixDeleted"},
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -164,53 +166,47 @@ func newController(d deps, o controllerOptions) (share.Reconciler[*api.BackupEnt
 	})
 }
 
-// entryConfig is how the collector deletes a deleted entry's prefix
-// (collect.Collector.Finalize): the prefix is in the BackupBucket the entry
-// names, with that bucket's credentials; it goes grace after the deletion
-// timestamp (Gardener's deletionGracePeriod), at once with the force
-// annotation or for an entry never admitted, with the store's lifecycle
-// rule as a backstop meanwhile; the finalizer stays until it is gone.
-func entryConfig(entries collect.Objects[*api.BackupEntry], buckets collect.Objects[*api.BackupBucket], secrets backupstore.SecretGetter, events collect.EventRecorder, clk clock.WithTicker, grace time.Duration, dryRun bool) collect.Config[*api.BackupEntry] {
-	return collect.Config[*api.BackupEntry]{
-		Objects: entries, Secrets: secrets, Recorder: events, Clock: clk, DryRun: dryRun, ReportDryRun: true,
-		Finalizer: api.Finalizer, GracePeriod: grace, Backstop: true,
-		Location: func(ctx context.Context, e *api.BackupEntry) (collect.Location, error) {
-			b, err := buckets.Get(ctx, "", e.Spec.BucketName)
-			if apierrors.IsNotFound(err) && e.Status.Prefix == "" {
-				return collect.Location{}, nil // never admitted: no data
-			}
-			if err != nil {
-				return collect.Location{}, fmt.Errorf("spec.bucketName %q: %w", e.Spec.BucketName, err)
-			}
-			// Also for an entry without status.prefix: its marker may have
-			// been written by an admission whose status update was lost.
-			// Such an entry may name a pool bucket not made in the store
-			// (its Secret missing): then it has no data.
-			// The marker under the prefix names the entry's UID: only then
-			// is the data the entry's (another installation's entry of the
-			// same name may have written there). For an entry without
-			// status.prefix, a prefix whose marker is not its own was never
-			// given to it: it has no data there, and goes.
-			prefix, err := e.Status.Prefix, error(nil)
-			if prefix == "" {
-				prefix, err = share.PrefixOf(e)
-			}
-			loc := collect.Location{URL: b.Spec.URL, Prefix: prefix, BucketMayBeMissing: e.Status.Prefix == "",
-				Owner: string(e.UID), Marker: markerKey, NoDataUnlessOwner: e.Status.Prefix == ""}
-			if ref := b.Spec.SecretRef; ref != nil {
-				loc.Secret, loc.SecretNamespace = ref.Name, ref.Namespace
-				loc.SecretField = fmt.Sprintf("spec.secretRef of BackupBucket %q", b.Name)
-			} else if scheme, _ := backupstore.Scheme(b.Spec.URL); scheme != "file" && scheme != "mem" {
-				return collect.Location{}, fmt.Errorf("BackupBucket %q: spec.secretRef is required for %s:// URLs", b.Name, scheme)
-			}
-			return loc, err
-		},
-		Force: func(e *api.BackupEntry) bool {
-			return e.Annotations[api.ForceDeletionAnnotation] == "true" || e.Status.Prefix == ""
-		},
-		OnGrace:       func(e *api.BackupEntry, at time.Time) { e.Status.DeleteAfter = &metav1.Time{Time: at} },
-		ConditionType: api.ConditionPrefixDeleted,
-		Conditions:    func(e *api.BackupEntry) *[]metav1.Condition { return &e.Status.Conditions },
-		Reasons:       collect.Reasons{DeletionFailed: "StoreError", Collected: "PrefixDeleted"},
+// entryLocation is where an entry's prefix is: in the BackupBucket the
+// entry names, with that bucket's credentials.
+func entryLocation(buckets collect.Objects[*api.BackupBucket]) func(context.Context, *api.BackupEntry) (collect.Location, error) {
+	return func(ctx context.Context, e *api.BackupEntry) (collect.Location, error) {
+		// An entry its pool has not placed names no bucket, and has no
+		// data anywhere (admission comes after placement): its location
+		// is none, not an error. The collector reads every entry's
+		// location before it deletes one's data, and keeps that data while
+		// one cannot be read: an entry waiting for its pool (or never
+		// placed: NoPool) would hold up every deletion of the cluster.
+		if e.Spec.BucketName == "" && e.Status.Prefix == "" {
+			return collect.Location{}, nil
+		}
+		b, err := buckets.Get(ctx, "", e.Spec.BucketName)
+		if apierrors.IsNotFound(err) && e.Status.Prefix == "" {
+			return collect.Location{}, nil // never admitted: no data
+		}
+		if err != nil {
+			return collect.Location{}, fmt.Errorf("spec.bucketName %q: %w", e.Spec.BucketName, err)
+		}
+		// Also for an entry without status.prefix: its marker may have
+		// been written by an admission whose status update was lost.
+		// Such an entry may name a pool bucket not made in the store
+		// (its Secret missing): then it has no data.
+		// The marker under the prefix names the entry's UID: only then
+		// is the data the entry's (another installation's entry of the
+		// same name may have written there). For an entry without
+		// status.prefix, a prefix whose marker is not its own was never
+		// given to it: it has no data there, and goes.
+		prefix, err := e.Status.Prefix, error(nil)
+		if prefix == "" {
+			prefix, err = share.PrefixOf(e)
+		}
+		loc := collect.Location{URL: b.Spec.URL, Prefix: prefix, BucketMayBeMissing: e.Status.Prefix == "",
+			Owner: string(e.UID), Marker: markerKey, NoDataUnlessOwner: e.Status.Prefix == ""}
+		if ref := b.Spec.SecretRef; ref != nil {
+			loc.Secret, loc.SecretNamespace = ref.Name, ref.Namespace
+			loc.SecretField = fmt.Sprintf("spec.secretRef of BackupBucket %q", b.Name)
+		} else if scheme, _ := backupstore.Scheme(b.Spec.URL); scheme != "file" && scheme != "mem" {
+			return collect.Location{}, fmt.Errorf("BackupBucket %q: spec.secretRef is required for %s:// URLs", b.Name, scheme)
+		}
+		return loc, err
 	}
 }

@@ -40,7 +40,7 @@ type Spec struct {
 	Bucket string `json:"bucket,omitempty"`
 	Prefix string `json:"prefix,omitempty"`
 	Secret string `json:"secret,omitempty"`
-	// TTL is a retention duration ("7d"), for an ObjectPolicy.
+	// TTL is a retention duration ("7d"), for a collect.BackupPolicy.
 	TTL string `json:"ttl,omitempty"`
 	// Database is the group.
 	Database string `json:"database,omitempty"`
@@ -63,6 +63,12 @@ type Status struct {
 	DeleteAfter *metav1.Time       `json:"deleteAfter,omitempty"`
 	Conditions  []metav1.Condition `json:"conditions,omitempty"`
 }
+
+// GetConditions returns the status conditions (collect.ConditionSetter).
+func (b *Backup) GetConditions() []metav1.Condition { return b.Status.Conditions }
+
+// SetConditions replaces the status conditions.
+func (b *Backup) SetConditions(c []metav1.Condition) { b.Status.Conditions = c }
 
 // BackupList is a list of Backups.
 type BackupList struct {

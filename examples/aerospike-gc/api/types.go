@@ -89,6 +89,14 @@ type AerospikeNamespaceBackupStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
+// GetConditions returns the backup's status conditions: with
+// SetConditions, the garbage collector writes its DataDeleted condition
+// there (collect.ConditionSetter).
+func (b *AerospikeNamespaceBackup) GetConditions() []metav1.Condition { return b.Status.Conditions }
+
+// SetConditions replaces the backup's status conditions.
+func (b *AerospikeNamespaceBackup) SetConditions(c []metav1.Condition) { b.Status.Conditions = c }
+
 // ConditionDataDeleted is the condition type the garbage collector sets.
 const ConditionDataDeleted = "DataDeleted"
 

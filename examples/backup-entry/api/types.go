@@ -218,6 +218,14 @@ type BackupEntryStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
+// GetConditions returns the entry's status conditions: with
+// SetConditions, the collector writes its PrefixDeleted condition there
+// (collect.ConditionSetter).
+func (e *BackupEntry) GetConditions() []metav1.Condition { return e.Status.Conditions }
+
+// SetConditions replaces the entry's status conditions.
+func (e *BackupEntry) SetConditions(c []metav1.Condition) { e.Status.Conditions = c }
+
 // BackupEntryList is a list of BackupEntries.
 //
 // +kubebuilder:object:root=true

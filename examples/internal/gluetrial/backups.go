@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -28,15 +27,16 @@ func setupBackups(mgr manager.Manager) error {
 		Location: func(_ context.Context, b *api.MiniDBBackup) (collect.Location, error) {
 			return collect.Location{URL: b.Spec.BucketURL, Prefix: b.Spec.Prefix, Secret: b.Spec.Secret, SecretField: "spec.secret"}, nil
 		},
-		Group:      func(b *api.MiniDBBackup) string { return b.Namespace + "/" + b.Spec.Database },
-		Policy:     backups.PolicyOf[*api.MiniDB](mgr.GetClient(), "spec.retention", func(db *api.MiniDB) string { return db.Spec.Retention }),
-		Outcome:    func(b *api.MiniDBBackup) retention.Outcome { return outcomes[b.Status.Phase] },
-		Time:       func(b *api.MiniDBBackup) time.Time { return ptr.Deref(b.Status.CompletedAt, b.CreationTimestamp).Time },
-		Conditions: func(b *api.MiniDBBackup) *[]metav1.Condition { return &b.Status.Conditions },
-		Finalizer:  "minidb.example.com/backup-data",
+		Keep: collect.GroupPolicy[*api.MiniDBBackup]{
+			Group:   func(b *api.MiniDBBackup) string { return b.Namespace + "/" + b.Spec.Database },
+			Policy:  backups.PolicyOf[*api.MiniDB](mgr.GetClient(), "spec.retention", func(db *api.MiniDB) string { return db.Spec.Retention }),
+			Outcome: func(b *api.MiniDBBackup) retention.Outcome { return outcomes[b.Status.Phase] },
+		},
+		Time:      func(b *api.MiniDBBackup) time.Time { return ptr.Deref(b.Status.CompletedAt, b.CreationTimestamp).Time },
+		Finalizer: &collect.Finalizer[*api.MiniDBBackup]{Name: "minidb.example.com/backup-data"},
 	})
 	if err != nil {
 		return err
 	}
-	return backups.Collect(mgr, "minidb-backups", c, nil)
+	return backups.Collection[*api.MiniDBBackup]{Name: "minidb-backups", Collector: c}.SetupWithManager(mgr)
 }

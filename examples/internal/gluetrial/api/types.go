@@ -100,6 +100,13 @@ type MiniDBBackupStatus struct {
 	Conditions  []metav1.Condition `json:"conditions,omitempty"`
 }
 
+// GetConditions returns the backup's status conditions
+// (collect.ConditionSetter).
+func (b *MiniDBBackup) GetConditions() []metav1.Condition { return b.Status.Conditions }
+
+// SetConditions replaces the backup's status conditions.
+func (b *MiniDBBackup) SetConditions(c []metav1.Condition) { b.Status.Conditions = c }
+
 // MiniDBBackupList is a list of MiniDBBackups.
 //
 // +kubebuilder:object:root=true
