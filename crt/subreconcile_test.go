@@ -31,7 +31,9 @@ func TestReconcilerRunsTheChain(t *testing.T) {
 	}
 	pods := env.Client.CoreV1().Pods(env.Namespace)
 	for _, name := range []string{"ok", "bad", "raced"} {
-		if _, err := pods.Create(ctx, pod(name, "data-"+name), metav1.CreateOptions{}); err != nil {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "db", Image: "db:1"}}}}
+		if _, err := pods.Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -59,7 +61,7 @@ func TestReconcilerRunsTheChain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := crt.Reconciler(c, runner, func() *corev1.Pod { return new(corev1.Pod) })
+	r := crt.Reconciler[*corev1.Pod, struct{}]{Client: c, Runner: runner, New: func() *corev1.Pod { return new(corev1.Pod) }}
 	req := func(name string) reconcile.Request {
 		return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: env.Namespace, Name: name}}
 	}
