@@ -1,9 +1,10 @@
 // Package crt plugs groundskeeper's packages into a controller-runtime
 // manager (sigs.k8s.io/controller-runtime): it owns what every domain's
 // adapter shares, how a reconcile ends (Result, Terminal), a subreconcile
-// chain as a controller (Reconciler), Runnables on every replica, Secrets
-// and events. The domains have packages of their own beside it: claims
-// (lifecycle), tasks (opstask), locks (locking) and backups (backupstore).
+// chain as a controller (Reconciler), a controller queue on a given clock
+// (QueueOn), Secrets and events. The domains have packages of their own
+// beside it: claims (lifecycle), tasks (opstask), locks (locking) and
+// backups (backupstore).
 // Every adapter that runs on a manager is a value with
 // SetupWithManager(mgr) error, and Reconcile where it is a reconciler:
 //
@@ -32,7 +33,6 @@
 //   - Errors keep their type: apierrors.IsNotFound, IsConflict and
 //     IsForbidden work on what the adapters of crt and its domain packages
 //     return.
-//   - EveryReplica's Runnable runs on every replica, leader or not.
 //   - The core packages take small interfaces of their own and never
 //     import controller-runtime, so a client-go-only user never compiles
 //     crt; crt and its domain packages but backups do not import

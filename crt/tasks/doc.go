@@ -13,7 +13,7 @@
 //
 // # Guarantees
 //
-//   - A Controller runs on every replica, leader or not (crt.EveryReplica):
+//   - A Controller runs on every replica, leader or not (EveryReplica):
 //     claims with leases decide which replica executes a task.
 //   - NewStore's store (which a Controller builds) hears of changes from
 //     the manager's informer but claims on consistent reads of the

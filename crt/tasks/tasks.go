@@ -20,10 +20,24 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/groundskeeper-io/groundskeeper/crt"
 	"github.com/groundskeeper-io/groundskeeper/opstask"
 	"github.com/groundskeeper-io/groundskeeper/opstask/kubestore"
 )
+
+// EveryReplica returns run as a manager Runnable that the manager starts on
+// every replica, leader or not (NeedLeaderElection is false): as a
+// Controller runs opstask's Controller, which is built to run on every
+// replica at once (claims with leases decide which one executes a task),
+// so that tasks wait for no election. A Runnable added with mgr.Add and no such method runs on the
+// leader only.
+func EveryReplica(run func(ctx context.Context) error) manager.Runnable { return everyReplica(run) }
+
+type everyReplica func(ctx context.Context) error
+
+func (r everyReplica) Start(ctx context.Context) error { return r(ctx) }
+func (everyReplica) NeedLeaderElection() bool          { return false }
+
+var _ manager.LeaderElectionRunnable = everyReplica(nil)
 
 // Options configures a Controller, NewStore and CRD. The zero value (and
 // nil) serves tasks of every namespace that have no target field and
@@ -47,7 +61,7 @@ type Options struct {
 
 // Controller is the opstask Controller of the task resource of Object's
 // kind on a manager. SetupWithManager builds it and adds it to the manager
-// as a Runnable that runs on every replica (crt.EveryReplica), with the
+// as a Runnable that runs on every replica (EveryReplica), with the
 // manager's logger; the manager starts and stops it.
 type Controller struct {
 	// Object is a typed task object registered in the manager's scheme, or
@@ -104,7 +118,7 @@ func (c *Controller) SetupWithManager(mgr manager.Manager) error {
 	// logs through the one in its context.
 	logger := mgr.GetLogger().WithName("opstask")
 	run := func(ctx context.Context) error { return ctl.Run(log.IntoContext(ctx, logger)) }
-	if err := mgr.Add(crt.EveryReplica(run)); err != nil {
+	if err := mgr.Add(EveryReplica(run)); err != nil {
 		return fmt.Errorf("crt: add task controller: %w", err)
 	}
 	c.ctl = ctl
