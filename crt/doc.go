@@ -1,46 +1,26 @@
 // Package crt plugs groundskeeper's packages into a controller-runtime
-// manager (sigs.k8s.io/controller-runtime). The core packages take small
-// interfaces of their own and never import controller-runtime, so a
-// client-go-only user never compiles this package; a controller-runtime
-// user wires each package in a few lines:
+// manager (sigs.k8s.io/controller-runtime): it owns what every domain's
+// adapter shares, how a reconcile ends (Result, Terminal), a subreconcile
+// chain as a controller (Reconciler), a controller queue on a given clock
+// (QueueOn), Secrets and events. The domains have packages of their own
+// beside it: claims (lifecycle), tasks (opstask), locks (locking) and
+// backups (backupstore).
+// Every adapter that runs on a manager is a value with
+// SetupWithManager(mgr) error, and Reconcile where it is a reconciler:
 //
-//	m, err := lifecycle.New(lifecycle.Config{
-//		Client:   crt.LifecycleClient(mgr.GetClient(), mgr.GetAPIReader()),
-//		Recorder: crt.Events(mgr.GetEventRecorder("my-operator")),
-//	})
-//	scope := lifecycle.Scope{Namespace: ns, Selector: sel,
-//		Claims: crt.ClaimCache(mgr.GetClient()), Pods: crt.PodCache(mgr.GetClient())}
-//	res, err := m.Collect(ctx, lifecycle.CollectOptions{Scope: scope})
-//	return crt.Result(ctx, res.RequeueAfter, err)
+//	err := crt.Reconciler[*v1.Database, state]{Client: mgr.GetClient(), Runner: runner,
+//		New: func() *v1.Database { return new(v1.Database) }}.SetupWithManager(mgr)
+//
+// and a reconcile of your own ends with
+//
+//	return crt.Result(ctx, next, err)
 //
 // # Guarantees
 //
-//   - Reads that a package needs fresh (lifecycle's read-modify-write of a
-//     claim, and its pod list before a deletion) go to the API reader given,
-//     never to the manager's cache; cached reads are used only where the
-//     package documents that a cache may serve them. A pod list that
-//     LifecycleClient's apiReader answers from a cache is refused.
-//   - lifecycle's paged claim lists work on the manager's cache, which
-//     cannot continue a list: LifecycleClient reads a cached claim list
-//     whole, as one page, and pages a list sent to the API server.
-//   - ClaimSets reads the owner again through the API reader given, never
-//     the cache, before lifecycle's SyncSet deletes a pod on scale-down.
-//   - Errors keep their type: apierrors.IsNotFound, IsConflict and
-//     IsForbidden work on what the adapters return.
-//   - EveryReplica's Runnable runs on every replica, leader or not.
-//     NewTaskStore's store (which NewTaskController builds) hears of
-//     changes from the manager's informer but claims on consistent reads
-//     of the manager's API reader, never on the cache, and passes opstask's
-//     store conformance suite on a real API server.
-//   - TaskCRD refuses a task CRD that drifted from its Go type or lacks one
-//     of the rules opstask needs (one-of config, immutable config and
-//     target that cannot be removed and put back with other values either,
-//     bounded lastErrors, steps and approvals, status subresource).
-//   - InstallCRD never downgrades: a CRD that lacks a property (or the
-//     storage version) of the one installed, which the API server would
-//     then prune from every object, is not installed over it (an older
-//     release's replica restarting during a rolling update); it logs so and
-//     waits until the installed one is served.
+//   - Result: a conflict from a stale cache, and the global lock held by
+//     another instance, are quiet requeues; a "do not retry" error is a
+//     reconcile.TerminalError; any other error is returned for the
+//     controller's retry.
 //   - Terminal wraps in reconcile.TerminalError the packages' "do not
 //     retry" errors (listed on Terminal), and leaves every other error as it
 //     is. Every exported error sentinel and error type of the packages is
@@ -50,52 +30,22 @@
 //     requeue in Result (at the earliest of its parts' times), only when
 //     every one of its parts is; otherwise it is an ordinary error, logged
 //     and retried.
+//   - Errors keep their type: apierrors.IsNotFound, IsConflict and
+//     IsForbidden work on what the adapters of crt and its domain packages
+//     return.
+//   - The core packages take small interfaces of their own and never
+//     import controller-runtime, so a client-go-only user never compiles
+//     crt; crt and its domain packages but backups do not import
+//     backupstore, so an operator that wires only lifecycle, locking,
+//     opstask or subreconcile through them links no cloud SDK.
 //
 // backupstore.LoadCredentials reads Secrets through Secrets(mgr.GetAPIReader())
 // (a SecretGetter, which is a backupstore.SecretGetter: crt does not import
-// backupstore, and knows its errors by the values backupstore re-exports,
-// so that an operator that wires only lifecycle, locking, opstask or
-// subreconcile through crt links no cloud SDK);
-// kubelock keeps its lock in a ConfigMap through ConfigMaps(mgr.GetClient(),
-// mgr.GetAPIReader()).
-// An opstask Controller of a task resource is made from the manager alone,
-// and runs on every replica; its CRD, generated by controller-gen, is
-// checked against the Go type and installed:
-//
-//	opts := &crt.TaskOptions{TargetField: "etcdName", Metrics: &opstask.MetricsConfig{Prefix: "myop_"}}
-//	crd, err := crt.TaskCRD(crdYAML, &v1.EtcdOpsTask{}, mgr.GetScheme(), opts)
-//	err = crt.InstallCRD(ctx, mgr.GetClient(), mgr.GetAPIReader(), crd) // tests, --install-crds
-//	ctl, err := crt.NewTaskController(mgr, &v1.EtcdOpsTask{}, opstask.Config{Handlers: handlers}, opts)
-//
-// Claims collected by their unmount TTL (lifecycle's annotations) need two
-// controllers, both added by CollectClaims: one marks a claim unmounted
-// when the pods that mounted it are gone (TrackUnmounts, also on its own),
-// one runs Manager.Collect when claims or pods come or go and when the next
-// claim expires:
-//
-//	err = crt.CollectClaims(mgr, "claims", crt.ClaimCollection{
-//		UnmountTracking: crt.UnmountTracking{Lifecycle: m, Claims: crt.LifecycleClient(mgr.GetClient(), mgr.GetAPIReader()), Scope: scope},
-//		Recorder:        crt.Events(mgr.GetEventRecorder("my-operator")),
-//	})
-//
-// Backup collection (backupstore/collect) is wired by package crt/backups,
-// beside this one, so that crt links no object-store code.
-//
-// A subreconcile chain becomes a controller-runtime reconciler:
-//
-//	r := crt.Reconciler(mgr.GetClient(), runner, func() *v1.Database { return new(v1.Database) })
-//	err = ctrl.NewControllerManagedBy(mgr).For(&v1.Database{}).Complete(r)
-//
-// Result ends a Reconcile: a conflict from a stale cache, and the global
-// lock held by another instance, are quiet requeues, a "do not retry"
-// error a reconcile.TerminalError, any other error is returned for the
-// controller's retry.
+// backupstore, and knows its errors by the values backupstore re-exports).
+// Events adapts the manager's events.k8s.io recorder
+// (mgr.GetEventRecorder(name)) to the one the packages take.
 //
 // The five example operators (examples/ in the repository) run on a
-// manager, with two replicas in their end-to-end tests, and show
-// LifecycleClient, ClaimCache, PodCache, ClaimSets, Secrets, Events,
-// EveryReplica, NewTaskController, TaskCRD, Reconciler and Result in
-// context. None uses ConfigMaps (fdb-lock opens its lock by URL, whose
-// configmap:// backend takes a clientset): this package's tests run it on
-// the real API server.
+// manager, with two replicas in their end-to-end tests, and show crt and
+// its domain packages in context.
 package crt

@@ -3,9 +3,12 @@ package crt
 import (
 	"context"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/groundskeeper-io/groundskeeper/subreconcile"
@@ -20,10 +23,9 @@ type ChainObject[T any] interface {
 }
 
 // Reconciler runs a subreconcile chain as a controller-runtime
-// reconcile.Reconciler: it reads the object with c (the manager's client),
-// runs runner on it, writes its status back when a step changed it, and
-// maps the outcome to what controller-runtime expects. newObj returns an
-// empty object of the kind, e.g. func() *v1.Database { return new(v1.Database) }.
+// reconcile.Reconciler: it reads the object with Client, runs Runner on it,
+// writes its status back when a step changed it, and maps the outcome to
+// what controller-runtime expects:
 //
 //   - an object that is gone: no requeue;
 //   - a requeue: Result.RequeueAfter;
@@ -34,22 +36,53 @@ type ChainObject[T any] interface {
 //   - a status write that conflicts (the cache was behind): a requeue after
 //     subreconcile.DefaultConflictDelay, logged at V(1), not an error (see
 //     Result).
-func Reconciler[T ChainObject[T], S any](c client.Client, runner *subreconcile.Runner[T, S], newObj func() T) reconcile.Reconciler {
-	return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-		obj := newObj()
-		if err := c.Get(ctx, req.NamespacedName, obj); err != nil {
-			return reconcile.Result{}, client.IgnoreNotFound(err)
-		}
-		before := obj.DeepCopy()
-		out := runner.Run(ctx, obj)
-		if !equality.Semantic.DeepEqual(before, obj) {
-			if err := c.Status().Update(ctx, obj); err != nil {
-				if IsStale(err) || (!apierrors.IsNotFound(err) && out.Err == nil) {
-					return Result(ctx, 0, err)
-				}
+//
+// SetupWithManager adds it to a manager as the controller of New's kind:
+//
+//	err := crt.Reconciler[*v1.Database, state]{Client: mgr.GetClient(), Runner: runner,
+//		New: func() *v1.Database { return new(v1.Database) }}.SetupWithManager(mgr)
+type Reconciler[T ChainObject[T], S any] struct {
+	// Client is the manager's client (mgr.GetClient()): the object is read
+	// from its cache and its status written through it.
+	Client client.Client
+	// Runner is the chain.
+	Runner *subreconcile.Runner[T, S]
+	// New returns an empty object of the kind, e.g.
+	// func() *v1.Database { return new(v1.Database) }.
+	New func() T
+	// Watch, if set, adds to the controller's builder the watches it needs
+	// besides the kind's own (b.Owns(&corev1.ConfigMap{}), a
+	// claims.Sets' Watch).
+	Watch func(b *builder.Builder) *builder.Builder
+}
+
+// SetupWithManager adds r to mgr as the controller of New's kind (For),
+// with the watches Watch adds.
+func (r Reconciler[T, S]) SetupWithManager(mgr manager.Manager) error {
+	b := builder.ControllerManagedBy(mgr).For(r.New())
+	if r.Watch != nil {
+		b = r.Watch(b)
+	}
+	return b.Complete(r)
+}
+
+// Reconcile runs the chain on the object req names.
+func (r Reconciler[T, S]) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	obj := r.New()
+	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	before := obj.DeepCopy()
+	out := r.Runner.Run(ctx, obj)
+	if !equality.Semantic.DeepEqual(before, obj) {
+		if err := r.Client.Status().Update(ctx, obj); err != nil {
+			if IsStale(err) || (!apierrors.IsNotFound(err) && out.Err == nil) {
+				return Result(ctx, 0, err)
 			}
 		}
-		after, err := out.Result()
-		return Result(ctx, after, err)
-	})
+	}
+	after, err := out.Result()
+	return Result(ctx, after, err)
 }
+
+var _ reconcile.Reconciler = Reconciler[*corev1.Pod, struct{}]{}

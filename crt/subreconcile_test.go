@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -31,7 +34,9 @@ func TestReconcilerRunsTheChain(t *testing.T) {
 	}
 	pods := env.Client.CoreV1().Pods(env.Namespace)
 	for _, name := range []string{"ok", "bad", "raced"} {
-		if _, err := pods.Create(ctx, pod(name, "data-"+name), metav1.CreateOptions{}); err != nil {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "db", Image: "db:1"}}}}
+		if _, err := pods.Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -59,7 +64,7 @@ func TestReconcilerRunsTheChain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := crt.Reconciler(c, runner, func() *corev1.Pod { return new(corev1.Pod) })
+	r := crt.Reconciler[*corev1.Pod, struct{}]{Client: c, Runner: runner, New: func() *corev1.Pod { return new(corev1.Pod) }}
 	req := func(name string) reconcile.Request {
 		return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: env.Namespace, Name: name}}
 	}
@@ -85,5 +90,68 @@ func TestReconcilerRunsTheChain(t *testing.T) {
 
 	if res, err := r.Reconcile(ctx, req("absent")); err != nil || res != (reconcile.Result{}) {
 		t.Errorf("absent: %+v, %v; want nothing", res, err)
+	}
+}
+
+// A Reconciler set up on a started manager reconciles the objects of its
+// kind as they come: its step marks a pod, and the mark reaches the API
+// server through the status write the Reconciler makes after the chain.
+func TestReconcilerOnAManager(t *testing.T) {
+	env := testenv.StartKubernetes(t)
+	ctx := t.Context()
+	const marked = corev1.PodConditionType("example.com/Marked")
+	isMarked := func(p *corev1.Pod) bool {
+		return slices.ContainsFunc(p.Status.Conditions, func(c corev1.PodCondition) bool { return c.Type == marked })
+	}
+	mark := subreconcile.NamedFunc("Mark", func(_ context.Context, p *corev1.Pod, loop subreconcile.Loop[struct{}]) *subreconcile.Requeue {
+		if !isMarked(p) {
+			p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: marked, Status: corev1.ConditionTrue,
+				LastTransitionTime: metav1.Now()})
+			loop.Acted("marked")
+		}
+		return nil
+	})
+	runner, err := subreconcile.New(subreconcile.Config[*corev1.Pod, struct{}]{Name: "Pod", Steps: []subreconcile.Named[*corev1.Pod, struct{}]{mark}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr := env.NewManager(t, scheme.Scheme)
+	var watched atomic.Bool
+	err = crt.Reconciler[*corev1.Pod, struct{}]{Client: mgr.GetClient(), Runner: runner,
+		New:   func() *corev1.Pod { return new(corev1.Pod) },
+		Watch: func(b *builder.Builder) *builder.Builder { watched.Store(true); return b },
+	}.SetupWithManager(mgr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !watched.Load() {
+		t.Error("SetupWithManager did not call Watch")
+	}
+	testenv.StartManager(t, mgr)
+
+	pods := env.Client.CoreV1().Pods(env.Namespace)
+	w, err := pods.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=db-0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "db-0"}, Spec: corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "db", Image: "db:1"}}}}
+	if _, err := pods.Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	timeout := time.After(time.Minute) // a bound on a failing test, not a wait
+	for {
+		select {
+		case e, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatal("the watch ended before the pod was marked")
+			}
+			if p, ok := e.Object.(*corev1.Pod); ok && isMarked(p) {
+				return
+			}
+		case <-timeout:
+			t.Fatal("the pod was not marked within a minute")
+		}
 	}
 }

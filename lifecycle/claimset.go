@@ -80,7 +80,7 @@ type ClaimSet struct {
 	// moment: a claim is found again by its name. Nil: pods have no claims.
 	Claims func(ordinal int) ([]*corev1.PersistentVolumeClaim, error)
 	// PodCache and ClaimCache, when set, are read instead of listing from
-	// the API server (crt.PodCache, crt.ClaimCache; InformerPods,
+	// the API server (crt/claims.PodCache, crt/claims.Cache; InformerPods,
 	// InformerClaims). Every write that follows carries a precondition.
 	PodCache   PodLister
 	ClaimCache ClaimLister

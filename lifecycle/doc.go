@@ -25,10 +25,10 @@
 // deletes. The caller gives the owner's state (Owner), how to build pod i and
 // its claims, and how to read the owner fresh (ClaimSet); the SetResult says
 // what was done, what waits and when to look again. SetOptions.DryRun says
-// what it would do. crt.ClaimSets fills a ClaimSet from a controller-runtime
+// what it would do. crt/claims.Sets fills a ClaimSet from a controller-runtime
 // manager:
 //
-//	set, err := sets.For(db) // a crt.ClaimSets[*api.DB]
+//	set, err := sets.For(db) // a crt/claims.Sets[*api.DB]
 //	set.Pod, set.Claims = podOf(db), claimsOf(db)
 //	res, err := m.SyncSet(ctx, set, nil)
 //	// status from res.Ready and res.Condition("ClaimsReady", err); requeue after res.RequeueAfter
@@ -73,7 +73,7 @@
 // clientset, and package crt a controller-runtime manager (its client, and
 // its API reader for the reads that must be fresh). Scope.Claims and
 // Scope.Pods take caches: InformerClaims and InformerPods over client-go
-// listers, crt.ClaimCache and crt.PodCache over a controller-runtime cache.
+// listers, crt/claims.Cache and crt/claims.PodCache over a controller-runtime cache.
 //
 // # Unmount tracking
 //

@@ -40,7 +40,7 @@ const (
 // Config configures a Manager. Only Client is required.
 type Config struct {
 	// Client reads and writes claims and reads pods: ClientGo over a
-	// client-go clientset, or crt.LifecycleClient over a controller-runtime
+	// client-go clientset, or crt/claims.Client over a controller-runtime
 	// manager.
 	Client Client
 	// Recorder receives events about the owner; nil records none. A
@@ -270,10 +270,10 @@ type Scope struct {
 	PodSelector labels.Selector
 	// Claims, when set, is read instead of listing claims from the API
 	// server: a cache (InformerClaims over a client-go lister, or
-	// crt.ClaimCache over a controller-runtime cache).
+	// crt/claims.Cache over a controller-runtime cache).
 	Claims ClaimLister
 	// Pods, when set, is read instead of listing pods from the API server
-	// for the first mount check: a cache (InformerPods, crt.PodCache). The
+	// for the first mount check: a cache (InformerPods, crt/claims.PodCache). The
 	// check before a deletion always lists pods from the API server.
 	Pods PodLister
 }

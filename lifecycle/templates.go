@@ -27,7 +27,7 @@ func ClaimName(template, owner string, ordinal int) string {
 //     volumeMounts refer to it by that name).
 //
 // The templates are deep-copied now: later changes to them do not reach
-// the set. Call it after s.Owner.Ref is set (ClaimSets.For sets it).
+// the set. Call it after s.Owner.Ref is set (crt/claims.Sets.For sets it).
 func (s *ClaimSet) UseTemplates(pod corev1.PodTemplateSpec, claims []corev1.PersistentVolumeClaim) {
 	owner, pod := s.Owner.Ref.Name, *pod.DeepCopy()
 	templates := make([]corev1.PersistentVolumeClaim, len(claims))

@@ -22,9 +22,9 @@ type Opener func(ctx context.Context, u *url.URL) (Backend, io.Closer, error)
 // among them:
 //
 //	backend, closer, err := locking.Open(ctx, lockURL, map[string]locking.Opener{
-//		"mem":       memlock.Open,                                                     // mem://
-//		"etcd":      etcdlock.Open,                                                    // etcd://host:2379,host2:2379/prefix/
-//		"configmap": kubelock.Opener(crt.ConfigMaps(mgr.GetClient(), mgr.GetAPIReader())), // configmap://namespace/name
+//		"mem":       memlock.Open,                                                         // mem://
+//		"etcd":      etcdlock.Open,                                                        // etcd://host:2379,host2:2379/prefix/
+//		"configmap": kubelock.Opener(locks.ConfigMaps(mgr.GetClient(), mgr.GetAPIReader())), // configmap://namespace/name
 //	})
 //	if err != nil {
 //		return err

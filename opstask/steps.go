@@ -12,7 +12,7 @@ import (
 )
 
 // ApprovalAnnotation is the annotation through which a person approves a
-// step of a task in a Kubernetes store (kubestore, crt.NewTaskStore): its
+// step of a task in a Kubernetes store (kubestore, crt/tasks.NewStore): its
 // value is a comma-separated list of approval tokens (see Run.Approval), e.g.
 //
 //	kubectl annotate etcdopstask recover-main opstask.groundskeeper.io/approve=restore/5f1c0a9e2b

@@ -14,6 +14,7 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
 	"github.com/groundskeeper-io/groundskeeper/crt"
 	"github.com/groundskeeper-io/groundskeeper/crt/backups"
+	"github.com/groundskeeper-io/groundskeeper/crt/claims"
 	"github.com/groundskeeper-io/groundskeeper/examples/aerospike-gc/api"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
 )
@@ -49,7 +50,7 @@ type report struct {
 //   - "aerospike-gc" (a backups.Collection) runs the backup pass over the
 //     namespace whenever a backup changes, and when the next one expires
 //     or a failed deletion is due again;
-//   - "aerospike-gc-claims" (crt.CollectClaims) runs the claim pass when a
+//   - "aerospike-gc-claims" (claims.Collector) runs the claim pass when a
 //     claim or a pod comes or goes, and when the next claim expires; its
 //     "-unmount" controller marks a claim unmounted when a pod that
 //     mounted it is deleted (aerospike-operator's last-unmounted-on).
@@ -66,8 +67,8 @@ func setupCollector(mgr ctrl.Manager, o controllerOptions, clk clock.WithTicker,
 	// Writes and cached reads through the manager's client; the reads that
 	// must be fresh (a backup or a claim before it is acted on, pods before
 	// a deletion, Secrets) through its API reader.
-	claims := crt.LifecycleClient(mgr.GetClient(), mgr.GetAPIReader())
-	lc, err := lifecycle.New(lifecycle.Config{Client: claims, Clock: clk,
+	claimClient := claims.Client(mgr.GetClient(), mgr.GetAPIReader())
+	lc, err := lifecycle.New(lifecycle.Config{Client: claimClient, Clock: clk,
 		Annotations: lifecycle.Annotations{Prefix: lifecycle.AerospikeAnnotationPrefix}})
 	if err != nil {
 		return err
@@ -89,10 +90,10 @@ func setupCollector(mgr ctrl.Manager, o controllerOptions, clk clock.WithTicker,
 		return err
 	}
 	scope := lifecycle.Scope{Namespace: o.namespace, Selector: selector,
-		Claims: crt.ClaimCache(mgr.GetClient()), Pods: crt.PodCache(mgr.GetClient())}
-	return crt.CollectClaims(mgr, "aerospike-gc-claims", crt.ClaimCollection{
-		UnmountTracking: crt.UnmountTracking{Lifecycle: lc, Claims: claims, Scope: scope, DryRun: o.dryRun},
-		Recorder:        recorder, Clock: clk,
+		Claims: claims.Cache(mgr.GetClient()), Pods: claims.PodCache(mgr.GetClient())}
+	return claims.Collector{
+		UnmountTracker: claims.UnmountTracker{Lifecycle: lc, Claims: claimClient, Scope: scope, DryRun: o.dryRun},
+		Name:           "aerospike-gc-claims", Recorder: recorder, Clock: clk,
 		OnPass: func(start time.Time, r lifecycle.CollectResult) { onPass(report{Now: start, Claims: true, Claimed: r}) },
-	})
+	}.SetupWithManager(mgr)
 }

@@ -24,7 +24,7 @@ import (
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
-	"github.com/groundskeeper-io/groundskeeper/crt"
+	"github.com/groundskeeper-io/groundskeeper/crt/claims"
 	"github.com/groundskeeper-io/groundskeeper/examples/aerospike-gc/api"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
 	"github.com/groundskeeper-io/groundskeeper/retention"
@@ -104,7 +104,7 @@ func runScenario(out io.Writer) error {
 		namespace: scenarioNamespace,
 		backups:   bc,
 		lifecycle: manager,
-		unmounts:  crt.UnmountTracking{Lifecycle: manager, Claims: lifecycle.ClientGo(s.core.CoreV1()), Scope: lifecycle.Scope{Namespace: scenarioNamespace}},
+		unmounts:  claims.UnmountTracker{Lifecycle: manager, Claims: lifecycle.ClientGo(s.core.CoreV1()), Scope: lifecycle.Scope{Namespace: scenarioNamespace}},
 		recorder:  lifecycle.EventFunc(s.event),
 	}
 
@@ -191,7 +191,7 @@ type collector struct {
 	namespace string
 	backups   *collect.Collector[*api.AerospikeNamespaceBackup]
 	lifecycle *lifecycle.Manager
-	unmounts  crt.UnmountTracking
+	unmounts  claims.UnmountTracker
 	recorder  lifecycle.EventRecorder
 }
 
@@ -204,7 +204,7 @@ type simReport struct {
 }
 
 // pass runs the backup pass, then the claim pass, as the two controllers
-// would, and records the ClaimCollected events as crt.CollectClaims does.
+// would, and records the ClaimCollected events as claims.Collector does.
 func (c *collector) pass(ctx context.Context) (simReport, error) {
 	b, err := c.backups.Pass(ctx, c.namespace)
 	rep := simReport{Now: b.Now, Backups: b.Backups}

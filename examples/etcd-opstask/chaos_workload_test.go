@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/groundskeeper-io/groundskeeper/crt"
+	"github.com/groundskeeper-io/groundskeeper/crt/tasks"
 	"github.com/groundskeeper-io/groundskeeper/examples/etcd-opstask/api"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/chaos"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
@@ -200,7 +200,7 @@ func (h *history) snapshot() (execs, cleanups []span, deletes []storeDelete) {
 	return execs, cleanups, append([]storeDelete(nil), h.deletes...)
 }
 
-// watchStore is the store the controller gets: crt.NewTaskStore's, which
+// watchStore is the store the controller gets: tasks.NewStore's, which
 // also watches (the manager's informer). Wrappers must keep Watch, or the controller would hear of
 // new tasks only at its resync.
 type watchStore interface {
@@ -371,7 +371,7 @@ func (g *opsWorkload) runManager(ctx context.Context, cfg *rest.Config, i int) e
 		o.backupStores[t] = fmt.Sprintf("s3://%s?prefix=%s/%s/", g.w.bucket, g.w.ns, t)
 		o.backupSecrets[t] = "minio"
 	}
-	store, err := crt.NewTaskStore(mgr, &api.EtcdOpsTask{}, &crt.TaskOptions{TargetField: api.TargetField, Namespace: g.w.ns})
+	store, err := tasks.NewStore(mgr, &api.EtcdOpsTask{}, &tasks.Options{TargetField: api.TargetField, Namespace: g.w.ns})
 	if err != nil {
 		return err
 	}

@@ -34,7 +34,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/groundskeeper-io/groundskeeper/crt"
+	"github.com/groundskeeper-io/groundskeeper/crt/tasks"
 	"github.com/groundskeeper-io/groundskeeper/examples/etcd-opstask/api"
 	"github.com/groundskeeper-io/groundskeeper/examples/etcd-opstask/opsctl"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/rbactest"
@@ -582,14 +582,14 @@ func taskCRD(t *testing.T) *apiextensionsv1.CustomResourceDefinition {
 	if err != nil {
 		t.Fatal(err)
 	}
-	crd, err := crt.TaskCRD(data, &api.EtcdOpsTask{}, scheme, &crt.TaskOptions{TargetField: api.TargetField})
+	crd, err := tasks.CRD(data, &api.EtcdOpsTask{}, scheme, &tasks.Options{TargetField: api.TargetField})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return crd
 }
 
-// installCRD installs deploy/crd.yaml with crt.InstallCRD (an upgrade in
+// installCRD installs deploy/crd.yaml with tasks.InstallCRD (an upgrade in
 // place when another test installed it) and returns a dynamic client for
 // the test's own reads and writes.
 func installCRD(t *testing.T, cfg *rest.Config) dynamic.Interface {
@@ -602,7 +602,7 @@ func installCRD(t *testing.T, cfg *rest.Config) dynamic.Interface {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := crt.InstallCRD(t.Context(), c, c, taskCRD(t)); err != nil {
+	if err := tasks.InstallCRD(t.Context(), c, c, taskCRD(t)); err != nil {
 		t.Fatal(err)
 	}
 	dyn, err := dynamic.NewForConfig(cfg)

@@ -13,7 +13,7 @@
 //		--backup-store 'main=s3://backups?region=eu-west-1&prefix=main/' --backup-secret main=backup-creds
 //
 // In a cluster it runs on a controller-runtime manager (metrics, health
-// probes), without leader election: crt.NewTaskController makes opstask's
+// probes), without leader election: crt/tasks' Controller makes opstask's
 // Controller from the manager alone and runs it on every replica; it hears
 // of EtcdOpsTasks from the manager's informer and claims a task with a write
 // guarded by the resourceVersion of a consistent read (the manager's API
@@ -49,6 +49,7 @@ import (
 	_ "github.com/groundskeeper-io/groundskeeper/backupstore/gcsstore"   // gs://
 	_ "github.com/groundskeeper-io/groundskeeper/backupstore/s3store"    // s3://
 	"github.com/groundskeeper-io/groundskeeper/crt"
+	"github.com/groundskeeper-io/groundskeeper/crt/tasks"
 	"github.com/groundskeeper-io/groundskeeper/examples/etcd-opstask/api"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
 	"github.com/groundskeeper-io/groundskeeper/opstask"
@@ -142,11 +143,12 @@ func addTaskController(mgr manager.Manager, o options, adjust func(*opstask.Conf
 	if adjust != nil {
 		adjust(&cfg)
 	}
-	_, err = crt.NewTaskController(mgr, &api.EtcdOpsTask{}, cfg, &crt.TaskOptions{
+	c := &tasks.Controller{Object: &api.EtcdOpsTask{}, Config: cfg, Options: &tasks.Options{
 		TargetField: api.TargetField,
 		Namespace:   o.namespace,
 		Metrics:     &opstask.MetricsConfig{Prefix: "etcdopstask_", TargetLabel: "etcd", NamespaceLabel: "etcd_namespace"},
-	})
+	}}
+	err = c.SetupWithManager(mgr)
 	if err != nil {
 		op.close()
 		return nil, err

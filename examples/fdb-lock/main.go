@@ -38,7 +38,6 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/groundskeeper-io/groundskeeper/crt"
@@ -161,10 +160,9 @@ func newManager(cfg *rest.Config, common *kubecmd.Flags, o controllerOptions, ba
 	// The chain writes the status itself, each global step while it holds
 	// the lock, so that the next holder sees what was done; the status
 	// write crt.Reconciler makes after the chain then changes nothing.
-	err = ctrl.NewControllerManagedBy(mgr).
-		For(&api.Database{}).
-		Named("database").
-		Complete(crt.Reconciler(mgr.GetClient(), runner, func() *Database { return new(Database) }))
+	// Its controller is named after the kind: "database".
+	err = crt.Reconciler[*Database, *loopState]{Client: mgr.GetClient(), Runner: runner,
+		New: func() *Database { return new(Database) }}.SetupWithManager(mgr)
 	return mgr, err
 }
 

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/groundskeeper-io/groundskeeper/crt"
+	"github.com/groundskeeper-io/groundskeeper/crt/claims"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
 	"github.com/groundskeeper-io/groundskeeper/examples/statefulset-pvc/api"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
@@ -55,16 +56,20 @@ func newManager(cfg *rest.Config, common *kubecmd.Flags, o controllerOptions, op
 		return nil, err
 	}
 	events := mgr.GetEventRecorder("statefulset-pvc")
-	m, err := lifecycle.New(lifecycle.Config{Client: crt.LifecycleClient(mgr.GetClient(), mgr.GetAPIReader()), Recorder: crt.Events(events)})
+	m, err := lifecycle.New(lifecycle.Config{Client: claims.Client(mgr.GetClient(), mgr.GetAPIReader()), Recorder: crt.Events(events)})
 	if err != nil {
 		return nil, err
 	}
 	r := &reconciler{Client: mgr.GetClient(), m: m, events: events, dryRun: o.dryRun,
-		sets: crt.ClaimSets[*api.ReplicatedSet]{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), GVK: api.GroupVersionKind, Spec: specOf, Label: api.SetLabel}}
-	// Its pods, and a claim the set of its controller reference or its
-	// label.
-	err = r.sets.Watch(ctrl.NewControllerManagedBy(mgr).For(&api.ReplicatedSet{})).Complete(r)
-	return mgr, err
+		sets: claims.Sets[*api.ReplicatedSet]{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), GVK: api.GroupVersionKind, Spec: specOf, Label: api.SetLabel}}
+	return mgr, r.SetupWithManager(mgr)
+}
+
+// SetupWithManager adds r to mgr as the controller of ReplicatedSets, which
+// also watches their pods, and every claim, for the set of its controller
+// reference or its label.
+func (r *reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return r.sets.Watch(ctrl.NewControllerManagedBy(mgr).For(&api.ReplicatedSet{})).Complete(r)
 }
 
 // Reconcile brings one ReplicatedSet's pods and claims to its spec.

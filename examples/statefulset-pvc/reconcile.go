@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/groundskeeper-io/groundskeeper/crt"
+	"github.com/groundskeeper-io/groundskeeper/crt/claims"
 	"github.com/groundskeeper-io/groundskeeper/examples/statefulset-pvc/api"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
 )
@@ -24,7 +24,7 @@ const conditionClaimsReady = "ClaimsReady"
 // pods and claims look and writes the status.
 type reconciler struct {
 	client.Client
-	sets   crt.ClaimSets[*api.ReplicatedSet]
+	sets   claims.Sets[*api.ReplicatedSet]
 	m      *lifecycle.Manager
 	events events.EventRecorder
 	// dryRun: create missing pods and claims, but patch no claim and delete

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	"github.com/groundskeeper-io/groundskeeper/crt"
+	"github.com/groundskeeper-io/groundskeeper/crt/claims"
 	"github.com/groundskeeper-io/groundskeeper/examples/statefulset-pvc/api"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
 )
@@ -123,12 +123,12 @@ func runScenario(out io.Writer) error {
 		}
 		s.printf(name, "%s: %s", reason, msg)
 	})
-	m, err := lifecycle.New(lifecycle.Config{Client: crt.LifecycleClient(s.client, s.client), Recorder: events, Clock: s.clk})
+	m, err := lifecycle.New(lifecycle.Config{Client: claims.Client(s.client, s.client), Recorder: events, Clock: s.clk})
 	if err != nil {
 		return err
 	}
 	s.r = &reconciler{Client: s.client, m: m, events: simEvents{events},
-		sets: crt.ClaimSets[*api.ReplicatedSet]{Client: s.client, APIReader: s.client, GVK: api.GroupVersionKind, Spec: specOf, Label: api.SetLabel}}
+		sets: claims.Sets[*api.ReplicatedSet]{Client: s.client, APIReader: s.client, GVK: api.GroupVersionKind, Spec: specOf, Label: api.SetLabel}}
 
 	fmt.Fprintf(out, "Simulated timeline, %s UTC, namespace %q. One ReplicatedSet per KEP-1847 policy, each with\n", scenarioStart.Format(time.DateOnly), scenarioNamespace)
 	fmt.Fprintf(out, "one volume claim template \"data\": created with 3 replicas, scaled to 1, scaled back to 3, deleted.\n")

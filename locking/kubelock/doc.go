@@ -17,7 +17,7 @@
 // An operator that must not reconfigure one database from two instances at
 // once takes a lock per database, not one for the whole operator:
 //
-//	cfg, err := kubelock.ForObject(crt.ConfigMaps(mgr.GetClient(), mgr.GetAPIReader()), db, dbGVK)
+//	cfg, err := kubelock.ForObject(locks.ConfigMaps(mgr.GetClient(), mgr.GetAPIReader()), db, dbGVK)
 //	backend, err := kubelock.New(cfg)
 //	l, err := locking.New(locking.Config{Backend: backend, LockID: os.Getenv("POD_NAME")})
 //	_, err = l.Do(ctx, reconfigure, &locking.DoOptions{Release: true})
@@ -44,7 +44,7 @@
 //     reconcile that finds nothing to do, not a second reconfiguration.
 //
 // It needs only a Client (three ConfigMap calls: ClientGo adapts a
-// client-go clientset, crt.ConfigMaps a controller-runtime manager's client
+// client-go clientset, crt/locks.ConfigMaps a controller-runtime manager's client
 // and API reader), and RBAC to get, create and update ConfigMaps in the
 // namespace.
 //

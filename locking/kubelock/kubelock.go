@@ -29,7 +29,7 @@ import (
 // created and updated. GetConfigMap must read from the API server, not
 // from a cache: the backend's transactions start from that read. Errors
 // must keep their Kubernetes API type (apierrors.IsNotFound, IsConflict).
-// ClientGo adapts a client-go clientset; crt.ConfigMaps a controller-runtime
+// ClientGo adapts a client-go clientset; crt/locks.ConfigMaps a controller-runtime
 // client and API reader.
 type Client interface {
 	GetConfigMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error)
@@ -59,7 +59,7 @@ func (c clientGo) UpdateConfigMap(ctx context.Context, cm *corev1.ConfigMap) (*c
 // Instances that coordinate must use the same ConfigMap.
 type Config struct {
 	// Client reads and writes the ConfigMap: ClientGo(clientset.CoreV1())
-	// or crt.ConfigMaps(mgr.GetClient(), mgr.GetAPIReader()).
+	// or crt/locks.ConfigMaps(mgr.GetClient(), mgr.GetAPIReader()).
 	Client Client
 
 	// Namespace and Name name the ConfigMap that holds every key. It is

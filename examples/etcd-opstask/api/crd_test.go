@@ -6,13 +6,13 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/groundskeeper-io/groundskeeper/crt"
+	"github.com/groundskeeper-io/groundskeeper/crt/tasks"
 	"github.com/groundskeeper-io/groundskeeper/examples/etcd-opstask/api"
 )
 
 // The CRD that controller-gen generated (../deploy/crd.yaml) matches the Go
 // types of this package, field by field, and has the rules opstask needs,
-// among them status.lastErrors bounded by opstask.MaxLastErrors: crt.TaskCRD
+// among them status.lastErrors bounded by opstask.MaxLastErrors: tasks.CRD
 // checks them all.
 func TestCRDMatchesTheGoTypes(t *testing.T) {
 	data, err := os.ReadFile("../deploy/crd.yaml")
@@ -23,7 +23,7 @@ func TestCRDMatchesTheGoTypes(t *testing.T) {
 	if err := api.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	crd, err := crt.TaskCRD(data, &api.EtcdOpsTask{}, scheme, &crt.TaskOptions{TargetField: api.TargetField})
+	crd, err := tasks.CRD(data, &api.EtcdOpsTask{}, scheme, &tasks.Options{TargetField: api.TargetField})
 	if err != nil {
 		t.Fatal(err)
 	}

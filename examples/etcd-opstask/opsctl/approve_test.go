@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/groundskeeper-io/groundskeeper/crt"
+	"github.com/groundskeeper-io/groundskeeper/crt/tasks"
 	"github.com/groundskeeper-io/groundskeeper/examples/etcd-opstask/api"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/rbactest"
 	"github.com/groundskeeper-io/groundskeeper/opstask"
@@ -41,7 +41,7 @@ func installCRD(t *testing.T, k *testenv.Kubernetes) dynamic.ResourceInterface {
 	if err != nil {
 		t.Fatal(err)
 	}
-	crd, err := crt.TaskCRD(data, &api.EtcdOpsTask{}, scheme, &crt.TaskOptions{TargetField: api.TargetField})
+	crd, err := tasks.CRD(data, &api.EtcdOpsTask{}, scheme, &tasks.Options{TargetField: api.TargetField})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func installCRD(t *testing.T, k *testenv.Kubernetes) dynamic.ResourceInterface {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := crt.InstallCRD(t.Context(), c, c, crd); err != nil {
+	if err := tasks.InstallCRD(t.Context(), c, c, crd); err != nil {
 		t.Fatal(err)
 	}
 	dyn, err := dynamic.NewForConfig(k.Config)

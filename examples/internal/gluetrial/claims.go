@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/groundskeeper-io/groundskeeper/crt"
+	"github.com/groundskeeper-io/groundskeeper/crt/claims"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/gluetrial/api"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
 	"github.com/groundskeeper-io/groundskeeper/locking/lockstep"
@@ -18,8 +18,8 @@ import (
 
 const dbLabel = "minidb.example.com/name"
 
-func claimSets(mgr manager.Manager) crt.ClaimSets[*api.MiniDB] {
-	return crt.ClaimSets[*api.MiniDB]{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+func claimSets(mgr manager.Manager) claims.Sets[*api.MiniDB] {
+	return claims.Sets[*api.MiniDB]{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 		GVK: api.GroupVersion.WithKind("MiniDB"), Label: dbLabel,
 		Spec: func(db *api.MiniDB) (int, lifecycle.Policy, error) {
 			p, err := lifecycle.FromStatefulSet(db.Spec.ClaimRetention)

@@ -5,7 +5,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/groundskeeper-io/groundskeeper/crt"
+	"github.com/groundskeeper-io/groundskeeper/crt/locks"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/gluetrial/api"
 	"github.com/groundskeeper-io/groundskeeper/locking"
 	"github.com/groundskeeper-io/groundskeeper/locking/kubelock"
@@ -15,7 +15,7 @@ import (
 
 // lockStates gives each loop the global lock, kept in a ConfigMap.
 func lockStates(mgr manager.Manager, id string) (func(context.Context, *api.MiniDB) (*lockstep.State, error), error) {
-	backend, err := kubelock.New(kubelock.Config{Client: crt.ConfigMaps(mgr.GetClient(), mgr.GetAPIReader()),
+	backend, err := kubelock.New(kubelock.Config{Client: locks.ConfigMaps(mgr.GetClient(), mgr.GetAPIReader()),
 		Namespace: "default", Name: "minidb-lock"})
 	return lockstep.NewStates[*api.MiniDB](locking.Config{Backend: backend, LockID: id}, nil), err
 }

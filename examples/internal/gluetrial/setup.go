@@ -6,10 +6,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/groundskeeper-io/groundskeeper/crt"
+	"github.com/groundskeeper-io/groundskeeper/crt/claims"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/gluetrial/api"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
 	"github.com/groundskeeper-io/groundskeeper/locking/lockstep"
@@ -37,7 +37,7 @@ func Setup(ctx context.Context, mgr manager.Manager, o Options) error {
 	if err := setupTasks(ctx, mgr); err != nil {
 		return err
 	}
-	lm, err := lifecycle.New(lifecycle.Config{Client: crt.LifecycleClient(mgr.GetClient(), mgr.GetAPIReader()),
+	lm, err := lifecycle.New(lifecycle.Config{Client: claims.Client(mgr.GetClient(), mgr.GetAPIReader()),
 		Recorder: crt.Events(mgr.GetEventRecorder("minidb"))})
 	if err != nil {
 		return err
@@ -54,6 +54,6 @@ func Setup(ctx context.Context, mgr manager.Manager, o Options) error {
 	if err != nil {
 		return err
 	}
-	return claimSets(mgr).Watch(ctrl.NewControllerManagedBy(mgr).For(&api.MiniDB{})).
-		Complete(crt.Reconciler(mgr.GetClient(), runner, func() *api.MiniDB { return new(api.MiniDB) }))
+	return crt.Reconciler[*api.MiniDB, *lockstep.State]{Client: mgr.GetClient(), Runner: runner,
+		New: func() *api.MiniDB { return new(api.MiniDB) }, Watch: claimSets(mgr).Watch}.SetupWithManager(mgr)
 }

@@ -6,7 +6,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/groundskeeper-io/groundskeeper/crt"
+	"github.com/groundskeeper-io/groundskeeper/crt/tasks"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/gluetrial/api"
 	"github.com/groundskeeper-io/groundskeeper/opstask"
 )
@@ -16,20 +16,20 @@ var taskCRD []byte
 
 // setupTasks installs the MiniDBTask CRD and runs its one kind, reindex.
 func setupTasks(ctx context.Context, mgr manager.Manager) error {
-	opts := &crt.TaskOptions{TargetField: "database"}
-	crd, err := crt.TaskCRD(taskCRD, &api.MiniDBTask{}, mgr.GetScheme(), opts)
+	opts := &tasks.Options{TargetField: "database"}
+	crd, err := tasks.CRD(taskCRD, &api.MiniDBTask{}, mgr.GetScheme(), opts)
 	if err != nil {
 		return err
 	}
-	if err := crt.InstallCRD(ctx, mgr.GetClient(), mgr.GetAPIReader(), crd); err != nil {
+	if err := tasks.InstallCRD(ctx, mgr.GetClient(), mgr.GetAPIReader(), crd); err != nil {
 		return err
 	}
-	_, err = crt.NewTaskController(mgr, &api.MiniDBTask{}, opstask.Config{Handlers: []opstask.Handler{{
+	c := &tasks.Controller{Object: &api.MiniDBTask{}, Options: opts, Config: opstask.Config{Handlers: []opstask.Handler{{
 		Name: "reindex",
 		Executor: opstask.ExecutorFunc(func(ctx context.Context, r *opstask.Run) error {
 			return r.Progress(ctx, "reindexed") // the made-up database reindexes at once
 		}),
 		Resumable: true,
-	}}}, opts)
-	return err
+	}}}}
+	return c.SetupWithManager(mgr)
 }

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
-	"github.com/groundskeeper-io/groundskeeper/crt"
+	"github.com/groundskeeper-io/groundskeeper/crt/tasks"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/gluetrial"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/gluetrial/api"
 	"github.com/groundskeeper-io/groundskeeper/opstask"
@@ -51,7 +51,7 @@ func TestTrialOperator(t *testing.T) {
 		if err := yaml.Unmarshal(data, &crd); err != nil {
 			t.Fatal(err)
 		}
-		if err := crt.InstallCRD(ctx, c, mgr.GetAPIReader(), &crd); err != nil {
+		if err := tasks.InstallCRD(ctx, c, mgr.GetAPIReader(), &crd); err != nil {
 			t.Fatal(err)
 		}
 	}

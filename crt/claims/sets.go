@@ -1,4 +1,4 @@
-package crt
+package claims
 
 import (
 	"context"
@@ -17,13 +17,13 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
 )
 
-// ClaimSets builds, for an owner of type T read by a controller-runtime
+// Sets builds, for an owner of type T read by a controller-runtime
 // reconciler, the parts of a lifecycle.ClaimSet that come from the manager:
 // the owner's state, its fresh read from the API server, and the caches of
 // pods and claims. The reconciler adds the label and how to build pods and
 // claims, and calls lifecycle.Manager.SyncSet:
 //
-//	sets := crt.ClaimSets[*api.DB]{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), GVK: api.GVK, Spec: spec, Label: api.DBLabel}
+//	sets := claims.Sets[*api.DB]{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), GVK: api.GVK, Spec: spec, Label: api.DBLabel}
 //	sets.Watch(ctrl.NewControllerManagedBy(mgr).For(&api.DB{})).Complete(r)
 //	...
 //	set, err := sets.For(db)
@@ -33,7 +33,7 @@ import (
 // The manager's cache must hold the owner's pods (by the label) and the
 // claims of the namespace (the policy applies to every claim named as the
 // set names them, pre-provisioned ones included).
-type ClaimSets[T client.Object] struct {
+type Sets[T client.Object] struct {
 	// Client is the manager's client (mgr.GetClient()): pods and claims
 	// are listed from its cache.
 	Client client.Client
@@ -54,7 +54,7 @@ type ClaimSets[T client.Object] struct {
 // (Owns: a pod is the owner's) and every claim (Requests: a claim the
 // policy keeps has no owner reference to follow), so that a claim
 // created, bound or deleted, or a pod gone, reconciles its owner.
-func (s ClaimSets[T]) Watch(b *builder.Builder) *builder.Builder {
+func (s Sets[T]) Watch(b *builder.Builder) *builder.Builder {
 	return b.Owns(&corev1.Pod{}).Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(s.Requests))
 }
 
@@ -63,7 +63,7 @@ func (s ClaimSets[T]) Watch(b *builder.Builder) *builder.Builder {
 // its controller reference when that is of the owner's group and kind, else
 // the one its Label names. Under whenScaled: Delete a condemned pod controls
 // its claims; the label still leads back to the owner.
-func (s ClaimSets[T]) Requests(_ context.Context, claim client.Object) []reconcile.Request {
+func (s Sets[T]) Requests(_ context.Context, claim client.Object) []reconcile.Request {
 	name := ""
 	if s.Label != "" {
 		name = claim.GetLabels()[s.Label]
@@ -81,9 +81,9 @@ func (s ClaimSets[T]) Requests(_ context.Context, claim client.Object) []reconci
 
 // For returns the ClaimSet of owner with Namespace, Owner, Label, Reread,
 // PodCache and ClaimCache filled in.
-func (s ClaimSets[T]) For(owner T) (lifecycle.ClaimSet, error) {
+func (s Sets[T]) For(owner T) (lifecycle.ClaimSet, error) {
 	if s.Client == nil || s.APIReader == nil || s.Spec == nil || s.GVK.Kind == "" || s.Label == "" {
-		return lifecycle.ClaimSet{}, fmt.Errorf("crt: ClaimSets: Client, APIReader, GVK, Spec and Label are required (GVK = %q, Label = %q)", s.GVK.String(), s.Label)
+		return lifecycle.ClaimSet{}, fmt.Errorf("crt: claims.Sets: Client, APIReader, GVK, Spec and Label are required (GVK = %q, Label = %q)", s.GVK.String(), s.Label)
 	}
 	o, err := s.owner(owner)
 	if err != nil {
@@ -110,11 +110,11 @@ func (s ClaimSets[T]) For(owner T) (lifecycle.ClaimSet, error) {
 			return &o, nil
 		},
 		PodCache:   PodCache(s.Client),
-		ClaimCache: ClaimCache(s.Client),
+		ClaimCache: Cache(s.Client),
 	}, nil
 }
 
-func (s ClaimSets[T]) owner(obj T) (lifecycle.Owner, error) {
+func (s Sets[T]) owner(obj T) (lifecycle.Owner, error) {
 	replicas, policy, err := s.Spec(obj)
 	if err != nil {
 		return lifecycle.Owner{}, err

@@ -1,4 +1,4 @@
-package crt_test
+package claims_test
 
 import (
 	"context"
@@ -14,18 +14,18 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/groundskeeper-io/groundskeeper/crt"
+	"github.com/groundskeeper-io/groundskeeper/crt/claims"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
 	"github.com/groundskeeper-io/groundskeeper/testenv"
 )
 
-// ClaimSets on a manager, on fake nodes: pods run, and the scale-down's
+// Sets on a manager, on fake nodes: pods run, and the scale-down's
 // pod terminates for its grace period. While it does, SyncSet (pods and
 // claims from the manager's cache) neither deletes another pod nor touches
 // its claim, and a collector pass on the cache keeps the claim despite an
 // expired mark; the claim goes (whenScaled: Delete) only once the pod is
 // gone.
-func TestClaimSetsOnNodes(t *testing.T) {
+func TestSetsOnNodes(t *testing.T) {
 	t.Parallel()
 	env := testenv.StartKubernetes(t)
 	env.StartNodes(t, nil)
@@ -33,7 +33,7 @@ func TestClaimSetsOnNodes(t *testing.T) {
 	mgr := startManager(t, env)
 	ctx := t.Context()
 	c := mgr.GetClient()
-	sets, m := configMapClaimSets(t, mgr)
+	sets, m := configMapSets(t, mgr)
 	const grace = 8
 	sync := func(cm *corev1.ConfigMap) (lifecycle.SetResult, error) {
 		set, err := sets.For(cm)
@@ -112,7 +112,7 @@ func TestClaimSetsOnNodes(t *testing.T) {
 	if err := c.Update(ctx, &claim1); err != nil {
 		t.Fatal(err)
 	}
-	scope := lifecycle.Scope{Namespace: env.Namespace, Claims: crt.ClaimCache(mgr.GetCache()), Pods: crt.PodCache(mgr.GetCache())}
+	scope := lifecycle.Scope{Namespace: env.Namespace, Claims: claims.Cache(mgr.GetCache()), Pods: claims.PodCache(mgr.GetCache())}
 	until("the cache sees the mark", func() bool {
 		var cl corev1.PersistentVolumeClaim
 		return c.Get(ctx, client.ObjectKey{Namespace: env.Namespace, Name: "data-db-1"}, &cl) == nil && cl.Annotations[m.Annotations().LastUnmountedKey()] != ""
@@ -137,12 +137,12 @@ func TestClaimSetsOnNodes(t *testing.T) {
 	}
 }
 
-// TrackUnmounts on fake nodes: a pod deleted with a grace period keeps its
+// UnmountTracker on fake nodes: a pod deleted with a grace period keeps its
 // claim unmarked while it terminates (the event that marks is the pod's
 // removal, and the mark is decided on a fresh pod list); once the pod is
 // gone the claim is marked, from then, so its TTL counts from when the pod
 // really went.
-func TestTrackUnmountsOnNodes(t *testing.T) {
+func TestUnmountTrackerOnNodes(t *testing.T) {
 	t.Parallel()
 	env := testenv.StartKubernetes(t)
 	env.StartNodes(t, nil)
@@ -150,13 +150,13 @@ func TestTrackUnmountsOnNodes(t *testing.T) {
 	ctx := t.Context()
 	ns := env.Namespace
 	mgr := env.NewManager(t, scheme.Scheme)
-	claims := crt.LifecycleClient(mgr.GetClient(), mgr.GetAPIReader())
-	lc, err := lifecycle.New(lifecycle.Config{Client: claims})
+	client := claims.Client(mgr.GetClient(), mgr.GetAPIReader())
+	lc, err := lifecycle.New(lifecycle.Config{Client: client})
 	if err != nil {
 		t.Fatal(err)
 	}
-	scope := lifecycle.Scope{Namespace: ns, Claims: crt.ClaimCache(mgr.GetClient()), Pods: crt.PodCache(mgr.GetClient())}
-	if err := crt.TrackUnmounts(mgr, "unmounts", crt.UnmountTracking{Lifecycle: lc, Claims: claims, Scope: scope}); err != nil {
+	scope := lifecycle.Scope{Namespace: ns, Claims: claims.Cache(mgr.GetClient()), Pods: claims.PodCache(mgr.GetClient())}
+	if err := (claims.UnmountTracker{Name: "unmounts", Lifecycle: lc, Claims: client, Scope: scope}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
 	testenv.StartManager(t, mgr)

@@ -1,4 +1,4 @@
-package crt
+package locks
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // cache, and written through c (mgr.GetClient()).
 //
 //	backend, err := kubelock.New(kubelock.Config{
-//		Client:    crt.ConfigMaps(mgr.GetClient(), mgr.GetAPIReader()),
+//		Client:    locks.ConfigMaps(mgr.GetClient(), mgr.GetAPIReader()),
 //		Namespace: ns,
 //		Name:      "my-operator-lock",
 //	})

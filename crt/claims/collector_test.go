@@ -1,4 +1,4 @@
-package crt_test
+package claims_test
 
 import (
 	"context"
@@ -15,17 +15,17 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/groundskeeper-io/groundskeeper/crt"
+	"github.com/groundskeeper-io/groundskeeper/crt/claims"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
 	"github.com/groundskeeper-io/groundskeeper/testenv"
 )
 
-// CollectClaims on a started manager: a claim whose pod is deleted is
+// Collector on a started manager: a claim whose pod is deleted is
 // marked unmounted, and deleted (with an event) once its TTL has passed
 // on the manager's clock; a claim outside the selector, and one whose pod
 // stays, are left alone. A dry-run collection beside it marks and deletes
 // nothing.
-func TestCollectClaimsOnAManager(t *testing.T) {
+func TestCollectorOnAManager(t *testing.T) {
 	env := testenv.StartKubernetes(t)
 	ctx := context.Background()
 	ns := env.Namespace
@@ -58,24 +58,24 @@ func TestCollectClaimsOnAManager(t *testing.T) {
 		events = append(events, obj.(*corev1.ObjectReference).Name+" "+reason)
 	})
 	mgr := env.NewManager(t, scheme.Scheme)
-	claims := crt.LifecycleClient(mgr.GetClient(), mgr.GetAPIReader())
-	lc, err := lifecycle.New(lifecycle.Config{Client: claims, Clock: clk, Annotations: ann})
+	client := claims.Client(mgr.GetClient(), mgr.GetAPIReader())
+	lc, err := lifecycle.New(lifecycle.Config{Client: client, Clock: clk, Annotations: ann})
 	if err != nil {
 		t.Fatal(err)
 	}
 	selector, _ := labels.Parse("app=db")
-	scope := lifecycle.Scope{Namespace: ns, Selector: selector, Claims: crt.ClaimCache(mgr.GetClient()), Pods: crt.PodCache(mgr.GetClient())}
+	scope := lifecycle.Scope{Namespace: ns, Selector: selector, Claims: claims.Cache(mgr.GetClient()), Pods: claims.PodCache(mgr.GetClient())}
 	passes := make(chan lifecycle.CollectResult, 100)
 	for _, dry := range []bool{true, false} {
 		name := map[bool]string{true: "claims-dry", false: "claims"}[dry]
-		cc := crt.ClaimCollection{
-			UnmountTracking: crt.UnmountTracking{Lifecycle: lc, Claims: claims, Scope: scope, DryRun: dry},
-			Recorder:        recorder, Clock: clk,
+		cc := claims.Collector{
+			UnmountTracker: claims.UnmountTracker{Lifecycle: lc, Claims: client, Scope: scope, DryRun: dry},
+			Name:           name, Recorder: recorder, Clock: clk,
 		}
 		if !dry {
 			cc.OnPass = func(_ time.Time, r lifecycle.CollectResult) { passes <- r }
 		}
-		if err := crt.CollectClaims(mgr, name, cc); err != nil {
+		if err := cc.SetupWithManager(mgr); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,4 +1,4 @@
-package crt_test
+package locks_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/groundskeeper-io/groundskeeper/crt"
+	"github.com/groundskeeper-io/groundskeeper/crt/locks"
 	"github.com/groundskeeper-io/groundskeeper/locking"
 	"github.com/groundskeeper-io/groundskeeper/locking/kubelock"
 	"github.com/groundskeeper-io/groundskeeper/testenv"
@@ -61,7 +61,7 @@ func TestObjectLockReleaseWakesTheWaiter(t *testing.T) {
 		t.Fatal(err)
 	}
 	mgr := kube.NewManager(t, scheme)
-	waiter := lockOf(crt.ConfigMaps(mgr.GetClient(), mgr.GetAPIReader()), "instance-b")
+	waiter := lockOf(locks.ConfigMaps(mgr.GetClient(), mgr.GetAPIReader()), "instance-b")
 	var refused, took atomic.Int64
 	err = ctrl.NewControllerManagedBy(mgr).For(&corev1.Secret{}).Owns(&corev1.ConfigMap{}).
 		Complete(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {

@@ -1,4 +1,4 @@
-package crt
+package tasks
 
 import (
 	"context"
@@ -25,10 +25,10 @@ import (
 )
 
 // EveryReplica returns run as a manager Runnable that the manager starts on
-// every replica, leader or not (NeedLeaderElection is false): for an opstask
-// Controller's Run, which is built to run on every replica at once (claims
-// with leases decide which one executes a task), so that tasks wait for no
-// election. A Runnable added with mgr.Add and no such method runs on the
+// every replica, leader or not (NeedLeaderElection is false): as a
+// Controller runs opstask's Controller, which is built to run on every
+// replica at once (claims with leases decide which one executes a task),
+// so that tasks wait for no election. A Runnable added with mgr.Add and no such method runs on the
 // leader only.
 func EveryReplica(run func(ctx context.Context) error) manager.Runnable { return everyReplica(run) }
 
@@ -39,10 +39,10 @@ func (everyReplica) NeedLeaderElection() bool          { return false }
 
 var _ manager.LeaderElectionRunnable = everyReplica(nil)
 
-// TaskOptions configures NewTaskController and NewTaskStore. The zero value
-// serves tasks of every namespace that have no target field and records no
-// metrics.
-type TaskOptions struct {
+// Options configures a Controller, NewStore and CRD. The zero value (and
+// nil) serves tasks of every namespace that have no target field and
+// records no metrics.
+type Options struct {
 	// TargetField is the spec field that names a task's target, e.g.
 	// "etcdName" (DEP-05); empty means tasks have no target and queue
 	// together per namespace.
@@ -55,32 +55,44 @@ type TaskOptions struct {
 	// controller-runtime's metrics.Registry, which the manager serves.
 	// Several controllers in one process may name the same registry: the
 	// metrics are registered once on it and shared (see opstask.Metrics).
-	// Ignored when the opstask.Config given has Metrics.
+	// Ignored when Controller.Config has Metrics.
 	Metrics *opstask.MetricsConfig
 }
 
-// NewTaskController returns an opstask Controller of the task resource of
-// obj's kind, added to mgr as a Runnable that runs on every replica
-// (EveryReplica), with the manager's logger; the manager starts and stops it.
-// obj is a typed object registered in the manager's scheme, or an
-// unstructured.Unstructured with its GroupVersionKind set. cfg is opstask's
-// configuration (handlers, TTL, concurrency); its Store, when nil, is
-// NewTaskStore(mgr, obj, opts): the manager's clients, and nothing else, talk
-// to the API server. Pass a Store of your own (NewTaskStore's, wrapped) only
-// to observe or alter it, as tests do. cfg.Identity defaults to the host name
-// (the pod's name in a cluster), which prefixes the run IDs that tell the
-// replicas apart. opts may be nil.
-//
-// The returned Controller is for DryRun and Sync; do not Run it again.
-func NewTaskController(mgr manager.Manager, obj client.Object, cfg opstask.Config, opts *TaskOptions) (*opstask.Controller, error) {
-	var o TaskOptions
-	if opts != nil {
-		o = *opts
+// Controller is the opstask Controller of the task resource of Object's
+// kind on a manager. SetupWithManager builds it and adds it to the manager
+// as a Runnable that runs on every replica (EveryReplica), with the
+// manager's logger; the manager starts and stops it.
+type Controller struct {
+	// Object is a typed task object registered in the manager's scheme, or
+	// an unstructured.Unstructured with its GroupVersionKind set.
+	Object client.Object
+	// Config is opstask's configuration (handlers, TTL, concurrency). Its
+	// Store, when nil, is NewStore(mgr, Object, Options): the manager's
+	// clients, and nothing else, talk to the API server. Pass a Store of
+	// your own (NewStore's, wrapped) only to observe or alter it, as tests
+	// do. Config.Identity defaults to the host name (the pod's name in a
+	// cluster), which prefixes the run IDs that tell the replicas apart.
+	Config opstask.Config
+	// Options may be nil.
+	Options *Options
+
+	ctl *opstask.Controller
+}
+
+// SetupWithManager builds the opstask Controller and adds it to mgr. It
+// refuses, before the manager starts, what opstask.New refuses, a task
+// object the manager's scheme does not know, and invalid metrics.
+func (c *Controller) SetupWithManager(mgr manager.Manager) error {
+	var o Options
+	if c.Options != nil {
+		o = *c.Options
 	}
+	cfg := c.Config
 	if cfg.Store == nil {
-		s, err := NewTaskStore(mgr, obj, &o)
+		s, err := NewStore(mgr, c.Object, &o)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		cfg.Store = s
 	}
@@ -91,7 +103,7 @@ func NewTaskController(mgr manager.Manager, obj client.Object, cfg opstask.Confi
 		}
 		m, err := opstask.NewMetrics(mc)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		cfg.Metrics = m
 	}
@@ -100,19 +112,24 @@ func NewTaskController(mgr manager.Manager, obj client.Object, cfg opstask.Confi
 	}
 	ctl, err := opstask.New(cfg)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	// The manager gives Runnables a context without its logger: opstask
 	// logs through the one in its context.
 	logger := mgr.GetLogger().WithName("opstask")
 	run := func(ctx context.Context) error { return ctl.Run(log.IntoContext(ctx, logger)) }
 	if err := mgr.Add(EveryReplica(run)); err != nil {
-		return nil, fmt.Errorf("crt: add task controller: %w", err)
+		return fmt.Errorf("crt: add task controller: %w", err)
 	}
-	return ctl, nil
+	c.ctl = ctl
+	return nil
 }
 
-// NewTaskStore returns an opstask.Store of the tasks of obj's kind over the
+// Tasks returns the opstask Controller SetupWithManager built (nil before
+// it), for DryRun and Sync; do not Run it: the manager does.
+func (c *Controller) Tasks() *opstask.Controller { return c.ctl }
+
+// NewStore returns an opstask.Store of the tasks of obj's kind over the
 // manager's clients, as kubestore's over a dynamic client: it writes
 // through mgr.GetClient(), delivers the tasks and their changes from the
 // manager's informer on the kind (an opstask.Informer: the controller
@@ -132,8 +149,8 @@ func NewTaskController(mgr manager.Manager, obj client.Object, cfg opstask.Confi
 // opstask.ErrConflict and missing tasks opstask.ErrNotFound. It needs RBAC to
 // list, watch, get, update and delete the resource and to update its
 // status.
-func NewTaskStore(mgr manager.Manager, obj client.Object, opts *TaskOptions) (opstask.Store, error) {
-	var o TaskOptions
+func NewStore(mgr manager.Manager, obj client.Object, opts *Options) (opstask.Store, error) {
+	var o Options
 	if opts != nil {
 		o = *opts
 	}
@@ -157,7 +174,7 @@ type taskStore struct {
 	cache  cache.Cache
 	obj    client.Object
 	gvk    schema.GroupVersionKind
-	opts   TaskOptions
+	opts   Options
 
 	// written holds, by task key, the task as the API server returned it
 	// from this store's last status write: the hold that follows a claim

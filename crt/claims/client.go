@@ -1,4 +1,4 @@
-package crt
+package claims
 
 import (
 	"context"
@@ -14,8 +14,7 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
 )
 
-// LifecycleClient returns the lifecycle.Client of a controller-runtime
-// manager: writes and claim lists through c (mgr.GetClient(), whose reads
+// Client returns the lifecycle.Client of a controller-runtime manager: writes and claim lists through c (mgr.GetClient(), whose reads
 // come from the manager's cache), and the reads lifecycle needs fresh (a
 // claim before a read-modify-write, pods before a deletion or an unmount
 // mark) through apiReader (mgr.GetAPIReader()).
@@ -27,7 +26,7 @@ import (
 // sends to the API server (claims not cached) is paged as asked. A pod list
 // from apiReader that comes from a cache is refused: the mount check before
 // a deletion must read the API server.
-func LifecycleClient(c client.Client, apiReader client.Reader) lifecycle.Client {
+func Client(c client.Client, apiReader client.Reader) lifecycle.Client {
 	return lifecycleClient{c: c, live: apiReader}
 }
 
@@ -99,7 +98,7 @@ func (l lifecycleClient) ListPods(ctx context.Context, namespace string, opts me
 		return nil, err
 	}
 	if list.Continue == cacheContinue {
-		return nil, errors.New("crt: LifecycleClient: the pods were listed from a cache, which lifecycle must not trust before a deletion: pass the manager's API reader (mgr.GetAPIReader()) as apiReader")
+		return nil, errors.New("crt: claims.Client: the pods were listed from a cache, which lifecycle must not trust before a deletion: pass the manager's API reader (mgr.GetAPIReader()) as apiReader")
 	}
 	return &list, nil
 }
@@ -114,10 +113,10 @@ func listOptions(namespace string, opts metav1.ListOptions) (*client.ListOptions
 	return &client.ListOptions{Namespace: namespace, LabelSelector: sel, Limit: opts.Limit, Continue: opts.Continue}, nil
 }
 
-// ClaimCache returns a lifecycle.ClaimLister over a controller-runtime
+// Cache returns a lifecycle.ClaimLister over a controller-runtime
 // reader, normally the manager's cache-backed client: lifecycle.Scope's
 // Claims.
-func ClaimCache(r client.Reader) lifecycle.ClaimLister { return claimCache{r} }
+func Cache(r client.Reader) lifecycle.ClaimLister { return claimCache{r} }
 
 // PodCache returns a lifecycle.PodLister over a controller-runtime reader,
 // normally the manager's cache-backed client: lifecycle.Scope's Pods.

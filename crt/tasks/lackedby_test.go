@@ -1,4 +1,4 @@
-package crt
+package tasks
 
 import (
 	"slices"

@@ -1,4 +1,4 @@
-package crt_test
+package claims_test
 
 import (
 	"context"
@@ -14,39 +14,39 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/groundskeeper-io/groundskeeper/crt"
+	"github.com/groundskeeper-io/groundskeeper/crt/claims"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
 	"github.com/groundskeeper-io/groundskeeper/testenv"
 )
 
-// configMapClaimSets is ClaimSets over ConfigMaps that stand for the
+// configMapSets is Sets over ConfigMaps that stand for the
 // custom resource (data.replicas, whenScaled: Delete), on mgr, and the
 // lifecycle Manager that syncs their sets through mgr's clients.
-func configMapClaimSets(t *testing.T, mgr ctrl.Manager) (crt.ClaimSets[*corev1.ConfigMap], *lifecycle.Manager) {
+func configMapSets(t *testing.T, mgr ctrl.Manager) (claims.Sets[*corev1.ConfigMap], *lifecycle.Manager) {
 	t.Helper()
 	c := mgr.GetClient()
-	sets := crt.ClaimSets[*corev1.ConfigMap]{Client: c, APIReader: mgr.GetAPIReader(), GVK: corev1.SchemeGroupVersion.WithKind("ConfigMap"), Label: "app",
+	sets := claims.Sets[*corev1.ConfigMap]{Client: c, APIReader: mgr.GetAPIReader(), GVK: corev1.SchemeGroupVersion.WithKind("ConfigMap"), Label: "app",
 		Spec: func(cm *corev1.ConfigMap) (int, lifecycle.Policy, error) {
 			n, err := strconv.Atoi(cm.Data["replicas"])
 			return n, lifecycle.Policy{WhenScaled: lifecycle.ActionDelete}, err
 		}}
-	m, err := lifecycle.New(lifecycle.Config{Client: crt.LifecycleClient(c, mgr.GetAPIReader())})
+	m, err := lifecycle.New(lifecycle.Config{Client: claims.Client(c, mgr.GetAPIReader())})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return sets, m
 }
 
-// ClaimSets on a started manager: the owner's state from the object, the
+// Sets on a started manager: the owner's state from the object, the
 // fresh read through the API reader, pods and claims from the cache, and
 // the writes of lifecycle.Client through the manager's client. A ConfigMap
 // stands for the custom resource (data.replicas).
-func TestClaimSetsOnAManager(t *testing.T) {
+func TestSetsOnAManager(t *testing.T) {
 	env := testenv.StartKubernetes(t)
 	mgr := startManager(t, env)
 	ctx := t.Context()
 	c := mgr.GetClient()
-	sets, m := configMapClaimSets(t, mgr)
+	sets, m := configMapSets(t, mgr)
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: env.Namespace, Name: "db"}, Data: map[string]string{"replicas": "2"}}
 	if err := c.Create(ctx, cm); err != nil {
 		t.Fatal(err)
@@ -118,8 +118,8 @@ func TestClaimSetsOnAManager(t *testing.T) {
 
 // Requests leads a claim back to its owner: by a controller reference of the
 // owner's group and kind, else by the label.
-func TestClaimSetsRequests(t *testing.T) {
-	sets := crt.ClaimSets[*corev1.ConfigMap]{GVK: schema.GroupVersionKind{Group: "db.example", Version: "v1", Kind: "DB"}, Label: "db.example/name"}
+func TestSetsRequests(t *testing.T) {
+	sets := claims.Sets[*corev1.ConfigMap]{GVK: schema.GroupVersionKind{Group: "db.example", Version: "v1", Kind: "DB"}, Label: "db.example/name"}
 	yes := true
 	for _, tc := range []struct {
 		name   string

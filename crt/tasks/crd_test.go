@@ -1,4 +1,4 @@
-package crt_test
+package tasks_test
 
 import (
 	"bytes"
@@ -16,19 +16,19 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/groundskeeper-io/groundskeeper/crt"
+	"github.com/groundskeeper-io/groundskeeper/crt/tasks"
 	"github.com/groundskeeper-io/groundskeeper/opstask"
 	"github.com/groundskeeper-io/groundskeeper/opstask/opstasktest"
 	"github.com/groundskeeper-io/groundskeeper/testenv"
 )
 
-// TaskCRD accepts the generated CRD of opstasktest's TestTask and refuses
+// CRD accepts the generated CRD of opstasktest's TestTask and refuses
 // each way a CRD can differ from its type or lack a rule opstask needs,
 // naming the field (and the marker to add).
-func TestTaskCRDRefusesDriftAndMissingRules(t *testing.T) {
+func TestCRDRefusesDriftAndMissingRules(t *testing.T) {
 	scheme := taskScheme(t)
-	opts := &crt.TaskOptions{TargetField: opstasktest.TargetField}
-	if _, err := crt.TaskCRD(opstasktest.CRD, &opstasktest.TestTask{}, scheme, opts); err != nil {
+	opts := &tasks.Options{TargetField: opstasktest.TargetField}
+	if _, err := tasks.CRD(opstasktest.CRD, &opstasktest.TestTask{}, scheme, opts); err != nil {
 		t.Fatalf("generated CRD: %v", err)
 	}
 	edit := func(old, new string) []byte {
@@ -40,7 +40,7 @@ func TestTaskCRDRefusesDriftAndMissingRules(t *testing.T) {
 	tests := []struct {
 		name string
 		crd  []byte
-		opts *crt.TaskOptions
+		opts *tasks.Options
 		want string
 	}{
 		{"a field renamed since generation", edit("ttlSecondsAfterFinished:", "ttlAfterFinished:"), opts,
@@ -55,7 +55,7 @@ func TestTaskCRDRefusesDriftAndMissingRules(t *testing.T) {
 			"spec.target may change after creation"},
 		{"target may be removed", edit("rule: has(self.target) == has(oldSelf.target)", "rule: 'true'"), opts,
 			"spec.target may be added or removed after creation"},
-		{"a target field the type does not have", opstasktest.CRD, &crt.TaskOptions{TargetField: "etcdName"},
+		{"a target field the type does not have", opstasktest.CRD, &tasks.Options{TargetField: "etcdName"},
 			"spec.etcdName, the target field, is not in the schema"},
 		{"lastErrors unbounded", edit("                maxItems: 10\n", ""), opts,
 			"status.lastErrors: maxItems <nil>, want opstask.MaxLastErrors (10)"},
@@ -80,12 +80,12 @@ func TestTaskCRDRefusesDriftAndMissingRules(t *testing.T) {
 	// be added or removed.
 	ruled := edit("            required:\n            - config\n            type: object\n            x-kubernetes-validations:\n",
 		"            type: object\n            x-kubernetes-validations:\n            - message: config cannot be added or removed after creation\n              rule: has(self.config) == has(oldSelf.config)\n")
-	if _, err := crt.TaskCRD(ruled, &opstasktest.TestTask{}, scheme, opts); err != nil {
+	if _, err := tasks.CRD(ruled, &opstasktest.TestTask{}, scheme, opts); err != nil {
 		t.Errorf("an optional config that cannot be added or removed: %v", err)
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := crt.TaskCRD(tc.crd, &opstasktest.TestTask{}, scheme, tc.opts)
+			_, err := tasks.CRD(tc.crd, &opstasktest.TestTask{}, scheme, tc.opts)
 			if !errors.Is(err, opstask.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want ErrInvalidConfig with %q", err, tc.want)
 			}
@@ -99,7 +99,7 @@ func TestTaskCRDRefusesDriftAndMissingRules(t *testing.T) {
 func TestInstallCRDAndTheServerEnforcesTheOneOf(t *testing.T) {
 	env := testenv.StartKubernetes(t)
 	mgr := newTaskManager(t, env) // installs (or upgrades) it
-	crd, err := crt.TaskCRD(opstasktest.CRD, &opstasktest.TestTask{}, mgr.GetScheme(), &crt.TaskOptions{TargetField: opstasktest.TargetField})
+	crd, err := tasks.CRD(opstasktest.CRD, &opstasktest.TestTask{}, mgr.GetScheme(), &tasks.Options{TargetField: opstasktest.TargetField})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestInstallCRDAndTheServerEnforcesTheOneOf(t *testing.T) {
 	crd.Labels = map[string]string{"upgraded-by": t.Name()[:40]}
 	errs := make(chan error, 4)
 	for range cap(errs) {
-		go func() { errs <- crt.InstallCRD(t.Context(), mgr.GetClient(), mgr.GetAPIReader(), crd.DeepCopy()) }()
+		go func() { errs <- tasks.InstallCRD(t.Context(), mgr.GetClient(), mgr.GetAPIReader(), crd.DeepCopy()) }()
 	}
 	for range cap(errs) {
 		if err := <-errs; err != nil {
@@ -181,12 +181,12 @@ func ownGroup(t *testing.T, c client.Client, group string, crdYAML []byte) ([]by
 // with a config that is neither required nor guarded by
 // "has(self.config) == has(oldSelf.config)", the API server lets a person
 // remove a task's config and put it back with other values, past "config
-// is immutable". TaskCRD refuses such a CRD; with the rule it asks for, the
+// is immutable". CRD refuses such a CRD; with the rule it asks for, the
 // API server refuses the removal.
-func TestTaskCRDConfigCannotBeRemovedAndPutBack(t *testing.T) {
+func TestCRDConfigCannotBeRemovedAndPutBack(t *testing.T) {
 	env := testenv.StartKubernetes(t)
 	c := crdClient(t, env)
-	opts := &crt.TaskOptions{TargetField: opstasktest.TargetField}
+	opts := &tasks.Options{TargetField: opstasktest.TargetField}
 	optional := bytes.Replace(opstasktest.CRD, []byte("            required:\n            - config\n"), nil, 1)
 	ruled := bytes.Replace(optional, []byte("\n            x-kubernetes-validations:\n"), []byte("\n            x-kubernetes-validations:\n"+
 		"            - message: config cannot be added or removed after creation\n"+
@@ -219,17 +219,17 @@ func TestTaskCRDConfigCannotBeRemovedAndPutBack(t *testing.T) {
 
 	t.Run("optional config without the rule", func(t *testing.T) {
 		crdYAML, scheme, gvk := ownGroup(t, c, "unruled.crt.groundskeeper.io", optional)
-		_, err := crt.TaskCRD(crdYAML, &opstasktest.TestTask{}, scheme, opts)
+		_, err := tasks.CRD(crdYAML, &opstasktest.TestTask{}, scheme, opts)
 		if !errors.Is(err, opstask.ErrInvalidConfig) || !strings.Contains(err.Error(), "spec.config may be removed, and put back with other values") {
-			t.Fatalf("TaskCRD of a CRD whose config may be removed: %v; want it refused", err)
+			t.Fatalf("CRD of a CRD whose config may be removed: %v; want it refused", err)
 		}
 		// Installed all the same (kubectl apply), it lets the config be
-		// swapped: why TaskCRD refuses it.
+		// swapped: why CRD refuses it.
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := yaml.UnmarshalStrict(crdYAML, crd); err != nil {
 			t.Fatal(err)
 		}
-		if err := crt.InstallCRD(t.Context(), c, c, crd); err != nil {
+		if err := tasks.InstallCRD(t.Context(), c, c, crd); err != nil {
 			t.Fatal(err)
 		}
 		removed, putBack := removeAndPutBack(t, gvk)
@@ -241,11 +241,11 @@ func TestTaskCRDConfigCannotBeRemovedAndPutBack(t *testing.T) {
 
 	t.Run("optional config with the rule", func(t *testing.T) {
 		crdYAML, scheme, gvk := ownGroup(t, c, "ruled.crt.groundskeeper.io", ruled)
-		crd, err := crt.TaskCRD(crdYAML, &opstasktest.TestTask{}, scheme, opts)
+		crd, err := tasks.CRD(crdYAML, &opstasktest.TestTask{}, scheme, opts)
 		if err != nil {
-			t.Fatalf("TaskCRD of a CRD whose config cannot be added or removed: %v", err)
+			t.Fatalf("CRD of a CRD whose config cannot be added or removed: %v", err)
 		}
-		if err := crt.InstallCRD(t.Context(), c, c, crd); err != nil {
+		if err := tasks.InstallCRD(t.Context(), c, c, crd); err != nil {
 			t.Fatal(err)
 		}
 		removed, _ := removeAndPutBack(t, gvk)
@@ -265,7 +265,7 @@ func TestInstallCRDNeverDowngrades(t *testing.T) {
 	env := testenv.StartKubernetes(t)
 	c := crdClient(t, env)
 	crdYAML, scheme, gvk := ownGroup(t, c, "downgrade.crt.groundskeeper.io", opstasktest.CRD)
-	newer, err := crt.TaskCRD(crdYAML, &opstasktest.TestTask{}, scheme, nil)
+	newer, err := tasks.CRD(crdYAML, &opstasktest.TestTask{}, scheme, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,10 +296,10 @@ func TestInstallCRDNeverDowngrades(t *testing.T) {
 	}
 
 	// An upgrade: older installed, then newer.
-	if err := crt.InstallCRD(t.Context(), c, c, older.DeepCopy()); err != nil {
+	if err := tasks.InstallCRD(t.Context(), c, c, older.DeepCopy()); err != nil {
 		t.Fatal(err)
 	}
-	if err := crt.InstallCRD(t.Context(), c, c, newer.DeepCopy()); err != nil {
+	if err := tasks.InstallCRD(t.Context(), c, c, newer.DeepCopy()); err != nil {
 		t.Fatal(err)
 	}
 	if _, got := installed(); got != "release newer, status.approvals true" {
@@ -324,7 +324,7 @@ func TestInstallCRDNeverDowngrades(t *testing.T) {
 	}
 
 	// The older release's replica restarts: its CRD is not installed.
-	if err := crt.InstallCRD(t.Context(), c, c, older.DeepCopy()); err != nil {
+	if err := tasks.InstallCRD(t.Context(), c, c, older.DeepCopy()); err != nil {
 		t.Fatalf("the older CRD over the newer: %v; want nil (left as it is)", err)
 	}
 	if _, got := installed(); got != "release newer, status.approvals true" {
@@ -351,7 +351,7 @@ func TestInstallCRDNeverDowngrades(t *testing.T) {
 	// The same properties: replaced (here, a label changes).
 	same := newer.DeepCopy()
 	same.Labels = map[string]string{"release": "newer-relabelled"}
-	if err := crt.InstallCRD(t.Context(), c, c, same); err != nil {
+	if err := tasks.InstallCRD(t.Context(), c, c, same); err != nil {
 		t.Fatal(err)
 	}
 	if _, got := installed(); got != "release newer-relabelled, status.approvals true" {

@@ -1,4 +1,4 @@
-package crt_test
+package tasks_test
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/groundskeeper-io/groundskeeper/crt"
+	"github.com/groundskeeper-io/groundskeeper/crt/tasks"
 	"github.com/groundskeeper-io/groundskeeper/internal/benchcurve"
 	"github.com/groundskeeper-io/groundskeeper/opstask"
 	"github.com/groundskeeper-io/groundskeeper/opstask/opstasktest"
@@ -210,9 +210,9 @@ func runRetained(b *testing.B, curve *benchcurve.Curve, list bool, retained, pen
 		Name: "snapshot", AllowDuplicates: true,
 		Executor: opstask.ExecutorFunc(func(context.Context, *opstask.Run) error { return nil }),
 	}}}
-	opts := &crt.TaskOptions{TargetField: opstasktest.TargetField, Namespace: env.Namespace}
+	opts := &tasks.Options{TargetField: opstasktest.TargetField, Namespace: env.Namespace}
 	if list {
-		s, err := crt.NewTaskStore(mgr, &opstasktest.TestTask{}, opts)
+		s, err := tasks.NewStore(mgr, &opstasktest.TestTask{}, opts)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -220,7 +220,7 @@ func runRetained(b *testing.B, curve *benchcurve.Curve, list bool, retained, pen
 	}
 	heap := benchcurve.StartHeap()
 	start = time.Now()
-	if _, err := crt.NewTaskController(mgr, &opstasktest.TestTask{}, taskCfg, opts); err != nil {
+	if err := (&tasks.Controller{Object: &opstasktest.TestTask{}, Config: taskCfg, Options: opts}).SetupWithManager(mgr); err != nil {
 		b.Fatal(err)
 	}
 	select {

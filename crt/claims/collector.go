@@ -1,4 +1,4 @@
-package crt
+package claims
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,13 +17,24 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/groundskeeper-io/groundskeeper/crt"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
 )
 
-// ClaimCollection is what CollectClaims needs: unmount tracking, and what
-// the collection pass adds to it.
-type ClaimCollection struct {
-	UnmountTracking
+// Collector collects claims by their unmount TTL (lifecycle's pvc-ttl
+// and last-unmounted-on annotations) on a manager: SetupWithManager adds
+// its UnmountTracker, and a controller that runs lifecycle.Manager.Collect
+// over the namespace of any claim or pod that comes or goes (one request
+// per namespace, so passes of a namespace never overlap), requeued when the
+// next claim expires. Collect decides on a fresh pod list and deletes with
+// UID and resourceVersion preconditions; a dry run
+// (UnmountTracker.DryRun) deletes and marks nothing.
+type Collector struct {
+	UnmountTracker
+	// Name names the collection's controller (default "claims"); its
+	// UnmountTracker is named Name+"-unmount" unless UnmountTracker.Name is
+	// set. Controller names are unique in a manager.
+	Name string
 	// Recorder receives a Normal ClaimCollected event on each deleted
 	// claim; nil records none.
 	Recorder lifecycle.EventRecorder
@@ -37,18 +47,12 @@ type ClaimCollection struct {
 	OnPass func(start time.Time, res lifecycle.CollectResult)
 }
 
-// CollectClaims adds to mgr the collection of claims by their unmount TTL
-// (lifecycle's pvc-ttl and last-unmounted-on annotations): TrackUnmounts,
-// as the controller name+"-unmount", and a controller named name that runs
-// lifecycle.Manager.Collect over the namespace of any claim or pod that
-// comes or goes (one request per namespace, so passes of a namespace never
-// overlap), requeued when the next claim expires. Collect decides on a
-// fresh pod list and deletes with UID and resourceVersion preconditions; a
-// dry run (UnmountTracking.DryRun) deletes and marks nothing.
-func CollectClaims(mgr manager.Manager, name string, c ClaimCollection) error {
-	clk := c.Clock
-	if clk == nil {
-		clk = clock.RealClock{}
+// SetupWithManager adds to mgr the collection's controller and its
+// UnmountTracker's.
+func (c Collector) SetupWithManager(mgr manager.Manager) error {
+	name := c.Name
+	if name == "" {
+		name = "claims"
 	}
 	toPass := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace()}}}
@@ -58,17 +62,32 @@ func CollectClaims(mgr manager.Manager, name string, c ClaimCollection) error {
 	err := builder.ControllerManagedBy(mgr).Named(name).
 		Watches(&corev1.PersistentVolumeClaim{}, toPass).
 		Watches(&corev1.Pod{}, toPass, builder.WithPredicates(podComesOrGoes)).
-		WithOptions(controller.Options{NewQueue: QueueOn(clk)}).
-		Complete(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-			return c.pass(ctx, req, clk.Now())
-		}))
+		WithOptions(controller.Options{NewQueue: crt.QueueOn(c.clock())}).
+		Complete(c)
 	if err != nil {
 		return err
 	}
-	return TrackUnmounts(mgr, name+"-unmount", c.UnmountTracking)
+	t := c.UnmountTracker
+	if t.Name == "" {
+		t.Name = name + "-unmount"
+	}
+	return t.SetupWithManager(mgr)
 }
 
-func (c ClaimCollection) pass(ctx context.Context, req reconcile.Request, start time.Time) (reconcile.Result, error) {
+func (c Collector) clock() clock.WithTicker {
+	if c.Clock == nil {
+		return clock.RealClock{}
+	}
+	return c.Clock
+}
+
+// Reconcile runs one collection pass over the namespace of req (a request
+// without a name).
+func (c Collector) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	return c.pass(ctx, req, c.clock().Now())
+}
+
+func (c Collector) pass(ctx context.Context, req reconcile.Request, start time.Time) (reconcile.Result, error) {
 	if c.Scope.Namespace != "" && req.Namespace != c.Scope.Namespace {
 		return reconcile.Result{}, nil
 	}
@@ -89,16 +108,5 @@ func (c ClaimCollection) pass(ctx context.Context, req reconcile.Request, start 
 	if c.OnPass != nil {
 		c.OnPass(start, res)
 	}
-	return Result(ctx, res.RequeueAfter, err)
-}
-
-// QueueOn returns a controller queue whose delayed requeues follow clk, so
-// that a test that steps a fake clock past a deadline sees the reconcile
-// the last one asked for. With the real clock it is controller-runtime's
-// classic rate-limited queue.
-func QueueOn(clk clock.WithTicker) func(string, workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
-	return func(name string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
-		return workqueue.NewTypedRateLimitingQueueWithConfig(rl,
-			workqueue.TypedRateLimitingQueueConfig[reconcile.Request]{Name: name, Clock: clk})
-	}
+	return crt.Result(ctx, res.RequeueAfter, err)
 }

@@ -1,4 +1,4 @@
-package crt_test
+package tasks_test
 
 import (
 	"context"
@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/groundskeeper-io/groundskeeper/crt"
+	"github.com/groundskeeper-io/groundskeeper/crt/tasks"
 	"github.com/groundskeeper-io/groundskeeper/opstask"
 	"github.com/groundskeeper-io/groundskeeper/opstask/kubestore"
 	"github.com/groundskeeper-io/groundskeeper/opstask/opstasktest"
@@ -49,11 +49,11 @@ func taskScheme(t testing.TB) *runtime.Scheme {
 func newTaskManager(t testing.TB, env *testenv.Kubernetes, opts ...func(*manager.Options)) manager.Manager {
 	t.Helper()
 	mgr := env.NewManager(t, taskScheme(t), opts...)
-	crd, err := crt.TaskCRD(opstasktest.CRD, &opstasktest.TestTask{}, mgr.GetScheme(), &crt.TaskOptions{TargetField: opstasktest.TargetField})
+	crd, err := tasks.CRD(opstasktest.CRD, &opstasktest.TestTask{}, mgr.GetScheme(), &tasks.Options{TargetField: opstasktest.TargetField})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := crt.InstallCRD(t.Context(), mgr.GetClient(), mgr.GetAPIReader(), crd); err != nil {
+	if err := tasks.InstallCRD(t.Context(), mgr.GetClient(), mgr.GetAPIReader(), crd); err != nil {
 		t.Fatal(err)
 	}
 	return mgr
@@ -93,7 +93,7 @@ func TestTaskStoreConformance(t *testing.T) {
 	opstasktest.Run(t, func(t *testing.T) opstasktest.Harness {
 		env := testenv.StartKubernetes(t)
 		mgr := newTaskManager(t, env)
-		store, err := crt.NewTaskStore(mgr, &opstasktest.TestTask{}, &crt.TaskOptions{TargetField: opstasktest.TargetField, Namespace: env.Namespace})
+		store, err := tasks.NewStore(mgr, &opstasktest.TestTask{}, &tasks.Options{TargetField: opstasktest.TargetField, Namespace: env.Namespace})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,11 +152,11 @@ func TestTaskControllerFromTheManagerAlone(t *testing.T) {
 			Executor: opstask.ExecutorFunc(func(context.Context, *opstask.Run) error { executed.Add(1); return nil })}},
 		ResyncPeriod: time.Hour,
 	}
-	opts := &crt.TaskOptions{TargetField: opstasktest.TargetField, Namespace: env.Namespace,
+	opts := &tasks.Options{TargetField: opstasktest.TargetField, Namespace: env.Namespace,
 		Metrics: &opstask.MetricsConfig{Registerer: reg, Prefix: "test_"}}
 	for range 2 {
-		if _, err := crt.NewTaskController(mgr, &opstasktest.TestTask{}, cfg, opts); err != nil {
-			t.Fatalf("NewTaskController: %v", err)
+		if err := (&tasks.Controller{Object: &opstasktest.TestTask{}, Config: cfg, Options: opts}).SetupWithManager(mgr); err != nil {
+			t.Fatalf("SetupWithManager: %v", err)
 		}
 	}
 	var leaderRan atomic.Bool
@@ -247,7 +247,7 @@ func gatherTaskMetrics(t *testing.T, reg *prometheus.Registry) (seen map[string]
 	return seen, succeededBy
 }
 
-// NewTaskController and NewTaskStore refuse what they cannot serve before
+// Controller and NewStore refuse what they cannot serve before
 // anything runs, naming it: a task object whose kind they cannot tell, and
 // metrics opstask refuses. No API server is needed to refuse.
 func TestTaskControllerRefusesBadOptions(t *testing.T) {
@@ -264,19 +264,19 @@ func TestTaskControllerRefusesBadOptions(t *testing.T) {
 	tests := []struct {
 		name string
 		obj  client.Object
-		opts *crt.TaskOptions
+		opts *tasks.Options
 		want string
 	}{
 		{"a type the scheme does not know", &unregistered{}, nil, "unregistered"},
 		{"an unstructured object without its kind", &unstructured.Unstructured{}, nil, "'Kind' is missing"},
 		{"an unstructured object without its version", kindOnly(), nil, "'apiVersion' is missing"},
 		{"a nil object", nil, nil, "task object is nil"},
-		{"metrics opstask refuses", &opstasktest.TestTask{}, &crt.TaskOptions{Metrics: &opstask.MetricsConfig{Registerer: prometheus.NewRegistry(), TargetLabel: "type"}},
+		{"metrics opstask refuses", &opstasktest.TestTask{}, &tasks.Options{Metrics: &opstask.MetricsConfig{Registerer: prometheus.NewRegistry(), TargetLabel: "type"}},
 			`MetricsConfig.TargetLabel = "type"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := crt.NewTaskController(mgr, tc.obj, opstask.Config{Handlers: handlers}, tc.opts)
+			err := (&tasks.Controller{Object: tc.obj, Config: opstask.Config{Handlers: handlers}, Options: tc.opts}).SetupWithManager(mgr)
 			if !errors.Is(err, opstask.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want ErrInvalidConfig with %q", err, tc.want)
 			}

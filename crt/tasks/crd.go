@@ -1,4 +1,4 @@
-package crt
+package tasks
 
 import (
 	"context"
@@ -29,7 +29,7 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/opstask"
 )
 
-// TaskCRD returns the CustomResourceDefinition of a task resource, decoded
+// CRD returns the CustomResourceDefinition of a task resource, decoded
 // from crdYAML, the file controller-gen generated from the Go type of obj
 // (embed it with go:embed), after checking it against that type and against
 // what opstask requires of every task resource. A CRD that drifted from its
@@ -89,8 +89,8 @@ import (
 // neither doc comments (kubectl explain) nor enums, defaults and per-kind
 // rules, which a task API needs and controller-gen's markers give; this
 // function keeps the generated file honest instead.
-func TaskCRD(crdYAML []byte, obj client.Object, scheme *runtime.Scheme, opts *TaskOptions) (*apiextensionsv1.CustomResourceDefinition, error) {
-	var o TaskOptions
+func CRD(crdYAML []byte, obj client.Object, scheme *runtime.Scheme, opts *Options) (*apiextensionsv1.CustomResourceDefinition, error) {
+	var o Options
 	if opts != nil {
 		o = *opts
 	}

@@ -1,4 +1,4 @@
-package crt_test
+package locks_test
 
 import (
 	"fmt"
@@ -8,7 +8,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/groundskeeper-io/groundskeeper/crt"
+	"github.com/groundskeeper-io/groundskeeper/crt/locks"
 	"github.com/groundskeeper-io/groundskeeper/locking"
 	"github.com/groundskeeper-io/groundskeeper/locking/kubelock"
 	"github.com/groundskeeper-io/groundskeeper/locking/locktest"
@@ -25,7 +25,7 @@ func TestKubelockOverControllerRuntimeConformance(t *testing.T) {
 	}
 	var seq atomic.Int64
 	locktest.Run(t, func(t *testing.T) locking.Backend {
-		b, err := kubelock.New(kubelock.Config{Client: crt.ConfigMaps(c, c), Namespace: kube.Namespace, Name: fmt.Sprintf("crt-lock-%d", seq.Add(1))})
+		b, err := kubelock.New(kubelock.Config{Client: locks.ConfigMaps(c, c), Namespace: kube.Namespace, Name: fmt.Sprintf("crt-lock-%d", seq.Add(1))})
 		if err != nil {
 			t.Fatal(err)
 		}

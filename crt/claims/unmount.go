@@ -1,4 +1,4 @@
-package crt
+package claims
 
 import (
 	"context"
@@ -17,18 +17,28 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/groundskeeper-io/groundskeeper/crt"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
 )
 
-// UnmountTracking is what TrackUnmounts needs: the lifecycle Manager whose
-// annotations mark claims, a fresh reader of claims, and the claims and
-// pods in scope.
-type UnmountTracking struct {
+// UnmountTracker marks a claim unmounted (lifecycle's last-unmounted-on)
+// when the pods that mounted it are gone, for lifecycle.Manager.Collect to
+// delete it once its TTL has passed since. SetupWithManager adds it to a
+// manager as a controller that works on levels, not only on events:
+// besides pod deletions, every tracked claim without a mark is looked at
+// when it is seen, the informer's first list included, so a pod deleted
+// while no replica ran still has its claims marked. It needs the lifecycle
+// Manager whose annotations mark claims, a fresh reader of claims, and the
+// claims and pods in scope.
+type UnmountTracker struct {
+	// Name names the controller (default "claims-unmount"). Controller
+	// names are unique in a manager.
+	Name string
 	// Lifecycle marks the claims (Manager.MarkUnmounted, which decides on
 	// a fresh pod list). Required.
 	Lifecycle *lifecycle.Manager
-	// Claims reads a claim from the API server: LifecycleClient(
-	// mgr.GetClient(), mgr.GetAPIReader()). Required.
+	// Claims reads a claim from the API server: Client(mgr.GetClient(),
+	// mgr.GetAPIReader()). Required.
 	Claims interface {
 		GetClaim(ctx context.Context, namespace, name string) (*corev1.PersistentVolumeClaim, error)
 	}
@@ -40,14 +50,12 @@ type UnmountTracking struct {
 	DryRun bool
 }
 
-// TrackUnmounts adds to mgr a controller named name that marks a claim
-// unmounted (lifecycle's last-unmounted-on) when the pods that mounted it
-// are gone, for lifecycle.Manager.Collect to delete it once its TTL has
-// passed since. It works on levels, not only on events: besides pod
-// deletions, every tracked claim without a mark is looked at when it is
-// seen, the informer's first list included, so a pod deleted while no
-// replica ran still has its claims marked.
-func TrackUnmounts(mgr manager.Manager, name string, t UnmountTracking) error {
+// SetupWithManager adds t to mgr as a controller named t.Name.
+func (t UnmountTracker) SetupWithManager(mgr manager.Manager) error {
+	name := t.Name
+	if name == "" {
+		name = "claims-unmount"
+	}
 	ann := t.Lifecycle.Annotations()
 	trackedUnmarked := func(obj client.Object) bool {
 		a := obj.GetAnnotations()
@@ -58,7 +66,7 @@ func TrackUnmounts(mgr manager.Manager, name string, t UnmountTracking) error {
 		Watches(&corev1.Pod{}, handler.Funcs{DeleteFunc: enqueueClaimsOf}).
 		Watches(&corev1.PersistentVolumeClaim{}, &handler.EnqueueRequestForObject{},
 			builder.WithPredicates(predicate.NewPredicateFuncs(trackedUnmarked))).
-		Complete(reconcile.Func(t.reconcile))
+		Complete(t)
 }
 
 // enqueueClaimsOf enqueues each claim that a deleted pod mounted. The event
@@ -76,18 +84,18 @@ func enqueueClaimsOf(_ context.Context, e event.DeleteEvent, q workqueue.TypedRa
 	}
 }
 
-// reconcile marks the claim of the request unmounted if no pod mounts it
+// Reconcile marks the claim of the request unmounted if no pod mounts it
 // any more. A claim that a pod in the cache mounts is left without a read
 // of the API server: when that pod goes, its deletion brings the claim
 // back here.
-func (t UnmountTracking) reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+func (t UnmountTracker) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	if t.Scope.Namespace != "" && req.Namespace != t.Scope.Namespace {
 		return reconcile.Result{}, nil
 	}
 	if t.Scope.Pods != nil {
 		pods, err := t.Scope.Pods.ListPods(ctx, req.Namespace, labels.Everything())
 		if err != nil {
-			return Result(ctx, 0, err)
+			return crt.Result(ctx, 0, err)
 		}
 		for _, p := range pods {
 			for _, v := range p.Spec.Volumes {
@@ -101,14 +109,14 @@ func (t UnmountTracking) reconcile(ctx context.Context, req reconcile.Request) (
 	if marked {
 		logf.FromContext(ctx).Info("claim unmounted", "claim", req.Name, "dryRun", t.DryRun)
 	}
-	return Result(ctx, 0, err)
+	return crt.Result(ctx, 0, err)
 }
 
 // Mark marks the claim namespace/name unmounted if it is tracked (it
 // carries pod-name), in scope and not being deleted, and no pod mounts it
 // (lifecycle.Manager.MarkUnmounted decides on a fresh pod list). It reports
 // whether the claim is marked (in a dry run: would be).
-func (t UnmountTracking) Mark(ctx context.Context, namespace, name string) (bool, error) {
+func (t UnmountTracker) Mark(ctx context.Context, namespace, name string) (bool, error) {
 	ann := t.Lifecycle.Annotations()
 	claim, err := t.Claims.GetClaim(ctx, namespace, name)
 	if apierrors.IsNotFound(err) {

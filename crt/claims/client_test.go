@@ -1,4 +1,4 @@
-package crt_test
+package claims_test
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/groundskeeper-io/groundskeeper/crt"
+	"github.com/groundskeeper-io/groundskeeper/crt/claims"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
 	"github.com/groundskeeper-io/groundskeeper/testenv"
 )
@@ -73,7 +73,7 @@ func TestLifecycleOnAManager(t *testing.T) {
 	ns := env.Namespace
 	clk := testingclock.NewFakeClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
 	m, err := lifecycle.New(lifecycle.Config{
-		Client:     crt.LifecycleClient(mgr.GetClient(), mgr.GetAPIReader()),
+		Client:     claims.Client(mgr.GetClient(), mgr.GetAPIReader()),
 		Clock:      clk,
 		DefaultTTL: time.Hour,
 	})
@@ -82,13 +82,13 @@ func TestLifecycleOnAManager(t *testing.T) {
 	}
 	ann := m.Annotations()
 	expired := clk.Now().Add(-2 * time.Hour).Format(time.RFC3339)
-	claims, pods := env.Client.CoreV1().PersistentVolumeClaims(ns), env.Client.CoreV1().Pods(ns)
+	pvcs, pods := env.Client.CoreV1().PersistentVolumeClaims(ns), env.Client.CoreV1().Pods(ns)
 	for _, c := range []*corev1.PersistentVolumeClaim{
 		claim("data-0", map[string]string{ann.PodNameKey(): "db-0", ann.LastUnmountedKey(): expired}),
 		claim("data-1", map[string]string{ann.PodNameKey(): "db-1", ann.LastUnmountedKey(): expired}),
 		claim("data-2", map[string]string{ann.PodNameKey(): "db-2"}),
 	} {
-		if _, err := claims.Create(ctx, c, metav1.CreateOptions{}); err != nil {
+		if _, err := pvcs.Create(ctx, c, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -97,7 +97,7 @@ func TestLifecycleOnAManager(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	scope := lifecycle.Scope{Namespace: ns, Claims: crt.ClaimCache(mgr.GetClient()), Pods: crt.PodCache(mgr.GetClient())}
+	scope := lifecycle.Scope{Namespace: ns, Claims: claims.Cache(mgr.GetClient()), Pods: claims.PodCache(mgr.GetClient())}
 	var res lifecycle.CollectResult
 	// The cache catches up with the creations above within a moment.
 	deadline := time.Now().Add(2 * time.Minute)
@@ -113,7 +113,7 @@ func TestLifecycleOnAManager(t *testing.T) {
 	if res, err = m.Collect(ctx, lifecycle.CollectOptions{Scope: scope}); err != nil || len(res.Deleted) != 1 || res.Deleted[0].Claim != "data-0" {
 		t.Fatalf("collect: deleted %+v, %v; want data-0", res.Deleted, err)
 	}
-	got, err := claims.Get(ctx, "data-1", metav1.GetOptions{})
+	got, err := pvcs.Get(ctx, "data-1", metav1.GetOptions{})
 	if err != nil || got.DeletionTimestamp != nil {
 		t.Fatalf("mounted claim data-1: %v, deleting %v", err, got.DeletionTimestamp)
 	}
@@ -123,7 +123,7 @@ func TestLifecycleOnAManager(t *testing.T) {
 
 	// A pod the cache has not seen still counts: MarkUnmounted lists pods
 	// through the API reader.
-	stale := crt.LifecycleClient(staleCache{mgr.GetClient()}, mgr.GetAPIReader())
+	stale := claims.Client(staleCache{mgr.GetClient()}, mgr.GetAPIReader())
 	ms, err := lifecycle.New(lifecycle.Config{Client: stale, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
@@ -134,13 +134,13 @@ func TestLifecycleOnAManager(t *testing.T) {
 }
 
 // The adapter returns the API server's errors with their type.
-func TestLifecycleClientKeepsErrorTypes(t *testing.T) {
+func TestClientKeepsErrorTypes(t *testing.T) {
 	env := testenv.StartKubernetes(t)
 	c, err := client.New(env.Config, client.Options{Scheme: scheme.Scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lc := crt.LifecycleClient(c, c)
+	lc := claims.Client(c, c)
 	ctx := context.Background()
 	ns := env.Namespace
 	if _, err := lc.GetClaim(ctx, ns, "absent"); !apierrors.IsNotFound(err) {
@@ -196,8 +196,8 @@ func (c countingClient) List(ctx context.Context, list client.ObjectList, opts .
 // lifecycle pages its claim lists; the manager's cache cannot continue a
 // list and answers each with a continue token it then refuses. Collect and
 // SyncOwner without Scope.Claims, over more claims than one page, work
-// through LifecycleClient on a started manager's cache.
-func TestLifecycleClientListsClaimsFromTheManagersCache(t *testing.T) {
+// through Client on a started manager's cache.
+func TestClientListsClaimsFromTheManagersCache(t *testing.T) {
 	env := testenv.StartKubernetes(t)
 	mgr := startManager(t, env)
 	ctx := context.Background()
@@ -205,7 +205,7 @@ func TestLifecycleClientListsClaimsFromTheManagersCache(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
 	const pageSize, total, expired = 2, 5, 3
 	m, err := lifecycle.New(lifecycle.Config{
-		Client:     crt.LifecycleClient(mgr.GetClient(), mgr.GetAPIReader()),
+		Client:     claims.Client(mgr.GetClient(), mgr.GetAPIReader()),
 		Clock:      clk,
 		DefaultTTL: time.Hour,
 		PageSize:   pageSize,
@@ -291,9 +291,9 @@ func TestLifecycleClientListsClaimsFromTheManagersCache(t *testing.T) {
 	}
 }
 
-// A claim list LifecycleClient sends to the API server (claims not cached)
+// A claim list Client sends to the API server (claims not cached)
 // is still paged, and pods listed from a cache are refused.
-func TestLifecycleClientPagesTheAPIServerAndRefusesCachedPods(t *testing.T) {
+func TestClientPagesTheAPIServerAndRefusesCachedPods(t *testing.T) {
 	env := testenv.StartKubernetes(t)
 	ctx := context.Background()
 	ns := env.Namespace
@@ -307,7 +307,7 @@ func TestLifecycleClientPagesTheAPIServerAndRefusesCachedPods(t *testing.T) {
 		}
 	}
 	var continued int
-	m, err := lifecycle.New(lifecycle.Config{Client: crt.LifecycleClient(countingClient{direct, &continued}, direct), PageSize: 2})
+	m, err := lifecycle.New(lifecycle.Config{Client: claims.Client(countingClient{direct, &continued}, direct), PageSize: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +320,7 @@ func TestLifecycleClientPagesTheAPIServerAndRefusesCachedPods(t *testing.T) {
 	}
 
 	mgr := startManager(t, env)
-	cached := crt.LifecycleClient(mgr.GetClient(), mgr.GetClient())
+	cached := claims.Client(mgr.GetClient(), mgr.GetClient())
 	if _, err := cached.ListPods(ctx, ns, metav1.ListOptions{Limit: 2}); err == nil || !strings.Contains(err.Error(), "GetAPIReader") {
 		t.Errorf("ListPods from the manager's cache: %v, want an error naming mgr.GetAPIReader()", err)
 	}
