@@ -6,7 +6,7 @@
 // bucket resource stays while entries name it.
 //
 // Start with [New], then call [Share.ReconcileEntry] and [Share.ReconcileBucket]
-// from the entries' and the buckets' reconcilers (crt/backups.Share runs
+// from the entries' and the buckets' reconcilers (crt/backups.Sharing runs
 // them on a controller-runtime manager; a [Pool] places entries that name no
 // bucket). An entry's data goes before its finalizer, a bucket's finalizer
 // only when no entry names the bucket, and an entry is admitted into a
@@ -75,7 +75,7 @@
 // # Clients
 //
 // Share is written against collect.Objects, so a client-go user wires it
-// as well as a controller-runtime one; crt/backups.Share runs it on a
+// as well as a controller-runtime one; crt/backups.Sharing runs it on a
 // manager.
 //
 // # Guarantees
@@ -252,7 +252,7 @@
 //   - A bucket's number may be given again once its bucket is deleted
 //     (a new bucket takes the first free number from the count up).
 //   - Admissions are not serialized across workers or replicas: run one
-//     worker on the one elected replica (crt/backups.Share does the first,
+//     worker on the one elected replica (crt/backups.Sharing does the first,
 //     leader election the second).
 //   - The entries are counted from a cache: a bucket's finalizer may be
 //     removed for an entry created a moment before, which the API server

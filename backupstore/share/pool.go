@@ -145,7 +145,7 @@ func NewPool[E, B collect.Object](cfg PoolConfig[E, B]) (*Pool[E, B], error) {
 	return &Pool[E, B]{cfg: cfg}, nil
 }
 
-// Reconciler is what crt/backups.Share runs: a Share, or a Pool over one.
+// Reconciler is what crt/backups.Sharing runs: a Share, or a Pool over one.
 type Reconciler[E, B collect.Object] interface {
 	ReconcileEntry(ctx context.Context, e E) (time.Duration, error)
 	ReconcileBucket(ctx context.Context, b B) (time.Duration, error)

@@ -180,7 +180,7 @@ func TestPoolPlacementIsRaceFree(t *testing.T) {
 	}
 }
 
-// The pool in the reconcile path (what crt/backups.Share runs), on a real
+// The pool in the reconcile path (what crt/backups.Sharing runs), on a real
 // API server with file:// stores: five entries of one pool, two per
 // bucket, are placed, the pool grows to three buckets, each provisioned
 // (backupstore.CreateBucket) before its entries are admitted with their

@@ -185,7 +185,7 @@ func cmpOr(s, def string) string {
 //
 // Two admissions must not run at once for one bucket (backupstore.Quota
 // would admit both to the last place): run one worker, as
-// crt/backups.Share does.
+// crt/backups.Sharing does.
 func (s *Share[E, B]) ReconcileEntry(ctx context.Context, e E) (time.Duration, error) {
 	e = e.DeepCopyObject().(E)
 	if e.GetDeletionTimestamp() != nil {

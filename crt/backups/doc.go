@@ -2,7 +2,7 @@
 // controller-runtime manager: Objects adapts the manager's client to
 // collect.Objects, and a Collection is the controller that runs the
 // collector's passes and, with a finalizer, prepares and finalizes each
-// backup. Share runs a backupstore/share.Share (entries placed in shared
+// backup. A Sharing runs a backupstore/share.Share (entries placed in shared
 // buckets), or a share.Pool over one (entries placed in a pool that
 // grows), as two controllers. DeploymentWriter is a migration's writer
 // (share.MigrationHooks): a Deployment scaled to 0 and back.
@@ -27,7 +27,7 @@
 //   - A Collection's passes of one namespace never overlap (one request per
 //     namespace), and a pass is requeued when its report says the next
 //     decision is due; errors end as crt.Result maps them.
-//   - Share reconciles entries with one worker and buckets with another,
+//   - A Sharing reconciles entries with one worker and buckets with another,
 //     so two admissions never race in one process (run one active
 //     replica); the entries waiting for a place in a bucket are reconciled
 //     when the bucket changes and when an entry of it is gone.

@@ -2,7 +2,9 @@ package backups
 
 import (
 	"context"
+	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -19,31 +21,47 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/crt"
 )
 
-// ShareOptions adjusts Share; nil means defaults.
-type ShareOptions struct {
+// Sharing runs a *share.Share, a *share.Pool over one, or a
+// share.Migrating on a manager: SetupWithManager adds two controllers,
+// Name+"-entries" and Name+"-buckets", each with one worker (admissions
+// must not race):
+//
+//   - the entry controller runs ReconcileEntry when an entry appears or
+//     its spec or metadata change, not when only its status does (the
+//     controller writes the status, and a failing deletion would retry at
+//     once instead of with backoff), and for the entries that wait for a
+//     place in a bucket (share.Share.Waiting) when the bucket changes or
+//     an entry of it is gone;
+//   - the bucket controller runs ReconcileBucket when a bucket changes
+//     and when an entry that names it changes.
+//
+// E and B are pointers to the entry's and the bucket's struct types,
+// registered in the manager's scheme.
+type Sharing[E, B client.Object] struct {
+	// Name prefixes the controllers' names. Required.
+	Name string
+	// Reconciler is what the controllers run. Required.
+	Reconciler share.Reconciler[E, B]
 	// Reader reads the entry or bucket of a request; default the
 	// manager's client (its cache). A wrapper may scope the controllers
 	// to some objects or inject faults in tests.
 	Reader client.Reader
 }
 
-// Share adds two controllers to mgr for s, a *share.Share or a
-// *share.Pool over one, named name+"-entries" and
-// name+"-buckets", each with one worker (admissions must not race):
-//
-//   - the entry controller runs s.ReconcileEntry when an entry appears or
-//     its spec or metadata change, not when only its status does (the
-//     controller writes the status, and a failing deletion would retry at
-//     once instead of with backoff), and for the entries that wait for a
-//     place in a bucket (share.Share.Waiting) when the bucket changes or
-//     an entry of it is gone;
-//   - the bucket controller runs s.ReconcileBucket when a bucket changes
-//     and when an entry that names it changes.
-func Share[E Object[EB], B Object[BB], EB, BB any](mgr manager.Manager, name string, s share.Reconciler[E, B], opts *ShareOptions) error {
-	if opts == nil {
-		opts = &ShareOptions{}
+// SetupWithManager adds the two controllers to mgr.
+func (sh Sharing[E, B]) SetupWithManager(mgr manager.Manager) error {
+	switch {
+	case sh.Name == "":
+		return fmt.Errorf("backups: Sharing.Name is empty")
+	case sh.Reconciler == nil:
+		return fmt.Errorf("backups: Sharing %q: Reconciler is nil", sh.Name)
+	case reflect.TypeFor[E]().Kind() != reflect.Pointer:
+		return fmt.Errorf("backups: Sharing %q: %s is not a pointer type", sh.Name, reflect.TypeFor[E]())
+	case reflect.TypeFor[B]().Kind() != reflect.Pointer:
+		return fmt.Errorf("backups: Sharing %q: %s is not a pointer type", sh.Name, reflect.TypeFor[B]())
 	}
-	r := opts.Reader
+	s, name := sh.Reconciler, sh.Name
+	r := sh.Reader
 	if r == nil {
 		r = mgr.GetClient()
 	}
@@ -68,7 +86,7 @@ func Share[E Object[EB], B Object[BB], EB, BB any](mgr manager.Manager, name str
 	// bucket's status changes.
 	freed := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
 		ns, n := s.BucketOf(obj.(E))
-		b := B(new(BB))
+		b := newObject[B]()
 		if n == "" || r.Get(ctx, client.ObjectKey{Namespace: ns, Name: n}, b) != nil {
 			return nil
 		}
@@ -80,11 +98,11 @@ func Share[E Object[EB], B Object[BB], EB, BB any](mgr manager.Manager, name str
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}
 	err := builder.ControllerManagedBy(mgr).Named(name+"-entries").
-		For(E(new(EB)), builder.WithPredicates(notStatusOnly)).
-		Watches(B(new(BB)), waiting).
-		Watches(E(new(EB)), freed, builder.WithPredicates(onlyDeletes)).
+		For(newObject[E](), builder.WithPredicates(notStatusOnly)).
+		Watches(newObject[B](), waiting).
+		Watches(newObject[E](), freed, builder.WithPredicates(onlyDeletes)).
 		Complete(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-			e := E(new(EB))
+			e := newObject[E]()
 			if err := r.Get(ctx, req.NamespacedName, e); err != nil {
 				return reconcile.Result{}, client.IgnoreNotFound(err)
 			}
@@ -102,10 +120,10 @@ func Share[E Object[EB], B Object[BB], EB, BB any](mgr manager.Manager, name str
 		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: ns, Name: n}}}
 	})
 	return builder.ControllerManagedBy(mgr).Named(name+"-buckets").
-		For(B(new(BB))).
-		Watches(E(new(EB)), bucketOf).
+		For(newObject[B]()).
+		Watches(newObject[E](), bucketOf).
 		Complete(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-			b := B(new(BB))
+			b := newObject[B]()
 			if err := r.Get(ctx, req.NamespacedName, b); err != nil {
 				return reconcile.Result{}, client.IgnoreNotFound(err)
 			}

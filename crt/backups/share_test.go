@@ -108,7 +108,7 @@ func testShare(t *testing.T, name string, store *testenv.BlobStore, creds map[st
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := backups.Share(mgr, name, s, nil); err != nil {
+	if err := (backups.Sharing[*testbackup.Backup, *corev1.ConfigMap]{Name: name, Reconciler: s}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
 	mctx, cancel := context.WithCancel(ctx)

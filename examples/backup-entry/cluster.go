@@ -50,7 +50,7 @@ func init() {
 }
 
 // setupControllers adds the entry and bucket controllers to mgr
-// (crt/backups.Share: one worker each). Entries and buckets are listed
+// (crt/backups.Sharing: one worker each). Entries and buckets are listed
 // from the cache; the reads a decision rests on (share's Get) come from
 // the API server: an entry's before its data is deleted or its pool place
 // freed, a bucket's before an entry is admitted to it and at each step of
@@ -83,5 +83,5 @@ func setupControllers(mgr ctrl.Manager, o controllerOptions) error {
 	if err != nil {
 		return err
 	}
-	return backups.Share(mgr, "backup", r, &backups.ShareOptions{Reader: cl})
+	return backups.Sharing[*api.BackupEntry, *api.BackupBucket]{Name: "backup", Reconciler: r, Reader: cl}.SetupWithManager(mgr)
 }

@@ -561,7 +561,7 @@ func (s *sim) UpdateEntryStatus(_ context.Context, e *api.BackupEntry) (*api.Bac
 	next.Status = *e.Status.DeepCopy()
 	s.bump(&next.ObjectMeta)
 	s.entries[e.Name] = next
-	// Only the entry's bucket: as crt/backups.Share, a change of the
+	// Only the entry's bucket: as crt/backups.Sharing, a change of the
 	// status alone does not reconcile the entry.
 	s.add(bucketKey(next.Spec.BucketName), 0)
 	return next.DeepCopy(), nil
