@@ -36,10 +36,7 @@ type dataResult struct {
 // retries after RetryAfter); onChange records it only when the condition
 // changes (Finalize's retries back off from milliseconds).
 func (c *Collector[T]) deleteData(ctx context.Context, o T, near *neighbours[T], onChange bool) dataResult {
-	kept := func(reason, msg string) dataResult {
-		out := c.keepAs(ctx, o, reason, msg, onChange)
-		return dataResult{kept: &out}
-	}
+	kept := func(reason, msg string) dataResult { return *c.kept(ctx, o, onChange, reason, msg) }
 	loc, err := c.location(ctx, o)
 	if err != nil {
 		return kept(c.cfg.Reasons.InvalidLocation, err.Error())
@@ -71,31 +68,9 @@ func (c *Collector[T]) deleteData(ctx context.Context, o T, near *neighbours[T],
 		return kept(oe.reason, msg)
 	}
 	defer release()
-	if loc.BucketMayBeMissing {
-		ok, err := bucket.IsAccessible(ctx)
-		if err != nil {
-			return kept(c.cfg.Reasons.DeletionFailed, fmt.Sprintf("is the bucket of %s there: %v", where, err))
-		}
-		if !ok {
-			return dataResult{msg: fmt.Sprintf("no data to delete: the bucket of %s does not exist", where)}
-		}
-	}
-	var marker []byte
-	if loc.Owner != "" {
-		why, content, err := owned(ctx, bucket, loc)
-		switch {
-		case err != nil:
-			return kept(c.cfg.Reasons.DeletionFailed, fmt.Sprintf("read the marker of %s: %v", where, err))
-		case why != "" && loc.NoDataUnlessOwner:
-			c.dropBackstop(ctx, bucket, loc)
-			return dataResult{msg: fmt.Sprintf("no data to delete: %s, and the prefix was never proven this backup's", why)}
-		case why != "":
-			c.dropBackstop(ctx, bucket, loc)
-			return kept(c.cfg.Reasons.NotOwner, fmt.Sprintf("%s: the data is not proven to be this backup's (UID %s), and nothing was deleted", why, loc.Owner))
-		case content == nil:
-			return dataResult{msg: fmt.Sprintf("no data to delete: nothing under %s", where)}
-		}
-		marker = content
+	marker, end := c.proveData(ctx, o, bucket, loc, onChange)
+	if end != nil {
+		return *end
 	}
 	opts := &backupstore.DeleteOptions{DryRun: c.cfg.DryRun.Enabled}
 	if marker != nil {
@@ -140,6 +115,47 @@ func (c *Collector[T]) deleteData(ctx context.Context, o T, near *neighbours[T],
 		return dataResult{msg: fmt.Sprintf("would delete %d objects (%d bytes) under %s", len(res.Keys), res.Bytes, where), keys: res.Keys}
 	}
 	return dataResult{msg: fmt.Sprintf("deleted %d objects (%d bytes) under %s", res.Deleted, res.DeletedBytes, where)}
+}
+
+// proveData checks, before a deletion, that the bucket of loc is there
+// (with BucketMayBeMissing: a missing one holds no data) and, with an
+// Owner, that the marker under the prefix names it. It returns the
+// marker's content (nil without an Owner), or the result that ends the
+// deletion: no data, or the backup kept.
+func (c *Collector[T]) proveData(ctx context.Context, o T, bucket *blob.Bucket, loc Location, onChange bool) ([]byte, *dataResult) {
+	where := loc.Where()
+	if loc.BucketMayBeMissing {
+		ok, err := bucket.IsAccessible(ctx)
+		if err != nil {
+			return nil, c.kept(ctx, o, onChange, c.cfg.Reasons.DeletionFailed, fmt.Sprintf("is the bucket of %s there: %v", where, err))
+		}
+		if !ok {
+			return nil, &dataResult{msg: fmt.Sprintf("no data to delete: the bucket of %s does not exist", where)}
+		}
+	}
+	if loc.Owner != "" {
+		why, content, err := owned(ctx, bucket, loc)
+		switch {
+		case err != nil:
+			return nil, c.kept(ctx, o, onChange, c.cfg.Reasons.DeletionFailed, fmt.Sprintf("read the marker of %s: %v", where, err))
+		case why != "" && loc.NoDataUnlessOwner:
+			c.dropBackstop(ctx, bucket, loc)
+			return nil, &dataResult{msg: fmt.Sprintf("no data to delete: %s, and the prefix was never proven this backup's", why)}
+		case why != "":
+			c.dropBackstop(ctx, bucket, loc)
+			return nil, c.kept(ctx, o, onChange, c.cfg.Reasons.NotOwner, fmt.Sprintf("%s: the data is not proven to be this backup's (UID %s), and nothing was deleted", why, loc.Owner))
+		case content == nil:
+			return nil, &dataResult{msg: fmt.Sprintf("no data to delete: nothing under %s", where)}
+		}
+		return content, nil
+	}
+	return nil, nil
+}
+
+// kept keeps o for reason (see keepAs) and returns the result that says so.
+func (c *Collector[T]) kept(ctx context.Context, o T, onChange bool, reason, msg string) *dataResult {
+	out := c.keepAs(ctx, o, reason, msg, onChange)
+	return &dataResult{kept: &out}
 }
 
 func cmpOr(a, b string) string {

@@ -112,6 +112,12 @@ func (sh Sharing[E, B]) SetupWithManager(mgr manager.Manager) error {
 	if err != nil {
 		return err
 	}
+	return setupBuckets(mgr, name, s, r)
+}
+
+// setupBuckets adds the bucket controller: ReconcileBucket when a bucket
+// changes and when an entry that names it changes.
+func setupBuckets[E, B client.Object](mgr manager.Manager, name string, s share.Reconciler[E, B], r client.Reader) error {
 	bucketOf := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, obj client.Object) []reconcile.Request {
 		ns, n := s.BucketOf(obj.(E))
 		if n == "" {
