@@ -83,7 +83,7 @@ func (r *runner) run(ctx context.Context, resumed bool) {
 	}()
 
 	log.V(1).Info("opstask execution starting", "resumed", resumed, "deadline", deadline)
-	execErr, timedOut, returned := r.await(ctx, run, deadline)
+	timedOut, returned, execErr := r.await(ctx, run, deadline)
 	// The final write goes through the lease like the renewals; no renewal
 	// may overtake it.
 	stopRenewing()
@@ -134,7 +134,7 @@ func (r *runner) newRun(task *Task, resumed bool) (*Run, *atomic.Pointer[string]
 // cancels the execution (ErrTimeout) and waits one more lease duration; an
 // executor that ignores its canceled context is then abandoned (returned
 // false).
-func (r *runner) await(ctx context.Context, run *Run, deadline time.Time) (execErr error, timedOut, returned bool) {
+func (r *runner) await(ctx context.Context, run *Run, deadline time.Time) (timedOut, returned bool, execErr error) {
 	c := r.c
 	timeout := c.cfg.Clock.NewTimer(deadline.Sub(c.cfg.Clock.Now()))
 	defer timeout.Stop()
@@ -144,7 +144,7 @@ func (r *runner) await(ctx context.Context, run *Run, deadline time.Time) (execE
 	for {
 		select {
 		case execErr = <-done:
-			return execErr, timedOut, true
+			return timedOut, true, execErr
 		case <-timeout.C():
 			timedOut = true
 			r.cancel(ErrTimeout)
@@ -153,7 +153,7 @@ func (r *runner) await(ctx context.Context, run *Run, deadline time.Time) (execE
 			abandon = t.C()
 		case <-abandon:
 			logr.FromContextOrDiscard(ctx).Error(nil, "opstask executor ignored its canceled context after the timeout; failing the task without waiting for it")
-			return context.Cause(r.execCtx), timedOut, false
+			return timedOut, false, context.Cause(r.execCtx)
 		}
 	}
 }

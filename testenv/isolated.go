@@ -102,21 +102,7 @@ func startIsolatedKubernetes(t testing.TB) (*IsolatedKubernetes, error) {
 	}
 	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	auditLog := filepath.Join(dir, "audit.log")
-	auditPolicy := filepath.Join(dir, "audit-policy.yaml")
-	if err := os.WriteFile(auditPolicy, []byte(deleteAuditPolicy), 0o600); err != nil {
-		return nil, err
-	}
-	var host string
-	apiserver, err := onFreePorts(1, func(ports []int) (*Component, error) {
-		host = fmt.Sprintf("https://127.0.0.1:%d", ports[0])
-		return newComponent(t, &Component{
-			name: "kube-apiserver", dir: dir, path: paths["kube-apiserver"],
-			args: append(apiserverArgs(dir, "http://"+proxy.Addr(), ports[0]),
-				"--audit-policy-file="+auditPolicy, "--audit-log-path="+auditLog,
-				"--audit-log-mode=blocking"),
-			ready: func(ctx context.Context) error { return httpOKWith(ctx, insecure, host+"/readyz", token) },
-		})
-	})
+	apiserver, host, err := startIsolatedAPIServer(t, dir, paths["kube-apiserver"], "http://"+proxy.Addr(), token, auditLog, insecure)
 	if err != nil {
 		return nil, err
 	}
@@ -124,23 +110,7 @@ func startIsolatedKubernetes(t testing.TB) (*IsolatedKubernetes, error) {
 	if err := os.WriteFile(kubeconfig, []byte(kubeconfigFor(host, token)), 0o600); err != nil {
 		return nil, err
 	}
-	// The controller manager serves /healthz on its own port here, so that
-	// a restart can wait until it is up.
-	kcm, err := onFreePorts(1, func(ports []int) (*Component, error) {
-		kcmArgs := controllerManagerArgs(kubeconfig)
-		for i, a := range kcmArgs {
-			if a == "--secure-port=0" {
-				kcmArgs[i] = fmt.Sprintf("--secure-port=%d", ports[0])
-			}
-		}
-		kcmArgs = append(kcmArgs, "--bind-address=127.0.0.1", "--cert-dir="+filepath.Join(dir, "kcm-certs"))
-		kcmHealth := fmt.Sprintf("https://127.0.0.1:%d/healthz", ports[0])
-		return newComponent(t, &Component{
-			name: "kube-controller-manager", dir: dir, path: paths["kube-controller-manager"],
-			args:  kcmArgs,
-			ready: func(ctx context.Context) error { return httpOKWith(ctx, insecure, kcmHealth, "") },
-		})
-	})
+	kcm, err := startIsolatedControllerManager(t, dir, paths["kube-controller-manager"], kubeconfig, insecure)
 	if err != nil {
 		return nil, err
 	}
@@ -165,6 +135,49 @@ func startIsolatedKubernetes(t testing.TB) (*IsolatedKubernetes, error) {
 		EtcdEndpoint:      clientURL,
 		AuditLog:          auditLog,
 	}, nil
+}
+
+// startIsolatedAPIServer starts an isolated control plane's API server at
+// path, on etcd at etcdURL, logging deletions to auditLog
+// (deleteAuditPolicy), and returns it with its URL.
+func startIsolatedAPIServer(t testing.TB, dir, path, etcdURL, token, auditLog string, insecure *http.Client) (*Component, string, error) {
+	auditPolicy := filepath.Join(dir, "audit-policy.yaml")
+	if err := os.WriteFile(auditPolicy, []byte(deleteAuditPolicy), 0o600); err != nil {
+		return nil, "", err
+	}
+	var host string
+	apiserver, err := onFreePorts(1, func(ports []int) (*Component, error) {
+		host = fmt.Sprintf("https://127.0.0.1:%d", ports[0])
+		return newComponent(t, &Component{
+			name: "kube-apiserver", dir: dir, path: path,
+			args: append(apiserverArgs(dir, etcdURL, ports[0]),
+				"--audit-policy-file="+auditPolicy, "--audit-log-path="+auditLog,
+				"--audit-log-mode=blocking"),
+			ready: func(ctx context.Context) error { return httpOKWith(ctx, insecure, host+"/readyz", token) },
+		})
+	})
+	return apiserver, host, err
+}
+
+// startIsolatedControllerManager starts an isolated control plane's
+// controller manager at path. It serves /healthz on its own port here, so
+// that a restart can wait until it is up.
+func startIsolatedControllerManager(t testing.TB, dir, path, kubeconfig string, insecure *http.Client) (*Component, error) {
+	return onFreePorts(1, func(ports []int) (*Component, error) {
+		kcmArgs := controllerManagerArgs(kubeconfig)
+		for i, a := range kcmArgs {
+			if a == "--secure-port=0" {
+				kcmArgs[i] = fmt.Sprintf("--secure-port=%d", ports[0])
+			}
+		}
+		kcmArgs = append(kcmArgs, "--bind-address=127.0.0.1", "--cert-dir="+filepath.Join(dir, "kcm-certs"))
+		kcmHealth := fmt.Sprintf("https://127.0.0.1:%d/healthz", ports[0])
+		return newComponent(t, &Component{
+			name: "kube-controller-manager", dir: dir, path: path,
+			args:  kcmArgs,
+			ready: func(ctx context.Context) error { return httpOKWith(ctx, insecure, kcmHealth, "") },
+		})
+	})
 }
 
 // deleteAuditPolicy logs every delete request when it is received and,
