@@ -26,13 +26,18 @@ import (
 // and fails unless it answers 2xx. query is already canonical (names
 // sorted, "name=value" joined by "&").
 func s3request(ctx context.Context, endpoint, method, path, query string, header http.Header, body []byte) error {
+	return sendRetrying(func() (*http.Request, error) { return s3signed(ctx, endpoint, method, path, query, header, body) })
+}
+
+// s3signed is the request of s3request, signed now.
+func s3signed(ctx context.Context, endpoint, method, path, query string, header http.Header, body []byte) (*http.Request, error) {
 	url := "http://" + endpoint + path
 	if query != "" {
 		url += "?" + query
 	}
 	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for k, v := range header {
 		req.Header[k] = v
@@ -69,7 +74,7 @@ func s3request(ctx context.Context, endpoint, method, path, query string, header
 	}
 	req.Header.Set("Authorization", fmt.Sprintf("AWS4-HMAC-SHA256 Credential=%s/%s, SignedHeaders=%s, Signature=%s",
 		S3AccessKeyID, scope, signed, hex.EncodeToString(hmacSHA256(key, toSign))))
-	return send(req)
+	return req, nil
 }
 
 // azureRequest sends a request without a body, signed with the Azurite
@@ -77,9 +82,14 @@ func s3request(ctx context.Context, endpoint, method, path, query string, header
 // path starts with the account), with the one query parameter name=value,
 // and fails unless it answers 2xx.
 func azureRequest(ctx context.Context, endpoint, method, path, name, value string) error {
+	return sendRetrying(func() (*http.Request, error) { return azureSigned(ctx, endpoint, method, path, name, value) })
+}
+
+// azureSigned is the request of azureRequest, signed now.
+func azureSigned(ctx context.Context, endpoint, method, path, name, value string) (*http.Request, error) {
 	req, err := http.NewRequestWithContext(ctx, method, "http://"+endpoint+path+"?"+name+"="+value, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	req.Header.Set("X-Ms-Date", time.Now().UTC().Format(http.TimeFormat))
 	req.Header.Set("X-Ms-Version", "2021-12-02")
@@ -93,10 +103,10 @@ func azureRequest(ctx context.Context, endpoint, method, path, name, value strin
 		"/" + AzureAccount + path + "\n" + strings.ToLower(name) + ":" + value
 	key, err := base64.StdEncoding.DecodeString(AzureAccountKey)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	req.Header.Set("Authorization", "SharedKey "+AzureAccount+":"+base64.StdEncoding.EncodeToString(hmacSHA256(key, toSign)))
-	return send(req)
+	return req, nil
 }
 
 func hmacSHA256(key []byte, data string) []byte {
@@ -105,17 +115,38 @@ func hmacSHA256(key []byte, data string) []byte {
 	return h.Sum(nil)
 }
 
-// send sends req and fails unless the answer is 2xx, with the start of
-// the answer's body.
-func send(req *http.Request) error {
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
+// sendRetrying sends the request that newRequest signs, and fails unless
+// the answer is 2xx, with the start of the answer's body. A connection
+// error, 429 or 5xx is tried again (the request signed anew) for about
+// 15 s, as the SDKs do: a store that just started, or restarted, answers
+// 503 while it initializes (MinIO's XMinioServerNotInitialized).
+func sendRetrying(newRequest func() (*http.Request, error)) error {
+	var last error
+	for i := range 12 {
+		if i > 0 {
+			time.Sleep(min(100*time.Millisecond<<i, 2*time.Second))
+		}
+		req, err := newRequest()
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			if req.Context().Err() != nil {
+				return err
+			}
+			last = err
+			continue
+		}
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-		return fmt.Errorf("%s %s: %s: %s", req.Method, req.URL, resp.Status, bytes.TrimSpace(msg))
+		resp.Body.Close()
+		if resp.StatusCode/100 == 2 {
+			return nil
+		}
+		last = fmt.Errorf("%s %s: %s: %s", req.Method, req.URL, resp.Status, bytes.TrimSpace(msg))
+		if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode/100 != 5 {
+			return last
+		}
 	}
-	return nil
+	return last
 }
