@@ -13,17 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"gocloud.dev/blob"
-	_ "gocloud.dev/blob/azureblob" // azblob:// URLs
-	_ "gocloud.dev/blob/fileblob"  // file:// URLs
-	_ "gocloud.dev/blob/gcsblob"   // gs:// URLs
-	_ "gocloud.dev/blob/memblob"   // mem:// URLs
-	_ "gocloud.dev/blob/s3blob"    // s3:// URLs
+	_ "gocloud.dev/blob/fileblob" // file:// URLs
+	_ "gocloud.dev/blob/memblob"  // mem:// URLs
 )
 
 // Well-known credentials of the emulators. The Azurite account and key are
@@ -51,7 +43,12 @@ type BlobStore struct {
 	Endpoint string
 }
 
-// Open opens the bucket and closes it when the test ends.
+// Open opens the bucket and closes it when the test ends. testenv
+// registers the gocloud drivers of file:// and mem:// URLs only, so that a
+// test that uses only Kubernetes links no store's SDK: a test that opens
+// an s3://, gs:// or azblob:// bucket imports its driver, as the code
+// under test does (backupstore/s3store, gcsstore or azurestore, or
+// gocloud.dev/blob/s3blob, gcsblob or azureblob).
 func (s *BlobStore) Open(t testing.TB) *blob.Bucket {
 	t.Helper()
 	b, err := blob.OpenBucket(context.Background(), s.URL)
@@ -109,26 +106,20 @@ func S3With(t testing.TB, o BucketOptions) *BlobStore {
 	return b
 }
 
-// s3Bucket creates a bucket on the MinIO server at endpoint.
+// s3Bucket creates a bucket on the MinIO server at endpoint, by plain
+// signed requests (s3request): testenv links no store's SDK.
 func s3Bucket(endpoint, name string, o BucketOptions) (*BlobStore, error) {
-	client := s3.New(s3.Options{
-		Region:       S3Region,
-		BaseEndpoint: aws.String("http://" + endpoint),
-		UsePathStyle: true,
-		Credentials:  credentials.NewStaticCredentialsProvider(S3AccessKeyID, S3SecretAccessKey, ""),
-	})
-	in := &s3.CreateBucketInput{Bucket: aws.String(name)}
+	ctx := context.Background()
+	var header http.Header
 	if o.ObjectLock {
-		in.ObjectLockEnabledForBucket = aws.Bool(true)
+		header = http.Header{"X-Amz-Bucket-Object-Lock-Enabled": {"true"}}
 	}
-	if _, err := client.CreateBucket(context.Background(), in); err != nil {
+	if err := s3request(ctx, endpoint, http.MethodPut, "/"+name, "", header, nil); err != nil {
 		return nil, fmt.Errorf("create S3 bucket %s: %w", name, err)
 	}
 	if o.Versioning && !o.ObjectLock {
-		if _, err := client.PutBucketVersioning(context.Background(), &s3.PutBucketVersioningInput{
-			Bucket:                  aws.String(name),
-			VersioningConfiguration: &s3types.VersioningConfiguration{Status: s3types.BucketVersioningStatusEnabled},
-		}); err != nil {
+		body := []byte(`<VersioningConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Status>Enabled</Status></VersioningConfiguration>`)
+		if err := s3request(ctx, endpoint, http.MethodPut, "/"+name, "versioning=", nil, body); err != nil {
 			return nil, fmt.Errorf("enable versioning on S3 bucket %s: %w", name, err)
 		}
 	}
@@ -298,18 +289,11 @@ func Azure(t testing.TB) *BlobStore {
 	return b
 }
 
-// azureContainer creates a container on the Azurite server at endpoint.
+// azureContainer creates a container on the Azurite server at endpoint, by
+// a plain signed request (azureRequest): testenv links no store's SDK.
 func azureContainer(endpoint, name string) (*BlobStore, error) {
 	serviceURL := fmt.Sprintf("http://%s/%s", endpoint, AzureAccount)
-	cred, err := azblob.NewSharedKeyCredential(AzureAccount, AzureAccountKey)
-	if err != nil {
-		return nil, fmt.Errorf("azure credential: %w", err)
-	}
-	client, err := azblob.NewClientWithSharedKeyCredential(serviceURL, cred, nil)
-	if err != nil {
-		return nil, fmt.Errorf("azure client: %w", err)
-	}
-	if _, err := client.CreateContainer(context.Background(), name, nil); err != nil {
+	if err := azureRequest(context.Background(), endpoint, http.MethodPut, "/"+AzureAccount+"/"+name, "restype", "container"); err != nil {
 		return nil, fmt.Errorf("create Azure container %s: %w", name, err)
 	}
 	return &BlobStore{

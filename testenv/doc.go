@@ -158,5 +158,10 @@
 // AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_REGION for MinIO,
 // STORAGE_EMULATOR_HOST for fake-gcs-server, AZURE_STORAGE_ACCOUNT and
 // AZURE_STORAGE_KEY for Azurite. The credentials are also exported as
-// constants for code that passes them explicitly.
+// constants for code that passes them explicitly. testenv links no store's
+// SDK (it creates buckets with signed HTTP requests of its own) and
+// registers the gocloud drivers of file:// and mem:// only: a test that
+// opens an s3://, gs:// or azblob:// URL imports the driver, as the code
+// it tests does (backupstore/s3store, gcsstore, azurestore), and a test
+// that uses only Kubernetes links none.
 package testenv

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -29,9 +30,10 @@ import (
 const shortSeed = 14
 
 // TestChaos runs the aerospike-gc workload on a control plane and a MinIO
-// of its own while their components restart, the replicas' connections
-// fail and replicas are killed, then checks the invariants (see
-// internal/chaos). Without CHAOS_DURATION it is the short run, 60 s of
+// of its own, with two fake nodes where the pods run and take their grace
+// period (2 s) to die, while their components restart, the replicas'
+// connections fail, replicas are killed and a node stops answering for a
+// while, then checks the invariants (see internal/chaos). Without CHAOS_DURATION it is the short run, 60 s of
 // faults from a fixed seed, which make test runs; make chaos sets
 // CHAOS_DURATION (and a random seed unless CHAOS_SEED is set).
 func TestChaos(t *testing.T) {
@@ -39,12 +41,16 @@ func TestChaos(t *testing.T) {
 
 	k := testenv.StartIsolatedKubernetes(t)
 	installCRD(t, k.Config)
+	nodes := k.StartNodes(t, &testenv.NodeOptions{Count: 2})
+	// A volume per claim (a released volume is never bound again): the
+	// workload makes about 70 claims a minute.
+	pool := k.NewVolumePool(t, &testenv.VolumeOptions{Count: 50 + 100*int(duration/time.Minute+1)})
 	s3 := testenv.StartIsolatedS3(t, testenv.BucketOptions{})
 	minio := faultproxy.Start(t, strings.TrimPrefix(s3.Endpoint, "http://"))
 	replicaProxies, replicaConfig := chaos.ReplicaProxies(t, k, 2)
 	world := gcWorld{
 		direct: k.Config, ns: k.Namespace, bucket: s3.Bucket, store: s3.Open(t), auditLog: k.AuditLog,
-		replicaConfig: replicaConfig,
+		replicaConfig: replicaConfig, storageClass: pool.StorageClass, podGrace: 2,
 	}
 	log, logPath, err := chaos.FileLogger(t, "aerospike-gc", seed)
 	if err != nil {
@@ -84,6 +90,7 @@ func TestChaos(t *testing.T) {
 	all := append(clients[:3:3], k.EtcdProxy)
 	faults := append(chaos.ControlPlaneFaults(k), chaos.Restart("restart minio", s3.Server), chaos.KillReplica(g.replicas))
 	faults = append(faults, chaos.ConnectionFaults(clients, all)...)
+	faults = append(faults, chaos.NodeStops(nodes))
 	res := runGC(ctx, t, g, chaos.Config{
 		Name: "aerospike-gc", Seed: seed, Duration: duration, Faults: faults,
 		Schedule:      &chaos.ScheduleOptions{MinGap: 2 * time.Second, MaxGap: 6 * time.Second, MinHold: time.Second, MaxHold: 12 * time.Second},
@@ -92,6 +99,9 @@ func TestChaos(t *testing.T) {
 	chaos.Report(t, res, logPath)
 	if res.Ops["observed: backups deleted"] == 0 || res.Ops["observed: claims deleted"] == 0 {
 		t.Errorf("the collectors deleted nothing: the run proves nothing\n%s", res.Table())
+	}
+	if res.Faults["node stops answering"] == 0 {
+		t.Errorf("no node stopped answering: the run proves nothing about pods that may still run\n%s", res.Table())
 	}
 	if res.Ops["foreign pod mounts a claim"] == 0 {
 		t.Errorf("no foreign pod mounted a claim: the run proves nothing about them\n%s", res.Table())
@@ -174,6 +184,71 @@ func operatorPodsOnly(cfg *rest.Config) *rest.Config {
 	return cfg
 }
 
+// terminatingPodsGone is the replicas' API server config with a planted
+// bug: a pod being deleted is gone to them (their watches report it
+// deleted, their lists leave it out), so the collector marks a claim
+// unmounted as soon as its pod's deletion starts, and deletes it a TTL
+// later even while the pod still runs: on a node that stopped answering,
+// for as long as it does not answer.
+func terminatingPodsGone(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			if r.Method != http.MethodGet || !strings.HasSuffix(r.URL.Path, "/pods") {
+				return rt.RoundTrip(r)
+			}
+			r = r.Clone(r.Context())
+			r.Header.Set("Accept", "application/json") // what the rewrite reads
+			resp, err := rt.RoundTrip(r)
+			if err != nil || resp.StatusCode != http.StatusOK {
+				return resp, err
+			}
+			body := resp.Body
+			pr, pw := io.Pipe()
+			resp.Body, resp.ContentLength = pr, -1
+			resp.Header.Del("Content-Length")
+			watching := r.URL.Query().Get("watch") == "true"
+			go func() {
+				defer body.Close()
+				dec, enc := json.NewDecoder(body), json.NewEncoder(pw)
+				for {
+					var v map[string]any
+					if err := dec.Decode(&v); err != nil {
+						pw.CloseWithError(err)
+						return
+					}
+					if watching {
+						if obj, ok := v["object"].(map[string]any); ok && terminating(obj) && v["type"] != "BOOKMARK" {
+							v["type"] = "DELETED"
+						}
+					} else if items, ok := v["items"].([]any); ok {
+						kept := items[:0]
+						for _, it := range items {
+							if obj, ok := it.(map[string]any); !ok || !terminating(obj) {
+								kept = append(kept, it)
+							}
+						}
+						v["items"] = kept
+					}
+					if err := enc.Encode(v); err != nil {
+						pw.CloseWithError(err)
+						return
+					}
+				}
+			}()
+			return resp, nil
+		})
+	})
+	return cfg
+}
+
+// terminating reports whether the JSON object has a deletionTimestamp.
+func terminating(obj map[string]any) bool {
+	meta, _ := obj["metadata"].(map[string]any)
+	_, ok := meta["deletionTimestamp"]
+	return ok
+}
+
 // markOnly wraps the lifecycle client of the generator's CheckReuse calls
 // with a planted bug: its pod lists are empty, so CheckReuse decides on
 // the claim's last-unmounted-on mark alone (as it did before issue 23).
@@ -205,7 +280,11 @@ func TestChaosCheckerCatchesPlantedBugs(t *testing.T) {
 		// with TestChaos's race bound, so that only the judgement of
 		// CheckReuse's own deletions (race 0) can catch it.
 		markOnly bool
-		want     []string
+		// onNodes runs the pods on two fake nodes, a node stopping
+		// answering every few seconds, for 30 s; terminatingGone makes a
+		// pod being deleted gone to the collector.
+		onNodes, terminatingGone bool
+		want                     []string
 	}{
 		// On a control plane of its own, whose audit log records the
 		// deletions: the other two use the shared one and the watches.
@@ -214,6 +293,10 @@ func TestChaosCheckerCatchesPlantedBugs(t *testing.T) {
 		{name: "collector clock an hour behind", clock: offsetClock{offset: -time.Hour}, want: []string{invLiveness}},
 		{name: "collector sees only the operator's pods", operatorPodsOnly: true, want: []string{invMounted}},
 		{name: "reuse check decides on the mark alone", isolated: true, markOnly: true, want: []string{invMounted}},
+		// Pods on nodes take their grace period (2 s) to die, shorter than
+		// any claim's TTL: only the node that stops answering keeps one
+		// running past it.
+		{name: "collector takes a terminating pod for gone, a node stops answering", onNodes: true, terminatingGone: true, want: []string{invMounted}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var k *testenv.Kubernetes
@@ -225,15 +308,30 @@ func TestChaosCheckerCatchesPlantedBugs(t *testing.T) {
 				k = testenv.StartKubernetes(t)
 			}
 			installCRD(t, k.Config)
+			var faults []chaos.Fault
+			var schedule *chaos.ScheduleOptions
+			var storageClass string
+			if tc.onNodes {
+				faults = []chaos.Fault{chaos.NodeStops(k.StartNodes(t, &testenv.NodeOptions{Count: 2}))}
+				schedule = &chaos.ScheduleOptions{MinGap: 3 * time.Second, MaxGap: 5 * time.Second}
+				storageClass = k.NewVolumePool(t, &testenv.VolumeOptions{Count: 100}).StorageClass
+			}
 			s3 := testenv.S3(t)
 			store := s3.Open(t)
 			replicaConfig := k.Config
 			if tc.operatorPodsOnly {
 				replicaConfig = operatorPodsOnly(k.Config)
 			}
+			if tc.terminatingGone {
+				replicaConfig = terminatingPodsGone(k.Config)
+			}
 			world := gcWorld{
 				direct: k.Config, ns: k.Namespace, bucket: s3.Bucket, store: store, auditLog: auditLog,
 				replicaConfig: func(int) (*rest.Config, *faultproxy.Proxy) { return replicaConfig, nil },
+				storageClass:  storageClass,
+			}
+			if tc.onNodes {
+				world.podGrace = 2
 			}
 			endpoint := s3.Endpoint
 			if tc.store {
@@ -258,11 +356,11 @@ func TestChaosCheckerCatchesPlantedBugs(t *testing.T) {
 				t.Fatal(err)
 			}
 			duration := 15 * time.Second
-			if tc.operatorPodsOnly || tc.markOnly {
+			if tc.operatorPodsOnly || tc.markOnly || tc.onNodes {
 				duration = 30 * time.Second
 			}
 			res := runGC(ctx, t, g, chaos.Config{Name: "aerospike-gc planted: " + tc.name, Seed: shortSeed,
-				Duration: duration, SettleTimeout: 25 * time.Second})
+				Duration: duration, SettleTimeout: 25 * time.Second, Faults: faults, Schedule: schedule})
 			t.Logf("replica log: %s\n%s", logPath, res.Table())
 			found := map[string]int{}
 			for _, v := range res.Violations {

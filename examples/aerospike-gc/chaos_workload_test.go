@@ -59,6 +59,12 @@ type gcWorld struct {
 	// replicaConfig is the API server config of replica slot i, and the
 	// proxy it goes through (nil: no faults on it).
 	replicaConfig func(i int) (*rest.Config, *faultproxy.Proxy)
+	// storageClass, when set, is the class of the claims: a volume pool's
+	// (testenv.Kubernetes.NewVolumePool), on nodes, where pods run and a
+	// deleted pod terminates for podGrace seconds, or for as long as its
+	// node does not answer, its claim mounted.
+	storageClass string
+	podGrace     int64
 }
 
 // gcOptions tune the workload; the zero value is the real thing.
@@ -238,6 +244,9 @@ type gcWorkload struct {
 	// generator's CheckReuse sent (its user agent), from check.
 	byReuse map[reuseKey]bool
 	prefix  string
+	// coldPending are the cold claims whose pods were deleted and may
+	// still terminate (on nodes): the generator's alone.
+	coldPending []coldUnmount
 }
 
 // newGCWorkload starts the audits (before anything is created) and the key
@@ -308,6 +317,10 @@ func newGCWorkload(ctx context.Context, w gcWorld, o gcOptions, seed uint64, end
 	}
 	g.keys = chaos.NewKeyHistory(w.store, g.prefix)
 	go g.keys.Run(ctx, 500*time.Millisecond)
+	if w.storageClass != "" {
+		// On nodes a deleted pod mounts its claim until it is gone.
+		go g.mounts.Track(ctx, kc.CoreV1().Pods(w.ns), 250*time.Millisecond)
+	}
 
 	_, err = kc.CoreV1().Secrets(w.ns).Create(ctx, s3Secret("minio", endpoint), metav1.CreateOptions{})
 	return g, err
@@ -510,8 +523,9 @@ func (g *gcWorkload) createClaim(c *claimTruth, ops *chaos.Ops) error {
 	claim := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: c.name, Labels: map[string]string{"app": app}, Annotations: g.ann.Track(c.pod, c.ttl)},
 		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+			StorageClassName: g.storageClass(),
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
 		},
 	}
 	var created *corev1.PersistentVolumeClaim
@@ -541,6 +555,7 @@ func (g *gcWorkload) mountPod(c *claimTruth, ops *chaos.Ops) error {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: c.pod, Labels: map[string]string{"app": app}},
 		Spec: corev1.PodSpec{
+			TerminationGracePeriodSeconds: g.podGrace(),
 			Containers: []corev1.Container{{Name: "aerospike", Image: "aerospike/aerospike-server",
 				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/opt/aerospike/data"}}}},
 			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
@@ -596,6 +611,7 @@ func (g *gcWorkload) inspect(c *claimTruth, lasts time.Duration, ops *chaos.Ops)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: f.name, Labels: map[string]string{"app": "inspect-data"}},
 		Spec: corev1.PodSpec{
+			TerminationGracePeriodSeconds: g.podGrace(),
 			Containers: []corev1.Container{{Name: "inspect", Image: "busybox", Command: []string{"sleep", "3600"},
 				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data", ReadOnly: true}}}},
 			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
@@ -710,6 +726,15 @@ func (g *gcWorkload) remountDue(ops *chaos.Ops) error {
 	}
 	g.truth.mu.Unlock()
 	for _, c := range due {
+		// On nodes the earlier pod may still terminate: an operator (a
+		// StatefulSet) waits until it is gone, and so does the generator,
+		// at a later step.
+		if gone, err := g.podGone(c.pod); err != nil || !gone {
+			if err != nil {
+				return err
+			}
+			continue
+		}
 		dec, err := g.checkReuse(c, ops)
 		if err != nil {
 			return err
@@ -788,6 +813,9 @@ func (g *gcWorkload) checkReuse(c *claimTruth, ops *chaos.Ops) (lifecycle.ReuseD
 // no pod on the claim (DeleteFirst: CheckReuse deletes it); one in four
 // within a quarter of its TTL (Reuse).
 func (g *gcWorkload) cold(rng *rand.Rand, ops *chaos.Ops) error {
+	if err := g.markColdPending(ops); err != nil {
+		return err
+	}
 	if rng.IntN(4) == 0 {
 		g.truth.mu.Lock()
 		i := g.truth.ncold
@@ -835,30 +863,109 @@ func (g *gcWorkload) cold(rng *rand.Rand, ops *chaos.Ops) error {
 		last.toOK = time.Now()
 		g.truth.mu.Unlock()
 		ops.Add("unmount claim")
-		err = chaos.Retry(func(ctx context.Context) error {
-			_, err := g.marker.MarkUnmounted(ctx, lifecycle.PodClaim{Namespace: g.w.ns, Pod: c.pod, Claim: c.name})
-			return err
-		})
+		// On nodes the pod terminates first (for as long as its node does
+		// not answer); its operator marks the claim once it is gone (its
+		// pod-delete event), as MarkUnmounted wants: a later step does.
+		u := coldUnmount{c, scenario, early, late, stay}
+		gone, err := g.podGone(c.pod)
 		if err != nil {
-			return fmt.Errorf("mark claim %s unmounted: %w", c.name, err)
+			return err
 		}
-		// The mark says a second no later than now (lifecycle writes
-		// seconds): it has expired by now plus the TTL.
-		marked := time.Now()
-		comeback := marked.Add(late)
-		if scenario == 3 {
-			comeback = marked.Add(early)
+		if !gone {
+			g.coldPending = append(g.coldPending, u)
+			continue
 		}
-		g.truth.mu.Lock()
-		c.comeback = comeback
-		g.truth.mu.Unlock()
-		if scenario < 2 {
-			if err := g.inspect(c, stay, ops); err != nil {
-				return err
-			}
+		if err := g.markCold(u, ops); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// coldUnmount is a cold claim whose pod was deleted, and what the
+// generator drew for it.
+type coldUnmount struct {
+	c                 *claimTruth
+	scenario          int
+	early, late, stay time.Duration
+}
+
+// markColdPending marks the cold claims whose pods were deleted and are
+// gone now.
+func (g *gcWorkload) markColdPending(ops *chaos.Ops) error {
+	pending := g.coldPending
+	g.coldPending = nil
+	for _, u := range pending {
+		gone, err := g.podGone(u.c.pod)
+		if err != nil {
+			return err
+		}
+		if !gone {
+			g.coldPending = append(g.coldPending, u)
+			continue
+		}
+		if err := g.markCold(u, ops); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// markCold marks cold claim u.c unmounted, its pod gone, and sets its
+// comeback and inspection as drawn.
+func (g *gcWorkload) markCold(u coldUnmount, ops *chaos.Ops) error {
+	c := u.c
+	err := chaos.Retry(func(ctx context.Context) error {
+		_, err := g.marker.MarkUnmounted(ctx, lifecycle.PodClaim{Namespace: g.w.ns, Pod: c.pod, Claim: c.name})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("mark claim %s unmounted: %w", c.name, err)
+	}
+	// The mark says a second no later than now (lifecycle writes
+	// seconds): it has expired by now plus the TTL.
+	marked := time.Now()
+	comeback := marked.Add(u.late)
+	if u.scenario == 3 {
+		comeback = marked.Add(u.early)
+	}
+	g.truth.mu.Lock()
+	c.comeback = comeback
+	g.truth.mu.Unlock()
+	if u.scenario < 2 {
+		return g.inspect(c, u.stay, ops)
+	}
+	return nil
+}
+
+// storageClass is the claims' class, nil for none.
+func (g *gcWorkload) storageClass() *string {
+	if g.w.storageClass == "" {
+		return nil
+	}
+	return &g.w.storageClass
+}
+
+// podGrace is the pods' terminationGracePeriodSeconds, nil for the
+// default.
+func (g *gcWorkload) podGrace() *int64 {
+	if g.w.podGrace == 0 {
+		return nil
+	}
+	return &g.w.podGrace
+}
+
+// podGone reports whether pod is gone from the API server.
+func (g *gcWorkload) podGone(pod string) (gone bool, err error) {
+	err = chaos.Retry(func(ctx context.Context) error {
+		_, err := g.kc.CoreV1().Pods(g.w.ns).Get(ctx, pod, metav1.GetOptions{})
+		gone = apierrors.IsNotFound(err)
+		if gone {
+			return nil
+		}
+		return err
+	})
+	return gone, err
 }
 
 // runManager runs one replica until ctx ends or it exits.

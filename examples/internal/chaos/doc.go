@@ -31,12 +31,15 @@
 //     was (one the system under test deletes, a pool's).
 //   - [MountLog] keeps when each pod that mounts a claim was created and
 //     when its delete was sent, the pods the operator did not make
-//     included, and says whether a claim's deletion happened while one
-//     mounted it ([MountLog.Covering], with a bound for a deletion decided
-//     just before the pod was created and slowed by a fault).
+//     included, and, on nodes ([MountLog.Track]), until when a deleted pod
+//     was still there, terminating or on a node that stopped answering,
+//     and says whether a claim's deletion happened while one mounted it
+//     ([MountLog.Covering], with a bound for a deletion decided just
+//     before the pod was created and slowed by a fault).
 //
 // The workloads share their faults ([ControlPlaneFaults], [Restart] and
-// [RestartGracefully] for a store, [ConnectionFaults], [KillReplica]), their replicas ([Replicas],
+// [RestartGracefully] for a store, [ConnectionFaults], [KillReplica],
+// [NodeStops]), their replicas ([Replicas],
 // in the test's process or, with [Process] and [Build], as processes of
 // the example's binary) and their tools ([Retry], [FileLogger], [Plan]).
 //
@@ -71,7 +74,11 @@
 // connection faults ([ConnectionFaults]) of the replicas, the stores and
 // the API server's etcd connection.
 //
-//   - examples/aerospike-gc: backups with TTLs, their data in MinIO with
+//   - examples/aerospike-gc (on two fake nodes, testenv.StartNodes: pods
+//     run and take their 2 s grace period to die, claims bind to a volume
+//     pool, and [NodeStops] adds a node that stops answering for 12 to
+//     18 s, its pods left Running or Terminating meanwhile): backups with
+//     TTLs, their data in MinIO with
 //     look-alike keys beside each prefix, claims whose pods come and go
 //     and come back through lifecycle's CheckReuse (as an operator brings
 //     a pod back; the generator's own client, with a user agent of its
@@ -84,7 +91,8 @@
 //     processes of the example's binary, killed with SIGKILL.
 //     Nothing deleted before its time or outside its prefix (judged on the
 //     API server's audit log, the watches and store listings); no claim
-//     deleted while a pod, its own or a foreign one, mounts it (a
+//     deleted while a pod, its own or a foreign one, mounts it, until the
+//     pod is gone from the API server (a
 //     replica's deletion with a bound for a request held by a fault,
 //     CheckReuse's with none: the generator creates every pod and calls
 //     CheckReuse from one goroutine, on a connection with no fault);
@@ -120,9 +128,12 @@
 //     lock IDs at once; a global operation only under a valid lock;
 //     liveness.
 //
-// Not covered: an Azure store killed (Azurite can lose its last writes on
-// a kill, so backup-entry restarts it with SIGTERM only) and S3 Object Lock
-// under faults; faults that overlap. Replicas whose checker
+// Not covered: statefulset-pvc's pods on nodes (its checker judges a pod's
+// deletion at its removal's revision, which graceful deletion moves past
+// a later scale-up: it must judge the request first); an Azure store
+// killed (Azurite can lose its last writes on a kill, so backup-entry
+// restarts it with SIGTERM only) and S3 Object Lock under faults; faults
+// that overlap. Replicas whose checker
 // needs a recorder inside them (etcd-opstask's executions, fdb-lock's lock
 // history) and backup-entry's run in the test's process, where a kill cuts
 // their connections at once but their goroutines end with their context;

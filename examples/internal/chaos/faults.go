@@ -107,6 +107,34 @@ func ConnectionFaults(clients, all []*faultproxy.Proxy) []Fault {
 	}
 }
 
+// NodeStops is the fault "node stops answering": the kubelet (KWOK) of
+// node Target is killed, and started again after 12 to 18 s (from Param,
+// not the schedule's Hold). The node-lifecycle controller marks the node
+// NotReady (Unknown) and its pods not ready after
+// testenv.NodeMonitorGracePeriod; meanwhile its pods stay in the API,
+// Running or, deleted, Terminating past their grace period, as pods that
+// may still run; once it answers again its deleted pods go. The node comes
+// back before the taint-eviction controller would evict its pods
+// (testenv.DefaultTolerationSeconds later): the workloads' ground truth
+// knows only of the pods they delete themselves.
+func NodeStops(nodes *testenv.Nodes) Fault {
+	return Fault{Kind: "node stops answering", Targets: len(nodes.Items), Inject: func(ctx context.Context, s Step) error {
+		kubelet := nodes.Items[s.Target].Kubelet
+		if err := kubelet.Kill(); err != nil && !errors.Is(err, testenv.ErrNotRunning) {
+			return err
+		}
+		_ = Sleep(ctx, time.Duration(12000+s.Param*6)*time.Millisecond)
+		sctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		err := kubelet.Start(sctx)
+		for i := 0; err != nil && i < 3; i++ {
+			time.Sleep(2 * time.Second)
+			err = kubelet.Start(sctx)
+		}
+		return err
+	}}
+}
+
 // KillReplica is the fault "kill a replica": r.Kill(Target), after which
 // its slot starts a new replica.
 func KillReplica(r *Replicas) Fault {

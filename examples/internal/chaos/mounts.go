@@ -9,15 +9,20 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 )
 
 // Mount is one pod that had a volume for a claim, as the workload that
-// created and deleted the pod recorded it. With no kubelet (testenv), a pod
-// whose spec.volumes names the claim is what mounting means, to lifecycle
-// and to Kubernetes alike.
+// created and deleted the pod recorded it. A pod whose spec.volumes names
+// the claim is what mounting means, to lifecycle and to Kubernetes alike;
+// on a node (testenv.Kubernetes.StartNodes) a deleted pod goes on running,
+// its claim mounted, until it is gone from the API: its grace period, or
+// for as long as its node does not answer.
 type Mount struct {
 	Pod, Claim string
+	// UID is the pod's, when its create's answer said (CreatePod).
+	UID types.UID
 	// Foreign means the system under test did not make the pod (a debug or
 	// backup pod that mounts a claim for a while).
 	Foreign bool
@@ -25,12 +30,28 @@ type Mount struct {
 	// when its delete was sent, zero while it was not: it existed until
 	// then at least.
 	From, To time.Time
+	// Seen is the last instant the pod, its delete sent, was known to
+	// exist still (a list sent then found it; see Track): it mounted the
+	// claim until then at least.
+	Seen time.Time
+}
+
+// end is the latest instant the pod is known to have mounted the claim,
+// zero while its delete was not sent.
+func (m Mount) end() time.Time {
+	if m.To.IsZero() || m.Seen.Before(m.To) {
+		return m.To
+	}
+	return m.Seen
 }
 
 func (m Mount) String() string {
 	to := "still there"
 	if !m.To.IsZero() {
 		to = "its delete sent " + m.To.Format("15:04:05.000")
+	}
+	if m.Seen.After(m.To) {
+		to += ", still there at " + m.Seen.Format("15:04:05.000")
 	}
 	return fmt.Sprintf("pod %s (created by %s, %s)", m.Pod, m.From.Format("15:04:05.000"), to)
 }
@@ -66,21 +87,72 @@ func (l *MountLog) Unmounting(pod string, at time.Time) {
 
 // CreatePod creates pod, which mounts claim, through faults (Retry; a pod
 // already there counts as created), then records the mount from when its
-// create returned, and returns that instant.
+// create returned, and returns that instant. An earlier pod of the name
+// that is still terminating (on a node) is waited for, for up to two
+// minutes, as a StatefulSet waits before it makes the pod again.
 func (l *MountLog) CreatePod(pods corev1client.PodInterface, pod *corev1.Pod, claim string, foreign bool) (time.Time, error) {
-	err := Retry(func(ctx context.Context) error {
-		_, err := pods.Create(ctx, pod, metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) {
+	var uid types.UID
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		terminating := false
+		err := Retry(func(ctx context.Context) error {
+			got, err := pods.Create(ctx, pod, metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) {
+				got, err = pods.Get(ctx, pod.Name, metav1.GetOptions{})
+				if apierrors.IsNotFound(err) {
+					return err // gone meanwhile: create it
+				}
+			}
+			if err != nil {
+				return err
+			}
+			uid, terminating = got.UID, got.DeletionTimestamp != nil
 			return nil
+		})
+		if err != nil {
+			return time.Time{}, fmt.Errorf("create pod %s: %w", pod.Name, err)
 		}
-		return err
-	})
-	if err != nil {
-		return time.Time{}, fmt.Errorf("create pod %s: %w", pod.Name, err)
+		if !terminating {
+			break
+		}
+		if time.Now().After(deadline) {
+			return time.Time{}, fmt.Errorf("create pod %s: an earlier pod of the name still terminating after two minutes", pod.Name)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 	now := time.Now()
-	l.Mounted(pod.Name, claim, foreign, now)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.mounts = append(l.mounts, &Mount{Pod: pod.Name, Claim: claim, UID: uid, Foreign: foreign, From: now})
 	return now, nil
+}
+
+// Track lists the pods every interval until ctx ends, and records on each
+// mount whose delete was sent that its pod (by UID) was still there when
+// the list was sent (Mount.Seen): on nodes a deleted pod runs, its claim
+// mounted, until it is gone. Lists that fail (faults) are skipped; pods
+// should be a connection without faults.
+func (l *MountLog) Track(ctx context.Context, pods corev1client.PodInterface, interval time.Duration) {
+	for {
+		sent := time.Now()
+		list, err := pods.List(ctx, metav1.ListOptions{})
+		if err == nil {
+			there := map[types.UID]bool{}
+			for _, p := range list.Items {
+				there[p.UID] = true
+			}
+			l.mu.Lock()
+			for _, m := range l.mounts {
+				if !m.To.IsZero() && m.UID != "" && there[m.UID] && sent.After(m.Seen) {
+					m.Seen = sent
+				}
+			}
+			l.mu.Unlock()
+		}
+		if Sleep(ctx, interval) != nil {
+			return
+		}
+	}
 }
 
 // DeletePod records that the delete of pod is being sent at now (see
@@ -127,7 +199,7 @@ func (l *MountLog) Covering(claim string, lo, hi time.Time, race time.Duration) 
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, m := range l.mounts {
-		if m.Claim == claim && !lo.Before(m.From.Add(race)) && (m.To.IsZero() || hi.Before(m.To)) {
+		if m.Claim == claim && !lo.Before(m.From.Add(race)) && (m.To.IsZero() || hi.Before(m.end())) {
 			return *m, true
 		}
 	}

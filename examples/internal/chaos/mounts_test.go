@@ -14,6 +14,9 @@ func TestMountLogCovering(t *testing.T) {
 	l.Mounted("pod-0", "data-0", false, at(30)) // still there
 	l.Mounted("inspect-1", "data-1", true, at(10))
 	l.Unmounting("inspect-1", at(12))
+	// On a node: deleted at 20, still terminating (a list sent at 35
+	// found it).
+	l.mounts = append(l.mounts, &Mount{Pod: "db-0", Claim: "data-3", UID: "u1", From: at(10), To: at(20), Seen: at(35)})
 	for _, tc := range []struct {
 		name    string
 		claim   string
@@ -31,6 +34,8 @@ func TestMountLogCovering(t *testing.T) {
 		{"past the race window", "data-0", 13, 13.5, 3 * time.Second, "inspect-0"},
 		{"another claim's mount", "data-2", 15, 15.5, 0, ""},
 		{"no lower bound", "data-0", -1, 15, 0, ""},
+		{"deleted while a deleted pod still terminates", "data-3", 30, 31, 0, "db-0"},
+		{"deleted after the terminating pod was last seen", "data-3", 34, 36, 0, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lo := at(tc.lo)
@@ -43,7 +48,7 @@ func TestMountLogCovering(t *testing.T) {
 			}
 		})
 	}
-	if got := len(l.Mounts()); got != 3 {
-		t.Errorf("Mounts() has %d mounts, want 3", got)
+	if got := len(l.Mounts()); got != 4 {
+		t.Errorf("Mounts() has %d mounts, want 4", got)
 	}
 }
