@@ -25,6 +25,10 @@
 #                  CHAOS_DURATION of faults per workload (default 20m),
 #                  CHAOS_SEED to replay
 #   make chaos-short  only the short chaos runs, which make test runs too
+#   make checkers  the chaos checkers' planted-bug tests
+#                  (TestChaosCheckerCatchesPlantedBugs: each check shown
+#                  failing on a planted bug); make chaos runs them too, make
+#                  test leaves them out
 #   make property  the ownership property tests on fresh seeds for
 #                  PROPERTY_DURATION each (default 10m; make chaos runs
 #                  them too), PROPERTY_SEED to replay
@@ -50,6 +54,10 @@ BIN   := $(CURDIR)/.cache/bin
 # waiting on timelines, so a third package uses the idle half of the CPU
 # (measured on 2 cores: 12½ minutes instead of 16 for the whole suite).
 TEST_FLAGS  ?= -race -timeout 30m -p 3
+# What make test leaves to its own targets: the planted-bug tests of the
+# chaos checkers (make checkers), 1-4 minutes each, which test the
+# examples' checkers rather than the library.
+TEST_SKIP   ?= TestChaosCheckerCatchesPlantedBugs
 BENCH_FLAGS ?= -run '^$$' -bench . -benchmem -timeout 180m
 BENCH_OUT   ?= $(CURDIR)/bench/out
 
@@ -66,7 +74,7 @@ OLDEST_CR     := v0.23.0
 NEWEST_K8S    := v0.37.2
 NEWEST_CR     := v0.25.2
 
-.PHONY: api api-check all test testenv lint vet fmt-check tidy-check versions-check staticcheck size-check deps-check deps-budget vulncheck oldest docs bench bench-charts chaos chaos-short property
+.PHONY: api api-check all test testenv lint vet fmt-check tidy-check versions-check staticcheck size-check deps-check deps-budget vulncheck oldest docs bench bench-charts chaos chaos-short checkers property
 
 all: test
 
@@ -74,7 +82,7 @@ testenv:
 	hack/testenv.sh
 
 test: testenv lint oldest docs
-	$(GO) test $(TEST_FLAGS) $(PACKAGES)
+	$(GO) test $(TEST_FLAGS) -skip '$(TEST_SKIP)' $(PACKAGES)
 
 lint: fmt-check tidy-check versions-check vet staticcheck size-check deps-check api-check vulncheck
 
@@ -181,7 +189,7 @@ CHAOS_SEED     ?=
 CHAOS_PARALLEL ?= 1
 CHAOS_TIMEOUT  ?= 75m
 CHAOS_PACKAGES ?= ./examples/...
-chaos: testenv property
+chaos: testenv property checkers
 	CHAOS_DURATION=$(CHAOS_DURATION) CHAOS_SEED=$(CHAOS_SEED) \
 		$(GO) test -race -count=1 -v -p $(CHAOS_PARALLEL) -run '^TestChaos' -skip 'PlantedBugs' -timeout $(CHAOS_TIMEOUT) $(CHAOS_PACKAGES)
 
@@ -193,6 +201,9 @@ PROPERTY_DURATION ?= 10m
 property:
 	PROPERTY_DURATION=$(PROPERTY_DURATION) PROPERTY_SEED=$(PROPERTY_SEED) \
 		$(GO) test -count=1 -v -run '^TestProperty' -timeout 0 ./backupstore/share/
+
+checkers: testenv
+	$(GO) test -race -count=1 -v -run '^TestChaosCheckerCatchesPlantedBugs$$' -timeout 45m $(CHAOS_PACKAGES)
 
 chaos-short: testenv
 	CHAOS_SEED=$(CHAOS_SEED) \

@@ -59,7 +59,10 @@
 //   - CHAOS_DURATION: run the long version for this long (make chaos sets
 //     20m by default); unset, workloads run their short version, 60 s of
 //     faults from a fixed seed, which make test runs (and skips under go
-//     test -short). make test also runs the checkers' planted-bug tests.
+//     test -short). The checkers' planted-bug tests
+//     (TestChaosCheckerCatchesPlantedBugs) run in make checkers and make
+//     chaos, and in go test when it selects them; make test leaves them
+//     out (they take 1-4 minutes each).
 //
 // # Workloads
 //
