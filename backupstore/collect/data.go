@@ -46,12 +46,7 @@ func (c *Collector[T]) deleteData(ctx context.Context, o T, near *neighbours[T],
 	}
 	where := loc.Where()
 	if why := nestedWith(ctx, c, o, loc, near); why != "" {
-		if c.fin.Backstop && !c.cfg.DryRun.Enabled {
-			if bucket, release, err := c.open(ctx, o, loc); err == nil {
-				c.dropBackstop(ctx, bucket, loc)
-				release()
-			}
-		}
+		c.dropBackstopOf(ctx, o, loc)
 		return kept(c.cfg.Reasons.NestedPrefix, why)
 	}
 	bucket, release, err := c.open(ctx, o, loc)
@@ -150,6 +145,19 @@ func (c *Collector[T]) proveData(ctx context.Context, o T, bucket *blob.Bucket, 
 		return content, nil
 	}
 	return nil, nil
+}
+
+// dropBackstopOf removes the backstop rule of o's data, if the Collector
+// sets one and the bucket can be opened: the data is kept, so must not
+// expire by the store's rule.
+func (c *Collector[T]) dropBackstopOf(ctx context.Context, o T, loc Location) {
+	if !c.fin.Backstop || c.cfg.DryRun.Enabled {
+		return
+	}
+	if bucket, release, err := c.open(ctx, o, loc); err == nil {
+		c.dropBackstop(ctx, bucket, loc)
+		release()
+	}
 }
 
 // kept keeps o for reason (see keepAs) and returns the result that says so.
