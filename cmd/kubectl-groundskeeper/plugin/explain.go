@@ -75,6 +75,9 @@ packages' reasons are read too.`,
 			if err := out.validate(); err != nil {
 				return err
 			}
+			if kind, name, ok := strings.Cut(args[0], "/"); !ok || kind == "" || name == "" {
+				return usageError{fmt.Errorf("explain %s: name one object, as KIND/NAME", args[0])}
+			}
 			ns, err := e.namespace()
 			if err != nil {
 				return err
@@ -112,7 +115,7 @@ packages' reasons are read too.`,
 				return fmt.Errorf("explain %s/%s: %w", kind, u.GetName(), err)
 			}
 			if out.structured() {
-				return out.print(e.streams.Out, "Explanation", kind+"-"+u.GetName(), v, nil)
+				return out.print(e.streams.Out, "Explanation", u.GetNamespace(), kind+"."+u.GetName(), v, nil)
 			}
 			_, err = fmt.Fprintln(e.streams.Out, v.Summary)
 			return err

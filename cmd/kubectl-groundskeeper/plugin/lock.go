@@ -21,8 +21,9 @@ const readerID = "kubectl-groundskeeper"
 
 // LockView is what lock prints with -o json or yaml.
 type LockView struct {
-	// ConfigMap is namespace/name of the ConfigMap that holds the lock.
+	// ConfigMap is the ConfigMap that holds the lock, in Namespace.
 	ConfigMap string `json:"configMap"`
+	Namespace string `json:"-"`
 	// Held reports that a record exists; Holder, Start and End are the
 	// record, decoded from its tuple format.
 	Held   bool      `json:"held"`
@@ -37,7 +38,14 @@ type LockView struct {
 	// DenyList are the lock IDs refused the lock.
 	DenyList []string `json:"denyList"`
 	// PendingUpgrades are the process groups recorded ready for an upgrade.
-	PendingUpgrades []locking.PendingUpgrade `json:"pendingUpgrades"`
+	PendingUpgrades []PendingUpgrade `json:"pendingUpgrades"`
+}
+
+// PendingUpgrade is a process group recorded ready for an upgrade to
+// Version (locking.PendingUpgrade).
+type PendingUpgrade struct {
+	Version        string `json:"version"`
+	ProcessGroupID string `json:"processGroupID"`
 }
 
 type lockFlags struct {
@@ -50,36 +58,36 @@ func (f *lockFlags) add(cmd *cobra.Command, e *env) {
 }
 
 // open returns a handle on the lock named by the flags.
-func (f *lockFlags) open(e *env) (*locking.Lock, string, error) {
+func (f *lockFlags) open(e *env) (l *locking.Lock, ns string, err error) {
 	if f.configMap == "" {
 		return nil, "", usageError{errors.New("--configmap: name the ConfigMap that holds the lock")}
 	}
-	ns, err := e.namespace()
-	if err != nil {
+	if ns, err = e.namespace(); err != nil {
 		return nil, "", err
 	}
 	kc, _, err := e.clients()
 	if err != nil {
 		return nil, "", err
 	}
-	return openLock(kc, ns, f.configMap, f.prefix)
+	l, err = openLock(kc, ns, f.configMap, f.prefix)
+	return l, ns, err
 }
 
-func openLock(kc kubernetes.Interface, ns, name, prefix string) (*locking.Lock, string, error) {
-	ref := ns + "/" + name
+func openLock(kc kubernetes.Interface, ns, name, prefix string) (*locking.Lock, error) {
 	b, err := kubelock.New(kubelock.Config{Client: kubelock.ClientGo(kc.CoreV1()), Namespace: ns, Name: name})
 	if err != nil {
-		return nil, "", fmt.Errorf("lock ConfigMap %s: %w", ref, err)
+		return nil, fmt.Errorf("lock ConfigMap %s/%s: %w", ns, name, err)
 	}
 	l, err := locking.New(locking.Config{Backend: b, LockID: readerID, Prefix: prefix})
 	if err != nil {
-		return nil, "", fmt.Errorf("lock ConfigMap %s: %w", ref, err)
+		return nil, fmt.Errorf("lock ConfigMap %s/%s: %w", ns, name, err)
 	}
-	return l, ref, nil
+	return l, nil
 }
 
-func readLock(ctx context.Context, l *locking.Lock, ref string, now time.Time) (LockView, error) {
-	v := LockView{ConfigMap: ref}
+func readLock(ctx context.Context, l *locking.Lock, ns, name string, now time.Time) (LockView, error) {
+	v := LockView{ConfigMap: name, Namespace: ns, DenyList: []string{}, PendingUpgrades: []PendingUpgrade{}}
+	ref := ns + "/" + name
 	rec, ok, err := l.Holder(ctx)
 	if err != nil {
 		return v, fmt.Errorf("lock ConfigMap %s: %w", ref, err)
@@ -89,11 +97,18 @@ func readLock(ctx context.Context, l *locking.Lock, ref string, now time.Time) (
 		v.TimeLeft = int64(rec.End.Sub(now).Round(time.Second) / time.Second)
 		v.Expired = !now.Before(rec.End)
 	}
-	if v.DenyList, err = l.DenyList(ctx); err != nil {
+	deny, err := l.DenyList(ctx)
+	if err != nil {
 		return v, fmt.Errorf("lock ConfigMap %s: %w", ref, err)
 	}
-	if v.PendingUpgrades, err = l.ClearPendingUpgrades(ctx, &locking.ClearUpgradesOptions{DryRun: true}); err != nil {
+	v.DenyList = append(v.DenyList, deny...)
+	// A dry run of the clear is the one read of every version's records.
+	up, err := l.ClearPendingUpgrades(ctx, &locking.ClearUpgradesOptions{DryRun: true})
+	if err != nil {
 		return v, fmt.Errorf("lock ConfigMap %s: %w", ref, err)
+	}
+	for _, p := range up {
+		v.PendingUpgrades = append(v.PendingUpgrades, PendingUpgrade(p))
 	}
 	return v, nil
 }
@@ -117,11 +132,11 @@ not one is an error naming the key and the value.`,
 			if err := out.validate(); err != nil {
 				return err
 			}
-			l, ref, err := f.open(e)
+			l, ns, err := f.open(e)
 			if err != nil {
 				return err
 			}
-			v, err := readLock(cmd.Context(), l, ref, e.clock.Now())
+			v, err := readLock(cmd.Context(), l, ns, f.configMap, e.clock.Now())
 			if err != nil {
 				return err
 			}
@@ -137,7 +152,7 @@ not one is an error naming the key and the value.`,
 func printLock(e *env, out *output, v LockView) error {
 	w := e.streams.Out
 	if out.structured() {
-		return out.print(w, "Lock", v.ConfigMap, v, nil)
+		return out.print(w, "Lock", v.Namespace, v.ConfigMap, v, nil)
 	}
 	t := &metav1.Table{ColumnDefinitions: columns("LOCK", "HOLDER", "START", "END", "TIME LEFT")}
 	switch {
@@ -150,7 +165,7 @@ func printLock(e *env, out *output, v LockView) error {
 		}
 		t.Rows = append(t.Rows, row(v.ConfigMap, v.Holder, stamp(v.Start), stamp(v.End), left))
 	}
-	if err := out.print(w, "", "", nil, t); err != nil {
+	if err := out.print(w, "", "", "", nil, t); err != nil {
 		return err
 	}
 	fmt.Fprintln(w)
@@ -161,7 +176,7 @@ func printLock(e *env, out *output, v LockView) error {
 	if len(v.DenyList) == 0 {
 		deny.Rows = append(deny.Rows, row("<none>"))
 	}
-	if err := out.print(w, "", "", nil, deny); err != nil {
+	if err := out.print(w, "", "", "", nil, deny); err != nil {
 		return err
 	}
 	fmt.Fprintln(w)
@@ -172,7 +187,7 @@ func printLock(e *env, out *output, v LockView) error {
 	if len(v.PendingUpgrades) == 0 {
 		up.Rows = append(up.Rows, row("<none>", "-"))
 	}
-	return out.print(w, "", "", nil, up)
+	return out.print(w, "", "", "", nil, up)
 }
 
 // newDeny is lock deny (allow false) or lock allow (allow true).
@@ -193,10 +208,11 @@ func newDeny(e *env, allow bool) *cobra.Command {
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id := args[0]
-			l, ref, err := f.open(e)
+			l, ns, err := f.open(e)
 			if err != nil {
 				return err
 			}
+			ref := ns + "/" + f.configMap
 			entries := []locking.DenyListEntry{{ID: id, Allow: allow}}
 			plan, err := l.UpdateDenyList(cmd.Context(), entries, &locking.DenyListOptions{DryRun: true})
 			if err != nil {

@@ -58,11 +58,11 @@ func (o *output) structured() bool {
 // print writes view (a struct with json tags) as -o json, yaml or name, as
 // an object of kind with APIVersion; or else table, by kubectl's table
 // printer (wide adds the columns of priority 1).
-func (o *output) print(w io.Writer, kind, name string, view any, table *metav1.Table) error {
+func (o *output) print(w io.Writer, kind, namespace, name string, view any, table *metav1.Table) error {
 	if !o.structured() {
 		return printers.NewTablePrinter(printers.PrintOptions{Wide: o.format() == "wide"}).PrintObj(table, w)
 	}
-	u, err := toObject(kind, name, view)
+	u, err := toObject(kind, namespace, name, view)
 	if err != nil {
 		return err
 	}
@@ -73,8 +73,9 @@ func (o *output) print(w io.Writer, kind, name string, view any, table *metav1.T
 	return p.PrintObj(u, w)
 }
 
-// toObject turns view into an unstructured object of kind named name.
-func toObject(kind, name string, view any) (*unstructured.Unstructured, error) {
+// toObject turns view into an unstructured object of kind named
+// namespace/name.
+func toObject(kind, namespace, name string, view any) (*unstructured.Unstructured, error) {
 	b, err := json.Marshal(view)
 	if err != nil {
 		return nil, err
@@ -87,6 +88,9 @@ func toObject(kind, name string, view any) (*unstructured.Unstructured, error) {
 	u.SetAPIVersion(APIVersion)
 	u.SetKind(kind)
 	u.SetName(name)
+	if namespace != "" {
+		u.SetNamespace(namespace)
+	}
 	return u, nil
 }
 

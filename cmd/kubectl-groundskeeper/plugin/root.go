@@ -47,6 +47,11 @@ type Options struct {
 	// (locking.Config.Prefix; locking.DefaultPrefix when empty).
 	LockName, LockPrefix string
 
+	// Backups is the default backup resource of the backups command,
+	// BackupGroupLabel the label whose value is a backup's group, and
+	// BackupPolicy the default retention policy (retention.ParsePolicy).
+	Backups, BackupGroupLabel, BackupPolicy string
+
 	// Annotations names the unmount tracking annotations of claims
 	// (lifecycle.Annotations; its zero value is groundskeeper's).
 	Annotations lifecycle.Annotations
@@ -64,8 +69,14 @@ type Options struct {
 // ExitOK, ExitError with one line on stderr naming what failed, or
 // ExitUsage.
 func Main(o Options, args []string) int {
-	cmd := NewCommand(o)
+	return Run(NewCommand(o), args)
+}
+
+// Run executes cmd (the root of an operator's own plugin, with AddTo's
+// commands) with args, and returns its exit code as Main does.
+func Run(cmd *cobra.Command, args []string) int {
 	cmd.SetArgs(args)
+	cmd.SilenceErrors, cmd.SilenceUsage = true, true
 	err := cmd.ExecuteContext(context.Background())
 	if err == nil {
 		return ExitOK
@@ -123,25 +134,14 @@ func (e *env) clients() (kubernetes.Interface, dynamic.Interface, error) {
 	return kc, dc, nil
 }
 
-// NewCommand returns the root command with every subcommand, ready to run
-// on its own (Main) or to be added to an operator's own command with
-// AddCommand: its subcommands read the kubectl flags (--kubeconfig,
-// --context, -n, …) it defines as persistent flags.
+// NewCommand returns the root command of kubectl-groundskeeper, with every
+// subcommand and kubectl's flags (AddTo).
 func NewCommand(o Options) *cobra.Command {
-	e := &env{opts: o, name: o.Name, clock: o.Clock}
-	if e.name == "" {
-		e.name = "kubectl groundskeeper"
+	name := o.Name
+	if name == "" {
+		name = "kubectl groundskeeper"
 	}
-	if e.clock == nil {
-		e.clock = clock.RealClock{}
-	}
-	if o.Streams != nil {
-		e.streams = *o.Streams
-	} else {
-		e.streams = genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
-	}
-	e.flags = genericclioptions.NewConfigFlags(true)
-	use := e.name
+	use := name
 	if i := strings.LastIndex(use, " "); i >= 0 {
 		use = use[i+1:]
 	}
@@ -158,8 +158,8 @@ Every command that writes is a dry run unless --yes is given.`,
   %[1]s lock --configmap my-operator-lock -n operators
 
   # What is queued for each target?
-  %[1]s tasks --resource etcdopstasks.ops.example.com --target-field etcdName`, e.name),
-		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: e.name},
+  %[1]s tasks --resource etcdopstasks.ops.example.com --target-field etcdName`, name),
+		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: name},
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		Args:          cobra.NoArgs,
@@ -167,14 +167,36 @@ Every command that writes is a dry run unless --yes is given.`,
 			return cmd.Help()
 		},
 	}
-	cmd.SetIn(e.streams.In)
-	cmd.SetOut(e.streams.Out)
-	cmd.SetErr(e.streams.ErrOut)
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	e.flags.AddFlags(cmd.PersistentFlags())
-	cmd.AddCommand(newExplain(e), newLock(e), newTasks(e))
-	wrapArgs(cmd)
+	o.Name = name
+	AddTo(cmd, o)
 	return cmd
+}
+
+// AddTo mounts the commands (explain, backups, lock, tasks) on root, an operator's
+// own plugin command, with kubectl's flags (--kubeconfig, --context, -n,
+// …) as root's persistent flags and o's resource types, names and
+// defaults. Run root with Run for the exit codes and one-line errors.
+func AddTo(root *cobra.Command, o Options) {
+	e := &env{opts: o, name: o.Name, clock: o.Clock}
+	if e.name == "" {
+		e.name = root.Name()
+	}
+	if e.clock == nil {
+		e.clock = clock.RealClock{}
+	}
+	if o.Streams != nil {
+		e.streams = *o.Streams
+	} else {
+		e.streams = genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
+	}
+	e.flags = genericclioptions.NewConfigFlags(true)
+	root.SetIn(e.streams.In)
+	root.SetOut(e.streams.Out)
+	root.SetErr(e.streams.ErrOut)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	e.flags.AddFlags(root.PersistentFlags())
+	root.AddCommand(newExplain(e), newBackups(e), newLock(e), newTasks(e))
+	wrapArgs(root)
 }
 
 // wrapArgs marks an argument count error as bad usage, on c and below.

@@ -43,8 +43,9 @@ type TaskView struct {
 
 // TasksView is what tasks prints with -o json or yaml.
 type TasksView struct {
-	Resource string     `json:"resource"`
-	Tasks    []TaskView `json:"tasks"`
+	Resource  string     `json:"resource"`
+	Namespace string     `json:"-"`
+	Tasks     []TaskView `json:"tasks"`
 }
 
 type taskFlags struct {
@@ -176,7 +177,11 @@ finished task.`,
 			if err != nil {
 				return fmt.Errorf("list %s: %w", tc.Resource, err)
 			}
-			v := TasksView{Resource: tc.Resource, Tasks: taskViews(tasks)}
+			ns, err := e.namespace()
+			if err != nil {
+				return err
+			}
+			v := TasksView{Resource: tc.Resource, Namespace: ns, Tasks: taskViews(tasks)}
 			if v.Tasks == nil {
 				v.Tasks = []TaskView{}
 			}
@@ -191,7 +196,7 @@ finished task.`,
 
 func printTasks(e *env, out *output, v TasksView) error {
 	if out.structured() {
-		return out.print(e.streams.Out, "TaskQueues", v.Resource, v, nil)
+		return out.print(e.streams.Out, "TaskQueues", v.Namespace, v.Resource, v, nil)
 	}
 	now := e.clock.Now()
 	t := &metav1.Table{ColumnDefinitions: columns("TARGET", "POS", "NAME", "KIND", "STATE", "AGE", "STEP", "AWAITING APPROVAL", "DELETED IN+", "LAST OPERATION+")}
@@ -225,7 +230,7 @@ func printTasks(e *env, out *output, v TasksView) error {
 		}
 		t.Rows = append(t.Rows, row(target, pos, tv.Name, tv.Kind, state, human(now.Sub(tv.Created)), step, awaiting, deleted, lastOp))
 	}
-	return out.print(e.streams.Out, "", "", nil, t)
+	return out.print(e.streams.Out, "", "", "", nil, t)
 }
 
 func newApprove(e *env) *cobra.Command {
