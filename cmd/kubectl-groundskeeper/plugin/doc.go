@@ -1,9 +1,10 @@
 // Package plugin is the commands of kubectl-groundskeeper, for the person on
 // call: why a backup or a claim is kept and when it becomes deletable
 // (explain), what a retention policy keeps of a group of backups and why
-// (backups), who holds the operator lock and who is denied it (lock), what
-// is queued for each target and which step awaits approval (tasks). An
-// operator author mounts them in their own kubectl plugin with AddTo, with
+// (backups), which claims are unmounted, their TTL countdown and what the
+// claim collector would delete now (claims), who holds the operator lock
+// and who is denied it (lock), what is queued for each target and which
+// step awaits approval (tasks). An operator author mounts them in their own kubectl plugin with AddTo, with
 // their resource types, names and defaults in Options.
 //
 // Guarantees:
@@ -19,12 +20,13 @@
 //     person answers yes on a terminal; it writes through the library's own
 //     calls and their preconditions (locking.Lock.UpdateDenyList,
 //     taskctl.Tasks.Approve with the resourceVersion read).
-//   - Reading never writes: lock reads the record, the deny list and the
+//   - Reading never writes: claims is a dry run of lifecycle's collector
+//     (Annotations.PlanCollect); lock reads the record, the deny list and the
 //     pending upgrades without creating the lock's ConfigMap.
 //   - explain knows every reason that backupstore/collect, backupstore/share
 //     and lifecycle write (a test reads their constants from the source).
 //
-// Not provided yet: the claims and prefix commands (unmounted claims with
-// their countdown and a scale-to-N preview; object-store prefix statistics
-// and rm), the etcd lock backend, --watch and -A.
+// Not provided yet: the scale-to-N preview of claims, the prefix command
+// (object-store prefix statistics and rm), the etcd lock backend, --watch
+// and -A.
 package plugin

@@ -26,6 +26,7 @@ func ExampleAddTo() {
 	fmt.Println("tasks --resource defaults to", tasks.Flag("resource").DefValue)
 	// Output:
 	// backups  Preview a retention policy over a group of backups: what it keeps and why, what is deletable and when
+	// claims   Show tracked claims: mounted or not, the pod that last mounted them, their TTL countdown, what the collector would delete now
 	// explain  Explain why an object is kept, or when it becomes deletable
 	// lock     Show the operator lock: holder, start, end, time left, deny list, pending upgrades
 	// tasks    Show the task queues: per target, state, age, position, steps and the step awaiting approval

@@ -107,7 +107,6 @@ type env struct {
 	flags   *genericclioptions.ConfigFlags
 	streams genericiooptions.IOStreams
 	clock   clock.PassiveClock
-	print   *genericclioptions.PrintFlags
 }
 
 func (e *env) namespace() (string, error) {
@@ -172,7 +171,7 @@ Every command that writes is a dry run unless --yes is given.`,
 	return cmd
 }
 
-// AddTo mounts the commands (explain, backups, lock, tasks) on root, an operator's
+// AddTo mounts the commands (explain, backups, claims, lock, tasks) on root, an operator's
 // own plugin command, with kubectl's flags (--kubeconfig, --context, -n,
 // …) as root's persistent flags and o's resource types, names and
 // defaults. Run root with Run for the exit codes and one-line errors.
@@ -195,7 +194,7 @@ func AddTo(root *cobra.Command, o Options) {
 	root.SetErr(e.streams.ErrOut)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	e.flags.AddFlags(root.PersistentFlags())
-	root.AddCommand(newExplain(e), newBackups(e), newLock(e), newTasks(e))
+	root.AddCommand(newExplain(e), newBackups(e), newClaims(e), newLock(e), newTasks(e))
 	wrapArgs(root)
 }
 
