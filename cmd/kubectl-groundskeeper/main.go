@@ -2,7 +2,7 @@
 // decisions of operators built on groundskeeper: why a backup or a claim is
 // kept, who holds the operator lock, what is queued.
 //
-//	go install github.com/groundskeeper-io/groundskeeper/cmd/kubectl-groundskeeper@latest
+//	cd cmd/kubectl-groundskeeper && go install .
 //	kubectl groundskeeper --help
 package main
 
