@@ -83,6 +83,7 @@ pods read. It deletes nothing.`,
 		},
 	}
 	out = addOutput(cmd)
+	cmd.AddCommand(newFate(e))
 	cmd.Flags().Var((*ttlFlag)(&defaultTTL), "default-ttl", "the TTL of a claim without its own pvc-ttl, as the operator's collector is configured (retention's notation: 7d, 12h); none when unset")
 	return cmd
 }

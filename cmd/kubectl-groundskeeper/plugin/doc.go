@@ -2,9 +2,11 @@
 // call: why a backup or a claim is kept and when it becomes deletable
 // (explain), what a retention policy keeps of a group of backups and why
 // (backups), which claims are unmounted, their TTL countdown and what the
-// claim collector would delete now (claims), who holds the operator lock
-// and who is denied it (lock), what is queued for each target and which
-// step awaits approval (tasks). An operator author mounts them in their own kubectl plugin with AddTo, with
+// claim collector would delete now, and which claims of a StatefulSet a
+// scale to N or its deletion takes by its KEP-1847 policy (claims, claims
+// fate), who holds the operator lock and who is denied it (lock), what is
+// queued for each target and which step awaits approval (tasks). An
+// operator author mounts them in their own kubectl plugin with AddTo, with
 // their resource types, names and defaults in Options.
 //
 // Guarantees:
@@ -26,7 +28,7 @@
 //   - explain knows every reason that backupstore/collect, backupstore/share
 //     and lifecycle write (a test reads their constants from the source).
 //
-// Not provided yet: the scale-to-N preview of claims, the prefix command
-// (object-store prefix statistics and rm), the etcd lock backend, --watch
-// and -A.
+// Not provided yet: the scale preview of custom owners' claim sets, the
+// prefix command (object-store prefix statistics and rm), the etcd lock
+// backend, --watch and -A.
 package plugin

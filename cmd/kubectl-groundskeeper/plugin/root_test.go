@@ -18,7 +18,7 @@ func TestHelpListsEveryCommandWithExamples(t *testing.T) {
 			t.Errorf("--help lacks %q", want)
 		}
 	}
-	for _, sub := range [][]string{{"explain"}, {"backups"}, {"claims"}, {"lock"}, {"lock", "deny"}, {"lock", "allow"}, {"tasks"}, {"tasks", "approve"}, {"tasks", "wait"}} {
+	for _, sub := range [][]string{{"explain"}, {"backups"}, {"claims"}, {"claims", "fate"}, {"lock"}, {"lock", "deny"}, {"lock", "allow"}, {"tasks"}, {"tasks", "approve"}, {"tasks", "wait"}} {
 		r := run(t, plugin.Options{}, append(sub, "--help")...)
 		if r.code != plugin.ExitOK || !strings.Contains(r.out, "Examples:") || !strings.Contains(r.out, "kubectl groundskeeper "+strings.Join(sub, " ")) {
 			t.Errorf("%s --help: exit %d, no examples naming the command:\n%s", strings.Join(sub, " "), r.code, r.out)
@@ -55,6 +55,8 @@ func TestBadUsageIsExitTwo(t *testing.T) {
 		{"explain"},
 		{"lock", "deny"},
 		{"lock", "-o", "xml", "--configmap", "x"},
+		{"claims", "fate", "db"},
+		{"claims", "fate", "db", "--scale-to", "1", "--delete"},
 	} {
 		r := run(t, plugin.Options{}, args...)
 		oneLineError(t, r, plugin.ExitUsage)
