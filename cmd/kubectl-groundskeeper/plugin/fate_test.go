@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
@@ -120,12 +121,10 @@ func TestClaimFateMatchesTheStatefulSetController(t *testing.T) {
 			}
 
 			scale := predict("--scale-to", "1")
-			s, err := k.Client.AppsV1().StatefulSets(k.Namespace).Get(ctx, "db", metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			s.Spec.Replicas = ptr.To[int32](1)
-			if _, err := k.Client.AppsV1().StatefulSets(k.Namespace).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+			// As kubectl scale does; the controller writes the status
+			// meanwhile, so an update of what was read may conflict.
+			if _, err := k.Client.AppsV1().StatefulSets(k.Namespace).Patch(ctx, "db", types.MergePatchType,
+				[]byte(`{"spec":{"replicas":1}}`), metav1.PatchOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			until("pods db-1 and db-2 are gone", func() bool {
