@@ -18,7 +18,7 @@ import (
 type ClaimFate struct {
 	Claim   string `json:"claim"`
 	Ordinal int    `json:"ordinal"`
-	// Fate is "deleted" or "kept".
+	// Fate is "deleted" (or being deleted already) or "kept".
 	Fate string `json:"fate"`
 	Why  string `json:"why"`
 }
@@ -125,6 +125,8 @@ func fates(templates []string, sts string, claims []corev1.PersistentVolumeClaim
 			}
 			f := ClaimFate{Claim: c.Name, Ordinal: ord, Fate: "kept"}
 			switch {
+			case c.DeletionTimestamp != nil:
+				f.Fate, f.Why = "deleted", "being deleted already"
 			case !scaling && p.DeletesOnOwnerDeletion():
 				f.Fate, f.Why = "deleted", "whenDeleted=Delete: owned by the StatefulSet, deleted with it"
 			case !scaling:

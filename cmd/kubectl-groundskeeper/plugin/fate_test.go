@@ -100,7 +100,10 @@ func TestClaimFateMatchesTheStatefulSetController(t *testing.T) {
 				t.Helper()
 				for _, f := range v.Claims {
 					if f.Fate == "deleted" {
-						until(f.Claim+" is gone", func() bool { return !claims()[f.Claim] })
+						until(f.Claim+" is gone", func() bool {
+							_, err := k.Client.CoreV1().PersistentVolumeClaims(k.Namespace).Get(ctx, f.Claim, metav1.GetOptions{})
+							return apierrors.IsNotFound(err)
+						})
 					}
 				}
 				for _, f := range v.Claims {

@@ -39,14 +39,16 @@ func TestTasks(t *testing.T) {
 	cache := "--cache-dir=" + t.TempDir()
 	at := t0.Format(time.RFC3339)
 
-	first := createWithStatus(t, tasks, task("snapshot-1", "db-a", "onDemandSnapshot", map[string]any{
+	// Names in creation order: tasks created in one second are queued by
+	// name (opstask.Task.Before).
+	first := createWithStatus(t, tasks, task("t1-snapshot", "db-a", "onDemandSnapshot", map[string]any{
 		"state":         "InProgress",
 		"steps":         []any{map[string]any{"name": "snapshot", "state": "Completed", "lastUpdateTime": at}},
 		"approvals":     []any{map[string]any{"step": "upload", "state": "AwaitingApproval", "token": "upload-7c1e", "lastUpdateTime": at, "description": "upload 3 files (1.2 GiB) to s3://backups/db-a/; approve with token upload-7c1e"}},
 		"lastOperation": map[string]any{"type": "Execution", "state": "InProgress", "runID": "r1", "lastUpdateTime": at, "description": "awaiting approval of step upload"},
 	}, 0))
-	createWithStatus(t, tasks, task("compact-2", "db-a", "compaction", nil, 0))
-	createWithStatus(t, tasks, task("defrag-3", "db-b", "defragmentation", map[string]any{
+	createWithStatus(t, tasks, task("t2-compact", "db-a", "compaction", nil, 0))
+	createWithStatus(t, tasks, task("t3-defrag", "db-b", "defragmentation", map[string]any{
 		"state": "Succeeded", "lastTransitionTime": at,
 		"lastOperation": map[string]any{"type": "Execution", "state": "Completed", "runID": "r2", "lastUpdateTime": at, "description": "defragmented 3 members"},
 	}, 3600))
@@ -69,11 +71,11 @@ func TestTasks(t *testing.T) {
 	golden(t, "tasks.json", stamps.ReplaceAllString(r.out, `"created": "CREATED"`), k)
 
 	t.Run("approve is a dry run without --yes", func(t *testing.T) {
-		r := run(t, opts, kube(k, "tasks", "approve", "snapshot-1", cache)...)
+		r := run(t, opts, kube(k, "tasks", "approve", "t1-snapshot", cache)...)
 		if r.code != 0 || !strings.Contains(r.out, "step upload: upload 3 files (1.2 GiB)") || !strings.Contains(r.out, "dry run: nothing approved") {
 			t.Errorf("exit %d:\n%s", r.code, r.out)
 		}
-		u, err := tasks.Get(ctx, "snapshot-1", metav1.GetOptions{})
+		u, err := tasks.Get(ctx, "t1-snapshot", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -82,11 +84,11 @@ func TestTasks(t *testing.T) {
 		}
 	})
 	t.Run("approve --yes", func(t *testing.T) {
-		r := run(t, opts, kube(k, "tasks", "approve", "snapshot-1", "--yes", cache)...)
+		r := run(t, opts, kube(k, "tasks", "approve", "t1-snapshot", "--yes", cache)...)
 		if r.code != 0 || !strings.Contains(r.out, "step upload approved") {
 			t.Errorf("exit %d:\n%s", r.code, r.out)
 		}
-		u, err := tasks.Get(ctx, "snapshot-1", metav1.GetOptions{})
+		u, err := tasks.Get(ctx, "t1-snapshot", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -95,10 +97,10 @@ func TestTasks(t *testing.T) {
 		}
 	})
 	t.Run("nothing to approve", func(t *testing.T) {
-		oneLineError(t, run(t, opts, kube(k, "tasks", "approve", "compact-2", "--yes", cache)...), plugin.ExitError, "compact-2", "no step awaits approval")
+		oneLineError(t, run(t, opts, kube(k, "tasks", "approve", "t2-compact", "--yes", cache)...), plugin.ExitError, "t2-compact", "no step awaits approval")
 	})
 	t.Run("wait for a finished task", func(t *testing.T) {
-		r := run(t, opts, kube(k, "tasks", "wait", "defrag-3", cache)...)
+		r := run(t, opts, kube(k, "tasks", "wait", "t3-defrag", cache)...)
 		if r.code != 0 || !strings.Contains(r.out, "Succeeded") {
 			t.Errorf("exit %d:\n%s", r.code, r.out)
 		}
