@@ -37,12 +37,14 @@
 # into .cache/bin, where testenv finds them.
 #
 # Modules: the library is the root module; the examples with their end-to-end
-# and chaos suites are the module in examples/, and the tools that build the
-# test components are modules under internal/tools. go.work joins the root and
-# examples modules, so that commands run from the root build the library at
-# the newest versions the examples require; GOWORK=off builds the library
-# alone, at the oldest versions its go.mod requires. Never run `go work sync`:
-# it would raise the library's go.mod to the newest versions.
+# and chaos suites are the module in examples/, the kubectl plugin (cobra,
+# k8s.io/cli-runtime) the module in cmd/kubectl-groundskeeper, and the tools
+# that build the test components are modules under internal/tools. go.work
+# joins the root, examples and plugin modules, so that commands run from the
+# root build the library at the newest versions the examples require;
+# GOWORK=off builds the library alone, at the oldest versions its go.mod
+# requires. Never run `go work sync`: it would raise the library's go.mod to
+# the newest versions.
 
 SHELL := /usr/bin/env bash
 GO    ?= go
@@ -61,10 +63,11 @@ TEST_SKIP   ?= TestChaosCheckerCatchesPlantedBugs
 BENCH_FLAGS ?= -run '^$$' -bench . -benchmem -timeout 180m
 BENCH_OUT   ?= $(CURDIR)/bench/out
 
-# Every package of the workspace: the library's and the examples'.
-PACKAGES := ./... ./examples/...
+# Every package of the workspace: the library's, the examples' and the
+# kubectl plugin's.
+PACKAGES := ./... ./examples/... ./cmd/kubectl-groundskeeper/...
 # Every module, for go mod tidy.
-MODULES  := . examples internal/tools/etcd internal/tools/kube internal/tools/kwok internal/tools/modsize internal/tools/depsbudget internal/tools/vulncheck internal/tools/benchchart internal/tools/apicheck
+MODULES  := . examples cmd/kubectl-groundskeeper internal/tools/etcd internal/tools/kube internal/tools/kwok internal/tools/modsize internal/tools/depsbudget internal/tools/vulncheck internal/tools/benchchart internal/tools/apicheck
 
 # The supported range (README, "Supported versions"): the library's go.mod
 # requires the oldest, the examples' go.mod the newest.
@@ -159,15 +162,15 @@ api:
 deps-budget:
 	cd internal/tools/depsbudget && GOWORK=off $(GO) run . -C ../../.. -write
 
-# Known vulnerabilities that our code calls, by govulncheck over the library
-# and over the examples, each module alone at the versions its go.mod
-# selects, against the Go vulnerability database of the golang.org/x/vulndb
+# Known vulnerabilities that our code calls, by govulncheck over the library,
+# the examples and the kubectl plugin, each module alone at the versions its
+# go.mod selects, against the Go vulnerability database of the golang.org/x/vulndb
 # version pinned in hack/testenv.sh (no network needed once it is built).
 # Fails on each one not in hack/vulncheck.allow, and on each line there that
 # no longer matches one.
 vulncheck:
 	@hack/testenv.sh vulndb
-	cd internal/tools/vulncheck && GOWORK=off $(GO) run . -C ../../.. -db .cache/vulndb -allow hack/vulncheck.allow . examples
+	cd internal/tools/vulncheck && GOWORK=off $(GO) run . -C ../../.. -db .cache/vulndb -allow hack/vulncheck.allow . examples cmd/kubectl-groundskeeper
 
 bench: testenv
 	mkdir -p $(BENCH_OUT)

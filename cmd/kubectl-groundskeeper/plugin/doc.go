@@ -1,0 +1,34 @@
+// Package plugin is the commands of kubectl-groundskeeper, for the person on
+// call: why a backup or a claim is kept and when it becomes deletable
+// (explain), what a retention policy keeps of a group of backups and why
+// (backups), which claims are unmounted, their TTL countdown and what the
+// claim collector would delete now, and which claims of a StatefulSet a
+// scale to N or its deletion takes by its KEP-1847 policy (claims, claims
+// fate), who holds the operator lock and who is denied it (lock), what is
+// queued for each target and which step awaits approval (tasks). An
+// operator author mounts them in their own kubectl plugin with AddTo, with
+// their resource types, names and defaults in Options.
+//
+// Guarantees:
+//
+//   - kubectl's conventions, from what kubectl is built on (cobra,
+//     k8s.io/cli-runtime): --kubeconfig, --context, -n and the other
+//     kubeconfig flags; -o table|wide|json|yaml|name; --help with examples;
+//     shell completion (the completion command).
+//   - Exit code 0 on success, 1 with one line on stderr naming what failed
+//     (never a stack trace), 2 for bad usage (Run, Main).
+//   - A command that writes (lock deny and allow, tasks approve) prints
+//     exactly what it will do and is a dry run unless --yes is given or a
+//     person answers yes on a terminal; it writes through the library's own
+//     calls and their preconditions (locking.Lock.UpdateDenyList,
+//     taskctl.Tasks.Approve with the resourceVersion read).
+//   - Reading never writes: claims is a dry run of lifecycle's collector
+//     (Annotations.PlanCollect); lock reads the record, the deny list and the
+//     pending upgrades without creating the lock's ConfigMap.
+//   - explain knows every reason that backupstore/collect, backupstore/share
+//     and lifecycle write (a test reads their constants from the source).
+//
+// Not provided yet: the scale preview of custom owners' claim sets, the
+// prefix command (object-store prefix statistics and rm), the etcd lock
+// backend, --watch and -A.
+package plugin
