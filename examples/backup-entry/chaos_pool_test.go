@@ -215,7 +215,11 @@ const (
 // migrationTruth is what the generator did for an entry's
 // spec.migrateFrom, and what it read of the migration.
 type migrationTruth struct {
-	kind   string
+	kind string
+	// first is the workload's first migration: always from a legacy
+	// prefix, and never deleted before it is done, so that even a short
+	// run on a slow machine sees one migration through.
+	first  bool
 	source string // spec.migrateFrom.url
 	// The legacy prefix (migrateLegacy): its keys, written before the
 	// entry was created, and a look-alike beside it, never to be deleted.
@@ -270,8 +274,12 @@ func (g *beWorkload) newMigration(rng *rand.Rand, ops *chaos.Ops) (*migrationTru
 		kind = migrateShared
 	}
 	from := &api.LegacyBucket{Writer: api.WriterReference{Namespace: g.w.ns, Name: "nobody"}}
-	m := &migrationTruth{kind: kind}
 	g.truth.mu.Lock()
+	first := g.legacySeq == 0
+	if first {
+		kind = migrateLegacy
+	}
+	m := &migrationTruth{kind: kind, first: first}
 	// Shared store buckets that BackupBuckets always name: the S3 store's
 	// (two of the generator's buckets, replaced one at a time) and the
 	// pool's first; and the live admitted entries there.

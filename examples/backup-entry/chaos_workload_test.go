@@ -671,7 +671,7 @@ func (g *beWorkload) newEntry(rng *rand.Rand, ops *chaos.Ops) error {
 // keeps a migrating entry until its migration is done, so a full bucket
 // of them would wait for good.
 func (g *beWorkload) createEntry(rng *rand.Rand, e *entryTruth, spec api.BackupEntrySpec, mayMigrate bool, kind string, ops *chaos.Ops) error {
-	if g.w.legacy != nil && mayMigrate && rng.IntN(cmp.Or(g.o.migrateOneIn, 4)) == 0 {
+	if g.w.legacy != nil && mayMigrate && (rng.IntN(cmp.Or(g.o.migrateOneIn, 4)) == 0 || g.noMigrationYet()) {
 		m, from, err := g.newMigration(rng, ops)
 		if err != nil {
 			return err
@@ -692,6 +692,14 @@ func (g *beWorkload) createEntry(rng *rand.Rand, e *entryTruth, spec api.BackupE
 	g.truth.mu.Unlock()
 	g.add(ops, kind)
 	return nil
+}
+
+// noMigrationYet says whether the workload has made no migration yet: the
+// first entry that may migrate does (from a legacy prefix, newMigration).
+func (g *beWorkload) noMigrationYet() bool {
+	g.truth.mu.Lock()
+	defer g.truth.mu.Unlock()
+	return g.legacySeq == 0
 }
 
 func (g *beWorkload) write(s *beStore, key string, ops *chaos.Ops) error {
@@ -823,7 +831,7 @@ func (g *beWorkload) deleteEntry(rng *rand.Rand, ops *chaos.Ops) error {
 			}
 			continue
 		}
-		if m := e.migration; m != nil && (m.kind == migrateLegacy && m.doneSeen.IsZero() || m.kind != migrateLegacy && !m.refusedSeen) && rng.IntN(20) != 0 {
+		if m := e.migration; m != nil && (m.kind == migrateLegacy && m.doneSeen.IsZero() || m.kind != migrateLegacy && !m.refusedSeen) && (rng.IntN(20) != 0 || m.first) {
 			continue // migrated (or refused) before it is deleted, mostly
 		}
 		// Old enough to have been admitted and have data, mostly.
