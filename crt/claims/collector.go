@@ -54,6 +54,15 @@ func (c Collector) SetupWithManager(mgr manager.Manager) error {
 	if name == "" {
 		name = "claims"
 	}
+	// Checked before the first controller is added: a refused tracker
+	// leaves nothing half set up on mgr.
+	t := c.UnmountTracker
+	if t.Name == "" {
+		t.Name = name + "-unmount"
+	}
+	if err := t.check(t.Name); err != nil {
+		return err
+	}
 	toPass := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace()}}}
 	})
@@ -66,10 +75,6 @@ func (c Collector) SetupWithManager(mgr manager.Manager) error {
 		Complete(c)
 	if err != nil {
 		return err
-	}
-	t := c.UnmountTracker
-	if t.Name == "" {
-		t.Name = name + "-unmount"
 	}
 	return t.SetupWithManager(mgr)
 }

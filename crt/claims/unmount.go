@@ -2,6 +2,7 @@ package claims
 
 import (
 	"context"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -56,6 +57,9 @@ func (t UnmountTracker) SetupWithManager(mgr manager.Manager) error {
 	if name == "" {
 		name = "claims-unmount"
 	}
+	if err := t.check(name); err != nil {
+		return err
+	}
 	ann := t.Lifecycle.Annotations()
 	trackedUnmarked := func(obj client.Object) bool {
 		a := obj.GetAnnotations()
@@ -67,6 +71,17 @@ func (t UnmountTracker) SetupWithManager(mgr manager.Manager) error {
 		Watches(&corev1.PersistentVolumeClaim{}, &handler.EnqueueRequestForObject{},
 			builder.WithPredicates(predicate.NewPredicateFuncs(trackedUnmarked))).
 		Complete(t)
+}
+
+// check refuses a tracker that cannot run, naming the field.
+func (t UnmountTracker) check(name string) error {
+	switch {
+	case t.Lifecycle == nil:
+		return fmt.Errorf("crt: claims.UnmountTracker %q: Lifecycle is nil", name)
+	case t.Claims == nil:
+		return fmt.Errorf("crt: claims.UnmountTracker %q: Claims is nil", name)
+	}
+	return nil
 }
 
 // enqueueClaimsOf enqueues each claim that a deleted pod mounted. The event
