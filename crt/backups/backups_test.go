@@ -73,15 +73,7 @@ func TestCollectOnAManager(t *testing.T) {
 	if err := (backups.Collection[*testbackup.Backup]{Name: "backup-gc", Collector: c}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
-	mctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
+	testenv.StartManager(t, mgr)
 
 	cl, err := client.New(k.Config, client.Options{Scheme: scheme})
 	if err != nil {

@@ -111,15 +111,7 @@ func testShare(t *testing.T, name string, store *testenv.BlobStore, creds map[st
 	if err := (backups.Sharing[*testbackup.Backup, *corev1.ConfigMap]{Name: name, Reconciler: s}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
-	mctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
+	testenv.StartManager(t, mgr)
 
 	cl, err := client.New(k.Config, client.Options{Scheme: scheme})
 	if err != nil {

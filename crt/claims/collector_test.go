@@ -79,15 +79,7 @@ func TestCollectorOnAManager(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	mctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
+	testenv.StartManager(t, mgr)
 
 	get := func(name string) *corev1.PersistentVolumeClaim {
 		c, err := env.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
