@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -57,5 +58,30 @@ func TestSweepStaleRemovesOnlyDirectoriesOfDeadBinaries(t *testing.T) {
 		if kept := err == nil; kept != d.kept {
 			t.Errorf("%s (owner %q): kept %t, want %t", name, d.owner, kept, d.kept)
 		}
+	}
+}
+
+// The components' data directories go where DataDirEnv says, and a
+// directory that cannot be used is an error naming the variable and its
+// value.
+func TestDataDirEnvPlacesTheComponentsData(t *testing.T) {
+	parent := t.TempDir()
+	t.Setenv(DataDirEnv, parent)
+	dir, err := tempDir("minio")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Dir(dir) != parent {
+		t.Errorf("data directory %s, want one in %s", dir, parent)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ownerFile)); err != nil {
+		t.Errorf("no owner file in %s: %v", dir, err)
+	}
+
+	missing := filepath.Join(parent, "missing")
+	t.Setenv(DataDirEnv, missing)
+	_, err = tempDir("minio")
+	if err == nil || !strings.Contains(err.Error(), DataDirEnv) || !strings.Contains(err.Error(), missing) {
+		t.Errorf("data directory in a missing folder: %v; want an error naming %s=%q", err, DataDirEnv, missing)
 	}
 }

@@ -25,6 +25,17 @@ import (
 // them into both.
 const BinDirEnv = "GROUNDSKEEPER_TESTENV_BIN"
 
+// DataDirEnv names the environment variable that sets the directory in
+// which the components keep their data (etcd, MinIO, fake-gcs-server,
+// Azurite, the control plane's certificates), one fresh directory each,
+// removed when the test binary ends. Without it they go in os.TempDir.
+// A memory file system makes the object stores several times faster:
+// MinIO syncs each object it writes, which on a disk costs more than the
+// request itself (measured: 15,000 small objects written by 32 clients in
+// 38 s on disk, 14 s on tmpfs). make test sets it to /dev/shm where that is writable;
+// make bench does not, so that its figures are a disk's.
+const DataDirEnv = "GROUNDSKEEPER_TESTENV_DATA"
+
 // Main runs the tests of a package and then stops every component they
 // started. Call it from TestMain:
 //
@@ -165,10 +176,14 @@ const ownerFile = ".groundskeeper-owner"
 // Main could remove them (a killed benchmark leaves gigabytes of MinIO
 // data).
 func tempDir(name string) (string, error) {
-	sweepOnce.Do(func() { sweepStale(os.TempDir()) })
-	dir, err := os.MkdirTemp("", "groundskeeper-"+name+"-")
+	parent := os.Getenv(DataDirEnv)
+	if parent == "" {
+		parent = os.TempDir()
+	}
+	sweepOnce.Do(func() { sweepStale(parent) })
+	dir, err := os.MkdirTemp(parent, "groundskeeper-"+name+"-")
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("testenv: data directory for %s (%s=%q): %w", name, DataDirEnv, os.Getenv(DataDirEnv), err)
 	}
 	tempMu.Lock()
 	tempDirs = append(tempDirs, dir)
