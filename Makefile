@@ -29,6 +29,9 @@
 #                  (TestChaosCheckerCatchesPlantedBugs: each check shown
 #                  failing on a planted bug); make chaos runs them too, make
 #                  test leaves them out
+#   make soak      the library's long tests at full size (internal/soak):
+#                  fixtures of thousands of objects that make test writes
+#                  smaller; make chaos runs it too
 #   make property  the ownership property tests on fresh seeds for
 #                  PROPERTY_DURATION each (default 10m; make chaos runs
 #                  them too), PROPERTY_SEED to replay
@@ -84,7 +87,7 @@ OLDEST_CR     := v0.23.0
 NEWEST_K8S    := v0.37.2
 NEWEST_CR     := v0.25.2
 
-.PHONY: api api-check all test testenv lint vet fmt-check tidy-check versions-check staticcheck size-check deps-check deps-budget vulncheck oldest docs bench bench-charts chaos chaos-short checkers property
+.PHONY: api api-check all test testenv lint vet fmt-check tidy-check versions-check staticcheck size-check deps-check deps-budget vulncheck oldest docs bench bench-charts chaos chaos-short checkers property soak
 
 all: test
 
@@ -199,7 +202,7 @@ CHAOS_SEED     ?=
 CHAOS_PARALLEL ?= 1
 CHAOS_TIMEOUT  ?= 75m
 CHAOS_PACKAGES ?= ./examples/...
-chaos: testenv property checkers
+chaos: testenv property checkers soak
 	GROUNDSKEEPER_TESTENV_DATA=$(TESTENV_DATA) CHAOS_DURATION=$(CHAOS_DURATION) CHAOS_SEED=$(CHAOS_SEED) \
 		$(GO) test -race -count=1 -v -p $(CHAOS_PARALLEL) -run '^TestChaos' -skip 'PlantedBugs' -timeout $(CHAOS_TIMEOUT) $(CHAOS_PACKAGES)
 
@@ -211,6 +214,12 @@ PROPERTY_DURATION ?= 10m
 property:
 	PROPERTY_DURATION=$(PROPERTY_DURATION) PROPERTY_SEED=$(PROPERTY_SEED) \
 		$(GO) test -count=1 -v -run '^TestProperty' -timeout 0 ./backupstore/share/
+
+# The library's long tests at the sizes that show they hold at scale
+# (internal/soak): make test runs them smaller.
+soak: testenv
+	GROUNDSKEEPER_TESTENV_DATA=$(TESTENV_DATA) GROUNDSKEEPER_SOAK=1 \
+		$(GO) test -race -count=1 -timeout 60m ./backupstore/...
 
 checkers: testenv
 	GROUNDSKEEPER_TESTENV_DATA=$(TESTENV_DATA) $(GO) test -race -count=1 -v -run '^TestChaosCheckerCatchesPlantedBugs$$' -timeout 45m $(CHAOS_PACKAGES)

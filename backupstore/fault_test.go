@@ -17,6 +17,7 @@ import (
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/internal/proxytest"
+	"github.com/groundskeeper-io/groundskeeper/internal/soak"
 	"github.com/groundskeeper-io/groundskeeper/testenv"
 )
 
@@ -38,7 +39,7 @@ func TestDeletePrefixOutageAndRerun(t *testing.T) {
 	s := testenv.S3(t)
 	p := proxytest.Start(t, s.Endpoint)
 	direct := openStore(t, s)
-	keys := fill(t, direct, "backups/a/", 5000, 64)
+	keys := fill(t, direct, "backups/a/", soak.Size(2500, 5000), 64)
 	put(t, direct, siblingsOn("s3"), 64)
 	outside := snapshot(t, direct, "")
 	for _, k := range keys {
@@ -232,7 +233,7 @@ func TestDeletePrefixLastKeyOutlivesAnOutage(t *testing.T) {
 			ctx := context.Background()
 			const marker = "backups/a/.owner"
 			// Keys on both sides of the marker in listing order.
-			keys := append(fill(t, direct, "backups/a/", 2500, 16), "backups/a/-first", "backups/a/~last")
+			keys := append(fill(t, direct, "backups/a/", soak.Size(1500, 2500), 16), "backups/a/-first", "backups/a/~last")
 			for _, k := range append(keys[len(keys)-2:], marker) {
 				if err := direct.WriteAll(ctx, k, []byte("m"), nil); err != nil {
 					t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/internal/proxytest"
+	"github.com/groundskeeper-io/groundskeeper/internal/soak"
 	"github.com/groundskeeper-io/groundskeeper/testenv"
 )
 
@@ -112,7 +113,7 @@ func TestDeletePrefixVersioned(t *testing.T) {
 	p := proxytest.Start(t, s.Endpoint)
 	direct := openStore(t, s)
 	c := s3Client(t, direct)
-	n := 5000
+	n := soak.Size(1500, 5000)
 	if testing.Short() {
 		n = 500
 	}
