@@ -26,6 +26,7 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
 	"github.com/groundskeeper-io/groundskeeper/examples/backup-entry/api"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/rbactest"
+	"github.com/groundskeeper-io/groundskeeper/internal/soak"
 	"github.com/groundskeeper-io/groundskeeper/testenv"
 )
 
@@ -120,8 +121,8 @@ func (w *writer) run(ctx context.Context) {
 }
 
 // legacyObjects is how many objects the legacy bucket holds before the
-// migration, besides the writer's.
-const legacyObjects = 2000
+// migration, besides the writer's: 500, and 2,000 under make soak.
+var legacyObjects = soak.Size(500, 2000)
 
 // fill writes n objects of different sizes to b, 16 at a time.
 func fill(t *testing.T, b *blob.Bucket, n int) {
@@ -138,7 +139,7 @@ func fill(t *testing.T, b *blob.Bucket, n int) {
 	}
 }
 
-// A legacy bucket of 2,000 objects, and a writer that keeps adding to it
+// A legacy bucket of legacyObjects objects, and a writer that keeps adding to it
 // until it is paused, migrate into an entry's prefix in the pool on
 // MinIO: afterwards the prefix holds every legacy object byte for byte
 // (count and checksums), an object outside the prefix is untouched, the
