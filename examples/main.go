@@ -21,6 +21,7 @@ var examples = []example{
 	{"etcd-opstask", "etcd-druid DEP-05 out-of-band tasks", "on-demand snapshots, compaction and copies as a FIFO task queue", true},
 	{"statefulset-pvc", "Kubernetes KEP-1847", "the four claim delete policies for a custom workload", true},
 	{"fdb-lock", "FoundationDB operator technical design", "a subreconciler chain whose global steps take the operator lock", true},
+	{"minidb", "all of them, in one operator to copy", "backups by retention, claims by KEP-1847, config under the lock, a task queue", true},
 }
 
 func main() {

@@ -1,4 +1,4 @@
-package gluetrial
+package main
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/groundskeeper-io/groundskeeper/crt/tasks"
-	"github.com/groundskeeper-io/groundskeeper/examples/internal/gluetrial/api"
+	"github.com/groundskeeper-io/groundskeeper/examples/minidb/api"
 	"github.com/groundskeeper-io/groundskeeper/opstask"
 )
 

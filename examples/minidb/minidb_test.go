@@ -1,4 +1,4 @@
-package gluetrial_test
+package main
 
 import (
 	"context"
@@ -22,23 +22,22 @@ import (
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/crt/tasks"
-	"github.com/groundskeeper-io/groundskeeper/examples/internal/gluetrial"
-	"github.com/groundskeeper-io/groundskeeper/examples/internal/gluetrial/api"
+	"github.com/groundskeeper-io/groundskeeper/examples/minidb/api"
 	"github.com/groundskeeper-io/groundskeeper/opstask"
 	"github.com/groundskeeper-io/groundskeeper/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// The trial's operator, run on the real API server (with the garbage
-// collector) and MinIO: its claims follow the policy on scale-down, its
-// config is applied under the lock, the older of two backups goes with its
-// data (nothing else in the bucket is touched), and a task succeeds.
-func TestTrialOperator(t *testing.T) {
+// The operator, run on the real API server (with the garbage collector)
+// and MinIO: its claims follow the policy on scale-down, its config is
+// applied under the lock, the older of two backups goes with its data
+// (nothing else in the bucket is touched), and a task succeeds.
+func TestOperator(t *testing.T) {
 	env := testenv.StartKubernetes(t)
 	store := testenv.S3(t)
 	ctx := context.Background()
-	mgr := env.NewManager(t, gluetrial.Scheme, func(o *manager.Options) {
+	mgr := env.NewManager(t, Scheme, func(o *manager.Options) {
 		o.Cache.DefaultNamespaces = nil // the lock's ConfigMap is in default
 	})
 	c := mgr.GetClient()
@@ -55,7 +54,7 @@ func TestTrialOperator(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := gluetrial.Setup(ctx, mgr, gluetrial.Options{LockID: "trial"}); err != nil {
+	if err := Setup(ctx, mgr, Options{LockID: "minidb-0"}); err != nil {
 		t.Fatal(err)
 	}
 	testenv.StartManager(t, mgr)
@@ -149,5 +148,24 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// Bad flags are refused before anything connects, each error naming the
+// flag or the argument.
+func TestRunRefusesBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"extra"}, `unexpected arguments ["extra"]`},
+		{[]string{"--lock-id="}, "--lock-id is empty"},
+		{[]string{"--no-such-flag"}, "no-such-flag"},
+	} {
+		t.Setenv("HOSTNAME", "")
+		err := run(t.Context(), tc.args)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("run(%q) = %v, want an error containing %q", tc.args, err, tc.want)
+		}
 	}
 }

@@ -1,4 +1,4 @@
-package gluetrial
+package main
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	_ "github.com/groundskeeper-io/groundskeeper/backupstore/s3store" // s3://
 	"github.com/groundskeeper-io/groundskeeper/crt"
 	"github.com/groundskeeper-io/groundskeeper/crt/backups"
-	"github.com/groundskeeper-io/groundskeeper/examples/internal/gluetrial/api"
+	"github.com/groundskeeper-io/groundskeeper/examples/minidb/api"
 	"github.com/groundskeeper-io/groundskeeper/retention"
 )
 

@@ -1,4 +1,4 @@
-package gluetrial
+package main
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/groundskeeper-io/groundskeeper/crt/locks"
-	"github.com/groundskeeper-io/groundskeeper/examples/internal/gluetrial/api"
+	"github.com/groundskeeper-io/groundskeeper/examples/minidb/api"
 	"github.com/groundskeeper-io/groundskeeper/locking"
 	"github.com/groundskeeper-io/groundskeeper/locking/kubelock"
 	"github.com/groundskeeper-io/groundskeeper/locking/lockstep"
@@ -14,10 +14,14 @@ import (
 )
 
 // lockStates gives each loop the global lock, kept in a ConfigMap.
-func lockStates(mgr manager.Manager, id string) (func(context.Context, *api.MiniDB) (*lockstep.State, error), error) {
+func lockStates(mgr manager.Manager, o Options) (func(context.Context, *api.MiniDB) (*lockstep.State, error), error) {
+	ns := o.LockNamespace
+	if ns == "" {
+		ns = "default"
+	}
 	backend, err := kubelock.New(kubelock.Config{Client: locks.ConfigMaps(mgr.GetClient(), mgr.GetAPIReader()),
-		Namespace: "default", Name: "minidb-lock"})
-	return lockstep.NewStates[*api.MiniDB](locking.Config{Backend: backend, LockID: id}, nil), err
+		Namespace: ns, Name: "minidb-lock"})
+	return lockstep.NewStates[*api.MiniDB](locking.Config{Backend: backend, LockID: o.LockID}, nil), err
 }
 
 // reconfigureStep applies spec.config, only while the global lock is ours.

@@ -1,4 +1,4 @@
-package gluetrial
+package main
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/groundskeeper-io/groundskeeper/crt"
 	"github.com/groundskeeper-io/groundskeeper/crt/claims"
-	"github.com/groundskeeper-io/groundskeeper/examples/internal/gluetrial/api"
+	"github.com/groundskeeper-io/groundskeeper/examples/minidb/api"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
 	"github.com/groundskeeper-io/groundskeeper/locking/lockstep"
 	"github.com/groundskeeper-io/groundskeeper/subreconcile"
@@ -26,7 +26,8 @@ func init() {
 
 // Options are the operator's settings.
 type Options struct {
-	LockID string // this instance's name in the global lock
+	LockID        string // this instance's name in the global lock
+	LockNamespace string // where the lock's ConfigMap is; "default" if empty
 }
 
 // Setup adds the operator's controllers to mgr.
@@ -42,7 +43,7 @@ func Setup(ctx context.Context, mgr manager.Manager, o Options) error {
 	if err != nil {
 		return err
 	}
-	newState, err := lockStates(mgr, o.LockID)
+	newState, err := lockStates(mgr, o)
 	if err != nil {
 		return err
 	}
