@@ -562,12 +562,12 @@ func (g *gcWorkload) mountPod(c *claimTruth, ops *chaos.Ops) error {
 				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: c.name}}}},
 		},
 	}
-	now, err := g.mounts.CreatePod(g.kc.CoreV1().Pods(g.w.ns), pod, c.name, false)
+	m, err := g.mounts.CreatePod(g.kc.CoreV1().Pods(g.w.ns), pod, c.name, false)
 	if err != nil {
 		return err
 	}
 	g.truth.mu.Lock()
-	c.mounts = append(c.mounts, mount{from: now})
+	c.mounts = append(c.mounts, mount{from: m.From})
 	g.truth.mu.Unlock()
 	ops.Add("mount claim")
 	return nil
@@ -618,13 +618,13 @@ func (g *gcWorkload) inspect(c *claimTruth, lasts time.Duration, ops *chaos.Ops)
 				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: c.name, ReadOnly: true}}}},
 		},
 	}
-	now, err := g.mounts.CreatePod(g.kc.CoreV1().Pods(g.w.ns), pod, c.name, true)
+	m, err := g.mounts.CreatePod(g.kc.CoreV1().Pods(g.w.ns), pod, c.name, true)
 	if err != nil {
 		return fmt.Errorf("foreign pod: %w", err)
 	}
 	g.truth.mu.Lock()
-	c.foreign = append(c.foreign, mount{from: now})
-	f.m, f.until = len(c.foreign)-1, now.Add(lasts)
+	c.foreign = append(c.foreign, mount{from: m.From})
+	f.m, f.until = len(c.foreign)-1, m.From.Add(lasts)
 	g.truth.mu.Unlock()
 	ops.Add("foreign pod mounts a claim")
 	return nil

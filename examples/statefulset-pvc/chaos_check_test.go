@@ -24,12 +24,15 @@ const (
 	// the set's deletion was requested (whenDeleted: Delete), none whose
 	// pod went while its ordinal was wanted.
 	invClaimSafety = "safety (claims)"
-	// No pod of an ordinal in range is deleted, except by hand.
+	// No pod deletion is requested, except by hand, while its ordinal is
+	// in range.
 	invPodSafety = "safety (pods)"
-	// No claim deletion is requested while a pod mounts it, except by the
-	// garbage collector: the policy's deletions go through owner
-	// references, and in a cluster the pvc-protection finalizer holds such
-	// a claim until its scheduled pods are gone (testenv schedules none).
+	// No claim deletion is requested while a pod that mounts it may run
+	// (it exists: on a node a deleted pod runs until it is gone, while it
+	// terminates or its node does not answer), except by the garbage
+	// collector: the policy's deletions go through owner references, and
+	// the pvc-protection finalizer holds such a claim until its pods are
+	// gone.
 	invMounted = "no mounted claim deleted"
 	// Every set reaches its spec'd pods and claims, and the claims its
 	// policy deletes are gone, within the bound after the faults stopped.
@@ -40,9 +43,10 @@ const (
 
 func ts(t time.Time) string { return t.Format("15:04:05.000") }
 
-// raceWindow bounds how long before a pod's deletion was seen a scale-up
-// that overtook the controller's fresh read of the set may have been sent:
-// the read, the pod's annotation and its delete, on a loaded machine.
+// raceWindow bounds how long before a pod's deletion request was seen a
+// scale-up that overtook the controller's fresh read of the set may have
+// been sent: the read, the pod's annotation and its delete, on a loaded
+// machine.
 const raceWindow = 15 * time.Second
 
 func rvOf(obj any) uint64 {
@@ -79,6 +83,37 @@ func (g *spWorkload) requested(d chaos.Deletion, o *objTruth) revs {
 		return revs{lo: o.maxLiveRV + 1, hi: o.termRV}
 	}
 	return revs{lo: o.maxLiveRV + 1, hi: r.hi}
+}
+
+// podRequested is the revision interval of a pod's deletion request, at
+// which its deletion is judged: on a node a deleted pod terminates for its
+// grace period, or for as long as its node does not answer, and a scale-up
+// written meanwhile brings its ordinal back in range before its removal.
+// After the last version seen without a deletionTimestamp, by the first
+// seen with one. A pod whose removal the watch saw (exactly) without ever
+// seeing it terminating was deleted at once (off nodes, or never
+// scheduled): at its removal. Else (a relist missed its terminating
+// versions) by its removal.
+func (g *spWorkload) podRequested(d chaos.Deletion, o *objTruth) revs {
+	r := g.removal(d, o)
+	switch {
+	case o == nil:
+		return revs{lo: 0, hi: r.hi}
+	case o.termRV != 0:
+		return revs{lo: o.maxLiveRV + 1, hi: o.termRV}
+	case r.exact():
+		return r
+	}
+	return revs{lo: o.maxLiveRV + 1, hi: r.hi}
+}
+
+// requestSeen is when a pod's deletion request was seen: its first version
+// with a deletionTimestamp, else its removal.
+func (g *spWorkload) requestSeen(d chaos.Deletion) time.Time {
+	if o := g.pods.get(d.UID); o != nil && !o.termSeen.IsZero() {
+		return o.termSeen
+	}
+	return d.Seen
 }
 
 // createdAfter is a revision the claim was created after: its set's
@@ -172,7 +207,7 @@ func (g *spWorkload) check(ctx context.Context) []chaos.Violation {
 	}
 
 	// Pods: deleted by hand, or out of range (a scale-down in force, or
-	// the set deleted) at the revision of their deletion.
+	// the set deleted) at the revision of their deletion request.
 	type podDel struct {
 		d chaos.Deletion
 		r revs
@@ -186,8 +221,8 @@ func (g *spWorkload) check(ctx context.Context) []chaos.Violation {
 	// condemnedOnRead: the set at the version the pod's annotation names
 	// condemned ordinal i (by a scale-down, or also by the set's deletion
 	// unless scaledOnly), and that read was fresh: the first write of the
-	// set after it was sent at most raceWindow before the deletion was
-	// seen. A controller deciding on a stale cache fails that.
+	// set after it was sent at most raceWindow before the deletion request
+	// was seen. A controller deciding on a stale cache fails that.
 	condemnedOnRead := func(s *setTruth, i int, d chaos.Deletion, r revs, scaledOnly bool) bool {
 		rv, ok := condemnedBy[d.UID]
 		at := revs{lo: rv, hi: rv}
@@ -196,7 +231,7 @@ func (g *spWorkload) check(ctx context.Context) []chaos.Violation {
 		}
 		for _, e := range s.events {
 			if e.at.hi == 0 || e.at.hi > rv {
-				return d.Seen.Sub(e.sent) <= raceWindow
+				return g.requestSeen(d).Sub(e.sent) <= raceWindow
 			}
 		}
 		return true
@@ -205,12 +240,27 @@ func (g *spWorkload) check(ctx context.Context) []chaos.Violation {
 	// broke the invariant: a controller that deletes the wrong pod does so
 	// on every pass.
 	podViolations := map[string]int{}
+	// The pods whose only delete requests (audit log) were the fake
+	// kubelet's: KWOK removes a terminating pod with a delete by name,
+	// without a UID precondition (a real kubelet sends one), so a stale
+	// delete of it can remove the pod recreated under the name. The system
+	// under test did not ask for that deletion; liveness judges the pod's
+	// return.
+	fakeKubeletOnly := map[types.UID]bool{}
+	for _, r := range reqs {
+		if r.Resource == "pods" && r.APIGroup == "" && r.Namespace == g.w.ns {
+			fakeKubelet := strings.HasPrefix(r.UserAgent, "kwok/")
+			if prev, ok := fakeKubeletOnly[r.UID]; !ok || prev {
+				fakeKubeletOnly[r.UID] = fakeKubelet
+			}
+		}
+	}
 	for _, d := range podDels {
 		o := g.pods.get(d.UID)
-		r := g.removal(d, o)
-		if !r.exact() {
+		if !g.removal(d, o).exact() {
 			g.leniency["checker: pod deletions found by a relist"]++
 		}
+		r := g.podRequested(d, o)
 		set, i := parseMember("pod", d.Name)
 		s := g.truth.sets[set]
 		if _, ok := g.truth.manual[d.UID]; ok {
@@ -219,18 +269,22 @@ func (g *spWorkload) check(ctx context.Context) []chaos.Violation {
 		if g.truth.foreignUIDs[d.UID] {
 			continue // the generator's
 		}
+		if fakeKubeletOnly[d.UID] {
+			g.leniency["checker: pods deleted by the fake kubelet alone (KWOK deletes by name: a stale delete of a pod recreated under the name)"]++
+			continue
+		}
 		podsByName[d.Name] = append(podsByName[d.Name], podDel{d, r})
 		switch {
 		case s == nil:
-			add(invPodSafety, "pod %s (uid %s), of no set the workload created, was deleted at revision %s", d.Name, d.UID, r)
+			add(invPodSafety, "pod %s (uid %s), of no set the workload created, was deleted (requested at revision %s)", d.Name, d.UID, r)
 		case !s.mayBeUnwanted(i, r) && condemnedOnRead(s, i, d, r, false):
 			g.leniency["checker: pod deletions decided on a read that condemned them, overtaken by a scale-up"]++
 		case !s.mayBeUnwanted(i, r):
 			if podViolations[d.Name]++; podViolations[d.Name] > 1 {
 				continue
 			}
-			add(invPodSafety, "pod %s (uid %s) was deleted at revision %s (seen %s) while ordinal %d was in range: spec.replicas %v then; set %s",
-				d.Name, d.UID, r, ts(d.Seen), i, s.valuesDuring(r), s.history())
+			add(invPodSafety, "pod %s (uid %s) was deleted, requested at revision %s (seen %s, gone %s%s), while ordinal %d was in range: spec.replicas %v then; set %s",
+				d.Name, d.UID, r, ts(g.requestSeen(d)), ts(d.Seen), senders(reqs, d.UID), i, s.valuesDuring(r), s.history())
 		}
 	}
 
@@ -327,6 +381,21 @@ func (g *spWorkload) check(ctx context.Context) []chaos.Violation {
 	return out
 }
 
+// senders says who sent the delete requests of uid that the audit log
+// recorded, for a report.
+func senders(reqs []chaos.DeleteRequest, uid types.UID) string {
+	var out []string
+	for _, r := range reqs {
+		if r.UID == uid {
+			out = append(out, fmt.Sprintf("%s by %s", ts(r.Received), r.UserAgent))
+		}
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return "; audit log: " + strings.Join(out, ", ")
+}
+
 // condemnedBy returns, by pod UID, the set version a deleted pod was
 // condemned by (api.CondemnedByAnnotation), from its last state the watch
 // saw or the audit log's response to its delete (reqs).
@@ -360,13 +429,19 @@ func (g *spWorkload) condemnedBy(podDels []chaos.Deletion, reqs []chaos.DeleteRe
 // claims (Retain on both) must never be deleted, nor one of a set the
 // workload did not create. Other missed deletions cannot be placed in the
 // set's history by revision; they are counted. It also judges every claim
-// deletion request it recorded against the foreign pods' mounts: only the
+// deletion request it recorded against the pods that mount the claim, the
+// foreign pods' (by time, MountLog) and the sets' (by revision): only the
 // audit log says who sent a request, and the garbage collector's are the
 // policy's. Called with the truth locked.
 func (g *spWorkload) checkAuditLog(reqs []chaos.DeleteRequest, podDels, claimDels []chaos.Deletion, add func(inv, format string, args ...any)) {
 	seen := map[types.UID]bool{}
 	for _, d := range append(slices.Clone(podDels), claimDels...) {
 		seen[d.UID] = true
+	}
+	// When each pod seen was removed.
+	podGone := map[types.UID]revs{}
+	for _, d := range podDels {
+		podGone[d.UID] = g.removal(d, g.pods.get(d.UID))
 	}
 	for _, r := range reqs {
 		if r.Namespace != g.w.ns || r.APIGroup != "" {
@@ -385,16 +460,29 @@ func (g *spWorkload) checkAuditLog(reqs []chaos.DeleteRequest, podDels, claimDel
 			// after the pod's creation.
 			m, mounted := g.mounts.Covering(r.Name, r.Received, r.Received, g.o.mountRace)
 			_, overlapped := g.mounts.Covering(r.Name, r.Received, r.Received, 0)
+			a, known := g.claimRequestRevs(r)
+			own, ownMounted := g.setPodMounting(r, a, podGone, g.o.mountRace)
+			_, ownOverlapped := g.setPodMounting(r, a, podGone, 0)
 			switch {
 			case strings.HasSuffix(r.UserAgent, "/generic-garbage-collector"):
 				if overlapped {
 					g.audited["observed: claim deletions by the garbage collector while a foreign pod mounted the claim"]++
 				}
+				if ownOverlapped {
+					g.audited["observed: claim deletions by the garbage collector while a set's pod mounted the claim"]++
+				}
 			case mounted:
 				add(invMounted, "claim %s (uid %s) was deleted (audit log: received %s, by %s) while %s mounted it",
 					r.Name, r.UID, ts(r.Received), r.UserAgent, m)
+			case ownMounted:
+				add(invMounted, "claim %s (uid %s) was deleted (audit log: received %s, by %s; requested at revision %s) while pod %s (uid %s), which mounts it, existed (seen from revision %d, first at %s; %s)",
+					r.Name, r.UID, ts(r.Received), r.UserAgent, a, own.name, own.uid, own.firstRV, ts(own.firstSeen), g.goneString(own.uid, podGone))
 			case overlapped:
 				g.audited["checker: claim deletions within the race bound of a foreign pod's creation"]++
+			case ownOverlapped:
+				g.audited["checker: claim deletions within the race bound of a set's pod's creation"]++
+			case !known:
+				g.audited["checker: claim deletion requests at an unknown revision (not judged against the sets' pods)"]++
 			}
 			if seen[r.UID] {
 				continue
@@ -409,6 +497,56 @@ func (g *spWorkload) checkAuditLog(reqs []chaos.DeleteRequest, podDels, claimDel
 			}
 		}
 	}
+}
+
+// claimRequestRevs is the revision interval of the claim deletion request
+// r: exactly that of the object its answer returned, marked for deletion
+// (claims carry the pvc-protection finalizer), else what the claim watch
+// saw (its first version with a deletionTimestamp). ok is false when
+// neither says.
+func (g *spWorkload) claimRequestRevs(r chaos.DeleteRequest) (a revs, ok bool) {
+	var m metav1.PartialObjectMetadata
+	if json.Unmarshal(r.Object, &m) == nil && m.DeletionTimestamp != nil && m.UID == r.UID {
+		if rv, err := strconv.ParseUint(m.ResourceVersion, 10, 64); err == nil && rv != 0 {
+			return revs{lo: rv, hi: rv}, true
+		}
+	}
+	if o := g.claims.get(r.UID); o != nil && o.termRV != 0 {
+		return revs{lo: o.maxLiveRV + 1, hi: o.termRV}, true
+	}
+	return revs{}, false
+}
+
+// setPodMounting returns a pod of a set (not a foreign one) whose volumes
+// name the claim of request r and that existed at every revision of a,
+// the request's: seen at a lower revision, and removed at a higher one or
+// still there. Such a pod may run, its claim mounted: off nodes it is gone
+// once its delete is done, on a node it runs while it terminates and
+// while its node does not answer, until it is gone from the API. As for
+// the foreign pods, the pod must have been first seen race before the
+// request was received: a deletion decided on a pod list taken just before
+// the pod was created may be held on its way by a fault.
+func (g *spWorkload) setPodMounting(r chaos.DeleteRequest, a revs, gone map[types.UID]revs, race time.Duration) (objTruth, bool) {
+	if a.lo == 0 || a.hi == 0 {
+		return objTruth{}, false
+	}
+	for _, p := range g.pods.all() {
+		if g.truth.foreignUIDs[p.uid] || !slices.Contains(p.claims, r.Name) || p.firstRV >= a.lo || r.Received.Before(p.firstSeen.Add(race)) {
+			continue
+		}
+		if at, removed := gone[p.uid]; !removed || a.hi < at.lo {
+			return p, true
+		}
+	}
+	return objTruth{}, false
+}
+
+// goneString says when pod uid was removed, for a report.
+func (g *spWorkload) goneString(uid types.UID, gone map[types.UID]revs) string {
+	if at, ok := gone[uid]; ok {
+		return "removed at revision " + at.String()
+	}
+	return "still there"
 }
 
 func (g *spWorkload) stoppedAt() time.Time {

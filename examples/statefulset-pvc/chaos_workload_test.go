@@ -45,10 +45,13 @@ import (
 // Ground truth is ordered by etcd revision, not by the clock. Every
 // resourceVersion this control plane hands out is the revision of its one
 // etcd, shared by all resources, so the revision of a scale (the Scale
-// answer's resourceVersion), of a pod's deletion (the watch's DELETED
-// event carries the deletion's revision) and of a claim's deletion request
-// (the first version seen with a deletionTimestamp) say exactly which came
-// first. Kubernetes calls resourceVersions opaque; this checker relies on
+// answer's resourceVersion) and of a pod's or claim's deletion request (the
+// first version seen with a deletionTimestamp; a pod deleted at once, off
+// nodes, has none, and the watch's DELETED event carries its deletion's
+// revision) say exactly which came first. A deletion is judged at its
+// request, not at its removal: on a node a deleted pod terminates for its
+// grace period, or for as long as its node does not answer, and a scale-up
+// written meanwhile must not make its deletion look wrong. Kubernetes calls resourceVersions opaque; this checker relies on
 // the implementation it tests against, and says so here. Where a revision
 // is not known exactly (a write retried after an ambiguous failure, a
 // deletion found by a relist), it is an interval and the checker reports
@@ -65,6 +68,12 @@ type spWorld struct {
 	// plane writes one), or "": every pod and claim deletion request, which
 	// the watches can miss.
 	auditLog string
+	// storageClass, when set, is the class of the claims: a volume pool's
+	// (testenv.Kubernetes.NewVolumePool), on nodes, where pods run and a
+	// deleted pod terminates for podGrace seconds, or for as long as its
+	// node does not answer, its claims mounted.
+	storageClass string
+	podGrace     int64
 }
 
 // spOptions tune the workload; the zero value is the real thing.
@@ -204,10 +213,12 @@ type objTruth struct {
 	// firstRV is the first resourceVersion seen; maxLiveRV the highest
 	// seen without a deletionTimestamp; termRV the first seen with one
 	// (the deletion request's revision, or later when the watch missed
-	// it).
+	// it), at termSeen.
 	firstRV, maxLiveRV, termRV, maxRV uint64
-	firstSeen                         time.Time
+	firstSeen, termSeen               time.Time
 	owners                            []metav1.OwnerReference // last seen
+	// claims are the claims a pod's volumes name: the claims it mounts.
+	claims []string
 }
 
 // observer records every version of the pods and claims its informer
@@ -237,13 +248,20 @@ func (o *observer) see(obj any) {
 	if t == nil {
 		t = &objTruth{uid: m.GetUID(), name: m.GetName(), firstRV: rv, firstSeen: time.Now(), ordinal: -1}
 		t.set, t.ordinal = parseMember(o.kind, m.GetName())
+		if p, ok := obj.(*corev1.Pod); ok {
+			for _, v := range p.Spec.Volumes {
+				if v.PersistentVolumeClaim != nil {
+					t.claims = append(t.claims, v.PersistentVolumeClaim.ClaimName)
+				}
+			}
+		}
 		o.objs[m.GetUID()] = t
 	}
 	t.maxRV = max(t.maxRV, rv)
 	if m.GetDeletionTimestamp() == nil {
 		t.maxLiveRV = max(t.maxLiveRV, rv)
 	} else if t.termRV == 0 {
-		t.termRV = rv
+		t.termRV, t.termSeen = rv, time.Now()
 	}
 	t.owners = m.GetOwnerReferences()
 }
@@ -338,10 +356,10 @@ const claimTemplate = "data"
 // a while: a backup of a replica's data, or someone inspecting the data
 // a scale-down left.
 type foreignPod struct {
-	name   string
-	claims []string
-	until  time.Time // when the generator deletes it
-	gone   bool      // its delete was sent
+	name  string
+	claim string
+	until time.Time // when the generator deletes it
+	gone  bool      // its delete was sent
 }
 
 type spWorkload struct {
@@ -351,7 +369,8 @@ type spWorkload struct {
 	truth                truth
 	podAudit, claimAudit *chaos.DeleteAudit
 	pods, claims         *observer
-	// mounts are the foreign pods' mounts.
+	// mounts are the foreign pods' mounts, with their UIDs: on nodes a
+	// deleted one mounts its claim until it is gone (Track).
 	mounts   chaos.MountLog
 	cl       client.Client // direct
 	kc       kubernetes.Interface
@@ -404,6 +423,10 @@ func newSPWorkload(ctx context.Context, w spWorld, o spOptions, seed uint64) (*s
 	factory.Start(ctx.Done())
 	if !toolscache.WaitForCacheSync(ctx.Done(), podInf.HasSynced, claimInf.HasSynced) {
 		return nil, errors.New("audit informers did not sync")
+	}
+	if w.storageClass != "" {
+		// On nodes a deleted pod mounts its claim until it is gone.
+		go g.mounts.Track(ctx, kc.CoreV1().Pods(w.ns), 250*time.Millisecond)
 	}
 	return g, nil
 }
@@ -495,10 +518,16 @@ func (g *spWorkload) createSet(rng *rand.Rand, ops *chaos.Ops) error {
 	g.truth.mu.Unlock()
 	p := policies[n%len(policies)]
 	replicas := 1 + rng.IntN(3)
+	templates := setSpec(0).VolumeClaimTemplates
+	if g.w.storageClass != "" {
+		for i := range templates {
+			templates[i].StorageClassName = &g.w.storageClass
+		}
+	}
 	spec := api.ReplicatedSetSpec{
 		Replicas:             ptr.To(int32(replicas)),
-		Template:             api.PodTemplate{Image: "registry.example/db:1"},
-		VolumeClaimTemplates: setSpec(0).VolumeClaimTemplates,
+		Template:             api.PodTemplate{Image: "registry.example/db:1", TerminationGracePeriodSeconds: g.podGrace()},
+		VolumeClaimTemplates: templates,
 	}
 	if (n/len(policies))%2 == 0 {
 		spec.PersistentVolumeClaimRetentionPolicy = &api.RetentionPolicy{WhenDeleted: string(p.WhenDeleted), WhenScaled: string(p.WhenScaled)}
@@ -677,7 +706,7 @@ func (g *spWorkload) mountForeign(rng *rand.Rand, live []*setTruth, ops *chaos.O
 		s := live[rng.IntN(len(live))]
 		if r := s.replicas(); r > 0 {
 			claim := lifecycle.ClaimName(claimTemplate, s.name, r-1)
-			return g.createForeign("backup-"+claim, []string{claim}, time.Duration(3000+rng.IntN(5000))*time.Millisecond, ops)
+			return g.createForeign(claim, time.Duration(3000+rng.IntN(5000))*time.Millisecond, ops)
 		}
 		return nil
 	}
@@ -700,50 +729,45 @@ func (g *spWorkload) mountForeign(rng *rand.Rand, live []*setTruth, ops *chaos.O
 	}
 	slices.Sort(cands) // the list's order is not the seed's
 	claim := cands[rng.IntN(len(cands))]
-	return g.createForeign("backup-"+claim, []string{claim}, time.Duration(2000+rng.IntN(6000))*time.Millisecond, ops)
+	return g.createForeign(claim, time.Duration(2000+rng.IntN(6000))*time.Millisecond, ops)
 }
 
-// createForeign creates a foreign pod, named prefix and a number, that
-// mounts claims for lasts.
-func (g *spWorkload) createForeign(prefix string, claims []string, lasts time.Duration, ops *chaos.Ops) error {
+// createForeign creates a foreign pod, named backup-<claim>-<number>, that
+// mounts claim for lasts. Its mount is recorded with its UID.
+func (g *spWorkload) createForeign(claim string, lasts time.Duration, ops *chaos.Ops) error {
 	g.truth.mu.Lock()
-	f := &foreignPod{name: fmt.Sprintf("%s-%d", prefix, len(g.truth.foreign)), claims: claims}
+	f := &foreignPod{name: fmt.Sprintf("backup-%s-%d", claim, len(g.truth.foreign)), claim: claim}
 	g.truth.foreign = append(g.truth.foreign, f)
 	g.truth.mu.Unlock()
-	c := corev1.Container{Name: "backup", Image: "registry.example/backup:1"}
-	var vols []corev1.Volume
-	for i, claim := range claims {
-		name := fmt.Sprintf("data-%d", i)
-		vols = append(vols, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{
-			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim, ReadOnly: true}}})
-		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: name, MountPath: "/" + name, ReadOnly: true})
-	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: f.name, Labels: map[string]string{"app": "backup"}},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{c}, Volumes: vols},
+		Spec: corev1.PodSpec{
+			TerminationGracePeriodSeconds: g.podGrace(),
+			Containers: []corev1.Container{{Name: "backup", Image: "registry.example/backup:1",
+				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data", ReadOnly: true}}}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim, ReadOnly: true}}}},
+		},
 	}
-	var created *corev1.Pod
-	err := chaos.Retry(func(ctx context.Context) error {
-		got, err := g.kc.CoreV1().Pods(g.w.ns).Create(ctx, pod, metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) {
-			got, err = g.kc.CoreV1().Pods(g.w.ns).Get(ctx, f.name, metav1.GetOptions{})
-		}
-		created = got
-		return err
-	})
+	m, err := g.mounts.CreatePod(g.kc.CoreV1().Pods(g.w.ns), pod, claim, true)
 	if err != nil {
-		return fmt.Errorf("create foreign pod %s: %w", f.name, err)
+		return fmt.Errorf("foreign pod: %w", err)
 	}
-	now := time.Now()
 	g.truth.mu.Lock()
-	f.until = now.Add(lasts)
-	g.truth.foreignUIDs[created.UID] = true
+	f.until = m.From.Add(lasts)
+	g.truth.foreignUIDs[m.UID] = true
 	g.truth.mu.Unlock()
-	for _, claim := range claims {
-		g.mounts.Mounted(f.name, claim, true, now)
-	}
 	ops.Add("foreign pod mounts claims")
 	return nil
+}
+
+// podGrace is the pods' terminationGracePeriodSeconds, nil for the
+// default (off nodes a deleted pod is gone at once).
+func (g *spWorkload) podGrace() *int64 {
+	if g.w.podGrace == 0 {
+		return nil
+	}
+	return &g.w.podGrace
 }
 
 // unmountForeign deletes the foreign pods whose time is up, or all of them.

@@ -31,9 +31,11 @@
 //     was (one the system under test deletes, a pool's).
 //   - [MountLog] keeps when each pod that mounts a claim was created and
 //     when its delete was sent, the pods the operator did not make
-//     included, and, on nodes ([MountLog.Track]), until when a deleted pod
-//     was still there, terminating or on a node that stopped answering,
-//     and says whether a claim's deletion happened while one mounted it
+//     included, and, on nodes ([MountLog.Track], by the UID that
+//     [MountLog.CreatePod] records, so that a pod recreated under its name
+//     is another), until when a deleted pod was still there, terminating
+//     or on a node that stopped answering, and says whether a claim's
+//     deletion happened while one mounted it
 //     ([MountLog.Covering], with a bound for a deletion decided just
 //     before the pod was created and slowed by a fault).
 //
@@ -113,12 +115,19 @@
 //     liveness; nothing kept lost; no pool store bucket deleted under an
 //     entry; every legacy key in its legacy prefix or copied (nothing in
 //     neither). Each installation's checker judges its own.
-//   - examples/statefulset-pvc: sets under each claim policy scaled up and
+//   - examples/statefulset-pvc (on two fake nodes, as aerospike-gc: pods
+//     run and take their 2 s grace period to die, claims bind to a volume
+//     pool, and [NodeStops]): sets under each claim policy scaled up and
 //     down and deleted, ordered by etcd revision, and "backup" pods the
 //     controller did not make that mount a claim for a while. No claim or
-//     pod deleted that the policy keeps (the watches, and the audit log for
-//     deletions they missed); no claim deletion requested while a foreign
-//     pod mounts it, except the garbage collector's (the audit log says who
+//     pod deleted that the policy keeps, each deletion judged at the
+//     revision of its request (its first version with a
+//     deletionTimestamp), not of its removal, which a terminating pod
+//     delays past a later scale-up (the watches, and the audit log for
+//     deletions they missed); no claim deletion requested while a pod that
+//     mounts it may run, a backup pod (by time, the [MountLog] with UIDs,
+//     until the pod is gone) or a set's own (by revision, until its
+//     removal), except the garbage collector's (the audit log says who
 //     sent each); liveness; kept claims keep their UIDs.
 //   - examples/etcd-opstask: a stream of tasks per target executed by two
 //     replicas without leader election. No task executed twice at once,
@@ -131,12 +140,9 @@
 //     lock IDs at once; a global operation only under a valid lock;
 //     liveness.
 //
-// Not covered: statefulset-pvc's pods on nodes (its checker judges a pod's
-// deletion at its removal's revision, which graceful deletion moves past
-// a later scale-up: it must judge the request first); an Azure store
-// killed (Azurite can lose its last writes on a kill, so backup-entry
-// restarts it with SIGTERM only) and S3 Object Lock under faults; faults
-// that overlap. Replicas whose checker
+// Not covered: an Azure store killed (Azurite can lose its last writes on
+// a kill, so backup-entry restarts it with SIGTERM only) and S3 Object
+// Lock under faults; faults that overlap. Replicas whose checker
 // needs a recorder inside them (etcd-opstask's executions, fdb-lock's lock
 // history) and backup-entry's run in the test's process, where a kill cuts
 // their connections at once but their goroutines end with their context;

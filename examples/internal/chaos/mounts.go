@@ -65,7 +65,9 @@ type MountLog struct {
 }
 
 // Mounted records that pod, which mounts claim, was created by at (its
-// create returned).
+// create returned). The mount has no UID: Track cannot follow the pod past
+// its delete, so it ends when the delete was sent, which is right only
+// where a deleted pod is gone at once (no nodes). CreatePod records both.
 func (l *MountLog) Mounted(pod, claim string, foreign bool, at time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -87,10 +89,12 @@ func (l *MountLog) Unmounting(pod string, at time.Time) {
 
 // CreatePod creates pod, which mounts claim, through faults (Retry; a pod
 // already there counts as created), then records the mount from when its
-// create returned, and returns that instant. An earlier pod of the name
-// that is still terminating (on a node) is waited for, for up to two
-// minutes, as a StatefulSet waits before it makes the pod again.
-func (l *MountLog) CreatePod(pods corev1client.PodInterface, pod *corev1.Pod, claim string, foreign bool) (time.Time, error) {
+// create returned, with the pod's UID, and returns it. An earlier pod of
+// the name that is still terminating (on a node) is waited for, for up to
+// two minutes, as a StatefulSet waits before it makes the pod again. The
+// UID tells the pod from one recreated under its name, and lets Track
+// follow it until it is gone.
+func (l *MountLog) CreatePod(pods corev1client.PodInterface, pod *corev1.Pod, claim string, foreign bool) (Mount, error) {
 	var uid types.UID
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
@@ -110,21 +114,21 @@ func (l *MountLog) CreatePod(pods corev1client.PodInterface, pod *corev1.Pod, cl
 			return nil
 		})
 		if err != nil {
-			return time.Time{}, fmt.Errorf("create pod %s: %w", pod.Name, err)
+			return Mount{}, fmt.Errorf("create pod %s: %w", pod.Name, err)
 		}
 		if !terminating {
 			break
 		}
 		if time.Now().After(deadline) {
-			return time.Time{}, fmt.Errorf("create pod %s: an earlier pod of the name still terminating after two minutes", pod.Name)
+			return Mount{}, fmt.Errorf("create pod %s: an earlier pod of the name still terminating after two minutes", pod.Name)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	now := time.Now()
+	m := &Mount{Pod: pod.Name, Claim: claim, UID: uid, Foreign: foreign, From: time.Now()}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.mounts = append(l.mounts, &Mount{Pod: pod.Name, Claim: claim, UID: uid, Foreign: foreign, From: now})
-	return now, nil
+	l.mounts = append(l.mounts, m)
+	return *m, nil
 }
 
 // Track lists the pods every interval until ctx ends, and records on each
