@@ -15,6 +15,9 @@
 //     k8s.io/cli-runtime): --kubeconfig, --context, -n and the other
 //     kubeconfig flags; -o table|wide|json|yaml|name; --help with examples;
 //     shell completion (the completion command).
+//   - -A/--all-namespaces on the listings (claims, tasks, backups), as
+//     kubectl's: a NAMESPACE column first, a List with -o json|yaml; each
+//     namespace is planned alone, since names are unique only within one.
 //   - Exit code 0 on success, 1 with one line on stderr naming what failed
 //     (never a stack trace), 2 for bad usage (Run, Main).
 //   - A command that writes (lock deny and allow, tasks approve) prints
@@ -30,5 +33,5 @@
 //
 // Not provided yet: the scale preview of custom owners' claim sets, the
 // prefix command (object-store prefix statistics and rm), the etcd lock
-// backend, --watch and -A.
+// backend, --watch, and -A for lock (one named record, not a listing).
 package plugin
