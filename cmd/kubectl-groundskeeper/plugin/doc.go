@@ -4,7 +4,8 @@
 // (backups), which claims are unmounted, their TTL countdown and what the
 // claim collector would delete now, and which claims of a StatefulSet a
 // scale to N or its deletion takes by its KEP-1847 policy (claims, claims
-// fate), who holds the operator lock and who is denied it (lock), what is
+// fate), who holds the operator lock and who is denied it, in a ConfigMap or
+// in etcd, once or after each change (lock, lock --watch), what is
 // queued for each target and which step awaits approval (tasks). An
 // operator author mounts them in their own kubectl plugin with AddTo, with
 // their resource types, names and defaults in Options.
@@ -27,11 +28,14 @@
 //     taskctl.Tasks.Approve with the resourceVersion read).
 //   - Reading never writes: claims is a dry run of lifecycle's collector
 //     (Annotations.PlanCollect); lock reads the record, the deny list and the
-//     pending upgrades without creating the lock's ConfigMap.
+//     pending upgrades without creating the lock's ConfigMap; lock --watch
+//     reads it again only when a watch (of the ConfigMap, or of the lock's
+//     etcd keys) reports a change made after the watch began, never on a
+//     timer, and prints only what changed.
 //   - explain knows every reason that backupstore/collect, backupstore/share
 //     and lifecycle write (a test reads their constants from the source).
 //
 // Not provided yet: the scale preview of custom owners' claim sets, the
-// prefix command (object-store prefix statistics and rm), the etcd lock
-// backend, --watch, and -A for lock (one named record, not a listing).
+// prefix command (object-store prefix statistics and rm), --watch on tasks,
+// and -A for lock (one named record, not a listing).
 package plugin
