@@ -3,6 +3,8 @@ package plugin
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -41,6 +43,7 @@ type BackupsView struct {
 func newBackups(e *env) *cobra.Command {
 	var out *output
 	var resourceArg, groupLabel, timeField, outcomeField, policy string
+	var all bool
 	cmd := &cobra.Command{
 		Use:   "backups GROUP",
 		Short: "Preview a retention policy over a group of backups: what it keeps and why, what is deletable and when",
@@ -49,9 +52,11 @@ backups of a group, as backupstore/collect does, and say for each backup
 whether the policy keeps it and why (retention.Explain: "last snapshot",
 "daily snapshot", "newest successful (guard)", …), which are deletable now,
 and when the next one becomes deletable. It reads; it deletes nothing.
-The backups are the objects of --resource whose --group-label is GROUP.`,
+The backups are the objects of --resource whose --group-label is GROUP.
+With -A, the group of each namespace that has one is evaluated alone.`,
 		Example: fmt.Sprintf(`  %[1]s backups db-a --resource etcdbackups.backup.example.com --group-label backup.example.com/cluster \
-      --policy last=3,daily=7,weekly=4 --time-field status.completionTime --outcome-field status.phase`, e.name),
+      --policy last=3,daily=7,weekly=4 --time-field status.completionTime --outcome-field status.phase
+  %[1]s backups db-a -A --resource etcdbackups.backup.example.com --group-label backup.example.com/cluster --policy last=3`, e.name),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := out.validate(); err != nil {
@@ -64,9 +69,12 @@ The backups are the objects of --resource whose --group-label is GROUP.`,
 			if err != nil {
 				return usageError{fmt.Errorf("--policy %q: %w", policy, err)}
 			}
-			ns, err := e.namespace()
-			if err != nil {
-				return err
+			ns, where := metav1.NamespaceAll, "all namespaces"
+			if !all {
+				if ns, err = e.namespace(); err != nil {
+					return err
+				}
+				where = ns
 			}
 			_, dc, err := e.clients()
 			if err != nil {
@@ -79,23 +87,35 @@ The backups are the objects of --resource whose --group-label is GROUP.`,
 			sel := labels.SelectorFromSet(labels.Set{groupLabel: args[0]}).String()
 			l, err := dc.Resource(gvr).Namespace(ns).List(cmd.Context(), metav1.ListOptions{LabelSelector: sel})
 			if err != nil {
-				return fmt.Errorf("list %s: %w", gvr.Resource, err)
+				return fmt.Errorf("list %s in %s: %w", gvr.Resource, where, err)
 			}
-			items := make([]retention.Item, len(l.Items))
+			// A group is named in a namespace: db-a of one namespace is
+			// not db-a of another, and each is evaluated alone.
+			byNS := map[string][]retention.Item{}
+			if !all {
+				byNS[ns] = []retention.Item{}
+			}
 			for i := range l.Items {
-				if items[i], err = backupItem(&l.Items[i], args[0], timeField, outcomeField); err != nil {
+				it, err := backupItem(&l.Items[i], args[0], timeField, outcomeField)
+				if err != nil {
 					return err
 				}
+				byNS[l.Items[i].GetNamespace()] = append(byNS[l.Items[i].GetNamespace()], it)
 			}
-			v, err := preview(p, items, e.clock.Now())
-			if err != nil {
-				return err
+			var views []BackupsView
+			for _, ns := range slices.Sorted(maps.Keys(byNS)) {
+				v, err := preview(p, byNS[ns], e.clock.Now())
+				if err != nil {
+					return err
+				}
+				v.Group, v.Namespace = args[0], ns
+				views = append(views, v)
 			}
-			v.Group, v.Namespace = args[0], ns
-			return printBackups(e, out, v)
+			return printBackups(e, out, views, all)
 		},
 	}
 	out = addOutput(cmd)
+	addAllNamespaces(cmd, &all)
 	cmd.Flags().StringVar(&resourceArg, "resource", e.opts.Backups, "the backup resource, as kubectl names one (etcdbackups.backup.example.com)")
 	cmd.Flags().StringVar(&groupLabel, "group-label", e.opts.BackupGroupLabel, "the label whose value is the backup's group")
 	cmd.Flags().StringVar(&timeField, "time-field", "metadata.creationTimestamp", "the field, dotted, with the backup's time (RFC 3339)")
@@ -153,33 +173,57 @@ func preview(p retention.Calendar, items []retention.Item, now time.Time) (Backu
 	return v, nil
 }
 
-func printBackups(e *env, out *output, v BackupsView) error {
+// printBackups prints the preview of one namespace, or with all of every
+// namespace that has backups of the group.
+func printBackups(e *env, out *output, views []BackupsView, all bool) error {
 	w := e.streams.Out
 	if out.structured() {
-		return out.print(w, "RetentionPreview", v.Namespace, v.Group, v, nil)
+		if !all {
+			return out.print(w, "RetentionPreview", views[0].Namespace, views[0].Group, views[0], nil)
+		}
+		list := make([]namespaced, len(views))
+		for i, v := range views {
+			list[i] = namespaced{v.Namespace, v.Group, v}
+		}
+		return out.printList(w, "RetentionPreview", list)
+	}
+	if all && len(views) == 0 {
+		_, err := fmt.Fprintln(w, "No backups of the group found in any namespace.")
+		return err
 	}
 	now := e.clock.Now()
-	t := &metav1.Table{ColumnDefinitions: columns("NAME", "TIME", "OUTCOME", "DECISION", "WHY", "DELETABLE")}
-	deletable := 0
-	for _, b := range v.Backups {
-		decision, why, when := "delete", "-", "now"
-		if b.Keep {
-			decision, why, when = "keep", strings.Join(b.Reasons, ", "), "-"
-			if !b.DeletableAt.IsZero() {
-				when = "in " + human(b.DeletableAt.Sub(now))
+	t := &metav1.Table{ColumnDefinitions: columnsIn(all, "NAME", "TIME", "OUTCOME", "DECISION", "WHY", "DELETABLE")}
+	deletable := make([]int, len(views))
+	for i, v := range views {
+		for _, b := range v.Backups {
+			decision, why, when := "delete", "-", "now"
+			if b.Keep {
+				decision, why, when = "keep", strings.Join(b.Reasons, ", "), "-"
+				if !b.DeletableAt.IsZero() {
+					when = "in " + human(b.DeletableAt.Sub(now))
+				}
+			} else {
+				deletable[i]++
 			}
-		} else {
-			deletable++
+			t.Rows = append(t.Rows, rowIn(all, v.Namespace, b.Name, stamp(b.Time), b.Outcome, decision, why, when))
 		}
-		t.Rows = append(t.Rows, row(b.Name, stamp(b.Time), b.Outcome, decision, why, when))
 	}
 	if err := out.print(w, "", "", "", nil, t); err != nil {
 		return err
 	}
-	next := "no backup becomes deletable by time alone"
-	if !v.Next.IsZero() {
-		next = fmt.Sprintf("the next becomes deletable at %s (in %s)", stamp(v.Next), human(v.Next.Sub(now)))
+	fmt.Fprintln(w)
+	for i, v := range views {
+		in := ""
+		if all {
+			in = " in " + v.Namespace
+		}
+		next := "no backup becomes deletable by time alone"
+		if !v.Next.IsZero() {
+			next = fmt.Sprintf("the next becomes deletable at %s (in %s)", stamp(v.Next), human(v.Next.Sub(now)))
+		}
+		if _, err := fmt.Fprintf(w, "policy %s%s: %d of %d deletable now; %s\n", v.Policy, in, deletable[i], len(v.Backups), next); err != nil {
+			return err
+		}
 	}
-	_, err := fmt.Fprintf(w, "\npolicy %s: %d of %d deletable now; %s\n", v.Policy, deletable, len(v.Backups), next)
-	return err
+	return nil
 }

@@ -2,6 +2,8 @@ package plugin
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -42,6 +44,7 @@ type ClaimsView struct {
 func newClaims(e *env) *cobra.Command {
 	var out *output
 	var defaultTTL time.Duration
+	var all bool
 	cmd := &cobra.Command{
 		Use:   "claims",
 		Short: "Show tracked claims: mounted or not, the pod that last mounted them, their TTL countdown, what the collector would delete now",
@@ -50,17 +53,22 @@ last-unmounted-on annotations) in the namespace: whether a pod mounts each,
 since when it is unmounted and by which pod it was last mounted, its TTL
 and when it runs out, and what a collector pass would delete now — a dry
 run of lifecycle's Collect (Annotations.PlanCollect) on the claims and
-pods read. It deletes nothing.`,
+pods read. It deletes nothing. With -A, each namespace is planned alone.`,
 		Example: fmt.Sprintf(`  %[1]s claims -n prod
-  %[1]s claims -n prod --default-ttl 7d -o json`, e.name),
+  %[1]s claims -n prod --default-ttl 7d -o json
+  %[1]s claims -A`, e.name),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := out.validate(); err != nil {
 				return err
 			}
-			ns, err := e.namespace()
-			if err != nil {
-				return err
+			ns, where := metav1.NamespaceAll, "all namespaces"
+			if !all {
+				var err error
+				if ns, err = e.namespace(); err != nil {
+					return err
+				}
+				where = ns
 			}
 			kc, _, err := e.clients()
 			if err != nil {
@@ -68,21 +76,45 @@ pods read. It deletes nothing.`,
 			}
 			cl, err := kc.CoreV1().PersistentVolumeClaims(ns).List(cmd.Context(), metav1.ListOptions{})
 			if err != nil {
-				return fmt.Errorf("list claims of %s: %w", ns, err)
+				return fmt.Errorf("list claims of %s: %w", where, err)
 			}
 			pl, err := kc.CoreV1().Pods(ns).List(cmd.Context(), metav1.ListOptions{})
 			if err != nil {
-				return fmt.Errorf("list pods of %s: %w", ns, err)
+				return fmt.Errorf("list pods of %s: %w", where, err)
 			}
-			v, err := claimViews(e.opts.Annotations, cl.Items, pl.Items, defaultTTL, e.clock.Now())
-			if err != nil {
-				return err
+			if !all {
+				v, err := claimViews(e.opts.Annotations, cl.Items, pl.Items, defaultTTL, e.clock.Now())
+				if err != nil {
+					return fmt.Errorf("namespace %s: %w", ns, err)
+				}
+				v.Namespace = ns
+				return printClaims(e, out, []ClaimsView{v}, false)
 			}
-			v.Namespace = ns
-			return printClaims(e, out, v)
+			// Claim and pod names are unique only in a namespace: each
+			// namespace is planned alone, as its collector plans it.
+			claims, pods := map[string][]corev1.PersistentVolumeClaim{}, map[string][]corev1.Pod{}
+			for _, c := range cl.Items {
+				claims[c.Namespace] = append(claims[c.Namespace], c)
+			}
+			for _, p := range pl.Items {
+				pods[p.Namespace] = append(pods[p.Namespace], p)
+			}
+			var views []ClaimsView
+			for _, ns := range slices.Sorted(maps.Keys(claims)) {
+				v, err := claimViews(e.opts.Annotations, claims[ns], pods[ns], defaultTTL, e.clock.Now())
+				if err != nil {
+					return fmt.Errorf("namespace %s: %w", ns, err)
+				}
+				if len(v.Claims) > 0 {
+					v.Namespace = ns
+					views = append(views, v)
+				}
+			}
+			return printClaims(e, out, views, true)
 		},
 	}
 	out = addOutput(cmd)
+	addAllNamespaces(cmd, &all)
 	cmd.AddCommand(newFate(e))
 	cmd.Flags().Var((*ttlFlag)(&defaultTTL), "default-ttl", "the TTL of a claim without its own pvc-ttl, as the operator's collector is configured (retention's notation: 7d, 12h); none when unset")
 	return cmd
@@ -174,39 +206,63 @@ func claimViews(ann lifecycle.Annotations, claims []corev1.PersistentVolumeClaim
 	return v, nil
 }
 
-func printClaims(e *env, out *output, v ClaimsView) error {
+// printClaims prints the views of one namespace, or with all of every
+// namespace that has tracked claims.
+func printClaims(e *env, out *output, views []ClaimsView, all bool) error {
 	w := e.streams.Out
 	if out.structured() {
-		return out.print(w, "ClaimsPreview", v.Namespace, "claims", v, nil)
+		if !all {
+			return out.print(w, "ClaimsPreview", views[0].Namespace, "claims", views[0], nil)
+		}
+		list := make([]namespaced, len(views))
+		for i, v := range views {
+			list[i] = namespaced{v.Namespace, "claims", v}
+		}
+		return out.printList(w, "ClaimsPreview", list)
 	}
 	now := e.clock.Now()
-	t := &metav1.Table{ColumnDefinitions: columns("CLAIM", "LAST POD", "STATE", "UNMOUNTED SINCE", "TTL", "DELETABLE", "DETAIL+")}
-	n := 0
-	for _, c := range v.Claims {
-		when := "never"
-		switch {
-		case c.WouldDelete:
-			when, n = "now", n+1
-		case c.State != "unmounted":
-			when = "-"
-		case !c.DeletableAt.IsZero():
-			when = "in " + human(c.DeletableAt.Sub(now))
+	t := &metav1.Table{ColumnDefinitions: columnsIn(all, "CLAIM", "LAST POD", "STATE", "UNMOUNTED SINCE", "TTL", "DELETABLE", "DETAIL+")}
+	n, total := 0, 0
+	var next time.Time
+	for _, v := range views {
+		if !v.Next.IsZero() && (next.IsZero() || v.Next.Before(next)) {
+			next = v.Next
 		}
-		pod, ttl, detail := c.Pod, c.TTL, c.Detail
-		for _, s := range []*string{&pod, &ttl, &detail} {
-			if *s == "" {
-				*s = "-"
+		total += len(v.Claims)
+		for _, c := range v.Claims {
+			when := "never"
+			switch {
+			case c.WouldDelete:
+				when, n = "now", n+1
+			case c.State != "unmounted":
+				when = "-"
+			case !c.DeletableAt.IsZero():
+				when = "in " + human(c.DeletableAt.Sub(now))
 			}
+			pod, ttl, detail := c.Pod, c.TTL, c.Detail
+			for _, s := range []*string{&pod, &ttl, &detail} {
+				if *s == "" {
+					*s = "-"
+				}
+			}
+			t.Rows = append(t.Rows, rowIn(all, v.Namespace, c.Name, pod, c.State, stamp(c.UnmountedSince), ttl, when, detail))
 		}
-		t.Rows = append(t.Rows, row(c.Name, pod, c.State, stamp(c.UnmountedSince), ttl, when, detail))
+	}
+	if all && len(t.Rows) == 0 {
+		_, err := fmt.Fprintln(w, "No tracked claims found in any namespace.")
+		return err
 	}
 	if err := out.print(w, "", "", "", nil, t); err != nil {
 		return err
 	}
-	next := "no other claim expires by time alone"
-	if !v.Next.IsZero() {
-		next = fmt.Sprintf("the next expires at %s (in %s)", stamp(v.Next), human(v.Next.Sub(now)))
+	in := ""
+	if all {
+		in = fmt.Sprintf(" in %d namespaces", len(views))
 	}
-	_, err := fmt.Fprintf(w, "\ncollector dry run: %d of %d tracked claims would be deleted now; %s\n", n, len(v.Claims), next)
+	when := "no other claim expires by time alone"
+	if !next.IsZero() {
+		when = fmt.Sprintf("the next expires at %s (in %s)", stamp(next), human(next.Sub(now)))
+	}
+	_, err := fmt.Fprintf(w, "\ncollector dry run: %d of %d tracked claims%s would be deleted now; %s\n", n, total, in, when)
 	return err
 }

@@ -29,6 +29,7 @@ func ExampleAddTo() {
 	// claims   Show tracked claims: mounted or not, the pod that last mounted them, their TTL countdown, what the collector would delete now
 	// explain  Explain why an object is kept, or when it becomes deletable
 	// lock     Show the operator lock: holder, start, end, time left, deny list, pending upgrades
+	// prefix   Show what an object-store prefix holds: objects, bytes, versions, Object Lock, lifecycle rules
 	// tasks    Show the task queues: per target, state, age, position, steps and the step awaiting approval
 	// tasks --resource defaults to etcdopstasks.ops.example.com
 }

@@ -4,11 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/groundskeeper-io/groundskeeper/locking"
 	"github.com/groundskeeper-io/groundskeeper/locking/kubelock"
@@ -21,9 +31,14 @@ const readerID = "kubectl-groundskeeper"
 
 // LockView is what lock prints with -o json or yaml.
 type LockView struct {
-	// ConfigMap is the ConfigMap that holds the lock, in Namespace.
-	ConfigMap string `json:"configMap"`
+	// ConfigMap is the ConfigMap that holds the lock, in Namespace
+	// (kubelock); empty for a lock in etcd.
+	ConfigMap string `json:"configMap,omitempty"`
 	Namespace string `json:"-"`
+	// EtcdEndpoints and EtcdPrefix name a lock in etcd (etcdlock): its
+	// keys are EtcdPrefix followed by the lock's own keys.
+	EtcdEndpoints []string `json:"etcdEndpoints,omitempty"`
+	EtcdPrefix    string   `json:"etcdPrefix,omitempty"`
 	// Held reports that a record exists; Holder, Start and End are the
 	// record, decoded from its tuple format.
 	Held   bool      `json:"held"`
@@ -50,27 +65,105 @@ type PendingUpgrade struct {
 
 type lockFlags struct {
 	configMap, prefix string
+	etcd              etcdFlags
 }
 
 func (f *lockFlags) add(cmd *cobra.Command, e *env) {
 	cmd.Flags().StringVar(&f.configMap, "configmap", e.opts.LockName, "the ConfigMap that holds the lock (kubelock), in the namespace of -n")
 	cmd.Flags().StringVar(&f.prefix, "prefix", e.opts.LockPrefix, "the lock's key prefix (default: the FoundationDB operator's)")
+	f.etcd.add(cmd)
 }
 
-// open returns a handle on the lock named by the flags.
-func (f *lockFlags) open(e *env) (l *locking.Lock, ns string, err error) {
-	if f.configMap == "" {
-		return nil, "", usageError{errors.New("--configmap: name the ConfigMap that holds the lock")}
+// lockHandle is the command's handle on a lock, in a ConfigMap or in etcd.
+type lockHandle struct {
+	lock *locking.Lock
+	// ref names the lock in errors ("ConfigMap ns/name", "etcd prefix
+	// \"/p/\""), short in what lock deny and allow print ("ns/name",
+	// "etcd:/p/").
+	ref, short string
+	// view is the view with the lock's name filled in.
+	view LockView
+	// changes starts a watch of every key of the lock, and returns a
+	// channel that receives nil after each change, and the error that
+	// ended the watch, if any, before it is closed; the changes made after
+	// changes returned are all signalled.
+	changes func(ctx context.Context) (<-chan error, error)
+	close   func()
+}
+
+// open returns a handle on the lock named by the flags: in etcd when
+// --etcd-endpoints is given, else in the ConfigMap of --configmap.
+func (f *lockFlags) open(cmd *cobra.Command, e *env) (*lockHandle, error) {
+	if len(f.etcd.endpoints) > 0 {
+		if cmd.Flags().Changed("configmap") {
+			return nil, usageError{fmt.Errorf("--configmap %s and --etcd-endpoints %s: name one lock, in a ConfigMap or in etcd", f.configMap, strings.Join(f.etcd.endpoints, ","))}
+		}
+		return f.etcd.open(cmd.Context(), f.prefix)
 	}
-	if ns, err = e.namespace(); err != nil {
-		return nil, "", err
+	if f.configMap == "" {
+		return nil, usageError{errors.New("--configmap: name the ConfigMap that holds the lock (or --etcd-endpoints for a lock in etcd)")}
+	}
+	ns, err := e.namespace()
+	if err != nil {
+		return nil, err
 	}
 	kc, _, err := e.clients()
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	l, err = openLock(kc, ns, f.configMap, f.prefix)
-	return l, ns, err
+	l, err := openLock(kc, ns, f.configMap, f.prefix)
+	if err != nil {
+		return nil, err
+	}
+	cms, name := kc.CoreV1().ConfigMaps(ns), f.configMap
+	return &lockHandle{
+		lock: l, ref: "ConfigMap " + ns + "/" + name, short: ns + "/" + name,
+		view:    LockView{ConfigMap: name, Namespace: ns},
+		changes: func(ctx context.Context) (<-chan error, error) { return watchConfigMap(ctx, cms, name) },
+		close:   func() {},
+	}, nil
+}
+
+// watchConfigMap watches the ConfigMap name, from the resourceVersion of a
+// list made before it returns, so that no later change is missed; it
+// resumes after the API server ends a watch (watchtools.RetryWatcher).
+func watchConfigMap(ctx context.Context, cms typedcorev1.ConfigMapInterface, name string) (<-chan error, error) {
+	sel := fields.OneTermEqualSelector("metadata.name", name).String()
+	l, err := cms.List(ctx, metav1.ListOptions{FieldSelector: sel})
+	if err != nil {
+		return nil, err
+	}
+	lw := &cache.ListWatch{WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		o.FieldSelector = sel
+		return cms.Watch(ctx, o)
+	}}
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, l.ResourceVersion, lw)
+	if err != nil {
+		return nil, err
+	}
+	ch := make(chan error, 1)
+	go func() {
+		defer close(ch)
+		defer w.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					return
+				}
+				if ev.Type == watch.Error {
+					continue // the RetryWatcher resumes, or ends its channel
+				}
+				select {
+				case ch <- nil:
+				default: // a reread is pending already
+				}
+			}
+		}
+	}()
+	return ch, nil
 }
 
 func openLock(kc kubernetes.Interface, ns, name, prefix string) (*locking.Lock, error) {
@@ -85,12 +178,12 @@ func openLock(kc kubernetes.Interface, ns, name, prefix string) (*locking.Lock, 
 	return l, nil
 }
 
-func readLock(ctx context.Context, l *locking.Lock, ns, name string, now time.Time) (LockView, error) {
-	v := LockView{ConfigMap: name, Namespace: ns, DenyList: []string{}, PendingUpgrades: []PendingUpgrade{}}
-	ref := ns + "/" + name
+func readLock(ctx context.Context, h *lockHandle, now time.Time) (LockView, error) {
+	l, v := h.lock, h.view
+	v.DenyList, v.PendingUpgrades = []string{}, []PendingUpgrade{}
 	rec, ok, err := l.Holder(ctx)
 	if err != nil {
-		return v, fmt.Errorf("lock ConfigMap %s: %w", ref, err)
+		return v, fmt.Errorf("lock %s: %w", h.ref, err)
 	}
 	if ok {
 		v.Held, v.Holder, v.Start, v.End = true, rec.Holder, rec.Start.UTC(), rec.End.UTC()
@@ -99,13 +192,13 @@ func readLock(ctx context.Context, l *locking.Lock, ns, name string, now time.Ti
 	}
 	deny, err := l.DenyList(ctx)
 	if err != nil {
-		return v, fmt.Errorf("lock ConfigMap %s: %w", ref, err)
+		return v, fmt.Errorf("lock %s: %w", h.ref, err)
 	}
 	v.DenyList = append(v.DenyList, deny...)
 	// A dry run of the clear is the one read of every version's records.
 	up, err := l.ClearPendingUpgrades(ctx, &locking.ClearUpgradesOptions{DryRun: true})
 	if err != nil {
-		return v, fmt.Errorf("lock ConfigMap %s: %w", ref, err)
+		return v, fmt.Errorf("lock %s: %w", h.ref, err)
 	}
 	for _, p := range up {
 		v.PendingUpgrades = append(v.PendingUpgrades, PendingUpgrade(p))
@@ -113,30 +206,92 @@ func readLock(ctx context.Context, l *locking.Lock, ns, name string, now time.Ti
 	return v, nil
 }
 
+// sameLock reports whether a and b show one state of the lock: the record,
+// the deny list and the pending upgrades (not the time left).
+func sameLock(a, b LockView) bool {
+	return a.Held == b.Held && a.Holder == b.Holder && a.Start.Equal(b.Start) && a.End.Equal(b.End) &&
+		slices.Equal(a.DenyList, b.DenyList) && slices.Equal(a.PendingUpgrades, b.PendingUpgrades)
+}
+
+// watchLock prints the lock, then again after each change of its record,
+// deny list or pending upgrades, until ctx ends (Ctrl-C) or the watch
+// fails. It reads the lock again after each change the watch reports, and
+// prints only what differs from what it printed last.
+func watchLock(ctx context.Context, e *env, out *output, h *lockHandle) error {
+	changes, err := h.changes(ctx)
+	if err != nil {
+		return fmt.Errorf("lock %s: watch: %w", h.ref, err)
+	}
+	var last LockView
+	for first := true; ; first = false {
+		v, err := readLock(ctx, h, e.clock.Now())
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if first || !sameLock(v, last) {
+			if !first && !out.structured() {
+				fmt.Fprintln(e.streams.Out)
+			}
+			if err := printLock(e, out, v); err != nil {
+				return err
+			}
+			last = v
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case err, ok := <-changes:
+			switch {
+			case ctx.Err() != nil:
+				return nil
+			case err != nil:
+				return fmt.Errorf("lock %s: watch: %w", h.ref, err)
+			case !ok:
+				return fmt.Errorf("lock %s: the watch ended", h.ref)
+			}
+		}
+	}
+}
+
 func newLock(e *env) *cobra.Command {
 	var f lockFlags
 	var out *output
+	var watching bool
 	cmd := &cobra.Command{
 		Use:   "lock",
 		Short: "Show the operator lock: holder, start, end, time left, deny list, pending upgrades",
-		Long: `Show the global operator lock (package locking) kept in a ConfigMap (locking/kubelock):
+		Long: `Show the global operator lock (package locking) kept in a ConfigMap
+(locking/kubelock) or in etcd (locking/etcdlock, with --etcd-endpoints):
 the instance that holds it, since when and until when, the time left, the
 instances on the deny list and the process groups with a pending upgrade.
 The record is decoded from its FoundationDB tuple format; a record that is
-not one is an error naming the key and the value.`,
+not one is an error naming the key and the value. With --watch, the lock is
+printed again after each change (a watch of the ConfigMap or of the lock's
+etcd keys, not a timer) until Ctrl-C.`,
 		Example: fmt.Sprintf(`  %[1]s lock --configmap my-operator-lock -n operators
   %[1]s lock --configmap my-operator-lock -n operators -o json
+  %[1]s lock --configmap my-operator-lock -n operators --watch
+  %[1]s lock --etcd-endpoints http://etcd-0:2379,http://etcd-1:2379 --etcd-prefix /my-operator/lock/
   %[1]s lock deny operator-7f9c --configmap my-operator-lock -n operators --yes`, e.name),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := out.validate(); err != nil {
 				return err
 			}
-			l, ns, err := f.open(e)
+			h, err := f.open(cmd, e)
 			if err != nil {
 				return err
 			}
-			v, err := readLock(cmd.Context(), l, ns, f.configMap, e.clock.Now())
+			defer h.close()
+			if watching {
+				ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+				defer stop()
+				return watchLock(ctx, e, out, h)
+			}
+			v, err := readLock(cmd.Context(), h, e.clock.Now())
 			if err != nil {
 				return err
 			}
@@ -145,25 +300,30 @@ not one is an error naming the key and the value.`,
 	}
 	f.add(cmd, e)
 	out = addOutput(cmd)
+	cmd.Flags().BoolVarP(&watching, "watch", "w", false, "after printing the lock, watch it and print it again after each change of its record, deny list or pending upgrades, until interrupted")
 	cmd.AddCommand(newDeny(e, false), newDeny(e, true))
 	return cmd
 }
 
 func printLock(e *env, out *output, v LockView) error {
 	w := e.streams.Out
+	name := v.ConfigMap
+	if name == "" {
+		name = "etcd:" + v.EtcdPrefix
+	}
 	if out.structured() {
-		return out.print(w, "Lock", v.Namespace, v.ConfigMap, v, nil)
+		return out.print(w, "Lock", v.Namespace, name, v, nil)
 	}
 	t := &metav1.Table{ColumnDefinitions: columns("LOCK", "HOLDER", "START", "END", "TIME LEFT")}
 	switch {
 	case !v.Held:
-		t.Rows = append(t.Rows, row(v.ConfigMap, "<none>", "-", "-", "-"))
+		t.Rows = append(t.Rows, row(name, "<none>", "-", "-", "-"))
 	default:
 		left := human(time.Duration(v.TimeLeft) * time.Second)
 		if v.Expired {
 			left = "expired " + human(-time.Duration(v.TimeLeft)*time.Second) + " ago"
 		}
-		t.Rows = append(t.Rows, row(v.ConfigMap, v.Holder, stamp(v.Start), stamp(v.End), left))
+		t.Rows = append(t.Rows, row(name, v.Holder, stamp(v.Start), stamp(v.End), left))
 	}
 	if err := out.print(w, "", "", "", nil, t); err != nil {
 		return err
@@ -204,19 +364,22 @@ func newDeny(e *env, allow bool) *cobra.Command {
 		Example: fmt.Sprintf(`  # See what it would change
   %[1]s lock %[2]s operator-7f9c --configmap my-operator-lock -n operators
   # Change it
-  %[1]s lock %[2]s operator-7f9c --configmap my-operator-lock -n operators --yes`, e.name, verb),
+  %[1]s lock %[2]s operator-7f9c --configmap my-operator-lock -n operators --yes
+  # A lock in etcd
+  %[1]s lock %[2]s operator-7f9c --etcd-endpoints http://etcd-0:2379 --etcd-prefix /my-operator/lock/ --yes`, e.name, verb),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id := args[0]
-			l, ns, err := f.open(e)
+			h, err := f.open(cmd, e)
 			if err != nil {
 				return err
 			}
-			ref := ns + "/" + f.configMap
+			defer h.close()
+			l, ref := h.lock, h.short
 			entries := []locking.DenyListEntry{{ID: id, Allow: allow}}
 			plan, err := l.UpdateDenyList(cmd.Context(), entries, &locking.DenyListOptions{DryRun: true})
 			if err != nil {
-				return fmt.Errorf("lock ConfigMap %s: %w", ref, err)
+				return fmt.Errorf("lock %s: %w", h.ref, err)
 			}
 			w := e.streams.Out
 			if len(plan) == 0 {
@@ -240,7 +403,7 @@ func newDeny(e *env, allow bool) *cobra.Command {
 			}
 			done, err := l.UpdateDenyList(cmd.Context(), entries, nil)
 			if err != nil {
-				return fmt.Errorf("lock ConfigMap %s: %w", ref, err)
+				return fmt.Errorf("lock %s: %w", h.ref, err)
 			}
 			if len(done) == 0 {
 				fmt.Fprintf(w, "lock %s: %s changed meanwhile: nothing to do\n", ref, id)

@@ -73,6 +73,30 @@ func (o *output) print(w io.Writer, kind, namespace, name string, view any, tabl
 	return p.PrintObj(u, w)
 }
 
+// namespaced is one view of a listing across namespaces (-A).
+type namespaced struct {
+	namespace, name string
+	view            any
+}
+
+// printList writes views as a List of objects of kind (-o json, yaml or
+// name), as kubectl prints what it lists across namespaces.
+func (o *output) printList(w io.Writer, kind string, views []namespaced) error {
+	l := &unstructured.UnstructuredList{Object: map[string]any{"apiVersion": "v1", "kind": "List"}}
+	for _, v := range views {
+		u, err := toObject(kind, v.namespace, v.name, v.view)
+		if err != nil {
+			return err
+		}
+		l.Items = append(l.Items, *u)
+	}
+	p, err := o.flags.ToPrinter()
+	if err != nil {
+		return err
+	}
+	return p.PrintObj(l, w)
+}
+
 // toObject turns view into an unstructured object of kind named
 // namespace/name.
 func toObject(kind, namespace, name string, view any) (*unstructured.Unstructured, error) {
@@ -97,6 +121,15 @@ func toObject(kind, namespace, name string, view any) (*unstructured.Unstructure
 // columns builds a table's column definitions; a name ending in "+" is
 // printed only with -o wide.
 func columns(names ...string) []metav1.TableColumnDefinition {
+	return columnsIn(false, names...)
+}
+
+// columnsIn is columns with a NAMESPACE column first when allNamespaces, as
+// kubectl prints a listing with -A; rowIn fills it.
+func columnsIn(allNamespaces bool, names ...string) []metav1.TableColumnDefinition {
+	if allNamespaces {
+		names = append([]string{"NAMESPACE"}, names...)
+	}
 	cols := make([]metav1.TableColumnDefinition, len(names))
 	for i, n := range names {
 		cols[i] = metav1.TableColumnDefinition{Name: n, Type: "string"}
@@ -108,6 +141,20 @@ func columns(names ...string) []metav1.TableColumnDefinition {
 }
 
 func row(cells ...any) metav1.TableRow { return metav1.TableRow{Cells: cells} }
+
+// rowIn is row with the namespace first when allNamespaces.
+func rowIn(allNamespaces bool, namespace string, cells ...any) metav1.TableRow {
+	if allNamespaces {
+		cells = append([]any{namespace}, cells...)
+	}
+	return row(cells...)
+}
+
+// addAllNamespaces adds kubectl's -A to cmd.
+func addAllNamespaces(cmd *cobra.Command, all *bool) {
+	cmd.Flags().BoolVarP(all, "all-namespaces", "A", false,
+		"list across all namespaces, with a NAMESPACE column first; the namespace of -n or the kubeconfig is ignored")
+}
 
 // human prints d as kubectl prints ages ("5m10s", "3d"); negative as "-"
 // and the value.

@@ -171,7 +171,7 @@ Every command that writes is a dry run unless --yes is given.`,
 	return cmd
 }
 
-// AddTo mounts the commands (explain, backups, claims, lock, tasks) on root, an operator's
+// AddTo mounts the commands (explain, backups, claims, lock, tasks, prefix) on root, an operator's
 // own plugin command, with kubectl's flags (--kubeconfig, --context, -n,
 // …) as root's persistent flags and o's resource types, names and
 // defaults. Run root with Run for the exit codes and one-line errors.
@@ -194,7 +194,7 @@ func AddTo(root *cobra.Command, o Options) {
 	root.SetErr(e.streams.ErrOut)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	e.flags.AddFlags(root.PersistentFlags())
-	root.AddCommand(newExplain(e), newBackups(e), newClaims(e), newLock(e), newTasks(e))
+	root.AddCommand(newExplain(e), newBackups(e), newClaims(e), newLock(e), newTasks(e), newPrefix(e))
 	wrapArgs(root)
 }
 
@@ -230,7 +230,8 @@ func (e *env) confirm(question string) (bool, error) {
 	return answer == "y" || answer == "yes", nil
 }
 
-func isTerminal(r io.Reader) bool {
-	f, ok := r.(*os.File)
+// isTerminal reports whether s (a stream) is a terminal.
+func isTerminal(s any) bool {
+	f, ok := s.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
 }

@@ -13,12 +13,12 @@ func TestHelpListsEveryCommandWithExamples(t *testing.T) {
 	if r.code != plugin.ExitOK {
 		t.Fatalf("exit %d: %s", r.code, r.err)
 	}
-	for _, want := range []string{"kubectl groundskeeper [command]", "explain", "backups", "claims", "lock", "tasks", "completion", "--kubeconfig", "--context", "-n, --namespace", "Examples:"} {
+	for _, want := range []string{"kubectl groundskeeper [command]", "explain", "backups", "claims", "lock", "tasks", "prefix", "completion", "--kubeconfig", "--context", "-n, --namespace", "Examples:"} {
 		if !strings.Contains(r.out, want) {
 			t.Errorf("--help lacks %q", want)
 		}
 	}
-	for _, sub := range [][]string{{"explain"}, {"backups"}, {"claims"}, {"claims", "fate"}, {"lock"}, {"lock", "deny"}, {"lock", "allow"}, {"tasks"}, {"tasks", "approve"}, {"tasks", "wait"}} {
+	for _, sub := range [][]string{{"explain"}, {"backups"}, {"claims"}, {"claims", "fate"}, {"lock"}, {"lock", "deny"}, {"lock", "allow"}, {"tasks"}, {"tasks", "approve"}, {"tasks", "wait"}, {"prefix"}, {"prefix", "rm"}} {
 		r := run(t, plugin.Options{}, append(sub, "--help")...)
 		if r.code != plugin.ExitOK || !strings.Contains(r.out, "Examples:") || !strings.Contains(r.out, "kubectl groundskeeper "+strings.Join(sub, " ")) {
 			t.Errorf("%s --help: exit %d, no examples naming the command:\n%s", strings.Join(sub, " "), r.code, r.out)
@@ -57,6 +57,9 @@ func TestBadUsageIsExitTwo(t *testing.T) {
 		{"lock", "-o", "xml", "--configmap", "x"},
 		{"claims", "fate", "db"},
 		{"claims", "fate", "db", "--scale-to", "1", "--delete"},
+		{"prefix"},
+		{"prefix", "rm", "s3://b/db", "--yes"},
+		{"lock", "--etcd-endpoints", "etcd-0:2379"},
 	} {
 		r := run(t, plugin.Options{}, args...)
 		oneLineError(t, r, plugin.ExitUsage)

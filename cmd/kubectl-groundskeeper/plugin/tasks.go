@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -59,22 +61,31 @@ func (f *taskFlags) add(cmd *cobra.Command, e *env) {
 
 // tasks returns taskctl's handle on the task resources of the namespace.
 func (f *taskFlags) tasks(e *env) (taskctl.Tasks, error) {
-	if f.resource == "" {
-		return taskctl.Tasks{}, usageError{errors.New("--resource: name the task resource (etcdopstasks.ops.example.com)")}
+	rc, gvr, err := f.client(e)
+	if err != nil {
+		return taskctl.Tasks{}, err
 	}
 	ns, err := e.namespace()
 	if err != nil {
 		return taskctl.Tasks{}, err
 	}
+	return taskctl.Tasks{Client: rc.Namespace(ns), Resource: gvr.Resource, TargetField: f.targetField, Clock: e.clock}, nil
+}
+
+// client returns the client of the task resource, in every namespace.
+func (f *taskFlags) client(e *env) (dynamic.NamespaceableResourceInterface, schema.GroupVersionResource, error) {
+	if f.resource == "" {
+		return nil, schema.GroupVersionResource{}, usageError{errors.New("--resource: name the task resource (etcdopstasks.ops.example.com)")}
+	}
 	_, dc, err := e.clients()
 	if err != nil {
-		return taskctl.Tasks{}, err
+		return nil, schema.GroupVersionResource{}, err
 	}
 	gvr, err := e.resolve(f.resource)
 	if err != nil {
-		return taskctl.Tasks{}, err
+		return nil, schema.GroupVersionResource{}, err
 	}
-	return taskctl.Tasks{Client: dc.Resource(gvr).Namespace(ns), Resource: gvr.Resource, TargetField: f.targetField, Clock: e.clock}, nil
+	return dc.Resource(gvr), gvr, nil
 }
 
 // resolve finds the resource named as kubectl names one (plural, singular
@@ -152,6 +163,7 @@ func taskViews(tasks []*opstask.Task) []TaskView {
 func newTasks(e *env) *cobra.Command {
 	var f taskFlags
 	var out *output
+	var all bool
 	cmd := &cobra.Command{
 		Use:   "tasks",
 		Short: "Show the task queues: per target, state, age, position, steps and the step awaiting approval",
@@ -159,9 +171,10 @@ func newTasks(e *env) *cobra.Command {
 for each target its queue in order (the head runs first), each task's state,
 age, position, current step and the step that awaits a person's approval,
 with the plan it will carry out; and when the TTL cleanup deletes a
-finished task.`,
+finished task. With -A, each namespace's queues are listed apart.`,
 		Example: fmt.Sprintf(`  %[1]s tasks --resource etcdopstasks.ops.example.com --target-field etcdName -n prod
   %[1]s tasks --resource etcdopstasks.ops.example.com --target-field etcdName -n prod -o wide
+  %[1]s tasks --resource etcdopstasks.ops.example.com --target-field etcdName -A
   %[1]s tasks approve compact-42 --resource etcdopstasks.ops.example.com -n prod --yes
   %[1]s tasks wait compact-42 --resource etcdopstasks.ops.example.com -n prod`, e.name),
 		Args: cobra.NoArgs,
@@ -169,68 +182,111 @@ finished task.`,
 			if err := out.validate(); err != nil {
 				return err
 			}
-			tc, err := f.tasks(e)
+			if !all {
+				tc, err := f.tasks(e)
+				if err != nil {
+					return err
+				}
+				tasks, err := listTasks(cmd.Context(), tc.Client, tc.TargetField)
+				if err != nil {
+					return fmt.Errorf("list %s: %w", tc.Resource, err)
+				}
+				ns, err := e.namespace()
+				if err != nil {
+					return err
+				}
+				v := TasksView{Resource: tc.Resource, Namespace: ns, Tasks: taskViews(tasks)}
+				if v.Tasks == nil {
+					v.Tasks = []TaskView{}
+				}
+				return printTasks(e, out, []TasksView{v}, false)
+			}
+			rc, gvr, err := f.client(e)
 			if err != nil {
 				return err
 			}
-			tasks, err := listTasks(cmd.Context(), tc.Client, tc.TargetField)
+			tasks, err := listTasks(cmd.Context(), rc, f.targetField)
 			if err != nil {
-				return fmt.Errorf("list %s: %w", tc.Resource, err)
+				return fmt.Errorf("list %s in all namespaces: %w", gvr.Resource, err)
 			}
-			ns, err := e.namespace()
-			if err != nil {
-				return err
+			// Targets are named in a namespace: each namespace has its own
+			// queues, as each namespace's controller sees them.
+			byNS := map[string][]*opstask.Task{}
+			for _, t := range tasks {
+				byNS[t.Namespace] = append(byNS[t.Namespace], t)
 			}
-			v := TasksView{Resource: tc.Resource, Namespace: ns, Tasks: taskViews(tasks)}
-			if v.Tasks == nil {
-				v.Tasks = []TaskView{}
+			var views []TasksView
+			for _, ns := range slices.Sorted(maps.Keys(byNS)) {
+				views = append(views, TasksView{Resource: gvr.Resource, Namespace: ns, Tasks: taskViews(byNS[ns])})
 			}
-			return printTasks(e, out, v)
+			return printTasks(e, out, views, true)
 		},
 	}
 	f.add(cmd, e)
 	out = addOutput(cmd)
+	addAllNamespaces(cmd, &all)
 	cmd.AddCommand(newApprove(e), newWait(e))
 	return cmd
 }
 
-func printTasks(e *env, out *output, v TasksView) error {
+// printTasks prints the queues of one namespace, or with all of every
+// namespace that has tasks.
+func printTasks(e *env, out *output, views []TasksView, all bool) error {
+	w := e.streams.Out
 	if out.structured() {
-		return out.print(e.streams.Out, "TaskQueues", v.Namespace, v.Resource, v, nil)
+		if !all {
+			return out.print(w, "TaskQueues", views[0].Namespace, views[0].Resource, views[0], nil)
+		}
+		list := make([]namespaced, len(views))
+		for i, v := range views {
+			list[i] = namespaced{v.Namespace, v.Resource, v}
+		}
+		return out.printList(w, "TaskQueues", list)
 	}
 	now := e.clock.Now()
-	t := &metav1.Table{ColumnDefinitions: columns("TARGET", "POS", "NAME", "KIND", "STATE", "AGE", "STEP", "AWAITING APPROVAL", "DELETED IN+", "LAST OPERATION+")}
-	for _, tv := range v.Tasks {
-		target, pos := tv.Target, "-"
-		if target == "" {
-			target = "<none>"
+	t := &metav1.Table{ColumnDefinitions: columnsIn(all, "TARGET", "POS", "NAME", "KIND", "STATE", "AGE", "STEP", "AWAITING APPROVAL", "DELETED IN+", "LAST OPERATION+")}
+	for _, v := range views {
+		for _, tv := range v.Tasks {
+			t.Rows = append(t.Rows, rowIn(all, v.Namespace, taskCells(tv, now)...))
 		}
-		if tv.Position > 0 {
-			pos = fmt.Sprint(tv.Position)
-		}
-		step := "-"
-		if n := len(tv.Steps); n > 0 {
-			step = fmt.Sprintf("%s (%s)", tv.Steps[n-1].Name, tv.Steps[n-1].State)
-		}
-		awaiting := "-"
-		if len(tv.Awaiting) > 0 {
-			awaiting = tv.Awaiting[0].Step + ": " + tv.Awaiting[0].Description
-		}
-		deleted := "-"
-		if !tv.DeletedAt.IsZero() {
-			deleted = human(tv.DeletedAt.Sub(now))
-		}
-		state := string(tv.State)
-		if tv.Deleting {
-			state += ",Deleting"
-		}
-		lastOp := tv.LastOperation
-		if lastOp == "" {
-			lastOp = "-"
-		}
-		t.Rows = append(t.Rows, row(target, pos, tv.Name, tv.Kind, state, human(now.Sub(tv.Created)), step, awaiting, deleted, lastOp))
 	}
-	return out.print(e.streams.Out, "", "", "", nil, t)
+	if all && len(t.Rows) == 0 {
+		_, err := fmt.Fprintln(w, "No tasks found in any namespace.")
+		return err
+	}
+	return out.print(w, "", "", "", nil, t)
+}
+
+// taskCells are the cells of a task's row.
+func taskCells(tv TaskView, now time.Time) []any {
+	target, pos := tv.Target, "-"
+	if target == "" {
+		target = "<none>"
+	}
+	if tv.Position > 0 {
+		pos = fmt.Sprint(tv.Position)
+	}
+	step := "-"
+	if n := len(tv.Steps); n > 0 {
+		step = fmt.Sprintf("%s (%s)", tv.Steps[n-1].Name, tv.Steps[n-1].State)
+	}
+	awaiting := "-"
+	if len(tv.Awaiting) > 0 {
+		awaiting = tv.Awaiting[0].Step + ": " + tv.Awaiting[0].Description
+	}
+	deleted := "-"
+	if !tv.DeletedAt.IsZero() {
+		deleted = human(tv.DeletedAt.Sub(now))
+	}
+	state := string(tv.State)
+	if tv.Deleting {
+		state += ",Deleting"
+	}
+	lastOp := tv.LastOperation
+	if lastOp == "" {
+		lastOp = "-"
+	}
+	return []any{target, pos, tv.Name, tv.Kind, state, human(now.Sub(tv.Created)), step, awaiting, deleted, lastOp}
 }
 
 func newApprove(e *env) *cobra.Command {
