@@ -94,7 +94,12 @@ all: test
 testenv:
 	hack/testenv.sh
 
-test: testenv lint oldest docs
+# The checks before the tests are independent of one another: they run
+# CHECK_JOBS at a time (vulncheck alone takes minutes), each one's output
+# printed whole when it ends.
+CHECK_JOBS ?= 3
+test: testenv
+	$(MAKE) --no-print-directory -j $(CHECK_JOBS) --output-sync=target lint oldest docs
 	GROUNDSKEEPER_TESTENV_DATA=$(TESTENV_DATA) $(GO) test $(TEST_FLAGS) -skip '$(TEST_SKIP)' $(PACKAGES)
 
 lint: fmt-check tidy-check versions-check vet staticcheck size-check deps-check api-check vulncheck
