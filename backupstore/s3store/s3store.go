@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awscreds "github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"gocloud.dev/blob"
@@ -33,7 +35,7 @@ func (provider) Scheme() string { return s3blob.Scheme }
 // gocloud's URL opener (the environment's and the instance's credentials).
 func (provider) Open(ctx context.Context, u *url.URL, c *driver.Credentials) (*blob.Bucket, error) {
 	if c == nil {
-		return driver.OpenAmbient(ctx, u)
+		return openAmbient(ctx, u)
 	}
 	bucket := u.Host
 	if c.AccessKeyID == "" || c.SecretAccessKey == "" {
@@ -78,6 +80,44 @@ func (provider) Open(ctx context.Context, u *url.URL, c *driver.Credentials) (*b
 	b, err := s3blob.OpenBucket(ctx, s3.New(o), bucket, nil)
 	if err != nil {
 		return nil, fmt.Errorf("backupstore: open s3 bucket %q: %w", bucket, err)
+	}
+	return b, nil
+}
+
+// openAmbient opens the bucket by gocloud's URL opener, then again on a
+// copy of its client that does not log, for every read of an object
+// stored without an additional checksum (one written by another tool, by
+// an older SDK, or by CopyBackups' stream, which the store checks by
+// MD5), the SDK's warning "Response has no supported checksum": an
+// operator reading markers on every pass would log it for each. The
+// opener's own options (ssetype, kmskeyid, the checksum calculation) are
+// kept.
+func openAmbient(ctx context.Context, u *url.URL) (*blob.Bucket, error) {
+	b, err := driver.OpenAmbient(ctx, u)
+	if err != nil {
+		return nil, err
+	}
+	var c *s3.Client
+	if !b.As(&c) {
+		return b, nil
+	}
+	o := c.Options()
+	q := u.Query()
+	opts := &s3blob.Options{KMSEncryptionID: q.Get("kmskeyid"), RequestChecksumCalculation: o.RequestChecksumCalculation}
+	if v := q.Get("ssetype"); v != "" {
+		for _, t := range s3types.ServerSideEncryptionAes256.Values() {
+			if strings.EqualFold(string(t), v) {
+				opts.EncryptionType = t
+			}
+		}
+	}
+	if err := b.Close(); err != nil {
+		return nil, fmt.Errorf("backupstore: open s3 bucket %q: %w", u.Host, err)
+	}
+	quiet := s3.New(o, func(o *s3.Options) { o.DisableLogOutputChecksumValidationSkipped = true })
+	b, err = s3blob.OpenBucket(ctx, quiet, u.Host, opts)
+	if err != nil {
+		return nil, fmt.Errorf("backupstore: open s3 bucket %q: %w", u.Host, err)
 	}
 	return b, nil
 }
