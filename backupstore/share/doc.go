@@ -40,27 +40,8 @@
 //
 // Quota is the seed's quota map as a flag ("aws=100,azure=50").
 //
-// # Migration
-//
-// Migration moves an entry's backups from a legacy bucket of its own into
-// its prefix in a shared bucket, in the seed's sequence (create the
-// prefix, copy with a manifest, pause the writer, copy the rest, switch,
-// resume, delete the legacy bucket after a grace period), one step per
-// call of Next, each recorded in a MigrationStatus that the caller keeps
-// in the entry's status: a restarted controller resumes at the recorded
-// step, and the downtime (writer paused) is reported.
-//
-// Migrating runs each admitted entry's Migration in the entry's reconcile,
-// after its Share or Pool, one step per reconcile, recorded in the
-// entry's status; it opens the legacy and shared buckets through the
-// entry's collect.Collector. An entry deleted while its migration has the
-// writer paused gets its writer resumed before its deletion goes on. With
-// MigratingConfig.Conditions, the entry's condition Migrated says where
-// the migration is, and why nothing is done when the entry names another
-// source than the one recorded (SourceChanged, AlreadyMigrated) or a
-// shared bucket (SourceIsShared), or why the legacy location is kept
-// (LegacyNotCopied, or LegacyInUse while another entry's migration from
-// that location has not copied it yet).
+// Package backupstore/share/migrate moves an entry's backups from a legacy
+// bucket of its own into its prefix in a shared bucket.
 //
 // # An admitted entry's bucket never changes
 //
@@ -68,7 +49,8 @@
 // its prefix, and the marker proving it the entry's, are in that bucket,
 // and nothing records it elsewhere. Make the field immutable with a CRD
 // validation rule, as the example's BackupEntry does ("bucketName is
-// immutable once set"); move an entry with Migrating instead. An edited
+// immutable once set"); move an entry with
+// backupstore/share/migrate instead. An edited
 // bucket loses nothing: the entry's deletion finds no marker of its own
 // there and keeps it (collect's NotOwner), its data where it was.
 //
@@ -135,46 +117,8 @@
 //     collectors delete it before their finalizers go), so what is left
 //     is no entry's of the pool: another installation's entries admitted
 //     to the same store bucket, or a writer's late backup.
-//   - A Migration never writes outside its target prefix in the shared
-//     bucket (backupstore.CopyBackups, which also refuses a source and a
-//     target that overlap in one bucket), never replaces a marker there
-//     (StepCreatePrefix writes its own with backupstore.WriteMarker,
-//     naming the entry's UID under Migrating, keeps the admission's, and
-//     fails on one that names another owner), repeats a step only when
-//     its record was lost, and deletes the legacy bucket only after
-//     GracePeriod from the recorded switch.
-//   - A Migration deletes the legacy location (by default or through the
-//     caller's Hooks.DeleteLegacy) only when a dry-run copy, made right
-//     before, finds every legacy object the copy selects in the target:
-//     objects written there after the copy steps (a writer the switch did
-//     not reach) stop the deletion with ErrLegacyNotCopied naming them,
-//     are copied, and are checked again at the retry. A whole legacy
-//     bucket (no SourcePrefix) is deleted only when the copy left nothing
-//     in it out: one that holds the target itself, or objects the copy's
-//     filters excluded, is kept.
-//   - Migrating never migrates from a shared bucket: the source is
-//     compared, by bucket identity (backupstore.SameBucket, never the URL
-//     string), with the entry's own location and the store's bucket of
-//     every bucket object read from the API server
-//     (MigratingConfig.LiveBuckets), before the first step, before the
-//     copy and again before the legacy location's deletion; one that is,
-//     or cannot be told from, one of them gets Migrated=False,
-//     SourceIsShared, and no step.
-//   - Migrating deletes no legacy location that another entry's migration
-//     copies from and has not copied yet: right before the deletion, the
-//     entries are listed (MigratingConfig.LiveEntries), and one whose
-//     source overlaps (backupstore.Overlap, by bucket identity and
-//     prefix) and whose migration is not at StepDeleteLegacy or done
-//     keeps it (ErrLegacyInUse, Migrated=False, LegacyInUse, naming it).
 //   - An entry that Pool cannot place (PoolConfig.Pool or NewBucket
 //     refuses) gets Admitted=False, reason NoPool, with the refusal.
-//   - A Migration with DryRun deletes nothing: it reports what the
-//     legacy bucket's deletion would delete and stays at that step.
-//   - Migrating records each step in the entry's status before it runs
-//     the next, and never migrates an entry whose recorded step is
-//     StepDone again. It records the source at the first step, and copies
-//     from no other: an entry whose spec names another source later gets
-//     no step, no hook call and no copy or deletion.
 //   - Pool.Release frees the place of an entry only once the API server
 //     says it is gone, not a cache.
 //   - With DeleteEmptyAfter, a bucket is deleted only after it has been
@@ -194,24 +138,6 @@
 //
 // # What it does not guarantee
 //
-//   - A Migration's hooks must be idempotent: a step whose record was lost
-//     runs again.
-//   - Without MigratingConfig.LiveEntries, the entries are listed with
-//     Entries.List, which may be a cache: an entry created, or given its
-//     source, a moment before the legacy location's deletion may be
-//     missed. An entry whose source changed since its migration started
-//     (SourceChanged) holds it only when its recorded source is spelled
-//     as this one's (MigrationStatus.Source is a string for people).
-//   - An object written to the legacy location between the last dry-run
-//     copy and the deletion is deleted with it: stop every writer of the
-//     legacy location by the end of the grace period (a writer that
-//     writes on is caught at each attempt before that one).
-//   - A Migration used without Migrating knows its buckets only as
-//     *blob.Bucket values: it cannot compare the source with the shared
-//     buckets it does not open (the dry-run check above still keeps a
-//     whole bucket that holds the target or data it did not copy), and
-//     CopyBackups tells one bucket from another only when
-//     backupstore.OpenBucket opened both.
 //   - That an object written into a store bucket between Deprovision's
 //     listing and its deletion is kept: the window is one listing (S3
 //     and GCS refuse to delete a bucket that holds an object written
@@ -259,5 +185,3 @@
 //     has not shown the cache yet. That entry is then refused
 //     (BucketDeleting or BucketNotFound).
 package share
-
-//go:generate go run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0 object paths=.

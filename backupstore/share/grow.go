@@ -17,6 +17,7 @@ import (
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/internal/keys"
 )
 
 // Grow is a PoolConfig's NewBucket, Provision and Deprovision for bucket
@@ -284,7 +285,7 @@ func (g Grow[B]) Deprovision(ctx context.Context, b B, opts *backupstore.DeleteO
 	}
 	if others := slices.DeleteFunc(slices.Clone(check.Keys), func(k string) bool { return k == BucketOwnerKey }); len(others) > 0 {
 		return check, fmt.Errorf("%w: the store's bucket %s of bucket %s holds %d objects besides its owner marker (%s), which no entry of the pool owns now: they may be another's, not deleted",
-			ErrStoreNotEmpty, rawURL, b.GetName(), len(others), named(others))
+			ErrStoreNotEmpty, rawURL, b.GetName(), len(others), keys.Named(others))
 	}
 	if opts != nil && opts.DryRun {
 		return check, nil

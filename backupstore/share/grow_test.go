@@ -22,6 +22,7 @@ import (
 	"gocloud.dev/blob"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
+	_ "github.com/groundskeeper-io/groundskeeper/backupstore/gcsstore"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
 	"github.com/groundskeeper-io/groundskeeper/internal/testbackup"
 	"github.com/groundskeeper-io/groundskeeper/testenv"

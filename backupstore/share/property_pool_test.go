@@ -15,6 +15,7 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/internal/propertytest"
 	"github.com/groundskeeper-io/groundskeeper/internal/testbackup"
 )
 
@@ -29,7 +30,7 @@ import (
 // installation's).
 func TestPropertyPoolsOfTwoInstallationsDeleteOnlyTheirOwn(t *testing.T) {
 	t.Parallel()
-	propertySeeds(t, func(t *testing.T, seed uint64) {
+	propertytest.Seeds(t, func(t *testing.T, seed uint64) {
 		w := newPoolWorld(t, seed)
 		for range 150 {
 			w.step()

@@ -5,7 +5,7 @@
 // backup. A Sharing runs a backupstore/share.Share (entries placed in shared
 // buckets), or a share.Pool over one (entries placed in a pool that
 // grows), as two controllers. DeploymentWriter is a migration's writer
-// (share.MigrationHooks): a Deployment scaled to 0 and back.
+// (migrate.Hooks): a Deployment scaled to 0 and back.
 //
 //	c, err := collect.New(collect.Config[*v1.Backup]{
 //		Objects: backups.Objects[*v1.Backup](mgr.GetClient(), mgr.GetAPIReader()),

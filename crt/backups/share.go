@@ -22,7 +22,7 @@ import (
 )
 
 // Sharing runs a *share.Share, a *share.Pool over one, or a
-// share.Migrating on a manager: SetupWithManager adds two controllers,
+// migrate.Controller on a manager: SetupWithManager adds two controllers,
 // Name+"-entries" and Name+"-buckets", each with one worker (admissions
 // must not race):
 //

@@ -22,6 +22,7 @@ import (
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/migrate"
 	"github.com/groundskeeper-io/groundskeeper/examples/backup-entry/api"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/chaos"
 	"github.com/groundskeeper-io/groundskeeper/testenv"
@@ -248,7 +249,7 @@ func (m *migrationTruth) see(be *api.BackupEntry, now time.Time) {
 		if m.startedSeen.IsZero() {
 			m.startedSeen = now
 		}
-		if st.Step == share.StepDone && m.doneSeen.IsZero() {
+		if st.Step == migrate.StepDone && m.doneSeen.IsZero() {
 			m.doneSeen = now
 		}
 	}
@@ -257,8 +258,8 @@ func (m *migrationTruth) see(be *api.BackupEntry, now time.Time) {
 
 // refusedShared says that be's migration is refused for a shared source.
 func refusedShared(be *api.BackupEntry) bool {
-	c := meta.FindStatusCondition(be.Status.Conditions, share.ConditionMigrated)
-	return c != nil && c.Status == metav1.ConditionFalse && c.Reason == share.ReasonSourceIsShared
+	c := meta.FindStatusCondition(be.Status.Conditions, migrate.ConditionMigrated)
+	return c != nil && c.Status == metav1.ConditionFalse && c.Reason == migrate.ReasonSourceIsShared
 }
 
 // newMigration makes an entry's spec.migrateFrom: six in ten from a legacy

@@ -28,6 +28,7 @@ import (
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/migrate"
 	"github.com/groundskeeper-io/groundskeeper/examples/backup-entry/api"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/chaos"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
@@ -1030,7 +1031,7 @@ func (g *beWorkload) pending(ctx context.Context) ([]string, error) {
 		case be.Status.Prefix == "":
 			// A migration waits for the admission (waiting says whether
 			// the entry should have one).
-		case m != nil && m.kind == migrateLegacy && (be.Status.Migration == nil || be.Status.Migration.Step != share.StepDone):
+		case m != nil && m.kind == migrateLegacy && (be.Status.Migration == nil || be.Status.Migration.Step != migrate.StepDone):
 			out = append(out, fmt.Sprintf("entry %s migrates from %s (status.migration %+v)", be.Name, m.source, be.Status.Migration))
 		case m != nil && m.kind != migrateLegacy && !refusedShared(be):
 			out = append(out, fmt.Sprintf("entry %s, whose source %s is a shared bucket, is not refused yet", be.Name, m.source))

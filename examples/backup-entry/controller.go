@@ -17,6 +17,7 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/migrate"
 	"github.com/groundskeeper-io/groundskeeper/crt/backups"
 	"github.com/groundskeeper-io/groundskeeper/examples/backup-entry/api"
 )
@@ -48,7 +49,7 @@ type deps struct {
 }
 
 // newController is the controller (share.Share, in a share.Pool, in a
-// share.Migrating): an entry that names no bucket is placed in its pool,
+// migrate.Controller): an entry that names no bucket is placed in its pool,
 // the BackupBuckets of its spec.provider and spec.region, --quota entries
 // each; when all are full the pool grows by a BackupBucket made from its
 // first (share.Grow: <provider>-<region>-<n>, the store's bucket of that
@@ -139,11 +140,11 @@ func newController(d deps, o controllerOptions) (share.Reconciler[*api.BackupEnt
 	if err != nil {
 		return nil, err
 	}
-	return share.NewMigrating(share.MigratingConfig[*api.BackupEntry, *api.BackupBucket]{
+	return migrate.New(migrate.Config[*api.BackupEntry, *api.BackupBucket]{
 		Reconciler: pool, Entries: d.entries, Collector: collector, Recorder: d.events, Clock: d.clk,
-		Migration: share.Migration{GracePeriod: o.grace, DryRun: o.dryRun},
+		Migration: migrate.Migration{GracePeriod: o.grace, DryRun: o.dryRun},
 		Prefix:    func(e *api.BackupEntry) string { return e.Status.Prefix },
-		Status:    func(e *api.BackupEntry) **share.MigrationStatus { return &e.Status.Migration },
+		Status:    func(e *api.BackupEntry) **migrate.Status { return &e.Status.Migration },
 		// A spec.migrateFrom that names a BackupBucket's store bucket (the
 		// entry's own, or any other) is refused: SourceIsShared.
 		LiveBuckets: d.liveBuckets,
@@ -158,7 +159,7 @@ func newController(d deps, o controllerOptions) (share.Reconciler[*api.BackupEnt
 			loc.SecretNamespace, loc.Secret = from.SecretRef.Key()
 			return loc, true
 		},
-		Hooks: func(e *api.BackupEntry) share.MigrationHooks {
+		Hooks: func(e *api.BackupEntry) migrate.Hooks {
 			w := d.writers
 			w.Deployment = client.ObjectKey{Namespace: e.Spec.MigrateFrom.Writer.Namespace, Name: e.Spec.MigrateFrom.Writer.Name}
 			return w.Hooks(e.Spec.BucketName + "/" + e.Status.Prefix)

@@ -25,8 +25,9 @@
 //   - Reading never writes: claims is a dry run of lifecycle's collector
 //     (Annotations.PlanCollect); lock reads the record, the deny list and the
 //     pending upgrades without creating the lock's ConfigMap.
-//   - explain knows every reason that backupstore/collect, backupstore/share
-//     and lifecycle write (a test reads their constants from the source).
+//   - explain knows every reason that backupstore/collect, backupstore/share,
+//     backupstore/share/migrate and lifecycle write (a test reads their
+//     constants from the source).
 //
 // Not provided yet: the scale preview of custom owners' claim sets, the
 // prefix command (object-store prefix statistics and rm), the etcd lock

@@ -62,7 +62,7 @@ func newExplain(e *env) *cobra.Command {
 		Long: `Explain, in one paragraph, what groundskeeper's packages wrote on an object of
 any group and kind: the conditions and reasons of backup collection
 (backupstore/collect), of shared buckets and their migrations
-(backupstore/share), and the unmount tracking of claims (lifecycle), with
+(backupstore/share, backupstore/share/migrate), and the unmount tracking of claims (lifecycle), with
 the policy or the keys, claims or backups concerned and what would unblock
 it (a missing Secret, Object Lock until a time, a grace period, a nested
 prefix naming the other backup). The object's recent events with these

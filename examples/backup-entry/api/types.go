@@ -3,7 +3,7 @@ package api
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/migrate"
 )
 
 // BackupBucket is a bucket in an object store that the backups of many
@@ -211,7 +211,7 @@ type BackupEntryStatus struct {
 	// next step, the manifest's counts and the downtime (the writer
 	// paused), so that a restarted controller resumes where it stopped.
 	// +optional
-	Migration *share.MigrationStatus `json:"migration,omitempty"`
+	Migration *migrate.Status `json:"migration,omitempty"`
 	// +optional
 	// +listType=map
 	// +listMapKey=type
