@@ -48,8 +48,8 @@ const (
 	// still name.
 	ReasonBucketInUse = "BucketInUse"
 	// ReasonNoPool: an entry that names no bucket has no pool to be
-	// placed in (PoolConfig.Pool refused it, an unknown provider), or its
-	// pool cannot grow (PoolConfig.NewBucket refused).
+	// placed in (pool.Config.Pool refused it, an unknown provider), or its
+	// pool cannot grow (its Grower's NewBucket refused).
 	ReasonNoPool = "NoPool"
 	// ReasonPrefixTaken: the entry's prefix in its bucket holds a marker
 	// of another owner, or objects and no marker of the entry: another's
@@ -306,9 +306,19 @@ func PrefixOf(e metav1.Object) (string, error) {
 	return backupstore.EntryPrefix("", entry)
 }
 
-// refuse records on e why it is not admitted (Admitted=False with reason
+// Config is the Config s runs with, its defaults set: a placer in front
+// of s (pool.Pool) reads the entries, the buckets and their limits with it.
+func (s *Share[E, B]) Config() Config[E, B] { return s.cfg }
+
+// Refuse records on e why it is not admitted (Admitted=False with reason
 // and msg; a Warning event when the condition changes) and returns err
-// joined with a failed status write.
+// joined with a failed status write: a placer in front of s (pool.Pool)
+// refuses an entry it cannot place with it.
+func (s *Share[E, B]) Refuse(ctx context.Context, e E, reason, msg string, err error) error {
+	return s.refuse(ctx, e, reason, msg, err)
+}
+
+// refuse is Refuse.
 func (s *Share[E, B]) refuse(ctx context.Context, e E, reason, msg string, err error) error {
 	changed, werr := s.setCondition(ctx, e, metav1.ConditionFalse, reason, msg)
 	if changed {
@@ -459,3 +469,20 @@ func equalJSON(a, b any) bool {
 	y, _ := json.Marshal(b)
 	return string(x) == string(y)
 }
+
+// Reconciler is what crt/backups.Sharing runs: a Share, or a pool.Pool
+// over one (and a migrate.Controller over either).
+type Reconciler[E, B collect.Object] interface {
+	ReconcileEntry(ctx context.Context, e E) (time.Duration, error)
+	ReconcileBucket(ctx context.Context, b B) (time.Duration, error)
+	Waiting(ctx context.Context, b B) ([]E, error)
+	BucketOf(e E) (namespace, name string)
+}
+
+var _ Reconciler[collect.Object, collect.Object] = (*Share[collect.Object, collect.Object])(nil)
+
+// AnnotationDeleting marks a bucket whose deletion a pool.Pool has
+// decided (RFC 3339, UTC): the pool takes no place in it and Share
+// admits no entry to it. It is removed, and the deletion given up,
+// when the bucket turns out to be in use before its object is deleted.
+const AnnotationDeleting = "backupstore.groundskeeper.io/deleting"

@@ -27,8 +27,8 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
-	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/share/migrate"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/pool"
 	"github.com/groundskeeper-io/groundskeeper/examples/backup-entry/api"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/chaos"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
@@ -981,7 +981,7 @@ func (g *beWorkload) runManager(ctx context.Context, cfg *rest.Config, i int) er
 	}
 	o := controllerOptions{grace: g.o.grace, wrap: g.o.wrap, installation: g.w.installation}
 	if p := g.w.pool; p != nil {
-		o.quota = share.Quota{p.provider: p.quota}
+		o.quota = pool.Limits{p.provider: p.quota}
 	}
 	if err := setupControllers(mgr, o); err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/share/migrate"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/pool"
 	"github.com/groundskeeper-io/groundskeeper/crt/backups"
 	"github.com/groundskeeper-io/groundskeeper/examples/backup-entry/api"
 )
@@ -48,11 +49,11 @@ type deps struct {
 	writers backups.DeploymentWriter
 }
 
-// newController is the controller (share.Share, in a share.Pool, in a
+// newController is the controller (share.Share, in a pool.Pool, in a
 // migrate.Controller): an entry that names no bucket is placed in its pool,
 // the BackupBuckets of its spec.provider and spec.region, --quota entries
 // each; when all are full the pool grows by a BackupBucket made from its
-// first (share.Grow: <provider>-<region>-<n>, the store's bucket of that
+// first (pool.Grow: <provider>-<region>-<n>, the store's bucket of that
 // name and the installation's hash created, with an owner marker naming
 // the BackupBucket's UID, before an entry is admitted to it; a store
 // bucket that existed without that marker is not the pool's, takes no
@@ -114,7 +115,7 @@ func newController(d deps, o controllerOptions) (share.Reconciler[*api.BackupEnt
 	if err != nil {
 		return nil, err
 	}
-	grow := share.Grow[*api.BackupBucket]{Buckets: d.buckets, Secrets: d.secrets, Installation: o.installation, Open: d.open,
+	grow := pool.Grow[*api.BackupBucket]{Buckets: d.buckets, Secrets: d.secrets, Installation: o.installation, Open: d.open,
 		Member: func(b *api.BackupBucket) string { return b.Spec.Pool() },
 		Store: func(b *api.BackupBucket) (string, string, string) {
 			ns, name := b.Spec.SecretRef.Key()
@@ -125,9 +126,8 @@ func newController(d deps, o controllerOptions) (share.Reconciler[*api.BackupEnt
 			return &api.BackupBucket{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
 		},
 	}
-	pool, err := share.NewPool(share.PoolConfig[*api.BackupEntry, *api.BackupBucket]{
-		Share: s, Create: d.createBucket, NewBucket: grow.NewBucket, Provision: grow.Provision, Member: grow.Member,
-		Deprovision: grow.Deprovision, LiveEntries: d.liveEntries, DeleteEmptyAfter: o.grace, DryRun: o.dryRun,
+	placer, err := pool.New(pool.Config[*api.BackupEntry, *api.BackupBucket]{
+		Share: s, Create: d.createBucket, Grower: grow, Member: grow.Member, LiveEntries: d.liveEntries, DeleteEmptyAfter: o.grace, DryRun: o.dryRun,
 		Pool: func(e *api.BackupEntry) (string, error) {
 			if _, ok := o.quota[e.Spec.Provider]; !ok {
 				return "", fmt.Errorf("spec.provider %q has no --quota (--quota=%q)", e.Spec.Provider, o.quota.String())
@@ -141,7 +141,7 @@ func newController(d deps, o controllerOptions) (share.Reconciler[*api.BackupEnt
 		return nil, err
 	}
 	return migrate.New(migrate.Config[*api.BackupEntry, *api.BackupBucket]{
-		Reconciler: pool, Entries: d.entries, Collector: collector, Recorder: d.events, Clock: d.clk,
+		Reconciler: placer, Entries: d.entries, Collector: collector, Recorder: d.events, Clock: d.clk,
 		Migration: migrate.Migration{GracePeriod: o.grace, DryRun: o.dryRun},
 		Prefix:    func(e *api.BackupEntry) string { return e.Status.Prefix },
 		Status:    func(e *api.BackupEntry) **migrate.Status { return &e.Status.Migration },

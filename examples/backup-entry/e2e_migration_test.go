@@ -23,8 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 
-	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/share/migrate"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/pool"
 	"github.com/groundskeeper-io/groundskeeper/examples/backup-entry/api"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/rbactest"
 	"github.com/groundskeeper-io/groundskeeper/internal/soak"
@@ -183,7 +183,7 @@ func TestMigrationOnMinIO(t *testing.T) {
 	var requests rbactest.Recorder // every request checked against deploy/rbac.yaml at the end
 	// 3: the bucket also holds shoot--other/, data of no entry, which the
 	// store counts (backupstore.Quota counts prefixes, not resources).
-	o := controllerOptions{grace: grace, quota: share.Quota{e.provider: 3}, wrap: scoped(e.tag)}
+	o := controllerOptions{grace: grace, quota: pool.Limits{e.provider: 3}, wrap: scoped(e.tag)}
 	_, stop := startManager(t, requests.Wrap(e.k.Config), e.k.Namespace, o)
 	name := e.createShoot("migrating", &api.LegacyBucket{URL: legacyStore.URL,
 		SecretRef: &api.SecretReference{Namespace: e.k.Namespace, Name: e.secret},

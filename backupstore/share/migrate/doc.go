@@ -5,7 +5,7 @@
 //
 // Start with [New]: its [Controller] runs each admitted entry's
 // [Migration] in the entry's reconcile, after its share.Share or
-// share.Pool, one step per reconcile, each recorded in a [Status] that
+// pool.Pool, one step per reconcile, each recorded in a [Status] that
 // the entry's status keeps: a restarted controller resumes at the recorded
 // step, and the downtime (writer paused) is reported. Its legacy location
 // is deleted only after a dry-run copy, made right before, finds every

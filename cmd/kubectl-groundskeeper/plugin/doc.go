@@ -26,8 +26,8 @@
 //     (Annotations.PlanCollect); lock reads the record, the deny list and the
 //     pending upgrades without creating the lock's ConfigMap.
 //   - explain knows every reason that backupstore/collect, backupstore/share,
-//     backupstore/share/migrate and lifecycle write (a test reads their
-//     constants from the source).
+//     backupstore/share/pool, backupstore/share/migrate and lifecycle write
+//     (a test reads their constants from the source).
 //
 // Not provided yet: the scale preview of custom owners' claim sets, the
 // prefix command (object-store prefix statistics and rm), the etcd lock

@@ -4,11 +4,12 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/share/migrate"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/pool"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
 )
 
-// The meaning of each reason collect, share, share/migrate and lifecycle
-// write on a condition or an event, and what would unblock the object. A
+// The meaning of each reason collect, share, share/pool, share/migrate and
+// lifecycle write on a condition or an event, and what would unblock the object. A
 // reason these packages gain without an entry here fails
 // TestEveryReasonIsExplained.
 
@@ -39,14 +40,16 @@ var shareReasons = map[string]string{
 	share.ReasonBucketInUse:     "The bucket was deleted while entries still name it: it is kept until they are gone.",
 	share.ReasonNoPool:          "The entry names no bucket and has no pool to be placed in, or its pool cannot grow. Name a bucket, or fix the pool the message names.",
 	share.ReasonPrefixTaken:     "The entry's prefix in its bucket holds another owner's marker, or objects and no marker of the entry: another's data, never admitted into. A person must see whose it is.",
+}
 
-	share.ReasonEmptyBucketDeleted: "The store's bucket is deleted and the bucket object is being deleted.",
-	share.ReasonDeletionCancelled:  "The bucket was marked for deletion, then found in use: it stays.",
-	share.ReasonDeletionRetained:   "The store keeps data under Object Lock: the bucket's deletion goes on when the retention ends.",
-	share.ReasonDryRun:             "A dry run of the pool: the message says what it would delete. Nothing was deleted.",
-	share.ReasonStoreNotOwned:      "The store's bucket is not proven this bucket object's: no entry is placed there and the pool never deletes it. Adopt it (annotation " + share.AnnotationAdoptStore + ") if it is yours.",
-	share.ReasonStoreOwned:         "The store's bucket is now proven this bucket object's.",
-	share.ReasonStoreNotEmpty:      "The store's bucket holds objects besides its owner marker: they are kept, and the deletion given up until the bucket has been empty for the grace period again.",
+var poolReasons = map[string]string{
+	pool.ReasonEmptyBucketDeleted: "The store's bucket is deleted and the bucket object is being deleted.",
+	pool.ReasonDeletionCancelled:  "The bucket was marked for deletion, then found in use: it stays.",
+	pool.ReasonDeletionRetained:   "The store keeps data under Object Lock: the bucket's deletion goes on when the retention ends.",
+	pool.ReasonDryRun:             "A dry run of the pool: the message says what it would delete. Nothing was deleted.",
+	pool.ReasonStoreNotOwned:      "The store's bucket is not proven this bucket object's: no entry is placed there and the pool never deletes it. Adopt it (annotation " + pool.AnnotationAdoptStore + ") if it is yours.",
+	pool.ReasonStoreOwned:         "The store's bucket is now proven this bucket object's.",
+	pool.ReasonStoreNotEmpty:      "The store's bucket holds objects besides its owner marker: they are kept, and the deletion given up until the bucket has been empty for the grace period again.",
 }
 
 var migrateReasons = map[string]string{
@@ -78,20 +81,22 @@ var lifecycleReasons = map[string]string{
 }
 
 // meaning returns what reason means on a condition of type condType (or
-// an event, condType ""): collect's, share's, share/migrate's or lifecycle's, by the
+// an event, condType ""): collect's, share's, share/pool's, share/migrate's or lifecycle's, by the
 // condition type when it names one, else the first that knows it.
 func meaning(condType, reason string) string {
 	switch condType {
 	case share.ConditionAdmitted, share.ConditionInUse:
-		if m, ok := shareReasons[reason]; ok {
-			return m
+		for _, t := range []map[string]string{shareReasons, poolReasons} {
+			if m, ok := t[reason]; ok {
+				return m
+			}
 		}
 	case migrate.ConditionMigrated:
 		if m, ok := migrateReasons[reason]; ok {
 			return m
 		}
 	}
-	for _, t := range []map[string]string{collectReasons, shareReasons, migrateReasons, lifecycleReasons} {
+	for _, t := range []map[string]string{collectReasons, shareReasons, poolReasons, migrateReasons, lifecycleReasons} {
 		if m, ok := t[reason]; ok {
 			return m
 		}

@@ -92,7 +92,7 @@ type BackupBucketStatus struct {
 	// Admitted is the number of them that have a prefix in it.
 	Admitted int `json:"admitted"`
 	// Claims are the entries placed in a pool's bucket, taken by a status
-	// write with the bucket's resourceVersion (share.Pool), so that two
+	// write with the bucket's resourceVersion (pool.Pool), so that two
 	// replicas never take its last place twice.
 	// +optional
 	Claims []string `json:"claims,omitempty"`

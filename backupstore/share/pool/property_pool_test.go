@@ -1,4 +1,4 @@
-package share_test
+package pool_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/share/internal/propertytest"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/pool"
 	"github.com/groundskeeper-io/groundskeeper/internal/testbackup"
 )
 
@@ -48,7 +49,7 @@ const poolGrace = time.Hour
 type installation struct {
 	name             string
 	entries, buckets *testbackup.Mem
-	pool             *share.Pool[backup, backup]
+	pool             *pool.Pool[backup, backup]
 }
 
 type poolWorld struct {
@@ -132,7 +133,7 @@ func (w *poolWorld) newInstallation(name, id string) *installation {
 	if err != nil {
 		t.Fatal(err)
 	}
-	grow := share.Grow[backup]{Buckets: in.buckets, Secrets: backupstore.SecretsFrom(nil), Installation: id,
+	grow := pool.Grow[backup]{Buckets: in.buckets, Secrets: backupstore.SecretsFrom(nil), Installation: id,
 		Member: func(b backup) string { return b.Spec.Pool },
 		Store:  func(b backup) (string, string, string) { return b.Spec.Prefix, "", "" },
 		New: func(first backup, name, url string) backup {
@@ -140,7 +141,7 @@ func (w *poolWorld) newInstallation(name, id string) *installation {
 				Spec: testbackup.Spec{Pool: first.Spec.Pool, Limit: first.Spec.Limit, Prefix: url}}
 		},
 	}
-	in.pool, err = share.NewPool(share.PoolConfig[backup, backup]{
+	in.pool, err = pool.New(pool.Config[backup, backup]{
 		Share: s,
 		Create: func(ctx context.Context, b backup) error {
 			_, err := in.buckets.Create(ctx, b)
@@ -148,9 +149,7 @@ func (w *poolWorld) newInstallation(name, id string) *installation {
 		},
 		Pool:             func(e backup) (string, error) { return e.Spec.Pool, nil },
 		Member:           func(b backup) string { return b.Spec.Pool },
-		NewBucket:        grow.NewBucket,
-		Provision:        grow.Provision,
-		Deprovision:      grow.Deprovision,
+		Grower:           grow,
 		Claims:           func(b backup) *[]string { return &b.Status.Claims },
 		Assign:           func(e backup, _, name string) { e.Spec.Bucket = name },
 		DeleteEmptyAfter: poolGrace,
