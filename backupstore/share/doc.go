@@ -34,7 +34,9 @@
 //
 // Share is written against collect.Objects, so a client-go user wires it
 // as well as a controller-runtime one; crt/backups.Sharing runs it on a
-// manager.
+// manager. An entry or bucket type that implements
+// collect.ConditionSetter gets the Admitted or InUse condition; one that
+// does not (an *unstructured.Unstructured) gets events only.
 //
 // # Guarantees
 //

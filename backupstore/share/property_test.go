@@ -150,7 +150,6 @@ func (w *shareWorld) newReplica(t *testing.T) *share.Share[backup, backup] {
 		Bucket:          func(e backup) (string, string) { return "", e.Spec.Bucket },
 		Limit:           func(b backup) int { return b.Spec.Limit },
 		Prefix:          func(e backup) *string { return &e.Status.Prefix },
-		Conditions:      func(e backup) *[]metav1.Condition { return &e.Status.Conditions },
 		BucketFinalizer: "example.com/entries",
 	})
 	if err != nil {

@@ -46,7 +46,6 @@ func TestNewNamesTheMissingField(t *testing.T) {
 			Bucket:          func(b backup) (string, string) { return b.Namespace, b.Spec.Bucket },
 			Limit:           func(backup) int { return 1 },
 			Prefix:          func(b backup) *string { return &b.Status.Prefix },
-			Conditions:      func(b backup) *[]metav1.Condition { return &b.Status.Conditions },
 			BucketFinalizer: "g",
 		}
 	}
@@ -63,7 +62,6 @@ func TestNewNamesTheMissingField(t *testing.T) {
 		{"Config.Bucket", func(c *share.Config[backup, backup]) { c.Bucket = nil }},
 		{"Config.Limit", func(c *share.Config[backup, backup]) { c.Limit = nil }},
 		{"Config.Prefix", func(c *share.Config[backup, backup]) { c.Prefix = nil }},
-		{"Config.Conditions", func(c *share.Config[backup, backup]) { c.Conditions = nil }},
 		{"Config.BucketFinalizer", func(c *share.Config[backup, backup]) { c.BucketFinalizer = "" }},
 		{"Config.MarkerKey", func(c *share.Config[backup, backup]) { c.MarkerKey = "../up" }},
 	} {

@@ -97,16 +97,14 @@ func newController(d deps, o controllerOptions) (share.Reconciler[*api.BackupEnt
 		Bucket: func(e *api.BackupEntry) (string, string) { return "", e.Spec.BucketName },
 		// A pool's bucket holds its provider's quota (at least 1), any
 		// other its spec.maxEntries.
-		Limit:      func(b *api.BackupBucket) int { return cmp.Or(o.quota[b.Spec.Provider], b.Spec.MaxEntries) },
-		Prefix:     func(e *api.BackupEntry) *string { return &e.Status.Prefix },
-		Conditions: func(e *api.BackupEntry) *[]metav1.Condition { return &e.Status.Conditions },
-		MarkerKey:  markerKey,
+		Limit:     func(b *api.BackupBucket) int { return cmp.Or(o.quota[b.Spec.Provider], b.Spec.MaxEntries) },
+		Prefix:    func(e *api.BackupEntry) *string { return &e.Status.Prefix },
+		MarkerKey: markerKey,
 		Marker: func(e *api.BackupEntry) []byte {
 			m, _ := json.Marshal(map[string]string{"backupEntry": e.Name, "uid": string(e.UID), "shootUID": e.Spec.ShootUID})
 			return m
 		},
-		BucketFinalizer:  api.Finalizer,
-		BucketConditions: func(b *api.BackupBucket) *[]metav1.Condition { return &b.Status.Conditions },
+		BucketFinalizer: api.Finalizer,
 		Count: func(b *api.BackupBucket, entries, admitted int) {
 			b.Status.Entries, b.Status.Admitted = entries, admitted
 		},
@@ -149,7 +147,6 @@ func newController(d deps, o controllerOptions) (share.Reconciler[*api.BackupEnt
 		// entry's own, or any other) is refused: SourceIsShared.
 		LiveBuckets: d.liveBuckets,
 		BucketURL:   func(b *api.BackupBucket) string { return b.Spec.URL },
-		Conditions:  func(e *api.BackupEntry) *[]metav1.Condition { return &e.Status.Conditions },
 		Source: func(e *api.BackupEntry) (collect.Location, bool) {
 			from := e.Spec.MigrateFrom
 			if from == nil {

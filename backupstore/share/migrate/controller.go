@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"gocloud.dev/blob"
@@ -59,10 +60,11 @@ const (
 	ReasonLegacyInUse = "LegacyInUse"
 )
 
-// ConditionMigrated is the condition a Controller keeps on each entry with a
-// migration when Config.Conditions is set: False while the
-// migration runs (reason MigrationStep, or MigrationFailed with the last
-// error, LegacyNotCopied, LegacyInUse, SourceChanged or SourceIsShared), True once it
+// ConditionMigrated is the condition a Controller keeps on each entry with
+// a migration when the entry's type implements collect.ConditionSetter:
+// False while the migration runs (reason MigrationStep, or MigrationFailed
+// with the last error, LegacyNotCopied, LegacyInUse, SourceChanged or
+// SourceIsShared), True once it
 // is done (Migrated, or AlreadyMigrated when the spec names another
 // source since).
 const ConditionMigrated = "Migrated"
@@ -108,10 +110,6 @@ type Config[E, B collect.Object] struct {
 	// nothing of it missing in the target.
 	// Required.
 	Hooks func(e E) Hooks
-	// Conditions points at e's conditions, where the migration's state is
-	// kept as ConditionMigrated; nil keeps none (the events and
-	// status.migration still say it all).
-	Conditions func(e E) *[]metav1.Condition
 	// Prefix is e's prefix, the migration's target; "" until e is
 	// admitted. Required.
 	Prefix func(e E) string
@@ -331,10 +329,12 @@ func (m *Controller[E, B]) announce(e E, before Status, st *Status, done bool, w
 
 // condition sets e's ConditionMigrated from its migration's status st and
 // the error of its last step, or to reason and msg when reason is given;
-// it reports whether the condition changed. Without
-// Config.Conditions it does nothing.
+// it reports whether the condition changed. On an entry whose type does
+// not implement collect.ConditionSetter it does nothing (the events and
+// the status still say it all).
 func (m *Controller[E, B]) condition(e E, st *Status, err error, reason, msg string) bool {
-	if m.cfg.Conditions == nil {
+	cs, ok := any(e).(collect.ConditionSetter)
+	if !ok {
 		return false
 	}
 	c := metav1.Condition{Type: ConditionMigrated, Status: metav1.ConditionFalse, Reason: reason, Message: msg, ObservedGeneration: e.GetGeneration()}
@@ -353,7 +353,12 @@ func (m *Controller[E, B]) condition(e E, st *Status, err error, reason, msg str
 	default:
 		c.Reason, c.Message = ReasonMigrationStep, fmt.Sprintf("migrating from %s: next step %s", st.Source, st.Step)
 	}
-	return meta.SetStatusCondition(m.cfg.Conditions(e), c)
+	conds := slices.Clone(cs.GetConditions())
+	if !meta.SetStatusCondition(&conds, c) {
+		return false
+	}
+	cs.SetConditions(conds)
+	return true
 }
 
 // failedReason is the reason of a step's failure err.

@@ -110,10 +110,9 @@ func TestTwoEntriesMigratingFromOneLegacyBucketOnMinIO(t *testing.T) {
 	noop := func(context.Context) error { return nil }
 	m, err := migrate.New(migrate.Config[*migEntry, *migEntry]{
 		Reconciler: placed{}, Entries: store, Collector: c, Clock: clk,
-		Migration:  migrate.Migration{GracePeriod: time.Hour},
-		Status:     func(e *migEntry) **migrate.Status { return &e.Status.Migration },
-		Prefix:     func(e *migEntry) string { return e.Status.Prefix },
-		Conditions: func(e *migEntry) *[]metav1.Condition { return &e.Status.Conditions },
+		Migration: migrate.Migration{GracePeriod: time.Hour},
+		Status:    func(e *migEntry) **migrate.Status { return &e.Status.Migration },
+		Prefix:    func(e *migEntry) string { return e.Status.Prefix },
 		Recorder: eventFunc(func(o runtime.Object, typ, reason, msg string) {
 			events = append(events, o.(*migEntry).Name+": "+typ+" "+reason+": "+msg)
 		}),

@@ -42,6 +42,11 @@ type migEntry struct {
 	}
 }
 
+var _ collect.ConditionSetter = (*migEntry)(nil)
+
+func (e *migEntry) GetConditions() []metav1.Condition  { return e.Status.Conditions }
+func (e *migEntry) SetConditions(c []metav1.Condition) { e.Status.Conditions = c }
+
 func (e *migEntry) DeepCopyObject() runtime.Object {
 	c := *e
 	c.ObjectMeta = *e.ObjectMeta.DeepCopy()
@@ -149,10 +154,9 @@ func newMigWorld(t *testing.T, r share.Reconciler[*migEntry, *migEntry], hooks f
 	}
 	cfg := migrate.Config[*migEntry, *migEntry]{
 		Reconciler: r, Entries: w.store, Collector: c, Clock: w.clk,
-		Migration:  migrate.Migration{GracePeriod: time.Hour},
-		Status:     func(e *migEntry) **migrate.Status { return &e.Status.Migration },
-		Prefix:     func(e *migEntry) string { return e.Status.Prefix },
-		Conditions: func(e *migEntry) *[]metav1.Condition { return &e.Status.Conditions },
+		Migration: migrate.Migration{GracePeriod: time.Hour},
+		Status:    func(e *migEntry) **migrate.Status { return &e.Status.Migration },
+		Prefix:    func(e *migEntry) string { return e.Status.Prefix },
 		Recorder: eventFunc(func(_ runtime.Object, typ, reason, msg string) {
 			w.events = append(w.events, typ+" "+reason+": "+msg)
 		}),

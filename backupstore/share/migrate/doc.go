@@ -18,7 +18,8 @@
 // [Migration.Next]. The Controller opens the legacy and shared buckets
 // through the entry's collect.Collector. An entry deleted while its
 // migration has the writer paused gets its writer resumed before its
-// deletion goes on. With Config.Conditions, the entry's condition
+// deletion goes on. On an entry whose type implements
+// collect.ConditionSetter, the condition
 // Migrated ([ConditionMigrated]) says where the migration is, and why
 // nothing is done when the entry names another source than the one
 // recorded (SourceChanged, AlreadyMigrated) or a shared bucket

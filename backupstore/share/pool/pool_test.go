@@ -224,11 +224,10 @@ func TestPoolReconcileGrowsAndAdmits(t *testing.T) {
 	}
 	s, err := share.New(share.Config[backup, backup]{
 		Entries: entries, Buckets: buckets, Collector: c, BucketFinalizer: "example.com/entries",
-		Bucket:     func(e backup) (string, string) { return bucketNS, e.Spec.Bucket },
-		Limit:      func(b backup) int { return b.Spec.Limit },
-		Prefix:     func(e backup) *string { return &e.Status.Prefix },
-		Conditions: func(e backup) *[]metav1.Condition { return &e.Status.Conditions },
-		Marker:     func(e backup) []byte { return []byte(e.Name) }, MarkerKey: "marker",
+		Bucket: func(e backup) (string, string) { return bucketNS, e.Spec.Bucket },
+		Limit:  func(b backup) int { return b.Spec.Limit },
+		Prefix: func(e backup) *string { return &e.Status.Prefix },
+		Marker: func(e backup) []byte { return []byte(e.Name) }, MarkerKey: "marker",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -429,10 +428,9 @@ func placingShareOver(t *testing.T, cl client.Client, ns, bucketNS string, bucke
 	}
 	s, err := share.New(share.Config[backup, backup]{
 		Entries: entries, Buckets: buckets, Collector: c, BucketFinalizer: "g",
-		Bucket:     func(b backup) (string, string) { return bucketNS, b.Spec.Bucket },
-		Limit:      func(b backup) int { return b.Spec.Limit },
-		Prefix:     func(b backup) *string { return &b.Status.Prefix },
-		Conditions: func(b backup) *[]metav1.Condition { return &b.Status.Conditions },
+		Bucket: func(b backup) (string, string) { return bucketNS, b.Spec.Bucket },
+		Limit:  func(b backup) int { return b.Spec.Limit },
+		Prefix: func(b backup) *string { return &b.Status.Prefix },
 	})
 	if err != nil {
 		t.Fatal(err)

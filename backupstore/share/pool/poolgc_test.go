@@ -117,11 +117,10 @@ func (p *gcPool) newPool(dryRun, hooked bool) (*pool.Pool[backup, backup], clien
 	}
 	s, err := share.New(share.Config[backup, backup]{
 		Entries: entries, Buckets: buckets, Collector: c, BucketFinalizer: "example.com/entries",
-		Bucket:     func(e backup) (string, string) { return p.bns, e.Spec.Bucket },
-		Limit:      func(b backup) int { return b.Spec.Limit },
-		Prefix:     func(e backup) *string { return &e.Status.Prefix },
-		Conditions: func(e backup) *[]metav1.Condition { return &e.Status.Conditions },
-		Marker:     func(e backup) []byte { return []byte(e.Name) }, MarkerKey: "marker",
+		Bucket: func(e backup) (string, string) { return p.bns, e.Spec.Bucket },
+		Limit:  func(b backup) int { return b.Spec.Limit },
+		Prefix: func(e backup) *string { return &e.Status.Prefix },
+		Marker: func(e backup) []byte { return []byte(e.Name) }, MarkerKey: "marker",
 		Clock: p.clock,
 	})
 	if err != nil {
@@ -657,10 +656,9 @@ func TestNewPoolDeletionConfig(t *testing.T) {
 	}
 	s, err := share.New(share.Config[backup, backup]{
 		Entries: noObjects{}, Buckets: noObjects{}, Collector: c, BucketFinalizer: "g",
-		Bucket:     func(b backup) (string, string) { return b.Namespace, b.Spec.Bucket },
-		Limit:      func(backup) int { return 1 },
-		Prefix:     func(b backup) *string { return &b.Status.Prefix },
-		Conditions: func(b backup) *[]metav1.Condition { return &b.Status.Conditions },
+		Bucket: func(b backup) (string, string) { return b.Namespace, b.Spec.Bucket },
+		Limit:  func(backup) int { return 1 },
+		Prefix: func(b backup) *string { return &b.Status.Prefix },
 	})
 	if err != nil {
 		t.Fatal(err)

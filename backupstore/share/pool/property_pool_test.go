@@ -124,11 +124,10 @@ func (w *poolWorld) newInstallation(name, id string) *installation {
 	}
 	s, err := share.New(share.Config[backup, backup]{
 		Entries: in.entries, Buckets: in.buckets, Collector: c, BucketFinalizer: "example.com/entries",
-		Bucket:     func(e backup) (string, string) { return "", e.Spec.Bucket },
-		Limit:      func(b backup) int { return b.Spec.Limit },
-		Prefix:     func(e backup) *string { return &e.Status.Prefix },
-		Conditions: func(e backup) *[]metav1.Condition { return &e.Status.Conditions },
-		Clock:      w.clock,
+		Bucket: func(e backup) (string, string) { return "", e.Spec.Bucket },
+		Limit:  func(b backup) int { return b.Spec.Limit },
+		Prefix: func(e backup) *string { return &e.Status.Prefix },
+		Clock:  w.clock,
 	})
 	if err != nil {
 		t.Fatal(err)

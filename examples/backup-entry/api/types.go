@@ -102,6 +102,14 @@ type BackupBucketStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
+// GetConditions returns the bucket's status conditions: with
+// SetConditions, share keeps its InUse condition there
+// (collect.ConditionSetter).
+func (b *BackupBucket) GetConditions() []metav1.Condition { return b.Status.Conditions }
+
+// SetConditions replaces the bucket's status conditions.
+func (b *BackupBucket) SetConditions(c []metav1.Condition) { b.Status.Conditions = c }
+
 // BackupBucketList is a list of BackupBuckets.
 //
 // +kubebuilder:object:root=true
@@ -219,8 +227,8 @@ type BackupEntryStatus struct {
 }
 
 // GetConditions returns the entry's status conditions: with
-// SetConditions, the collector writes its PrefixDeleted condition there
-// (collect.ConditionSetter).
+// SetConditions, the collector writes its PrefixDeleted condition there,
+// share its Admitted and migrate its Migrated (collect.ConditionSetter).
 func (e *BackupEntry) GetConditions() []metav1.Condition { return e.Status.Conditions }
 
 // SetConditions replaces the entry's status conditions.
