@@ -212,13 +212,13 @@ chaos: testenv property checkers soak
 		$(GO) test -race -count=1 -v -p $(CHAOS_PARALLEL) -run '^TestChaos' -skip 'PlantedBugs' -timeout $(CHAOS_TIMEOUT) $(CHAOS_PACKAGES)
 
 # The ownership property tests of shared buckets and backup collection
-# (backupstore/share, TestProperty*) on fresh seeds for PROPERTY_DURATION
-# each (default 10m); make test runs them on a fixed set of seeds, and
-# PROPERTY_SEED replays one.
+# (backupstore/share and its subpackages, TestProperty*) on fresh seeds for
+# PROPERTY_DURATION each (default 10m); make test runs them on a fixed set
+# of seeds, and PROPERTY_SEED replays one.
 PROPERTY_DURATION ?= 10m
 property:
 	PROPERTY_DURATION=$(PROPERTY_DURATION) PROPERTY_SEED=$(PROPERTY_SEED) \
-		$(GO) test -count=1 -v -run '^TestProperty' -timeout 0 ./backupstore/share/
+		$(GO) test -count=1 -v -run '^TestProperty' -timeout 0 ./backupstore/share/...
 
 # The library's long tests at the sizes that show they hold at scale
 # (internal/soak): make test runs them smaller.

@@ -66,8 +66,10 @@
 //   - Errors are tested with errors.Is against the package's sentinel
 //     errors, and errors.As against its typed errors. Every sentinel's
 //     message starts with the name of the package that declares it
-//     ("locking: lock is held by another instance"); backupstore/share and
-//     backupstore/collect reuse backupstore's ErrInvalidConfig. A
+//     ("locking: lock is held by another instance"; backupstore/share/migrate's,
+//     moved from backupstore/share, keep "share:"); backupstore/share,
+//     its subpackages and backupstore/collect reuse backupstore's
+//     ErrInvalidConfig. A
 //     configuration a package cannot work with wraps that package's
 //     ErrInvalidConfig, naming the field and its value: "locking: invalid
 //     configuration: Config.Duration = 1ms: shorter than the one-second

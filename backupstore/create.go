@@ -17,14 +17,14 @@ import (
 
 // CreateBucket creates the bucket (container) that rawURL names, with the
 // credentials creds as OpenBucket takes them, through the provider's API:
-// a pool of shared buckets grows by one (backupstore/share.Pool). created
+// a pool of shared buckets grows by one (backupstore/share/pool.Pool). created
 // says whether this call created it: a bucket that exists already is not
 // an error (a retried creation succeeds), and is reported with created
 // false, whoever made it. "Already exists" is not "mine": backupstore
 // cannot tell whose an existing bucket is (two clusters of one cloud
 // account may pick one name), so a caller that will later delete the
 // bucket records its ownership where the data is when created is true
-// (backupstore/share.Grow writes an owner marker) and refuses a bucket it
+// (backupstore/share/pool.Grow writes an owner marker) and refuses a bucket it
 // did not create.
 //
 // file:// creates the directory (its parents as needed) and reports
@@ -106,7 +106,7 @@ func createDir(dir string) (created bool, err error) {
 
 // BucketURL is rawURL with its bucket (container) named name instead,
 // its parameters kept: the URL of a pool's next bucket, made from its
-// first (backupstore/share.Grow). file:// names the directory's last
+// first (backupstore/share/pool.Grow). file:// names the directory's last
 // element; mem:// takes the name as its host (an in-memory bucket has
 // none). name is not checked against the provider's naming rules:
 // CreateBucket's provider does that.

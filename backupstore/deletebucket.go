@@ -16,7 +16,7 @@ import (
 // credentials creds as OpenBucket takes them: first everything in it
 // (DeletePrefix of the whole bucket: on a versioned bucket every version
 // and delete marker), then the bucket itself through the provider's API.
-// A pool of shared buckets shrinks by one this way (backupstore/share.Pool).
+// A pool of shared buckets shrinks by one this way (backupstore/share/pool.Pool).
 // A bucket that does not exist is not an error (the result is empty), so a
 // retried deletion succeeds.
 //

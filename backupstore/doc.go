@@ -250,7 +250,7 @@
 //     is never reported as created (on S3 a HeadBucket comes first, since
 //     S3 answers the creation of an owned bucket in us-east-1 with
 //     success), so a caller that will delete what it created can tell
-//     another's bucket from its own (backupstore/share.Grow records its
+//     another's bucket from its own (backupstore/share/pool.Grow records its
 //     own with an owner marker). DeleteBucket deletes
 //     the data first with DeletePrefix's guarantees (versions, Object Lock
 //     never forced, a dry run), and the bucket only once that succeeded
@@ -302,7 +302,7 @@
 //     the same account created by another caller between CreateBucket's
 //     HeadBucket and its creation is reported created (a window of one
 //     request): a caller that records ownership checks that no one's
-//     marker is there before writing its own (backupstore/share.Grow).
+//     marker is there before writing its own (backupstore/share/pool.Grow).
 //   - that two WriteMarker calls of one key at the same moment on file://
 //     cannot both succeed: fileblob's conditional write is a check before
 //     a rename, not one request (every other store's is).

@@ -59,7 +59,7 @@ func every(err error, here func(error) bool) bool {
 // module's packages has that method, set where it is declared: bad input
 // or configuration (every ErrInvalidConfig, ErrInvalidPolicy,
 // ErrInvalidSpec, ...), a conflict a person must resolve
-// (lifecycle.ErrConflictingController, share.ErrNotOwned), corrupt state
+// (lifecycle.ErrConflictingController, pool.ErrNotOwned), corrupt state
 // (locking.ErrCorrupt) and a bug (opstask.ErrIllegalTransition,
 // locking.ErrTxnDone) are terminal; a missing Secret, a full bucket, a
 // held or denied lock, a stale owner reference (the garbage collector

@@ -7,60 +7,17 @@
 //
 // Start with [New], then call [Share.ReconcileEntry] and [Share.ReconcileBucket]
 // from the entries' and the buckets' reconcilers (crt/backups.Sharing runs
-// them on a controller-runtime manager; a [Pool] places entries that name no
-// bucket). An entry's data goes before its finalizer, a bucket's finalizer
+// them on a controller-runtime manager; a pool.Pool places entries that
+// name no bucket). An entry's data goes before its finalizer, a bucket's finalizer
 // only when no entry names the bucket, and an entry is admitted into a
 // prefix only while it is empty or its marker names the entry. Run one
 // worker on one elected replica; never change an admitted entry's bucket.
 //
-// # Pools
+// Package backupstore/share/pool places entries that name no bucket in
+// a pool of buckets, which it grows and shrinks.
 //
-// Pool places an entry that names no bucket in a pool of buckets (per
-// provider and region, the quota's limit each) and grows the pool by one
-// bucket object when every bucket is full. With a grace period
-// (PoolConfig.DeleteEmptyAfter) it deletes a bucket whose last entry has
-// been gone that long: the store's bucket (with Grow's Deprovision, only
-// when it holds nothing but its owner marker), then the bucket object. It
-// deletes only the buckets it created (AnnotationCreatedBy), never one an administrator made, and keeps one bucket of each pool (the
-// administrator's, or its first by name when the pool created them all),
-// so that a pool that empties and fills again does not delete and create
-// a bucket each time. "Already exists" is never "mine": a store bucket
-// counts as the pool's only when the pool proves it the bucket object's
-// (PoolConfig.Provision and Deprovision; Grow records it with an owner
-// marker in the store bucket when it creates it), and one that is not is
-// marked (AnnotationStoreNotOwned), takes no entry and is never deleted.
-//
-// Grow is a Pool's growth for bucket objects that name their store by URL
-// and Secret: the next bucket is made from the pool's first, its store
-// bucket named for the installation (Grow.Installation) so that pools of
-// one name in two clusters sharing a store's account never pick one
-// name, and created (backupstore.CreateBucket) with an owner marker
-// (BucketOwnerKey) naming the bucket object's UID; a store bucket that
-// existed is the object's only if its marker says so.
-//
-// Quota is the seed's quota map as a flag ("aws=100,azure=50").
-//
-// # Migration
-//
-// Migration moves an entry's backups from a legacy bucket of its own into
-// its prefix in a shared bucket, in the seed's sequence (create the
-// prefix, copy with a manifest, pause the writer, copy the rest, switch,
-// resume, delete the legacy bucket after a grace period), one step per
-// call of Next, each recorded in a MigrationStatus that the caller keeps
-// in the entry's status: a restarted controller resumes at the recorded
-// step, and the downtime (writer paused) is reported.
-//
-// Migrating runs each admitted entry's Migration in the entry's reconcile,
-// after its Share or Pool, one step per reconcile, recorded in the
-// entry's status; it opens the legacy and shared buckets through the
-// entry's collect.Collector. An entry deleted while its migration has the
-// writer paused gets its writer resumed before its deletion goes on. With
-// MigratingConfig.Conditions, the entry's condition Migrated says where
-// the migration is, and why nothing is done when the entry names another
-// source than the one recorded (SourceChanged, AlreadyMigrated) or a
-// shared bucket (SourceIsShared), or why the legacy location is kept
-// (LegacyNotCopied, or LegacyInUse while another entry's migration from
-// that location has not copied it yet).
+// Package backupstore/share/migrate moves an entry's backups from a legacy
+// bucket of its own into its prefix in a shared bucket.
 //
 // # An admitted entry's bucket never changes
 //
@@ -68,7 +25,8 @@
 // its prefix, and the marker proving it the entry's, are in that bucket,
 // and nothing records it elsewhere. Make the field immutable with a CRD
 // validation rule, as the example's BackupEntry does ("bucketName is
-// immutable once set"); move an entry with Migrating instead. An edited
+// immutable once set"); move an entry with
+// backupstore/share/migrate instead. An edited
 // bucket loses nothing: the entry's deletion finds no marker of its own
 // there and keeps it (collect's NotOwner), its data where it was.
 //
@@ -76,7 +34,9 @@
 //
 // Share is written against collect.Objects, so a client-go user wires it
 // as well as a controller-runtime one; crt/backups.Sharing runs it on a
-// manager.
+// manager. An entry or bucket type that implements
+// collect.ConditionSetter gets the Admitted or InUse condition; one that
+// does not (an *unstructured.Unstructured) gets events only.
 //
 // # Guarantees
 //
@@ -101,156 +61,9 @@
 //   - A bucket's finalizer is removed only when no entry, deleted or not,
 //     names the bucket; the removal carries the resourceVersion read.
 //   - An entry's data goes before its finalizer (collect.Collector.Finalize).
-//   - Pool takes a place with a status write carrying the bucket's
-//     resourceVersion, so two placers (two replicas) never take the last
-//     place twice; a new bucket's name follows from its pool and its
-//     number, so two placers that grow the pool at once create it once.
-//     An object of that name that is not a member of the pool (another
-//     pool's, or no pool's) is never taken for the pool's growth: the
-//     pool grows by the next number.
-//   - With Provision, an entry is admitted to a bucket only after
-//     Provision, on a fresh read of the bucket, succeeded: with Grow, the
-//     store bucket of a bucket the pool created holds the owner marker
-//     of that object's UID, written when the store bucket was created
-//     (backupstore.CreateBucket said created) and never over another's.
-//     A store bucket that existed without the object's marker (another
-//     installation's, or one a pool created before owner markers), unless
-//     it bears the name Grow gives the object in this installation or an
-//     administrator adopted it (AnnotationAdoptStore), makes Provision
-//     fail with ErrNotOwned: the entry is refused
-//     (StoreNotOwned), the bucket marked (AnnotationStoreNotOwned, a
-//     Warning event), Place puts no entry there and grows past it, and the
-//     Pool never deletes it. Place proves a bucket the same way before it
-//     takes a place in it.
-//   - Deprovision (Grow's) deletes a store bucket only if the pool created
-//     its object and the marker, read right before the deletion, names
-//     the object's UID (without a marker: by the same name or adoption
-//     as Provision, so that a deletion interrupted after the marker went
-//     is finished); ErrNotOwned gives the deletion up for good and marks
-//     the bucket. It deletes nothing a store bucket holds besides the
-//     marker: listed right before the deletion, any other object (or
-//     version) refuses it (ErrStoreNotEmpty), and the Pool gives the
-//     deletion up (StoreNotEmpty) and tries again after another grace
-//     period. The entries' own data went with their prefixes (their
-//     collectors delete it before their finalizers go), so what is left
-//     is no entry's of the pool: another installation's entries admitted
-//     to the same store bucket, or a writer's late backup.
-//   - A Migration never writes outside its target prefix in the shared
-//     bucket (backupstore.CopyBackups, which also refuses a source and a
-//     target that overlap in one bucket), never replaces a marker there
-//     (StepCreatePrefix writes its own with backupstore.WriteMarker,
-//     naming the entry's UID under Migrating, keeps the admission's, and
-//     fails on one that names another owner), repeats a step only when
-//     its record was lost, and deletes the legacy bucket only after
-//     GracePeriod from the recorded switch.
-//   - A Migration deletes the legacy location (by default or through the
-//     caller's Hooks.DeleteLegacy) only when a dry-run copy, made right
-//     before, finds every legacy object the copy selects in the target:
-//     objects written there after the copy steps (a writer the switch did
-//     not reach) stop the deletion with ErrLegacyNotCopied naming them,
-//     are copied, and are checked again at the retry. A whole legacy
-//     bucket (no SourcePrefix) is deleted only when the copy left nothing
-//     in it out: one that holds the target itself, or objects the copy's
-//     filters excluded, is kept.
-//   - Migrating never migrates from a shared bucket: the source is
-//     compared, by bucket identity (backupstore.SameBucket, never the URL
-//     string), with the entry's own location and the store's bucket of
-//     every bucket object read from the API server
-//     (MigratingConfig.LiveBuckets), before the first step, before the
-//     copy and again before the legacy location's deletion; one that is,
-//     or cannot be told from, one of them gets Migrated=False,
-//     SourceIsShared, and no step.
-//   - Migrating deletes no legacy location that another entry's migration
-//     copies from and has not copied yet: right before the deletion, the
-//     entries are listed (MigratingConfig.LiveEntries), and one whose
-//     source overlaps (backupstore.Overlap, by bucket identity and
-//     prefix) and whose migration is not at StepDeleteLegacy or done
-//     keeps it (ErrLegacyInUse, Migrated=False, LegacyInUse, naming it).
-//   - An entry that Pool cannot place (PoolConfig.Pool or NewBucket
-//     refuses) gets Admitted=False, reason NoPool, with the refusal.
-//   - A Migration with DryRun deletes nothing: it reports what the
-//     legacy bucket's deletion would delete and stays at that step.
-//   - Migrating records each step in the entry's status before it runs
-//     the next, and never migrates an entry whose recorded step is
-//     StepDone again. It records the source at the first step, and copies
-//     from no other: an entry whose spec names another source later gets
-//     no step, no hook call and no copy or deletion.
-//   - Pool.Release frees the place of an entry only once the API server
-//     says it is gone, not a cache.
-//   - With DeleteEmptyAfter, a bucket is deleted only after it has been
-//     empty (no claim, no entry naming it, deleted or not) since its
-//     stamp (AnnotationEmptySince) plus the grace period, and each step
-//     is decided again on a fresh read (the bucket's Get, and
-//     PoolConfig.LiveEntries from the API server): before the mark
-//     (AnnotationDeleting, written with the resourceVersion read, so a
-//     place taken in between makes it fail), after the mark, and after
-//     the store's deletion; an entry or a claim found then gives the
-//     deletion up (the store's bucket is provisioned again). A marked
-//     bucket takes no place (Place) and admits no entry (Share). The
-//     store's bucket goes before the object, whose deletion carries the
-//     UID and resourceVersion of the last read. Data under Object Lock
-//     stops the deletion until it can go. A dry run (PoolConfig.DryRun)
-//     marks and deletes nothing and reports what would go.
 //
 // # What it does not guarantee
 //
-//   - A Migration's hooks must be idempotent: a step whose record was lost
-//     runs again.
-//   - Without MigratingConfig.LiveEntries, the entries are listed with
-//     Entries.List, which may be a cache: an entry created, or given its
-//     source, a moment before the legacy location's deletion may be
-//     missed. An entry whose source changed since its migration started
-//     (SourceChanged) holds it only when its recorded source is spelled
-//     as this one's (MigrationStatus.Source is a string for people).
-//   - An object written to the legacy location between the last dry-run
-//     copy and the deletion is deleted with it: stop every writer of the
-//     legacy location by the end of the grace period (a writer that
-//     writes on is caught at each attempt before that one).
-//   - A Migration used without Migrating knows its buckets only as
-//     *blob.Bucket values: it cannot compare the source with the shared
-//     buckets it does not open (the dry-run check above still keeps a
-//     whole bucket that holds the target or data it did not copy), and
-//     CopyBackups tells one bucket from another only when
-//     backupstore.OpenBucket opened both.
-//   - That an object written into a store bucket between Deprovision's
-//     listing and its deletion is kept: the window is one listing (S3
-//     and GCS refuse to delete a bucket that holds an object written
-//     after the deletion's own listing; see backupstore.DeleteBucket for
-//     Azure).
-//   - Pool does not create or delete the store's bucket behind a bucket
-//     object by itself, nor read its owner marker: the caller's Provision
-//     and Deprovision do (Grow's, with backupstore.CreateBucket and
-//     DeleteBucket and the owner marker), Provision before entries are
-//     admitted to it. A bucket object deleted by someone else is not
-//     deprovisioned: its store's bucket stays, and a bucket object made
-//     again under its name (a new UID) does not own it.
-//   - That a pool's store bucket is ever deleted when it was created
-//     before owner markers (no marker; its name has no installation
-//     hash): it takes no new entry and stays, until an administrator
-//     vouches for it with AnnotationAdoptStore (the object's UID).
-//   - That an entry placed in a bucket before the bucket was found not
-//     the owner of its store's bucket is placed again: it names that
-//     bucket and is refused (StoreNotOwned) until the store bucket is
-//     adopted. Place proves a bucket before it places an entry there, so
-//     only a bucket whose store bucket changed hands since can do this.
-//   - That a store bucket Grow created and whose marker it did not write
-//     (a restart between the two requests) is recognized after
-//     Installation changed: it is recognized by its name, the one Grow
-//     gives the object in this installation, and with another
-//     Installation it is refused like another's, and stays. Two
-//     installations given one Installation value are told apart only
-//     by the markers.
-//   - An entry that names a pool's bucket itself (not placed by Place,
-//     so it takes no place) and is created between the deletion's last
-//     fresh read and the object's deletion names a bucket being deleted:
-//     it is refused (BucketDeleting), and the object stays, without a
-//     store's bucket, while the entry names it. Place's entries are not
-//     exposed: the mark stops them.
-//   - The grace period restarts when an entry or a claim is seen; an
-//     entry of the first kind that came and went while no controller ran
-//     is not seen.
-//   - A bucket's number may be given again once its bucket is deleted
-//     (a new bucket takes the first free number from the count up).
 //   - Admissions are not serialized across workers or replicas: run one
 //     worker on the one elected replica (crt/backups.Sharing does the first,
 //     leader election the second).
@@ -259,5 +72,3 @@
 //     has not shown the cache yet. That entry is then refused
 //     (BucketDeleting or BucketNotFound).
 package share
-
-//go:generate go run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0 object paths=.

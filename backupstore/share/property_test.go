@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +17,7 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/internal/propertytest"
 	"github.com/groundskeeper-io/groundskeeper/internal/testbackup"
 	"github.com/groundskeeper-io/groundskeeper/retention"
 )
@@ -39,34 +38,6 @@ import (
 // PROPERTY_SEED replays one seed; PROPERTY_DURATION (a Go duration) runs
 // fresh seeds for that long (make chaos); by default a fixed set of seeds
 // runs (make test).
-
-func propertySeeds(t *testing.T, run func(t *testing.T, seed uint64)) {
-	if s := os.Getenv("PROPERTY_SEED"); s != "" {
-		seed, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("PROPERTY_SEED=%q: %v", s, err)
-		}
-		run(t, seed)
-		return
-	}
-	if s := os.Getenv("PROPERTY_DURATION"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			t.Fatalf("PROPERTY_DURATION=%q: %v", s, err)
-		}
-		start, seed, n := time.Now(), uint64(time.Now().UnixNano()), 0
-		t.Logf("fresh seeds from %d", seed)
-		for time.Since(start) < d && !t.Failed() {
-			run(t, seed+uint64(n))
-			n++
-		}
-		t.Logf("%d seeds", n)
-		return
-	}
-	for seed := uint64(1); seed <= 60 && !t.Failed(); seed++ {
-		run(t, seed)
-	}
-}
 
 // stores is the object store: one in-memory bucket per bucket identity,
 // whatever URL names it.
@@ -179,7 +150,6 @@ func (w *shareWorld) newReplica(t *testing.T) *share.Share[backup, backup] {
 		Bucket:          func(e backup) (string, string) { return "", e.Spec.Bucket },
 		Limit:           func(b backup) int { return b.Spec.Limit },
 		Prefix:          func(e backup) *string { return &e.Status.Prefix },
-		Conditions:      func(e backup) *[]metav1.Condition { return &e.Status.Conditions },
 		BucketFinalizer: "example.com/entries",
 	})
 	if err != nil {
@@ -304,7 +274,7 @@ func (w *shareWorld) live() map[string]bool {
 
 func TestPropertySharedBucketsDeleteOnlyTheirOwn(t *testing.T) {
 	t.Parallel()
-	propertySeeds(t, func(t *testing.T, seed uint64) {
+	propertytest.Seeds(t, func(t *testing.T, seed uint64) {
 		w := newShareWorld(t, seed)
 		w.log("seed %d", seed)
 		for range 200 {
@@ -394,7 +364,7 @@ func TestPropertyCollectNeverDeletesANestedBackup(t *testing.T) {
 	t.Parallel()
 	spellings := []string{"mem://b", "mem://b/", "mem://b?region=eu-west-1", "mem://c"}
 	prefixes := []string{"x/", "x/y/", "x/y/z/", "xy/", "z/"}
-	propertySeeds(t, func(t *testing.T, seed uint64) {
+	propertytest.Seeds(t, func(t *testing.T, seed uint64) {
 		ctx := context.Background()
 		rnd := rand.New(rand.NewPCG(seed, 7))
 		objs, st, led := &testbackup.Mem{}, stores{}, ledger{}

@@ -29,10 +29,12 @@ var ErrInvalidConfig = backupstore.ErrInvalidConfig
 
 // Condition types and the reasons Share sets.
 const (
-	// ConditionAdmitted, on an entry, is True once it has a prefix in its
-	// bucket; False with the reason why not.
+	// ConditionAdmitted, on an entry whose type implements
+	// collect.ConditionSetter, is True once it has a prefix in its bucket;
+	// False with the reason why not.
 	ConditionAdmitted = "Admitted"
-	// ConditionInUse, on a bucket, is True while entries name it.
+	// ConditionInUse, on a bucket whose type implements
+	// collect.ConditionSetter, is True while entries name it.
 	ConditionInUse = "InUse"
 
 	ReasonAdmitted        = "Admitted"
@@ -48,8 +50,8 @@ const (
 	// still name.
 	ReasonBucketInUse = "BucketInUse"
 	// ReasonNoPool: an entry that names no bucket has no pool to be
-	// placed in (PoolConfig.Pool refused it, an unknown provider), or its
-	// pool cannot grow (PoolConfig.NewBucket refused).
+	// placed in (pool.Config.Pool refused it, an unknown provider), or its
+	// pool cannot grow (its Grower's NewBucket refused).
 	ReasonNoPool = "NoPool"
 	// ReasonPrefixTaken: the entry's prefix in its bucket holds a marker
 	// of another owner, or objects and no marker of the entry: another's
@@ -83,9 +85,6 @@ type Config[E, B collect.Object] struct {
 	// Prefix points at the entry's status field that holds its prefix
 	// once admitted ("" until then). Required.
 	Prefix func(E) *string
-	// Conditions points at the entry's status conditions (Admitted).
-	// Required.
-	Conditions func(E) *[]metav1.Condition
 	// MarkerKey is the key, under an admitted entry's prefix, of the
 	// marker object written when the entry is admitted
 	// (backupstore.WriteMarker): it names the entry's UID, the record of
@@ -98,11 +97,10 @@ type Config[E, B collect.Object] struct {
 	// BucketFinalizer is put on every bucket and removed from a deleted
 	// bucket only once no entry names it. Required.
 	BucketFinalizer string
-	// BucketConditions, if set, points at a bucket's status conditions
-	// (InUse); Count, if set, records a bucket's counts in its status.
-	// Without both, a bucket's status is never written.
-	BucketConditions func(B) *[]metav1.Condition
-	Count            func(b B, entries, admitted int)
+	// Count, if set, records a bucket's counts in its status. A bucket
+	// type that implements collect.ConditionSetter gets the InUse
+	// condition; without either, a bucket's status is never written.
+	Count func(b B, entries, admitted int)
 	// Names words the messages; empty fields have neutral defaults.
 	Names Names
 	// Recorder records events; nil records none.
@@ -135,7 +133,7 @@ func New[E, B collect.Object](cfg Config[E, B]) (*Share[E, B], error) {
 	}{
 		{"Entries", cfg.Entries != nil}, {"Buckets", cfg.Buckets != nil}, {"Collector", cfg.Collector != nil},
 		{"Bucket", cfg.Bucket != nil}, {"Limit", cfg.Limit != nil}, {"Prefix", cfg.Prefix != nil},
-		{"Conditions", cfg.Conditions != nil}, {"BucketFinalizer", cfg.BucketFinalizer != ""},
+		{"BucketFinalizer", cfg.BucketFinalizer != ""},
 	} {
 		if !f.ok {
 			return nil, fmt.Errorf("%w: share: Config.%s is required", ErrInvalidConfig, f.name)
@@ -306,9 +304,19 @@ func PrefixOf(e metav1.Object) (string, error) {
 	return backupstore.EntryPrefix("", entry)
 }
 
-// refuse records on e why it is not admitted (Admitted=False with reason
+// Config is the Config s runs with, its defaults set: a placer in front
+// of s (pool.Pool) reads the entries, the buckets and their limits with it.
+func (s *Share[E, B]) Config() Config[E, B] { return s.cfg }
+
+// Refuse records on e why it is not admitted (Admitted=False with reason
 // and msg; a Warning event when the condition changes) and returns err
-// joined with a failed status write.
+// joined with a failed status write: a placer in front of s (pool.Pool)
+// refuses an entry it cannot place with it.
+func (s *Share[E, B]) Refuse(ctx context.Context, e E, reason, msg string, err error) error {
+	return s.refuse(ctx, e, reason, msg, err)
+}
+
+// refuse is Refuse.
 func (s *Share[E, B]) refuse(ctx context.Context, e E, reason, msg string, err error) error {
 	changed, werr := s.setCondition(ctx, e, metav1.ConditionFalse, reason, msg)
 	if changed {
@@ -324,17 +332,30 @@ func (s *Share[E, B]) refuse(ctx context.Context, e E, reason, msg string, err e
 // entry) is returned for a retry: the status write does not requeue.
 func (s *Share[E, B]) setCondition(ctx context.Context, e E, status metav1.ConditionStatus, reason, msg string) (bool, error) {
 	before := e.DeepCopyObject().(E)
-	prev := meta.FindStatusCondition(*s.cfg.Conditions(before), ConditionAdmitted)
-	transition := prev == nil || prev.Status != status || prev.Reason != reason
-	changed := meta.SetStatusCondition(s.cfg.Conditions(e), metav1.Condition{
-		Type: ConditionAdmitted, Status: status, Reason: reason, Message: msg,
-		ObservedGeneration: e.GetGeneration(), LastTransitionTime: metav1.NewTime(s.cfg.Clock.Now()),
-	})
+	// Without a ConditionSetter there is no condition to tell a
+	// transition by: every call is one (events only, as collect's).
+	transition, changed := true, false
+	cs, hasConds := any(e).(collect.ConditionSetter)
+	if hasConds {
+		prev := meta.FindStatusCondition(cs.GetConditions(), ConditionAdmitted)
+		transition = prev == nil || prev.Status != status || prev.Reason != reason
+		conds := slices.Clone(cs.GetConditions())
+		changed = meta.SetStatusCondition(&conds, metav1.Condition{
+			Type: ConditionAdmitted, Status: status, Reason: reason, Message: msg,
+			ObservedGeneration: e.GetGeneration(), LastTransitionTime: metav1.NewTime(s.cfg.Clock.Now()),
+		})
+		if changed {
+			cs.SetConditions(conds)
+		}
+	}
 	if !changed && *s.cfg.Prefix(e) == *s.cfg.Prefix(before) {
-		return false, nil
+		return !hasConds, nil
 	}
 	if err := s.cfg.Entries.UpdateStatus(ctx, e); err != nil {
-		*s.cfg.Conditions(e), *s.cfg.Prefix(e) = *s.cfg.Conditions(before), *s.cfg.Prefix(before)
+		if hasConds {
+			cs.SetConditions(any(before).(collect.ConditionSetter).GetConditions())
+		}
+		*s.cfg.Prefix(e) = *s.cfg.Prefix(before)
 		return false, fmt.Errorf("update status (%s %s): %w", ConditionAdmitted, reason, err)
 	}
 	return transition, nil
@@ -383,7 +404,8 @@ func (s *Share[E, B]) ReconcileBucket(ctx context.Context, b B) (time.Duration, 
 			return 0, fmt.Errorf("add finalizer: %w", err)
 		}
 	}
-	if s.cfg.BucketConditions == nil && s.cfg.Count == nil {
+	bcs, hasConds := any(b).(collect.ConditionSetter)
+	if !hasConds && s.cfg.Count == nil {
 		return 0, nil
 	}
 	before := b.DeepCopyObject().(B)
@@ -391,7 +413,7 @@ func (s *Share[E, B]) ReconcileBucket(ctx context.Context, b B) (time.Duration, 
 		s.cfg.Count(b, len(names), admitted)
 	}
 	changed := false
-	if s.cfg.BucketConditions != nil {
+	if hasConds {
 		inUse := metav1.Condition{Type: ConditionInUse, Status: metav1.ConditionFalse, Reason: ReasonNoEntries,
 			Message: "no " + s.cfg.Names.Entries + " name the bucket", ObservedGeneration: b.GetGeneration(), LastTransitionTime: metav1.NewTime(s.cfg.Clock.Now())}
 		if len(names) > 0 {
@@ -401,7 +423,10 @@ func (s *Share[E, B]) ReconcileBucket(ctx context.Context, b B) (time.Duration, 
 				inUse.Reason = ReasonDeletionBlocked
 			}
 		}
-		changed = meta.SetStatusCondition(s.cfg.BucketConditions(b), inUse)
+		conds := slices.Clone(bcs.GetConditions())
+		if changed = meta.SetStatusCondition(&conds, inUse); changed {
+			bcs.SetConditions(conds)
+		}
 		if changed && b.GetDeletionTimestamp() != nil {
 			s.cfg.Recorder.Event(b, corev1.EventTypeWarning, ReasonBucketInUse, "deletion waits: "+inUse.Message)
 		}
@@ -459,3 +484,20 @@ func equalJSON(a, b any) bool {
 	y, _ := json.Marshal(b)
 	return string(x) == string(y)
 }
+
+// Reconciler is what crt/backups.Sharing runs: a Share, or a pool.Pool
+// over one (and a migrate.Controller over either).
+type Reconciler[E, B collect.Object] interface {
+	ReconcileEntry(ctx context.Context, e E) (time.Duration, error)
+	ReconcileBucket(ctx context.Context, b B) (time.Duration, error)
+	Waiting(ctx context.Context, b B) ([]E, error)
+	BucketOf(e E) (namespace, name string)
+}
+
+var _ Reconciler[collect.Object, collect.Object] = (*Share[collect.Object, collect.Object])(nil)
+
+// AnnotationDeleting marks a bucket whose deletion a pool.Pool has
+// decided (RFC 3339, UTC): the pool takes no place in it and Share
+// admits no entry to it. It is removed, and the deletion given up,
+// when the bucket turns out to be in use before its object is deleted.
+const AnnotationDeleting = "backupstore.groundskeeper.io/deleting"

@@ -9,8 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"gocloud.dev/blob"
-
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
@@ -48,7 +46,6 @@ func TestNewNamesTheMissingField(t *testing.T) {
 			Bucket:          func(b backup) (string, string) { return b.Namespace, b.Spec.Bucket },
 			Limit:           func(backup) int { return 1 },
 			Prefix:          func(b backup) *string { return &b.Status.Prefix },
-			Conditions:      func(b backup) *[]metav1.Condition { return &b.Status.Conditions },
 			BucketFinalizer: "g",
 		}
 	}
@@ -65,7 +62,6 @@ func TestNewNamesTheMissingField(t *testing.T) {
 		{"Config.Bucket", func(c *share.Config[backup, backup]) { c.Bucket = nil }},
 		{"Config.Limit", func(c *share.Config[backup, backup]) { c.Limit = nil }},
 		{"Config.Prefix", func(c *share.Config[backup, backup]) { c.Prefix = nil }},
-		{"Config.Conditions", func(c *share.Config[backup, backup]) { c.Conditions = nil }},
 		{"Config.BucketFinalizer", func(c *share.Config[backup, backup]) { c.BucketFinalizer = "" }},
 		{"Config.MarkerKey", func(c *share.Config[backup, backup]) { c.MarkerKey = "../up" }},
 	} {
@@ -75,39 +71,6 @@ func TestNewNamesTheMissingField(t *testing.T) {
 		if !errors.Is(err, share.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.field) {
 			t.Errorf("without %s: %v; want ErrInvalidConfig naming it", tc.field, err)
 		}
-	}
-}
-
-// A migration that is done (an entry already migrated) runs nothing and
-// changes nothing; an unknown step and a Migration without its hooks are
-// refused with ErrInvalidConfig.
-func TestMigrationBadInput(t *testing.T) {
-	ctx := context.Background()
-	called := 0
-	hook := func(context.Context) error { called++; return nil }
-	m := &share.Migration{
-		Buckets: func(context.Context) (*blob.Bucket, *blob.Bucket, func(), error) {
-			called++
-			return nil, nil, nil, errors.New("not opened")
-		},
-		TargetPrefix: "entry/",
-		Hooks:        share.MigrationHooks{Pause: hook, Switch: hook, Resume: hook, DeleteLegacy: hook},
-	}
-	st := share.MigrationStatus{Step: share.StepDone}
-	done, after, err := m.Next(ctx, &st)
-	if !done || after != 0 || err != nil || called != 0 || st != (share.MigrationStatus{Step: share.StepDone}) {
-		t.Errorf("done migration: done %v, after %s, err %v, %d calls, status %+v", done, after, err, called, st)
-	}
-	st = share.MigrationStatus{Step: "Teleport"}
-	if _, _, err := m.Next(ctx, &st); !errors.Is(err, share.ErrInvalidConfig) || !strings.Contains(err.Error(), "Teleport") {
-		t.Errorf("unknown step: %v", err)
-	}
-	m.Hooks.Pause = nil
-	if _, _, err := m.Next(ctx, &share.MigrationStatus{}); !errors.Is(err, share.ErrInvalidConfig) || !strings.Contains(err.Error(), "Pause") {
-		t.Errorf("no Pause hook: %v", err)
-	}
-	if called != 0 {
-		t.Errorf("%d calls on refused input", called)
 	}
 }
 

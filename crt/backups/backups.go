@@ -49,7 +49,7 @@ func (o objects[P, B]) List(ctx context.Context, namespace string) ([]P, error) 
 
 // LiveList returns a function that lists the objects of type P in
 // namespace ("" for all) with the API reader live, never from a cache:
-// share.PoolConfig.LiveEntries is
+// pool.Config.LiveEntries is
 // backups.LiveList[*v1.Entry](mgr.GetScheme(), mgr.GetAPIReader(), "").
 func LiveList[P Object[B], B any](scheme *runtime.Scheme, live client.Reader, namespace string) func(context.Context) ([]P, error) {
 	return func(ctx context.Context) ([]P, error) { return listWith[P](ctx, scheme, live, namespace) }

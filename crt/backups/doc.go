@@ -3,9 +3,9 @@
 // collect.Objects, and a Collection is the controller that runs the
 // collector's passes and, with a finalizer, prepares and finalizes each
 // backup. A Sharing runs a backupstore/share.Share (entries placed in shared
-// buckets), or a share.Pool over one (entries placed in a pool that
+// buckets), or a pool.Pool over one (entries placed in a pool that
 // grows), as two controllers. DeploymentWriter is a migration's writer
-// (share.MigrationHooks): a Deployment scaled to 0 and back.
+// (migrate.Hooks): a Deployment scaled to 0 and back.
 //
 //	c, err := collect.New(collect.Config[*v1.Backup]{
 //		Objects: backups.Objects[*v1.Backup](mgr.GetClient(), mgr.GetAPIReader()),
@@ -21,9 +21,9 @@
 //     every admission of a share.Share (whose Config.Buckets and Entries
 //     must both be Objects with mgr.GetAPIReader()); Delete sends the UID
 //     and resourceVersion preconditions it is given.
-//   - LiveList lists with the API reader, never the cache: a share.Pool
+//   - LiveList lists with the API reader, never the cache: a pool.Pool
 //     deletes an empty bucket only when it finds no entry naming it there
-//     (share.PoolConfig.LiveEntries).
+//     (pool.Config.LiveEntries).
 //   - A Collection's passes of one namespace never overlap (one request per
 //     namespace), and a pass is requeued when its report says the next
 //     decision is due; errors end as crt.Result maps them.

@@ -21,8 +21,8 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/crt"
 )
 
-// Sharing runs a *share.Share, a *share.Pool over one, or a
-// share.Migrating on a manager: SetupWithManager adds two controllers,
+// Sharing runs a *share.Share, a *pool.Pool over one, or a
+// migrate.Controller on a manager: SetupWithManager adds two controllers,
 // Name+"-entries" and Name+"-buckets", each with one worker (admissions
 // must not race):
 //

@@ -100,7 +100,6 @@ func testShare(t *testing.T, name string, store *testenv.BlobStore, creds map[st
 			return n
 		},
 		Prefix:          func(b *testbackup.Backup) *string { return &b.Status.Prefix },
-		Conditions:      func(b *testbackup.Backup) *[]metav1.Condition { return &b.Status.Conditions },
 		Marker:          func(b *testbackup.Backup) []byte { return []byte(b.UID) },
 		MarkerKey:       "entry",
 		BucketFinalizer: bucketFinalizer,

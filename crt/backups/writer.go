@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/migrate"
 	"github.com/groundskeeper-io/groundskeeper/internal/errclass"
 )
 
@@ -18,7 +18,7 @@ import (
 // Deployment are left: the migration's pause step is retried.
 var ErrWriterRunning = errclass.Retryable("backups: the writer still has pods")
 
-// DeploymentWriter is the writer of a migration (share.MigrationHooks): a
+// DeploymentWriter is the writer of a migration (migrate.Hooks): a
 // Deployment whose pods write the backups. Pause scales it to 0 and
 // waits until its pods are gone; Switch puts the new location in its pod
 // template; Resume scales it back to the replicas it had. Each is
@@ -40,8 +40,8 @@ type DeploymentWriter struct {
 
 // Hooks are w's pause, switch to location, and resume; DeleteLegacy is
 // left to the Migration's default (or the caller).
-func (w DeploymentWriter) Hooks(location string) share.MigrationHooks {
-	return share.MigrationHooks{Pause: w.Pause, Switch: w.Switch(location), Resume: w.Resume}
+func (w DeploymentWriter) Hooks(location string) migrate.Hooks {
+	return migrate.Hooks{Pause: w.Pause, Switch: w.Switch(location), Resume: w.Resume}
 }
 
 func (w DeploymentWriter) get(ctx context.Context) (*appsv1.Deployment, error) {

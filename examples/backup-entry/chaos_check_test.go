@@ -10,7 +10,7 @@ import (
 	"gocloud.dev/gcerrors"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/pool"
 	"github.com/groundskeeper-io/groundskeeper/examples/backup-entry/api"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/chaos"
 )
@@ -143,7 +143,7 @@ func (g *beWorkload) check(ctx context.Context) []chaos.Violation {
 				g.checkLegacyKey(add, keys, e, key, r)
 				continue
 			}
-			if s.keys.BucketMayGo && key == share.BucketOwnerKey {
+			if s.keys.BucketMayGo && key == pool.BucketOwnerKey {
 				continue // the store bucket's: invOwner judges its deletion
 			}
 			e := g.ownerOf(s, key)

@@ -21,7 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
-	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/migrate"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/pool"
 	"github.com/groundskeeper-io/groundskeeper/examples/backup-entry/api"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/chaos"
 	"github.com/groundskeeper-io/groundskeeper/testenv"
@@ -248,7 +249,7 @@ func (m *migrationTruth) see(be *api.BackupEntry, now time.Time) {
 		if m.startedSeen.IsZero() {
 			m.startedSeen = now
 		}
-		if st.Step == share.StepDone && m.doneSeen.IsZero() {
+		if st.Step == migrate.StepDone && m.doneSeen.IsZero() {
 			m.doneSeen = now
 		}
 	}
@@ -257,8 +258,8 @@ func (m *migrationTruth) see(be *api.BackupEntry, now time.Time) {
 
 // refusedShared says that be's migration is refused for a shared source.
 func refusedShared(be *api.BackupEntry) bool {
-	c := meta.FindStatusCondition(be.Status.Conditions, share.ConditionMigrated)
-	return c != nil && c.Status == metav1.ConditionFalse && c.Reason == share.ReasonSourceIsShared
+	c := meta.FindStatusCondition(be.Status.Conditions, migrate.ConditionMigrated)
+	return c != nil && c.Status == metav1.ConditionFalse && c.Reason == migrate.ReasonSourceIsShared
 }
 
 // newMigration makes an entry's spec.migrateFrom: six in ten from a legacy
@@ -394,7 +395,7 @@ func wholeLegacyBucket() clientWrap {
 }
 
 // ownerMarkerHidingStore is an endpoint in front of an S3 server that
-// hides the pools' owner markers (share.BucketOwnerKey) from its client:
+// hides the pools' owner markers (pool.BucketOwnerKey) from its client:
 // a read finds none, and a write is answered as done and never passed on.
 // A planted bug of the store layer: two installations given one
 // --installation are then told apart by nothing, and a pool takes the
@@ -406,7 +407,7 @@ func ownerMarkerHidingStore(t *testing.T, endpoint string) string {
 	}
 	rp := httputil.NewSingleHostReverseProxy(u)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !strings.HasSuffix(r.URL.Path, "/"+share.BucketOwnerKey) {
+		if !strings.HasSuffix(r.URL.Path, "/"+pool.BucketOwnerKey) {
 			rp.ServeHTTP(w, r)
 			return
 		}
@@ -418,7 +419,7 @@ func ownerMarkerHidingStore(t *testing.T, endpoint string) string {
 		case http.MethodGet:
 			w.Header().Set("Content-Type", "application/xml")
 			w.WriteHeader(http.StatusNotFound)
-			fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>NoSuchKey</Code><Message>The specified key does not exist.</Message><Key>%s</Key></Error>`, share.BucketOwnerKey)
+			fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>NoSuchKey</Code><Message>The specified key does not exist.</Message><Key>%s</Key></Error>`, pool.BucketOwnerKey)
 		case http.MethodHead:
 			w.WriteHeader(http.StatusNotFound)
 		default:

@@ -27,7 +27,8 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
-	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/migrate"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/pool"
 	"github.com/groundskeeper-io/groundskeeper/examples/backup-entry/api"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/chaos"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/kubecmd"
@@ -980,7 +981,7 @@ func (g *beWorkload) runManager(ctx context.Context, cfg *rest.Config, i int) er
 	}
 	o := controllerOptions{grace: g.o.grace, wrap: g.o.wrap, installation: g.w.installation}
 	if p := g.w.pool; p != nil {
-		o.quota = share.Quota{p.provider: p.quota}
+		o.quota = pool.Limits{p.provider: p.quota}
 	}
 	if err := setupControllers(mgr, o); err != nil {
 		return err
@@ -1030,7 +1031,7 @@ func (g *beWorkload) pending(ctx context.Context) ([]string, error) {
 		case be.Status.Prefix == "":
 			// A migration waits for the admission (waiting says whether
 			// the entry should have one).
-		case m != nil && m.kind == migrateLegacy && (be.Status.Migration == nil || be.Status.Migration.Step != share.StepDone):
+		case m != nil && m.kind == migrateLegacy && (be.Status.Migration == nil || be.Status.Migration.Step != migrate.StepDone):
 			out = append(out, fmt.Sprintf("entry %s migrates from %s (status.migration %+v)", be.Name, m.source, be.Status.Migration))
 		case m != nil && m.kind != migrateLegacy && !refusedShared(be):
 			out = append(out, fmt.Sprintf("entry %s, whose source %s is a shared bucket, is not refused yet", be.Name, m.source))

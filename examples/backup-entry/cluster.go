@@ -18,7 +18,7 @@ import (
 	_ "github.com/groundskeeper-io/groundskeeper/backupstore/azurestore" // azblob://
 	_ "github.com/groundskeeper-io/groundskeeper/backupstore/gcsstore"   // gs://
 	_ "github.com/groundskeeper-io/groundskeeper/backupstore/s3store"    // s3://
-	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/pool"
 	"github.com/groundskeeper-io/groundskeeper/crt"
 	"github.com/groundskeeper-io/groundskeeper/crt/backups"
 	"github.com/groundskeeper-io/groundskeeper/examples/backup-entry/api"
@@ -29,9 +29,9 @@ type controllerOptions struct {
 	grace  time.Duration
 	dryRun bool
 	// quota is a pool's bucket's most entries, per provider (--quota).
-	quota share.Quota
+	quota pool.Limits
 	// installation names this installation among those whose pools may
-	// share a store's account (--installation; share.Grow.Installation);
+	// share a store's account (--installation; pool.Grow.Installation);
 	// setupControllers takes the UID of the kube-system namespace when it
 	// is empty.
 	installation string

@@ -17,6 +17,8 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/migrate"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/pool"
 	"github.com/groundskeeper-io/groundskeeper/crt/backups"
 	"github.com/groundskeeper-io/groundskeeper/examples/backup-entry/api"
 )
@@ -47,11 +49,11 @@ type deps struct {
 	writers backups.DeploymentWriter
 }
 
-// newController is the controller (share.Share, in a share.Pool, in a
-// share.Migrating): an entry that names no bucket is placed in its pool,
+// newController is the controller (share.Share, in a pool.Pool, in a
+// migrate.Controller): an entry that names no bucket is placed in its pool,
 // the BackupBuckets of its spec.provider and spec.region, --quota entries
 // each; when all are full the pool grows by a BackupBucket made from its
-// first (share.Grow: <provider>-<region>-<n>, the store's bucket of that
+// first (pool.Grow: <provider>-<region>-<n>, the store's bucket of that
 // name and the installation's hash created, with an owner marker naming
 // the BackupBucket's UID, before an entry is admitted to it; a store
 // bucket that existed without that marker is not the pool's, takes no
@@ -95,16 +97,14 @@ func newController(d deps, o controllerOptions) (share.Reconciler[*api.BackupEnt
 		Bucket: func(e *api.BackupEntry) (string, string) { return "", e.Spec.BucketName },
 		// A pool's bucket holds its provider's quota (at least 1), any
 		// other its spec.maxEntries.
-		Limit:      func(b *api.BackupBucket) int { return cmp.Or(o.quota[b.Spec.Provider], b.Spec.MaxEntries) },
-		Prefix:     func(e *api.BackupEntry) *string { return &e.Status.Prefix },
-		Conditions: func(e *api.BackupEntry) *[]metav1.Condition { return &e.Status.Conditions },
-		MarkerKey:  markerKey,
+		Limit:     func(b *api.BackupBucket) int { return cmp.Or(o.quota[b.Spec.Provider], b.Spec.MaxEntries) },
+		Prefix:    func(e *api.BackupEntry) *string { return &e.Status.Prefix },
+		MarkerKey: markerKey,
 		Marker: func(e *api.BackupEntry) []byte {
 			m, _ := json.Marshal(map[string]string{"backupEntry": e.Name, "uid": string(e.UID), "shootUID": e.Spec.ShootUID})
 			return m
 		},
-		BucketFinalizer:  api.Finalizer,
-		BucketConditions: func(b *api.BackupBucket) *[]metav1.Condition { return &b.Status.Conditions },
+		BucketFinalizer: api.Finalizer,
 		Count: func(b *api.BackupBucket, entries, admitted int) {
 			b.Status.Entries, b.Status.Admitted = entries, admitted
 		},
@@ -113,7 +113,7 @@ func newController(d deps, o controllerOptions) (share.Reconciler[*api.BackupEnt
 	if err != nil {
 		return nil, err
 	}
-	grow := share.Grow[*api.BackupBucket]{Buckets: d.buckets, Secrets: d.secrets, Installation: o.installation, Open: d.open,
+	grow := pool.Grow[*api.BackupBucket]{Buckets: d.buckets, Secrets: d.secrets, Installation: o.installation, Open: d.open,
 		Member: func(b *api.BackupBucket) string { return b.Spec.Pool() },
 		Store: func(b *api.BackupBucket) (string, string, string) {
 			ns, name := b.Spec.SecretRef.Key()
@@ -124,9 +124,8 @@ func newController(d deps, o controllerOptions) (share.Reconciler[*api.BackupEnt
 			return &api.BackupBucket{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
 		},
 	}
-	pool, err := share.NewPool(share.PoolConfig[*api.BackupEntry, *api.BackupBucket]{
-		Share: s, Create: d.createBucket, NewBucket: grow.NewBucket, Provision: grow.Provision, Member: grow.Member,
-		Deprovision: grow.Deprovision, LiveEntries: d.liveEntries, DeleteEmptyAfter: o.grace, DryRun: o.dryRun,
+	placer, err := pool.New(pool.Config[*api.BackupEntry, *api.BackupBucket]{
+		Share: s, Create: d.createBucket, Grower: grow, Member: grow.Member, LiveEntries: d.liveEntries, DeleteEmptyAfter: o.grace, DryRun: o.dryRun,
 		Pool: func(e *api.BackupEntry) (string, error) {
 			if _, ok := o.quota[e.Spec.Provider]; !ok {
 				return "", fmt.Errorf("spec.provider %q has no --quota (--quota=%q)", e.Spec.Provider, o.quota.String())
@@ -139,16 +138,15 @@ func newController(d deps, o controllerOptions) (share.Reconciler[*api.BackupEnt
 	if err != nil {
 		return nil, err
 	}
-	return share.NewMigrating(share.MigratingConfig[*api.BackupEntry, *api.BackupBucket]{
-		Reconciler: pool, Entries: d.entries, Collector: collector, Recorder: d.events, Clock: d.clk,
-		Migration: share.Migration{GracePeriod: o.grace, DryRun: o.dryRun},
+	return migrate.New(migrate.Config[*api.BackupEntry, *api.BackupBucket]{
+		Reconciler: placer, Entries: d.entries, Collector: collector, Recorder: d.events, Clock: d.clk,
+		Migration: migrate.Migration{GracePeriod: o.grace, DryRun: o.dryRun},
 		Prefix:    func(e *api.BackupEntry) string { return e.Status.Prefix },
-		Status:    func(e *api.BackupEntry) **share.MigrationStatus { return &e.Status.Migration },
+		Status:    func(e *api.BackupEntry) **migrate.Status { return &e.Status.Migration },
 		// A spec.migrateFrom that names a BackupBucket's store bucket (the
 		// entry's own, or any other) is refused: SourceIsShared.
 		LiveBuckets: d.liveBuckets,
 		BucketURL:   func(b *api.BackupBucket) string { return b.Spec.URL },
-		Conditions:  func(e *api.BackupEntry) *[]metav1.Condition { return &e.Status.Conditions },
 		Source: func(e *api.BackupEntry) (collect.Location, bool) {
 			from := e.Spec.MigrateFrom
 			if from == nil {
@@ -158,7 +156,7 @@ func newController(d deps, o controllerOptions) (share.Reconciler[*api.BackupEnt
 			loc.SecretNamespace, loc.Secret = from.SecretRef.Key()
 			return loc, true
 		},
-		Hooks: func(e *api.BackupEntry) share.MigrationHooks {
+		Hooks: func(e *api.BackupEntry) migrate.Hooks {
 			w := d.writers
 			w.Deployment = client.ObjectKey{Namespace: e.Spec.MigrateFrom.Writer.Namespace, Name: e.Spec.MigrateFrom.Writer.Name}
 			return w.Hooks(e.Spec.BucketName + "/" + e.Status.Prefix)

@@ -23,7 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 
-	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/migrate"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/pool"
 	"github.com/groundskeeper-io/groundskeeper/examples/backup-entry/api"
 	"github.com/groundskeeper-io/groundskeeper/examples/internal/rbactest"
 	"github.com/groundskeeper-io/groundskeeper/internal/soak"
@@ -182,7 +183,7 @@ func TestMigrationOnMinIO(t *testing.T) {
 	var requests rbactest.Recorder // every request checked against deploy/rbac.yaml at the end
 	// 3: the bucket also holds shoot--other/, data of no entry, which the
 	// store counts (backupstore.Quota counts prefixes, not resources).
-	o := controllerOptions{grace: grace, quota: share.Quota{e.provider: 3}, wrap: scoped(e.tag)}
+	o := controllerOptions{grace: grace, quota: pool.Limits{e.provider: 3}, wrap: scoped(e.tag)}
 	_, stop := startManager(t, requests.Wrap(e.k.Config), e.k.Namespace, o)
 	name := e.createShoot("migrating", &api.LegacyBucket{URL: legacyStore.URL,
 		SecretRef: &api.SecretReference{Namespace: e.k.Namespace, Name: e.secret},
@@ -198,7 +199,7 @@ func TestMigrationOnMinIO(t *testing.T) {
 	fromShared := e.createShoot("from-shared", &api.LegacyBucket{URL: sharedURL,
 		SecretRef: &api.SecretReference{Namespace: e.k.Namespace, Name: e.secret},
 		Writer:    api.WriterReference{Namespace: key.Namespace, Name: "nobody"}})
-	waitStep := func(step share.MigrationStep) *api.BackupEntry {
+	waitStep := func(step migrate.Step) *api.BackupEntry {
 		t.Helper()
 		return e.waitEntry(name, "migration step "+string(step), func(be *api.BackupEntry) bool {
 			return be != nil && be.Status.Migration != nil && be.Status.Migration.Step == step
@@ -206,17 +207,17 @@ func TestMigrationOnMinIO(t *testing.T) {
 	}
 	// The controller stops while the writer's pod takes its second to go;
 	// another resumes at the recorded step.
-	waitStep(share.StepPauseWriter)
+	waitStep(migrate.StepPauseWriter)
 	stop()
 	startManager(t, requests.Wrap(e.k.Config), e.k.Namespace, o)
 	e.cleanup()
-	waitStep(share.StepDeleteLegacy)
+	waitStep(migrate.StepDeleteLegacy)
 	if o, err := legacy.List(nil).Next(ctx); err != nil { // a listing: reading them all may outlast the grace period
 		t.Errorf("legacy bucket emptied at the switch, before its grace period: %v", err)
 	} else {
 		t.Logf("at the switch, the legacy bucket still holds %s", o.Key)
 	}
-	be := waitStep(share.StepDone)
+	be := waitStep(migrate.StepDone)
 	done := time.Now()
 	st := be.Status.Migration
 	if since := done.Sub(st.SwitchedAt.Time); since < grace-time.Second { // metav1.Time has whole seconds
@@ -246,17 +247,17 @@ func TestMigrationOnMinIO(t *testing.T) {
 		t.Errorf("outside the prefix: %v, want %v", got, outside)
 	}
 	refused := e.waitEntry(fromShared, "condition Migrated=False, SourceIsShared", func(be *api.BackupEntry) bool {
-		c := meta.FindStatusCondition(be.Status.Conditions, share.ConditionMigrated)
-		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == share.ReasonSourceIsShared
+		c := meta.FindStatusCondition(be.Status.Conditions, migrate.ConditionMigrated)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == migrate.ReasonSourceIsShared
 	})
-	c := meta.FindStatusCondition(refused.Status.Conditions, share.ConditionMigrated)
+	c := meta.FindStatusCondition(refused.Status.Conditions, migrate.ConditionMigrated)
 	if !strings.Contains(c.Message, e.bucket) || refused.Status.Migration != nil {
 		t.Errorf("the entry whose source is the pool's bucket: condition %q, status.migration %+v; want the BackupBucket %s named and no step", c.Message, refused.Status.Migration, e.bucket)
 	}
 	if got := sums(t, e.store, refused.Status.Prefix); len(got) != 1 {
 		t.Errorf("the prefix of the entry whose source is the pool's bucket holds %v; want its marker alone", got)
 	}
-	e.waitEvent(fromShared, corev1.EventTypeWarning, share.ReasonSourceIsShared)
+	e.waitEvent(fromShared, corev1.EventTypeWarning, migrate.ReasonSourceIsShared)
 	t.Logf("a source that is the pool's bucket: %s", c.Message)
 	d, err := e.k.Client.AppsV1().Deployments(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
 	if err != nil {
@@ -276,7 +277,7 @@ func TestMigrationOnMinIO(t *testing.T) {
 	if resumed != location {
 		t.Errorf("the writer resumed at %q, want %q", resumed, location)
 	}
-	ev := e.waitEvent(name, corev1.EventTypeNormal, share.ReasonMigrated)
+	ev := e.waitEvent(name, corev1.EventTypeNormal, migrate.ReasonMigrated)
 	if !strings.Contains(ev.Message, "downtime") {
 		t.Errorf("Migrated event %q says no downtime", ev.Message)
 	}
@@ -309,14 +310,14 @@ func TestMigrationOnMinIO(t *testing.T) {
 		}
 	}
 	again := e.waitEntry(name, "condition Migrated=True, AlreadyMigrated", func(be *api.BackupEntry) bool {
-		c := meta.FindStatusCondition(be.Status.Conditions, share.ConditionMigrated)
-		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == share.ReasonAlreadyMigrated
+		c := meta.FindStatusCondition(be.Status.Conditions, migrate.ConditionMigrated)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == migrate.ReasonAlreadyMigrated
 	})
-	t.Logf("another source named after the migration: %s", meta.FindStatusCondition(again.Status.Conditions, share.ConditionMigrated).Message)
-	e.waitEvent(name, corev1.EventTypeWarning, share.ReasonAlreadyMigrated)
+	t.Logf("another source named after the migration: %s", meta.FindStatusCondition(again.Status.Conditions, migrate.ConditionMigrated).Message)
+	e.waitEvent(name, corev1.EventTypeWarning, migrate.ReasonAlreadyMigrated)
 	time.Sleep(time.Second) // what a second reconcile would do
 	again = e.entry(name)
-	if m := again.Status.Migration; m.Step != share.StepDone || !m.ResumedAt.Equal(st.ResumedAt) || m.Copied != st.Copied {
+	if m := again.Status.Migration; m.Step != migrate.StepDone || !m.ResumedAt.Equal(st.ResumedAt) || m.Copied != st.Copied {
 		t.Errorf("a migrated entry migrated again: %+v, was %+v", m, st)
 	}
 	if got := sums(t, e.store, be.Status.Prefix); !maps.Equal(got, prefixBefore) {

@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/pool"
 	"github.com/groundskeeper-io/groundskeeper/examples/backup-entry/api"
 	"github.com/groundskeeper-io/groundskeeper/testenv"
 )
@@ -20,7 +21,7 @@ import (
 func TestUnplacedEntryHoldsUpNoDeletion(t *testing.T) {
 	e := newPoolEnv(t, testenv.S3(t), "aws")
 	aws := e.provider
-	startManager(t, e.k.Config, e.k.Namespace, controllerOptions{grace: time.Hour, quota: share.Quota{aws: 2}, wrap: scoped(e.tag)})
+	startManager(t, e.k.Config, e.k.Namespace, controllerOptions{grace: time.Hour, quota: pool.Limits{aws: 2}, wrap: scoped(e.tag)})
 	e.cleanup()
 	placed := e.createShoot("placed", nil)
 	be := e.waitEntry(placed, "admitted", func(be *api.BackupEntry) bool {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/pool"
 	"github.com/groundskeeper-io/groundskeeper/examples/backup-entry/api"
 	"github.com/groundskeeper-io/groundskeeper/testenv"
 )
@@ -238,7 +239,7 @@ func TestPoolGrows(t *testing.T) {
 func testPoolGrows(t *testing.T, e *poolEnv, replicas int, deleteOwner bool) {
 	const grace = 3 * time.Second
 	creates := &countCreates{created: map[string]int{}}
-	o := controllerOptions{grace: grace, quota: share.Quota{e.provider: 2}, wrap: chain(scoped(e.tag), creates.wrap)}
+	o := controllerOptions{grace: grace, quota: pool.Limits{e.provider: 2}, wrap: chain(scoped(e.tag), creates.wrap)}
 	for range replicas {
 		startReplica(t, e.k.Config, e.k.Namespace, o, false)
 	}
@@ -259,11 +260,11 @@ func testPoolGrows(t *testing.T, e *poolEnv, replicas int, deleteOwner bool) {
 	for _, b := range buckets {
 		names = append(names, b.Name)
 	}
-	pool := e.provider + "-" + e.region
-	if want := []string{pool + "-2", pool + "-3", e.bucket}; !slices.Equal(names, want) {
+	poolName := e.provider + "-" + e.region
+	if want := []string{poolName + "-2", poolName + "-3", e.bucket}; !slices.Equal(names, want) {
 		t.Fatalf("pool buckets %v, want %v", names, want)
 	}
-	if want := map[string]int{pool + "-2": 1, pool + "-3": 1}; !maps.Equal(creates.created, want) {
+	if want := map[string]int{poolName + "-2": 1, poolName + "-3": 1}; !maps.Equal(creates.created, want) {
 		t.Errorf("BackupBuckets created %v, want %v (each once, by the controller)", creates.created, want)
 	}
 	// The store names end in the hash of the installation: the UID of
@@ -284,8 +285,8 @@ func testPoolGrows(t *testing.T, e *poolEnv, replicas int, deleteOwner bool) {
 			if want, _ := backupstore.BucketURL(e.url, b.Name+"-"+hex.EncodeToString(sum[:4])); b.Spec.URL != want {
 				t.Errorf("BackupBucket %s: spec.url %q, want %q", b.Name, b.Spec.URL, want)
 			}
-			if ok, err := store.Exists(context.Background(), share.BucketOwnerKey); err != nil || !ok {
-				t.Errorf("BackupBucket %s: no owner marker %s in its store's bucket: %v", b.Name, share.BucketOwnerKey, err)
+			if ok, err := store.Exists(context.Background(), pool.BucketOwnerKey); err != nil || !ok {
+				t.Errorf("BackupBucket %s: no owner marker %s in its store's bucket: %v", b.Name, pool.BucketOwnerKey, err)
 			}
 		}
 		for _, c := range b.Status.Claims {
@@ -298,7 +299,7 @@ func testPoolGrows(t *testing.T, e *poolEnv, replicas int, deleteOwner bool) {
 			}
 		}
 	}
-	if len(placed) != 5 || perBucket[e.bucket] != 2 || perBucket[pool+"-2"]+perBucket[pool+"-3"] != 3 {
+	if len(placed) != 5 || perBucket[e.bucket] != 2 || perBucket[poolName+"-2"]+perBucket[poolName+"-3"] != 3 {
 		t.Errorf("entries per bucket %v", perBucket)
 	}
 	t.Logf("placed: %v; created: %v", placed, creates.created)
@@ -349,7 +350,7 @@ func testPoolGrows(t *testing.T, e *poolEnv, replicas int, deleteOwner bool) {
 	// grace period, the pool deletes it, the store's bucket and its data
 	// first. The pool's first bucket by name (-2) and the administrator's
 	// stay, whatever they hold.
-	third := pool + "-3"
+	third := poolName + "-3"
 	thirdURL := bucketURL(t, buckets, third)
 	for i, name := range entries {
 		if name != victim && placed[name] == third {
@@ -370,7 +371,7 @@ func testPoolGrows(t *testing.T, e *poolEnv, replicas int, deleteOwner bool) {
 	for _, b := range e.buckets() {
 		left = append(left, b.Name)
 	}
-	if want := []string{pool + "-2", e.bucket}; !slices.Equal(left, want) {
+	if want := []string{poolName + "-2", e.bucket}; !slices.Equal(left, want) {
 		t.Errorf("buckets left %v, want %v", left, want)
 	}
 }
@@ -389,7 +390,7 @@ func bucketURL(t *testing.T, buckets []api.BackupBucket, name string) string {
 // the flag with an error naming the flag and value, the others with a
 // condition on the entry naming them; nothing is created.
 func TestPoolBadInput(t *testing.T) {
-	var q share.Quota
+	var q pool.Limits
 	err := run([]string{"--quota=aws=0"})
 	if err == nil || !strings.Contains(err.Error(), `invalid value "aws=0" for flag -quota`) {
 		t.Errorf("--quota=aws=0: %v", err)
@@ -403,7 +404,7 @@ func TestPoolBadInput(t *testing.T) {
 	e := newPoolEnv(t, testenv.S3(t), "aws")
 	creates := &countCreates{created: map[string]int{}}
 	aws := e.provider
-	startManager(t, e.k.Config, e.k.Namespace, controllerOptions{grace: time.Hour, quota: share.Quota{aws: 1}, wrap: chain(scoped(e.tag), creates.wrap)})
+	startManager(t, e.k.Config, e.k.Namespace, controllerOptions{grace: time.Hour, quota: pool.Limits{aws: 1}, wrap: chain(scoped(e.tag), creates.wrap)})
 	e.cleanup()
 	e.provider = e.tag + "-gcp"
 	unknown := e.createShoot("unknown", nil)

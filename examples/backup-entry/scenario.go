@@ -24,6 +24,7 @@ import (
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/pool"
 	"github.com/groundskeeper-io/groundskeeper/crt/backups"
 	"github.com/groundskeeper-io/groundskeeper/examples/backup-entry/api"
 	"github.com/groundskeeper-io/groundskeeper/retention"
@@ -47,7 +48,7 @@ const (
 
 var (
 	scenarioStart = time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
-	scenarioQuota = share.Quota{"aws": 2}
+	scenarioQuota = pool.Limits{"aws": 2}
 	// The migration's writer: a Deployment of the fake API server, and
 	// its one pod.
 	writerKey = types.NamespacedName{Namespace: "shoot--prod--omega", Name: "etcd-main"}

@@ -45,7 +45,7 @@ type Spec struct {
 	// Database is the group.
 	Database string `json:"database,omitempty"`
 	// Pool and Limit make a Backup stand for a bucket of a pool
-	// (backupstore/share.Pool): its pool and its most entries.
+	// (backupstore/share/pool.Pool): its pool and its most entries.
 	Pool  string `json:"pool,omitempty"`
 	Limit int    `json:"limit,omitempty"`
 }

@@ -33,14 +33,15 @@
 //     reads it again only when a watch (of the ConfigMap, or of the lock's
 //     etcd keys) reports a change made after the watch began, never on a
 //     timer, and prints only what changed.
-//   - explain knows every reason that backupstore/collect, backupstore/share
-//     and lifecycle write (a test reads their constants from the source).
+//   - explain knows every reason that backupstore/collect, backupstore/share,
+//     backupstore/share/pool, backupstore/share/migrate and lifecycle write
+//     (a test reads their constants from the source).
 //   - prefix rm deletes only through backupstore.DeletePrefix, with its
 //     prefix checks at their strictest (a prefix ending in "/", never the
 //     empty one) and Object Lock never bypassed; after a person's yes it
 //     lists the prefix again and deletes nothing if it changed.
 //
 // Not provided yet: the scale preview of custom owners' claim sets,
-// lifecycle rules on GCS and Azure in prefix, --watch on tasks,
-// and -A for lock (one named record, not a listing).
+// lifecycle rules on GCS and Azure in prefix, --watch on tasks. lock takes
+// no -A: a lock is one named record, not a listing.
 package plugin

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/pool"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
 )
 
@@ -62,7 +63,7 @@ func newExplain(e *env) *cobra.Command {
 		Long: `Explain, in one paragraph, what groundskeeper's packages wrote on an object of
 any group and kind: the conditions and reasons of backup collection
 (backupstore/collect), of shared buckets and their migrations
-(backupstore/share), and the unmount tracking of claims (lifecycle), with
+(backupstore/share and its pool and migrate), and the unmount tracking of claims (lifecycle), with
 the policy or the keys, claims or backups concerned and what would unblock
 it (a missing Secret, Object Lock until a time, a grace period, a nested
 prefix naming the other backup). The object's recent events with these
@@ -181,16 +182,16 @@ func explain(kind string, u *unstructured.Unstructured, evs []corev1.Event, maxE
 			parts = append(parts, s)
 		}
 	}
-	for _, k := range []string{share.AnnotationEmptySince, share.AnnotationDeleting, share.AnnotationStoreNotOwned, share.AnnotationCreatedBy} {
+	for _, k := range []string{pool.AnnotationEmptySince, share.AnnotationDeleting, pool.AnnotationStoreNotOwned, pool.AnnotationCreatedBy} {
 		val, ok := u.GetAnnotations()[k]
 		if !ok {
 			continue
 		}
 		what := map[string]string{
-			share.AnnotationEmptySince:    "The pool found the bucket empty (no claim, no entry) at %s; it deletes a bucket it created once it has been empty for its grace period.",
-			share.AnnotationDeleting:      "The pool decided to delete the bucket at %s: no entry is placed or admitted there; the deletion is given up if the bucket turns out to be in use first.",
-			share.AnnotationStoreNotOwned: "The store's bucket is not proven this object's (%s): no entry is placed there and the pool never deletes it.",
-			share.AnnotationCreatedBy:     "Created by the pool %s, which may delete it once it is empty.",
+			pool.AnnotationEmptySince:    "The pool found the bucket empty (no claim, no entry) at %s; it deletes a bucket it created once it has been empty for its grace period.",
+			share.AnnotationDeleting:     "The pool decided to delete the bucket at %s: no entry is placed or admitted there; the deletion is given up if the bucket turns out to be in use first.",
+			pool.AnnotationStoreNotOwned: "The store's bucket is not proven this object's (%s): no entry is placed there and the pool never deletes it.",
+			pool.AnnotationCreatedBy:     "Created by the pool %s, which may delete it once it is empty.",
 		}[k]
 		v.Findings = append(v.Findings, Finding{Source: "annotation " + k, Message: val})
 		parts = append(parts, fmt.Sprintf(what, val))

@@ -3,12 +3,15 @@ package plugin
 import (
 	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/migrate"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/pool"
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
 )
 
-// The meaning of each reason collect, share and lifecycle write on a
-// condition or an event, and what would unblock the object. A reason these
-// packages gain without an entry here fails TestEveryReasonIsExplained.
+// The meaning of each reason collect, share, share/pool, share/migrate and
+// lifecycle write on a condition or an event, and what would unblock the object. A
+// reason these packages gain without an entry here fails
+// TestEveryReasonIsExplained.
 
 var collectReasons = map[string]string{
 	collect.ReasonCollected:          "Its data was deleted, then the resource (or its finalizer). A backup still shown with this reason had no finalizer and changed after its data went: it is decided again, and its data is gone.",
@@ -37,25 +40,29 @@ var shareReasons = map[string]string{
 	share.ReasonBucketInUse:     "The bucket was deleted while entries still name it: it is kept until they are gone.",
 	share.ReasonNoPool:          "The entry names no bucket and has no pool to be placed in, or its pool cannot grow. Name a bucket, or fix the pool the message names.",
 	share.ReasonPrefixTaken:     "The entry's prefix in its bucket holds another owner's marker, or objects and no marker of the entry: another's data, never admitted into. A person must see whose it is.",
+}
 
-	share.ReasonMigrationStep:      "A step of the entry's migration is done; the migration goes on.",
-	share.ReasonMigrationFailed:    "A step of the migration failed (the message has the error); it is retried with backoff.",
-	share.ReasonMigrated:           "The migration is done.",
-	share.ReasonMigrationAbandoned: "The entry is being deleted while its migration had the writer paused: the writer was resumed.",
-	share.ReasonMigrationDryRun:    "A dry run: the message says what the deletion of the legacy bucket's objects would delete. Nothing was deleted.",
-	share.ReasonAlreadyMigrated:    "The migration is done, and the spec now names another source, which is not migrated.",
-	share.ReasonSourceChanged:      "The spec names another source than the one the migration copies from: nothing is done until the spec names that source again.",
-	share.ReasonSourceIsShared:     "The source is, or cannot be told from, a shared bucket whose deletion would take every entry's data: nothing is done until that changes.",
-	share.ReasonLegacyNotCopied:    "The legacy location holds objects the target lacks: it is kept, and the step retried.",
-	share.ReasonLegacyInUse:        "Another entry's migration copies from the same legacy location and has not copied it yet: it is kept, and the step retried.",
+var poolReasons = map[string]string{
+	pool.ReasonEmptyBucketDeleted: "The store's bucket is deleted and the bucket object is being deleted.",
+	pool.ReasonDeletionCancelled:  "The bucket was marked for deletion, then found in use: it stays.",
+	pool.ReasonDeletionRetained:   "The store keeps data under Object Lock: the bucket's deletion goes on when the retention ends.",
+	pool.ReasonDryRun:             "A dry run of the pool: the message says what it would delete. Nothing was deleted.",
+	pool.ReasonStoreNotOwned:      "The store's bucket is not proven this bucket object's: no entry is placed there and the pool never deletes it. Adopt it (annotation " + pool.AnnotationAdoptStore + ") if it is yours.",
+	pool.ReasonStoreOwned:         "The store's bucket is now proven this bucket object's.",
+	pool.ReasonStoreNotEmpty:      "The store's bucket holds objects besides its owner marker: they are kept, and the deletion given up until the bucket has been empty for the grace period again.",
+}
 
-	share.ReasonEmptyBucketDeleted: "The store's bucket is deleted and the bucket object is being deleted.",
-	share.ReasonDeletionCancelled:  "The bucket was marked for deletion, then found in use: it stays.",
-	share.ReasonDeletionRetained:   "The store keeps data under Object Lock: the bucket's deletion goes on when the retention ends.",
-	share.ReasonDryRun:             "A dry run of the pool: the message says what it would delete. Nothing was deleted.",
-	share.ReasonStoreNotOwned:      "The store's bucket is not proven this bucket object's: no entry is placed there and the pool never deletes it. Adopt it (annotation " + share.AnnotationAdoptStore + ") if it is yours.",
-	share.ReasonStoreOwned:         "The store's bucket is now proven this bucket object's.",
-	share.ReasonStoreNotEmpty:      "The store's bucket holds objects besides its owner marker: they are kept, and the deletion given up until the bucket has been empty for the grace period again.",
+var migrateReasons = map[string]string{
+	migrate.ReasonMigrationStep:      "A step of the entry's migration is done; the migration goes on.",
+	migrate.ReasonMigrationFailed:    "A step of the migration failed (the message has the error); it is retried with backoff.",
+	migrate.ReasonMigrated:           "The migration is done.",
+	migrate.ReasonMigrationAbandoned: "The entry is being deleted while its migration had the writer paused: the writer was resumed.",
+	migrate.ReasonMigrationDryRun:    "A dry run: the message says what the deletion of the legacy bucket's objects would delete. Nothing was deleted.",
+	migrate.ReasonAlreadyMigrated:    "The migration is done, and the spec now names another source, which is not migrated.",
+	migrate.ReasonSourceChanged:      "The spec names another source than the one the migration copies from: nothing is done until the spec names that source again.",
+	migrate.ReasonSourceIsShared:     "The source is, or cannot be told from, a shared bucket whose deletion would take every entry's data: nothing is done until that changes.",
+	migrate.ReasonLegacyNotCopied:    "The legacy location holds objects the target lacks: it is kept, and the step retried.",
+	migrate.ReasonLegacyInUse:        "Another entry's migration copies from the same legacy location and has not copied it yet: it is kept, and the step retried.",
 }
 
 var lifecycleReasons = map[string]string{
@@ -74,16 +81,22 @@ var lifecycleReasons = map[string]string{
 }
 
 // meaning returns what reason means on a condition of type condType (or
-// an event, condType ""): collect's, share's or lifecycle's, by the
+// an event, condType ""): collect's, share's, share/pool's, share/migrate's or lifecycle's, by the
 // condition type when it names one, else the first that knows it.
 func meaning(condType, reason string) string {
 	switch condType {
-	case share.ConditionAdmitted, share.ConditionInUse, share.ConditionMigrated:
-		if m, ok := shareReasons[reason]; ok {
+	case share.ConditionAdmitted, share.ConditionInUse:
+		for _, t := range []map[string]string{shareReasons, poolReasons} {
+			if m, ok := t[reason]; ok {
+				return m
+			}
+		}
+	case migrate.ConditionMigrated:
+		if m, ok := migrateReasons[reason]; ok {
 			return m
 		}
 	}
-	for _, t := range []map[string]string{collectReasons, shareReasons, lifecycleReasons} {
+	for _, t := range []map[string]string{collectReasons, shareReasons, poolReasons, migrateReasons, lifecycleReasons} {
 		if m, ok := t[reason]; ok {
 			return m
 		}

@@ -70,7 +70,9 @@ func TestEveryReasonIsExplained(t *testing.T) {
 		atLeast   int
 	}{
 		{"backupstore/collect", collectReasons, "DataDeleted", 11},
-		{"backupstore/share", shareReasons, "Admitted", 29},
+		{"backupstore/share", shareReasons, "Admitted", 12},
+		{"backupstore/share/pool", poolReasons, "", 7},
+		{"backupstore/share/migrate", migrateReasons, "Migrated", 10},
 		{"lifecycle", lifecycleReasons, "", 12},
 	} {
 		consts := reasonConstants(t, lib+tc.pkg)

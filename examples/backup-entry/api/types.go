@@ -3,7 +3,7 @@ package api
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/migrate"
 )
 
 // BackupBucket is a bucket in an object store that the backups of many
@@ -92,7 +92,7 @@ type BackupBucketStatus struct {
 	// Admitted is the number of them that have a prefix in it.
 	Admitted int `json:"admitted"`
 	// Claims are the entries placed in a pool's bucket, taken by a status
-	// write with the bucket's resourceVersion (share.Pool), so that two
+	// write with the bucket's resourceVersion (pool.Pool), so that two
 	// replicas never take its last place twice.
 	// +optional
 	Claims []string `json:"claims,omitempty"`
@@ -101,6 +101,14 @@ type BackupBucketStatus struct {
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
+
+// GetConditions returns the bucket's status conditions: with
+// SetConditions, share keeps its InUse condition there
+// (collect.ConditionSetter).
+func (b *BackupBucket) GetConditions() []metav1.Condition { return b.Status.Conditions }
+
+// SetConditions replaces the bucket's status conditions.
+func (b *BackupBucket) SetConditions(c []metav1.Condition) { b.Status.Conditions = c }
 
 // BackupBucketList is a list of BackupBuckets.
 //
@@ -211,7 +219,7 @@ type BackupEntryStatus struct {
 	// next step, the manifest's counts and the downtime (the writer
 	// paused), so that a restarted controller resumes where it stopped.
 	// +optional
-	Migration *share.MigrationStatus `json:"migration,omitempty"`
+	Migration *migrate.Status `json:"migration,omitempty"`
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -219,8 +227,8 @@ type BackupEntryStatus struct {
 }
 
 // GetConditions returns the entry's status conditions: with
-// SetConditions, the collector writes its PrefixDeleted condition there
-// (collect.ConditionSetter).
+// SetConditions, the collector writes its PrefixDeleted condition there,
+// share its Admitted and migrate its Migrated (collect.ConditionSetter).
 func (e *BackupEntry) GetConditions() []metav1.Condition { return e.Status.Conditions }
 
 // SetConditions replaces the entry's status conditions.

@@ -5,7 +5,7 @@
 package api
 
 import (
-	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/migrate"
 	"k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -204,7 +204,7 @@ func (in *BackupEntryStatus) DeepCopyInto(out *BackupEntryStatus) {
 	}
 	if in.Migration != nil {
 		in, out := &in.Migration, &out.Migration
-		*out = new(share.MigrationStatus)
+		*out = new(migrate.Status)
 		(*in).DeepCopyInto(*out)
 	}
 	if in.Conditions != nil {

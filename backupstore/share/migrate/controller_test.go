@@ -1,4 +1,4 @@
-package share_test
+package migrate_test
 
 import (
 	"context"
@@ -28,6 +28,7 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
 	_ "github.com/groundskeeper-io/groundskeeper/backupstore/gcsstore"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/migrate"
 )
 
 // migEntry is an entry with a prefix and a migration status.
@@ -36,10 +37,15 @@ type migEntry struct {
 	metav1.ObjectMeta
 	Status struct {
 		Prefix     string
-		Migration  *share.MigrationStatus
+		Migration  *migrate.Status
 		Conditions []metav1.Condition
 	}
 }
+
+var _ collect.ConditionSetter = (*migEntry)(nil)
+
+func (e *migEntry) GetConditions() []metav1.Condition  { return e.Status.Conditions }
+func (e *migEntry) SetConditions(c []metav1.Condition) { e.Status.Conditions = c }
 
 func (e *migEntry) DeepCopyObject() runtime.Object {
 	c := *e
@@ -77,7 +83,7 @@ func (s *migStore) Delete(context.Context, string, string, types.UID, string) er
 }
 
 // placed is the Reconciler of an entry already placed and admitted, or
-// not: Migrating's own work comes after it.
+// not: Controller's own work comes after it.
 type placed struct {
 	share.Reconciler[*migEntry, *migEntry]
 }
@@ -85,7 +91,7 @@ type placed struct {
 func (placed) ReconcileEntry(context.Context, *migEntry) (time.Duration, error) { return 0, nil }
 
 // migWorld is one entry migrating from a legacy bucket holding 3 objects
-// into a shared one, both in memory, by a Migrating with a grace period of
+// into a shared one, both in memory, by a Controller with a grace period of
 // an hour on a fake clock.
 type migWorld struct {
 	ctx    context.Context
@@ -93,7 +99,7 @@ type migWorld struct {
 	legacy *blob.Bucket
 	shared *blob.Bucket
 	store  *migStore
-	m      *share.Migrating[*migEntry, *migEntry]
+	m      *migrate.Controller[*migEntry, *migEntry]
 	events []string
 	asked  int    // how often the entry's Source was asked
 	source string // the entry's source: mem://legacy, or another
@@ -109,7 +115,7 @@ func bucketObject(name, rawURL string) *migEntry {
 	return &migEntry{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{"url": rawURL}}}
 }
 
-func newMigWorld(t *testing.T, r share.Reconciler[*migEntry, *migEntry], hooks func(*migWorld) share.MigrationHooks, edits ...func(*share.MigratingConfig[*migEntry, *migEntry])) *migWorld {
+func newMigWorld(t *testing.T, r share.Reconciler[*migEntry, *migEntry], hooks func(*migWorld) migrate.Hooks, edits ...func(*migrate.Config[*migEntry, *migEntry])) *migWorld {
 	t.Helper()
 	w := &migWorld{ctx: context.Background(), clk: clocktesting.NewFakeClock(time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)), source: "mem://legacy"}
 	ctx := w.ctx
@@ -146,12 +152,11 @@ func newMigWorld(t *testing.T, r share.Reconciler[*migEntry, *migEntry], hooks f
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := share.MigratingConfig[*migEntry, *migEntry]{
+	cfg := migrate.Config[*migEntry, *migEntry]{
 		Reconciler: r, Entries: w.store, Collector: c, Clock: w.clk,
-		Migration:  share.Migration{GracePeriod: time.Hour},
-		Status:     func(e *migEntry) **share.MigrationStatus { return &e.Status.Migration },
-		Prefix:     func(e *migEntry) string { return e.Status.Prefix },
-		Conditions: func(e *migEntry) *[]metav1.Condition { return &e.Status.Conditions },
+		Migration: migrate.Migration{GracePeriod: time.Hour},
+		Status:    func(e *migEntry) **migrate.Status { return &e.Status.Migration },
+		Prefix:    func(e *migEntry) string { return e.Status.Prefix },
 		Recorder: eventFunc(func(_ runtime.Object, typ, reason, msg string) {
 			w.events = append(w.events, typ+" "+reason+": "+msg)
 		}),
@@ -159,7 +164,7 @@ func newMigWorld(t *testing.T, r share.Reconciler[*migEntry, *migEntry], hooks f
 			w.asked++
 			return collect.Location{URL: w.source}, true
 		},
-		Hooks: func(*migEntry) share.MigrationHooks { return hooks(w) },
+		Hooks: func(*migEntry) migrate.Hooks { return hooks(w) },
 		LiveBuckets: func(context.Context) ([]*migEntry, error) {
 			return slices.Clone(w.bucketObjects), nil
 		},
@@ -168,7 +173,7 @@ func newMigWorld(t *testing.T, r share.Reconciler[*migEntry, *migEntry], hooks f
 	for _, edit := range edits {
 		edit(&cfg)
 	}
-	w.m, err = share.NewMigrating(cfg)
+	w.m, err = migrate.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +193,7 @@ func (w *migWorld) reconcile() (time.Duration, error) {
 	return w.m.ReconcileEntry(w.ctx, w.store.e.DeepCopyObject().(*migEntry))
 }
 
-// Migrating runs one step per reconcile and records it before the next:
+// Controller runs one step per reconcile and records it before the next:
 // nothing while the entry has no prefix; a failed pause is recorded
 // (LastError, a Warning event once) and retried; the legacy bucket waits
 // for its grace period without a status write; the downtime is reported;
@@ -196,8 +201,8 @@ func (w *migWorld) reconcile() (time.Duration, error) {
 func TestMigratingRecordsEachStep(t *testing.T) {
 	pauseFails := 1
 	noop := func(context.Context) error { return nil }
-	w := newMigWorld(t, placed{}, func(w *migWorld) share.MigrationHooks {
-		return share.MigrationHooks{
+	w := newMigWorld(t, placed{}, func(w *migWorld) migrate.Hooks {
+		return migrate.Hooks{
 			Pause: func(context.Context) error {
 				if pauseFails > 0 {
 					pauseFails--
@@ -216,7 +221,7 @@ func TestMigratingRecordsEachStep(t *testing.T) {
 		t.Fatalf("not admitted: %v, %v, %d writes, asked %d; want 1s, nil, none", after, err, store.writes, w.asked)
 	}
 	store.e.Status.Prefix = "shoot--a/"
-	var steps []share.MigrationStep
+	var steps []migrate.Step
 	for range 20 {
 		after, err := reconcile()
 		st := store.e.Status.Migration
@@ -224,10 +229,10 @@ func TestMigratingRecordsEachStep(t *testing.T) {
 			t.Fatalf("no migration status after a step (err %v)", err)
 		}
 		steps = append(steps, st.Step)
-		if st.Step == share.StepDone {
+		if st.Step == migrate.StepDone {
 			break
 		}
-		if st.Step == share.StepDeleteLegacy && after > time.Millisecond {
+		if st.Step == migrate.StepDeleteLegacy && after > time.Millisecond {
 			writes := store.writes
 			if again, err := reconcile(); err != nil || again <= 0 || store.writes != writes {
 				t.Fatalf("within the grace period: %v, %v, %d writes; want a wait and no write", again, err, store.writes-writes)
@@ -285,8 +290,8 @@ func TestDeletionDuringThePauseResumesTheWriter(t *testing.T) {
 	r := &deleting{}
 	resumes, resumeFails := 0, 1
 	noop := func(context.Context) error { return nil }
-	w := newMigWorld(t, r, func(*migWorld) share.MigrationHooks {
-		return share.MigrationHooks{Pause: noop, Switch: noop, Resume: func(context.Context) error {
+	w := newMigWorld(t, r, func(*migWorld) migrate.Hooks {
+		return migrate.Hooks{Pause: noop, Switch: noop, Resume: func(context.Context) error {
 			if resumeFails > 0 {
 				resumeFails--
 				return errors.New("writer Deployment ns/etcd-backup: connection refused")
@@ -296,7 +301,7 @@ func TestDeletionDuringThePauseResumesTheWriter(t *testing.T) {
 		}}
 	})
 	w.store.e.Status.Prefix = "shoot--a/"
-	for w.store.e.Status.Migration == nil || w.store.e.Status.Migration.Step != share.StepCopyRemaining {
+	for w.store.e.Status.Migration == nil || w.store.e.Status.Migration.Step != migrate.StepCopyRemaining {
 		if _, err := w.m.ReconcileEntry(w.ctx, w.store.e.DeepCopyObject().(*migEntry)); err != nil {
 			t.Fatal(err)
 		}
@@ -313,7 +318,7 @@ func TestDeletionDuringThePauseResumesTheWriter(t *testing.T) {
 		t.Fatalf("resume works: %v, %v, %d resumes, %d deletion reconciles; want the deletion's 1h, nil, 1, 1", after, err, resumes, r.calls)
 	}
 	st := w.store.e.Status.Migration
-	if st.ResumedAt == nil || st.Downtime(w.clk.Now()) != 10*time.Second || st.Step != share.StepCopyRemaining {
+	if st.ResumedAt == nil || st.Downtime(w.clk.Now()) != 10*time.Second || st.Step != migrate.StepCopyRemaining {
 		t.Errorf("status after the deletion: %+v; want resumed after 10s at step CopyRemaining", st)
 	}
 	if r.versions[0] != w.store.e.ResourceVersion {
@@ -374,26 +379,26 @@ func TestMigrationDryRunKeepsTheLegacyBucket(t *testing.T) {
 		}
 	}
 	noop := func(context.Context) error { return nil }
-	m := &share.Migration{
+	m := &migrate.Migration{
 		Buckets: func(context.Context) (*blob.Bucket, *blob.Bucket, func(), error) {
 			return legacy, shared, func() {}, nil
 		},
 		TargetPrefix: "shoot--a/", GracePeriod: time.Hour, Clock: clk, DryRun: true,
-		Hooks: share.MigrationHooks{Pause: noop, Switch: noop, Resume: noop},
+		Hooks: migrate.Hooks{Pause: noop, Switch: noop, Resume: noop},
 	}
-	var st share.MigrationStatus
+	var st migrate.Status
 	for range 10 {
 		if _, _, err := m.Next(ctx, &st); err != nil {
 			t.Fatal(err)
 		}
-		if st.Step == share.StepDeleteLegacy {
+		if st.Step == migrate.StepDeleteLegacy {
 			break
 		}
 	}
 	clk.Step(time.Hour)
 	done, after, err := m.Next(ctx, &st)
 	want := "would delete 3 objects (15 bytes): every object of the legacy bucket"
-	if done || after != time.Hour || err != nil || st.Step != share.StepDeleteLegacy || st.DryRun != want {
+	if done || after != time.Hour || err != nil || st.Step != migrate.StepDeleteLegacy || st.DryRun != want {
 		t.Errorf("dry run: done %t, after %s, err %v, status %+v; want the step kept and %q", done, after, err, st, want)
 	}
 	if n := count(); n != 3 {
@@ -442,9 +447,9 @@ func (w *migWorld) contents(t *testing.T, b *blob.Bucket) map[string]string {
 // migrated returns the entry's ConditionMigrated.
 func (w *migWorld) migrated(t *testing.T) metav1.Condition {
 	t.Helper()
-	i := slices.IndexFunc(w.store.e.Status.Conditions, func(c metav1.Condition) bool { return c.Type == share.ConditionMigrated })
+	i := slices.IndexFunc(w.store.e.Status.Conditions, func(c metav1.Condition) bool { return c.Type == migrate.ConditionMigrated })
 	if i < 0 {
-		t.Fatalf("no condition %s in %+v", share.ConditionMigrated, w.store.e.Status.Conditions)
+		t.Fatalf("no condition %s in %+v", migrate.ConditionMigrated, w.store.e.Status.Conditions)
 	}
 	return w.store.e.Status.Conditions[i]
 }
@@ -457,8 +462,8 @@ func (w *migWorld) migrated(t *testing.T) metav1.Condition {
 func TestMigratingRefusesAnotherSource(t *testing.T) {
 	hooks := 0
 	count := func(context.Context) error { hooks++; return nil }
-	w := newMigWorld(t, placed{}, func(*migWorld) share.MigrationHooks {
-		return share.MigrationHooks{Pause: count, Switch: count, Resume: count}
+	w := newMigWorld(t, placed{}, func(*migWorld) migrate.Hooks {
+		return migrate.Hooks{Pause: count, Switch: count, Resume: count}
 	})
 	other, err := backupstore.OpenBucket(w.ctx, "mem://", nil)
 	if err != nil {
@@ -498,39 +503,39 @@ func TestMigratingRefusesAnotherSource(t *testing.T) {
 
 	step() // CreatePrefix
 	step() // Copy
-	if st := w.store.e.Status.Migration; st.Step != share.StepPauseWriter || st.Source != "mem://legacy/" {
+	if st := w.store.e.Status.Migration; st.Step != migrate.StepPauseWriter || st.Source != "mem://legacy/" {
 		t.Fatalf("after the copy: %+v; want step PauseWriter, source mem://legacy/", st)
 	}
-	if c := w.migrated(t); c.Status != metav1.ConditionFalse || c.Reason != share.ReasonMigrationStep {
-		t.Errorf("while migrating: %+v; want False, %s", c, share.ReasonMigrationStep)
+	if c := w.migrated(t); c.Status != metav1.ConditionFalse || c.Reason != migrate.ReasonMigrationStep {
+		t.Errorf("while migrating: %+v; want False, %s", c, migrate.ReasonMigrationStep)
 	}
 
 	w.source = "mem://other"
 	unchanged("mid-migration", step)
 	c := w.migrated(t)
-	if c.Status != metav1.ConditionFalse || c.Reason != share.ReasonSourceChanged ||
+	if c.Status != metav1.ConditionFalse || c.Reason != migrate.ReasonSourceChanged ||
 		!strings.Contains(c.Message, "copies from mem://legacy/") || !strings.Contains(c.Message, "names mem://other/") {
-		t.Errorf("source changed mid-migration: %+v; want False, %s, naming both sources", c, share.ReasonSourceChanged)
+		t.Errorf("source changed mid-migration: %+v; want False, %s, naming both sources", c, migrate.ReasonSourceChanged)
 	}
 
 	w.source = "mem://legacy"
 	for range 10 {
-		if w.store.e.Status.Migration.Step == share.StepDone {
+		if w.store.e.Status.Migration.Step == migrate.StepDone {
 			break
 		}
 		step()
 		w.clk.Step(time.Hour) // the legacy bucket's grace period
 	}
-	if c := w.migrated(t); c.Status != metav1.ConditionTrue || c.Reason != share.ReasonMigrated {
-		t.Fatalf("migrated: %+v; want True, %s", c, share.ReasonMigrated)
+	if c := w.migrated(t); c.Status != metav1.ConditionTrue || c.Reason != migrate.ReasonMigrated {
+		t.Fatalf("migrated: %+v; want True, %s", c, migrate.ReasonMigrated)
 	}
 
 	w.source = "mem://other"
 	unchanged("migrated", step)
 	c = w.migrated(t)
-	if c.Status != metav1.ConditionTrue || c.Reason != share.ReasonAlreadyMigrated ||
+	if c.Status != metav1.ConditionTrue || c.Reason != migrate.ReasonAlreadyMigrated ||
 		!strings.Contains(c.Message, "already migrated from mem://legacy/") || !strings.Contains(c.Message, "mem://other/") {
-		t.Errorf("migrated, another source: %+v; want True, %s, naming both sources", c, share.ReasonAlreadyMigrated)
+		t.Errorf("migrated, another source: %+v; want True, %s, naming both sources", c, migrate.ReasonAlreadyMigrated)
 	}
 	if got := w.contents(t, other); len(got) != 1 {
 		t.Errorf("the other source changed: %v", got)
@@ -541,8 +546,8 @@ func TestMigratingRefusesAnotherSource(t *testing.T) {
 			warnings = append(warnings, e)
 		}
 	}
-	if len(warnings) != 2 || !strings.Contains(warnings[0], share.ReasonSourceChanged) || !strings.Contains(warnings[1], share.ReasonAlreadyMigrated) {
-		t.Errorf("warnings %q; want one %s, one %s", warnings, share.ReasonSourceChanged, share.ReasonAlreadyMigrated)
+	if len(warnings) != 2 || !strings.Contains(warnings[0], migrate.ReasonSourceChanged) || !strings.Contains(warnings[1], migrate.ReasonAlreadyMigrated) {
+		t.Errorf("warnings %q; want one %s, one %s", warnings, migrate.ReasonSourceChanged, migrate.ReasonAlreadyMigrated)
 	}
 }
 
@@ -553,9 +558,9 @@ type counting struct {
 	deleteLegacy func(context.Context) error
 }
 
-func (c *counting) hooks(*migWorld) share.MigrationHooks {
+func (c *counting) hooks(*migWorld) migrate.Hooks {
 	count := func(context.Context) error { c.calls++; return nil }
-	h := share.MigrationHooks{Pause: count, Switch: count, Resume: count}
+	h := migrate.Hooks{Pause: count, Switch: count, Resume: count}
 	if c.deleteLegacy != nil {
 		h.DeleteLegacy = func(ctx context.Context) error { c.calls++; return c.deleteLegacy(ctx) }
 	}
@@ -628,13 +633,13 @@ func TestMigratingRefusesASharedSource(t *testing.T) {
 			}
 			c := w.migrated(t)
 			where := collect.Location{URL: tc.source}.Where()
-			if c.Status != metav1.ConditionFalse || c.Reason != share.ReasonSourceIsShared ||
+			if c.Status != metav1.ConditionFalse || c.Reason != migrate.ReasonSourceIsShared ||
 				!strings.Contains(c.Message, "the source "+where) || !strings.Contains(c.Message, tc.names) {
-				t.Errorf("condition %+v; want False, %s, naming %s and %s", c, share.ReasonSourceIsShared, where, tc.names)
+				t.Errorf("condition %+v; want False, %s, naming %s and %s", c, migrate.ReasonSourceIsShared, where, tc.names)
 			}
 			t.Log(c.Message)
-			if warnings := w.warnings(); len(warnings) != 1 || !strings.HasPrefix(warnings[0], share.ReasonSourceIsShared+": ") {
-				t.Errorf("warnings %q; want one %s", warnings, share.ReasonSourceIsShared)
+			if warnings := w.warnings(); len(warnings) != 1 || !strings.HasPrefix(warnings[0], migrate.ReasonSourceIsShared+": ") {
+				t.Errorf("warnings %q; want one %s", warnings, migrate.ReasonSourceIsShared)
 			}
 		})
 	}
@@ -648,7 +653,7 @@ func TestMigratingChecksTheSourceAgainBeforeDeletingIt(t *testing.T) {
 	h := &counting{}
 	w := newMigWorld(t, placed{}, h.hooks)
 	w.store.e.Status.Prefix = "shoot--a/"
-	for st := w.store.e.Status.Migration; st == nil || st.Step != share.StepDeleteLegacy; st = w.store.e.Status.Migration {
+	for st := w.store.e.Status.Migration; st == nil || st.Step != migrate.StepDeleteLegacy; st = w.store.e.Status.Migration {
 		if _, err := w.reconcile(); err != nil {
 			t.Fatal(err)
 		}
@@ -664,21 +669,21 @@ func TestMigratingChecksTheSourceAgainBeforeDeletingIt(t *testing.T) {
 	if got := w.contents(t, w.legacy); len(got) != 3 || !maps.Equal(got, legacy) {
 		t.Errorf("the legacy bucket holds %v, was %v: deleted although a bucket object names it", got, legacy)
 	}
-	if st := w.store.e.Status.Migration; st.Step != share.StepDeleteLegacy {
-		t.Errorf("step %s, want %s", st.Step, share.StepDeleteLegacy)
+	if st := w.store.e.Status.Migration; st.Step != migrate.StepDeleteLegacy {
+		t.Errorf("step %s, want %s", st.Step, migrate.StepDeleteLegacy)
 	}
-	if c := w.migrated(t); c.Reason != share.ReasonSourceIsShared || !strings.Contains(c.Message, "bucket adopted (mem://legacy?region=eu-west-1)") {
-		t.Errorf("condition %+v; want %s naming bucket adopted", c, share.ReasonSourceIsShared)
+	if c := w.migrated(t); c.Reason != migrate.ReasonSourceIsShared || !strings.Contains(c.Message, "bucket adopted (mem://legacy?region=eu-west-1)") {
+		t.Errorf("condition %+v; want %s naming bucket adopted", c, migrate.ReasonSourceIsShared)
 	}
 	w.bucketObjects = w.bucketObjects[:1]
 	if _, err := w.reconcile(); err != nil {
 		t.Fatal(err)
 	}
-	if st := w.store.e.Status.Migration; st.Step != share.StepDone || w.legacyObjects() != 0 {
+	if st := w.store.e.Status.Migration; st.Step != migrate.StepDone || w.legacyObjects() != 0 {
 		t.Errorf("once no bucket object names the source: step %s, %d legacy objects; want Done, 0", st.Step, w.legacyObjects())
 	}
-	if c := w.migrated(t); c.Status != metav1.ConditionTrue || c.Reason != share.ReasonMigrated {
-		t.Errorf("condition %+v; want True, %s", c, share.ReasonMigrated)
+	if c := w.migrated(t); c.Status != metav1.ConditionTrue || c.Reason != migrate.ReasonMigrated {
+		t.Errorf("condition %+v; want True, %s", c, migrate.ReasonMigrated)
 	}
 }
 
@@ -700,7 +705,7 @@ func TestMigratingKeepsLegacyObjectsWrittenAfterTheSwitch(t *testing.T) {
 			}
 			w = newMigWorld(t, placed{}, h.hooks)
 			w.store.e.Status.Prefix = "shoot--a/"
-			for st := w.store.e.Status.Migration; st == nil || st.Step != share.StepDeleteLegacy; st = w.store.e.Status.Migration {
+			for st := w.store.e.Status.Migration; st == nil || st.Step != migrate.StepDeleteLegacy; st = w.store.e.Status.Migration {
 				if _, err := w.reconcile(); err != nil {
 					t.Fatal(err)
 				}
@@ -718,18 +723,18 @@ func TestMigratingKeepsLegacyObjectsWrittenAfterTheSwitch(t *testing.T) {
 				t.Helper()
 				_, err := w.reconcile()
 				st := w.store.e.Status.Migration
-				if !errors.Is(err, share.ErrLegacyNotCopied) || st.Step != share.StepDeleteLegacy || !strings.Contains(st.LastError, key) {
+				if !errors.Is(err, migrate.ErrLegacyNotCopied) || st.Step != migrate.StepDeleteLegacy || !strings.Contains(st.LastError, key) {
 					t.Fatalf("a legacy object the target lacks: %v, step %s, lastError %q; want ErrLegacyNotCopied naming %s", err, st.Step, st.LastError, key)
 				}
 				if _, ok := w.contents(t, w.legacy)[key]; !ok || w.legacyObjects() < 4 || h.calls != hooks {
 					t.Fatalf("the legacy bucket holds %v, %d hook calls; want %s kept and no DeleteLegacy", w.contents(t, w.legacy), h.calls-hooks, key)
 				}
-				if c := w.migrated(t); c.Reason != share.ReasonLegacyNotCopied || !strings.Contains(c.Message, key) {
-					t.Errorf("condition %+v; want %s naming %s", c, share.ReasonLegacyNotCopied, key)
+				if c := w.migrated(t); c.Reason != migrate.ReasonLegacyNotCopied || !strings.Contains(c.Message, key) {
+					t.Errorf("condition %+v; want %s naming %s", c, migrate.ReasonLegacyNotCopied, key)
 				}
-				if warnings := w.warnings(); len(warnings) == 0 || !strings.HasPrefix(warnings[len(warnings)-1], share.ReasonLegacyNotCopied+": ") ||
+				if warnings := w.warnings(); len(warnings) == 0 || !strings.HasPrefix(warnings[len(warnings)-1], migrate.ReasonLegacyNotCopied+": ") ||
 					!strings.Contains(warnings[len(warnings)-1], key) {
-					t.Errorf("warnings %q; want the last a %s naming %s", warnings, share.ReasonLegacyNotCopied, key)
+					t.Errorf("warnings %q; want the last a %s naming %s", warnings, migrate.ReasonLegacyNotCopied, key)
 				}
 			}
 			refused("v2/Incr-late-1")
@@ -741,7 +746,7 @@ func TestMigratingKeepsLegacyObjectsWrittenAfterTheSwitch(t *testing.T) {
 				t.Fatal(err)
 			}
 			st := w.store.e.Status.Migration
-			if st.Step != share.StepDone || w.legacyObjects() != 0 || st.Copied != 5 {
+			if st.Step != migrate.StepDone || w.legacyObjects() != 0 || st.Copied != 5 {
 				t.Errorf("once nothing is missing: %+v, %d legacy objects; want Done, none, 5 copied", st, w.legacyObjects())
 			}
 			got := w.contents(t, w.shared)
@@ -754,7 +759,7 @@ func TestMigratingKeepsLegacyObjectsWrittenAfterTheSwitch(t *testing.T) {
 	}
 }
 
-// NewMigrating refuses a config without the means to compare the source
+// New refuses a config without the means to compare the source
 // with the shared buckets, naming the field.
 func TestNewMigratingNeedsTheBuckets(t *testing.T) {
 	store := &migStore{e: &migEntry{}}
@@ -763,33 +768,33 @@ func TestNewMigratingNeedsTheBuckets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	full := func() share.MigratingConfig[*migEntry, *migEntry] {
-		return share.MigratingConfig[*migEntry, *migEntry]{
+	full := func() migrate.Config[*migEntry, *migEntry] {
+		return migrate.Config[*migEntry, *migEntry]{
 			Reconciler: placed{}, Entries: store, Collector: c,
-			Status:      func(e *migEntry) **share.MigrationStatus { return &e.Status.Migration },
+			Status:      func(e *migEntry) **migrate.Status { return &e.Status.Migration },
 			Prefix:      func(e *migEntry) string { return e.Status.Prefix },
 			Source:      func(*migEntry) (collect.Location, bool) { return collect.Location{}, false },
-			Hooks:       func(*migEntry) share.MigrationHooks { return share.MigrationHooks{} },
+			Hooks:       func(*migEntry) migrate.Hooks { return migrate.Hooks{} },
 			LiveBuckets: func(context.Context) ([]*migEntry, error) { return nil, nil },
 			BucketURL:   func(*migEntry) string { return "" },
 		}
 	}
-	if _, err := share.NewMigrating(full()); err != nil {
+	if _, err := migrate.New(full()); err != nil {
 		t.Fatalf("a full config: %v", err)
 	}
-	for field, drop := range map[string]func(*share.MigratingConfig[*migEntry, *migEntry]){
-		"MigratingConfig.LiveBuckets": func(c *share.MigratingConfig[*migEntry, *migEntry]) { c.LiveBuckets = nil },
-		"MigratingConfig.BucketURL":   func(c *share.MigratingConfig[*migEntry, *migEntry]) { c.BucketURL = nil },
+	for field, drop := range map[string]func(*migrate.Config[*migEntry, *migEntry]){
+		"migrate.Config.LiveBuckets": func(c *migrate.Config[*migEntry, *migEntry]) { c.LiveBuckets = nil },
+		"migrate.Config.BucketURL":   func(c *migrate.Config[*migEntry, *migEntry]) { c.BucketURL = nil },
 	} {
 		cfg := full()
 		drop(&cfg)
-		if _, err := share.NewMigrating(cfg); !errors.Is(err, share.ErrInvalidConfig) || !strings.Contains(err.Error(), field) {
+		if _, err := migrate.New(cfg); !errors.Is(err, backupstore.ErrInvalidConfig) || !strings.Contains(err.Error(), field) {
 			t.Errorf("without %s: %v; want ErrInvalidConfig naming it", field, err)
 		}
 	}
 }
 
-// Under Migrating, StepCreatePrefix writes its marker with the entry's UID
+// Under Controller, StepCreatePrefix writes its marker with the entry's UID
 // as owner and never over the admission's: with the Migration's MarkerKey
 // the Share's, the admission's marker (WriteMarker, the entry's UID) stays
 // as it was, owner and content, and the migration goes on; a marker at
@@ -801,7 +806,7 @@ func TestMigratingKeepsTheAdmissionsMarker(t *testing.T) {
 	}{{"the entry's", "uid-a", false}, {"another's", "uid-b", true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := &counting{}
-			w := newMigWorld(t, placed{}, h.hooks, func(cfg *share.MigratingConfig[*migEntry, *migEntry]) {
+			w := newMigWorld(t, placed{}, h.hooks, func(cfg *migrate.Config[*migEntry, *migEntry]) {
 				cfg.Migration.MarkerKey, cfg.Migration.Marker = ".groundskeeper-entry", []byte("migration")
 			})
 			w.store.e.UID = "uid-a"
@@ -813,11 +818,11 @@ func TestMigratingKeepsTheAdmissionsMarker(t *testing.T) {
 			_, err := w.reconcile()
 			st := w.store.e.Status.Migration
 			if tc.fails {
-				if err == nil || st.Step != share.StepCreatePrefix || !strings.Contains(st.LastError, `names owner "uid-b", not "uid-a"`) {
+				if err == nil || st.Step != migrate.StepCreatePrefix || !strings.Contains(st.LastError, `names owner "uid-b", not "uid-a"`) {
 					t.Errorf("a marker of another owner: %v, status %+v; want the step failed, naming both", err, st)
 				}
-			} else if err != nil || st.Step != share.StepCopy {
-				t.Errorf("the admission's marker: %v, status %+v; want step %s next", err, st, share.StepCopy)
+			} else if err != nil || st.Step != migrate.StepCopy {
+				t.Errorf("the admission's marker: %v, status %+v; want step %s next", err, st, migrate.StepCopy)
 			}
 			owner, found, err := backupstore.MarkerOwner(w.ctx, w.shared, key)
 			if err != nil {

@@ -1,4 +1,4 @@
-package share
+package pool
 
 import (
 	"fmt"
@@ -8,17 +8,17 @@ import (
 	"strings"
 )
 
-// Quota is the most entries a pool's bucket holds, per provider: the
+// Limits is the most entries a pool's bucket holds, per provider: the
 // seed's controller.backupInfrastructures.quota. It is a flag.Value, set
 // from "aws=100,azure=50" (a repeated flag adds to it).
-type Quota map[string]int
+type Limits map[string]int
 
 // Set adds the limits of s, "provider=limit" pairs separated by commas. A
 // limit below 1, a provider given twice, or a pair without "=" is an error
 // that names the pair.
-func (q *Quota) Set(s string) error {
+func (q *Limits) Set(s string) error {
 	if *q == nil {
-		*q = Quota{}
+		*q = Limits{}
 	}
 	for _, pair := range strings.Split(s, ",") {
 		provider, v, ok := strings.Cut(strings.TrimSpace(pair), "=")
@@ -38,7 +38,7 @@ func (q *Quota) Set(s string) error {
 }
 
 // String is q in the form Set reads, providers sorted.
-func (q Quota) String() string {
+func (q Limits) String() string {
 	var pairs []string
 	for _, p := range slices.Sorted(maps.Keys(q)) {
 		pairs = append(pairs, fmt.Sprintf("%s=%d", p, q[p]))

@@ -1,4 +1,4 @@
-package share
+package migrate
 
 import (
 	"cmp"
@@ -16,6 +16,7 @@ import (
 	"gocloud.dev/gcerrors"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/internal/keys"
 	"github.com/groundskeeper-io/groundskeeper/internal/errclass"
 )
 
@@ -24,57 +25,57 @@ import (
 // the step is retried, and deletes once nothing is missing.
 var ErrLegacyNotCopied = errclass.Retryable("share: legacy objects not copied")
 
-// ErrLegacyInUse is StepDeleteLegacy's refusal, under Migrating, to delete
+// ErrLegacyInUse is StepDeleteLegacy's refusal, under a Controller, to delete
 // a legacy location that another entry's migration also copies from and
-// has not copied yet (MigratingConfig.LiveEntries): the step is retried,
+// has not copied yet (Config.LiveEntries): the step is retried,
 // and deletes once that migration is past its copies.
 var ErrLegacyInUse = errclass.Retryable("share: another entry's migration has not copied the legacy location yet")
 
-// MigrationStep is a step of the move of an entry's backups from a legacy
+// Step is a step of the move of an entry's backups from a legacy
 // bucket of its own into its prefix in a shared bucket, in the order of the
 // seed's migration sequence.
-type MigrationStep string
+type Step string
 
-// The steps, in order. A MigrationStatus names the next one to run.
+// The steps, in order. A Status names the next one to run.
 const (
 	// StepCreatePrefix writes the marker under the target prefix, never
 	// over another (Migration.MarkerOwner).
-	StepCreatePrefix MigrationStep = "CreatePrefix"
+	StepCreatePrefix Step = "CreatePrefix"
 	// StepCopy copies the legacy objects with a manifest (None, Copied,
 	// NotFound) while the writer still writes to the legacy bucket.
-	StepCopy MigrationStep = "Copy"
+	StepCopy Step = "Copy"
 	// StepPauseWriter stops the writer (Hooks.Pause): the downtime starts.
-	StepPauseWriter MigrationStep = "PauseWriter"
+	StepPauseWriter Step = "PauseWriter"
 	// StepCopyRemaining copies what was written meanwhile.
-	StepCopyRemaining MigrationStep = "CopyRemaining"
+	StepCopyRemaining Step = "CopyRemaining"
 	// StepSwitch points the entry at its new location (Hooks.Switch).
-	StepSwitch MigrationStep = "Switch"
+	StepSwitch Step = "Switch"
 	// StepResumeWriter starts the writer on the new location
 	// (Hooks.Resume): the downtime ends.
-	StepResumeWriter MigrationStep = "ResumeWriter"
+	StepResumeWriter Step = "ResumeWriter"
 	// StepDeleteLegacy deletes the legacy bucket once GracePeriod has
 	// passed since the switch (Hooks.DeleteLegacy), and only while the
 	// target holds every legacy object (ErrLegacyNotCopied) and, under
-	// Migrating, no other entry's migration still has to copy it
+	// Controller, no other entry's migration still has to copy it
 	// (ErrLegacyInUse).
-	StepDeleteLegacy MigrationStep = "DeleteLegacy"
+	StepDeleteLegacy Step = "DeleteLegacy"
 	// StepDone: nothing is left to do.
-	StepDone MigrationStep = "Done"
+	StepDone Step = "Done"
 )
 
-var migrationOrder = []MigrationStep{StepCreatePrefix, StepCopy, StepPauseWriter, StepCopyRemaining, StepSwitch, StepResumeWriter, StepDeleteLegacy, StepDone}
+var migrationOrder = []Step{StepCreatePrefix, StepCopy, StepPauseWriter, StepCopyRemaining, StepSwitch, StepResumeWriter, StepDeleteLegacy, StepDone}
 
 // +kubebuilder:object:generate=true
 
-// MigrationStatus is what a migration records after each step, in the
+// Status is what a migration records after each step, in the
 // entry's status: a controller that restarts resumes at Step, and a
 // failed step is retried without repeating the completed ones. It has
 // DeepCopy functions, so that an API type may hold it.
-type MigrationStatus struct {
+type Status struct {
 	// Step is the next step to run; "" is StepCreatePrefix.
-	Step MigrationStep `json:"step,omitempty"`
+	Step Step `json:"step,omitempty"`
 	// Source is where the migration copies from (collect.Location.Where
-	// of the legacy location), recorded at its first step by Migrating,
+	// of the legacy location), recorded at its first step by a Controller,
 	// which migrates from no other.
 	Source string `json:"source,omitempty"`
 	// Copied and NotFound count the manifest's objects after a copy step.
@@ -95,7 +96,7 @@ type MigrationStatus struct {
 
 // Downtime is how long the writer was (or has been, if it is still)
 // paused; 0 before the pause.
-func (s MigrationStatus) Downtime(now time.Time) time.Duration {
+func (s Status) Downtime(now time.Time) time.Duration {
 	switch {
 	case s.PausedAt == nil:
 		return 0
@@ -105,11 +106,11 @@ func (s MigrationStatus) Downtime(now time.Time) time.Duration {
 	return s.ResumedAt.Sub(s.PausedAt.Time)
 }
 
-// MigrationHooks are the operator's own parts of a migration. Each is
+// Hooks are the operator's own parts of a migration. Each is
 // called again after a crash between its success and the status write
 // that records it, so each must be idempotent (scale to 0 twice, switch
 // twice).
-type MigrationHooks struct {
+type Hooks struct {
 	// Pause stops the writer of the legacy bucket and returns once it has
 	// stopped (a Deployment scaled to 0, its pods gone).
 	Pause func(ctx context.Context) error
@@ -140,7 +141,7 @@ type Migration struct {
 	// bucket, under TargetPrefix; default TargetPrefix+"migration-manifest.json".
 	ManifestKey string
 	// Marker is written at TargetPrefix+MarkerKey by StepCreatePrefix,
-	// with MarkerOwner (the entry's UID; Migrating sets it) as its owner
+	// with MarkerOwner (the entry's UID; Controller sets it) as its owner
 	// (backupstore.WriteMarker). A marker is never replaced: one there
 	// already that names MarkerOwner (the admission's, when MarkerKey is
 	// the Share's) is kept as it is, and one that names another owner, or
@@ -152,7 +153,7 @@ type Migration struct {
 	MarkerOwner string
 	// Hooks are the operator's steps: Pause, Switch and Resume are
 	// required.
-	Hooks MigrationHooks
+	Hooks Hooks
 	// GracePeriod is how long the legacy bucket is kept after the switch.
 	GracePeriod time.Duration
 	// Clock, default the real clock.
@@ -164,12 +165,12 @@ type Migration struct {
 	// what it would delete (with the default DeleteLegacy; a hook of the
 	// caller's is not called), and why it would delete nothing now (legacy
 	// objects the target lacks, which it does not copy then), into
-	// MigrationStatus.DryRun and stays, to be looked at again after
+	// Status.DryRun and stays, to be looked at again after
 	// DryRunWait (default 1h). The other steps run: they delete nothing.
 	DryRun     bool
 	DryRunWait time.Duration
 
-	// inUse, set by Migrating, says why the legacy location must not be
+	// inUse, set by a Controller, says why the legacy location must not be
 	// deleted now (another entry's migration has not copied it yet):
 	// asked right before the deletion, after the dry-run copy.
 	inUse func(ctx context.Context) error
@@ -200,11 +201,11 @@ type Migration struct {
 // over an object of the target, or with a missing key under
 // TargetPrefix (the legacy location may hold the target), is not made:
 // those keys stay missing, and the legacy location stays, until a person
-// copies or deletes them. Under Migrating, the deletion also waits, right
+// copies or deletes them. Under Controller, the deletion also waits, right
 // before it, while another entry's migration from the same legacy
 // location has not copied it (ErrLegacyInUse). With DryRun, the report
 // says why nothing would be deleted now.
-func (m *Migration) Next(ctx context.Context, st *MigrationStatus) (done bool, after time.Duration, err error) {
+func (m *Migration) Next(ctx context.Context, st *Status) (done bool, after time.Duration, err error) {
 	if err := m.check(); err != nil {
 		return false, 0, err
 	}
@@ -255,7 +256,7 @@ func (m *Migration) Next(ctx context.Context, st *MigrationStatus) (done bool, a
 			return false, after, nil
 		}
 	default:
-		return false, 0, fmt.Errorf("%w: migration step %q is not one of %v", ErrInvalidConfig, st.Step, migrationOrder)
+		return false, 0, fmt.Errorf("%w: migration step %q is not one of %v", backupstore.ErrInvalidConfig, st.Step, migrationOrder)
 	}
 	log.Info("migration step done")
 	st.LastError = ""
@@ -271,7 +272,7 @@ func (m *Migration) Next(ctx context.Context, st *MigrationStatus) (done bool, a
 // copyStep makes the prefix (StepCreatePrefix: its owner marker) or copies
 // the legacy location into it (StepCopy, StepCopyRemaining), recording the
 // manifest's counts in st.
-func (m *Migration) copyStep(ctx context.Context, st *MigrationStatus) error {
+func (m *Migration) copyStep(ctx context.Context, st *Status) error {
 	legacy, shared, release, err := m.Buckets(ctx)
 	if err != nil {
 		return err
@@ -295,7 +296,7 @@ func (m *Migration) copyStep(ctx context.Context, st *MigrationStatus) error {
 // still in the target. It reports whether the location was deleted, and
 // otherwise how long to wait (the grace period; in a dry run, DryRunWait
 // after recording its report in st).
-func (m *Migration) deleteLegacyStep(ctx context.Context, st *MigrationStatus, now time.Time) (deleted bool, after time.Duration, err error) {
+func (m *Migration) deleteLegacyStep(ctx context.Context, st *Status, now time.Time) (deleted bool, after time.Duration, err error) {
 	if st.SwitchedAt == nil {
 		return false, 0, errors.New("no switch recorded: the legacy bucket is kept")
 	}
@@ -339,11 +340,11 @@ func (m *Migration) deleteLegacyStep(ctx context.Context, st *MigrationStatus, n
 func (m *Migration) check() error {
 	switch {
 	case m.Buckets == nil:
-		return fmt.Errorf("%w: share: Migration.Buckets is required", ErrInvalidConfig)
+		return fmt.Errorf("%w: share: Migration.Buckets is required", backupstore.ErrInvalidConfig)
 	case m.TargetPrefix == "":
-		return fmt.Errorf("%w: share: Migration.TargetPrefix is required", ErrInvalidConfig)
+		return fmt.Errorf("%w: share: Migration.TargetPrefix is required", backupstore.ErrInvalidConfig)
 	case m.Hooks.Pause == nil || m.Hooks.Switch == nil || m.Hooks.Resume == nil:
-		return fmt.Errorf("%w: share: Migration.Hooks: Pause, Switch and Resume are required", ErrInvalidConfig)
+		return fmt.Errorf("%w: share: Migration.Hooks: Pause, Switch and Resume are required", backupstore.ErrInvalidConfig)
 	}
 	return nil
 }
@@ -399,9 +400,6 @@ func (m *Migration) writeMarker(ctx context.Context, shared *blob.Bucket) error 
 	return nil
 }
 
-// maxNamed bounds the keys an error names.
-const maxNamed = 10
-
 // checkCopied is StepDeleteLegacy's check that the target holds every
 // legacy object, made right before the deletion: a dry-run copy with the
 // copy steps' options and manifest. It returns an error that is
@@ -423,7 +421,7 @@ const maxNamed = 10
 // would nest the target in itself), nor when the filters left objects of
 // a whole bucket out; then they stay missing, and so does the deletion,
 // until a person copies or deletes them.
-func (m *Migration) checkCopied(ctx context.Context, st *MigrationStatus) error {
+func (m *Migration) checkCopied(ctx context.Context, st *Status) error {
 	legacy, shared, release, err := m.Buckets(ctx)
 	if err != nil {
 		return err
@@ -456,7 +454,7 @@ func (m *Migration) checkCopied(ctx context.Context, st *MigrationStatus) error 
 	var why []string
 	if len(missing) > 0 {
 		why = append(why, fmt.Sprintf("%s of the legacy location not in the target (written after the copy, by a writer the switch did not reach?): %s",
-			objects(len(missing)), named(missing)))
+			objects(len(missing)), keys.Named(missing)))
 	}
 	if leftOut > 0 {
 		why = append(why, fmt.Sprintf("the copy's filters leave %s of the legacy bucket out, and a whole bucket is deleted only when everything in it was copied", objects(leftOut)))
@@ -467,7 +465,7 @@ func (m *Migration) checkCopied(ctx context.Context, st *MigrationStatus) error 
 	case leftOut > 0:
 		why = append(why, "they are not copied while the filters leave objects out")
 	case len(res.Overwrites) > 0:
-		why = append(why, fmt.Sprintf("they are not copied: the target holds other content at %s: %s", objects(len(res.Overwrites)), named(res.Overwrites)))
+		why = append(why, fmt.Sprintf("they are not copied: the target holds other content at %s: %s", objects(len(res.Overwrites)), keys.Named(res.Overwrites)))
 	case nests:
 		why = append(why, fmt.Sprintf("they are not copied: some lie under the target prefix %q, so the legacy location may hold the target", m.TargetPrefix))
 	default:
@@ -489,14 +487,6 @@ func objects(n int) string {
 		return "1 object"
 	}
 	return fmt.Sprintf("%d objects", n)
-}
-
-// named is the first maxNamed of keys, and how many more there are.
-func named(keys []string) string {
-	if len(keys) <= maxNamed {
-		return strings.Join(keys, ", ")
-	}
-	return fmt.Sprintf("%s and %d more", strings.Join(keys[:maxNamed], ", "), len(keys)-maxNamed)
 }
 
 // deleteLegacy deletes every object under SourcePrefix in the legacy

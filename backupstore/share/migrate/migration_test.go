@@ -1,4 +1,4 @@
-package share_test
+package migrate_test
 
 import (
 	"context"
@@ -18,10 +18,12 @@ import (
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	_ "github.com/groundskeeper-io/groundskeeper/backupstore/s3store"
-	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/migrate"
 	"github.com/groundskeeper-io/groundskeeper/internal/soak"
 	"github.com/groundskeeper-io/groundskeeper/testenv"
 )
+
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 // sums reads every object under prefix: key (without prefix) -> sha256.
 func sums(t *testing.T, b *blob.Bucket, prefix string) map[string]string {
@@ -127,14 +129,14 @@ func newMigrationRun(t *testing.T, objects int) *migrationRun {
 	return r
 }
 
-func (r *migrationRun) migration() *share.Migration {
-	return &share.Migration{
+func (r *migrationRun) migration() *migrate.Migration {
+	return &migrate.Migration{
 		Buckets: func(context.Context) (*blob.Bucket, *blob.Bucket, func(), error) {
 			return r.legacy, r.shared, func() {}, nil
 		},
 		TargetPrefix: migrationPrefix, MarkerKey: "backup-entry.json", Marker: []byte(`{"migrated":true}`),
 		GracePeriod: migrationGrace, Clock: r.clk,
-		Hooks: share.MigrationHooks{
+		Hooks: migrate.Hooks{
 			Pause: func(context.Context) error {
 				r.mu.Lock()
 				r.pauses++
@@ -180,7 +182,7 @@ func (r *migrationRun) migration() *share.Migration {
 // check verifies the end state: every legacy object as of the pause is in
 // the new prefix byte for byte, the other prefix is untouched, the legacy
 // data is gone after the grace period, the writer was paused and resumed.
-func (r *migrationRun) check(st share.MigrationStatus, legacyAtPause map[string]string) {
+func (r *migrationRun) check(st migrate.Status, legacyAtPause map[string]string) {
 	t := r.t
 	got := sums(t, r.shared, migrationPrefix)
 	delete(got, "backup-entry.json")
@@ -236,17 +238,17 @@ func TestMigrationOfManyObjectsWithAWriter(t *testing.T) {
 
 // driveRecording drives without a crash and records the legacy bucket's
 // content right after the pause.
-func (r *migrationRun) driveRecording(atPause *map[string]string) share.MigrationStatus {
+func (r *migrationRun) driveRecording(atPause *map[string]string) migrate.Status {
 	ctx := context.Background()
 	m := r.migration()
-	var st share.MigrationStatus
+	var st migrate.Status
 	for range 50 {
 		prev := st.Step
 		done, after, err := m.Next(ctx, &st)
 		if err != nil {
 			r.t.Fatalf("step %s: %v", prev, err)
 		}
-		if prev == share.StepPauseWriter {
+		if prev == migrate.StepPauseWriter {
 			*atPause = sums(r.t, r.legacy, "")
 		}
 		if done {
@@ -262,8 +264,8 @@ func (r *migrationRun) driveRecording(atPause *map[string]string) share.Migratio
 // written, resumes and ends with the same result.
 func TestMigrationResumesAfterACrashAtEachStep(t *testing.T) {
 	t.Parallel()
-	for _, step := range []share.MigrationStep{share.StepCreatePrefix, share.StepCopy, share.StepPauseWriter,
-		share.StepCopyRemaining, share.StepSwitch, share.StepResumeWriter, share.StepDeleteLegacy} {
+	for _, step := range []migrate.Step{migrate.StepCreatePrefix, migrate.StepCopy, migrate.StepPauseWriter,
+		migrate.StepCopyRemaining, migrate.StepSwitch, migrate.StepResumeWriter, migrate.StepDeleteLegacy} {
 		t.Run(string(step), func(t *testing.T) {
 			r := newMigrationRun(t, 100)
 			var atPause map[string]string
@@ -273,10 +275,10 @@ func TestMigrationResumesAfterACrashAtEachStep(t *testing.T) {
 	}
 }
 
-func (r *migrationRun) driveCrash(crashAt share.MigrationStep, atPause *map[string]string) share.MigrationStatus {
+func (r *migrationRun) driveCrash(crashAt migrate.Step, atPause *map[string]string) migrate.Status {
 	ctx := context.Background()
 	m := r.migration()
-	var st share.MigrationStatus
+	var st migrate.Status
 	crashed := false
 	for range 50 {
 		saved := st
@@ -284,7 +286,7 @@ func (r *migrationRun) driveCrash(crashAt share.MigrationStep, atPause *map[stri
 		if err != nil {
 			r.t.Fatalf("step %s: %v", saved.Step, err)
 		}
-		if saved.Step == share.StepPauseWriter && st.Step != saved.Step && *atPause == nil {
+		if saved.Step == migrate.StepPauseWriter && st.Step != saved.Step && *atPause == nil {
 			*atPause = sums(r.t, r.legacy, "")
 		}
 		if !crashed && saved.Step == crashAt && st.Step != saved.Step {
@@ -304,7 +306,7 @@ func (r *migrationRun) driveCrash(crashAt share.MigrationStep, atPause *map[stri
 
 // drive runs m's steps from st until it is done, a step fails, or
 // maxSteps calls were made, stepping the clock over the grace period.
-func drive(ctx context.Context, m *share.Migration, clk *clocktesting.FakeClock, st *share.MigrationStatus, maxSteps int) (bool, error) {
+func drive(ctx context.Context, m *migrate.Migration, clk *clocktesting.FakeClock, st *migrate.Status, maxSteps int) (bool, error) {
 	for range maxSteps {
 		done, after, err := m.Next(ctx, st)
 		if done || err != nil {
@@ -324,9 +326,9 @@ func drive(ctx context.Context, m *share.Migration, clk *clocktesting.FakeClock,
 func TestMigrationKeepsAWholeBucketThatHoldsWhatItDidNotCopy(t *testing.T) {
 	ctx := context.Background()
 	noop := func(context.Context) error { return nil }
-	hooks := share.MigrationHooks{Pause: noop, Switch: noop, Resume: noop}
-	newMigration := func(legacy, shared *blob.Bucket, clk *clocktesting.FakeClock) *share.Migration {
-		return &share.Migration{
+	hooks := migrate.Hooks{Pause: noop, Switch: noop, Resume: noop}
+	newMigration := func(legacy, shared *blob.Bucket, clk *clocktesting.FakeClock) *migrate.Migration {
+		return &migrate.Migration{
 			Buckets: func(context.Context) (*blob.Bucket, *blob.Bucket, func(), error) {
 				return legacy, shared, func() {}, nil
 			},
@@ -357,14 +359,14 @@ func TestMigrationKeepsAWholeBucketThatHoldsWhatItDidNotCopy(t *testing.T) {
 		}
 		clk := clocktesting.NewFakeClock(time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC))
 		m := newMigration(legacy, shared, clk)
-		var st share.MigrationStatus
+		var st migrate.Status
 		done, err := drive(ctx, m, clk, &st, 20)
-		if done || !errors.Is(err, share.ErrLegacyNotCopied) || st.Step != share.StepDeleteLegacy || !strings.Contains(err.Error(), "shoot--a/") {
+		if done || !errors.Is(err, migrate.ErrLegacyNotCopied) || st.Step != migrate.StepDeleteLegacy || !strings.Contains(err.Error(), "shoot--a/") {
 			t.Fatalf("done %t, %v, step %s; want DeleteLegacy refused with ErrLegacyNotCopied naming keys under shoot--a/", done, err, st.Step)
 		}
 		t.Log(err)
 		before := list(legacy)
-		if _, err := drive(ctx, m, clk, &st, 3); !errors.Is(err, share.ErrLegacyNotCopied) {
+		if _, err := drive(ctx, m, clk, &st, 3); !errors.Is(err, migrate.ErrLegacyNotCopied) {
 			t.Errorf("again: %v; want ErrLegacyNotCopied", err)
 		}
 		after := list(legacy)
@@ -404,7 +406,7 @@ func TestMigrationKeepsAWholeBucketThatHoldsWhatItDidNotCopy(t *testing.T) {
 				m := newMigration(legacy, shared, clk)
 				m.SourcePrefix = tc.sourcePrefix
 				m.Copy.MaxBackups = 2
-				var st share.MigrationStatus
+				var st migrate.Status
 				done, err := drive(ctx, m, clk, &st, 20)
 				left := len(list(legacy))
 				if tc.deleted {
@@ -413,7 +415,7 @@ func TestMigrationKeepsAWholeBucketThatHoldsWhatItDidNotCopy(t *testing.T) {
 					}
 					return
 				}
-				if done || !errors.Is(err, share.ErrLegacyNotCopied) || !strings.Contains(err.Error(), "filters leave 3 objects") || left != 5 {
+				if done || !errors.Is(err, migrate.ErrLegacyNotCopied) || !strings.Contains(err.Error(), "filters leave 3 objects") || left != 5 {
 					t.Errorf("done %t, %v, %d objects left; want ErrLegacyNotCopied for the 3 the filters left out, and all 5 kept", done, err, left)
 				}
 			})
@@ -432,15 +434,15 @@ func TestMigrationKeepsWhatAWriterWritesAfterTheSwitchOnMinIO(t *testing.T) {
 	ctx := context.Background()
 	m := r.migration()
 	m.Hooks.Pause = func(context.Context) error { return nil } // the writer is not reached
-	var st share.MigrationStatus
-	for st.Step != share.StepDeleteLegacy {
+	var st migrate.Status
+	for st.Step != migrate.StepDeleteLegacy {
 		if _, _, err := m.Next(ctx, &st); err != nil {
 			t.Fatalf("step %s: %v", st.Step, err)
 		}
 	}
 	r.clk.Step(migrationGrace)
 	done, _, err := m.Next(ctx, &st)
-	if done || !errors.Is(err, share.ErrLegacyNotCopied) || !strings.Contains(err.Error(), "v2/Incr-") {
+	if done || !errors.Is(err, migrate.ErrLegacyNotCopied) || !strings.Contains(err.Error(), "v2/Incr-") {
 		t.Fatalf("the writer writes on: done %t, %v; want ErrLegacyNotCopied naming its objects", done, err)
 	}
 	t.Log(err)
@@ -458,7 +460,7 @@ func TestMigrationKeepsWhatAWriterWritesAfterTheSwitchOnMinIO(t *testing.T) {
 	<-r.stopped
 	atEnd := sums(t, r.legacy, "")
 	for range 3 {
-		if done, _, err = m.Next(ctx, &st); done || !errors.Is(err, share.ErrLegacyNotCopied) {
+		if done, _, err = m.Next(ctx, &st); done || !errors.Is(err, migrate.ErrLegacyNotCopied) {
 			break
 		}
 	}
@@ -517,21 +519,21 @@ func TestMigrationNeverReplacesAMarker(t *testing.T) {
 							t.Fatal(err)
 						}
 					}
-					m := &share.Migration{
+					m := &migrate.Migration{
 						Buckets: func(context.Context) (*blob.Bucket, *blob.Bucket, func(), error) {
 							return legacy, shared, func() {}, nil
 						},
 						TargetPrefix: "ns.a/", MarkerKey: ".groundskeeper-entry", Marker: []byte("migration"), MarkerOwner: tc.owner,
-						Hooks: share.MigrationHooks{Pause: noop, Switch: noop, Resume: noop},
+						Hooks: migrate.Hooks{Pause: noop, Switch: noop, Resume: noop},
 					}
-					st := &share.MigrationStatus{}
+					st := &migrate.Status{}
 					_, _, err := m.Next(ctx, st)
 					if tc.fails {
-						if err == nil || st.Step != share.StepCreatePrefix || !strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), fmt.Sprintf("owner %q", tc.before)) {
+						if err == nil || st.Step != migrate.StepCreatePrefix || !strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), fmt.Sprintf("owner %q", tc.before)) {
 							t.Errorf("step: %v, next %s; want it failed naming %s and owner %q", err, st.Step, key, tc.before)
 						}
-					} else if err != nil || st.Step != share.StepCopy {
-						t.Errorf("step: %v, next %s; want %s", err, st.Step, share.StepCopy)
+					} else if err != nil || st.Step != migrate.StepCopy {
+						t.Errorf("step: %v, next %s; want %s", err, st.Step, migrate.StepCopy)
 					}
 					owner, found, err := backupstore.MarkerOwner(ctx, shared, key)
 					if err != nil {
@@ -547,5 +549,38 @@ func TestMigrationNeverReplacesAMarker(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// A migration that is done (an entry already migrated) runs nothing and
+// changes nothing; an unknown step and a Migration without its hooks are
+// refused with ErrInvalidConfig.
+func TestMigrationBadInput(t *testing.T) {
+	ctx := context.Background()
+	called := 0
+	hook := func(context.Context) error { called++; return nil }
+	m := &migrate.Migration{
+		Buckets: func(context.Context) (*blob.Bucket, *blob.Bucket, func(), error) {
+			called++
+			return nil, nil, nil, errors.New("not opened")
+		},
+		TargetPrefix: "entry/",
+		Hooks:        migrate.Hooks{Pause: hook, Switch: hook, Resume: hook, DeleteLegacy: hook},
+	}
+	st := migrate.Status{Step: migrate.StepDone}
+	done, after, err := m.Next(ctx, &st)
+	if !done || after != 0 || err != nil || called != 0 || st != (migrate.Status{Step: migrate.StepDone}) {
+		t.Errorf("done migration: done %v, after %s, err %v, %d calls, status %+v", done, after, err, called, st)
+	}
+	st = migrate.Status{Step: "Teleport"}
+	if _, _, err := m.Next(ctx, &st); !errors.Is(err, backupstore.ErrInvalidConfig) || !strings.Contains(err.Error(), "Teleport") {
+		t.Errorf("unknown step: %v", err)
+	}
+	m.Hooks.Pause = nil
+	if _, _, err := m.Next(ctx, &migrate.Status{}); !errors.Is(err, backupstore.ErrInvalidConfig) || !strings.Contains(err.Error(), "Pause") {
+		t.Errorf("no Pause hook: %v", err)
+	}
+	if called != 0 {
+		t.Errorf("%d calls on refused input", called)
 	}
 }

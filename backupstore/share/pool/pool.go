@@ -1,4 +1,4 @@
-package share
+package pool
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
 	"github.com/groundskeeper-io/groundskeeper/internal/errclass"
 )
 
@@ -37,23 +38,21 @@ var ErrNotOwned = errclass.Terminal("share: the store's bucket is not the bucket
 // been empty for its grace period once more.
 var ErrStoreNotEmpty = errclass.Retryable("share: the store's bucket holds objects besides its owner marker")
 
-// PoolConfig says how entries that name no bucket are placed in a pool of
+// Config says how entries that name no bucket are placed in a pool of
 // buckets (Gardener's buckets per provider and region, each with the
 // quota's limit of entries), and how the pool grows.
-type PoolConfig[E, B collect.Object] struct {
+type Config[E, B collect.Object] struct {
 	// Share gives the entries, the buckets and each bucket's Limit.
-	Share *Share[E, B]
+	Share *share.Share[E, B]
 	// Pool names the pool an entry is placed in ("aws/eu-west-1"), or an
 	// error that says why it has none (an unknown provider). Required.
 	Pool func(E) (string, error)
 	// Member names the pool a bucket belongs to; "" for none. Required.
 	Member func(B) string
-	// NewBucket builds the n-th bucket (n from 1) of a pool, with its
-	// name, its Member and its Limit; an error refuses (a limit of 0).
-	// The name must follow from pool and n alone: two replicas that grow
-	// the pool at once then create the same object, and the second gets
-	// AlreadyExists. Required.
-	NewBucket func(pool string, n int) (B, error)
+	// Grower builds the pool's next bucket object and, if it has the
+	// methods (Grow has), creates and deletes the store's bucket behind
+	// one (see Grower). Required.
+	Grower Grower[B]
 	// Create creates a bucket object (AlreadyExists if it exists).
 	// Required.
 	Create func(ctx context.Context, b B) error
@@ -65,19 +64,6 @@ type PoolConfig[E, B collect.Object] struct {
 	// Assign records the chosen bucket on the entry (its spec field that
 	// Share's Config.Bucket reads). Required.
 	Assign func(e E, namespace, name string)
-	// Provision, if set, creates the store's bucket behind a live bucket
-	// object (backupstore.CreateBucket) and, for a bucket the pool created,
-	// proves it the object's: an error wrapping ErrNotOwned when the store
-	// bucket existed and is not the object's (Grow.Provision, with an
-	// owner marker). It is called on every reconcile of the bucket (but a
-	// bucket stamped empty or marked for deletion, see ReconcileBucket),
-	// and, on a fresh read of the bucket, before each admission of an
-	// entry to it, so "already exists" never stands for "mine": an entry
-	// is admitted only after it succeeded, and ErrNotOwned refuses the
-	// entry (StoreNotOwned) and marks the bucket (AnnotationStoreNotOwned)
-	// so that Place puts no entry there. It must succeed when the bucket
-	// exists and is the object's.
-	Provision func(ctx context.Context, b B) error
 	// GrowWait is when an entry is placed again after its pool grew;
 	// default 1s.
 	GrowWait time.Duration
@@ -90,19 +76,6 @@ type PoolConfig[E, B collect.Object] struct {
 	// default, never deletes a bucket (and removes a stamp or a mark left
 	// from a deletion that was on).
 	DeleteEmptyAfter time.Duration
-	// Deprovision deletes the store's bucket behind a bucket object:
-	// backupstore.DeleteBucket with the bucket's URL and credentials and
-	// opts (nil, or a dry run). A bucket already gone is success; data
-	// under Object Lock is backupstore.ErrRetained. It must refuse, with
-	// an error wrapping ErrNotOwned, a store bucket it cannot prove the
-	// object's, checked right before the deletion (Grow.Deprovision reads
-	// the owner marker): the deletion is then given up and the bucket
-	// marked (AnnotationStoreNotOwned). An error wrapping
-	// ErrStoreNotEmpty (Grow.Deprovision's, for a store bucket holding
-	// objects besides its marker) gives the deletion up until the bucket
-	// has been empty for DeleteEmptyAfter again.
-	// Required with DeleteEmptyAfter.
-	Deprovision func(ctx context.Context, b B, opts *backupstore.DeleteOptions) (*backupstore.DeleteResult, error)
 	// LiveEntries lists every entry (all that Share's Entries.List
 	// lists) from the API server, never from a cache: a bucket is
 	// deleted only when it finds none naming it
@@ -115,48 +88,100 @@ type PoolConfig[E, B collect.Object] struct {
 	DryRun bool
 }
 
-// Pool places entries in a pool's buckets and grows the pool.
-type Pool[E, B collect.Object] struct {
-	cfg PoolConfig[E, B]
+// Grower grows a pool: NewBucket builds the n-th bucket (n from 1) of a
+// pool, with its name, its Member and its Limit; an error refuses (a
+// limit of 0). The name must follow from pool and n alone: two replicas
+// that grow the pool at once then create the same object, and the second
+// gets AlreadyExists. Grow is a Grower, and has both optional methods,
+// which the Pool finds on the Grower at run time:
+//
+//	Provision(ctx context.Context, b B) error
+//
+// creates the store's bucket behind a live bucket object
+// (backupstore.CreateBucket) and, for a bucket the pool created, proves it
+// the object's: an error wrapping ErrNotOwned when the store bucket
+// existed and is not the object's (Grow.Provision, with an owner marker).
+// It is called on every reconcile of the bucket (but a bucket stamped
+// empty or marked for deletion, see ReconcileBucket), and, on a fresh read
+// of the bucket, before each admission of an entry to it, so "already
+// exists" never stands for "mine": an entry is admitted only after it
+// succeeded, and ErrNotOwned refuses the entry (StoreNotOwned) and marks
+// the bucket (AnnotationStoreNotOwned) so that Place puts no entry there.
+// It must succeed when the bucket exists and is the object's.
+//
+//	Deprovision(ctx context.Context, b B, opts *backupstore.DeleteOptions) (*backupstore.DeleteResult, error)
+//
+// deletes the store's bucket behind a bucket object: backupstore.DeleteBucket
+// with the bucket's URL and credentials and opts (nil, or a dry run). A
+// bucket already gone is success; data under Object Lock is
+// backupstore.ErrRetained. It must refuse, with an error wrapping
+// ErrNotOwned, a store bucket it cannot prove the object's, checked right
+// before the deletion (Grow.Deprovision reads the owner marker): the
+// deletion is then given up and the bucket marked
+// (AnnotationStoreNotOwned). An error wrapping ErrStoreNotEmpty
+// (Grow.Deprovision's, for a store bucket holding objects besides its
+// marker) gives the deletion up until the bucket has been empty for
+// DeleteEmptyAfter again. Required with DeleteEmptyAfter.
+type Grower[B collect.Object] interface {
+	NewBucket(pool string, n int) (B, error)
 }
 
-// NewPool checks cfg and returns its Pool.
-func NewPool[E, B collect.Object](cfg PoolConfig[E, B]) (*Pool[E, B], error) {
+// provisioner and deprovisioner are a Grower's optional methods.
+type provisioner[B collect.Object] interface {
+	Provision(ctx context.Context, b B) error
+}
+
+type deprovisioner[B collect.Object] interface {
+	Deprovision(ctx context.Context, b B, opts *backupstore.DeleteOptions) (*backupstore.DeleteResult, error)
+}
+
+var (
+	_ Grower[collect.Object]        = Grow[collect.Object]{}
+	_ provisioner[collect.Object]   = Grow[collect.Object]{}
+	_ deprovisioner[collect.Object] = Grow[collect.Object]{}
+)
+
+// Pool places entries in a pool's buckets and grows the pool.
+type Pool[E, B collect.Object] struct {
+	cfg Config[E, B]
+	// provisionStore and deprovisionStore are the Grower's, or nil.
+	provisionStore   func(ctx context.Context, b B) error
+	deprovisionStore func(ctx context.Context, b B, opts *backupstore.DeleteOptions) (*backupstore.DeleteResult, error)
+}
+
+// New checks cfg and returns its Pool.
+func New[E, B collect.Object](cfg Config[E, B]) (*Pool[E, B], error) {
 	for _, f := range []struct {
 		name string
 		ok   bool
 	}{
 		{"Share", cfg.Share != nil}, {"Pool", cfg.Pool != nil}, {"Member", cfg.Member != nil},
-		{"NewBucket", cfg.NewBucket != nil}, {"Create", cfg.Create != nil}, {"Claims", cfg.Claims != nil}, {"Assign", cfg.Assign != nil},
+		{"Grower", cfg.Grower != nil}, {"Create", cfg.Create != nil}, {"Claims", cfg.Claims != nil}, {"Assign", cfg.Assign != nil},
 	} {
 		if !f.ok {
-			return nil, fmt.Errorf("%w: share: PoolConfig.%s is required", ErrInvalidConfig, f.name)
+			return nil, fmt.Errorf("%w: share: pool.Config.%s is required", backupstore.ErrInvalidConfig, f.name)
 		}
 	}
 	if cfg.DeleteEmptyAfter < 0 {
-		return nil, fmt.Errorf("%w: share: PoolConfig.DeleteEmptyAfter = %s: want 0 (never delete) or more", ErrInvalidConfig, cfg.DeleteEmptyAfter)
+		return nil, fmt.Errorf("%w: share: pool.Config.DeleteEmptyAfter = %s: want 0 (never delete) or more", backupstore.ErrInvalidConfig, cfg.DeleteEmptyAfter)
 	}
-	if cfg.DeleteEmptyAfter > 0 && (cfg.Deprovision == nil || cfg.LiveEntries == nil) {
-		return nil, fmt.Errorf("%w: share: PoolConfig.Deprovision and PoolConfig.LiveEntries are required with DeleteEmptyAfter = %s", ErrInvalidConfig, cfg.DeleteEmptyAfter)
+	p := &Pool[E, B]{cfg: cfg}
+	if g, ok := cfg.Grower.(provisioner[B]); ok {
+		p.provisionStore = g.Provision
 	}
-	if cfg.GrowWait <= 0 {
-		cfg.GrowWait = time.Second
+	if g, ok := cfg.Grower.(deprovisioner[B]); ok {
+		p.deprovisionStore = g.Deprovision
 	}
-	return &Pool[E, B]{cfg: cfg}, nil
+	if cfg.DeleteEmptyAfter > 0 && (p.deprovisionStore == nil || cfg.LiveEntries == nil) {
+		return nil, fmt.Errorf("%w: share: pool.Config.Grower's Deprovision and pool.Config.LiveEntries are required with DeleteEmptyAfter = %s", backupstore.ErrInvalidConfig, cfg.DeleteEmptyAfter)
+	}
+	if p.cfg.GrowWait <= 0 {
+		p.cfg.GrowWait = time.Second
+	}
+	return p, nil
 }
 
-// Reconciler is what crt/backups.Sharing runs: a Share, or a Pool over one.
-type Reconciler[E, B collect.Object] interface {
-	ReconcileEntry(ctx context.Context, e E) (time.Duration, error)
-	ReconcileBucket(ctx context.Context, b B) (time.Duration, error)
-	Waiting(ctx context.Context, b B) ([]E, error)
-	BucketOf(e E) (namespace, name string)
-}
-
-var (
-	_ Reconciler[collect.Object, collect.Object] = (*Share[collect.Object, collect.Object])(nil)
-	_ Reconciler[collect.Object, collect.Object] = (*Pool[collect.Object, collect.Object])(nil)
-)
+var _ share.Reconciler[collect.Object, collect.Object] = (*Pool[collect.Object, collect.Object])(nil)
 
 // ReconcileEntry places a live entry that names no bucket (Place; after
 // GrowWait again while its pool grows) and reconciles every other one
@@ -164,7 +189,7 @@ var (
 // Admitted condition False with reason NoPool and the refusal's message.
 func (p *Pool[E, B]) ReconcileEntry(ctx context.Context, e E) (time.Duration, error) {
 	if _, name := p.cfg.Share.BucketOf(e); name != "" || e.GetDeletionTimestamp() != nil {
-		if name != "" && e.GetDeletionTimestamp() == nil && *p.cfg.Share.cfg.Prefix(e) == "" && p.cfg.Provision != nil {
+		if name != "" && e.GetDeletionTimestamp() == nil && *p.cfg.Share.Config().Prefix(e) == "" && p.provisionStore != nil {
 			if refused, err := p.admissible(ctx, e); refused || err != nil {
 				return 0, err
 			}
@@ -179,7 +204,7 @@ func (p *Pool[E, B]) ReconcileEntry(ctx context.Context, e E) (time.Duration, er
 	case errors.As(err, &np):
 		// Refused until the entry changes (Pool) or the pool does
 		// (NewBucket: tried again after GrowWait).
-		if err := p.cfg.Share.refuse(ctx, e.DeepCopyObject().(E), ReasonNoPool, np.Error(), nil); err != nil {
+		if err := p.cfg.Share.Refuse(ctx, e.DeepCopyObject().(E), share.ReasonNoPool, np.Error(), nil); err != nil {
 			return 0, err
 		}
 		if np.grow {
@@ -198,7 +223,7 @@ func (p *Pool[E, B]) ReconcileEntry(ctx context.Context, e E) (time.Duration, er
 // deleted or marked for deletion is left to the Share, which refuses e.
 func (p *Pool[E, B]) admissible(ctx context.Context, e E) (refused bool, err error) {
 	ns, name := p.cfg.Share.BucketOf(e)
-	b, err := p.cfg.Share.cfg.Buckets.Get(ctx, ns, name)
+	b, err := p.cfg.Share.Config().Buckets.Get(ctx, ns, name)
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	}
@@ -209,25 +234,25 @@ func (p *Pool[E, B]) admissible(ctx context.Context, e E) (refused bool, err err
 		return false, nil
 	}
 	_, err = p.provision(ctx, b)
-	n := p.cfg.Share.cfg.Names
+	n := p.cfg.Share.Config().Names
 	switch {
 	case errors.Is(err, ErrNotOwned):
 		msg := fmt.Sprintf("%s %q: %v", n.BucketField, name, err)
-		return true, p.cfg.Share.refuse(ctx, e.DeepCopyObject().(E), ReasonStoreNotOwned, msg, nil)
+		return true, p.cfg.Share.Refuse(ctx, e.DeepCopyObject().(E), ReasonStoreNotOwned, msg, nil)
 	case err != nil:
 		msg := fmt.Sprintf("%s %q: provision the store's bucket: %v", n.BucketField, name, err)
-		return true, p.cfg.Share.refuse(ctx, e.DeepCopyObject().(E), ReasonStoreError, msg, err)
+		return true, p.cfg.Share.Refuse(ctx, e.DeepCopyObject().(E), share.ReasonStoreError, msg, err)
 	}
 	return false, nil
 }
 
-// provision runs PoolConfig.Provision for b and records its verdict on the
+// provision runs Grower.Provision for b and records its verdict on the
 // object: a store bucket that is not b's (ErrNotOwned) gets
 // AnnotationStoreNotOwned with the refusal and a Warning event, when they
 // change; one proven b's loses the annotation. wrote says that b was
 // written (its change reconciles it again).
 func (p *Pool[E, B]) provision(ctx context.Context, b B) (wrote bool, err error) {
-	err = p.cfg.Provision(ctx, b)
+	err = p.provisionStore(ctx, b)
 	was, marked := b.GetAnnotations()[AnnotationStoreNotOwned]
 	switch {
 	case errors.Is(err, ErrNotOwned):
@@ -238,13 +263,13 @@ func (p *Pool[E, B]) provision(ctx context.Context, b B) (wrote bool, err error)
 			return false, errors.Join(err, fmt.Errorf("mark bucket %s: %w", b.GetName(), werr))
 		}
 		logr.FromContextOrDiscard(ctx).Info("store's bucket not the bucket's", "bucket", b.GetName(), "why", err.Error())
-		p.cfg.Share.cfg.Recorder.Event(b, corev1.EventTypeWarning, ReasonStoreNotOwned, err.Error())
+		p.cfg.Share.Config().Recorder.Event(b, corev1.EventTypeWarning, ReasonStoreNotOwned, err.Error())
 		return true, err
 	case err == nil && marked:
 		if err := p.annotate(ctx, b, nil, AnnotationStoreNotOwned); err != nil {
 			return false, fmt.Errorf("unmark bucket %s: %w", b.GetName(), err)
 		}
-		p.cfg.Share.cfg.Recorder.Event(b, corev1.EventTypeNormal, ReasonStoreOwned, "the store's bucket is proven the bucket's")
+		p.cfg.Share.Config().Recorder.Event(b, corev1.EventTypeNormal, ReasonStoreOwned, "the store's bucket is proven the bucket's")
 		return true, nil
 	}
 	return false, err
@@ -253,7 +278,7 @@ func (p *Pool[E, B]) provision(ctx context.Context, b B) (wrote bool, err error)
 // provisioned reads b fresh and provisions it for Place: skip says that
 // b is gone, being deleted, or not the owner of its store's bucket.
 func (p *Pool[E, B]) provisioned(ctx context.Context, b B) (fresh B, skip bool, err error) {
-	fresh, err = p.cfg.Share.cfg.Buckets.Get(ctx, b.GetNamespace(), b.GetName())
+	fresh, err = p.cfg.Share.Config().Buckets.Get(ctx, b.GetNamespace(), b.GetName())
 	if apierrors.IsNotFound(err) {
 		return fresh, true, nil
 	}
@@ -281,8 +306,8 @@ func (p *Pool[E, B]) notOwned(b B) bool {
 	return ok
 }
 
-// noPoolError is a refusal of PoolConfig.Pool (grow false) or
-// PoolConfig.NewBucket (grow true).
+// noPoolError is a refusal of Config.Pool (grow false) or
+// Grower.NewBucket (grow true).
 type noPoolError struct {
 	err  error
 	grow bool
@@ -306,7 +331,7 @@ func (p *Pool[E, B]) ReconcileBucket(ctx context.Context, b B) (time.Duration, e
 	if wrote, err := p.Release(ctx, b); err != nil || wrote {
 		return 0, err // the status write reconciles it again
 	}
-	if _, empty := emptySince(b); p.cfg.Provision != nil && b.GetDeletionTimestamp() == nil && !p.deleting(b) && !empty {
+	if _, empty := emptySince(b); p.provisionStore != nil && b.GetDeletionTimestamp() == nil && !p.deleting(b) && !empty {
 		wrote, err := p.provision(ctx, b)
 		if wrote && (err == nil || errors.Is(err, ErrNotOwned)) {
 			return 0, nil // the write reconciles it again
@@ -351,7 +376,7 @@ func (p *Pool[E, B]) Place(ctx context.Context, e E) (string, error) {
 	if err != nil {
 		return "", &noPoolError{err: fmt.Errorf("entry %s has no pool: %w", e.GetName(), err)}
 	}
-	all, err := p.cfg.Share.cfg.Buckets.List(ctx, "")
+	all, err := p.cfg.Share.Config().Buckets.List(ctx, "")
 	if err != nil {
 		return "", err
 	}
@@ -383,10 +408,10 @@ func (p *Pool[E, B]) claimPlace(ctx context.Context, e E, pool string, members [
 		if b.GetDeletionTimestamp() != nil || p.deleting(b) || p.notOwned(b) {
 			continue
 		}
-		if limit := p.cfg.Share.cfg.Limit(b); limit > 0 && len(*p.cfg.Claims(b)) >= limit {
+		if limit := p.cfg.Share.Config().Limit(b); limit > 0 && len(*p.cfg.Claims(b)) >= limit {
 			continue
 		}
-		if p.cfg.Provision != nil {
+		if p.provisionStore != nil {
 			// Proven the owner of its store's bucket before a place is
 			// taken, on a fresh read: a bucket grown into another's store
 			// bucket is skipped (and marked), and the pool grows past it,
@@ -399,14 +424,14 @@ func (p *Pool[E, B]) claimPlace(ctx context.Context, e E, pool string, members [
 				}
 				continue
 			}
-			if limit := p.cfg.Share.cfg.Limit(b); limit > 0 && len(*p.cfg.Claims(b)) >= limit {
+			if limit := p.cfg.Share.Config().Limit(b); limit > 0 && len(*p.cfg.Claims(b)) >= limit {
 				continue
 			}
 		}
 		b = b.DeepCopyObject().(B)
 		claims := p.cfg.Claims(b)
 		*claims = append(*claims, claimKey(e))
-		if err := p.cfg.Share.cfg.Buckets.UpdateStatus(ctx, b); err != nil {
+		if err := p.cfg.Share.Config().Buckets.UpdateStatus(ctx, b); err != nil {
 			return "", false, fmt.Errorf("claim a place in bucket %s for entry %s: %w", b.GetName(), e.GetName(), err)
 		}
 		logr.FromContextOrDiscard(ctx).Info("placed", "entry", e.GetName(), "bucket", b.GetName(), "pool", pool)
@@ -443,7 +468,7 @@ func (p *Pool[E, B]) grow(ctx context.Context, e E, pool string, all, members []
 		if apierrors.IsAlreadyExists(err) {
 			// Not in the list: a placer created it a moment ago, or an
 			// unrelated object has the name. Only a member is growth.
-			existing, gerr := p.cfg.Share.cfg.Buckets.Get(ctx, next.GetNamespace(), next.GetName())
+			existing, gerr := p.cfg.Share.Config().Buckets.Get(ctx, next.GetNamespace(), next.GetName())
 			if gerr != nil {
 				return fmt.Errorf("pool %q: bucket %s exists: %w", pool, next.GetName(), gerr)
 			}
@@ -470,7 +495,7 @@ func (p *Pool[E, B]) grow(ctx context.Context, e E, pool string, all, members []
 func (p *Pool[E, B]) next(pool string, n *int, members []B, taken map[string]bool) (B, error) {
 	for tries := 0; ; tries++ {
 		*n++
-		next, err := p.cfg.NewBucket(pool, *n)
+		next, err := p.cfg.Grower.NewBucket(pool, *n)
 		if err != nil {
 			return next, &noPoolError{err: fmt.Errorf("pool %q cannot grow: %w", pool, err), grow: true}
 		}
@@ -478,7 +503,7 @@ func (p *Pool[E, B]) next(pool string, n *int, members []B, taken map[string]boo
 			return next, nil
 		}
 		if tries > len(members)+len(taken) { // distinct names for distinct numbers find a free one sooner
-			return next, fmt.Errorf("%w: share: PoolConfig.NewBucket(%q, %d) = %s, a bucket that exists: it must name the n-th bucket after n", ErrInvalidConfig, pool, *n, next.GetName())
+			return next, fmt.Errorf("%w: share: Grower.NewBucket(%q, %d) = %s, a bucket that exists: it must name the n-th bucket after n", backupstore.ErrInvalidConfig, pool, *n, next.GetName())
 		}
 	}
 }
@@ -486,7 +511,7 @@ func (p *Pool[E, B]) next(pool string, n *int, members []B, taken map[string]boo
 func (p *Pool[E, B]) assign(ctx context.Context, e E, b B) error {
 	e = e.DeepCopyObject().(E)
 	p.cfg.Assign(e, b.GetNamespace(), b.GetName())
-	if err := p.cfg.Share.cfg.Entries.Update(ctx, e); err != nil {
+	if err := p.cfg.Share.Config().Entries.Update(ctx, e); err != nil {
 		return fmt.Errorf("assign bucket %s to entry %s: %w", b.GetName(), e.GetName(), err)
 	}
 	return nil
@@ -506,7 +531,7 @@ func claimKey(e collect.Object) string {
 // the (cached) list is read from the API server before its place goes: a
 // cache that has not seen a new entry yet must not free its place.
 func (p *Pool[E, B]) Release(ctx context.Context, b B) (bool, error) {
-	all, err := p.cfg.Share.cfg.Entries.List(ctx, "")
+	all, err := p.cfg.Share.Config().Entries.List(ctx, "")
 	if err != nil {
 		return false, err
 	}
@@ -523,7 +548,7 @@ func (p *Pool[E, B]) Release(ctx context.Context, b B) (bool, error) {
 			if !found {
 				ns, name = "", c
 			}
-			_, err := p.cfg.Share.cfg.Entries.Get(ctx, ns, name)
+			_, err := p.cfg.Share.Config().Entries.Get(ctx, ns, name)
 			if err == nil {
 				present[c] = true
 			} else if !apierrors.IsNotFound(err) {
@@ -538,7 +563,7 @@ func (p *Pool[E, B]) Release(ctx context.Context, b B) (bool, error) {
 		return false, nil
 	}
 	*claims = kept
-	if err := p.cfg.Share.cfg.Buckets.UpdateStatus(ctx, b); err != nil {
+	if err := p.cfg.Share.Config().Buckets.UpdateStatus(ctx, b); err != nil {
 		return false, fmt.Errorf("release places in bucket %s: %w", b.GetName(), err)
 	}
 	return true, nil

@@ -1,4 +1,4 @@
-package share
+package pool
 
 import (
 	"context"
@@ -14,9 +14,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
 )
 
-// The annotations a Pool with PoolConfig.DeleteEmptyAfter writes on its
+// The annotations a Pool with Config.DeleteEmptyAfter writes on its
 // buckets. They are metadata, not status, so that a bucket type needs no
 // field for them, and so that Share (which knows no status field of the
 // pool's) sees the mark too; they are written with the resourceVersion
@@ -27,20 +28,15 @@ const (
 	// 3339, UTC): no claim and no entry naming it on the API server. It
 	// is removed as soon as a claim or an entry is seen.
 	AnnotationEmptySince = "backupstore.groundskeeper.io/empty-since"
-	// AnnotationDeleting marks a bucket whose deletion the Pool has
-	// decided (RFC 3339, UTC): Place takes no place in it and Share
-	// admits no entry to it. It is removed, and the deletion given up,
-	// when the bucket turns out to be in use before its object is deleted.
-	AnnotationDeleting = "backupstore.groundskeeper.io/deleting"
 	// AnnotationCreatedBy names the pool that created the bucket object
 	// (Place, when the pool grew). The Pool deletes only the buckets it
 	// created: a bucket an administrator made, and its store's bucket, are
 	// theirs. It says who made the object, not the store's bucket: that
-	// one is the object's only when PoolConfig.Provision and Deprovision
+	// one is the object's only when Grower.Provision and Deprovision
 	// prove it (Grow's owner marker).
 	AnnotationCreatedBy = "backupstore.groundskeeper.io/created-by-pool"
 	// AnnotationStoreNotOwned marks a bucket whose store's bucket the
-	// Pool could not prove the object's (PoolConfig.Provision or
+	// Pool could not prove the object's (Grower.Provision or
 	// Deprovision returned ErrNotOwned; the value is why): Place puts no
 	// entry there, no entry is admitted to it, and the Pool never deletes
 	// it. The Pool removes it once Provision succeeds (an administrator
@@ -85,7 +81,7 @@ type BucketDeletion struct {
 	Deleted bool
 	// Kept says why the bucket stays, when it does and Pool decided it.
 	Kept string
-	// Store is what the store's deletion did (PoolConfig.Deprovision), in
+	// Store is what the store's deletion did (Grower.Deprovision), in
 	// a dry run what it would delete (Keys, Bytes); nil when not called.
 	Store *backupstore.DeleteResult
 	// After is when to look again; 0 for when the bucket changes.
@@ -93,12 +89,12 @@ type BucketDeletion struct {
 }
 
 func (p *Pool[E, B]) deleting(b B) bool {
-	_, ok := b.GetAnnotations()[AnnotationDeleting]
+	_, ok := b.GetAnnotations()[share.AnnotationDeleting]
 	return ok
 }
 
 // DeleteEmpty deletes bucket b, read from a cache, if it has been empty
-// for PoolConfig.DeleteEmptyAfter; ReconcileBucket calls it first. A
+// for Config.DeleteEmptyAfter; ReconcileBucket calls it first. A
 // bucket is empty when its claims are empty and no entry names it,
 // deleted or not. Only a bucket the pool created (AnnotationCreatedBy) is
 // ever deleted, and only with its store's bucket proven the object's
@@ -128,7 +124,7 @@ func (p *Pool[E, B]) deleting(b B) bool {
 //     finalizer.
 //
 // Data under Object Lock stops the deletion (not an error): Kept and
-// After say when it can go on. In a dry run (PoolConfig.DryRun) the
+// After say when it can go on. In a dry run (Config.DryRun) the
 // stamp is still written, nothing is marked or deleted, and the result
 // says what the store's deletion would delete.
 func (p *Pool[E, B]) DeleteEmpty(ctx context.Context, b B) (BucketDeletion, error) {
@@ -148,11 +144,11 @@ func (p *Pool[E, B]) deleteEmpty(ctx context.Context, b B) (d BucketDeletion, wr
 		// No deletion (any more): a stamp or a mark left from one goes.
 		a := b.GetAnnotations()
 		if _, ok := a[AnnotationEmptySince]; !ok {
-			if _, ok := a[AnnotationDeleting]; !ok {
+			if _, ok := a[share.AnnotationDeleting]; !ok {
 				return d, false, nil
 			}
 		}
-		err := p.annotate(ctx, b, nil, AnnotationDeleting, AnnotationEmptySince)
+		err := p.annotate(ctx, b, nil, share.AnnotationDeleting, AnnotationEmptySince)
 		return d, err == nil, err
 	}
 	if p.deleting(b) {
@@ -172,7 +168,7 @@ func (p *Pool[E, B]) deleteEmpty(ctx context.Context, b B) (d BucketDeletion, wr
 		err := p.annotate(ctx, b, nil, AnnotationEmptySince)
 		return d, err == nil, err
 	}
-	now := p.cfg.Share.cfg.Clock.Now()
+	now := p.cfg.Share.Config().Clock.Now()
 	if !stamped {
 		fresh, inUse, err := p.inUseFresh(ctx, b)
 		if err != nil || inUse != "" {
@@ -206,7 +202,7 @@ func (p *Pool[E, B]) deleteEmpty(ctx context.Context, b B) (d BucketDeletion, wr
 	if p.cfg.DryRun {
 		return p.dryRun(ctx, fresh, d)
 	}
-	if err := p.annotate(ctx, fresh, map[string]string{AnnotationDeleting: stamp(now)}); err != nil {
+	if err := p.annotate(ctx, fresh, map[string]string{share.AnnotationDeleting: stamp(now)}); err != nil {
 		return d, false, fmt.Errorf("mark bucket %s for deletion: %w", b.GetName(), err)
 	}
 	log.Info("bucket deletion decided", "emptySince", stamp(since))
@@ -237,10 +233,10 @@ func (p *Pool[E, B]) inUseOrKept(ctx context.Context, b B, pool string) (string,
 func (p *Pool[E, B]) finishDeletion(ctx context.Context, b B) (d BucketDeletion, wrote bool, err error) {
 	d.Bucket = b.GetName()
 	log := logr.FromContextOrDiscard(ctx).WithValues("bucket", b.GetName())
-	rec := p.cfg.Share.cfg.Recorder
+	rec := p.cfg.Share.Config().Recorder
 	cancel := func(fresh B, inUse string) (BucketDeletion, bool, error) {
 		d.Kept = inUse
-		if err := p.annotate(ctx, fresh, nil, AnnotationDeleting, AnnotationEmptySince); err != nil {
+		if err := p.annotate(ctx, fresh, nil, share.AnnotationDeleting, AnnotationEmptySince); err != nil {
 			return d, false, fmt.Errorf("give up the deletion of bucket %s: %w", b.GetName(), err)
 		}
 		log.Info("bucket deletion given up", "why", inUse)
@@ -260,7 +256,7 @@ func (p *Pool[E, B]) finishDeletion(ctx context.Context, b B) (d BucketDeletion,
 	if p.cfg.DryRun {
 		return p.dryRun(ctx, fresh, d)
 	}
-	res, err := p.cfg.Deprovision(ctx, fresh, nil)
+	res, err := p.deprovisionStore(ctx, fresh, nil)
 	d.Store = res
 	if errors.Is(err, ErrStoreNotEmpty) {
 		// Data no entry of the pool owns: kept, and the bucket in service
@@ -272,7 +268,7 @@ func (p *Pool[E, B]) finishDeletion(ctx context.Context, b B) (d BucketDeletion,
 	if errors.Is(err, ErrNotOwned) {
 		// Never the pool's to delete: given up for good, and marked.
 		d.Store, d.Kept = nil, err.Error()
-		if err := p.annotate(ctx, fresh, map[string]string{AnnotationStoreNotOwned: err.Error()}, AnnotationDeleting, AnnotationEmptySince); err != nil {
+		if err := p.annotate(ctx, fresh, map[string]string{AnnotationStoreNotOwned: err.Error()}, share.AnnotationDeleting, AnnotationEmptySince); err != nil {
 			return d, false, fmt.Errorf("give up the deletion of bucket %s: %w", b.GetName(), err)
 		}
 		log.Info("bucket deletion given up: the store's bucket is not the bucket's", "why", err.Error())
@@ -280,7 +276,7 @@ func (p *Pool[E, B]) finishDeletion(ctx context.Context, b B) (d BucketDeletion,
 		return d, true, nil
 	}
 	if re := (*backupstore.RetainedError)(nil); errors.As(err, &re) {
-		now := p.cfg.Share.cfg.Clock.Now()
+		now := p.cfg.Share.Config().Clock.Now()
 		d.After = p.cfg.DeleteEmptyAfter // legal holds: look again now and then
 		d.Kept = "data under Object Lock, all under a legal hold"
 		if !re.RetryAt.IsZero() {
@@ -301,7 +297,7 @@ func (p *Pool[E, B]) finishDeletion(ctx context.Context, b B) (d BucketDeletion,
 	if inUse != "" {
 		return cancel(fresh, inUse)
 	}
-	if err := p.cfg.Share.cfg.Buckets.Delete(ctx, fresh.GetNamespace(), fresh.GetName(), fresh.GetUID(), fresh.GetResourceVersion()); err != nil && !apierrors.IsNotFound(err) {
+	if err := p.cfg.Share.Config().Buckets.Delete(ctx, fresh.GetNamespace(), fresh.GetName(), fresh.GetUID(), fresh.GetResourceVersion()); err != nil && !apierrors.IsNotFound(err) {
 		return d, false, fmt.Errorf("delete bucket %s: %w", b.GetName(), err)
 	}
 	d.Deleted = true
@@ -316,7 +312,7 @@ func (p *Pool[E, B]) finishDeletion(ctx context.Context, b B) (d BucketDeletion,
 
 // dryRun reports what the deletion of b would delete.
 func (p *Pool[E, B]) dryRun(ctx context.Context, b B, d BucketDeletion) (BucketDeletion, bool, error) {
-	res, err := p.cfg.Deprovision(ctx, b, &backupstore.DeleteOptions{DryRun: true})
+	res, err := p.deprovisionStore(ctx, b, &backupstore.DeleteOptions{DryRun: true})
 	d.Store = res
 	if errors.Is(err, ErrNotOwned) || errors.Is(err, ErrStoreNotEmpty) {
 		reason := ReasonStoreNotOwned
@@ -326,7 +322,7 @@ func (p *Pool[E, B]) dryRun(ctx context.Context, b B, d BucketDeletion) (BucketD
 		d.Store, d.Kept = nil, err.Error()
 		msg := "dry run: would not delete the empty bucket: " + err.Error()
 		logr.FromContextOrDiscard(ctx).Info(msg, "bucket", b.GetName())
-		p.cfg.Share.cfg.Recorder.Event(b, corev1.EventTypeWarning, reason, msg)
+		p.cfg.Share.Config().Recorder.Event(b, corev1.EventTypeWarning, reason, msg)
 		return d, false, nil
 	}
 	if err != nil {
@@ -338,14 +334,14 @@ func (p *Pool[E, B]) dryRun(ctx context.Context, b B, d BucketDeletion) (BucketD
 		msg = fmt.Sprintf("dry run: would delete the empty bucket and its %d objects (%d bytes)", len(res.Keys), res.Bytes)
 	}
 	logr.FromContextOrDiscard(ctx).Info(msg, "bucket", b.GetName())
-	p.cfg.Share.cfg.Recorder.Event(b, corev1.EventTypeNormal, ReasonDryRun, msg)
+	p.cfg.Share.Config().Recorder.Event(b, corev1.EventTypeNormal, ReasonDryRun, msg)
 	return d, false, nil
 }
 
 // inUseCached says why b, read from a cache, is in use by the cache's
 // entries; "" when it is not.
 func (p *Pool[E, B]) inUseCached(ctx context.Context, b B) (string, error) {
-	all, err := p.cfg.Share.cfg.Entries.List(ctx, "")
+	all, err := p.cfg.Share.Config().Entries.List(ctx, "")
 	if err != nil {
 		return "", err
 	}
@@ -356,7 +352,7 @@ func (p *Pool[E, B]) inUseCached(ctx context.Context, b B) (string, error) {
 // entries LiveEntries lists; "" when it is not. This is the one rule a
 // deletion is decided on, at every step.
 func (p *Pool[E, B]) inUseFresh(ctx context.Context, b B) (B, string, error) {
-	fresh, err := p.cfg.Share.cfg.Buckets.Get(ctx, b.GetNamespace(), b.GetName())
+	fresh, err := p.cfg.Share.Config().Buckets.Get(ctx, b.GetNamespace(), b.GetName())
 	if err != nil {
 		return fresh, "", err
 	}
@@ -374,13 +370,13 @@ func (p *Pool[E, B]) inUse(b B, entries []E) string {
 	}
 	var names []string
 	for _, e := range entries {
-		if p.cfg.Share.names(e, b) {
+		if ns, name := p.cfg.Share.BucketOf(e); ns == b.GetNamespace() && name == b.GetName() {
 			names = append(names, claimKey(e))
 		}
 	}
 	if len(names) > 0 {
 		slices.Sort(names)
-		why = append(why, fmt.Sprintf("%s %s name it", p.cfg.Share.cfg.Names.Entries, strings.Join(names, ", ")))
+		why = append(why, fmt.Sprintf("%s %s name it", p.cfg.Share.Config().Names.Entries, strings.Join(names, ", ")))
 	}
 	return strings.Join(why, "; ")
 }
@@ -392,7 +388,7 @@ func (p *Pool[E, B]) inUse(b B, entries []E) string {
 // first bucket by name that is neither deleted nor marked (for deletion,
 // or as not owning its store's bucket: it takes no entry).
 func (p *Pool[E, B]) kept(ctx context.Context, pool string) (string, error) {
-	all, err := p.cfg.Share.cfg.Buckets.List(ctx, "")
+	all, err := p.cfg.Share.Config().Buckets.List(ctx, "")
 	if err != nil {
 		return "", err
 	}
@@ -424,7 +420,7 @@ func (p *Pool[E, B]) annotate(ctx context.Context, b B, set map[string]string, r
 		delete(a, k)
 	}
 	b.SetAnnotations(a)
-	return p.cfg.Share.cfg.Buckets.Update(ctx, b)
+	return p.cfg.Share.Config().Buckets.Update(ctx, b)
 }
 
 func emptySince(b interface{ GetAnnotations() map[string]string }) (time.Time, bool) {

@@ -1,4 +1,4 @@
-package share_test
+package pool_test
 
 import (
 	"flag"
@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/pool"
 )
 
 func TestQuotaFlag(t *testing.T) {
@@ -26,7 +26,7 @@ func TestQuotaFlag(t *testing.T) {
 		{"provider twice", []string{"--quota=aws=1,aws=2"}, "", `"aws=2": provider "aws" is given twice`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var q share.Quota
+			var q pool.Limits
 			fs := flag.NewFlagSet("test", flag.ContinueOnError)
 			fs.SetOutput(io.Discard)
 			fs.Var(&q, "quota", "")

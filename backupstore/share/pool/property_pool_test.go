@@ -1,4 +1,4 @@
-package share_test
+package pool_test
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/internal/propertytest"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/pool"
 	"github.com/groundskeeper-io/groundskeeper/internal/testbackup"
 )
 
@@ -29,7 +31,7 @@ import (
 // installation's).
 func TestPropertyPoolsOfTwoInstallationsDeleteOnlyTheirOwn(t *testing.T) {
 	t.Parallel()
-	propertySeeds(t, func(t *testing.T, seed uint64) {
+	propertytest.Seeds(t, func(t *testing.T, seed uint64) {
 		w := newPoolWorld(t, seed)
 		for range 150 {
 			w.step()
@@ -47,7 +49,7 @@ const poolGrace = time.Hour
 type installation struct {
 	name             string
 	entries, buckets *testbackup.Mem
-	pool             *share.Pool[backup, backup]
+	pool             *pool.Pool[backup, backup]
 }
 
 type poolWorld struct {
@@ -122,16 +124,15 @@ func (w *poolWorld) newInstallation(name, id string) *installation {
 	}
 	s, err := share.New(share.Config[backup, backup]{
 		Entries: in.entries, Buckets: in.buckets, Collector: c, BucketFinalizer: "example.com/entries",
-		Bucket:     func(e backup) (string, string) { return "", e.Spec.Bucket },
-		Limit:      func(b backup) int { return b.Spec.Limit },
-		Prefix:     func(e backup) *string { return &e.Status.Prefix },
-		Conditions: func(e backup) *[]metav1.Condition { return &e.Status.Conditions },
-		Clock:      w.clock,
+		Bucket: func(e backup) (string, string) { return "", e.Spec.Bucket },
+		Limit:  func(b backup) int { return b.Spec.Limit },
+		Prefix: func(e backup) *string { return &e.Status.Prefix },
+		Clock:  w.clock,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	grow := share.Grow[backup]{Buckets: in.buckets, Secrets: backupstore.SecretsFrom(nil), Installation: id,
+	grow := pool.Grow[backup]{Buckets: in.buckets, Secrets: backupstore.SecretsFrom(nil), Installation: id,
 		Member: func(b backup) string { return b.Spec.Pool },
 		Store:  func(b backup) (string, string, string) { return b.Spec.Prefix, "", "" },
 		New: func(first backup, name, url string) backup {
@@ -139,7 +140,7 @@ func (w *poolWorld) newInstallation(name, id string) *installation {
 				Spec: testbackup.Spec{Pool: first.Spec.Pool, Limit: first.Spec.Limit, Prefix: url}}
 		},
 	}
-	in.pool, err = share.NewPool(share.PoolConfig[backup, backup]{
+	in.pool, err = pool.New(pool.Config[backup, backup]{
 		Share: s,
 		Create: func(ctx context.Context, b backup) error {
 			_, err := in.buckets.Create(ctx, b)
@@ -147,9 +148,7 @@ func (w *poolWorld) newInstallation(name, id string) *installation {
 		},
 		Pool:             func(e backup) (string, error) { return e.Spec.Pool, nil },
 		Member:           func(b backup) string { return b.Spec.Pool },
-		NewBucket:        grow.NewBucket,
-		Provision:        grow.Provision,
-		Deprovision:      grow.Deprovision,
+		Grower:           grow,
 		Claims:           func(b backup) *[]string { return &b.Status.Claims },
 		Assign:           func(e backup, _, name string) { e.Spec.Bucket = name },
 		DeleteEmptyAfter: poolGrace,

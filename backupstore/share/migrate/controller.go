@@ -1,10 +1,12 @@
-package share
+package migrate
 
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"gocloud.dev/blob"
@@ -16,10 +18,12 @@ import (
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/internal/keys"
 	"github.com/groundskeeper-io/groundskeeper/internal/event"
 )
 
-// Event reasons of a Migrating.
+// Event reasons of a Controller.
 const (
 	// ReasonMigrationStep: a step of an entry's migration is done.
 	ReasonMigrationStep = "MigrationStep"
@@ -42,7 +46,7 @@ const (
 	ReasonSourceChanged = "SourceChanged"
 	// ReasonSourceIsShared: the entry's source is, or cannot be told from,
 	// the store's bucket of its own location or of a bucket object
-	// (MigratingConfig.LiveBuckets): a shared bucket, whose deletion
+	// (Config.LiveBuckets): a shared bucket, whose deletion
 	// would take every entry's data. Nothing is done until that changes.
 	ReasonSourceIsShared = "SourceIsShared"
 	// ReasonLegacyNotCopied: StepDeleteLegacy found legacy objects that
@@ -56,20 +60,21 @@ const (
 	ReasonLegacyInUse = "LegacyInUse"
 )
 
-// ConditionMigrated is the condition a Migrating keeps on each entry with a
-// migration when MigratingConfig.Conditions is set: False while the
-// migration runs (reason MigrationStep, or MigrationFailed with the last
-// error, LegacyNotCopied, LegacyInUse, SourceChanged or SourceIsShared), True once it
+// ConditionMigrated is the condition a Controller keeps on each entry with
+// a migration when the entry's type implements collect.ConditionSetter:
+// False while the migration runs (reason MigrationStep, or MigrationFailed
+// with the last error, LegacyNotCopied, LegacyInUse, SourceChanged or
+// SourceIsShared), True once it
 // is done (Migrated, or AlreadyMigrated when the spec names another
 // source since).
 const ConditionMigrated = "Migrated"
 
-// MigratingConfig says how the entries' migrations run in their
-// reconcile (Migrating).
-type MigratingConfig[E, B collect.Object] struct {
+// Config says how the entries' migrations run in their
+// reconcile (Controller).
+type Config[E, B collect.Object] struct {
 	// Reconciler places and admits the entries: a Share or a Pool.
 	// Required.
-	Reconciler Reconciler[E, B]
+	Reconciler share.Reconciler[E, B]
 	// Entries writes an entry's status. Required.
 	Entries collect.Objects[E]
 	// Collector opens an entry's legacy bucket (Source, with its Secret:
@@ -104,17 +109,13 @@ type MigratingConfig[E, B collect.Object] struct {
 	// way, and with a hook, only once Migration.Next's dry-run copy finds
 	// nothing of it missing in the target.
 	// Required.
-	Hooks func(e E) MigrationHooks
-	// Conditions points at e's conditions, where the migration's state is
-	// kept as ConditionMigrated; nil keeps none (the events and
-	// status.migration still say it all).
-	Conditions func(e E) *[]metav1.Condition
+	Hooks func(e E) Hooks
 	// Prefix is e's prefix, the migration's target; "" until e is
 	// admitted. Required.
 	Prefix func(e E) string
 	// Status points at the entry's status field that records its
 	// migration (nil before the first step). Required.
-	Status func(E) **MigrationStatus
+	Status func(E) **Status
 	// Migration is copied into each entry's migration: set GracePeriod,
 	// a Marker, Copy options; Buckets, SourcePrefix, TargetPrefix,
 	// MarkerOwner (its UID) and Hooks are the entry's.
@@ -130,12 +131,12 @@ type MigratingConfig[E, B collect.Object] struct {
 	Clock clock.PassiveClock
 }
 
-// Migrating runs each admitted entry's Migration after its Reconciler,
+// Controller runs each admitted entry's Migration after its Reconciler,
 // one step per reconcile, and records the step in the entry's status
 // before the next one runs: a restarted controller resumes at the
 // recorded step, and a failed step is retried (with the Reconciler's
 // backoff) without repeating the completed ones. The source is recorded
-// at the first step (MigrationStatus.Source): an entry whose spec names
+// at the first step (Status.Source): an entry whose spec names
 // another source later is not migrated from it, and nothing is done for it
 // (condition reason SourceChanged while the migration runs, AlreadyMigrated
 // once it is done). An entry whose recorded step is StepDone is not
@@ -144,7 +145,7 @@ type MigratingConfig[E, B collect.Object] struct {
 // A source that is a shared bucket is never migrated from: before the
 // first step, before the copy, and before StepDeleteLegacy (at every
 // reconcile at those steps), the source is compared with the entry's own
-// location (MigratingConfig.Collector) and with the store's bucket of
+// location (Config.Collector) and with the store's bucket of
 // every bucket object, read from the API server (LiveBuckets, BucketURL),
 // by bucket identity (backupstore.SameBucket: one bucket spelled with
 // other options or a region is one). When it is, or cannot be told from,
@@ -168,21 +169,21 @@ type MigratingConfig[E, B collect.Object] struct {
 // would wait for ever.
 //
 // The deletion of an entry ends its migration. When the migration had
-// paused the writer and not resumed it, Migrating resumes it (Hooks.Resume)
+// paused the writer and not resumed it, Controller resumes it (Hooks.Resume)
 // and records ResumedAt before the Reconciler goes on with the deletion,
 // which waits until the writer is resumed: the writer runs on where it
 // wrote last (the legacy location before StepSwitch, the new one after),
 // and nothing of the legacy location is deleted, since that is a step
 // after the switch. Everything else is the Reconciler's.
-type Migrating[E, B collect.Object] struct {
-	Reconciler[E, B]
-	cfg MigratingConfig[E, B]
+type Controller[E, B collect.Object] struct {
+	share.Reconciler[E, B]
+	cfg Config[E, B]
 }
 
-var _ Reconciler[collect.Object, collect.Object] = (*Migrating[collect.Object, collect.Object])(nil)
+var _ share.Reconciler[collect.Object, collect.Object] = (*Controller[collect.Object, collect.Object])(nil)
 
-// NewMigrating checks cfg and returns its Migrating.
-func NewMigrating[E, B collect.Object](cfg MigratingConfig[E, B]) (*Migrating[E, B], error) {
+// New checks cfg and returns its Controller.
+func New[E, B collect.Object](cfg Config[E, B]) (*Controller[E, B], error) {
 	for _, f := range []struct {
 		name string
 		ok   bool
@@ -192,7 +193,7 @@ func NewMigrating[E, B collect.Object](cfg MigratingConfig[E, B]) (*Migrating[E,
 		{"LiveBuckets", cfg.LiveBuckets != nil}, {"BucketURL", cfg.BucketURL != nil},
 	} {
 		if !f.ok {
-			return nil, fmt.Errorf("%w: share: MigratingConfig.%s is required", ErrInvalidConfig, f.name)
+			return nil, fmt.Errorf("%w: share: migrate.Config.%s is required", backupstore.ErrInvalidConfig, f.name)
 		}
 	}
 	if cfg.LiveEntries == nil {
@@ -208,7 +209,7 @@ func NewMigrating[E, B collect.Object](cfg MigratingConfig[E, B]) (*Migrating[E,
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	return &Migrating[E, B]{Reconciler: cfg.Reconciler, cfg: cfg}, nil
+	return &Controller[E, B]{Reconciler: cfg.Reconciler, cfg: cfg}, nil
 }
 
 // nextStepAt once: a status write does not reconcile the entry again.
@@ -218,7 +219,7 @@ const nextStepAt = time.Millisecond
 // of its migration, if any, and records it in e's status. It returns when
 // to look again: at once after a step, when the legacy bucket's grace
 // period ends, or after Wait while e waits for its prefix.
-func (m *Migrating[E, B]) ReconcileEntry(ctx context.Context, e E) (time.Duration, error) {
+func (m *Controller[E, B]) ReconcileEntry(ctx context.Context, e E) (time.Duration, error) {
 	if e.GetDeletionTimestamp() != nil {
 		var err error
 		if e, err = m.resumeAbandoned(ctx, e); err != nil {
@@ -265,7 +266,7 @@ func (m *Migrating[E, B]) ReconcileEntry(ctx context.Context, e E) (time.Duratio
 	e = e.DeepCopyObject().(E)
 	st := recorded.DeepCopy()
 	if st == nil {
-		st = &MigrationStatus{}
+		st = &Status{}
 	}
 	before := *st
 	if before.Step == "" {
@@ -294,7 +295,7 @@ func (m *Migrating[E, B]) ReconcileEntry(ctx context.Context, e E) (time.Duratio
 // announce records the event of a migration step that changed st (from
 // before), and returns when to look again: at once after a step, after
 // wait in a dry run of DeleteLegacy.
-func (m *Migrating[E, B]) announce(e E, before MigrationStatus, st *MigrationStatus, done bool, wait time.Duration, err error) (time.Duration, error) {
+func (m *Controller[E, B]) announce(e E, before Status, st *Status, done bool, wait time.Duration, err error) (time.Duration, error) {
 	now := m.cfg.Clock.Now()
 	switch {
 	case err != nil:
@@ -328,10 +329,12 @@ func (m *Migrating[E, B]) announce(e E, before MigrationStatus, st *MigrationSta
 
 // condition sets e's ConditionMigrated from its migration's status st and
 // the error of its last step, or to reason and msg when reason is given;
-// it reports whether the condition changed. Without
-// MigratingConfig.Conditions it does nothing.
-func (m *Migrating[E, B]) condition(e E, st *MigrationStatus, err error, reason, msg string) bool {
-	if m.cfg.Conditions == nil {
+// it reports whether the condition changed. On an entry whose type does
+// not implement collect.ConditionSetter it does nothing (the events and
+// the status still say it all).
+func (m *Controller[E, B]) condition(e E, st *Status, err error, reason, msg string) bool {
+	cs, ok := any(e).(collect.ConditionSetter)
+	if !ok {
 		return false
 	}
 	c := metav1.Condition{Type: ConditionMigrated, Status: metav1.ConditionFalse, Reason: reason, Message: msg, ObservedGeneration: e.GetGeneration()}
@@ -350,7 +353,12 @@ func (m *Migrating[E, B]) condition(e E, st *MigrationStatus, err error, reason,
 	default:
 		c.Reason, c.Message = ReasonMigrationStep, fmt.Sprintf("migrating from %s: next step %s", st.Source, st.Step)
 	}
-	return meta.SetStatusCondition(m.cfg.Conditions(e), c)
+	conds := slices.Clone(cs.GetConditions())
+	if !meta.SetStatusCondition(&conds, c) {
+		return false
+	}
+	cs.SetConditions(conds)
+	return true
 }
 
 // failedReason is the reason of a step's failure err.
@@ -366,7 +374,7 @@ func failedReason(err error) string {
 
 // setCondition sets e's ConditionMigrated (condition) and writes e's status
 // when it changed, with an event for a reason other than ReasonMigrated.
-func (m *Migrating[E, B]) setCondition(ctx context.Context, e E, st *MigrationStatus, reason, msg string) error {
+func (m *Controller[E, B]) setCondition(ctx context.Context, e E, st *Status, reason, msg string) error {
 	if reason == ReasonMigrated {
 		reason = "" // from st
 	}
@@ -386,7 +394,7 @@ func (m *Migrating[E, B]) setCondition(ctx context.Context, e E, st *MigrationSt
 // resumeAbandoned resumes the writer of e, an entry being deleted, when
 // its migration paused the writer and did not resume it, and records when
 // in e's status; it returns e as written.
-func (m *Migrating[E, B]) resumeAbandoned(ctx context.Context, e E) (E, error) {
+func (m *Controller[E, B]) resumeAbandoned(ctx context.Context, e E) (E, error) {
 	st := *m.cfg.Status(e)
 	if st == nil || st.PausedAt == nil || st.ResumedAt != nil {
 		return e, nil
@@ -422,7 +430,7 @@ func wholeBucket(loc collect.Location) bool {
 // a bucket object (LiveBuckets, BucketURL), or a URL cannot be parsed.
 // The error is for a retry: a list or the location that could not be
 // read.
-func (m *Migrating[E, B]) sharedSource(ctx context.Context, e E, src collect.Location) (string, error) {
+func (m *Controller[E, B]) sharedSource(ctx context.Context, e E, src collect.Location) (string, error) {
 	from, err := backupstore.ParseURL(src.URL)
 	if err != nil {
 		return fmt.Sprintf("the source %s cannot be compared with the shared buckets: %v; nothing is done", src.Where(), err), nil
@@ -475,7 +483,7 @@ func (m *Migrating[E, B]) sharedSource(ctx context.Context, e E, src collect.Loc
 // StepDeleteLegacy, or it has none. An entry whose source cannot be
 // compared with src counts as one that overlaps. The error is also one
 // for a list that failed: nothing is deleted on a list not read.
-func (m *Migrating[E, B]) legacyInUse(ctx context.Context, e E, src collect.Location) error {
+func (m *Controller[E, B]) legacyInUse(ctx context.Context, e E, src collect.Location) error {
 	from, err := backupstore.ParseURL(src.URL)
 	if err != nil {
 		return fmt.Errorf("%w: the source %s cannot be compared with other entries' sources: %w", ErrLegacyInUse, src.Where(), err)
@@ -524,11 +532,11 @@ func (m *Migrating[E, B]) legacyInUse(ctx context.Context, e E, src collect.Loca
 	if len(users) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: %s is kept for %s", ErrLegacyInUse, src.Where(), named(users))
+	return fmt.Errorf("%w: %s is kept for %s", ErrLegacyInUse, src.Where(), keys.Named(users))
 }
 
 // migration is e's migration from src into its prefix.
-func (m *Migrating[E, B]) migration(e E, src collect.Location) *Migration {
+func (m *Controller[E, B]) migration(e E, src collect.Location) *Migration {
 	mig := m.cfg.Migration
 	mig.SourcePrefix, mig.TargetPrefix, mig.Hooks = src.Prefix, m.cfg.Prefix(e), m.cfg.Hooks(e)
 	mig.MarkerOwner = string(e.GetUID()) // the admission's marker names it too
@@ -565,4 +573,10 @@ func (m *Migrating[E, B]) migration(e E, src collect.Location) *Migration {
 		return legacy, shared, func() { _, _ = releaseLegacy(), releaseShared() }, nil
 	}
 	return &mig
+}
+
+func equalJSON(a, b any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
 }

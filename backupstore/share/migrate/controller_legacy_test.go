@@ -1,4 +1,4 @@
-package share_test
+package migrate_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"gocloud.dev/blob"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -21,7 +22,7 @@ import (
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
-	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/migrate"
 	"github.com/groundskeeper-io/groundskeeper/testenv"
 )
 
@@ -107,12 +108,11 @@ func TestTwoEntriesMigratingFromOneLegacyBucketOnMinIO(t *testing.T) {
 		t.Fatal(err)
 	}
 	noop := func(context.Context) error { return nil }
-	m, err := share.NewMigrating(share.MigratingConfig[*migEntry, *migEntry]{
+	m, err := migrate.New(migrate.Config[*migEntry, *migEntry]{
 		Reconciler: placed{}, Entries: store, Collector: c, Clock: clk,
-		Migration:  share.Migration{GracePeriod: time.Hour},
-		Status:     func(e *migEntry) **share.MigrationStatus { return &e.Status.Migration },
-		Prefix:     func(e *migEntry) string { return e.Status.Prefix },
-		Conditions: func(e *migEntry) *[]metav1.Condition { return &e.Status.Conditions },
+		Migration: migrate.Migration{GracePeriod: time.Hour},
+		Status:    func(e *migEntry) **migrate.Status { return &e.Status.Migration },
+		Prefix:    func(e *migEntry) string { return e.Status.Prefix },
 		Recorder: eventFunc(func(o runtime.Object, typ, reason, msg string) {
 			events = append(events, o.(*migEntry).Name+": "+typ+" "+reason+": "+msg)
 		}),
@@ -122,8 +122,8 @@ func TestTwoEntriesMigratingFromOneLegacyBucketOnMinIO(t *testing.T) {
 			}
 			return collect.Location{URL: spellings[e.Name], Prefix: "v2/"}, true
 		},
-		Hooks: func(*migEntry) share.MigrationHooks {
-			return share.MigrationHooks{Pause: noop, Switch: noop, Resume: noop}
+		Hooks: func(*migEntry) migrate.Hooks {
+			return migrate.Hooks{Pause: noop, Switch: noop, Resume: noop}
 		},
 		LiveBuckets: func(context.Context) ([]*migEntry, error) {
 			return []*migEntry{bucketObject("shared", sharedStore.URL)}, nil
@@ -138,7 +138,7 @@ func TestTwoEntriesMigratingFromOneLegacyBucketOnMinIO(t *testing.T) {
 		_, err := m.ReconcileEntry(ctx, store.byName[name].DeepCopyObject().(*migEntry))
 		return err
 	}
-	step := func(name string) share.MigrationStep {
+	step := func(name string) migrate.Step {
 		if st := store.byName[name].Status.Migration; st != nil {
 			return st.Step
 		}
@@ -146,7 +146,7 @@ func TestTwoEntriesMigratingFromOneLegacyBucketOnMinIO(t *testing.T) {
 	}
 	// a is admitted and migrates up to its deletion; b is not admitted yet.
 	store.byName["a"].Status.Prefix = "ns.a/"
-	for step("a") != share.StepDeleteLegacy {
+	for step("a") != migrate.StepDeleteLegacy {
 		if err := reconcile("a"); err != nil {
 			t.Fatal(err)
 		}
@@ -158,7 +158,7 @@ func TestTwoEntriesMigratingFromOneLegacyBucketOnMinIO(t *testing.T) {
 	for range 2 {
 		err := reconcile("a")
 		st := store.byName["a"].Status.Migration
-		if !errors.Is(err, share.ErrLegacyInUse) || st.Step != share.StepDeleteLegacy || !strings.Contains(st.LastError, "b (names "+collect.Location{URL: spellings["b"], Prefix: "v2/"}.Where()) {
+		if !errors.Is(err, migrate.ErrLegacyInUse) || st.Step != migrate.StepDeleteLegacy || !strings.Contains(st.LastError, "b (names "+collect.Location{URL: spellings["b"], Prefix: "v2/"}.Where()) {
 			t.Fatalf("a's deletion while b has copied nothing: %v, step %s, lastError %q; want ErrLegacyInUse naming b", err, st.Step, st.LastError)
 		}
 		if strings.Contains(st.LastError, "c (") {
@@ -170,18 +170,18 @@ func TestTwoEntriesMigratingFromOneLegacyBucketOnMinIO(t *testing.T) {
 	}
 	t.Log(store.byName["a"].Status.Migration.LastError)
 	conds := store.byName["a"].Status.Conditions
-	if i := slices.IndexFunc(conds, func(c metav1.Condition) bool { return c.Type == share.ConditionMigrated }); i < 0 ||
-		conds[i].Status != metav1.ConditionFalse || conds[i].Reason != share.ReasonLegacyInUse {
-		t.Errorf("a's conditions %+v; want Migrated False, %s", conds, share.ReasonLegacyInUse)
+	if i := slices.IndexFunc(conds, func(c metav1.Condition) bool { return c.Type == migrate.ConditionMigrated }); i < 0 ||
+		conds[i].Status != metav1.ConditionFalse || conds[i].Reason != migrate.ReasonLegacyInUse {
+		t.Errorf("a's conditions %+v; want Migrated False, %s", conds, migrate.ReasonLegacyInUse)
 	}
-	if !slices.ContainsFunc(events, func(e string) bool { return strings.HasPrefix(e, "a: Warning "+share.ReasonLegacyInUse+": ") }) {
-		t.Errorf("events %q; want a Warning %s for a", events, share.ReasonLegacyInUse)
+	if !slices.ContainsFunc(events, func(e string) bool { return strings.HasPrefix(e, "a: Warning "+migrate.ReasonLegacyInUse+": ") }) {
+		t.Errorf("events %q; want a Warning %s for a", events, migrate.ReasonLegacyInUse)
 	}
 	// b is admitted and copies; a waits until b is past its copies.
 	store.byName["b"].Status.Prefix = "ns.b/"
-	for step("b") != share.StepDeleteLegacy {
+	for step("b") != migrate.StepDeleteLegacy {
 		if step("b") != "" {
-			if err := reconcile("a"); !errors.Is(err, share.ErrLegacyInUse) {
+			if err := reconcile("a"); !errors.Is(err, migrate.ErrLegacyInUse) {
 				t.Fatalf("a's deletion while b is at step %s: %v; want ErrLegacyInUse", step("b"), err)
 			}
 		}
@@ -189,14 +189,14 @@ func TestTwoEntriesMigratingFromOneLegacyBucketOnMinIO(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := reconcile("a"); err != nil || step("a") != share.StepDone {
+	if err := reconcile("a"); err != nil || step("a") != migrate.StepDone {
 		t.Fatalf("a's deletion once b copied: %v, step %s; want Done", err, step("a"))
 	}
 	if got := sums(t, legacy, ""); len(got) != 0 {
 		t.Errorf("the legacy bucket holds %v after a's deletion; want nothing", got)
 	}
 	clk.Step(time.Hour)
-	if err := reconcile("b"); err != nil || step("b") != share.StepDone {
+	if err := reconcile("b"); err != nil || step("b") != migrate.StepDone {
 		t.Fatalf("b's deletion, a's done: %v, step %s; want Done", err, step("b"))
 	}
 	for _, prefix := range []string{"ns.a/", "ns.b/"} {
@@ -206,4 +206,10 @@ func TestTwoEntriesMigratingFromOneLegacyBucketOnMinIO(t *testing.T) {
 			t.Errorf("%s holds %v; want every legacy object %v", prefix, got, want)
 		}
 	}
+}
+
+type secretsNotFound struct{}
+
+func (secretsNotFound) GetSecret(_ context.Context, _, name string) (*corev1.Secret, error) {
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "secrets"}, name)
 }

@@ -1,4 +1,4 @@
-package share
+package pool
 
 import (
 	"context"
@@ -17,9 +17,10 @@ import (
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/internal/keys"
 )
 
-// Grow is a PoolConfig's NewBucket, Provision and Deprovision for bucket
+// Grow is a Config's NewBucket, Provision and Deprovision for bucket
 // objects that name their store's bucket by a URL and its credentials by a
 // Secret: a pool's next bucket is made from its first member (by name,
 // the one an administrator made), named "<pool>-<n>" ('/' in the pool's
@@ -52,7 +53,7 @@ import (
 type Grow[B collect.Object] struct {
 	// Buckets lists the pool's members (a cache). Required.
 	Buckets collect.Objects[B]
-	// Member names the pool a bucket belongs to (PoolConfig.Member).
+	// Member names the pool a bucket belongs to (Config.Member).
 	// Required.
 	Member func(B) string
 	// Store is a bucket's URL and the namespace and name of its Secret
@@ -103,7 +104,7 @@ type bucketOwner struct {
 	UID          string `json:"uid"`
 }
 
-// NewBucket is PoolConfig.NewBucket: the n-th bucket of pool, made from
+// NewBucket is Grower.NewBucket: the n-th bucket of pool, made from
 // its first. A pool without a member, or whose first's URL names no
 // bucket, cannot grow: the error says so; nor can a Grow without
 // Installation.
@@ -112,7 +113,7 @@ func (g Grow[B]) NewBucket(pool string, n int) (B, error) {
 	if g.Installation == "" {
 		return zero, errNoInstallation
 	}
-	// PoolConfig.NewBucket takes no context: the list is a cache read.
+	// Grower.NewBucket takes no context: the list is a cache read.
 	all, err := g.Buckets.List(context.Background(), "")
 	if err != nil {
 		return zero, err
@@ -136,7 +137,7 @@ func (g Grow[B]) NewBucket(pool string, n int) (B, error) {
 	return g.New(first, name, u), nil
 }
 
-var errNoInstallation = fmt.Errorf("%w: share: Grow.Installation is required: it makes the store names of a pool's buckets unique to this installation and is recorded in their owner markers", ErrInvalidConfig)
+var errNoInstallation = fmt.Errorf("%w: share: Grow.Installation is required: it makes the store names of a pool's buckets unique to this installation and is recorded in their owner markers", backupstore.ErrInvalidConfig)
 
 // storeName is the name of the store bucket of the pool's bucket object
 // named object: object and the first 8 hex digits of the SHA-256 of
@@ -152,7 +153,7 @@ func (g Grow[B]) storeName(object string) string {
 	return object + suffix
 }
 
-// Provision is PoolConfig.Provision: it creates the store's bucket of a
+// Provision is Grower.Provision: it creates the store's bucket of a
 // pool's member, with the credentials of its Secret, and proves the store
 // bucket of a member the pool created the object's (see Grow): an error
 // wrapping ErrNotOwned when it is not. A bucket outside any pool is the
@@ -217,7 +218,7 @@ func (g Grow[B]) unmarked(b B, rawURL string, created bool) string {
 	return ""
 }
 
-// Deprovision is PoolConfig.Deprovision: it deletes the store's bucket of a
+// Deprovision is Grower.Deprovision: it deletes the store's bucket of a
 // bucket the pool created (backupstore.DeleteBucket, with opts), with the
 // credentials of its Secret, if its owner marker, read right before,
 // names the object's UID (without a marker: if it is the object's all the
@@ -284,7 +285,7 @@ func (g Grow[B]) Deprovision(ctx context.Context, b B, opts *backupstore.DeleteO
 	}
 	if others := slices.DeleteFunc(slices.Clone(check.Keys), func(k string) bool { return k == BucketOwnerKey }); len(others) > 0 {
 		return check, fmt.Errorf("%w: the store's bucket %s of bucket %s holds %d objects besides its owner marker (%s), which no entry of the pool owns now: they may be another's, not deleted",
-			ErrStoreNotEmpty, rawURL, b.GetName(), len(others), named(others))
+			ErrStoreNotEmpty, rawURL, b.GetName(), len(others), keys.Named(others))
 	}
 	if opts != nil && opts.DryRun {
 		return check, nil

@@ -1,4 +1,4 @@
-package share_test
+package migrate_test
 
 import (
 	"context"
@@ -13,7 +13,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
-	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/internal/propertytest"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/migrate"
 )
 
 // A migration deletes, of its source, only what its target holds: whatever
@@ -26,7 +27,7 @@ import (
 // and every other tenant's object is where it was.
 func TestPropertyMigrationDeletesOnlyWhatItCopied(t *testing.T) {
 	t.Parallel()
-	propertySeeds(t, func(t *testing.T, seed uint64) {
+	propertytest.Seeds(t, func(t *testing.T, seed uint64) {
 		ctx := context.Background()
 		rnd := rand.New(rand.NewPCG(seed, 11))
 		dir := t.TempDir()
@@ -79,27 +80,27 @@ func TestPropertyMigrationDeletesOnlyWhatItCopied(t *testing.T) {
 			write("before")
 		}
 		clk := clocktesting.NewFakeClock(time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC))
-		m := share.Migration{
+		m := migrate.Migration{
 			Buckets: func(context.Context) (*blob.Bucket, *blob.Bucket, func(), error) {
 				l, s := open(sourceURL), open(url("shared"))
 				return l, s, func() { l.Close(); s.Close() }, nil
 			},
 			SourcePrefix: sourcePrefix, TargetPrefix: target,
-			Hooks: share.MigrationHooks{
+			Hooks: migrate.Hooks{
 				Pause:  func(context.Context) error { return nil },
 				Switch: func(context.Context) error { return nil },
 				Resume: func(context.Context) error { return nil },
 			},
 			GracePeriod: time.Minute, Clock: clk,
 		}
-		var st share.MigrationStatus
+		var st migrate.Status
 		for range 25 {
 			step := st.Step
 			done, _, err := m.Next(ctx, &st)
 			history = append(history, fmt.Sprintf("step %s: done %v, %v", step, done, err))
 			clk.Step(time.Minute)
 			// A writer the switch did not reach goes on writing.
-			if st.Step != share.StepCopyRemaining && rnd.IntN(3) == 0 {
+			if st.Step != migrate.StepCopyRemaining && rnd.IntN(3) == 0 {
 				write("meanwhile")
 			}
 			src, sh := open(sourceURL), open(url("shared"))

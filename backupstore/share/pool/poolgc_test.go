@@ -1,4 +1,4 @@
-package share_test
+package pool_test
 
 import (
 	"context"
@@ -25,6 +25,7 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
 	_ "github.com/groundskeeper-io/groundskeeper/backupstore/s3store"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/pool"
 	"github.com/groundskeeper-io/groundskeeper/crt/backups"
 	"github.com/groundskeeper-io/groundskeeper/internal/testbackup"
 	"github.com/groundskeeper-io/groundskeeper/testenv"
@@ -47,7 +48,7 @@ type gcPool struct {
 	ns, bns   string
 	store     *testenv.BlobStore
 	clock     *clocktesting.FakeClock
-	pool      *share.Pool[backup, backup]
+	pool      *pool.Pool[backup, backup]
 	liveCalls int
 	// afterLive runs after the n-th call of LiveEntries since the test
 	// reset liveCalls; inDeprovision before the store's deletion.
@@ -90,7 +91,7 @@ func newGCPool(t *testing.T, store *testenv.BlobStore, dryRun bool) *gcPool {
 
 // newPool builds a Pool with its own client: the hooks and the stale
 // cache apply to it only if hooked.
-func (p *gcPool) newPool(dryRun, hooked bool) (*share.Pool[backup, backup], client.Client) {
+func (p *gcPool) newPool(dryRun, hooked bool) (*pool.Pool[backup, backup], client.Client) {
 	t := p.t
 	cl, err := client.New(p.k.Config, client.Options{Scheme: p.scheme})
 	if err != nil {
@@ -116,11 +117,10 @@ func (p *gcPool) newPool(dryRun, hooked bool) (*share.Pool[backup, backup], clie
 	}
 	s, err := share.New(share.Config[backup, backup]{
 		Entries: entries, Buckets: buckets, Collector: c, BucketFinalizer: "example.com/entries",
-		Bucket:     func(e backup) (string, string) { return p.bns, e.Spec.Bucket },
-		Limit:      func(b backup) int { return b.Spec.Limit },
-		Prefix:     func(e backup) *string { return &e.Status.Prefix },
-		Conditions: func(e backup) *[]metav1.Condition { return &e.Status.Conditions },
-		Marker:     func(e backup) []byte { return []byte(e.Name) }, MarkerKey: "marker",
+		Bucket: func(e backup) (string, string) { return p.bns, e.Spec.Bucket },
+		Limit:  func(b backup) int { return b.Spec.Limit },
+		Prefix: func(e backup) *string { return &e.Status.Prefix },
+		Marker: func(e backup) []byte { return []byte(e.Name) }, MarkerKey: "marker",
 		Clock: p.clock,
 	})
 	if err != nil {
@@ -129,22 +129,26 @@ func (p *gcPool) newPool(dryRun, hooked bool) (*share.Pool[backup, backup], clie
 	// The store's buckets are Grow's to create and delete, with their
 	// owner markers; NewBucket is the test's (a pool without a first
 	// bucket), naming a store bucket by the pool's name and number alone.
-	grow := share.Grow[backup]{Buckets: buckets, Secrets: backupstore.SecretsFrom(nil), Installation: p.installation,
+	grow := pool.Grow[backup]{Buckets: buckets, Secrets: backupstore.SecretsFrom(nil), Installation: p.installation,
 		Member: func(b backup) string { return b.Spec.Pool },
 		Store:  func(b backup) (string, string, string) { return b.Spec.Prefix, "", "" },
 	}
-	pool, err := share.NewPool(share.PoolConfig[backup, backup]{
+	pl, err := pool.New(pool.Config[backup, backup]{
 		Share: s, Create: func(ctx context.Context, b backup) error { return cl.Create(ctx, b) },
 		Pool:   func(e backup) (string, error) { return e.Spec.Pool, nil },
 		Member: func(b backup) string { return b.Spec.Pool },
-		NewBucket: func(pool string, n int) (backup, error) {
+		Grower: growerFuncs{NewBucket: func(pool string, n int) (backup, error) {
 			name := fmt.Sprintf("%s-%d", pool, n)
 			return &testbackup.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: p.bns, Name: name},
 				Spec: testbackup.Spec{Pool: pool, Limit: 1, Prefix: p.storeURL(name)}}, nil
-		},
-		Provision: grow.Provision,
-		Claims:    func(b backup) *[]string { return &b.Status.Claims },
-		Assign:    func(e backup, _, name string) { e.Spec.Bucket = name },
+		}, Provision: grow.Provision, Deprovision: func(ctx context.Context, b backup, opts *backupstore.DeleteOptions) (*backupstore.DeleteResult, error) {
+			if hooked && p.inDeprovision != nil && (opts == nil || !opts.DryRun) {
+				p.inDeprovision()
+			}
+			return grow.Deprovision(ctx, b, opts)
+		}}.grower(),
+		Claims: func(b backup) *[]string { return &b.Status.Claims },
+		Assign: func(e backup, _, name string) { e.Spec.Bucket = name },
 
 		DeleteEmptyAfter: grace,
 		DryRun:           dryRun,
@@ -158,17 +162,11 @@ func (p *gcPool) newPool(dryRun, hooked bool) (*share.Pool[backup, backup], clie
 			}
 			return all, err
 		},
-		Deprovision: func(ctx context.Context, b backup, opts *backupstore.DeleteOptions) (*backupstore.DeleteResult, error) {
-			if hooked && p.inDeprovision != nil && (opts == nil || !opts.DryRun) {
-				p.inDeprovision()
-			}
-			return grow.Deprovision(ctx, b, opts)
-		},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return pool, cl
+	return pl, cl
 }
 
 // storeURL is the URL of the store's bucket behind bucket object name.
@@ -235,7 +233,7 @@ func (p *gcPool) deleteEntry(name string) {
 }
 
 // reconcileEntry runs the entry controller once for entry name.
-func (p *gcPool) reconcileEntry(pool *share.Pool[backup, backup], name string) error {
+func (p *gcPool) reconcileEntry(pool *pool.Pool[backup, backup], name string) error {
 	var e testbackup.Backup
 	if err := p.cl.Get(p.ctx, client.ObjectKey{Namespace: p.ns, Name: name}, &e); err != nil {
 		return err
@@ -309,7 +307,7 @@ func (p *gcPool) twoBuckets() {
 	p.deleteEntry("e1")
 	p.settle()
 	b := p.bucket("p-2")
-	if b == nil || b.Annotations[share.AnnotationEmptySince] != p.clock.Now().Format(time.RFC3339) || !p.storeExists("p-2") {
+	if b == nil || b.Annotations[pool.AnnotationEmptySince] != p.clock.Now().Format(time.RFC3339) || !p.storeExists("p-2") {
 		p.t.Fatalf("p-2 once e1 is gone: %+v; want it stamped %s", b, p.clock.Now().Format(time.RFC3339))
 	}
 }
@@ -366,7 +364,7 @@ func TestPoolDeletesAnEmptyBucketAfterGrace(t *testing.T) {
 			p.place("e0", "e1", "e3")
 			p.deleteEntry("e1")
 			p.settle()
-			if b := p.bucket("p-2"); b == nil || b.Annotations[share.AnnotationEmptySince] != p.clock.Now().Format(time.RFC3339) {
+			if b := p.bucket("p-2"); b == nil || b.Annotations[pool.AnnotationEmptySince] != p.clock.Now().Format(time.RFC3339) {
 				t.Fatalf("p-2 once e1 is gone: %+v; want it stamped", b)
 			}
 			leftover, err := backupstore.OpenBucket(p.ctx, p.storeURL("p-2"), nil)
@@ -421,7 +419,7 @@ func TestPoolDeletesAnEmptyBucketAfterGrace(t *testing.T) {
 			p.settle()
 			p.clock.Step(2 * grace)
 			p.settle()
-			if b := p.bucket("p-1"); b == nil || b.Annotations[share.AnnotationEmptySince] != "" || !p.storeExists("p-1") {
+			if b := p.bucket("p-1"); b == nil || b.Annotations[pool.AnnotationEmptySince] != "" || !p.storeExists("p-1") {
 				t.Fatalf("the pool's first bucket, empty: %+v; want it kept, unstamped", b)
 			}
 			p.entry("e2", "")
@@ -451,7 +449,7 @@ func TestPoolKeepsABucketAnEntryNamesOnTheAPIServer(t *testing.T) {
 	if err != nil || d.Deleted || !strings.Contains(d.Kept, "late") {
 		t.Errorf("DeleteEmpty: %+v, %v; want p-2 kept for the entry late", d, err)
 	}
-	if b := p.bucket("p-2"); b == nil || b.Annotations[share.AnnotationEmptySince] != "" {
+	if b := p.bucket("p-2"); b == nil || b.Annotations[pool.AnnotationEmptySince] != "" {
 		t.Errorf("p-2: %+v; want it there, unstamped", b)
 	}
 	p.hidden = nil
@@ -539,7 +537,7 @@ func TestPoolDuringTheDeletion(t *testing.T) {
 	p.inDeprovision = func() {
 		p.inDeprovision = nil
 		name, err := other.Place(p.ctx, p.getEntry("placed"))
-		if name == "p-2" || !errors.Is(err, share.ErrPoolFull) {
+		if name == "p-2" || !errors.Is(err, pool.ErrPoolFull) {
 			t.Errorf("Place during the deletion: %q, %v; want the pool grown (ErrPoolFull)", name, err)
 		}
 		if name, err := other.Place(p.ctx, p.getEntry("placed")); name != "p-3" || err != nil {
@@ -587,7 +585,7 @@ func TestPoolDeletesOnlyTheObjectItRead(t *testing.T) {
 		}
 		// Recreated as the pool would create it.
 		b := &testbackup.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: p.bns, Name: "p-2",
-			Annotations: map[string]string{share.AnnotationCreatedBy: old.Annotations[share.AnnotationCreatedBy]}}, Spec: old.Spec}
+			Annotations: map[string]string{pool.AnnotationCreatedBy: old.Annotations[pool.AnnotationCreatedBy]}}, Spec: old.Spec}
 		if err := p.cl.Create(p.ctx, b); err != nil {
 			t.Fatal(err)
 		}
@@ -621,7 +619,7 @@ func TestPoolDryRunDeletesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.clock.Step(grace)
-	marker, err := b.ReadAll(p.ctx, share.BucketOwnerKey)
+	marker, err := b.ReadAll(p.ctx, pool.BucketOwnerKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -633,7 +631,7 @@ func TestPoolDryRunDeletesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	d, err = p.pool.DeleteEmpty(p.ctx, p.bucket("p-2"))
-	if want := int64(len(marker)); err != nil || !d.Deleted || d.Store == nil || !slices.Equal(d.Store.Keys, []string{share.BucketOwnerKey}) || d.Store.Bytes != want {
+	if want := int64(len(marker)); err != nil || !d.Deleted || d.Store == nil || !slices.Equal(d.Store.Keys, []string{pool.BucketOwnerKey}) || d.Store.Bytes != want {
 		t.Errorf("dry run: %+v (store %+v), %v; want p-2 with its owner marker, %d bytes", d, d.Store, err, want)
 	}
 	if err := b.WriteAll(p.ctx, "leftover/1", []byte("abc"), nil); err != nil {
@@ -648,7 +646,7 @@ func TestPoolDryRunDeletesNothing(t *testing.T) {
 	}
 }
 
-// NewPool refuses a negative grace period, and a grace period without
+// New refuses a negative grace period, and a grace period without
 // the store's deletion or the fresh list of entries, naming the fields.
 func TestNewPoolDeletionConfig(t *testing.T) {
 	c, err := collect.New(collect.Config[backup]{Objects: noObjects{}, Finalizer: &collect.Finalizer[backup]{Name: "f"}, Secrets: backupstore.SecretsFrom(nil),
@@ -658,46 +656,46 @@ func TestNewPoolDeletionConfig(t *testing.T) {
 	}
 	s, err := share.New(share.Config[backup, backup]{
 		Entries: noObjects{}, Buckets: noObjects{}, Collector: c, BucketFinalizer: "g",
-		Bucket:     func(b backup) (string, string) { return b.Namespace, b.Spec.Bucket },
-		Limit:      func(backup) int { return 1 },
-		Prefix:     func(b backup) *string { return &b.Status.Prefix },
-		Conditions: func(b backup) *[]metav1.Condition { return &b.Status.Conditions },
+		Bucket: func(b backup) (string, string) { return b.Namespace, b.Spec.Bucket },
+		Limit:  func(backup) int { return 1 },
+		Prefix: func(b backup) *string { return &b.Status.Prefix },
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	full := func() share.PoolConfig[backup, backup] {
-		return share.PoolConfig[backup, backup]{
+	newBucket := func(string, int) (backup, error) { return nil, nil }
+	full := func() pool.Config[backup, backup] {
+		return pool.Config[backup, backup]{
 			Share: s, Pool: func(backup) (string, error) { return "p", nil }, Member: func(backup) string { return "p" },
-			NewBucket: func(string, int) (backup, error) { return nil, nil }, Create: func(context.Context, backup) error { return nil },
+			Grower: growerFuncs{NewBucket: newBucket, Deprovision: func(context.Context, backup, *backupstore.DeleteOptions) (*backupstore.DeleteResult, error) {
+				return nil, nil
+			}}.grower(),
+			Create: func(context.Context, backup) error { return nil },
 			Claims: func(b backup) *[]string { return &b.Status.Claims }, Assign: func(backup, string, string) {},
 			DeleteEmptyAfter: time.Hour,
-			Deprovision: func(context.Context, backup, *backupstore.DeleteOptions) (*backupstore.DeleteResult, error) {
-				return nil, nil
-			},
-			LiveEntries: func(context.Context) ([]backup, error) { return nil, nil },
+			LiveEntries:      func(context.Context) ([]backup, error) { return nil, nil },
 		}
 	}
-	if _, err := share.NewPool(full()); err != nil {
-		t.Fatalf("a full PoolConfig: %v", err)
+	if _, err := pool.New(full()); err != nil {
+		t.Fatalf("a full pool.Config: %v", err)
 	}
 	for _, tc := range []struct {
 		field  string
-		change func(*share.PoolConfig[backup, backup])
+		change func(*pool.Config[backup, backup])
 	}{
-		{"DeleteEmptyAfter = -1s", func(c *share.PoolConfig[backup, backup]) { c.DeleteEmptyAfter = -time.Second }},
-		{"PoolConfig.Deprovision", func(c *share.PoolConfig[backup, backup]) { c.Deprovision = nil }},
-		{"PoolConfig.LiveEntries", func(c *share.PoolConfig[backup, backup]) { c.LiveEntries = nil }},
+		{"DeleteEmptyAfter = -1s", func(c *pool.Config[backup, backup]) { c.DeleteEmptyAfter = -time.Second }},
+		{"pool.Config.Grower's Deprovision", func(c *pool.Config[backup, backup]) { c.Grower = growerFuncs{NewBucket: newBucket}.grower() }},
+		{"pool.Config.LiveEntries", func(c *pool.Config[backup, backup]) { c.LiveEntries = nil }},
 	} {
 		cfg := full()
 		tc.change(&cfg)
-		if _, err := share.NewPool(cfg); !errors.Is(err, share.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.field) {
+		if _, err := pool.New(cfg); !errors.Is(err, share.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.field) {
 			t.Errorf("%s: %v; want ErrInvalidConfig naming it", tc.field, err)
 		}
 	}
 	cfg := full()
-	cfg.DeleteEmptyAfter, cfg.Deprovision, cfg.LiveEntries = 0, nil, nil
-	if _, err := share.NewPool(cfg); err != nil {
+	cfg.DeleteEmptyAfter, cfg.Grower, cfg.LiveEntries = 0, growerFuncs{NewBucket: newBucket}.grower(), nil
+	if _, err := pool.New(cfg); err != nil {
 		t.Errorf("no deletion, no Deprovision: %v", err)
 	}
 }
@@ -708,10 +706,10 @@ func TestPoolDeletesOnlyTheBucketsItCreated(t *testing.T) {
 	p := newGCPool(t, testenv.File(t), false)
 	p.twoBuckets()
 	b := p.bucket("p-2")
-	if b.Annotations[share.AnnotationCreatedBy] == "" {
-		t.Fatalf("p-2, grown by the pool, has no %s annotation: %v", share.AnnotationCreatedBy, b.Annotations)
+	if b.Annotations[pool.AnnotationCreatedBy] == "" {
+		t.Fatalf("p-2, grown by the pool, has no %s annotation: %v", pool.AnnotationCreatedBy, b.Annotations)
 	}
-	delete(b.Annotations, share.AnnotationCreatedBy)
+	delete(b.Annotations, pool.AnnotationCreatedBy)
 	if err := p.cl.Update(p.ctx, b); err != nil {
 		t.Fatal(err)
 	}
@@ -734,13 +732,13 @@ func TestPoolKeepsTheAdministratorsBucketAndNoOther(t *testing.T) {
 	p.twoBuckets()
 	// The roles swapped: p-1, first by name, created by the pool; p-2 the
 	// administrator's.
-	created := p.bucket("p-2").Annotations[share.AnnotationCreatedBy]
+	created := p.bucket("p-2").Annotations[pool.AnnotationCreatedBy]
 	for name, createdBy := range map[string]string{"p-1": created, "p-2": ""} {
 		b := p.bucket(name)
 		if createdBy == "" {
-			delete(b.Annotations, share.AnnotationCreatedBy)
+			delete(b.Annotations, pool.AnnotationCreatedBy)
 		} else {
-			metav1.SetMetaDataAnnotation(&b.ObjectMeta, share.AnnotationCreatedBy, createdBy)
+			metav1.SetMetaDataAnnotation(&b.ObjectMeta, pool.AnnotationCreatedBy, createdBy)
 		}
 		if err := p.cl.Update(p.ctx, b); err != nil {
 			t.Fatal(err)
@@ -802,7 +800,7 @@ func TestPoolsOfTwoInstallationsShareAStore(t *testing.T) {
 			}
 			break
 		}
-		if !errors.Is(err, share.ErrPoolFull) || i == 5 {
+		if !errors.Is(err, pool.ErrPoolFull) || i == 5 {
 			t.Fatalf("Place f0 (%d): %v", i+1, err)
 		}
 	}
@@ -815,15 +813,15 @@ func TestPoolsOfTwoInstallationsShareAStore(t *testing.T) {
 		t.Errorf("the second installation's entries placed in %s and %s, want p-3 and p-4 (p-1 and p-2 name the first's store buckets)", f0.Spec.Bucket, f1.Spec.Bucket)
 	}
 	for _, name := range []string{"p-1", "p-2"} {
-		if o := b.bucket(name); o == nil || !strings.Contains(o.Annotations[share.AnnotationStoreNotOwned], "holds the owner marker of bucket "+a.bns+"/"+name) {
-			t.Errorf("the second installation's %s: %+v; want it marked %s, naming the first's bucket", name, o, share.AnnotationStoreNotOwned)
+		if o := b.bucket(name); o == nil || !strings.Contains(o.Annotations[pool.AnnotationStoreNotOwned], "holds the owner marker of bucket "+a.bns+"/"+name) {
+			t.Errorf("the second installation's %s: %+v; want it marked %s, naming the first's bucket", name, o, pool.AnnotationStoreNotOwned)
 		}
 	}
 	b.entry("direct", "p-2")
 	b.settle()
 	e := b.getEntry("direct")
-	if c := meta.FindStatusCondition(e.Status.Conditions, share.ConditionAdmitted); e.Status.Prefix != "" || c == nil || c.Reason != share.ReasonStoreNotOwned {
-		t.Errorf("an entry of the second installation naming p-2: prefix %q, condition %+v; want refused, %s", e.Status.Prefix, c, share.ReasonStoreNotOwned)
+	if c := meta.FindStatusCondition(e.Status.Conditions, share.ConditionAdmitted); e.Status.Prefix != "" || c == nil || c.Reason != pool.ReasonStoreNotOwned {
+		t.Errorf("an entry of the second installation naming p-2: prefix %q, condition %+v; want refused, %s", e.Status.Prefix, c, pool.ReasonStoreNotOwned)
 	}
 
 	// The second installation's entries go, and its empty buckets' grace
@@ -882,7 +880,7 @@ func TestPoolKeepsAStoreBucketItCannotProve(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	if err := store.Delete(p.ctx, share.BucketOwnerKey); err != nil {
+	if err := store.Delete(p.ctx, pool.BucketOwnerKey); err != nil {
 		t.Fatal(err)
 	}
 	if err := store.WriteAll(p.ctx, "theirs/backup", []byte("x"), nil); err != nil {
@@ -894,8 +892,8 @@ func TestPoolKeepsAStoreBucketItCannotProve(t *testing.T) {
 		t.Errorf("DeleteEmpty of p-2 without a marker: %+v, %v; want it kept, no owner marker", d, err)
 	}
 	b := p.bucket("p-2")
-	if b == nil || b.Annotations[share.AnnotationStoreNotOwned] == "" || b.Annotations[share.AnnotationDeleting] != "" || b.Annotations[share.AnnotationEmptySince] != "" {
-		t.Fatalf("p-2 after the refused deletion: %+v; want it marked %s, neither marked for deletion nor stamped", b, share.AnnotationStoreNotOwned)
+	if b == nil || b.Annotations[pool.AnnotationStoreNotOwned] == "" || b.Annotations[share.AnnotationDeleting] != "" || b.Annotations[pool.AnnotationEmptySince] != "" {
+		t.Fatalf("p-2 after the refused deletion: %+v; want it marked %s, neither marked for deletion nor stamped", b, pool.AnnotationStoreNotOwned)
 	}
 	if data, err := store.ReadAll(p.ctx, "theirs/backup"); err != nil || string(data) != "x" {
 		t.Errorf("p-2's data after the refused deletion: %q, %v", data, err)
@@ -914,15 +912,15 @@ func TestPoolKeepsAStoreBucketItCannotProve(t *testing.T) {
 	p.settle()
 
 	b = p.bucket("p-2")
-	metav1.SetMetaDataAnnotation(&b.ObjectMeta, share.AnnotationAdoptStore, string(b.UID))
+	metav1.SetMetaDataAnnotation(&b.ObjectMeta, pool.AnnotationAdoptStore, string(b.UID))
 	if err := p.cl.Update(p.ctx, b); err != nil {
 		t.Fatal(err)
 	}
 	p.settle()
-	if b := p.bucket("p-2"); b == nil || b.Annotations[share.AnnotationStoreNotOwned] != "" {
+	if b := p.bucket("p-2"); b == nil || b.Annotations[pool.AnnotationStoreNotOwned] != "" {
 		t.Fatalf("p-2 adopted: %+v; want it unmarked", b)
 	}
-	if marker, err := store.ReadAll(p.ctx, share.BucketOwnerKey); err != nil || !strings.Contains(string(marker), string(b.UID)) {
+	if marker, err := store.ReadAll(p.ctx, pool.BucketOwnerKey); err != nil || !strings.Contains(string(marker), string(b.UID)) {
 		t.Errorf("p-2's marker once adopted: %s, %v", marker, err)
 	}
 	for range 2 {

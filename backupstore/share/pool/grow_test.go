@@ -1,4 +1,4 @@
-package share_test
+package pool_test
 
 import (
 	"context"
@@ -22,7 +22,9 @@ import (
 	"gocloud.dev/blob"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
+	_ "github.com/groundskeeper-io/groundskeeper/backupstore/gcsstore"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/pool"
 	"github.com/groundskeeper-io/groundskeeper/internal/testbackup"
 	"github.com/groundskeeper-io/groundskeeper/testenv"
 )
@@ -60,7 +62,7 @@ func TestGrow(t *testing.T) {
 	bucket := func(name, pool, url, secret string) backup {
 		return &testbackup.Backup{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name)}, Spec: testbackup.Spec{Pool: pool, Prefix: url, Secret: secret}}
 	}
-	g := share.Grow[backup]{
+	g := pool.Grow[backup]{
 		Buckets: listed{items: []backup{
 			bucket("shared-b", "aws/eu1", "file://"+dir+"/shared-b", ""),
 			bucket("shared-a", "aws/eu1", "file://"+dir+"/shared-a", ""),
@@ -71,7 +73,7 @@ func TestGrow(t *testing.T) {
 		Secrets: secretsNotFound{},
 		New: func(first backup, name, url string) backup {
 			b := bucket(name, first.Spec.Pool, url, first.Spec.Secret)
-			metav1.SetMetaDataAnnotation(&b.ObjectMeta, share.AnnotationCreatedBy, first.Spec.Pool) // as Place creates it
+			metav1.SetMetaDataAnnotation(&b.ObjectMeta, pool.AnnotationCreatedBy, first.Spec.Pool) // as Place creates it
 			return b
 		},
 		Installation: "cluster-a",
@@ -98,7 +100,7 @@ func TestGrow(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(dir, store)); err != nil || !fi.IsDir() {
 		t.Errorf("store bucket not created: %v", err)
 	}
-	marker, err := os.ReadFile(filepath.Join(dir, store, share.BucketOwnerKey))
+	marker, err := os.ReadFile(filepath.Join(dir, store, pool.BucketOwnerKey))
 	if err != nil || !strings.Contains(string(marker), `"uid":"uid-aws-eu1-3"`) || !strings.Contains(string(marker), `"installation":"cluster-a"`) {
 		t.Errorf("owner marker %s: %v", marker, err)
 	}
@@ -117,7 +119,7 @@ func TestGrow(t *testing.T) {
 	if err := g.Provision(ctx, admins); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "shared-a", share.BucketOwnerKey)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(dir, "shared-a", pool.BucketOwnerKey)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the administrator's store bucket got an owner marker: %v", err)
 	}
 	err = g.Provision(ctx, bucket("aws-eu1-4", "aws/eu1", "s3://aws-eu1-4?region=eu-west-1", "backup-aws"))
@@ -132,17 +134,17 @@ func TestGrow(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, store, "backup"), []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.Deprovision(ctx, next, nil); !errors.Is(err, share.ErrStoreNotEmpty) || !strings.Contains(err.Error(), "(backup)") {
+	if _, err := g.Deprovision(ctx, next, nil); !errors.Is(err, pool.ErrStoreNotEmpty) || !strings.Contains(err.Error(), "(backup)") {
 		t.Errorf("Deprovision of a store bucket holding data: %v; want ErrStoreNotEmpty naming it", err)
 	}
 	if err := os.Remove(filepath.Join(dir, store, "backup")); err != nil {
 		t.Fatal(err)
 	}
 	res, err := g.Deprovision(ctx, next, &backupstore.DeleteOptions{DryRun: true})
-	if err != nil || !slices.Equal(res.Keys, []string{share.BucketOwnerKey}) {
+	if err != nil || !slices.Equal(res.Keys, []string{pool.BucketOwnerKey}) {
 		t.Errorf("Deprovision dry run: %+v, %v; want the marker listed", res, err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, store, share.BucketOwnerKey)); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, store, pool.BucketOwnerKey)); err != nil {
 		t.Errorf("a dry run deleted the marker: %v", err)
 	}
 	if _, err := g.Deprovision(ctx, next, nil); err != nil {
@@ -209,23 +211,23 @@ func testGrowOwnsOnlyWhatItCreated(t *testing.T, store *testenv.BlobStore) {
 	}
 	h := fnv.New32a()
 	h.Write([]byte(store.Bucket))
-	pool := fmt.Sprintf("g%08x", h.Sum32())
-	first := &testbackup.Backup{ObjectMeta: metav1.ObjectMeta{Name: "first", UID: "uid-first"}, Spec: testbackup.Spec{Pool: pool, Prefix: firstURL}}
-	grow := func(installation, uidPrefix string) share.Grow[backup] {
-		return share.Grow[backup]{
+	poolName := fmt.Sprintf("g%08x", h.Sum32())
+	first := &testbackup.Backup{ObjectMeta: metav1.ObjectMeta{Name: "first", UID: "uid-first"}, Spec: testbackup.Spec{Pool: poolName, Prefix: firstURL}}
+	grow := func(installation, uidPrefix string) pool.Grow[backup] {
+		return pool.Grow[backup]{
 			Buckets: listed{items: []backup{first}}, Secrets: secretsNotFound{}, Installation: installation,
 			Member: func(b backup) string { return b.Spec.Pool },
 			Store:  func(b backup) (string, string, string) { return b.Spec.Prefix, "", "" },
 			New: func(first backup, name, url string) backup {
 				return &testbackup.Backup{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(uidPrefix + name),
-					Annotations: map[string]string{share.AnnotationCreatedBy: first.Spec.Pool}}, Spec: testbackup.Spec{Pool: first.Spec.Pool, Prefix: url}}
+					Annotations: map[string]string{pool.AnnotationCreatedBy: first.Spec.Pool}}, Spec: testbackup.Spec{Pool: first.Spec.Pool, Prefix: url}}
 			},
 		}
 	}
 	ga, gb := grow("cluster-a", "uid-a-"), grow("cluster-b", "uid-b-")
-	newBucket := func(g share.Grow[backup], n int) backup {
+	newBucket := func(g pool.Grow[backup], n int) backup {
 		t.Helper()
-		b, err := g.NewBucket(pool, n)
+		b, err := g.NewBucket(poolName, n)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -246,21 +248,21 @@ func testGrowOwnsOnlyWhatItCreated(t *testing.T, store *testenv.BlobStore) {
 			t.Errorf("%s of %s: %q, %v; want %q kept", key, url, data, err, want)
 		}
 	}
-	notEmpty := func(g share.Grow[backup], b backup, key string) {
+	notEmpty := func(g pool.Grow[backup], b backup, key string) {
 		t.Helper()
 		for _, dryRun := range []bool{true, false} {
 			res, err := g.Deprovision(ctx, b, &backupstore.DeleteOptions{DryRun: dryRun})
-			if !errors.Is(err, share.ErrStoreNotEmpty) || !strings.Contains(err.Error(), key) || strings.Contains(err.Error(), share.BucketOwnerKey+",") {
+			if !errors.Is(err, pool.ErrStoreNotEmpty) || !strings.Contains(err.Error(), key) || strings.Contains(err.Error(), pool.BucketOwnerKey+",") {
 				t.Errorf("Deprovision (dry run %t) of %s holding %s: %+v, %v; want ErrStoreNotEmpty naming %s alone", dryRun, b.Spec.Prefix, key, res, err, key)
 			}
 		}
 	}
-	refused := func(g share.Grow[backup], b backup, what string) {
+	refused := func(g pool.Grow[backup], b backup, what string) {
 		t.Helper()
-		if err := g.Provision(ctx, b); !errors.Is(err, share.ErrNotOwned) {
+		if err := g.Provision(ctx, b); !errors.Is(err, pool.ErrNotOwned) {
 			t.Errorf("Provision of %s: %v; want ErrNotOwned", what, err)
 		}
-		if res, err := g.Deprovision(ctx, b, nil); !errors.Is(err, share.ErrNotOwned) {
+		if res, err := g.Deprovision(ctx, b, nil); !errors.Is(err, pool.ErrNotOwned) {
 			t.Errorf("Deprovision of %s: %+v, %v; want ErrNotOwned", what, res, err)
 		}
 	}
@@ -271,7 +273,7 @@ func testGrowOwnsOnlyWhatItCreated(t *testing.T, store *testenv.BlobStore) {
 		t.Fatalf("installation a's %s in %s, b's %s in %s: want one object name, two store buckets", a2.Name, a2.Spec.Prefix, b2.Name, b2.Spec.Prefix)
 	}
 	for _, x := range []struct {
-		g share.Grow[backup]
+		g pool.Grow[backup]
 		b backup
 	}{{ga, a2}, {gb, b2}} {
 		if err := x.g.Provision(ctx, x.b); err != nil {
@@ -290,7 +292,7 @@ func testGrowOwnsOnlyWhatItCreated(t *testing.T, store *testenv.BlobStore) {
 	holds(a2.Spec.Prefix, "e1/backup", "a's")
 
 	// A store bucket a pool created before owner markers, with its data.
-	old, err := backupstore.BucketURL(firstURL, pool+"-9")
+	old, err := backupstore.BucketURL(firstURL, poolName+"-9")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,10 +305,10 @@ func testGrowOwnsOnlyWhatItCreated(t *testing.T, store *testenv.BlobStore) {
 	a9 := newBucket(ga, 9)
 	a9.Spec.Prefix = old
 	refused(ga, a9, "a store bucket without a marker")
-	metav1.SetMetaDataAnnotation(&a9.ObjectMeta, share.AnnotationAdoptStore, "true")
+	metav1.SetMetaDataAnnotation(&a9.ObjectMeta, pool.AnnotationAdoptStore, "true")
 	refused(ga, a9, "a store bucket adopted with another value than the UID")
 	holds(old, "e9/backup", "old")
-	metav1.SetMetaDataAnnotation(&a9.ObjectMeta, share.AnnotationAdoptStore, string(a9.UID))
+	metav1.SetMetaDataAnnotation(&a9.ObjectMeta, pool.AnnotationAdoptStore, string(a9.UID))
 	if err := ga.Provision(ctx, a9); err != nil {
 		t.Errorf("Provision of an adopted store bucket: %v", err)
 	}
@@ -340,7 +342,7 @@ func testGrowOwnsOnlyWhatItCreated(t *testing.T, store *testenv.BlobStore) {
 	if err := ga.Provision(ctx, a3); err != nil {
 		t.Errorf("Provision of this installation's store bucket without a marker: %v", err)
 	}
-	if ok, err := open(a3.Spec.Prefix).Exists(ctx, share.BucketOwnerKey); err != nil || !ok {
+	if ok, err := open(a3.Spec.Prefix).Exists(ctx, pool.BucketOwnerKey); err != nil || !ok {
 		t.Errorf("marker of %s after Provision: there %t, %v", a3.Spec.Prefix, ok, err)
 	}
 	if err := open(a4.Spec.Prefix).WriteAll(ctx, "late/backup", []byte("x"), nil); err != nil {
@@ -366,7 +368,7 @@ func testGrowOwnsOnlyWhatItCreated(t *testing.T, store *testenv.BlobStore) {
 			t.Errorf("Provision by two replicas at once: %v", err)
 		}
 	}
-	if marker, err := open(a5.Spec.Prefix).ReadAll(ctx, share.BucketOwnerKey); err != nil || !strings.Contains(string(marker), string(a5.UID)) {
+	if marker, err := open(a5.Spec.Prefix).ReadAll(ctx, pool.BucketOwnerKey); err != nil || !strings.Contains(string(marker), string(a5.UID)) {
 		t.Errorf("marker of %s: %s, %v", a5.Spec.Prefix, marker, err)
 	}
 
@@ -378,7 +380,7 @@ func testGrowOwnsOnlyWhatItCreated(t *testing.T, store *testenv.BlobStore) {
 	if res, err := ga.Deprovision(ctx, a2, nil); err != nil || res.Deleted != 1 {
 		t.Errorf("Deprovision of a's own p-2: %+v, %v; want its marker deleted", res, err)
 	}
-	if ok, err := open(b2.Spec.Prefix).Exists(ctx, share.BucketOwnerKey); err != nil || !ok {
+	if ok, err := open(b2.Spec.Prefix).Exists(ctx, pool.BucketOwnerKey); err != nil || !ok {
 		t.Errorf("b's p-2 after a's deletion: marker there %t, %v; want it kept", ok, err)
 	}
 }

@@ -1,4 +1,4 @@
-package share_test
+package pool_test
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/share"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/share/pool"
 	"github.com/groundskeeper-io/groundskeeper/crt/backups"
 	"github.com/groundskeeper-io/groundskeeper/internal/testbackup"
 	"github.com/groundskeeper-io/groundskeeper/testenv"
@@ -62,20 +63,20 @@ func TestPoolPlacementIsRaceFree(t *testing.T) {
 		t.Fatal(err)
 	}
 	var creates sync.Map // name -> number of successful creates
-	newPool := func() *share.Pool[backup, backup] {
+	newPool := func() *pool.Pool[backup, backup] {
 		cl, err := client.New(k.Config, client.Options{Scheme: scheme})
 		if err != nil {
 			t.Fatal(err)
 		}
 		s := placingShare(t, cl, k.Namespace, bucketNS)
-		p, err := share.NewPool(share.PoolConfig[backup, backup]{
+		p, err := pool.New(pool.Config[backup, backup]{
 			Share:  s,
 			Pool:   func(e backup) (string, error) { return e.Spec.Pool, nil },
 			Member: func(b backup) string { return b.Spec.Pool },
-			NewBucket: func(pool string, n int) (backup, error) {
+			Grower: growerFuncs{NewBucket: func(pool string, n int) (backup, error) {
 				return &testbackup.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: bucketNS, Name: fmt.Sprintf("%s-%d", pool, n)},
 					Spec: testbackup.Spec{Pool: pool, Limit: 2}}, nil
-			},
+			}}.grower(),
 			Create: func(ctx context.Context, b backup) error {
 				err := cl.Create(ctx, b)
 				if err == nil {
@@ -123,7 +124,7 @@ func TestPoolPlacementIsRaceFree(t *testing.T) {
 					if err == nil {
 						break
 					}
-					if !errors.Is(err, share.ErrPoolFull) && !apierrors.IsConflict(errors.Unwrap(err)) && !apierrors.IsConflict(err) {
+					if !errors.Is(err, pool.ErrPoolFull) && !apierrors.IsConflict(errors.Unwrap(err)) && !apierrors.IsConflict(err) {
 						errs <- fmt.Errorf("place %s: %w", name, err)
 						return
 					}
@@ -223,30 +224,28 @@ func TestPoolReconcileGrowsAndAdmits(t *testing.T) {
 	}
 	s, err := share.New(share.Config[backup, backup]{
 		Entries: entries, Buckets: buckets, Collector: c, BucketFinalizer: "example.com/entries",
-		Bucket:     func(e backup) (string, string) { return bucketNS, e.Spec.Bucket },
-		Limit:      func(b backup) int { return b.Spec.Limit },
-		Prefix:     func(e backup) *string { return &e.Status.Prefix },
-		Conditions: func(e backup) *[]metav1.Condition { return &e.Status.Conditions },
-		Marker:     func(e backup) []byte { return []byte(e.Name) }, MarkerKey: "marker",
+		Bucket: func(e backup) (string, string) { return bucketNS, e.Spec.Bucket },
+		Limit:  func(b backup) int { return b.Spec.Limit },
+		Prefix: func(e backup) *string { return &e.Status.Prefix },
+		Marker: func(e backup) []byte { return []byte(e.Name) }, MarkerKey: "marker",
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	provisioned := map[string]int{}
-	p, err := share.NewPool(share.PoolConfig[backup, backup]{
+	p, err := pool.New(pool.Config[backup, backup]{
 		Share: s, Create: func(ctx context.Context, b backup) error { return cl.Create(ctx, b) },
 		Pool:   func(e backup) (string, error) { return e.Spec.Pool, nil },
 		Member: func(b backup) string { return b.Spec.Pool },
-		NewBucket: func(pool string, n int) (backup, error) {
+		Grower: growerFuncs{NewBucket: func(pool string, n int) (backup, error) {
 			name := fmt.Sprintf("%s-%d", pool, n)
 			return &testbackup.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: bucketNS, Name: name},
 				Spec: testbackup.Spec{Pool: pool, Limit: 2, Prefix: "file://" + dir + "/" + name}}, nil
-		},
-		Provision: func(ctx context.Context, b backup) error {
+		}, Provision: func(ctx context.Context, b backup) error {
 			provisioned[b.Name]++
 			_, err := backupstore.CreateBucket(ctx, b.Spec.Prefix, nil)
 			return err
-		},
+		}}.grower(),
 		Claims: func(b backup) *[]string { return &b.Status.Claims },
 		Assign: func(e backup, _, name string) { e.Spec.Bucket = name },
 	})
@@ -360,7 +359,7 @@ func TestPoolRefusalIsACondition(t *testing.T) {
 	}
 	s := placingShare(t, cl, k.Namespace, k.Namespace+"-buckets")
 	created := 0
-	p, err := share.NewPool(share.PoolConfig[backup, backup]{
+	p, err := pool.New(pool.Config[backup, backup]{
 		Share: s, GrowWait: 7 * time.Second,
 		Pool: func(e backup) (string, error) {
 			if e.Spec.Pool == "gcp" {
@@ -369,13 +368,12 @@ func TestPoolRefusalIsACondition(t *testing.T) {
 			return e.Spec.Pool, nil
 		},
 		Member: func(b backup) string { return b.Spec.Pool },
-		NewBucket: func(pool string, n int) (backup, error) {
+		Grower: growerFuncs{NewBucket: func(pool string, n int) (backup, error) {
 			return nil, fmt.Errorf("no bucket of pool %q to take the URL from", pool)
-		},
-		Create:    func(context.Context, backup) error { created++; return nil },
-		Claims:    func(b backup) *[]string { return &b.Status.Claims },
-		Assign:    func(e backup, _, name string) { e.Spec.Bucket = name },
-		Provision: func(context.Context, backup) error { return nil },
+		}, Provision: func(context.Context, backup) error { return nil }}.grower(),
+		Create: func(context.Context, backup) error { created++; return nil },
+		Claims: func(b backup) *[]string { return &b.Status.Claims },
+		Assign: func(e backup, _, name string) { e.Spec.Bucket = name },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -430,10 +428,9 @@ func placingShareOver(t *testing.T, cl client.Client, ns, bucketNS string, bucke
 	}
 	s, err := share.New(share.Config[backup, backup]{
 		Entries: entries, Buckets: buckets, Collector: c, BucketFinalizer: "g",
-		Bucket:     func(b backup) (string, string) { return bucketNS, b.Spec.Bucket },
-		Limit:      func(b backup) int { return b.Spec.Limit },
-		Prefix:     func(b backup) *string { return &b.Status.Prefix },
-		Conditions: func(b backup) *[]metav1.Condition { return &b.Status.Conditions },
+		Bucket: func(b backup) (string, string) { return bucketNS, b.Spec.Bucket },
+		Limit:  func(b backup) int { return b.Spec.Limit },
+		Prefix: func(b backup) *string { return &b.Status.Prefix },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -481,14 +478,14 @@ func TestPoolGrowsPastAnUnrelatedObject(t *testing.T) {
 			if tc.hidden {
 				buckets = hiding{buckets, unrelated.Name}
 			}
-			p, err := share.NewPool(share.PoolConfig[backup, backup]{
+			p, err := pool.New(pool.Config[backup, backup]{
 				Share:  placingShareOver(t, cl, k.Namespace, bucketNS, buckets),
 				Pool:   func(e backup) (string, error) { return e.Spec.Pool, nil },
 				Member: func(b backup) string { return b.Spec.Pool },
-				NewBucket: func(pool string, n int) (backup, error) {
+				Grower: growerFuncs{NewBucket: func(pool string, n int) (backup, error) {
 					return &testbackup.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: bucketNS, Name: fmt.Sprintf("%s-%d", pool, n)},
 						Spec: testbackup.Spec{Pool: pool, Limit: 1}}, nil
-				},
+				}}.grower(),
 				Create: func(ctx context.Context, b backup) error { return cl.Create(ctx, b) },
 				Claims: func(b backup) *[]string { return &b.Status.Claims },
 				Assign: func(e backup, _, name string) { e.Spec.Bucket = name },
@@ -500,7 +497,7 @@ func TestPoolGrowsPastAnUnrelatedObject(t *testing.T) {
 			if err := cl.Create(ctx, e); err != nil {
 				t.Fatal(err)
 			}
-			if name, err := p.Place(ctx, e); !errors.Is(err, share.ErrPoolFull) || name != "" {
+			if name, err := p.Place(ctx, e); !errors.Is(err, pool.ErrPoolFull) || name != "" {
 				t.Fatalf("first Place: %q, %v; want the pool grown (ErrPoolFull)", name, err)
 			}
 			name, err := p.Place(ctx, e)
@@ -511,7 +508,7 @@ func TestPoolGrowsPastAnUnrelatedObject(t *testing.T) {
 			if err := cl.Get(ctx, client.ObjectKeyFromObject(unrelated), &got); err != nil {
 				t.Fatal(err)
 			}
-			if got.Spec != unrelated.Spec || len(got.Status.Claims) != 0 || got.Annotations[share.AnnotationCreatedBy] != "" {
+			if got.Spec != unrelated.Spec || len(got.Status.Claims) != 0 || got.Annotations[pool.AnnotationCreatedBy] != "" {
 				t.Errorf("the unrelated object after the placement: spec %+v, claims %v, annotations %v; want it untouched", got.Spec, got.Status.Claims, got.Annotations)
 			}
 		})
