@@ -110,7 +110,7 @@ func BenchmarkExpirePrefix(b *testing.B) {
 	b.ReportMetric(float64(p.Requests()), "deleteprefix-requests")
 	b.Logf("DeletePrefix: %d objects in %v, %d requests", n, deleted.Round(time.Millisecond), p.Requests())
 
-	buckets, _ := filepath.Glob(filepath.Join(os.TempDir(), "groundskeeper-minio-*", "data", s.Bucket))
+	buckets, _ := filepath.Glob(minioDrive(s.Bucket))
 	if len(buckets) != 1 {
 		b.Logf("MinIO's directory of the bucket: found %v; not waiting for the scanner", buckets)
 		return

@@ -128,7 +128,7 @@ func TestExpirePrefixMinIOExpires(t *testing.T) {
 	// MinIO applies a due rule on listing and reading at once (the objects
 	// are no longer listed) and deletes the data in the background: wait
 	// until its drive holds none of it.
-	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "groundskeeper-minio-*", "data", s.Bucket, "backups", "x"))
+	dirs, _ := filepath.Glob(minioDrive(s.Bucket, "backups", "x"))
 	if len(dirs) != 1 {
 		t.Fatalf("MinIO's directory of the prefix: found %v", dirs)
 	}
@@ -406,7 +406,7 @@ func TestPruneExpiryKeepsTheRuleWhileMinIOStillHoldsHiddenData(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	onDrive := func() int {
-		dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "groundskeeper-minio-*", "data", s.Bucket, "backups", "p"))
+		dirs, _ := filepath.Glob(minioDrive(s.Bucket, "backups", "p"))
 		if len(dirs) != 1 {
 			return 0
 		}

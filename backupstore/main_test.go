@@ -5,6 +5,8 @@ import (
 	"context"
 	"crypto/md5"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -154,4 +156,15 @@ var allStores = []struct {
 	open func(testing.TB) *testenv.BlobStore
 }{
 	{"s3", testenv.S3}, {"gs", testenv.GCS}, {"azblob", testenv.Azure}, {"file", testenv.File}, {"mem", testenv.Mem},
+}
+
+// minioDrive is the glob of the directory in which testenv's MinIO keeps
+// bucket's objects under the path elem: in the folder testenv.DataDirEnv
+// names (make test puts it on /dev/shm), or the system's temporary one.
+func minioDrive(bucket string, elem ...string) string {
+	parent := os.Getenv(testenv.DataDirEnv)
+	if parent == "" {
+		parent = os.TempDir()
+	}
+	return filepath.Join(append([]string{parent, "groundskeeper-minio-*", "data", bucket}, elem...)...)
 }
