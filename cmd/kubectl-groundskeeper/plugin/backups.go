@@ -178,14 +178,7 @@ func preview(p retention.Calendar, items []retention.Item, now time.Time) (Backu
 func printBackups(e *env, out *output, views []BackupsView, all bool) error {
 	w := e.streams.Out
 	if out.structured() {
-		if !all {
-			return out.print(w, "RetentionPreview", views[0].Namespace, views[0].Group, views[0], nil)
-		}
-		list := make([]namespaced, len(views))
-		for i, v := range views {
-			list[i] = namespaced{v.Namespace, v.Group, v}
-		}
-		return out.printList(w, "RetentionPreview", list)
+		return printViews(out, w, "RetentionPreview", views, all, func(v BackupsView) (string, string) { return v.Namespace, v.Group })
 	}
 	if all && len(views) == 0 {
 		_, err := fmt.Fprintln(w, "No backups of the group found in any namespace.")

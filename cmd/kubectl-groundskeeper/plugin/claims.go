@@ -211,14 +211,7 @@ func claimViews(ann lifecycle.Annotations, claims []corev1.PersistentVolumeClaim
 func printClaims(e *env, out *output, views []ClaimsView, all bool) error {
 	w := e.streams.Out
 	if out.structured() {
-		if !all {
-			return out.print(w, "ClaimsPreview", views[0].Namespace, "claims", views[0], nil)
-		}
-		list := make([]namespaced, len(views))
-		for i, v := range views {
-			list[i] = namespaced{v.Namespace, "claims", v}
-		}
-		return out.printList(w, "ClaimsPreview", list)
+		return printViews(out, w, "ClaimsPreview", views, all, func(v ClaimsView) (string, string) { return v.Namespace, "claims" })
 	}
 	now := e.clock.Now()
 	t := &metav1.Table{ColumnDefinitions: columnsIn(all, "CLAIM", "LAST POD", "STATE", "UNMOUNTED SINCE", "TTL", "DELETABLE", "DETAIL+")}

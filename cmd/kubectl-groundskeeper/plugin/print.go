@@ -79,6 +79,21 @@ type namespaced struct {
 	view            any
 }
 
+// printViews writes views structured (-o json, yaml or name): the first
+// alone, or with all (-A) every one in a List, each named by id.
+func printViews[V any](o *output, w io.Writer, kind string, views []V, all bool, id func(V) (namespace, name string)) error {
+	if !all {
+		ns, name := id(views[0])
+		return o.print(w, kind, ns, name, views[0], nil)
+	}
+	list := make([]namespaced, len(views))
+	for i, v := range views {
+		ns, name := id(v)
+		list[i] = namespaced{ns, name, v}
+	}
+	return o.printList(w, kind, list)
+}
+
 // printList writes views as a List of objects of kind (-o json, yaml or
 // name), as kubectl prints what it lists across namespaces.
 func (o *output) printList(w io.Writer, kind string, views []namespaced) error {

@@ -234,14 +234,7 @@ finished task. With -A, each namespace's queues are listed apart.`,
 func printTasks(e *env, out *output, views []TasksView, all bool) error {
 	w := e.streams.Out
 	if out.structured() {
-		if !all {
-			return out.print(w, "TaskQueues", views[0].Namespace, views[0].Resource, views[0], nil)
-		}
-		list := make([]namespaced, len(views))
-		for i, v := range views {
-			list[i] = namespaced{v.Namespace, v.Resource, v}
-		}
-		return out.printList(w, "TaskQueues", list)
+		return printViews(out, w, "TaskQueues", views, all, func(v TasksView) (string, string) { return v.Namespace, v.Resource })
 	}
 	now := e.clock.Now()
 	t := &metav1.Table{ColumnDefinitions: columnsIn(all, "TARGET", "POS", "NAME", "KIND", "STATE", "AGE", "STEP", "AWAITING APPROVAL", "DELETED IN+", "LAST OPERATION+")}
