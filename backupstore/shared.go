@@ -11,6 +11,7 @@ import (
 	"gocloud.dev/blob/memblob"
 	"gocloud.dev/gcerrors"
 
+	"github.com/groundskeeper-io/groundskeeper/backupstore/internal/driver"
 	"github.com/groundskeeper-io/groundskeeper/internal/errclass"
 )
 
@@ -133,7 +134,13 @@ func WriteMarker(ctx context.Context, b *blob.Bucket, key, owner string, content
 	}
 	opts := &blob.WriterOptions{Metadata: map[string]string{MetadataOwner: owner}}
 	result := ifNotExist(ctx, b, key, opts)
-	return result(b.WriteAll(ctx, key, content, opts))
+	err := result(b.WriteAll(ctx, key, content, opts))
+	if driver.IsExists(err) && gcerrors.Code(err) != gcerrors.FailedPrecondition {
+		// S3's 412, which gocloud's s3blob reports as NotFound when the
+		// error's text (its request or host ID) contains "301".
+		err = fmt.Errorf("backupstore: marker %q exists: not written over: %w: %w", key, errExists(), err)
+	}
+	return err
 }
 
 // ifNotExist makes opts a conditional write of key into b
@@ -192,7 +199,7 @@ var errExists = sync.OnceValue(func() error {
 // with owner "".
 func MarkerOwner(ctx context.Context, b *blob.Bucket, key string) (owner string, found bool, err error) {
 	a, err := b.Attributes(ctx, key)
-	if gcerrors.Code(err) == gcerrors.NotFound {
+	if notFound(err) {
 		return "", false, nil
 	}
 	if err != nil {

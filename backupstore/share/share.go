@@ -11,7 +11,6 @@ import (
 
 	"github.com/go-logr/logr"
 	"gocloud.dev/blob"
-	"gocloud.dev/gcerrors"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/internal/driver"
 	"github.com/groundskeeper-io/groundskeeper/internal/event"
 )
 
@@ -244,7 +244,7 @@ func (s *Share[E, B]) admit(ctx context.Context, e E) error {
 		return refuse(ReasonStoreError, err.Error(), err)
 	} else if !found || owner != string(e.GetUID()) {
 		err := backupstore.WriteMarker(ctx, store, prefix+s.cfg.MarkerKey, string(e.GetUID()), s.cfg.Marker(e))
-		if gcerrors.Code(err) == gcerrors.FailedPrecondition {
+		if driver.IsExists(err) {
 			// Another admission wrote a marker since taken looked: the
 			// next reconcile reads whose it is.
 			return refuse(ReasonPrefixTaken, fmt.Sprintf("prefix %q in %s %q: a marker was written there meanwhile: not admitted", prefix, n.Bucket, name), err)

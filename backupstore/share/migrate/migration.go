@@ -13,9 +13,9 @@ import (
 	"k8s.io/utils/clock"
 
 	"gocloud.dev/blob"
-	"gocloud.dev/gcerrors"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/internal/driver"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/share/internal/keys"
 	"github.com/groundskeeper-io/groundskeeper/internal/errclass"
 )
@@ -369,7 +369,7 @@ func (m *Migration) writeMarker(ctx context.Context, shared *blob.Bucket) error 
 	var err error
 	if m.MarkerOwner != "" {
 		err = backupstore.WriteMarker(ctx, shared, key, m.MarkerOwner, m.Marker)
-		if gcerrors.Code(err) != gcerrors.FailedPrecondition {
+		if !driver.IsExists(err) {
 			return err
 		}
 	} else {
@@ -382,7 +382,7 @@ func (m *Migration) writeMarker(ctx context.Context, shared *blob.Bucket) error 
 		}
 		if !ok {
 			err = shared.WriteAll(ctx, key, m.Marker, &blob.WriterOptions{IfNotExist: true})
-			if gcerrors.Code(err) != gcerrors.FailedPrecondition {
+			if !driver.IsExists(err) {
 				return err
 			}
 		}

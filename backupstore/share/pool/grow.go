@@ -13,10 +13,10 @@ import (
 
 	"github.com/go-logr/logr"
 	"gocloud.dev/blob"
-	"gocloud.dev/gcerrors"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/collect"
+	"github.com/groundskeeper-io/groundskeeper/backupstore/internal/driver"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/share/internal/keys"
 )
 
@@ -323,7 +323,7 @@ func objectKey(b collect.Object) string { return claimKey(b) }
 // readOwner reads the owner marker of store; nil when there is none.
 func readOwner(ctx context.Context, store *blob.Bucket) (*bucketOwner, error) {
 	data, err := store.ReadAll(ctx, BucketOwnerKey)
-	if gcerrors.Code(err) == gcerrors.NotFound {
+	if driver.IsNotFound(err) {
 		return nil, nil
 	}
 	if err != nil {
@@ -349,7 +349,7 @@ func writeOwner(ctx context.Context, store *blob.Bucket, o bucketOwner) (*bucket
 	if err == nil {
 		return &o, nil
 	}
-	if gcerrors.Code(err) != gcerrors.FailedPrecondition {
+	if !driver.IsExists(err) {
 		return nil, fmt.Errorf("write the owner marker %s: %w", BucketOwnerKey, err)
 	}
 	have, err := readOwner(ctx, store)
