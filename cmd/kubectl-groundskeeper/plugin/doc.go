@@ -2,9 +2,9 @@
 // call: why a backup or a claim is kept and when it becomes deletable
 // (explain), what a retention policy keeps of a group of backups and why
 // (backups), which claims are unmounted, their TTL countdown and what the
-// claim collector would delete now, and which claims of a StatefulSet a
-// scale to N or its deletion takes by its KEP-1847 policy (claims, claims
-// fate), who holds the operator lock and who is denied it, in a ConfigMap or
+// claim collector would delete now, and which claims of a StatefulSet, or
+// of another owner's claim set (lifecycle.ClaimSet), a scale to N or its
+// deletion takes by its KEP-1847 policy (claims, claims fate), who holds the operator lock and who is denied it, in a ConfigMap or
 // in etcd, once or after each change (lock, lock --watch), what is
 // queued for each target and which step awaits approval (tasks), and what
 // an object-store prefix holds and its deletion (prefix, prefix rm). An
@@ -41,7 +41,7 @@
 //     empty one) and Object Lock never bypassed; after a person's yes it
 //     lists the prefix again and deletes nothing if it changed.
 //
-// Not provided yet: the scale preview of custom owners' claim sets,
-// lifecycle rules on GCS and Azure in prefix, --watch on tasks. lock takes
+// Not provided yet: lifecycle rules on GCS and Azure in prefix, --watch on
+// tasks. lock takes
 // no -A: a lock is one named record, not a listing.
 package plugin

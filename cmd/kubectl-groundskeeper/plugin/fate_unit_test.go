@@ -35,7 +35,7 @@ func TestFates(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := map[string]string{}
-		for _, f := range fates([]string{"data"}, "db", claims, p, tc.scaling, 1, 3) {
+		for _, f := range fates(templateOrdinals([]string{"data"}, "db", claims), "db", p, tc.scaling, 1, 3) {
 			got[f.Claim] = f.Fate
 		}
 		if len(got) != len(tc.want) {
@@ -45,6 +45,48 @@ func TestFates(t *testing.T) {
 			if got[c] != w {
 				t.Errorf("%s (scaling %v to 1 of 3): %s %s, want %s", tc.name, tc.scaling, c, got[c], w)
 			}
+		}
+	}
+}
+
+// setOrdinals finds a claim set's claims' ordinals by the pods that mount
+// them, else by the pod that owns them; a claim neither mounted nor owned
+// by a pod of the set has none, and a scale-down never condemns it.
+func TestSetOrdinals(t *testing.T) {
+	pod := func(name, claim string) corev1.Pod {
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{Volumes: []corev1.Volume{{Name: "data",
+			VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}}}}
+	}
+	pods := []corev1.Pod{pod("db-0", "wal-a"), pod("db-1", "wal-b"), pod("dbx-2", "wal-c"), pod("db-01", "wal-d")}
+	claims := []corev1.PersistentVolumeClaim{
+		{ObjectMeta: metav1.ObjectMeta{Name: "wal-a"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "wal-b"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "wal-c"}}, // mounted by another owner's pod
+		{ObjectMeta: metav1.ObjectMeta{Name: "wal-d"}}, // mounted by a pod that is no ordinal of db
+		{ObjectMeta: metav1.ObjectMeta{Name: "wal-e", OwnerReferences: []metav1.OwnerReference{{Kind: "Pod", Name: "db-2"}}}}, // its pod is terminating, say
+		{ObjectMeta: metav1.ObjectMeta{Name: "wal-f", OwnerReferences: []metav1.OwnerReference{{Kind: "ConfigMap", Name: "db-3"}}}},
+	}
+	got := map[string]int{}
+	for _, oc := range setOrdinals("db", pods, claims) {
+		got[oc.claim.Name] = oc.ordinal
+	}
+	want := map[string]int{"wal-a": 0, "wal-b": 1, "wal-c": -1, "wal-d": -1, "wal-e": 2, "wal-f": -1}
+	for c, w := range want {
+		if got[c] != w {
+			t.Errorf("ordinal of %s: %d, want %d", c, got[c], w)
+		}
+	}
+	p, err := lifecycle.DeleteOnScaledownOnly.Policy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fate := map[string]string{}
+	for _, f := range fates(setOrdinals("db", pods, claims), "db", p, true, 0, 3) {
+		fate[f.Claim] = f.Fate
+	}
+	for c, w := range map[string]string{"wal-a": "deleted", "wal-b": "deleted", "wal-c": "kept", "wal-d": "kept", "wal-e": "deleted", "wal-f": "kept"} {
+		if fate[c] != w {
+			t.Errorf("scale of db to 0 under DeleteOnScaledownOnly: %s %s, want %s", c, fate[c], w)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
 	"github.com/groundskeeper-io/groundskeeper/lifecycle"
@@ -63,6 +64,13 @@ type Options struct {
 	// Clock says what time it is, for ages and time left; the real clock
 	// when nil.
 	Clock clock.PassiveClock
+
+	// ConfigFlags are the kubectl flags (--kubeconfig, --context, -n, …)
+	// that AddTo registers on the root command; new ones when nil. An
+	// operator whose plugin has commands of its own passes its own, so that
+	// they connect as the mounted commands do (ToRESTConfig,
+	// ToRawKubeConfigLoader).
+	ConfigFlags *genericclioptions.ConfigFlags
 }
 
 // Main runs the command with args (os.Args[1:]) and returns its exit code:
@@ -75,9 +83,15 @@ func Main(o Options, args []string) int {
 // Run executes cmd (the root of an operator's own plugin, with AddTo's
 // commands) with args, and returns its exit code as Main does.
 func Run(cmd *cobra.Command, args []string) int {
+	return RunContext(context.Background(), cmd, args)
+}
+
+// RunContext is Run with a context, which the commands stop on (a signal's,
+// say: signal.NotifyContext).
+func RunContext(ctx context.Context, cmd *cobra.Command, args []string) int {
 	cmd.SetArgs(args)
 	cmd.SilenceErrors, cmd.SilenceUsage = true, true
-	err := cmd.ExecuteContext(context.Background())
+	err := cmd.ExecuteContext(ctx)
 	if err == nil {
 		return ExitOK
 	}
@@ -117,10 +131,34 @@ func (e *env) namespace() (string, error) {
 	return ns, nil
 }
 
-func (e *env) clients() (kubernetes.Interface, dynamic.Interface, error) {
-	cfg, err := e.flags.ToRESTConfig()
+// RESTConfig is the REST config that flags name, as the commands that
+// AddTo mounts connect: an operator's own commands call it with
+// Options.ConfigFlags. Without a kubeconfig (--kubeconfig, $KUBECONFIG,
+// ~/.kube/config), a --server or a pod's service account, it returns an
+// error that says so, where kubectl's loader would connect to
+// localhost:8080 and fail with lines of discovery errors.
+func RESTConfig(flags *genericclioptions.ConfigFlags) (*rest.Config, error) {
+	loader := flags.ToRawKubeConfigLoader()
+	raw, err := loader.RawConfig()
 	if err != nil {
-		return nil, nil, fmt.Errorf("kubeconfig: %w", err)
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	if len(raw.Clusters) == 0 && (flags.APIServer == nil || *flags.APIServer == "") {
+		if _, err := rest.InClusterConfig(); err != nil {
+			return nil, errors.New("no kubeconfig: pass --kubeconfig, set $KUBECONFIG or write ~/.kube/config (in a pod, its service account is used)")
+		}
+	}
+	cfg, err := flags.ToRESTConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	return cfg, nil
+}
+
+func (e *env) clients() (kubernetes.Interface, dynamic.Interface, error) {
+	cfg, err := RESTConfig(e.flags)
+	if err != nil {
+		return nil, nil, err
 	}
 	kc, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -188,7 +226,10 @@ func AddTo(root *cobra.Command, o Options) {
 	} else {
 		e.streams = genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
 	}
-	e.flags = genericclioptions.NewConfigFlags(true)
+	e.flags = o.ConfigFlags
+	if e.flags == nil {
+		e.flags = genericclioptions.NewConfigFlags(true)
+	}
 	root.SetIn(e.streams.In)
 	root.SetOut(e.streams.Out)
 	root.SetErr(e.streams.ErrOut)

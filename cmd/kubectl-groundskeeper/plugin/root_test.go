@@ -71,3 +71,20 @@ func TestNoKubeconfigIsOneLine(t *testing.T) {
 	r := run(t, plugin.Options{}, "lock", "--configmap", "x", "--kubeconfig", missing)
 	oneLineError(t, r, plugin.ExitError, missing)
 }
+
+// With no kubeconfig anywhere (no flag, no $KUBECONFIG, no ~/.kube/config,
+// not in a pod), a command says so in one line rather than connect to
+// localhost:8080, as kubectl's loader would, and print discovery errors.
+func TestNoKubeconfigAnywhereIsOneLine(t *testing.T) {
+	t.Setenv("KUBECONFIG", "")
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	for _, args := range [][]string{
+		{"tasks", "--resource", "etcdopstasks.ops.example.com"},
+		{"lock", "--configmap", "x"},
+		{"claims"},
+	} {
+		r := run(t, plugin.Options{}, args...)
+		oneLineError(t, r, plugin.ExitError, "no kubeconfig: pass --kubeconfig")
+	}
+}
