@@ -123,9 +123,9 @@ func TestTasksOnRealEtcdAndStores(t *testing.T) {
 	const ttl = "8"
 	cli := func(wantCode int, args ...string) string {
 		t.Helper()
-		args = append(args, "--kubeconfig", cliKubeconfig, "--namespace", ns, "--timeout", "60s")
+		args = append(args, "--kubeconfig", cliKubeconfig, "--namespace", ns)
 		if args[0] == "create" {
-			args = append(args, "--ttl", ttl)
+			args = append(args, "--ttl", ttl, "--timeout", "60s")
 		}
 		var out, errOut bytes.Buffer
 		code := opsctl.Run(ctx, args, &out, &errOut)
@@ -272,8 +272,8 @@ func TestTasksOnRealEtcdAndStores(t *testing.T) {
 		t.Errorf("target has %v, want a copy of %v", names(copied), names(source))
 	}
 
-	if out := cli(0, "list"); !regexp.MustCompile(`(?m)^copy +- +copyBackups +Succeeded .*copied 3 objects`).MatchString(out) {
-		t.Errorf("list does not show the copy task:\n%s", out)
+	if out := cli(0, "tasks", "-o", "wide"); !regexp.MustCompile(`(?m)^<none> +- +copy +copyBackups +Succeeded .*copied 3 objects`).MatchString(out) {
+		t.Errorf("tasks does not show the copy task:\n%s", out)
 	}
 
 	// The CRD refuses what opstask could only reject later.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"reflect"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -90,7 +91,7 @@ func (g *gatedRecovery) Execute(ctx context.Context, run *opstask.Run) error {
 // create recover-quorum writes its flags into the task's config; a task
 // waiting at its approval gate (opstask's Run.Approval under a real
 // controller over kubestore) is shown and approved with approve, a dry
-// run approving nothing; the controller takes the approval up and the
+// run approving nothing (no --yes); the queue lists it; the controller takes the approval up and the
 // task finishes; a task that awaits nothing cannot be approved.
 // deploy/rbac.yaml's ClusterRole etcd-opstask-user grants exactly what
 // these commands sent.
@@ -140,34 +141,39 @@ func TestRecoverQuorumApproval(t *testing.T) {
 	defer stop()
 
 	out := cli(ExitSucceeded, "create", "recover-quorum", "--name", "recover", "--etcd", "main", "--allow-data-loss", "--wait=false")
-	if !strings.Contains(out, "review it and run: opstask approve recover") {
+	if !strings.Contains(out, "review it with `opstask tasks approve recover`") {
 		t.Errorf("create printed %q; want the hint to approve", out)
 	}
 	if got := config("recover"); !reflect.DeepEqual(got, map[string]any{"recoverFromQuorumLoss": map[string]any{"allowDataLoss": true}}) {
 		t.Errorf("config of --allow-data-loss: %v", got)
 	}
 	waitApproval(t, tasks, "recover", "approve", opstask.ApprovalStateAwaiting)
+	// The queue, by the plugin's tasks command set to EtcdOpsTasks.
+	out = cli(ExitSucceeded, "tasks")
+	if !regexp.MustCompile(`(?m)^main\s+1\s+recover\s+recoverFromQuorumLoss\s+InProgress\s.*approve`).MatchString(out) {
+		t.Errorf("tasks printed %q; want recover first in main's queue, awaiting its approval", out)
+	}
 	token := opstask.ApprovalToken("approve", testPlan)
 
-	out = cli(ExitSucceeded, "approve", "recover", "--dry-run")
+	out = cli(ExitSucceeded, "tasks", "approve", "recover") // a dry run without --yes
 	if !strings.Contains(out, testPlan) || !strings.Contains(out, "dry run: step approve not approved ("+token+")") {
-		t.Errorf("approve --dry-run printed %q; want the plan and its token, not approved", out)
+		t.Errorf("approve without --yes printed %q; want the plan and its token, not approved", out)
 	}
 	if got := annotation(t, tasks, "recover"); got != "" || exec.acted.Load() != 0 {
 		t.Fatalf("after a dry run: annotation %q, acted %d times; want neither", got, exec.acted.Load())
 	}
-	out = cli(ExitSucceeded, "approve", "recover")
+	out = cli(ExitSucceeded, "tasks", "approve", "recover", "--yes")
 	if !strings.Contains(out, testPlan) || !strings.Contains(out, "step approve approved") {
 		t.Errorf("approve printed %q; want the plan and the approval", out)
 	}
 	if got := annotation(t, tasks, "recover"); got != token {
 		t.Errorf("annotation %s = %q, want %s", opstask.ApprovalAnnotation, got, token)
 	}
-	cli(ExitSucceeded, "wait", "recover", "--timeout", "60s")
+	cli(ExitSucceeded, "tasks", "wait", "recover", "--timeout", "60s")
 	if n := exec.acted.Load(); n != 1 {
 		t.Errorf("the approved step ran %d times, want once", n)
 	}
-	out = cli(ExitFailed, "approve", "recover")
+	out = cli(ExitFailed, "tasks", "approve", "recover", "--yes")
 	if !strings.Contains(out, "no step awaits approval") || !strings.Contains(out, "is Succeeded") {
 		t.Errorf("approve of a finished task printed %q; want no step awaits approval", out)
 	}
