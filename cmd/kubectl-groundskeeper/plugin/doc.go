@@ -6,7 +6,8 @@
 // of another owner's claim set (lifecycle.ClaimSet), a scale to N or its
 // deletion takes by its KEP-1847 policy (claims, claims fate), who holds the operator lock and who is denied it, in a ConfigMap or
 // in etcd, once or after each change (lock, lock --watch), what is
-// queued for each target and which step awaits approval (tasks), and what
+// queued for each target and which step awaits approval, once or after
+// each change (tasks, tasks --watch), and what
 // an object-store prefix holds and its deletion (prefix, prefix rm). An
 // operator author mounts them in their own kubectl plugin with AddTo, with
 // their resource types, names and defaults in Options.
@@ -32,7 +33,8 @@
 //     pending upgrades without creating the lock's ConfigMap; lock --watch
 //     reads it again only when a watch (of the ConfigMap, or of the lock's
 //     etcd keys) reports a change made after the watch began, never on a
-//     timer, and prints only what changed.
+//     timer, and prints only what changed; so does tasks --watch, on a watch
+//     of the task resource.
 //   - explain knows every reason that backupstore/collect, backupstore/share,
 //     backupstore/share/pool, backupstore/share/migrate and lifecycle write
 //     (a test reads their constants from the source).
@@ -41,7 +43,6 @@
 //     empty one) and Object Lock never bypassed; after a person's yes it
 //     lists the prefix again and deletes nothing if it changed.
 //
-// Not provided yet: lifecycle rules on GCS and Azure in prefix, --watch on
-// tasks. lock takes
+// Not provided yet: lifecycle rules on GCS and Azure in prefix. lock takes
 // no -A: a lock is one named record, not a listing.
 package plugin

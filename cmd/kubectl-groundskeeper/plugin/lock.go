@@ -137,7 +137,16 @@ func watchConfigMap(ctx context.Context, cms typedcorev1.ConfigMapInterface, nam
 		o.FieldSelector = sel
 		return cms.Watch(ctx, o)
 	}}
-	w, err := watchtools.NewRetryWatcherWithContext(ctx, l.ResourceVersion, lw)
+	return notifyChanges(ctx, l.ResourceVersion, lw)
+}
+
+// notifyChanges watches lw from resourceVersion rv (that of a list made
+// before it is called, so that no later change is missed) and sends nil on
+// the returned channel after each change, at most one pending; it resumes
+// after the API server ends a watch (watchtools.RetryWatcher), and closes
+// the channel when the watch ends for good or ctx ends.
+func notifyChanges(ctx context.Context, rv string, lw cache.WatcherWithContext) (<-chan error, error) {
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, rv, lw)
 	if err != nil {
 		return nil, err
 	}

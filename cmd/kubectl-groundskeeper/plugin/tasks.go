@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/groundskeeper-io/groundskeeper/opstask"
 	"github.com/groundskeeper-io/groundskeeper/opstask/kubestore"
@@ -163,7 +166,7 @@ func taskViews(tasks []*opstask.Task) []TaskView {
 func newTasks(e *env) *cobra.Command {
 	var f taskFlags
 	var out *output
-	var all bool
+	var all, watching bool
 	cmd := &cobra.Command{
 		Use:   "tasks",
 		Short: "Show the task queues: per target, state, age, position, steps and the step awaiting approval",
@@ -171,10 +174,13 @@ func newTasks(e *env) *cobra.Command {
 for each target its queue in order (the head runs first), each task's state,
 age, position, current step and the step that awaits a person's approval,
 with the plan it will carry out; and when the TTL cleanup deletes a
-finished task. With -A, each namespace's queues are listed apart.`,
+finished task. With -A, each namespace's queues are listed apart. With
+--watch, the queues are printed again after each change of a task (a watch
+of the task resource), until interrupted.`,
 		Example: fmt.Sprintf(`  %[1]s tasks --resource etcdopstasks.ops.example.com --target-field etcdName -n prod
   %[1]s tasks --resource etcdopstasks.ops.example.com --target-field etcdName -n prod -o wide
   %[1]s tasks --resource etcdopstasks.ops.example.com --target-field etcdName -A
+  %[1]s tasks --resource etcdopstasks.ops.example.com --target-field etcdName -n prod --watch
   %[1]s tasks approve compact-42 --resource etcdopstasks.ops.example.com -n prod --yes
   %[1]s tasks wait compact-42 --resource etcdopstasks.ops.example.com -n prod`, e.name),
 		Args: cobra.NoArgs,
@@ -182,51 +188,123 @@ finished task. With -A, each namespace's queues are listed apart.`,
 			if err := out.validate(); err != nil {
 				return err
 			}
-			if !all {
-				tc, err := f.tasks(e)
-				if err != nil {
-					return err
-				}
-				tasks, err := listTasks(cmd.Context(), tc.Client, tc.TargetField)
-				if err != nil {
-					return fmt.Errorf("list %s: %w", tc.Resource, err)
-				}
-				ns, err := e.namespace()
-				if err != nil {
-					return err
-				}
-				v := TasksView{Resource: tc.Resource, Namespace: ns, Tasks: taskViews(tasks)}
-				if v.Tasks == nil {
-					v.Tasks = []TaskView{}
-				}
-				return printTasks(e, out, []TasksView{v}, false)
-			}
-			rc, gvr, err := f.client(e)
+			load, rc, err := taskLoader(e, &f, all)
 			if err != nil {
 				return err
 			}
-			tasks, err := listTasks(cmd.Context(), rc, f.targetField)
-			if err != nil {
-				return fmt.Errorf("list %s in all namespaces: %w", gvr.Resource, err)
+			if !watching {
+				views, err := load(cmd.Context())
+				if err != nil {
+					return err
+				}
+				return printTasks(e, out, views, all)
 			}
-			// Targets are named in a namespace: each namespace has its own
-			// queues, as each namespace's controller sees them.
-			byNS := map[string][]*opstask.Task{}
-			for _, t := range tasks {
-				byNS[t.Namespace] = append(byNS[t.Namespace], t)
-			}
-			var views []TasksView
-			for _, ns := range slices.Sorted(maps.Keys(byNS)) {
-				views = append(views, TasksView{Resource: gvr.Resource, Namespace: ns, Tasks: taskViews(byNS[ns])})
-			}
-			return printTasks(e, out, views, true)
+			return watchTasks(cmd.Context(), e, out, rc, load, all)
 		},
 	}
 	f.add(cmd, e)
 	out = addOutput(cmd)
 	addAllNamespaces(cmd, &all)
+	cmd.Flags().BoolVarP(&watching, "watch", "w", false, "after printing the queues, watch the task resource and print them again after each change of a task, until interrupted")
 	cmd.AddCommand(newApprove(e), newWait(e))
 	return cmd
+}
+
+// taskLoader returns what reads the queues (of the namespace, or with all
+// of every namespace, each apart) and the client of the tasks it reads.
+func taskLoader(e *env, f *taskFlags, all bool) (func(context.Context) ([]TasksView, error), dynamic.ResourceInterface, error) {
+	if !all {
+		tc, err := f.tasks(e)
+		if err != nil {
+			return nil, nil, err
+		}
+		ns, err := e.namespace()
+		if err != nil {
+			return nil, nil, err
+		}
+		return func(ctx context.Context) ([]TasksView, error) {
+			tasks, err := listTasks(ctx, tc.Client, tc.TargetField)
+			if err != nil {
+				return nil, fmt.Errorf("list %s: %w", tc.Resource, err)
+			}
+			v := TasksView{Resource: tc.Resource, Namespace: ns, Tasks: taskViews(tasks)}
+			if v.Tasks == nil {
+				v.Tasks = []TaskView{}
+			}
+			return []TasksView{v}, nil
+		}, tc.Client, nil
+	}
+	rc, gvr, err := f.client(e)
+	if err != nil {
+		return nil, nil, err
+	}
+	return func(ctx context.Context) ([]TasksView, error) {
+		tasks, err := listTasks(ctx, rc, f.targetField)
+		if err != nil {
+			return nil, fmt.Errorf("list %s in all namespaces: %w", gvr.Resource, err)
+		}
+		// Targets are named in a namespace: each namespace has its own
+		// queues, as each namespace's controller sees them.
+		byNS := map[string][]*opstask.Task{}
+		for _, t := range tasks {
+			byNS[t.Namespace] = append(byNS[t.Namespace], t)
+		}
+		var views []TasksView
+		for _, ns := range slices.Sorted(maps.Keys(byNS)) {
+			views = append(views, TasksView{Resource: gvr.Resource, Namespace: ns, Tasks: taskViews(byNS[ns])})
+		}
+		return views, nil
+	}, rc, nil
+}
+
+// watchTasks prints the queues, then again after each change of a task
+// that changes them, until ctx ends (Ctrl-C) or the watch fails. It reads
+// them again after each change the watch of rc reports (made after the
+// watch began, never on a timer), and prints only what differs from what
+// it printed last.
+func watchTasks(ctx context.Context, e *env, out *output, rc dynamic.ResourceInterface, load func(context.Context) ([]TasksView, error), all bool) error {
+	l, err := rc.List(ctx, metav1.ListOptions{Limit: 1})
+	if err != nil {
+		return fmt.Errorf("tasks: watch: %w", err)
+	}
+	changes, err := notifyChanges(ctx, l.GetResourceVersion(), &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return rc.Watch(ctx, o) },
+	})
+	if err != nil {
+		return fmt.Errorf("tasks: watch: %w", err)
+	}
+	var last []TasksView
+	for first := true; ; first = false {
+		views, err := load(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if first || !reflect.DeepEqual(views, last) {
+			if !first && !out.structured() {
+				fmt.Fprintln(e.streams.Out)
+			}
+			if err := printTasks(e, out, views, all); err != nil {
+				return err
+			}
+			last = views
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case err, ok := <-changes:
+			switch {
+			case ctx.Err() != nil:
+				return nil
+			case err != nil:
+				return fmt.Errorf("tasks: watch: %w", err)
+			case !ok:
+				return errors.New("tasks: the watch ended")
+			}
+		}
+	}
 }
 
 // printTasks prints the queues of one namespace, or with all of every

@@ -109,3 +109,31 @@ func TestTasks(t *testing.T) {
 		oneLineError(t, run(t, opts, kube(k, "tasks", "--resource", "nosuchtasks.example.com", cache)...), plugin.ExitError, "nosuchtasks.example.com")
 	})
 }
+
+// tasks --watch prints the queues, then again after each change of a task,
+// and only then: a change of a task's status and a new task are each
+// printed once.
+func TestTasksWatch(t *testing.T) {
+	k := testenv.StartKubernetes(t)
+	ctx := context.Background()
+	tasks := customResource(t, k, "gktasks", "GKTask")
+	first := createWithStatus(t, tasks, task("w1-snapshot", "db-a", "onDemandSnapshot", map[string]any{"state": "InProgress"}, 0))
+	opts := plugin.Options{Tasks: "gktasks.test.groundskeeper.io", TaskTargetField: "etcdName",
+		Clock: clocktesting.NewFakeClock(first.GetCreationTimestamp().Add(time.Hour))}
+	out, done, stop := watchCommand(t, opts, kube(k, "tasks", "--watch", "--cache-dir="+t.TempDir())...)
+	out.waitFor(t, "w1-snapshot", 1, done)
+
+	createWithStatus(t, tasks, task("w2-compact", "db-a", "compaction", nil, 0))
+	out.waitFor(t, "w2-compact", 1, done)
+	first.Object["status"] = map[string]any{"state": "Succeeded", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}
+	if _, err := tasks.UpdateStatus(ctx, first, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out.waitFor(t, "Succeeded", 1, done)
+	if code := stop(); code != plugin.ExitOK {
+		t.Errorf("interrupted watch: exit %d, want 0", code)
+	}
+	if n := strings.Count(out.String(), "TARGET"); n != 3 {
+		t.Errorf("the queues were printed %d times, want 3: once, then once for each of the 2 changes:\n%s", n, out.String())
+	}
+}
