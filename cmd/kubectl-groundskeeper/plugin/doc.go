@@ -43,6 +43,8 @@
 //     empty one) and Object Lock never bypassed; after a person's yes it
 //     lists the prefix again and deletes nothing if it changed.
 //
-// Not provided yet: lifecycle rules on GCS and Azure in prefix. lock takes
-// no -A: a lock is one named record, not a listing.
+// Not provided: lifecycle rules on Azure in prefix (a storage account's
+// lifecycle management policy is read through Azure Resource Manager, not
+// the blob service). lock takes no -A: a lock is one named record, not a
+// listing.
 package plugin

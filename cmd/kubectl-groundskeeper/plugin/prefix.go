@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"cloud.google.com/go/storage"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
@@ -48,7 +49,7 @@ type PrefixView struct {
 	// Retained are the versions S3 Object Lock keeps from deletion now.
 	Retained []RetainedVersion `json:"retained"`
 	// Lifecycle are the store's lifecycle rules that expire all or part
-	// of the prefix (S3); LifecycleNote says why none could be read.
+	// of the prefix (S3, GCS); LifecycleNote says why none could be read.
 	Lifecycle     []LifecycleRule `json:"lifecycle"`
 	LifecycleNote string          `json:"lifecycleNote,omitempty"`
 	// NotShown says what this view cannot show for this store.
@@ -64,8 +65,8 @@ type RetainedVersion struct {
 	LegalHold   bool      `json:"legalHold,omitempty"`
 }
 
-// LifecycleRule is an S3 lifecycle rule whose filter covers the prefix
-// (All) or part of it.
+// LifecycleRule is an S3 or GCS lifecycle rule whose filter covers the
+// prefix (All) or part of it.
 type LifecycleRule struct {
 	ID     string `json:"id"`
 	Status string `json:"status"`
@@ -171,7 +172,7 @@ collector's messages name a backup's data): the current objects, their bytes
 and the oldest and newest; on a versioned bucket every version and delete
 marker with their bytes (what a deletion removes and what the store bills);
 the versions S3 Object Lock keeps, with their retain-until time or legal
-hold; and the S3 lifecycle rules that expire all or part of the prefix. It
+hold; and the S3 or GCS lifecycle rules that expire all or part of the prefix. It
 reads, through backupstore's dry run of DeletePrefix; it deletes nothing.
 What a store cannot show is listed under "not shown". A prefix that does not
 end in "/" also counts its siblings ("db" holds "db2/").`,
@@ -257,10 +258,16 @@ func readPrefix(ctx context.Context, b *blob.Bucket, bucketURL, prefix string) (
 		}
 		v.NotShown = []string{"lifecycle rules filtered on tags or object size are listed by their prefix alone"}
 	case "gs":
-		v.LifecycleNote = "not read on GCS"
-		v.NotShown = []string{"GCS retention policies and holds (deletion may still be refused by them)", "lifecycle rules"}
+		if err := gcsLifecycle(ctx, b, u, prefix, &v); err != nil {
+			return v, err
+		}
+		v.NotShown = []string{"GCS retention policies and holds (deletion may still be refused by them)",
+			"lifecycle conditions other than age, prefix and liveness (a rule with one is listed as covering part of the prefix)"}
 	case "azblob":
-		v.LifecycleNote = "not read on Azure"
+		// A storage account's lifecycle management policy is read through
+		// Azure Resource Manager, with other credentials than the blob
+		// service's, which are all a prefix's Secret holds.
+		v.LifecycleNote = "not read on Azure: the storage account's lifecycle management policy is read through Azure Resource Manager, not the blob service"
 		v.NotShown = []string{"Azure immutability policies and legal holds", "noncurrent blob versions", "lifecycle management rules"}
 	default:
 		v.LifecycleNote = "the store has none"
@@ -317,6 +324,55 @@ func s3Lifecycle(ctx context.Context, b *blob.Bucket, u backupstore.URL, prefix 
 			lr.NoncurrentDays = *n.NoncurrentDays
 		}
 		v.Lifecycle = append(v.Lifecycle, lr)
+	}
+	return nil
+}
+
+// gcsLifecycle adds to v the GCS lifecycle rules that delete objects and
+// whose condition covers all or part of the prefix, through the bucket's
+// GCS client. A rule with several prefixes is listed once, by the first
+// that covers the prefix. GCS rules have no ID and are always enabled.
+func gcsLifecycle(ctx context.Context, b *blob.Bucket, u backupstore.URL, prefix string, v *PrefixView) error {
+	var c *storage.Client
+	if !b.As(&c) {
+		v.LifecycleNote = "no GCS client to read them with"
+		return nil
+	}
+	attrs, err := c.Bucket(u.ID.Name).Attrs(ctx)
+	if err != nil {
+		return fmt.Errorf("read the lifecycle rules of %s: %w", u.ID, err)
+	}
+	full := u.Prefix + prefix
+	for _, r := range attrs.Lifecycle.Rules {
+		if r.Action.Type != storage.DeleteAction {
+			continue // a storage class change expires nothing
+		}
+		cond := r.Condition
+		prefixes := cond.MatchesPrefix
+		if len(prefixes) == 0 {
+			prefixes = []string{""}
+		}
+		// Conditions that pick some objects only, whatever their key.
+		narrowed := len(cond.MatchesSuffix) > 0 || !cond.CreatedBefore.IsZero() || cond.NumNewerVersions > 0 ||
+			len(cond.MatchesStorageClasses) > 0 || !cond.CustomTimeBefore.IsZero() || cond.DaysSinceCustomTime > 0 ||
+			!cond.NoncurrentTimeBefore.IsZero()
+		for _, rp := range prefixes {
+			all, part := strings.HasPrefix(full, rp), strings.HasPrefix(rp, full)
+			if !all && !part {
+				continue
+			}
+			lr := LifecycleRule{Status: "Enabled", Prefix: rp, All: all && !narrowed}
+			switch {
+			case cond.Liveness == storage.Archived:
+				lr.NoncurrentDays = int32(cond.AgeInDays)
+			case cond.DaysSinceNoncurrentTime > 0:
+				lr.NoncurrentDays = int32(cond.DaysSinceNoncurrentTime)
+			default:
+				lr.Days = int32(cond.AgeInDays)
+			}
+			v.Lifecycle = append(v.Lifecycle, lr)
+			break
+		}
 	}
 	return nil
 }
@@ -390,7 +446,14 @@ func printPrefix(e *env, out *output, v PrefixView) error {
 			if r.NoncurrentDays > 0 {
 				noncurrent = fmt.Sprintf("%dd", r.NoncurrentDays)
 			}
-			l.Rows = append(l.Rows, row(r.ID, r.Status, r.Prefix, covers, expires, noncurrent))
+			id, rp := r.ID, r.Prefix
+			if id == "" {
+				id = "-" // GCS rules have none
+			}
+			if rp == "" {
+				rp = "(whole bucket)"
+			}
+			l.Rows = append(l.Rows, row(id, r.Status, rp, covers, expires, noncurrent))
 		}
 		if err := out.print(w, "", "", "", nil, l); err != nil {
 			return err
