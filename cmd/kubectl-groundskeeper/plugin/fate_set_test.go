@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 
@@ -64,25 +62,8 @@ func TestClaimFateMatchesSyncSet(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			claims := func() map[string]bool {
-				l, err := k.Client.CoreV1().PersistentVolumeClaims(k.Namespace).List(ctx, metav1.ListOptions{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				m := map[string]bool{}
-				for _, c := range l.Items {
-					if c.DeletionTimestamp == nil {
-						m[c.Name] = true
-					}
-				}
-				return m
-			}
-			until := func(what string, cond func() bool) {
-				t.Helper()
-				if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) { return cond(), nil }); err != nil {
-					t.Fatalf("waiting until %s: %v; claims: %v", what, err, claims())
-				}
-			}
+			claims := func() map[string]bool { return liveClaims(t, k) }
+			until := func(what string, cond func() bool) { t.Helper(); waitClaims(t, k, what, cond) }
 			reconcile()
 			until("the operator made 3 claims", func() bool { return len(claims()) == 3 })
 
@@ -102,32 +83,7 @@ func TestClaimFateMatchesSyncSet(t *testing.T) {
 				}
 				return v
 			}
-			check := func(v plugin.FateView, ownerGone string) {
-				t.Helper()
-				for _, f := range v.Claims {
-					if f.Fate == "deleted" {
-						until(f.Claim+" is gone", func() bool {
-							_, err := k.Client.CoreV1().PersistentVolumeClaims(k.Namespace).Get(ctx, f.Claim, metav1.GetOptions{})
-							return apierrors.IsNotFound(err)
-						})
-					}
-				}
-				for _, f := range v.Claims {
-					if f.Fate != "kept" {
-						continue
-					}
-					c, err := k.Client.CoreV1().PersistentVolumeClaims(k.Namespace).Get(ctx, f.Claim, metav1.GetOptions{})
-					if err != nil || c.DeletionTimestamp != nil {
-						t.Errorf("%s predicted kept (%s), but: %v", f.Claim, f.Why, err)
-						continue
-					}
-					for _, ref := range c.OwnerReferences {
-						if ref.Name == ownerGone || (ref.Kind == "Pod" && ownerGone == "condemned") {
-							t.Errorf("%s predicted kept (%s), but the operator made it depend on %s %s", f.Claim, f.Why, ref.Kind, ref.Name)
-						}
-					}
-				}
-			}
+			check := func(v plugin.FateView, ownerGone string) { t.Helper(); checkFates(t, k, v, ownerGone) }
 
 			scale := predict("--scale-to", "1")
 			if _, err := dbs.Patch(ctx, "db", types.MergePatchType, []byte(`{"spec":{"replicas":1}}`), metav1.PatchOptions{}); err != nil {

@@ -57,25 +57,8 @@ func TestClaimFateMatchesTheStatefulSetController(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			claims := func() map[string]bool {
-				l, err := k.Client.CoreV1().PersistentVolumeClaims(k.Namespace).List(ctx, metav1.ListOptions{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				m := map[string]bool{}
-				for _, c := range l.Items {
-					if c.DeletionTimestamp == nil {
-						m[c.Name] = true
-					}
-				}
-				return m
-			}
-			until := func(what string, cond func() bool) {
-				t.Helper()
-				if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) { return cond(), nil }); err != nil {
-					t.Fatalf("waiting until %s: %v; claims: %v", what, err, claims())
-				}
-			}
+			claims := func() map[string]bool { return liveClaims(t, k) }
+			until := func(what string, cond func() bool) { t.Helper(); waitClaims(t, k, what, cond) }
 			until("the controller made 3 claims", func() bool { return len(claims()) == 3 })
 
 			predict := func(args ...string) plugin.FateView {
@@ -93,35 +76,7 @@ func TestClaimFateMatchesTheStatefulSetController(t *testing.T) {
 				}
 				return v
 			}
-			// check compares the prediction with the claims, once the
-			// predicted deletions are done; a kept claim must not depend
-			// on anything being deleted (no owner reference to it).
-			check := func(v plugin.FateView, ownerGone string) {
-				t.Helper()
-				for _, f := range v.Claims {
-					if f.Fate == "deleted" {
-						until(f.Claim+" is gone", func() bool {
-							_, err := k.Client.CoreV1().PersistentVolumeClaims(k.Namespace).Get(ctx, f.Claim, metav1.GetOptions{})
-							return apierrors.IsNotFound(err)
-						})
-					}
-				}
-				for _, f := range v.Claims {
-					if f.Fate != "kept" {
-						continue
-					}
-					c, err := k.Client.CoreV1().PersistentVolumeClaims(k.Namespace).Get(ctx, f.Claim, metav1.GetOptions{})
-					if err != nil || c.DeletionTimestamp != nil {
-						t.Errorf("%s predicted kept (%s), but: %v", f.Claim, f.Why, err)
-						continue
-					}
-					for _, ref := range c.OwnerReferences {
-						if ref.Name == ownerGone || (ref.Kind == "Pod" && ownerGone == "condemned") {
-							t.Errorf("%s predicted kept (%s), but the controller made it depend on %s %s", f.Claim, f.Why, ref.Kind, ref.Name)
-						}
-					}
-				}
-			}
+			check := func(v plugin.FateView, ownerGone string) { t.Helper(); checkFates(t, k, v, ownerGone) }
 
 			scale := predict("--scale-to", "1")
 			// As kubectl scale does; the controller writes the status
@@ -152,5 +107,62 @@ func TestClaimFateMatchesTheStatefulSetController(t *testing.T) {
 			check(del, "db")
 			t.Logf("scale to 1: %+v; delete: %+v", scale.Claims, del.Claims)
 		})
+	}
+}
+
+// liveClaims are the names of k's claims that are not being deleted.
+func liveClaims(t *testing.T, k *testenv.Kubernetes) map[string]bool {
+	t.Helper()
+	l, err := k.Client.CoreV1().PersistentVolumeClaims(k.Namespace).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]bool{}
+	for _, c := range l.Items {
+		if c.DeletionTimestamp == nil {
+			m[c.Name] = true
+		}
+	}
+	return m
+}
+
+// waitClaims waits until cond holds, or fails the test naming what it
+// waited for and the claims there are.
+func waitClaims(t *testing.T, k *testenv.Kubernetes, what string, cond func() bool) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) { return cond(), nil }); err != nil {
+		t.Fatalf("waiting until %s: %v; claims: %v", what, err, liveClaims(t, k))
+	}
+}
+
+// checkFates compares the prediction v with k's claims, once the predicted
+// deletions are done; a kept claim must not depend on anything being
+// deleted (no owner reference to ownerGone, or to a pod when ownerGone is
+// "condemned").
+func checkFates(t *testing.T, k *testenv.Kubernetes, v plugin.FateView, ownerGone string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, f := range v.Claims {
+		if f.Fate == "deleted" {
+			waitClaims(t, k, f.Claim+" is gone", func() bool {
+				_, err := k.Client.CoreV1().PersistentVolumeClaims(k.Namespace).Get(ctx, f.Claim, metav1.GetOptions{})
+				return apierrors.IsNotFound(err)
+			})
+		}
+	}
+	for _, f := range v.Claims {
+		if f.Fate != "kept" {
+			continue
+		}
+		c, err := k.Client.CoreV1().PersistentVolumeClaims(k.Namespace).Get(ctx, f.Claim, metav1.GetOptions{})
+		if err != nil || c.DeletionTimestamp != nil {
+			t.Errorf("%s predicted kept (%s), but: %v", f.Claim, f.Why, err)
+			continue
+		}
+		for _, ref := range c.OwnerReferences {
+			if ref.Name == ownerGone || (ref.Kind == "Pod" && ownerGone == "condemned") {
+				t.Errorf("%s predicted kept (%s), but its owner references make it depend on %s %s", f.Claim, f.Why, ref.Kind, ref.Name)
+			}
+		}
 	}
 }

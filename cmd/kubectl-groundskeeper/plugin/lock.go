@@ -231,20 +231,32 @@ func watchLock(ctx context.Context, e *env, out *output, h *lockHandle) error {
 	if err != nil {
 		return fmt.Errorf("lock %s: watch: %w", h.ref, err)
 	}
-	var last LockView
+	return watchPrint(ctx, e, out, "lock "+h.ref, changes,
+		func(ctx context.Context) (LockView, error) { return readLock(ctx, h, e.clock.Now()) },
+		sameLock,
+		func(v LockView) error { return printLock(e, out, v) })
+}
+
+// watchPrint prints what read returns, then reads again after each change
+// that changes reports, and prints what it read when it differs (same)
+// from what it printed last, until ctx ends (Ctrl-C) or the watch fails;
+// what names the watched thing in errors.
+func watchPrint[V any](ctx context.Context, e *env, out *output, what string, changes <-chan error,
+	read func(context.Context) (V, error), same func(a, b V) bool, print func(V) error) error {
+	var last V
 	for first := true; ; first = false {
-		v, err := readLock(ctx, h, e.clock.Now())
+		v, err := read(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		if first || !sameLock(v, last) {
+		if first || !same(v, last) {
 			if !first && !out.structured() {
 				fmt.Fprintln(e.streams.Out)
 			}
-			if err := printLock(e, out, v); err != nil {
+			if err := print(v); err != nil {
 				return err
 			}
 			last = v
@@ -257,9 +269,9 @@ func watchLock(ctx context.Context, e *env, out *output, h *lockHandle) error {
 			case ctx.Err() != nil:
 				return nil
 			case err != nil:
-				return fmt.Errorf("lock %s: watch: %w", h.ref, err)
+				return fmt.Errorf("%s: watch: %w", what, err)
 			case !ok:
-				return fmt.Errorf("lock %s: the watch ended", h.ref)
+				return fmt.Errorf("%s: the watch ended", what)
 			}
 		}
 	}

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"os/signal"
 	"reflect"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -199,7 +202,9 @@ of the task resource), until interrupted.`,
 				}
 				return printTasks(e, out, views, all)
 			}
-			return watchTasks(cmd.Context(), e, out, rc, load, all)
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return watchTasks(ctx, e, out, rc, load, all)
 		},
 	}
 	f.add(cmd, e)
@@ -273,38 +278,9 @@ func watchTasks(ctx context.Context, e *env, out *output, rc dynamic.ResourceInt
 	if err != nil {
 		return fmt.Errorf("tasks: watch: %w", err)
 	}
-	var last []TasksView
-	for first := true; ; first = false {
-		views, err := load(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if first || !reflect.DeepEqual(views, last) {
-			if !first && !out.structured() {
-				fmt.Fprintln(e.streams.Out)
-			}
-			if err := printTasks(e, out, views, all); err != nil {
-				return err
-			}
-			last = views
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case err, ok := <-changes:
-			switch {
-			case ctx.Err() != nil:
-				return nil
-			case err != nil:
-				return fmt.Errorf("tasks: watch: %w", err)
-			case !ok:
-				return errors.New("tasks: the watch ended")
-			}
-		}
-	}
+	return watchPrint(ctx, e, out, "tasks", changes, load,
+		func(a, b []TasksView) bool { return reflect.DeepEqual(a, b) },
+		func(views []TasksView) error { return printTasks(e, out, views, all) })
 }
 
 // printTasks prints the queues of one namespace, or with all of every
