@@ -68,7 +68,7 @@ func (f growerFuncs) grower() pool.Grower[backup] {
 	case f.Deprovision != nil:
 		return withDeprovision{n}
 	}
-	return n
+	return pool.GrowerFunc[backup](f.NewBucket)
 }
 
 func prefixOf(e backup) string {

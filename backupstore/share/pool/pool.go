@@ -126,6 +126,14 @@ type Grower[B collect.Object] interface {
 	NewBucket(pool string, n int) (B, error)
 }
 
+// GrowerFunc is a Grower of NewBucket alone: the pool makes the bucket
+// objects, and the store's buckets behind them are not its to create or
+// delete (an administrator's, or another controller's).
+type GrowerFunc[B collect.Object] func(pool string, n int) (B, error)
+
+// NewBucket is f(pool, n).
+func (f GrowerFunc[B]) NewBucket(pool string, n int) (B, error) { return f(pool, n) }
+
 // provisioner and deprovisioner are a Grower's optional methods.
 type provisioner[B collect.Object] interface {
 	Provision(ctx context.Context, b B) error
