@@ -5,9 +5,14 @@
 // reason it stays. An allowlist line that no longer matches a finding fails
 // too, so that the list says only what is true.
 //
-// Only what the code calls counts, as govulncheck itself counts it
-// ("Your code is affected by ..."): a vulnerable function in a required
-// module that no path from our code reaches is not a finding.
+// In a directory named plainly, only what the code calls counts, as
+// govulncheck itself counts it ("Your code is affected by ..."): a
+// vulnerable function in a required module that no path from our code
+// reaches is not a finding. A directory named DIR:package is scanned at
+// package level (govulncheck -scan package): every vulnerability in a
+// package its code imports is a finding, called or not. That is stricter,
+// and takes seconds where the call graph takes minutes: it suits modules
+// that ship no library (the examples, the kubectl plugin).
 //
 // Each module is scanned alone (GOWORK=off), at the versions its own go.mod
 // selects: the library at the oldest versions it supports, the examples at
@@ -16,7 +21,7 @@
 //
 // Usage, from the repository root:
 //
-//	go run ./internal/tools/vulncheck -C ../.. -db .cache/vulndb -allow hack/vulncheck.allow . examples
+//	go run ./internal/tools/vulncheck -C ../.. -db .cache/vulndb -allow hack/vulncheck.allow . examples:package
 package main
 
 import (
@@ -83,9 +88,17 @@ func run(ctx context.Context, root, db, allowPath string, dirs []string) error {
 	}
 	var problems []string
 	matched := map[int]bool{}
-	for _, dir := range dirs {
+	for _, arg := range dirs {
+		dir, level, _ := strings.Cut(arg, ":")
+		switch level {
+		case "":
+			level = "symbol"
+		case "package":
+		default:
+			return fmt.Errorf("%s: scan level %q: want DIR (the calls) or DIR:package (the imports)", arg, level)
+		}
 		var out bytes.Buffer
-		cmd := scan.Command(ctx, "-C", filepath.Join(root, dir), "-db", "file://"+dbDir, "-format", "json", "./...")
+		cmd := scan.Command(ctx, "-C", filepath.Join(root, dir), "-db", "file://"+dbDir, "-format", "json", "-scan", level, "./...")
 		cmd.Stdout = &out
 		cmd.Env = append(os.Environ(), "GOWORK=off")
 		if err := cmd.Start(); err != nil {
@@ -94,7 +107,7 @@ func run(ctx context.Context, root, db, allowPath string, dirs []string) error {
 		if err := cmd.Wait(); err != nil {
 			return fmt.Errorf("govulncheck in %s: %w", dir, err)
 		}
-		cfg, found, err := parse(dir, out.Bytes())
+		cfg, found, err := parse(dir, level == "package", out.Bytes())
 		if err != nil {
 			return fmt.Errorf("govulncheck in %s: %w", dir, err)
 		}
@@ -115,9 +128,9 @@ func run(ctx context.Context, root, db, allowPath string, dirs []string) error {
 				continue
 			}
 			notAllowed++
-			problems = append(problems, fmt.Sprintf("%s: %s in %s@%s, fixed in %s, is called: %s (%s)", dir, f.id, f.module, f.version, orNone(f.fixed), f.summary, f.trace))
+			problems = append(problems, fmt.Sprintf("%s: %s in %s@%s, fixed in %s, is %s: %s (%s)", dir, f.id, f.module, f.version, orNone(f.fixed), verb(level), f.summary, f.trace))
 		}
-		fmt.Printf("vulncheck: %s (GOWORK=off, %s): %d vulnerabilities called, %d of them allowed by %s\n", dir, cfg.GoVersion, len(found), len(found)-notAllowed, allowPath)
+		fmt.Printf("vulncheck: %s (GOWORK=off, %s, -scan %s): %d vulnerabilities %s, %d of them allowed by %s\n", dir, cfg.GoVersion, level, len(found), verb(level), len(found)-notAllowed, allowPath)
 		for _, a := range allowedIDs {
 			fmt.Printf("vulncheck: %s: allowed %s\n", dir, a)
 		}
@@ -149,6 +162,14 @@ func orNone(v string) string {
 	return v
 }
 
+// verb says what makes a finding at a scan level.
+func verb(level string) string {
+	if level == "package" {
+		return "imported"
+	}
+	return "called"
+}
+
 // The parts of govulncheck's JSON output (its protocol 1.0.0) that we read.
 type message struct {
 	Config *struct {
@@ -175,6 +196,9 @@ type frame struct {
 }
 
 func (f frame) String() string {
+	if f.Function == "" {
+		return f.Package // a package-level finding's frame
+	}
 	name := f.Function
 	if f.Receiver != "" {
 		name = strings.TrimPrefix(f.Receiver, "*") + "." + name
@@ -184,9 +208,10 @@ func (f frame) String() string {
 
 // parse reads govulncheck's JSON stream and returns the vulnerabilities the
 // code calls: findings whose trace reaches a function (trace[0] is the
-// vulnerable symbol, the last frame our code), one per vulnerability and
+// vulnerable symbol, the last frame our code); with imports, of a package-
+// level scan, those whose trace names a package. One per vulnerability and
 // module, in a stable order.
-func parse(dir string, out []byte) (cfg struct{ GoVersion string }, found []finding, err error) {
+func parse(dir string, imports bool, out []byte) (cfg struct{ GoVersion string }, found []finding, err error) {
 	summaries := map[string]string{}
 	byKey := map[key]*finding{}
 	dec := json.NewDecoder(bytes.NewReader(out))
@@ -205,7 +230,7 @@ func parse(dir string, out []byte) (cfg struct{ GoVersion string }, found []find
 			cfg.GoVersion = m.Config.GoVersion
 		case m.OSV != nil:
 			summaries[m.OSV.ID] = m.OSV.Summary
-		case m.Finding != nil && len(m.Finding.Trace) > 0 && m.Finding.Trace[0].Function != "":
+		case m.Finding != nil && len(m.Finding.Trace) > 0 && (m.Finding.Trace[0].Function != "" || imports && m.Finding.Trace[0].Package != ""):
 			t := m.Finding.Trace
 			k := key{dir: dir, id: m.Finding.OSV, module: t[0].Module}
 			if byKey[k] != nil {
@@ -213,7 +238,11 @@ func parse(dir string, out []byte) (cfg struct{ GoVersion string }, found []find
 			}
 			trace := t[len(t)-1].String()
 			if len(t) > 1 {
-				trace += " calls " + t[0].String()
+				link := " calls "
+				if t[0].Function == "" {
+					link = " imports "
+				}
+				trace += link + t[0].String()
 			}
 			byKey[k] = &finding{key: k, version: t[0].Version, fixed: m.Finding.FixedVersion, trace: trace}
 		}
@@ -261,7 +290,7 @@ func (a allowed) dirMatches(dirs []string) bool {
 		return true
 	}
 	for _, d := range dirs {
-		if d == a.dir {
+		if dir, _, _ := strings.Cut(d, ":"); dir == a.dir {
 			return true
 		}
 	}
