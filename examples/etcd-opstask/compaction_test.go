@@ -196,6 +196,9 @@ func restoreAndRead(t *testing.T, path string) ([]*mvccpb.KeyValue, int64) {
 // snapshots it read stay. A delta with one flipped byte fails the next
 // compaction with CorruptBackup, naming it, and nothing is uploaded.
 func TestSnapshotCompactionHoldsTheFinalState(t *testing.T) {
+	// Isolated: its own etcd, file bucket and restore member; the
+	// compaction's embedded etcd leaves the global loggers alone.
+	t.Parallel()
 	w := newBackupWorld(t, 1)
 	w.churn(t, 10000, 5, rand.New(rand.NewPCG(27, 1)))
 	want, wantRev := state(t, w.cli)

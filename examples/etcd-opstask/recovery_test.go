@@ -175,6 +175,9 @@ func approval(task *opstask.Task, name string) opstask.Approval {
 // exactly the state of the last snapshot (the later write is lost, as the
 // recovery point said).
 func TestRecoveryFromPermanentQuorumLoss(t *testing.T) {
+	// Isolated: its own 3-member etcd (newBackupWorld), file bucket
+	// (TempDir), memstore and controllers; it kills only its own members.
+	t.Parallel()
 	w := newBackupWorld(t, 3)
 	members := &processMembers{c: w.etcd}
 	w.op.targets["main"].Members = members
@@ -331,6 +334,8 @@ func stepStates(task *opstask.Task) string {
 // and fails the task with MembersCameBack: no member was stopped, wiped or
 // restored, all three run and hold their data.
 func TestRecoveryStopsWhenMembersComeBack(t *testing.T) {
+	// Isolated: its own etcd, bucket, memstore and controller.
+	t.Parallel()
 	w := newBackupWorld(t, 3)
 	members := &processMembers{c: w.etcd}
 	w.op.targets["main"].Members = members
@@ -433,6 +438,8 @@ func (p partitionedMembers) List() []Member {
 // member-1 is cut off again, fails the same way at the check: a member
 // that does not answer is not one without data, unless allowDataLoss.
 func TestRecoveryChecksMembersAgainBeforeTheStop(t *testing.T) {
+	// Isolated: its own etcd, proxy, bucket, memstore and controller.
+	t.Parallel()
 	w := newBackupWorld(t, 3)
 	proxy := faultproxy.Start(t, strings.TrimPrefix(w.etcd.Members[1].ClientURL, "http://"))
 	proxied := "http://" + proxy.Addr()

@@ -104,6 +104,12 @@ func (r *recorder) results() (overlaps []string, ops []op) {
 func TestInstancesTakeTurns(t *testing.T) {
 	for _, backend := range []string{"kubernetes", "etcd"} {
 		t.Run(backend, func(t *testing.T) {
+			// The two backends' runs are isolated: each has its own
+			// namespace (its Database, ConfigMap lock and Leases) on the
+			// shared API server, and the etcd one its own key prefix in
+			// the shared etcd; their loggers are the test's, and neither
+			// restarts a shared component.
+			t.Parallel()
 			k := testenv.StartKubernetes(t)
 			client := installCRD(t, k.Config)
 			opts := controllerOptions{
