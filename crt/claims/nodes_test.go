@@ -90,12 +90,17 @@ func TestSetsOnNodes(t *testing.T) {
 	if err := c.Update(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
-	until("db-1 terminating", func() bool {
+	// Terminating in the API server and in the manager's cache, which
+	// SyncSet reads: a pass on a cache that has not seen the deletion yet
+	// deletes the pod again (a no-op with its UID precondition).
+	until("db-1 terminating, in the cache too", func() bool {
 		if _, err := sync(cm); err != nil {
 			t.Fatal(err)
 		}
 		p := getPod("db-1")
-		return p != nil && p.DeletionTimestamp != nil
+		var cached corev1.Pod
+		err := c.Get(ctx, client.ObjectKey{Namespace: env.Namespace, Name: "db-1"}, &cached)
+		return p != nil && p.DeletionTimestamp != nil && err == nil && cached.UID == p.UID && cached.DeletionTimestamp != nil
 	})
 	// While db-1 terminates: more passes, and a collector on the cache
 	// with an expired mark on its claim.

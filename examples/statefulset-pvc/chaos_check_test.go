@@ -263,17 +263,21 @@ func (g *spWorkload) check(ctx context.Context) []chaos.Violation {
 		r := g.podRequested(d, o)
 		set, i := parseMember("pod", d.Name)
 		s := g.truth.sets[set]
-		if _, ok := g.truth.manual[d.UID]; ok {
-			continue
-		}
 		if g.truth.foreignUIDs[d.UID] {
 			continue // the generator's
+		}
+		// Whoever deleted a set's pod, the garbage collector then deletes
+		// the claims it owns (a condemned pod's, under whenScaled: Delete):
+		// the claims' check below knows it went. Only the controller's
+		// deletions are judged here.
+		podsByName[d.Name] = append(podsByName[d.Name], podDel{d, r})
+		if _, ok := g.truth.manual[d.UID]; ok {
+			continue
 		}
 		if fakeKubeletOnly[d.UID] {
 			g.leniency["checker: pods deleted by the fake kubelet alone (KWOK deletes by name: a stale delete of a pod recreated under the name)"]++
 			continue
 		}
-		podsByName[d.Name] = append(podsByName[d.Name], podDel{d, r})
 		switch {
 		case s == nil:
 			add(invPodSafety, "pod %s (uid %s), of no set the workload created, was deleted (requested at revision %s)", d.Name, d.UID, r)
