@@ -60,7 +60,7 @@ BIN   := $(CURDIR)/.cache/bin
 # one per core): the chaos and end-to-end suites spend most of their time
 # waiting on timelines, so a third package uses the idle half of the CPU
 # (measured on 2 cores when the suite was smaller: 12½ minutes instead of
-# 16; the whole make test took 27½ minutes on 2026-11-28).
+# 16; the whole make test took 23 minutes on 2026-11-28).
 TEST_FLAGS  ?= -race -timeout 30m -p 3
 # What make test leaves to its own targets: the planted-bug tests of the
 # chaos checkers (make checkers), 1-4 minutes each, which test the
