@@ -3,12 +3,17 @@ package pool_test
 import (
 	"context"
 	"errors"
+	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/groundskeeper-io/groundskeeper/backupstore"
 	"github.com/groundskeeper-io/groundskeeper/backupstore/share/pool"
 	"github.com/groundskeeper-io/groundskeeper/internal/testbackup"
+	"github.com/groundskeeper-io/groundskeeper/testenv"
 )
 
 type backup = *testbackup.Backup
@@ -76,4 +81,27 @@ func prefixOf(e backup) string {
 		return "(gone)"
 	}
 	return e.Status.Prefix
+}
+
+// controlPlane starts a control plane with the test backup kind installed
+// and a namespace for bucket objects beside the test's; scheme knows the
+// kind. It skips the test under -short.
+func controlPlane(t *testing.T) (k *testenv.Kubernetes, scheme *runtime.Scheme, bucketNS string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	k = testenv.StartKubernetes(t)
+	if _, err := testbackup.Install(k.Config); err != nil {
+		t.Fatal(err)
+	}
+	scheme = runtime.NewScheme()
+	if err := testbackup.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	bucketNS = k.Namespace + "-buckets"
+	if _, err := k.Client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: bucketNS}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return k, scheme, bucketNS
 }

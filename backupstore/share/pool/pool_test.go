@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -46,22 +45,8 @@ func (o inNamespace) List(ctx context.Context, _ string) ([]backup, error) {
 // bucket holds more than 2, the pool grows to 5 buckets named 1 to 5 and
 // no bucket is created twice.
 func TestPoolPlacementIsRaceFree(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a control plane")
-	}
-	k := testenv.StartKubernetes(t)
-	if _, err := testbackup.Install(k.Config); err != nil {
-		t.Fatal(err)
-	}
+	k, scheme, bucketNS := controlPlane(t)
 	ctx := context.Background()
-	scheme := runtime.NewScheme()
-	if err := testbackup.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	bucketNS := k.Namespace + "-buckets"
-	if _, err := k.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: bucketNS}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	var creates sync.Map // name -> number of successful creates
 	newPool := func() *pool.Pool[backup, backup] {
 		cl, err := client.New(k.Config, client.Options{Scheme: scheme})
@@ -187,22 +172,8 @@ func TestPoolPlacementIsRaceFree(t *testing.T) {
 // (backupstore.CreateBucket) before its entries are admitted with their
 // markers; an entry gone frees its place (Release).
 func TestPoolReconcileGrowsAndAdmits(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a control plane")
-	}
-	k := testenv.StartKubernetes(t)
-	if _, err := testbackup.Install(k.Config); err != nil {
-		t.Fatal(err)
-	}
+	k, scheme, bucketNS := controlPlane(t)
 	ctx := context.Background()
-	scheme := runtime.NewScheme()
-	if err := testbackup.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	bucketNS := k.Namespace + "-buckets"
-	if _, err := k.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: bucketNS}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	cl, err := client.New(k.Config, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
@@ -445,22 +416,8 @@ func placingShareOver(t *testing.T, cl client.Client, ns, bucketNS string, bucke
 // (AlreadyExists: a cache that has not seen it), places the entry there
 // once it exists, and leaves the object alone.
 func TestPoolGrowsPastAnUnrelatedObject(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a control plane")
-	}
-	k := testenv.StartKubernetes(t)
-	if _, err := testbackup.Install(k.Config); err != nil {
-		t.Fatal(err)
-	}
+	k, scheme, bucketNS := controlPlane(t)
 	ctx := context.Background()
-	scheme := runtime.NewScheme()
-	if err := testbackup.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	bucketNS := k.Namespace + "-buckets"
-	if _, err := k.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: bucketNS}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	cl, err := client.New(k.Config, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
