@@ -56,7 +56,10 @@
 // stops answering: after [NodeMonitorGracePeriod] it is NotReady
 // (Unknown) and its pods not ready, after [DefaultTolerationSeconds] they
 // are evicted, and they stay Terminating until it is started again, as in a
-// cluster, where they may still run. Without nodes nothing of this runs:
+// cluster, where they may still run. Where KWOK forgets a request that
+// failed (it retries only refused connections and overloads), a periodic
+// sync of the nodes' pods makes it act again, as a kubelet's sync would
+// ([SyncAnnotation]). Without nodes nothing of this runs:
 // pods stay Pending and unscheduled, and deleting one is immediate.
 // [Kubernetes.UseNodes] lets other namespaces (of subtests, say) share a
 // test's nodes, when none of them stops one.

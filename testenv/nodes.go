@@ -121,6 +121,14 @@ func kwokStages() string {
 // the package source (stages/*.yaml). See [Node.Kubelet] for a node that
 // stops answering, and [Kubernetes.NewVolumePool] for claims that bind.
 //
+// KWOK plays a pod's stage once for each change of the pod, and forgets a
+// request that failed for anything but a refused connection or an
+// overload; a kubelet would send it again at its next sync. So, every 2 s,
+// a pod on a node whose KWOK runs that KWOK left behind by more than 5 s
+// (terminating past its deletionTimestamp, or scheduled and still Pending)
+// gets the annotation [SyncAnnotation], which makes KWOK act on it again:
+// a deleted pod goes even when KWOK's delete met an API server restart.
+//
 // The nodes are deleted when the test ends, after their KWOK processes
 // stopped and the pods on them were removed.
 func (k *Kubernetes) StartNodes(t testing.TB, o *NodeOptions) *Nodes {
@@ -176,6 +184,8 @@ func (k *Kubernetes) StartNodes(t testing.TB, o *NodeOptions) *Nodes {
 	if err := k.waitNodesReady(ctx, nodes); err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
+	// Registered after the KWOK processes, so that it stops before them.
+	t.Cleanup(startKubeletSync(k, nodes))
 	return nodes
 }
 

@@ -858,12 +858,44 @@ func describeMeta(o metav1.Object) string {
 	for _, r := range o.GetOwnerReferences() {
 		owners = append(owners, fmt.Sprintf("%s/%s uid %s controller %v", r.Kind, r.Name, r.UID, r.Controller != nil && *r.Controller))
 	}
-	del := "none"
-	if t := o.GetDeletionTimestamp(); t != nil {
-		del = ts(t.Time)
-	}
 	return fmt.Sprintf(" (uid %s, created %s, owners [%s], deletion %s, finalizers %v)",
-		o.GetUID(), ts(o.GetCreationTimestamp().Time), strings.Join(owners, "; "), del, o.GetFinalizers())
+		o.GetUID(), ts(o.GetCreationTimestamp().Time), strings.Join(owners, "; "), describeTime(o.GetDeletionTimestamp()), o.GetFinalizers())
+}
+
+func describeTime(t *metav1.Time) string {
+	if t == nil {
+		return "none"
+	}
+	return ts(t.Time)
+}
+
+// describePod says where a pod runs and how far it is in going: what
+// the pvc-protection controller and the fake kubelet act on.
+func describePod(p *corev1.Pod) string {
+	grace := "none"
+	if g := p.DeletionGracePeriodSeconds; g != nil {
+		grace = fmt.Sprintf("%ds", *g)
+	}
+	return fmt.Sprintf(" [pod %s uid %s on node %q, phase %s, deletion %s, grace %s]",
+		p.Name, p.UID, p.Spec.NodeName, p.Status.Phase, describeTime(p.DeletionTimestamp), grace)
+}
+
+// mountedBy describes the pods of the final read that mount claim: while
+// one is scheduled and not shut down, the pvc-protection finalizer stays.
+func mountedBy(f *finalState, claim string) string {
+	var out []string
+	for _, p := range f.pods {
+		for _, v := range p.Spec.Volumes {
+			if v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == claim {
+				out = append(out, describePod(p))
+			}
+		}
+	}
+	if len(out) == 0 {
+		return " mounted by no pod"
+	}
+	slices.Sort(out)
+	return " mounted by" + strings.Join(out, "")
 }
 
 func (g *spWorkload) converged(f *finalState) []string {
@@ -879,7 +911,7 @@ func (g *spWorkload) converged(f *finalState) []string {
 			if set, i := parseMember("pod", p.Name); set == name {
 				pods = append(pods, i)
 				if deleted || i >= r || p.DeletionTimestamp != nil {
-					out = append(out, "pod "+p.Name+describeMeta(p))
+					out = append(out, "pod "+p.Name+describeMeta(p)+describePod(p))
 				}
 			}
 		}
@@ -891,11 +923,11 @@ func (g *spWorkload) converged(f *finalState) []string {
 			claims = append(claims, i)
 			switch {
 			case deleted && s.policy.DeletesOnOwnerDeletion():
-				out = append(out, "claim "+c.Name+" of a deleted set"+describeMeta(c))
+				out = append(out, "claim "+c.Name+" of a deleted set"+describeMeta(c)+mountedBy(f, c.Name))
 			case !deleted && i >= r && s.policy.DeletesOnScaledown() && !g.podlessClaim(s, c):
-				out = append(out, "claim "+c.Name+" out of range"+describeMeta(c))
+				out = append(out, "claim "+c.Name+" out of range"+describeMeta(c)+mountedBy(f, c.Name))
 			case !deleted && i < r && c.DeletionTimestamp != nil:
-				out = append(out, "claim "+c.Name+" terminating"+describeMeta(c))
+				out = append(out, "claim "+c.Name+" terminating"+describeMeta(c)+mountedBy(f, c.Name))
 			}
 		}
 		if deleted {
