@@ -172,11 +172,31 @@ func Run(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 	t.Run("Concurrency", func(t *testing.T) { runConcurrency(t, newBackend) })
 }
 
+// newBackendFunc is the suite's constructor of a backend (see [Run]).
+type newBackendFunc = func(t *testing.T) locking.Backend
+
+// suiteCase is one subtest of the suite.
+type suiteCase struct {
+	name string
+	run  func(t *testing.T, newBackend newBackendFunc)
+}
+
+// runCases runs each case as a subtest of t.
+func runCases(t *testing.T, newBackend newBackendFunc, cases []suiteCase) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { c.run(t, newBackend) })
+	}
+}
+
 // runBackend checks the Backend contract (transactions, reads of own
-// writes, prefixes, conflicts). Long for a reason: it is a list of
-// independent subtests, each a few lines, read in order like a spec.
-func runBackend(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
-	t.Run("reads see own writes and commits are durable", func(t *testing.T) {
+// writes, prefixes, conflicts).
+func runBackend(t *testing.T, newBackend newBackendFunc) {
+	runCases(t, newBackend, backendCases)
+}
+
+// backendCases are runBackend's subtests, in the order a reader takes them.
+var backendCases = []suiteCase{
+	{"reads see own writes and commits are durable", func(t *testing.T, newBackend newBackendFunc) {
 		e := newEnv(t, newBackend)
 		k := e.key("k\x00\xff")
 		err := e.backend.Update(e.ctx, func(tx locking.Txn) error {
@@ -203,9 +223,9 @@ func runBackend(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 		if v, ok := e.raw(k); !ok || string(v) != "v2" {
 			t.Fatalf("after commit: %q, %v; want v2", v, ok)
 		}
-	})
+	}},
 
-	t.Run("Set copies its arguments", func(t *testing.T) {
+	{"Set copies its arguments", func(t *testing.T, newBackend newBackendFunc) {
 		e := newEnv(t, newBackend)
 		k, v := e.key("copy"), []byte("original")
 		e.put(k, v)
@@ -213,18 +233,18 @@ func runBackend(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 		if got, _ := e.raw(k); string(got) != "original" {
 			t.Fatalf("stored value changed with the caller's slice: %q", got)
 		}
-	})
+	}},
 
-	t.Run("empty value is present", func(t *testing.T) {
+	{"empty value is present", func(t *testing.T, newBackend newBackendFunc) {
 		e := newEnv(t, newBackend)
 		k := e.key("empty")
 		e.put(k, []byte{})
 		if v, ok := e.raw(k); !ok || len(v) != 0 {
 			t.Fatalf("Get = %q, %v; want present and empty", v, ok)
 		}
-	})
+	}},
 
-	t.Run("GetPrefix returns keys under the prefix in byte order", func(t *testing.T) {
+	{"GetPrefix returns keys under the prefix in byte order", func(t *testing.T, newBackend newBackendFunc) {
 		e := newEnv(t, newBackend)
 		for _, k := range []string{"p/b", "p/\xff", "p/a", "p/\x00", "p", "p0", "o/z", "p/gone"} {
 			e.put(e.key(k), []byte("v-"+k))
@@ -258,9 +278,9 @@ func runBackend(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Fatalf("GetPrefix keys (-want +got):\n%s", diff)
 		}
-	})
+	}},
 
-	t.Run("ClearPrefix clears only under the prefix and later writes survive", func(t *testing.T) {
+	{"ClearPrefix clears only under the prefix and later writes survive", func(t *testing.T, newBackend newBackendFunc) {
 		e := newEnv(t, newBackend)
 		for _, k := range []string{"c/a", "c/b", "c", "c0", "d/a"} {
 			e.put(e.key(k), []byte("x"))
@@ -289,9 +309,9 @@ func runBackend(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 		if err == nil {
 			t.Errorf("ClearPrefix(nil) succeeded, want an error")
 		}
-	})
+	}},
 
-	t.Run("an error from fn commits nothing and is returned unchanged", func(t *testing.T) {
+	{"an error from fn commits nothing and is returned unchanged", func(t *testing.T, newBackend newBackendFunc) {
 		e := newEnv(t, newBackend)
 		sentinel := errors.New("sentinel")
 		k := e.key("aborted")
@@ -307,9 +327,9 @@ func runBackend(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 		if _, ok := e.raw(k); ok {
 			t.Fatalf("a failed transaction's write was committed")
 		}
-	})
+	}},
 
-	t.Run("a transaction kept after Update returned fails with ErrTxnDone", func(t *testing.T) {
+	{"a transaction kept after Update returned fails with ErrTxnDone", func(t *testing.T, newBackend newBackendFunc) {
 		e := newEnv(t, newBackend)
 		k := e.key("kept")
 		var kept locking.Txn
@@ -329,9 +349,9 @@ func runBackend(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 		if _, ok := e.raw(k); ok {
 			t.Errorf("a write after Update returned was stored")
 		}
-	})
+	}},
 
-	t.Run("write after a concurrent commit to a read key conflicts", func(t *testing.T) {
+	{"write after a concurrent commit to a read key conflicts", func(t *testing.T, newBackend newBackendFunc) {
 		e := newEnv(t, newBackend)
 		k := e.key("contended")
 		e.put(k, []byte("0"))
@@ -354,9 +374,9 @@ func runBackend(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 		if v, _ := e.raw(k); string(v) != "second" {
 			t.Fatalf("value = %q, want the second transaction's", v)
 		}
-	})
+	}},
 
-	t.Run("write after a concurrent insert under a read prefix conflicts", func(t *testing.T) {
+	{"write after a concurrent insert under a read prefix conflicts", func(t *testing.T, newBackend newBackendFunc) {
 		e := newEnv(t, newBackend)
 		p := newPausing(e.backend)
 		done := make(chan error, 1)
@@ -378,9 +398,9 @@ func runBackend(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 		if _, ok := e.raw(e.key("count")); ok {
 			t.Fatalf("the conflicting transaction's write was committed")
 		}
-	})
+	}},
 
-	t.Run("write after a concurrent delete under a read prefix conflicts", func(t *testing.T) {
+	{"write after a concurrent delete under a read prefix conflicts", func(t *testing.T, newBackend newBackendFunc) {
 		// A guard on the newest revision in the range would miss this: a
 		// deleted key leaves nothing in the range to compare.
 		e := newEnv(t, newBackend)
@@ -409,9 +429,9 @@ func runBackend(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 		if _, ok := e.raw(e.key("count")); ok {
 			t.Fatalf("the conflicting transaction's write was committed")
 		}
-	})
+	}},
 
-	t.Run("concurrent read-modify-write loses no update", func(t *testing.T) {
+	{"concurrent read-modify-write loses no update", func(t *testing.T, newBackend newBackendFunc) {
 		e := newEnv(t, newBackend)
 		k := e.key("counter")
 		backend := yieldingBackend{e.backend}
@@ -456,13 +476,17 @@ func runBackend(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 		if v, _ := e.raw(k); string(v) != fmt.Sprint(workers*each) {
 			t.Fatalf("counter = %q after %d increments", v, workers*each)
 		}
-	})
+	}},
 }
 
-// runTake checks taking the lock. Long for a reason: it is a list of
-// independent subtests, each a few lines, read in order like a spec.
-func runTake(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
-	t.Run("free lock is taken for the default duration in the operator's format", func(t *testing.T) {
+// runTake checks taking the lock.
+func runTake(t *testing.T, newBackend newBackendFunc) {
+	runCases(t, newBackend, takeCases)
+}
+
+// takeCases are runTake's subtests, in the order a reader takes them.
+var takeCases = []suiteCase{
+	{"free lock is taken for the default duration in the operator's format", func(t *testing.T, newBackend newBackendFunc) {
 		e := newEnv(t, newBackend)
 		lease := e.take(e.lock("dc1", nil))
 		want := locking.Lease{
@@ -477,9 +501,9 @@ func runTake(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 		if err != nil || !ok || rec != want.Record {
 			t.Fatalf("Holder() = %+v, %v, %v; want %+v", rec, ok, err, want.Record)
 		}
-	})
+	}},
 
-	t.Run("holder extends to now plus duration and keeps its start", func(t *testing.T) {
+	{"holder extends to now plus duration and keeps its start", func(t *testing.T, newBackend newBackendFunc) {
 		e := newEnv(t, newBackend)
 		l := e.lock("dc1", &locking.Config{Duration: 2 * time.Minute})
 		e.take(l)
@@ -489,9 +513,9 @@ func runTake(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 			t.Fatalf("lease = %+v, want Extended from %s to %s", lease, epoch, epoch.Add(210*time.Second))
 		}
 		e.wantRecord("dc1", epoch, epoch.Add(210*time.Second))
-	})
+	}},
 
-	t.Run("live lock of another instance is refused with holder and retry time", func(t *testing.T) {
+	{"live lock of another instance is refused with holder and retry time", func(t *testing.T, newBackend newBackendFunc) {
 		e := newEnv(t, newBackend)
 		e.take(e.lock("dc1", nil))
 		e.clock.Step(4 * time.Minute)
@@ -503,9 +527,9 @@ func runTake(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 			t.Fatalf("RequeueAfter = %s, want %s", held.RequeueAfter, want)
 		}
 		e.wantRecord("dc1", epoch, epoch.Add(10*time.Minute))
-	})
+	}},
 
-	t.Run("expired lock is taken over with a fresh start", func(t *testing.T) {
+	{"expired lock is taken over with a fresh start", func(t *testing.T, newBackend newBackendFunc) {
 		e := newEnv(t, newBackend)
 		e.take(e.lock("dc1", nil))
 		dc2 := e.lock("dc2", nil)
@@ -521,9 +545,9 @@ func runTake(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 		e.wantRecord("dc2", now, now.Add(10*time.Minute))
 		_, err = e.lock("dc1", nil).Take(e.ctx)
 		wantLocked(t, err, "dc2", now.Add(10*time.Minute))
-	})
+	}},
 
-	t.Run("own expired lock is taken afresh", func(t *testing.T) {
+	{"own expired lock is taken afresh", func(t *testing.T, newBackend newBackendFunc) {
 		e := newEnv(t, newBackend)
 		l := e.lock("dc1", nil)
 		e.take(l)
@@ -534,9 +558,9 @@ func runTake(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 			t.Fatalf("lease = %+v, want Taken starting %s", lease, now)
 		}
 		e.wantRecord("dc1", now, now.Add(10*time.Minute))
-	})
+	}},
 
-	t.Run("clock-skew tolerance delays take-over", func(t *testing.T) {
+	{"clock-skew tolerance delays take-over", func(t *testing.T, newBackend newBackendFunc) {
 		e := newEnv(t, newBackend)
 		e.take(e.lock("dc1", nil))
 		dc2 := e.lock("dc2", &locking.Config{ClockSkewTolerance: 30 * time.Second})
@@ -553,9 +577,9 @@ func runTake(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 		if lease := e.take(dc2); lease.Outcome != locking.OutcomeTakenOver {
 			t.Fatalf("lease = %+v, want TakenOver", lease)
 		}
-	})
+	}},
 
-	t.Run("instances with skewed clocks", func(t *testing.T) {
+	{"instances with skewed clocks", func(t *testing.T, newBackend newBackendFunc) {
 		// dc2's clock runs 20s ahead. Without tolerance it takes over 20s
 		// early by dc1's clock; with 20s tolerance it waits for dc1's end.
 		e := newEnv(t, newBackend)
@@ -570,9 +594,9 @@ func runTake(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 		if lease := e.take(naive); lease.Outcome != locking.OutcomeTakenOver {
 			t.Fatalf("lease = %+v, want TakenOver (the overlap the tolerance exists to prevent)", lease)
 		}
-	})
+	}},
 
-	t.Run("options are validated", func(t *testing.T) {
+	{"options are validated", func(t *testing.T, newBackend newBackendFunc) {
 		e := newEnv(t, newBackend)
 		for name, c := range map[string]struct {
 			id   string
@@ -595,7 +619,7 @@ func runTake(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 		if _, err := locking.New(locking.Config{Backend: nil, LockID: "a"}); err == nil {
 			t.Errorf("New with a nil backend succeeded")
 		}
-	})
+	}},
 }
 
 func runRelease(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
@@ -678,25 +702,31 @@ func runRelease(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 	})
 }
 
-// runDenyList checks the deny list. Long for a reason: it is a list of
-// independent subtests, each a few lines, read in order like a spec.
-func runDenyList(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
-	deny := func(t *testing.T, e *env, entries ...locking.DenyListEntry) {
-		t.Helper()
-		if _, err := e.lock("admin", nil).UpdateDenyList(e.ctx, entries, nil); err != nil {
-			t.Fatal(err)
-		}
+// updateDenyList applies entries to the deny list as an admin would.
+func updateDenyList(t *testing.T, e *env, entries ...locking.DenyListEntry) {
+	t.Helper()
+	if _, err := e.lock("admin", nil).UpdateDenyList(e.ctx, entries, nil); err != nil {
+		t.Fatal(err)
 	}
-	wantDenied := func(t *testing.T, err error) {
-		t.Helper()
-		if !errors.Is(err, locking.ErrDenied) {
-			t.Fatalf("error = %v, want ErrDenied", err)
-		}
-	}
+}
 
-	t.Run("entry is stored under the lock ID as raw bytes", func(t *testing.T) {
+func wantDenied(t *testing.T, err error) {
+	t.Helper()
+	if !errors.Is(err, locking.ErrDenied) {
+		t.Fatalf("error = %v, want ErrDenied", err)
+	}
+}
+
+// runDenyList checks the deny list.
+func runDenyList(t *testing.T, newBackend newBackendFunc) {
+	runCases(t, newBackend, denyListCases)
+}
+
+// denyListCases are runDenyList's subtests, in the order a reader takes them.
+var denyListCases = []suiteCase{
+	{"entry is stored under the lock ID as raw bytes", func(t *testing.T, newBackend newBackendFunc) {
 		e := newEnv(t, newBackend)
-		deny(t, e, locking.DenyListEntry{ID: "dc1"}, locking.DenyListEntry{ID: "dc\x002"})
+		updateDenyList(t, e, locking.DenyListEntry{ID: "dc1"}, locking.DenyListEntry{ID: "dc\x002"})
 		for _, id := range []string{"dc1", "dc\x002"} {
 			if v, ok := e.raw(e.key("denyList/" + id)); !ok || string(v) != id {
 				t.Fatalf("deny key for %q = %q, %v; want the ID", id, v, ok)
@@ -709,54 +739,54 @@ func runDenyList(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 		if diff := cmp.Diff([]string{"dc\x002", "dc1"}, ids); diff != "" {
 			t.Fatalf("DenyList (-want +got):\n%s", diff)
 		}
-	})
+	}},
 
-	t.Run("denied instance cannot take a free lock", func(t *testing.T) {
+	{"denied instance cannot take a free lock", func(t *testing.T, newBackend newBackendFunc) {
 		e := newEnv(t, newBackend)
-		deny(t, e, locking.DenyListEntry{ID: "dc1"})
+		updateDenyList(t, e, locking.DenyListEntry{ID: "dc1"})
 		_, err := e.lock("dc1", nil).Take(e.ctx)
 		wantDenied(t, err)
 		e.wantNoRecord()
-	})
+	}},
 
-	t.Run("denied holder cannot extend", func(t *testing.T) {
+	{"denied holder cannot extend", func(t *testing.T, newBackend newBackendFunc) {
 		e := newEnv(t, newBackend)
 		l := e.lock("dc1", nil)
 		e.take(l)
-		deny(t, e, locking.DenyListEntry{ID: "dc1"})
+		updateDenyList(t, e, locking.DenyListEntry{ID: "dc1"})
 		e.clock.Step(time.Minute)
 		_, err := l.Take(e.ctx)
 		wantDenied(t, err)
 		e.wantRecord("dc1", epoch, epoch.Add(10*time.Minute))
-	})
+	}},
 
-	t.Run("denied holder may still release its live lock", func(t *testing.T) {
+	{"denied holder may still release its live lock", func(t *testing.T, newBackend newBackendFunc) {
 		e := newEnv(t, newBackend)
 		l := e.lock("dc1", nil)
 		e.take(l)
-		deny(t, e, locking.DenyListEntry{ID: "dc1"})
+		updateDenyList(t, e, locking.DenyListEntry{ID: "dc1"})
 		if _, _, err := l.Release(e.ctx, nil); err != nil {
 			t.Fatalf("Release = %v", err)
 		}
 		e.wantNoRecord()
-	})
+	}},
 
-	t.Run("another instance takes over a denied holder's live lock", func(t *testing.T) {
+	{"another instance takes over a denied holder's live lock", func(t *testing.T, newBackend newBackendFunc) {
 		e := newEnv(t, newBackend)
 		e.take(e.lock("dc1", nil))
-		deny(t, e, locking.DenyListEntry{ID: "dc1"})
+		updateDenyList(t, e, locking.DenyListEntry{ID: "dc1"})
 		e.clock.Step(time.Minute)
 		lease := e.take(e.lock("dc2", nil))
 		if lease.Outcome != locking.OutcomeTakenOver || lease.Previous != "dc1" {
 			t.Fatalf("lease = %+v, want TakenOver from dc1", lease)
 		}
 		e.wantRecord("dc2", epoch.Add(time.Minute), epoch.Add(11*time.Minute))
-	})
+	}},
 
-	t.Run("allow re-admits and absent entries change nothing", func(t *testing.T) {
+	{"allow re-admits and absent entries change nothing", func(t *testing.T, newBackend newBackendFunc) {
 		e := newEnv(t, newBackend)
-		deny(t, e, locking.DenyListEntry{ID: "dc1"}, locking.DenyListEntry{ID: "dc2"})
-		deny(t, e, locking.DenyListEntry{ID: "dc1", Allow: true}) // dc2 absent: stays denied
+		updateDenyList(t, e, locking.DenyListEntry{ID: "dc1"}, locking.DenyListEntry{ID: "dc2"})
+		updateDenyList(t, e, locking.DenyListEntry{ID: "dc1", Allow: true}) // dc2 absent: stays denied
 		ids, err := e.lock("admin", nil).DenyList(e.ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -768,18 +798,18 @@ func runDenyList(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 		e.clock.Step(time.Hour)
 		_, err = e.lock("dc2", nil).Take(e.ctx)
 		wantDenied(t, err)
-		deny(t, e) // an empty spec changes nothing either
+		updateDenyList(t, e) // an empty spec changes nothing either
 		_, err = e.lock("dc2", nil).Take(e.ctx)
 		wantDenied(t, err)
-		deny(t, e, locking.DenyListEntry{ID: "never-denied", Allow: true})
+		updateDenyList(t, e, locking.DenyListEntry{ID: "never-denied", Allow: true})
 		if _, ok := e.raw(e.key("denyList/never-denied")); ok {
 			t.Fatalf("allow of an absent entry created a key")
 		}
-	})
+	}},
 
-	t.Run("a dry run reports exactly the entries that would change and writes nothing", func(t *testing.T) {
+	{"a dry run reports exactly the entries that would change and writes nothing", func(t *testing.T, newBackend newBackendFunc) {
 		e := newEnv(t, newBackend)
-		deny(t, e, locking.DenyListEntry{ID: "dc1"}, locking.DenyListEntry{ID: "dc2"})
+		updateDenyList(t, e, locking.DenyListEntry{ID: "dc1"}, locking.DenyListEntry{ID: "dc2"})
 		e.put(e.key("denyList/dc5"), []byte("another value"))
 		admin := e.lock("admin", nil)
 		spec := []locking.DenyListEntry{
@@ -818,9 +848,9 @@ func runDenyList(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 		if got, err := admin.UpdateDenyList(e.ctx, spec, &locking.DenyListOptions{DryRun: true}); err != nil || len(got) != 0 {
 			t.Fatalf("after the update, a dry run = %+v, %v; want no change", got, err)
 		}
-	})
+	}},
 
-	t.Run("invalid entries are rejected before anything is written", func(t *testing.T) {
+	{"invalid entries are rejected before anything is written", func(t *testing.T, newBackend newBackendFunc) {
 		e := newEnv(t, newBackend)
 		admin := e.lock("admin", nil)
 		for name, entries := range map[string][]locking.DenyListEntry{
@@ -834,7 +864,7 @@ func runDenyList(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 		if _, ok := e.raw(e.key("denyList/dc1")); ok {
 			t.Fatalf("a rejected update wrote a deny key")
 		}
-	})
+	}},
 }
 
 func runCorrupt(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
@@ -912,10 +942,14 @@ func runCorrupt(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 	})
 }
 
-// runUpgrades checks pending upgrades. Long for a reason: it is a list of
-// independent subtests, each a few lines, read in order like a spec.
-func runUpgrades(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
-	t.Run("add, get and clear use the operator's keys", func(t *testing.T) {
+// runUpgrades checks pending upgrades.
+func runUpgrades(t *testing.T, newBackend newBackendFunc) {
+	runCases(t, newBackend, upgradeCases)
+}
+
+// upgradeCases are runUpgrades's subtests, in the order a reader takes them.
+var upgradeCases = []suiteCase{
+	{"add, get and clear use the operator's keys", func(t *testing.T, newBackend newBackendFunc) {
 		e := newEnv(t, newBackend)
 		a, b := e.lock("dc1", nil), e.lock("dc2", nil)
 		if err := a.AddPendingUpgrades(e.ctx, "7.1.26", []string{"storage-1", "log-1"}); err != nil {
@@ -947,9 +981,9 @@ func runUpgrades(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 				t.Fatalf("after clear, PendingUpgrades(%q) = %v, %v; want empty", v, got, err)
 			}
 		}
-	})
+	}},
 
-	t.Run("a dry run lists the records a clear would remove and removes none", func(t *testing.T) {
+	{"a dry run lists the records a clear would remove and removes none", func(t *testing.T, newBackend newBackendFunc) {
 		e := newEnv(t, newBackend)
 		l := e.lock("dc1", nil)
 		if err := l.AddPendingUpgrades(e.ctx, "7.1.26", []string{"storage-1", "log-1"}); err != nil {
@@ -977,9 +1011,9 @@ func runUpgrades(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 		if got, err := l.ClearPendingUpgrades(e.ctx, &locking.ClearUpgradesOptions{DryRun: true}); err != nil || len(got) != 0 {
 			t.Fatalf("after the clear, a dry run = %+v, %v; want nothing", got, err)
 		}
-	})
+	}},
 
-	t.Run("a clear of the records read keeps the records added since", func(t *testing.T) {
+	{"a clear of the records read keeps the records added since", func(t *testing.T, newBackend newBackendFunc) {
 		e := newEnv(t, newBackend)
 		l := e.lock("dc1", nil)
 		if err := l.AddPendingUpgrades(e.ctx, "7.1.26", []string{"storage-1", "log-1"}); err != nil {
@@ -1015,9 +1049,9 @@ func runUpgrades(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 		if _, err := l.ClearPendingUpgrades(e.ctx, nil); err != nil {
 			t.Fatal(err)
 		}
-	})
+	}},
 
-	t.Run("invalid input is rejected", func(t *testing.T) {
+	{"invalid input is rejected", func(t *testing.T, newBackend newBackendFunc) {
 		e := newEnv(t, newBackend)
 		l := e.lock("dc1", nil)
 		if err := l.AddPendingUpgrades(e.ctx, "7.1/x", []string{"a"}); err == nil {
@@ -1032,7 +1066,7 @@ func runUpgrades(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 		if got, err := l.PendingUpgrades(e.ctx, "7.1.26"); err != nil || len(got) != 0 {
 			t.Fatalf("rejected input wrote records: %v, %v", got, err)
 		}
-	})
+	}},
 }
 
 func runDisabled(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
