@@ -236,17 +236,9 @@ func Hammer(ctx context.Context, backend locking.Backend, o HammerOptions) (*His
 					return
 				}
 				mine = append(mine, op)
-				pause := time.Duration(rng.IntN(2000)) * time.Microsecond
-				if !holding {
-					pause *= 2 // contenders back off a little more than holders
-				}
-				if op.Kind == "take" && op.Result == "ok" && rng.IntN(100) < 5 {
-					// Stall past the lease, as a holder in a long GC pause.
-					pause = o.LeaseDuration/time.Duration(o.Speedup) + time.Duration(rng.IntN(200))*time.Millisecond
-				}
 				select {
 				case <-stop.Done():
-				case <-wall.After(pause):
+				case <-wall.After(o.pause(rng, &op, holding)):
 				}
 			}
 		}()
@@ -255,6 +247,21 @@ func Hammer(ctx context.Context, backend locking.Backend, o HammerOptions) (*His
 	close(errs)
 	h := &History{Ops: ops}
 	return h, errors.Join(collect(errs)...)
+}
+
+// pause is how long a contender waits after op: up to 2 ms (4 ms while
+// it does not hold the lock: contenders back off a little more than
+// holders), and after one successful take in twenty a stall past the
+// lease, as a holder in a long GC pause.
+func (o *HammerOptions) pause(rng *rand.Rand, op *Op, holding bool) time.Duration {
+	pause := time.Duration(rng.IntN(2000)) * time.Microsecond
+	if !holding {
+		pause *= 2
+	}
+	if op.Kind == "take" && op.Result == "ok" && rng.IntN(100) < 5 {
+		pause = o.LeaseDuration/time.Duration(o.Speedup) + time.Duration(rng.IntN(200))*time.Millisecond
+	}
+	return pause
 }
 
 // Classify sets op.Result (and the record a refusal names, and Return for
