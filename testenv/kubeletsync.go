@@ -6,9 +6,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 )
 
 // SyncAnnotation is the annotation by which the nodes' periodic sync
@@ -49,7 +51,11 @@ func kubeletSync(k *Kubernetes, nodes *Nodes, stop <-chan struct{}) {
 			if n.Kubelet == nil || !n.Kubelet.Running() {
 				continue
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), syncEvery)
+			// client-go logs through the context's logger: a discarding one
+			// keeps the sync off klog's global logger, which a test may set
+			// while the sync runs (klog.SetLogger is not safe for concurrent
+			// use).
+			ctx, cancel := context.WithTimeout(klog.NewContext(context.Background(), logr.Discard()), syncEvery)
 			syncNode(ctx, k, n.Name)
 			cancel()
 		}
