@@ -286,6 +286,12 @@ type beWorkload struct {
 	// placed in, by name.
 	poolStores map[string]*beStore
 	legacySeq  int // guarded by truth.mu
+	// poolDataDeleted says that an entry of the pool with data was sent
+	// for deletion (guarded by truth.mu): until one is, the generator
+	// writes to and deletes such entries first, so that a run on a loaded
+	// machine, which makes fewer operations, still deletes keys in a
+	// pool's store bucket.
+	poolDataDeleted bool
 }
 
 // newBEWorkload starts the audits (before anything is created), the key
@@ -465,7 +471,7 @@ func (g *beWorkload) sampleQuota(ctx context.Context, every time.Duration) {
 }
 
 // listDirs lists the prefixes ("directories") right under root, as
-// backupstore.Quota counts them.
+// share.Quota counts them.
 func listDirs(ctx context.Context, b *blob.Bucket, root string) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -802,6 +808,11 @@ func (g *beWorkload) writeData(rng *rand.Rand, ops *chaos.Ops) error {
 		return nil
 	}
 	e := cands[rng.IntN(len(cands))]
+	if g.poolEntryFirst(cands, true) == nil {
+		if p := g.poolEntryFirst(cands, false); p != nil {
+			e = p // the pool's entries get data first
+		}
+	}
 	key := fmt.Sprintf("%sv2/Full-%08d", e.storePrefix(), len(e.data))
 	e.data = append(e.data, key)
 	g.truth.mu.Unlock()
@@ -814,6 +825,21 @@ func (g *beWorkload) writeData(rng *rand.Rand, ops *chaos.Ops) error {
 		g.mu.Unlock()
 	}
 	return err
+}
+
+// poolEntryFirst is, until an entry of the pool with data was sent for
+// deletion, the first of cands placed by the pool with data (withData) or
+// without (to write to); nil otherwise. g.truth.mu is held.
+func (g *beWorkload) poolEntryFirst(cands []*entryTruth, withData bool) *entryTruth {
+	if g.poolDataDeleted {
+		return nil
+	}
+	for _, e := range cands {
+		if e.pool && e.bucket != nil && (len(e.data) > 0) == withData {
+			return e
+		}
+	}
+	return nil
 }
 
 // deleteEntry deletes an entry: with the grace period, forced (the
@@ -845,6 +871,15 @@ func (g *beWorkload) deleteEntry(rng *rand.Rand, ops *chaos.Ops) error {
 		return nil
 	}
 	e := cands[rng.IntN(len(cands))]
+	g.truth.mu.Lock()
+	p := g.poolEntryFirst(cands, true)
+	if p != nil {
+		g.poolDataDeleted = true
+	}
+	g.truth.mu.Unlock()
+	if p != nil {
+		return g.deleteOne(p, true, ops)
+	}
 	switch n := rng.IntN(10); {
 	case n < 4:
 		return g.deleteOne(e, false, ops)
@@ -1088,7 +1123,7 @@ func (g *beWorkload) limitedDirs(ctx context.Context, buckets []api.BackupBucket
 
 // waiting names the entries that are neither deleted nor admitted while
 // their bucket has a place: the bucket's count of prefixes (as
-// backupstore.Quota counts them, in dirs) is below its limit, or it has
+// share.Quota counts them, in dirs) is below its limit, or it has
 // none. live are the entries read, by name; dirs the prefixes of the
 // limited buckets.
 func (g *beWorkload) waiting(live map[string]*api.BackupEntry, dirs map[string][]string) []string {
