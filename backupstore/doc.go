@@ -1,8 +1,8 @@
 // Package backupstore manages backup data in object stores through
 // gocloud.dev/blob: it opens a bucket from a URL and a Kubernetes Secret's
 // credentials, deletes everything under a prefix fast and never outside it,
-// copies backups between stores, and places entries in shared buckets. A
-// cloud store (s3://, gs://, azblob://) needs its provider imported (Providers).
+// copies backups between stores, and writes the owner markers by which
+// shared buckets (package share) prove whose a prefix is. A cloud store (s3://, gs://, azblob://) needs its provider imported (Providers).
 //
 // Start with [DeletePrefix], on a bucket [OpenBucket] opened:
 //
@@ -398,8 +398,7 @@
 // before any request.
 // LoadCredentials returns a *SecretError that is ErrSecretNotFound or
 // ErrSecretKeyMissing (naming the key), never quoting a value; an unknown
-// scheme is ErrUnsupportedScheme. Quota.Admit returns an error wrapping
-// ErrBucketFull when a shared bucket holds its limit of entries.
+// scheme is ErrUnsupportedScheme.
 //
 // # As
 //

@@ -70,31 +70,3 @@ func ExampleCopyBackups() {
 	// etcd/Full-20 Copied
 	// etcd/Full-21 Copied
 }
-
-func ExampleEntryPrefix() {
-	name := backupstore.EntryName("shoot--dev--example", "19a9538b-5058-11e9-b5a6-5e696cab3bc8")
-	p, _ := backupstore.EntryPrefix("etcd/", name)
-	fmt.Println(p)
-	_, err := backupstore.EntryPrefix("etcd/", "")
-	fmt.Println(errors.Is(err, backupstore.ErrUnsafePrefix))
-	// Output:
-	// etcd/shoot--dev--example--19a9538b-5058-11e9-b5a6-5e696cab3bc8/
-	// true
-}
-
-func ExampleQuota() {
-	ctx := context.Background()
-	b, _ := backupstore.OpenBucket(ctx, "mem://", nil)
-	defer b.Close()
-	for _, e := range []string{"shoot--a--1", "shoot--b--2"} {
-		b.WriteAll(ctx, "etcd/"+e+"/Full-1", []byte("x"), nil)
-	}
-	q := backupstore.Quota{Root: "etcd/", Limit: 2}
-	n, err := q.Admit(ctx, b, "shoot--a--1") // already there
-	fmt.Println(n, err)
-	_, err = q.Admit(ctx, b, "shoot--c--3")
-	fmt.Println(errors.Is(err, backupstore.ErrBucketFull))
-	// Output:
-	// 2 <nil>
-	// true
-}

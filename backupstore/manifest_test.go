@@ -182,21 +182,6 @@ func TestCopyRefusesPrefixesThatReachSiblings(t *testing.T) {
 	}
 }
 
-// TestEntriesRefusesARootThatReachesSiblings: root "etcd" would list the
-// entries of "etcd-old/" as well.
-func TestEntriesRefusesARootThatReachesSiblings(t *testing.T) {
-	b := openURL(t, "mem://", nil)
-	put(t, b, []string{"etcd/a--1/x", "etcd-old/b--2/x"}, 4)
-	got, err := backupstore.Entries(context.Background(), b, "etcd")
-	if !errors.Is(err, backupstore.ErrUnsafePrefix) {
-		t.Errorf("Entries(root \"etcd\") = %q, %v; want ErrUnsafePrefix", got, err)
-	}
-	got, err = backupstore.Entries(context.Background(), b, "etcd/")
-	if err != nil || !slices.Equal(got, []string{"a--1"}) {
-		t.Errorf("Entries(root \"etcd/\") = %q, %v; want [a--1]", got, err)
-	}
-}
-
 // TestCopyChainedMigrationWithManifestsBesideTheDataSkipsTheManifest: A
 // a/ to B b/ keeps its manifest with the data (b/m.json); then B b/ to C
 // c/ with MaxBackups. B's manifest, the newest object under b/, is not a

@@ -13,7 +13,7 @@ import (
 const Separator = "/"
 
 // ErrUnsafePrefix is returned, wrapped in a *PrefixError, when a prefix given
-// to DeletePrefix (or built by EntryPrefix) breaks a safety rule.
+// to DeletePrefix (or built by share.EntryPrefix) breaks a safety rule.
 var ErrUnsafePrefix = errclass.Terminal("backupstore: unsafe prefix")
 
 // PrefixError names a refused prefix and the rule it breaks. It unwraps to

@@ -43,7 +43,7 @@
 //   - An entry gets a prefix only while its bucket, read from the API
 //     server, is neither being deleted nor marked for deletion
 //     (AnnotationDeleting) and holds fewer prefixes than its limit
-//     (backupstore.Quota counts the prefixes in the store, not the
+//     (Quota counts the prefixes in the store, not the
 //     resources, so data written outside the controller counts too).
 //   - Whose a prefix is, is proven, never assumed: an entry's prefix comes
 //     from its whole identity (PrefixOf: "<namespace>.<name>/", so two

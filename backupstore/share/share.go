@@ -89,7 +89,7 @@ type Config[E, B collect.Object] struct {
 	// marker object written when the entry is admitted
 	// (backupstore.WriteMarker): it names the entry's UID, the record of
 	// whose the prefix is, and it makes the prefix exist before the first
-	// backup, so that backupstore.Quota counts the entry. Default
+	// backup, so that Quota counts the entry. Default
 	// DefaultMarkerKey. Marker, if set, is the marker's content; default
 	// a JSON object with the entry's namespace, name and UID.
 	Marker    func(E) []byte
@@ -181,7 +181,7 @@ func cmpOr(s, def string) string {
 // returns when to look again (0: when
 // the entry or its bucket changes); an error is for a retry with backoff.
 //
-// Two admissions must not run at once for one bucket (backupstore.Quota
+// Two admissions must not run at once for one bucket (Quota
 // would admit both to the last place): run one worker, as
 // crt/backups.Sharing does.
 func (s *Share[E, B]) ReconcileEntry(ctx context.Context, e E) (time.Duration, error) {
@@ -233,8 +233,8 @@ func (s *Share[E, B]) admit(ctx context.Context, e E) error {
 		return refuse(ReasonPrefixTaken, fmt.Sprintf("prefix %q in %s %q %s: not admitted; move that data or name another %s", prefix, n.Bucket, name, why, n.Bucket), nil)
 	}
 	limit := s.cfg.Limit(b)
-	count, err := backupstore.Quota{Limit: limit}.Admit(ctx, store, strings.TrimSuffix(prefix, backupstore.Separator))
-	if errors.Is(err, backupstore.ErrBucketFull) {
+	count, err := Quota{Limit: limit}.Admit(ctx, store, strings.TrimSuffix(prefix, backupstore.Separator))
+	if errors.Is(err, ErrBucketFull) {
 		return refuse(ReasonBucketFull, fmt.Sprintf("%s %q holds %d entries, %s is %d: no prefix given", n.Bucket, name, count, n.LimitField, limit), nil)
 	}
 	if err != nil {
@@ -301,7 +301,7 @@ func PrefixOf(e metav1.Object) (string, error) {
 		}
 		entry = ns + "." + entry
 	}
-	return backupstore.EntryPrefix("", entry)
+	return EntryPrefix("", entry)
 }
 
 // Config is the Config s runs with, its defaults set: a placer in front

@@ -25,7 +25,7 @@ import (
 
 // markerKey is written under an entry's prefix when the entry is admitted:
 // it makes the prefix exist before the cluster's first backup, so that
-// backupstore.Quota counts the entry (the seed's "creation of directory
+// share.Quota counts the entry (the seed's "creation of directory
 // specific to shoot in backup bucket"), and says whose prefix it is.
 const markerKey = "backup-entry.json"
 

@@ -182,7 +182,7 @@ func TestMigrationOnMinIO(t *testing.T) {
 
 	var requests rbactest.Recorder // every request checked against deploy/rbac.yaml at the end
 	// 3: the bucket also holds shoot--other/, data of no entry, which the
-	// store counts (backupstore.Quota counts prefixes, not resources).
+	// store counts (share.Quota counts prefixes, not resources).
 	o := controllerOptions{grace: grace, quota: pool.Limits{e.provider: 3}, wrap: scoped(e.tag)}
 	_, stop := startManager(t, requests.Wrap(e.k.Config), e.k.Namespace, o)
 	name := e.createShoot("migrating", &api.LegacyBucket{URL: legacyStore.URL,

@@ -236,7 +236,7 @@ func TestPoolReconcileGrowsAndAdmits(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i := range el.Items {
-			if _, err := p.ReconcileEntry(ctx, &el.Items[i]); err != nil && !apierrors.IsConflict(err) && !errors.Is(err, backupstore.ErrBucketFull) {
+			if _, err := p.ReconcileEntry(ctx, &el.Items[i]); err != nil && !apierrors.IsConflict(err) && !errors.Is(err, share.ErrBucketFull) {
 				t.Logf("entry %s: %v", el.Items[i].Name, err)
 			}
 			if el.Items[i].Status.Prefix != "" {

@@ -848,7 +848,7 @@ func TestPoolsOfTwoInstallationsShareAStore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := backupstore.Entries(a.ctx, sb, "")
+		got, err := share.Entries(a.ctx, sb, "")
 		sb.Close()
 		if err != nil || !slices.Equal(got, want) {
 			t.Errorf("the first installation's store bucket %s holds entries %v, %v; want %v", name, got, err, want)
