@@ -49,6 +49,45 @@ func (c *Controller) finishedJobs(ctx context.Context, tasks []*Task, now time.T
 	return jobs, withoutKind
 }
 
+// refJobs returns the jobs of the finished tasks kept by reference whose
+// TTL ran out: each reads its task from the store, and acts on what it read
+// as finishedJobs does. The read is the fresh one a deletion rests on; the
+// writes that follow are guarded by its UID and resourceVersion. A task
+// read with another UID was deleted and created again: the store's events
+// bring the new one, and nothing is done to it here.
+func (c *Controller) refJobs(ctx context.Context, refs []taskRef, now time.Time) []job {
+	jobs := make([]job, 0, len(refs))
+	for _, r := range refs {
+		jobs = append(jobs, func() (time.Time, error) {
+			g, ok := c.cfg.Store.(Getter)
+			if !ok {
+				return time.Time{}, fmt.Errorf("opstask: task %s/%s was delivered with SetFinished by a store that is not a Getter: it cannot be read to be cleaned up", r.namespace, r.name)
+			}
+			t, err := g.Get(ctx, r.namespace, r.name)
+			switch {
+			case errors.Is(err, ErrNotFound):
+				return time.Time{}, nil // its deletion is on its way to the copy
+			case err != nil:
+				return time.Time{}, fmt.Errorf("opstask: read task %s/%s past its TTL: %w", r.namespace, r.name, err)
+			case t.UID != r.uid:
+				return time.Time{}, nil
+			}
+			jobs, _ := c.finishedJobs(ctx, []*Task{t}, now)
+			var next time.Time
+			var errs []error
+			for _, j := range jobs {
+				at, err := j()
+				if !at.IsZero() && (next.IsZero() || at.Before(next)) {
+					next = at
+				}
+				errs = append(errs, err)
+			}
+			return next, errors.Join(errs...)
+		})
+	}
+	return jobs
+}
+
 // canClean reports whether this controller may clean up and delete the
 // finished task t after its TTL. Never delete what you cannot clean up: a
 // task whose kind is not registered here may have run an executor whose
