@@ -68,9 +68,11 @@ func (l *laggingEvents) do(f func()) {
 
 func (l *laggingEvents) Set(t *opstask.Task)                { l.do(func() { l.e.Set(t) }) }
 func (l *laggingEvents) SetFinished(f opstask.FinishedTask) { l.do(func() { l.e.SetFinished(f) }) }
-func (l *laggingEvents) Invalid(ns, name string, err error) { l.do(func() { l.e.Invalid(ns, name, err) }) }
-func (l *laggingEvents) Gone(ns, name string)               { l.do(func() { l.e.Gone(ns, name) }) }
-func (l *laggingEvents) Synced()                            { l.do(l.e.Synced) }
+func (l *laggingEvents) Invalid(ns, name string, err error) {
+	l.do(func() { l.e.Invalid(ns, name, err) })
+}
+func (l *laggingEvents) Gone(ns, name string) { l.do(func() { l.e.Gone(ns, name) }) }
+func (l *laggingEvents) Synced()              { l.do(l.e.Synced) }
 
 // A finished task whose TTL runs out more than a minute after the
 // controller learns of it is kept by reference only, and read again from
