@@ -42,18 +42,21 @@ type taskCache struct {
 	expiry  expiryHeap
 	invalid map[string]invalidTask
 	targets map[metricTarget]int // tasks per target, for the metrics
+	names   map[string]string    // targets kept by reference, interned
 }
 
 type cacheEntry struct {
 	key string // namespace/name
-	// t is the task; nil when it is kept by reference, by uid and target
+	// t is the task; nil when it is kept by reference, by key and target
 	// (and, when the controller cannot clean it up, by f, to report it).
-	t           *Task
-	uid, target string
-	f           *FinishedTask
-	gen         uint64
-	at          time.Time // finished and not active: when its TTL runs out
-	idx         int       // its index in expiry; -1 when it is not there
+	// No UID: the task is read before anything is done to it, and the
+	// writes that follow carry the UID read.
+	t      *Task
+	target string
+	f      *FinishedTask
+	gen    uint64
+	at     time.Time // finished and not active: when its TTL runs out
+	idx    int       // its index in expiry; -1 when it is not there
 }
 
 // metricTarget returns the metric series the task of e counts in.
@@ -67,7 +70,7 @@ func (e *cacheEntry) metricTarget() metricTarget {
 
 // taskRef names a task whose TTL ran out, kept by reference: a Sync reads
 // it before it acts on it.
-type taskRef struct{ namespace, name, uid string }
+type taskRef struct{ namespace, name string }
 
 type invalidTask struct {
 	err error
@@ -76,7 +79,7 @@ type invalidTask struct {
 
 func newTaskCache(expire func(*Task) time.Time, byRef func(*Task, time.Time) bool, cleanable func(*Task) bool, notify func()) *taskCache {
 	return &taskCache{expire: expire, byRef: byRef, cleanable: cleanable, notify: notify, tasks: map[string]*cacheEntry{},
-		active: map[string]*cacheEntry{}, invalid: map[string]invalidTask{}, targets: map[metricTarget]int{}}
+		active: map[string]*cacheEntry{}, invalid: map[string]invalidTask{}, targets: map[metricTarget]int{}, names: map[string]string{}}
 }
 
 var _ TaskEvents = (*taskCache)(nil)
@@ -115,7 +118,7 @@ func (c *taskCache) Set(t *Task) {
 	} else {
 		e.at = c.expire(t)
 		if c.byRef != nil && c.byRef(t, e.at) {
-			e.t, e.uid, e.target = nil, t.UID, t.Spec.Target
+			e.t, e.target = nil, c.intern(t.Spec.Target)
 		}
 		heap.Push(&c.expiry, e)
 	}
@@ -128,7 +131,7 @@ func (c *taskCache) SetFinished(f FinishedTask) {
 	t := f.task()
 	c.mu.Lock()
 	e := c.entryLocked(t.Key())
-	e.t, e.f, e.uid, e.target = nil, nil, f.UID, f.Target
+	e.t, e.f, e.target = nil, nil, c.intern(f.Target)
 	if !c.cleanable(t) {
 		e.f = &f
 	}
@@ -137,6 +140,16 @@ func (c *taskCache) SetFinished(f FinishedTask) {
 	c.targets[e.metricTarget()]++
 	c.mu.Unlock()
 	c.notify()
+}
+
+// intern returns target, sharing the memory of an equal target already
+// kept: a few targets serve many tasks.
+func (c *taskCache) intern(target string) string {
+	if s, ok := c.names[target]; ok {
+		return s
+	}
+	c.names[target] = target
+	return target
 }
 
 // entryLocked returns the entry of key, unindexed, for this pass.
@@ -252,7 +265,7 @@ func (c *taskCache) snapshot(now time.Time) (tasks []*Task, refs []taskRef, next
 			tasks = append(tasks, e.f.task())
 		default:
 			ns, name, _ := strings.Cut(e.key, "/")
-			refs = append(refs, taskRef{namespace: ns, name: name, uid: e.uid})
+			refs = append(refs, taskRef{namespace: ns, name: name})
 		}
 		walk(2*i + 1)
 		walk(2*i + 2)

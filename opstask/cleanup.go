@@ -52,9 +52,10 @@ func (c *Controller) finishedJobs(ctx context.Context, tasks []*Task, now time.T
 // refJobs returns the jobs of the finished tasks kept by reference whose
 // TTL ran out: each reads its task from the store, and acts on what it read
 // as finishedJobs does. The read is the fresh one a deletion rests on; the
-// writes that follow are guarded by its UID and resourceVersion. A task
-// read with another UID was deleted and created again: the store's events
-// bring the new one, and nothing is done to it here.
+// writes that follow are guarded by its UID and resourceVersion. The task
+// read may be another incarnation under the name (deleted and created
+// again): it is judged by what was read, its own state and TTL, as the
+// copy would judge it.
 func (c *Controller) refJobs(ctx context.Context, refs []taskRef, now time.Time) []job {
 	jobs := make([]job, 0, len(refs))
 	for _, r := range refs {
@@ -69,8 +70,6 @@ func (c *Controller) refJobs(ctx context.Context, refs []taskRef, now time.Time)
 				return time.Time{}, nil // its deletion is on its way to the copy
 			case err != nil:
 				return time.Time{}, fmt.Errorf("opstask: read task %s/%s past its TTL: %w", r.namespace, r.name, err)
-			case t.UID != r.uid:
-				return time.Time{}, nil
 			}
 			jobs, _ := c.finishedJobs(ctx, []*Task{t}, now)
 			var next time.Time
