@@ -293,8 +293,9 @@ func (c *Controller) notify() {
 // executions whose controller stopped, and cleans up and deletes tasks
 // whose TTL ran out (executed tasks only if their kind is registered).
 // Under Run with a store that is an Informer, it reads the tasks that can
-// change state from the controller's copy, and no task from the store;
-// otherwise it lists every task. Executions run in goroutines under ctx: canceling it stops them as
+// change state from the controller's copy, and from the store only, with
+// Get, the finished tasks the copy keeps by reference whose TTL ran out
+// (see Getter); otherwise it lists every task. Executions run in goroutines under ctx: canceling it stops them as
 // Run's shutdown does. It returns when the next Sync is due
 // because of time alone (0: none), and the first error. Run calls it; it is
 // exported for tests and for callers with their own loop.

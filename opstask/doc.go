@@ -258,8 +258,8 @@
 // resourceVersion; optional Watcher lets the controller react at once, and
 // optional Informer delivers every change, so that Run keeps a copy and a
 // Sync reads only the tasks that can change state (unfinished, held, in a
-// cleanup, past their TTL) and nothing from the store: its cost grows with
-// the work, not with the finished tasks retained, and a timer on the
+// cleanup, past their TTL) and lists nothing: its cost grows with the
+// work, not with the finished tasks retained, and a timer on the
 // earliest expiry finds the tasks whose TTL ran out. With an Informer that
 // is also a Getter, the copy keeps a finished task whose TTL runs out more
 // than a minute later by reference only (a FinishedTask: identity, target,

@@ -65,11 +65,11 @@ type Watcher interface {
 	Watch(ctx context.Context, notify func()) error
 }
 
-// Informer is implemented by stores that keep a copy of their tasks fed by
-// a watch (crt's store, over the manager's informer; memstore). Run then
+// Informer is implemented by stores that deliver their tasks and then their
+// changes, as a list and a watch do (crt's store; memstore). Run then
 // keeps the tasks in memory from the changes the store delivers, and a Sync
 // acts on the tasks that can change state (pending, running, held,
-// being cleaned up, past their TTL) without reading the store: its cost
+// being cleaned up, past their TTL) without listing the store: its cost
 // grows with the work to do, not with the finished tasks retained. Without
 // an Informer, every Sync reads every task with List. A store that is also
 // a Getter lets the copy keep finished tasks by reference (see Getter and
