@@ -212,6 +212,7 @@ func (c *taskCache) unindexLocked(e *cacheEntry) {
 	mt := e.metricTarget()
 	if c.targets[mt]--; c.targets[mt] <= 0 {
 		delete(c.targets, mt)
+		delete(c.names, mt.target) // at worst, a target is kept twice
 	}
 	delete(c.active, e.key)
 	if e.idx >= 0 {
