@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -81,14 +82,16 @@ type wireTask struct {
 		Namespace         string       `json:"namespace"`
 		UID               string       `json:"uid"`
 		ResourceVersion   string       `json:"resourceVersion"`
-		CreationTimestamp metav1.Time  `json:"creationTimestamp"`
-		DeletionTimestamp *metav1.Time `json:"deletionTimestamp"`
-		Finalizers        []string     `json:"finalizers"`
+		// The times stay strings: metav1.Time's decoding costs as much
+		// as the rest of the task.
+		CreationTimestamp string   `json:"creationTimestamp"`
+		DeletionTimestamp string   `json:"deletionTimestamp"`
+		Finalizers        []string `json:"finalizers"`
 	} `json:"metadata"`
 	Spec   map[string]json.RawMessage `json:"spec"`
 	Status struct {
 		State              opstask.TaskState `json:"state"`
-		LastTransitionTime *metav1.Time      `json:"lastTransitionTime"`
+		LastTransitionTime string            `json:"lastTransitionTime"`
 		LastOperation      *struct {
 			Type  opstask.LastOperationType  `json:"type"`
 			State opstask.LastOperationState `json:"state"`
@@ -101,14 +104,17 @@ type wireTask struct {
 // otherwise, and the task is decoded whole.
 func (w *wireTask) finished(targetField string) (f opstask.FinishedTask, ok bool) {
 	m, st := &w.Metadata, &w.Status
-	if !st.State.Finished() || m.DeletionTimestamp != nil || slices.Contains(m.Finalizers, kubestore.Finalizer) ||
+	if !st.State.Finished() || m.DeletionTimestamp != "" || slices.Contains(m.Finalizers, kubestore.Finalizer) ||
 		(st.LastOperation != nil && st.LastOperation.Type == opstask.LastOperationTypeCleanup && st.LastOperation.State == opstask.LastOperationStateInProgress) {
 		return f, false
 	}
-	f = opstask.FinishedTask{Namespace: m.Namespace, Name: m.Name, UID: m.UID, ResourceVersion: m.ResourceVersion,
-		CreationTimestamp: m.CreationTimestamp.Time, State: st.State}
-	if st.LastTransitionTime != nil {
-		f.FinishedAt = st.LastTransitionTime.Time
+	f = opstask.FinishedTask{Namespace: m.Namespace, Name: m.Name, UID: m.UID, ResourceVersion: m.ResourceVersion, State: st.State}
+	var err error
+	if f.CreationTimestamp, err = parseTime(m.CreationTimestamp); err != nil {
+		return f, false
+	}
+	if f.FinishedAt, err = parseTime(st.LastTransitionTime); err != nil {
+		return f, false
 	}
 	if raw, found := w.Spec["config"]; found && !isNull(raw) {
 		var config map[string]json.RawMessage
@@ -139,6 +145,15 @@ func (w *wireTask) finished(targetField string) (f opstask.FinishedTask, ok bool
 		}
 	}
 	return f, true
+}
+
+// parseTime parses a metav1.Time as it is written (RFC 3339, to the
+// second); "" is the zero time.
+func parseTime(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	return time.Parse(time.RFC3339, s)
 }
 
 func isNull(raw json.RawMessage) bool { return len(raw) == 0 || string(raw) == "null" }
