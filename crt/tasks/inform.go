@@ -78,10 +78,10 @@ func (s *taskStore) request(rc rest.Interface, resource string) *rest.Request {
 // which reports it.
 type wireTask struct {
 	Metadata struct {
-		Name              string       `json:"name"`
-		Namespace         string       `json:"namespace"`
-		UID               string       `json:"uid"`
-		ResourceVersion   string       `json:"resourceVersion"`
+		Name            string `json:"name"`
+		Namespace       string `json:"namespace"`
+		UID             string `json:"uid"`
+		ResourceVersion string `json:"resourceVersion"`
 		// The times stay strings: metav1.Time's decoding costs as much
 		// as the rest of the task.
 		CreationTimestamp string   `json:"creationTimestamp"`
