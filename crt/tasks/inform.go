@@ -88,7 +88,7 @@ type wireTask struct {
 		DeletionTimestamp string   `json:"deletionTimestamp"`
 		Finalizers        []string `json:"finalizers"`
 	} `json:"metadata"`
-	Spec   map[string]json.RawMessage `json:"spec"`
+	Spec   map[string]rawRef `json:"spec"`
 	Status struct {
 		State              opstask.TaskState `json:"state"`
 		LastTransitionTime string            `json:"lastTransitionTime"`
@@ -117,7 +117,7 @@ func (w *wireTask) finished(targetField string) (f opstask.FinishedTask, ok bool
 		return f, false
 	}
 	if raw, found := w.Spec["config"]; found && !isNull(raw) {
-		var config map[string]json.RawMessage
+		var config map[string]rawRef
 		if json.Unmarshal(raw, &config) != nil {
 			return f, false
 		}
@@ -133,18 +133,30 @@ func (w *wireTask) finished(targetField string) (f opstask.FinishedTask, ok bool
 		}
 	}
 	if raw, found := w.Spec["ttlSecondsAfterFinished"]; found && !isNull(raw) {
-		var ttl int32
-		if json.Unmarshal(raw, &ttl) != nil {
-			return f, false
+		ttl, err := strconv.ParseInt(string(raw), 10, 32)
+		if err != nil {
+			return f, false // not an integer as the API server writes one
 		}
-		f.TTLSecondsAfterFinished = &ttl
+		n := int32(ttl)
+		f.TTLSecondsAfterFinished = &n
 	}
 	if raw, found := w.Spec[targetField]; targetField != "" && found && !isNull(raw) {
-		if json.Unmarshal(raw, &f.Target) != nil {
+		if n := len(raw); n >= 2 && raw[0] == '"' && raw[n-1] == '"' && !bytes.ContainsAny(raw[1:n-1], `"\`) {
+			f.Target = string(raw[1 : n-1])
+		} else if json.Unmarshal(raw, &f.Target) != nil {
 			return f, false
 		}
 	}
 	return f, true
+}
+
+// rawRef is a JSON value where it is in the page being decoded, not
+// copied: used only before the page's buffer is read into again.
+type rawRef []byte
+
+func (r *rawRef) UnmarshalJSON(b []byte) error {
+	*r = b
+	return nil
 }
 
 // parseTime parses a metav1.Time as it is written (RFC 3339, to the
@@ -156,7 +168,7 @@ func parseTime(s string) (time.Time, error) {
 	return time.Parse(time.RFC3339, s)
 }
 
-func isNull(raw json.RawMessage) bool { return len(raw) == 0 || string(raw) == "null" }
+func isNull(raw []byte) bool { return len(raw) == 0 || string(raw) == "null" }
 
 // listInto delivers every task to e, a page of taskPageSize at a time read
 // into one reused buffer, and returns the list's resourceVersion, from
