@@ -233,7 +233,7 @@ func runRetained(b *testing.B, curve *benchcurve.Curve, list bool, retained, pen
 	// The controller's start (its store's list, finished tasks decoded by
 	// reference, or the first list of a Sync) is reported apart: it is paid
 	// once a process, not for each event. Its LIST requests are counted
-	// (taskPageSize tasks a page); the manager's informer, which the
+	// (2,000 tasks a page); the manager's informer, which the
 	// benchmark itself starts to see the tasks go, listed before counting.
 	first := time.Unix(0, firstClaim.Load())
 	startup, elapsed := first.Sub(start), end.Sub(first)
