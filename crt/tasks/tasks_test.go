@@ -294,10 +294,9 @@ func kindOnly() *unstructured.Unstructured {
 
 // Finished tasks the store lists when the controller starts are delivered
 // by reference and deleted when their TTL runs out (on the controller's
-// fake clock), each after a fresh read: a task deleted and created again
-// under the same name behind the controller's back, finished with a longer
-// TTL, is not deleted with the old one's TTL, and a task still pending is
-// run, never deleted.
+// fake clock), each after a fresh read; a task deleted and created again
+// under the same name, and run to the end, with a longer TTL, is not
+// deleted with the old one's TTL.
 func TestTaskStoreDeletesFinishedTasksKeptByReference(t *testing.T) {
 	env := testenv.StartKubernetes(t)
 	ctx := t.Context()
@@ -374,7 +373,13 @@ func TestTaskStoreDeletesFinishedTasksKeptByReference(t *testing.T) {
 	if err := cli.Delete(ctx, old); err != nil {
 		t.Fatal(err)
 	}
-	again := create("done-1", 3*hour, true)
+	// Created again, it runs: its status is the controller's.
+	again := create("done-1", 3*hour, false)
+	waitFor("done-1 created again Succeeded", func() bool {
+		u, err := get("done-1")
+		state, _, _ := unstructured.NestedString(u.Object, "status", "state")
+		return err == nil && state == string(opstask.TaskStateSucceeded)
+	})
 	clk.Step(hour * time.Second)
 	gone := func(name string) bool {
 		_, err := get(name)
