@@ -24,13 +24,14 @@ import (
 // identity and target; see Getter): a Sync reads it whole from the store
 // when its TTL has run out.
 type taskCache struct {
-	expire func(*Task) time.Time // when a finished task's TTL runs out
+	expire    func(*Task) time.Time        // when a finished task's TTL runs out
+	expireRef func(FinishedTask) time.Time // the same, of a task by reference
 	// byRef reports whether to keep the finished, inactive task t, whose
 	// TTL runs out at at, by reference only; nil: never.
 	byRef func(t *Task, at time.Time) bool
-	// cleanable reports whether the controller may clean up the finished
-	// task t (see Controller.canClean).
-	cleanable func(t *Task) bool
+	// cleanable reports whether the controller may clean up a finished
+	// task of kind in state (see Controller.canClean).
+	cleanable func(kind string, state TaskState) bool
 	notify    func()
 
 	mu      sync.Mutex
@@ -77,8 +78,9 @@ type invalidTask struct {
 	gen uint64
 }
 
-func newTaskCache(expire func(*Task) time.Time, byRef func(*Task, time.Time) bool, cleanable func(*Task) bool, notify func()) *taskCache {
-	return &taskCache{expire: expire, byRef: byRef, cleanable: cleanable, notify: notify, tasks: map[string]*cacheEntry{},
+func newTaskCache(expire func(*Task) time.Time, expireRef func(FinishedTask) time.Time, byRef func(*Task, time.Time) bool,
+	cleanable func(string, TaskState) bool, notify func()) *taskCache {
+	return &taskCache{expire: expire, expireRef: expireRef, byRef: byRef, cleanable: cleanable, notify: notify, tasks: map[string]*cacheEntry{},
 		active: map[string]*cacheEntry{}, invalid: map[string]invalidTask{}, targets: map[metricTarget]int{}, names: map[string]string{}}
 }
 
@@ -128,14 +130,14 @@ func (c *taskCache) Set(t *Task) {
 }
 
 func (c *taskCache) SetFinished(f FinishedTask) {
-	t := f.task()
 	c.mu.Lock()
-	e := c.entryLocked(t.Key())
+	e := c.entryLocked(f.Namespace + "/" + f.Name)
 	e.t, e.f, e.target = nil, nil, c.intern(f.Target)
-	if !c.cleanable(t) {
-		e.f = &f
+	if !c.cleanable(f.Kind, f.State) {
+		kept := f
+		e.f = &kept
 	}
-	e.at = c.expire(t)
+	e.at = c.expireRef(f)
 	heap.Push(&c.expiry, e)
 	c.targets[e.metricTarget()]++
 	c.mu.Unlock()

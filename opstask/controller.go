@@ -208,7 +208,7 @@ func New(cfg Config) (*Controller, error) {
 				return !t.Deleting && c.canClean(t) && at.After(c.cfg.Clock.Now().Add(refHorizon))
 			}
 		}
-		c.cache = newTaskCache(c.expiresAt, byRef, c.canClean, c.notify)
+		c.cache = newTaskCache(c.expiresAt, c.refExpiresAt, byRef, c.canCleanKind, c.notify)
 	}
 	return c, nil
 }
