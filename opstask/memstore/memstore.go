@@ -35,7 +35,6 @@ var (
 	_ opstask.Store    = (*Store)(nil)
 	_ opstask.Watcher  = (*Store)(nil)
 	_ opstask.Informer = (*Store)(nil)
-	_ opstask.Getter   = (*Store)(nil)
 )
 
 // New returns an empty Store whose Create stamps tasks with clk (the real
