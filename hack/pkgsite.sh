@@ -88,7 +88,13 @@ for line in "${pkgs[@]}"; do
   read -r path name dir <<<"$line"
   before=$failed
   page="$work/page.html"
-  code=$(curl -s -o "$page" -w '%{http_code}' "http://$addr/$path") || code=000
+  # pkgsite loads a module on its first request and answers 500 when that
+  # times out on a loaded machine: a page is asked for again, three times
+  # at most; a page that fails a third time fails the check.
+  for attempt in 1 2 3; do
+    code=$(curl -s -o "$page" -w '%{http_code}' "http://$addr/$path") || code=000
+    case "$code" in 5* | 000) [ "$attempt" = 3 ] || { log "$path: HTTP $code, asking again"; sleep 2; } ;; *) break ;; esac
+  done
   if [ "$code" != 200 ]; then
     fail "$path" "HTTP $code"
     continue
