@@ -432,6 +432,11 @@ func (p *Pool[E, B]) claimPlace(ctx context.Context, e E, pool string, members [
 				}
 				continue
 			}
+			// The fresh read may hold the entry's claim, written by
+			// another placer since the list: that place is the entry's.
+			if slices.Contains(*p.cfg.Claims(b), claimKey(e)) {
+				return b.GetName(), true, p.assign(ctx, e, b)
+			}
 			if limit := p.cfg.Share.Config().Limit(b); limit > 0 && len(*p.cfg.Claims(b)) >= limit {
 				continue
 			}

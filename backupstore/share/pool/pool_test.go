@@ -482,3 +482,79 @@ func (h hiding) List(ctx context.Context, ns string) ([]backup, error) {
 	all, err := h.Objects.List(ctx, ns)
 	return slices.DeleteFunc(all, func(b backup) bool { return b.Name == h.name }), err
 }
+
+// staleBuckets lists the buckets as they were at its first List, as a
+// cache that has not seen a later change; Get reads the API server.
+type staleBuckets struct {
+	collect.Objects[backup]
+	once sync.Once
+	seen []backup
+	err  error
+}
+
+func (s *staleBuckets) List(ctx context.Context, ns string) ([]backup, error) {
+	s.once.Do(func() { s.seen, s.err = s.Objects.List(ctx, ns) })
+	out := make([]backup, len(s.seen))
+	for i, b := range s.seen {
+		out[i] = b.DeepCopyObject().(backup)
+	}
+	return out, s.err
+}
+
+// A placer whose list of buckets is behind another replica's claim reads
+// the bucket again before it claims a place there (its grower provisions
+// stores); finding the entry's claim in that fresh read, it takes that
+// place and claims none again, on a real API server. (backup-entry's
+// TestPoolGrows, two replicas, once found an entry claimed twice: one
+// entry taking two of the bucket's places.)
+func TestPoolClaimsNoPlaceTwice(t *testing.T) {
+	k, scheme, bucketNS := controlPlane(t)
+	ctx := context.Background()
+	cl, err := client.New(k.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &testbackup.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: bucketNS, Name: "aws-eu1-1"}, Spec: testbackup.Spec{Pool: "aws-eu1", Limit: 2}}
+	e := &testbackup.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: "e0"}, Spec: testbackup.Spec{Pool: "aws-eu1"}}
+	for _, o := range []*testbackup.Backup{b, e} {
+		if err := cl.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stale := &staleBuckets{Objects: inNamespace{backups.Objects[backup](cl, cl), bucketNS}}
+	if seen, err := stale.List(ctx, ""); err != nil || len(seen) != 1 || len(seen[0].Status.Claims) != 0 {
+		t.Fatalf("stale list = %v, %v; want the bucket without claims", seen, err)
+	}
+	// Another replica claims e0's place.
+	claim := k.Namespace + "/e0"
+	b.Status.Claims = []string{claim}
+	if err := cl.Status().Update(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+
+	p, err := pool.New(pool.Config[backup, backup]{
+		Share:  placingShareOver(t, cl, k.Namespace, bucketNS, stale),
+		Pool:   func(e backup) (string, error) { return e.Spec.Pool, nil },
+		Member: func(b backup) string { return b.Spec.Pool },
+		Grower: growerFuncs{
+			NewBucket: func(string, int) (backup, error) { return nil, errors.New("the pool must not grow") },
+			Provision: func(context.Context, backup) error { return nil },
+		}.grower(),
+		Create: func(context.Context, backup) error { return errors.New("the pool must not grow") },
+		Claims: func(b backup) *[]string { return &b.Status.Claims },
+		Assign: func(e backup, _, name string) { e.Spec.Bucket = name },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := p.Place(ctx, e); err != nil || got != b.Name {
+		t.Fatalf("Place = %q, %v; want %s", got, err, b.Name)
+	}
+	var fresh testbackup.Backup
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(b), &fresh); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(fresh.Status.Claims, []string{claim}) {
+		t.Errorf("bucket %s claims %v, want [%s] (one place for the entry)", b.Name, fresh.Status.Claims, claim)
+	}
+}
