@@ -277,8 +277,13 @@ func (g *beWorkload) newMigration(rng *rand.Rand, ops *chaos.Ops) (*migrationTru
 	from := &api.LegacyBucket{Writer: api.WriterReference{Namespace: g.w.ns, Name: "nobody"}}
 	g.truth.mu.Lock()
 	first := g.legacySeq == 0
-	if first {
+	switch g.legacySeq {
+	case 0:
 		kind = migrateLegacy
+	case 1:
+		// The second from a shared bucket, refused: a run on a loaded
+		// machine makes few migrations.
+		kind = migrateShared
 	}
 	m := &migrationTruth{kind: kind, first: first}
 	// Shared store buckets that BackupBuckets always name: the S3 store's

@@ -286,12 +286,12 @@ type beWorkload struct {
 	// placed in, by name.
 	poolStores map[string]*beStore
 	legacySeq  int // guarded by truth.mu
-	// poolDataDeleted says that an entry of the pool with data was sent
-	// for deletion (guarded by truth.mu): until one is, the generator
-	// writes to and deletes such entries first, so that a run on a loaded
-	// machine, which makes fewer operations, still deletes keys in a
-	// pool's store bucket.
-	poolDataDeleted bool
+	// dataDeleted are the kinds of store (s3, gcs, abs, pool) where an
+	// entry with data was sent for deletion (guarded by truth.mu): until
+	// one of a kind is, the generator writes to and deletes entries of
+	// that kind first, so that a run on a loaded machine, which makes
+	// fewer operations, still deletes keys in every kind of store.
+	dataDeleted map[string]bool
 }
 
 // newBEWorkload starts the audits (before anything is created), the key
@@ -301,7 +301,7 @@ func newBEWorkload(ctx context.Context, w beWorld, o beOptions, seed uint64) (*b
 	if err != nil {
 		return nil, err
 	}
-	g := &beWorkload{w: w, o: o, seed: seed, cl: cl, ctx: ctx, truth: beTruth{entries: map[string]*entryTruth{}}, poolStores: map[string]*beStore{}}
+	g := &beWorkload{w: w, o: o, seed: seed, cl: cl, ctx: ctx, truth: beTruth{entries: map[string]*entryTruth{}}, poolStores: map[string]*beStore{}, dataDeleted: map[string]bool{}}
 	g.replicas = &chaos.Replicas{N: o.replicas, Config: w.replicaConfig, Run: g.runManager, Log: o.log}
 
 	// The audits: informers on the test's own connection, whose relists
@@ -678,7 +678,7 @@ func (g *beWorkload) newEntry(rng *rand.Rand, ops *chaos.Ops) error {
 // keeps a migrating entry until its migration is done, so a full bucket
 // of them would wait for good.
 func (g *beWorkload) createEntry(rng *rand.Rand, e *entryTruth, spec api.BackupEntrySpec, mayMigrate bool, kind string, ops *chaos.Ops) error {
-	if g.w.legacy != nil && mayMigrate && (rng.IntN(cmp.Or(g.o.migrateOneIn, 4)) == 0 || g.noMigrationYet()) {
+	if g.w.legacy != nil && mayMigrate && (rng.IntN(cmp.Or(g.o.migrateOneIn, 4)) == 0 || g.firstMigrations()) {
 		m, from, err := g.newMigration(rng, ops)
 		if err != nil {
 			return err
@@ -701,12 +701,13 @@ func (g *beWorkload) createEntry(rng *rand.Rand, e *entryTruth, spec api.BackupE
 	return nil
 }
 
-// noMigrationYet says whether the workload has made no migration yet: the
-// first entry that may migrate does (from a legacy prefix, newMigration).
-func (g *beWorkload) noMigrationYet() bool {
+// firstMigrations says whether the workload has made fewer than two
+// migrations: the first two entries that may migrate do (from a legacy
+// prefix, then from a shared bucket; newMigration).
+func (g *beWorkload) firstMigrations() bool {
 	g.truth.mu.Lock()
 	defer g.truth.mu.Unlock()
-	return g.legacySeq == 0
+	return g.legacySeq < 2
 }
 
 func (g *beWorkload) write(s *beStore, key string, ops *chaos.Ops) error {
@@ -808,10 +809,8 @@ func (g *beWorkload) writeData(rng *rand.Rand, ops *chaos.Ops) error {
 		return nil
 	}
 	e := cands[rng.IntN(len(cands))]
-	if g.poolEntryFirst(cands, true) == nil {
-		if p := g.poolEntryFirst(cands, false); p != nil {
-			e = p // the pool's entries get data first
-		}
+	if p := g.needsData(cands); p != nil {
+		e = p // a kind of store without data gets some first
 	}
 	key := fmt.Sprintf("%sv2/Full-%08d", e.storePrefix(), len(e.data))
 	e.data = append(e.data, key)
@@ -827,15 +826,30 @@ func (g *beWorkload) writeData(rng *rand.Rand, ops *chaos.Ops) error {
 	return err
 }
 
-// poolEntryFirst is, until an entry of the pool with data was sent for
-// deletion, the first of cands placed by the pool with data (withData) or
-// without (to write to); nil otherwise. g.truth.mu is held.
-func (g *beWorkload) poolEntryFirst(cands []*entryTruth, withData bool) *entryTruth {
-	if g.poolDataDeleted {
-		return nil
+// needsData is the first of cands without data in a kind of store where
+// no entry with data was sent for deletion yet and no candidate has data;
+// nil when there is none. g.truth.mu is held.
+func (g *beWorkload) needsData(cands []*entryTruth) *entryTruth {
+	has := map[string]bool{}
+	for _, e := range cands {
+		if e.bucket != nil && len(e.data) > 0 {
+			has[e.bucket.store.kind] = true
+		}
 	}
 	for _, e := range cands {
-		if e.pool && e.bucket != nil && (len(e.data) > 0) == withData {
+		if e.bucket != nil && len(e.data) == 0 && !g.dataDeleted[e.bucket.store.kind] && !has[e.bucket.store.kind] {
+			return e
+		}
+	}
+	return nil
+}
+
+// coverageFirst is the first of cands with data in a kind of store where
+// no entry with data was sent for deletion yet; nil when there is none.
+// g.truth.mu is held.
+func (g *beWorkload) coverageFirst(cands []*entryTruth) *entryTruth {
+	for _, e := range cands {
+		if e.bucket != nil && !g.dataDeleted[e.bucket.store.kind] && len(e.data) > 0 {
 			return e
 		}
 	}
@@ -872,9 +886,9 @@ func (g *beWorkload) deleteEntry(rng *rand.Rand, ops *chaos.Ops) error {
 	}
 	e := cands[rng.IntN(len(cands))]
 	g.truth.mu.Lock()
-	p := g.poolEntryFirst(cands, true)
+	p := g.coverageFirst(cands)
 	if p != nil {
-		g.poolDataDeleted = true
+		g.dataDeleted[p.bucket.store.kind] = true
 	}
 	g.truth.mu.Unlock()
 	if p != nil {
