@@ -152,3 +152,45 @@ func TestApproveRefusesATaskChangedMeanwhile(t *testing.T) {
 		t.Errorf("printed an approval that failed:\n%s", out.String())
 	}
 }
+
+// A task whose status alone changed between Approve's read and its write
+// (its controller renewing its claim) is approved on a second read: the
+// steps awaiting approval, their tokens and the approvals given are the
+// same. (opsctl's TestRecoverQuorumApproval once failed on such a
+// Conflict.)
+func TestApproveOutlastsAStatusRenewal(t *testing.T) {
+	tasks, c := setup(t)
+	create(t, c, "recover", "recover", "main")
+	token := awaiting(t, c, "recover")
+	renewed := false
+	tasks.Client = changeAfterGet{c, func() {
+		if !renewed {
+			renewed = true
+			awaiting(t, c, "recover") // the same approval, a new lastUpdateTime and resourceVersion
+			u, err := c.Get(context.Background(), "recover", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, _, _ := unstructured.NestedMap(u.Object, "status")
+			st["lastOperation"].(map[string]any)["description"] = "renewed"
+			if err := unstructured.SetNestedMap(u.Object, st, "status"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.UpdateStatus(context.Background(), u, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}}
+	_, before := approvals(t, c, "recover")
+	var out bytes.Buffer
+	if err := tasks.Approve(context.Background(), "recover", &out, nil); err != nil {
+		t.Fatalf("approve a task whose status alone changed: %v\n%s", err, out.String())
+	}
+	got, after := approvals(t, c, "recover")
+	if got != token || after == before {
+		t.Errorf("annotation %q (resourceVersion %s, was %s); want %q written", got, after, before, token)
+	}
+	if !strings.Contains(out.String(), "step approve approved\n") {
+		t.Errorf("output does not say the step was approved:\n%s", out.String())
+	}
+}

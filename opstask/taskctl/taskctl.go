@@ -22,6 +22,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
@@ -183,18 +184,18 @@ func (t Tasks) Wait(ctx context.Context, name string, out io.Writer) (opstask.Ta
 // one's description, which says the plan the step carries out and its
 // token, and adds the token to the task's opstask.ApprovalAnnotation,
 // unless the annotation holds it already. The annotation is written with a
-// merge patch that carries the resourceVersion read: if the task changed
-// in between (another token added, the task recreated), the patch fails
-// with a Conflict and nothing is approved; run it again to see the task as
-// it is. With opts.DryRun, Approve prints and writes nothing. It returns
-// ErrNothingToApprove when no step awaits approval.
+// merge patch that carries the resourceVersion read. If the task changed
+// in between only where approval does not look (its controller renewing
+// its claim writes the status every few seconds), Approve reads it again
+// and writes on that read, a few times at most; if the steps awaiting
+// approval, their descriptions or tokens, the annotation or the task's
+// UID changed, the Conflict is returned and nothing is approved: run it
+// again to see the task as it is. With opts.DryRun, Approve prints and
+// writes nothing. It returns ErrNothingToApprove when no step awaits
+// approval.
 func (t Tasks) Approve(ctx context.Context, name string, out io.Writer, opts *ApproveOptions) error {
 	dryRun := opts != nil && opts.DryRun
-	u, err := t.Client.Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return fmt.Errorf("get %s/%s: %w", t.Resource, name, err)
-	}
-	task, err := kubestore.Decode(u, t.TargetField)
+	task, err := t.get(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -237,13 +238,58 @@ func (t Tasks) Approve(ctx context.Context, name string, out io.Writer, opts *Ap
 	if err != nil {
 		return err
 	}
-	if _, err := t.Client.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("approve %s/%s: %w", t.Resource, name, err)
+	for attempt := 1; ; attempt++ {
+		_, err := t.Client.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+		if err == nil {
+			break
+		}
+		if !apierrors.IsConflict(err) || attempt == approveAttempts {
+			return fmt.Errorf("approve %s/%s: %w", t.Resource, name, err)
+		}
+		again, gerr := t.get(ctx, name)
+		if gerr != nil || !sameApproval(task, again) {
+			return fmt.Errorf("approve %s/%s: %w", t.Resource, name, err)
+		}
+		if patch, err = json.Marshal(map[string]any{"metadata": map[string]any{
+			"resourceVersion": again.ResourceVersion,
+			"annotations":     map[string]string{opstask.ApprovalAnnotation: strings.Join(approvals, ",")},
+		}}); err != nil {
+			return err
+		}
 	}
 	for _, s := range approve {
 		fmt.Fprintf(out, "%s/%s: step %s approved\n", t.Resource, name, s)
 	}
 	return nil
+}
+
+// approveAttempts bounds Approve's writes: a controller renews its claim
+// every few seconds, so a second read is almost always enough.
+const approveAttempts = 5
+
+// get reads and decodes the task name.
+func (t Tasks) get(ctx context.Context, name string) (*opstask.Task, error) {
+	u, err := t.Client.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("get %s/%s: %w", t.Resource, name, err)
+	}
+	return kubestore.Decode(u, t.TargetField)
+}
+
+// sameApproval reports whether b asks for the approvals a asked for: the
+// same task (UID), the same approvals given (the annotation) and the same
+// steps awaiting approval, with the same descriptions and tokens.
+func sameApproval(a, b *opstask.Task) bool {
+	awaiting := func(t *opstask.Task) []opstask.Approval {
+		var out []opstask.Approval
+		for _, x := range t.Status.Approvals {
+			if x.State == opstask.ApprovalStateAwaiting {
+				out = append(out, opstask.Approval{Step: x.Step, Description: x.Description, Token: x.Token})
+			}
+		}
+		return out
+	}
+	return a.UID == b.UID && slices.Equal(a.Approvals, b.Approvals) && slices.Equal(awaiting(a), awaiting(b))
 }
 
 // ExitCode is the exit code of a command that waited for a task with Wait.
