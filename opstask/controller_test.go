@@ -425,6 +425,14 @@ func TestConcurrencyLimitAndMetrics(t *testing.T) {
 	w.clock.Step(3 * time.Second)
 	g.ch("task-a") <- nil
 	w.waitState("task-a", opstask.TaskStateSucceeded)
+	// task-a's slot is free once its execution returned, which may be
+	// after its final status is written: a Sync before then starts
+	// nothing (a loaded CI run once did).
+	for deadline := time.Now().Add(time.Minute); c.Running() != 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Running() = %d a minute after task-a succeeded, want 1", c.Running())
+		}
+	}
 	w.sync(t.Context(), c)
 	w.waitState("task-c", opstask.TaskStateInProgress)
 	want := `# HELP etcddruid_operator_tasks_total Tasks that reached a final state, by type, final state and target.
