@@ -231,15 +231,16 @@ func (t Tasks) Approve(ctx context.Context, name string, out io.Writer, opts *Ap
 	if len(approve) == 0 {
 		return nil
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"resourceVersion": task.ResourceVersion,
-		"annotations":     map[string]string{opstask.ApprovalAnnotation: strings.Join(approvals, ",")},
-	}})
-	if err != nil {
-		return err
-	}
-	for attempt := 1; ; attempt++ {
-		_, err := t.Client.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	value := strings.Join(approvals, ",")
+	for attempt, rv := 1, task.ResourceVersion; ; attempt++ {
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+			"resourceVersion": rv,
+			"annotations":     map[string]string{opstask.ApprovalAnnotation: value},
+		}})
+		if err != nil {
+			return err
+		}
+		_, err = t.Client.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
 		if err == nil {
 			break
 		}
@@ -250,12 +251,7 @@ func (t Tasks) Approve(ctx context.Context, name string, out io.Writer, opts *Ap
 		if gerr != nil || !sameApproval(task, again) {
 			return fmt.Errorf("approve %s/%s: %w", t.Resource, name, err)
 		}
-		if patch, err = json.Marshal(map[string]any{"metadata": map[string]any{
-			"resourceVersion": again.ResourceVersion,
-			"annotations":     map[string]string{opstask.ApprovalAnnotation: strings.Join(approvals, ",")},
-		}}); err != nil {
-			return err
-		}
+		rv = again.ResourceVersion
 	}
 	for _, s := range approve {
 		fmt.Fprintf(out, "%s/%s: step %s approved\n", t.Resource, name, s)
