@@ -49,13 +49,56 @@ func (c *Controller) finishedJobs(ctx context.Context, tasks []*Task, now time.T
 	return jobs, withoutKind
 }
 
+// refJobs returns the jobs of the finished tasks kept by reference whose
+// TTL ran out: each reads its task from the store, and acts on what it read
+// as finishedJobs does. The read is the fresh one a deletion rests on; the
+// writes that follow are guarded by its UID and resourceVersion. The task
+// read may be another incarnation under the name (deleted and created
+// again): it is judged by what was read, its own state and TTL, as the
+// copy would judge it.
+func (c *Controller) refJobs(ctx context.Context, refs []taskRef, now time.Time) []job {
+	jobs := make([]job, 0, len(refs))
+	for _, r := range refs {
+		jobs = append(jobs, func() (time.Time, error) {
+			g, ok := c.cfg.Store.(Getter)
+			if !ok {
+				return time.Time{}, fmt.Errorf("opstask: task %s/%s was delivered with SetFinished by a store that is not a Getter: it cannot be read to be cleaned up", r.namespace, r.name)
+			}
+			t, err := g.Get(ctx, r.namespace, r.name)
+			switch {
+			case errors.Is(err, ErrNotFound):
+				return time.Time{}, nil // its deletion is on its way to the copy
+			case err != nil:
+				return time.Time{}, fmt.Errorf("opstask: read task %s/%s past its TTL: %w", r.namespace, r.name, err)
+			}
+			jobs, _ := c.finishedJobs(ctx, []*Task{t}, now)
+			var next time.Time
+			var errs []error
+			for _, j := range jobs {
+				at, err := j()
+				if !at.IsZero() && (next.IsZero() || at.Before(next)) {
+					next = at
+				}
+				errs = append(errs, err)
+			}
+			return next, errors.Join(errs...)
+		})
+	}
+	return jobs
+}
+
 // canClean reports whether this controller may clean up and delete the
 // finished task t after its TTL. Never delete what you cannot clean up: a
 // task whose kind is not registered here may have run an executor whose
 // Cleanup only a controller with the kind can run. A rejected task never
 // ran, so there is nothing to clean up whatever its kind.
 func (c *Controller) canClean(t *Task) bool {
-	return c.kinds[t.Kind()] != nil || t.State() == TaskStateRejected
+	return c.canCleanKind(t.Kind(), t.State())
+}
+
+// canCleanKind is canClean of a task of kind in state.
+func (c *Controller) canCleanKind(kind string, state TaskState) bool {
+	return c.kinds[kind] != nil || state == TaskStateRejected
 }
 
 // reportWithoutKind logs, once per task, the finished tasks past their TTL
@@ -141,19 +184,37 @@ func (c *Controller) expiresAt(t *Task) time.Time {
 // ttlOf returns when the TTL of the finished task t runs out, when it
 // finished, and its TTL.
 func (c *Controller) ttlOf(t *Task) (at, finished time.Time, ttl time.Duration, err error) {
+	at, finished, ttl, err = c.ttlAt(t.Spec.TTLSecondsAfterFinished, t.Status.finishedAt(), t.CreationTimestamp)
+	if err != nil {
+		return time.Time{}, time.Time{}, 0, fmt.Errorf("opstask: task %s: %w", t.Key(), err)
+	}
+	return at, finished, ttl, nil
+}
+
+// refExpiresAt is expiresAt of a task kept by reference.
+func (c *Controller) refExpiresAt(f FinishedTask) time.Time {
+	at, _, _, err := c.ttlAt(f.TTLSecondsAfterFinished, f.FinishedAt, f.CreationTimestamp)
+	if err != nil {
+		return time.Time{}
+	}
+	return at
+}
+
+// ttlAt is ttlOf of a task of spec.ttlSecondsAfterFinished ttlSeconds,
+// finished at finished (zero: unknown), created at created.
+func (c *Controller) ttlAt(ttlSeconds *int32, finished, created time.Time) (at, _ time.Time, ttl time.Duration, err error) {
 	ttl = c.cfg.DefaultTTL
-	if t.Spec.TTLSecondsAfterFinished != nil {
-		d, err := retention.Seconds(int64(*t.Spec.TTLSecondsAfterFinished))
+	if ttlSeconds != nil {
+		d, err := retention.Seconds(int64(*ttlSeconds))
 		if err != nil {
-			return time.Time{}, time.Time{}, 0, fmt.Errorf("opstask: task %s: spec.ttlSecondsAfterFinished: %w", t.Key(), err)
+			return time.Time{}, time.Time{}, 0, fmt.Errorf("spec.ttlSecondsAfterFinished: %w", err)
 		}
 		ttl = d
 	}
-	finished = t.Status.finishedAt()
 	if finished.IsZero() {
 		// A finished task without a transition time was written by
 		// someone else; count from its creation rather than keep it forever.
-		finished = t.CreationTimestamp
+		finished = created
 	}
 	// Kubernetes truncates timestamps to the second: a task stamped
 	// 10:00:00 may have finished at 10:00:00.9. Counting from the end of

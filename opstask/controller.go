@@ -13,6 +13,11 @@ import (
 // syncWorkers bounds the queues and expired tasks a Sync acts on at once.
 const syncWorkers = 8
 
+// refHorizon: a finished task whose TTL runs out sooner than this after the
+// controller learns of it is kept whole, the others by reference (see
+// Getter), so that a task with a short TTL costs no extra read.
+const refHorizon = time.Minute
+
 // Defaults of Config.
 const (
 	DefaultTTL           = time.Hour
@@ -197,7 +202,13 @@ func New(cfg Config) (*Controller, error) {
 		metricsEmpty:  map[metricTarget]time.Time{},
 	}
 	if _, ok := cfg.Store.(Informer); ok {
-		c.cache = newTaskCache(c.expiresAt, c.notify)
+		var byRef func(*Task, time.Time) bool
+		if _, ok := cfg.Store.(Getter); ok {
+			byRef = func(t *Task, at time.Time) bool {
+				return !t.Deleting && c.canClean(t) && at.After(c.cfg.Clock.Now().Add(refHorizon))
+			}
+		}
+		c.cache = newTaskCache(c.expiresAt, c.refExpiresAt, byRef, c.canCleanKind, c.notify)
 	}
 	return c, nil
 }
@@ -282,8 +293,9 @@ func (c *Controller) notify() {
 // executions whose controller stopped, and cleans up and deletes tasks
 // whose TTL ran out (executed tasks only if their kind is registered).
 // Under Run with a store that is an Informer, it reads the tasks that can
-// change state from the controller's copy, and no task from the store;
-// otherwise it lists every task. Executions run in goroutines under ctx: canceling it stops them as
+// change state from the controller's copy, and from the store only, with
+// Get, the finished tasks the copy keeps by reference whose TTL ran out
+// (see Getter); otherwise it lists every task. Executions run in goroutines under ctx: canceling it stops them as
 // Run's shutdown does. It returns when the next Sync is due
 // because of time alone (0: none), and the first error. Run calls it; it is
 // exported for tests and for callers with their own loop.
@@ -292,7 +304,7 @@ func (c *Controller) Sync(ctx context.Context) (time.Duration, error) {
 	seq := c.metricSeq
 	c.mu.Unlock()
 	now := c.cfg.Clock.Now()
-	tasks, expires, live, err := c.read(ctx, now)
+	tasks, refs, expires, live, err := c.read(ctx, now)
 	if err != nil {
 		return 0, err
 	}
@@ -305,6 +317,7 @@ func (c *Controller) Sync(ctx context.Context) (time.Duration, error) {
 	jobs := c.queueJobs(ctx, tasks, now)
 	finished, withoutKind := c.finishedJobs(ctx, tasks, now)
 	jobs = append(jobs, finished...)
+	jobs = append(jobs, c.refJobs(ctx, refs, now)...)
 	c.reportWithoutKind(ctx, withoutKind, now)
 	next, err := runJobs(jobs)
 	if ctx.Err() != nil {
@@ -323,29 +336,30 @@ func (c *Controller) Sync(ctx context.Context) (time.Duration, error) {
 	return d, err
 }
 
-// read returns the tasks a Sync at now acts on, when the next finished task
-// not among them expires (zero: unknown or none), and which metric targets
-// have tasks. From the cache when it is synced, they are the tasks that can
-// change state (see taskCache); otherwise every task, by List.
-func (c *Controller) read(ctx context.Context, now time.Time) ([]*Task, time.Time, func(metricTarget) bool, error) {
+// read returns the tasks a Sync at now acts on, the references of the
+// finished tasks kept by reference whose TTL ran out, when the next finished
+// task not among them expires (zero: unknown or none), and which metric
+// targets have tasks. From the cache when it is synced, they are the tasks
+// that can change state (see taskCache); otherwise every task, by List.
+func (c *Controller) read(ctx context.Context, now time.Time) ([]*Task, []taskRef, time.Time, func(metricTarget) bool, error) {
 	if c.cache != nil {
-		tasks, next, ok, err := c.cache.snapshot(now)
+		tasks, refs, next, ok, err := c.cache.snapshot(now)
 		if err != nil {
-			return nil, time.Time{}, nil, fmt.Errorf("opstask: read tasks: %w", err)
+			return nil, nil, time.Time{}, nil, fmt.Errorf("opstask: read tasks: %w", err)
 		}
 		if ok {
-			return tasks, next, c.cache.hasTarget, nil
+			return tasks, refs, next, c.cache.hasTarget, nil
 		}
 	}
 	tasks, err := c.cfg.Store.List(ctx)
 	if err != nil {
-		return nil, time.Time{}, nil, fmt.Errorf("opstask: list tasks: %w", err)
+		return nil, nil, time.Time{}, nil, fmt.Errorf("opstask: list tasks: %w", err)
 	}
 	live := make(map[metricTarget]bool, len(tasks))
 	for _, t := range tasks {
 		live[metricTarget{t.Namespace, t.Spec.Target}] = true
 	}
-	return tasks, time.Time{}, func(mt metricTarget) bool { return live[mt] }, nil
+	return tasks, nil, time.Time{}, func(mt metricTarget) bool { return live[mt] }, nil
 }
 
 // Running returns how many executions this controller runs, or has

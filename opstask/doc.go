@@ -258,10 +258,15 @@
 // resourceVersion; optional Watcher lets the controller react at once, and
 // optional Informer delivers every change, so that Run keeps a copy and a
 // Sync reads only the tasks that can change state (unfinished, held, in a
-// cleanup, past their TTL) and nothing from the store: its cost grows with
-// the work, not with the finished tasks retained, and a timer on the
-// earliest expiry finds the tasks whose TTL ran out. crt's store and
-// memstore are Informers; kubestore lists on every Sync.
+// cleanup, past their TTL) and lists nothing: its cost grows with the
+// work, not with the finished tasks retained, and a timer on the
+// earliest expiry finds the tasks whose TTL ran out. With an Informer that
+// is also a Getter, the copy keeps a finished task whose TTL runs out more
+// than a minute later by reference only (a FinishedTask: identity, target,
+// expiry), and a Sync reads it whole with Get before it cleans it up, so
+// that the copy's memory does not grow with the finished tasks retained
+// either. crt's store and memstore are Informers and Getters; kubestore
+// lists on every Sync.
 // kubestore works on any custom resource with DEP-05's fields through the
 // dynamic client (unstructured conversion, status subresource), and
 // crt/tasks.NewStore through a controller-runtime manager's clients; memstore

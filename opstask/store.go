@@ -1,6 +1,12 @@
 package opstask
 
-import "context"
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
 
 // Store holds tasks. The controller reads all of them with List and changes
 // them only through UpdateStatus, SetHeld and Delete, each guarded by the
@@ -59,13 +65,16 @@ type Watcher interface {
 	Watch(ctx context.Context, notify func()) error
 }
 
-// Informer is implemented by stores that keep a copy of their tasks fed by
-// a watch (crt's store, over the manager's informer; memstore). Run then
+// Informer is implemented by stores that deliver their tasks and then their
+// changes, as a list and a watch do (crt's store; memstore). Run then
 // keeps the tasks in memory from the changes the store delivers, and a Sync
 // acts on the tasks that can change state (pending, running, held,
-// being cleaned up, past their TTL) without reading the store: its cost
+// being cleaned up, past their TTL) without listing the store: its cost
 // grows with the work to do, not with the finished tasks retained. Without
-// an Informer, every Sync reads every task with List.
+// an Informer, every Sync reads every task with List. A store that is also
+// a Getter lets the copy keep finished tasks by reference (see Getter and
+// TaskEvents.SetFinished); the task is then read with Get before its
+// cleanup.
 //
 // The copy may lag the store, and this is safe: every write is guarded by
 // the task's resourceVersion, so a decision made on an old version fails
@@ -86,9 +95,62 @@ type Informer interface {
 
 // TaskEvents receives the changes an Informer delivers. Its methods must not
 // block; the tasks given to Set belong to the receiver.
+//
+// SetFinished delivers, in place of Set, a finished task that is neither
+// held, being deleted nor in a cleanup, by what decides when its TTL runs
+// out: an Informer may use it so as not to decode the rest of the task (a
+// store that retains many finished tasks). Only a store that is also a
+// Getter may call it: the controller reads the whole task with Get before
+// it acts on it.
 type TaskEvents interface {
 	Set(t *Task)
+	SetFinished(f FinishedTask)
 	Invalid(namespace, name string, err error)
 	Gone(namespace, name string)
 	Synced()
+}
+
+// FinishedTask is what the controller keeps of a finished task that is
+// neither held, being deleted nor in a cleanup, until its TTL runs out: its
+// identity, what its TTL is judged on, and its kind and target.
+type FinishedTask struct {
+	Namespace, Name, UID, ResourceVersion string
+	CreationTimestamp                     time.Time
+	// Kind is the member of spec.config, "" when the spec does not have
+	// exactly one.
+	Kind   string
+	Target string
+	State  TaskState
+	// FinishedAt is status.lastTransitionTime; zero when it has none.
+	FinishedAt              time.Time
+	TTLSecondsAfterFinished *int32
+}
+
+// task returns f as a Task with nothing but the fields f has (its config
+// member without a value): enough to judge its TTL, never to write.
+func (f FinishedTask) task() *Task {
+	t := &Task{Namespace: f.Namespace, Name: f.Name, UID: f.UID, ResourceVersion: f.ResourceVersion,
+		CreationTimestamp: f.CreationTimestamp,
+		Spec:              Spec{TTLSecondsAfterFinished: f.TTLSecondsAfterFinished, Target: f.Target},
+		Status:            Status{State: f.State}}
+	if f.Kind != "" {
+		t.Spec.Config = map[string]json.RawMessage{f.Kind: nil}
+	}
+	if !f.FinishedAt.IsZero() {
+		t.Status.LastTransitionTime = &metav1.Time{Time: f.FinishedAt}
+	}
+	return t
+}
+
+// Getter is implemented by stores that read one task (crt's store,
+// memstore). A controller over an Informer that is also a Getter keeps a
+// finished task whose TTL runs out later than a minute from when it
+// learns of it by reference only (a FinishedTask, some hundred bytes),
+// and reads it whole with Get when its TTL has run out, before it cleans
+// it up: its memory does not grow with the finished tasks retained.
+type Getter interface {
+	// Get returns the task namespace/name, read as List reads, or an error
+	// wrapping ErrNotFound when there is none. The task belongs to the
+	// caller.
+	Get(ctx context.Context, namespace, name string) (*Task, error)
 }

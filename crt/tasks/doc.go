@@ -16,8 +16,14 @@
 //   - A Controller runs on every replica, leader or not (EveryReplica):
 //     claims with leases decide which replica executes a task.
 //   - NewStore's store (which a Controller builds) hears of changes from
-//     the manager's informer but claims on consistent reads of the
-//     manager's API reader, never on the cache, and passes opstask's store
+//     its own list and watch of the kind, not from the manager's cache
+//     (whose informer would hold every task whole): it holds no task
+//     itself, and delivers a finished task that is not held, being
+//     deleted or in a cleanup by reference (opstask.FinishedTask), decoded
+//     from the list a page at a time, so that the finished tasks retained
+//     cost a few hundred bytes each; the controller reads such a task with
+//     a consistent GET before it cleans it up. Every write is guarded by
+//     UID and resourceVersion, and the store passes opstask's store
 //     conformance suite on a real API server.
 //   - CRD refuses a task CRD that drifted from its Go type or lacks one of
 //     the rules opstask needs (one-of config, immutable config and target

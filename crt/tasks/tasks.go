@@ -3,15 +3,18 @@ package tasks
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"slices"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -131,13 +134,17 @@ func (c *Controller) Tasks() *opstask.Controller { return c.ctl }
 
 // NewStore returns an opstask.Store of the tasks of obj's kind over the
 // manager's clients, as kubestore's over a dynamic client: it writes
-// through mgr.GetClient(), delivers the tasks and their changes from the
-// manager's informer on the kind (an opstask.Informer: the controller
-// decides on that copy, and every write is guarded by the resourceVersion
-// it read), lists through mgr.GetAPIReader() (opstask's DryRun, and Sync
-// outside Run), and reads a task before changing its hold at the version
-// to change: as its own last status write returned it, or from the cache,
-// or else from the API reader. obj is a typed object registered in the manager's
+// through mgr.GetClient(), delivers the tasks and their changes from its
+// own list and watch of the kind over mgr.GetHTTPClient() (an
+// opstask.Informer: the controller decides on its copy, and every write is
+// guarded by the resourceVersion it read; finished tasks are delivered by
+// reference, see Inform), lists and reads single tasks through
+// mgr.GetAPIReader() (opstask's DryRun, Sync outside Run, and a finished
+// task before its cleanup: an opstask.Getter), and reads a task before
+// changing its hold at the version to change: as its own last status write
+// returned it, or else from the API reader. It starts no informer of the
+// manager's cache (Watch, used only where the store is not taken as an
+// Informer, does). obj is a typed object registered in the manager's
 // scheme, or an unstructured.Unstructured with its GroupVersionKind set;
 // the store itself handles tasks in unstructured form. Only
 // opts.TargetField and opts.Namespace apply; opts may be nil.
@@ -162,6 +169,7 @@ func NewStore(mgr manager.Manager, obj client.Object, opts *Options) (opstask.St
 		return nil, fmt.Errorf("%w: crt: task object %T: %w", opstask.ErrInvalidConfig, obj, err)
 	}
 	return &taskStore{reader: mgr.GetAPIReader(), writer: mgr.GetClient(), cache: mgr.GetCache(),
+		mapper: mgr.GetRESTMapper(), config: mgr.GetConfig(), httpClient: mgr.GetHTTPClient(), scheme: mgr.GetScheme(),
 		obj: obj, gvk: gvk, opts: o}, nil
 }
 
@@ -171,10 +179,16 @@ const taskPageSize = 500
 type taskStore struct {
 	reader client.Reader
 	writer client.Client
-	cache  cache.Cache
-	obj    client.Object
-	gvk    schema.GroupVersionKind
-	opts   Options
+	cache  cache.Cache // for Watch only: its informer holds every task whole
+	// Inform's list and watch go through a REST client of these, the
+	// manager's.
+	mapper     meta.RESTMapper
+	config     *rest.Config
+	httpClient *http.Client
+	scheme     *runtime.Scheme
+	obj        client.Object
+	gvk        schema.GroupVersionKind
+	opts       Options
 
 	// written holds, by task key, the task as the API server returned it
 	// from this store's last status write: the hold that follows a claim
@@ -192,7 +206,19 @@ var (
 	_ opstask.Store    = (*taskStore)(nil)
 	_ opstask.Watcher  = (*taskStore)(nil)
 	_ opstask.Informer = (*taskStore)(nil)
+	_ opstask.Getter   = (*taskStore)(nil)
 )
+
+// Get reads the task namespace/name from the API server (the manager's
+// API reader).
+func (s *taskStore) Get(ctx context.Context, namespace, name string) (*opstask.Task, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(s.gvk)
+	if err := s.reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, u); err != nil {
+		return nil, fmt.Errorf("crt: get %s %s/%s: %w", s.gvk.Kind, namespace, name, translateTaskError(err))
+	}
+	return kubestore.Decode(u, s.opts.TargetField)
+}
 
 func (s *taskStore) List(ctx context.Context) ([]*opstask.Task, error) {
 	var out []*opstask.Task
@@ -261,12 +287,11 @@ func (s *taskStore) Delete(ctx context.Context, t *opstask.Task) error {
 }
 
 // SetHeld updates the task's finalizers at t's version, from the task as
-// read at that version: from the manager's cache when it holds that
-// version, else from the API server. The update is guarded by the version,
-// so it fails if anything changed since. A hold that is already so is
-// confirmed on the API server: a cached copy may outlive the task (the
-// release that completes a deletion returns the task's last stored version,
-// which the cache still holds until the deletion reaches it).
+// read at that version: as this store's last status write returned it when
+// that is the version, else from the API server. The update is guarded by
+// the version, so it fails if anything changed since. A hold that is
+// already so in the written copy is confirmed on the API server: that copy
+// may outlive the task.
 func (s *taskStore) SetHeld(ctx context.Context, t *opstask.Task, held bool) error {
 	u, cached, err := s.read(ctx, t)
 	if err == nil && cached && slices.Contains(u.GetFinalizers(), kubestore.Finalizer) == held {
@@ -300,10 +325,11 @@ func (s *taskStore) SetHeld(ctx context.Context, t *opstask.Task, held bool) err
 }
 
 // read returns the task t names at t's version: as this store's last
-// status write of it returned it, or from the cache, if either is at that
-// version (the hold's update needs the finalizers of that version, and
-// nothing more recent: the update fails on any later one), else from the
-// API server. cached reports that the task was not read from the API server.
+// status write of it returned it, if that is at that version (the hold's
+// update needs the finalizers of that version, and nothing more recent: the
+// update fails on any later one), else from the API server. cached reports
+// that the task was not read from the API server. The manager's cache is not
+// read: its informer on the kind would hold every task whole.
 func (s *taskStore) read(ctx context.Context, t *opstask.Task) (u *unstructured.Unstructured, cached bool, err error) {
 	s.mu.Lock()
 	w := s.written[t.Key()]
@@ -311,14 +337,6 @@ func (s *taskStore) read(ctx context.Context, t *opstask.Task) (u *unstructured.
 	s.mu.Unlock()
 	if w != nil && w.GetResourceVersion() == t.ResourceVersion && string(w.GetUID()) == t.UID {
 		return w, true, nil
-	}
-	key := client.ObjectKey{Namespace: t.Namespace, Name: t.Name}
-	if obj, ok := s.obj.DeepCopyObject().(client.Object); ok {
-		if err := s.cache.Get(ctx, key, obj); err == nil && obj.GetResourceVersion() == t.ResourceVersion && string(obj.GetUID()) == t.UID {
-			if u, err := s.unstructured(obj); err == nil {
-				return u, true, nil
-			}
-		}
 	}
 	u, err = s.get(ctx, t)
 	return u, false, err
@@ -332,69 +350,6 @@ func (s *taskStore) get(ctx context.Context, t *opstask.Task) (*unstructured.Uns
 		return nil, err
 	}
 	return u, nil
-}
-
-// unstructured returns obj, a task from the cache, as a copy in unstructured
-// form.
-func (s *taskStore) unstructured(obj runtime.Object) (*unstructured.Unstructured, error) {
-	if u, ok := obj.(*unstructured.Unstructured); ok {
-		return u.DeepCopy(), nil
-	}
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	if err != nil {
-		return nil, err
-	}
-	u := &unstructured.Unstructured{Object: m}
-	u.SetGroupVersionKind(s.gvk)
-	return u, nil
-}
-
-// Inform delivers the tasks of the manager's informer on the kind, and
-// then every change, until ctx is done (see opstask.Informer): the
-// controller then reads no task from the API server to decide, and its
-// writes stay guarded by resourceVersion.
-func (s *taskStore) Inform(ctx context.Context, e opstask.TaskEvents) error {
-	inf, err := s.cache.GetInformer(ctx, s.obj)
-	if err != nil {
-		return fmt.Errorf("crt: informer for %s: %w", s.gvk.Kind, err)
-	}
-	set := func(obj any) {
-		o, ok := obj.(client.Object)
-		if !ok || (s.opts.Namespace != "" && o.GetNamespace() != s.opts.Namespace) {
-			return
-		}
-		u, err := s.unstructured(o)
-		if err == nil {
-			var t *opstask.Task
-			if t, err = kubestore.Decode(u, s.opts.TargetField); err == nil {
-				e.Set(t)
-				return
-			}
-		}
-		e.Invalid(o.GetNamespace(), o.GetName(), err)
-	}
-	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    set,
-		UpdateFunc: func(_, obj any) { set(obj) },
-		DeleteFunc: func(obj any) {
-			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			if o, ok := obj.(client.Object); ok {
-				e.Gone(o.GetNamespace(), o.GetName())
-			}
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("crt: inform %s: %w", s.gvk.Kind, err)
-	}
-	defer func() { _ = inf.RemoveEventHandler(reg) }()
-	if !toolscache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
-		return ctx.Err()
-	}
-	e.Synced()
-	<-ctx.Done()
-	return ctx.Err()
 }
 
 // Watch calls notify on every event of the manager's informer on the kind

@@ -11,12 +11,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -121,8 +123,8 @@ func TestTaskStoreConformance(t *testing.T) {
 
 // An opstask controller made from a manager alone (no client of its own)
 // runs tasks to Succeeded on a manager that never becomes leader (another
-// holder keeps the Lease), learning of new tasks from the manager's
-// informer (its own resync is an hour away). Two controllers on one
+// holder keeps the Lease), learning of new tasks from the store's watch
+// (its own resync is an hour away). Two controllers on one
 // manager, with metrics on one registry, register them once and count into
 // the same series.
 func TestTaskControllerFromTheManagerAlone(t *testing.T) {
@@ -191,8 +193,8 @@ func TestTaskControllerFromTheManagerAlone(t *testing.T) {
 	}
 	create("first")
 	succeeded("first")
-	// The controllers have synced and wait for news: only the informer can
-	// bring them the second task within the test.
+	// The controllers have synced and wait for news: only the store's
+	// watch can bring them the second task within the test.
 	create("second")
 	succeeded("second")
 	if n := executed.Load(); n != 2 {
@@ -288,4 +290,110 @@ func kindOnly() *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
 	u.SetKind("TestTask")
 	return u
+}
+
+// Finished tasks the store lists when the controller starts are delivered
+// by reference and deleted when their TTL runs out (on the controller's
+// fake clock), each after a fresh read; a task deleted and created again
+// under the same name, and run to the end, with a longer TTL, is not
+// deleted with the old one's TTL.
+func TestTaskStoreDeletesFinishedTasksKeptByReference(t *testing.T) {
+	env := testenv.StartKubernetes(t)
+	ctx := t.Context()
+	mgr := newTaskManager(t, env)
+	cli := mgr.GetClient()
+	clk := clocktesting.NewFakeClock(time.Now())
+	create := func(name string, ttl int32, finished bool) *unstructured.Unstructured {
+		t.Helper()
+		task := &opstask.Task{Name: name, Spec: opstask.Spec{Config: map[string]json.RawMessage{"snapshot": json.RawMessage(`{}`)},
+			Target: "etcd", TTLSecondsAfterFinished: &ttl}}
+		u := testTask(env.Namespace, task)
+		if err := cli.Create(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+		if !finished {
+			return u
+		}
+		st := opstask.Status{}
+		for _, s := range []opstask.TaskState{opstask.TaskStateInProgress, opstask.TaskStateSucceeded} {
+			if err := st.Transition(s, clk.Now(), "test", "finished before the controller"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		status, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.Object["status"] = status
+		if err := cli.Status().Update(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	get := func(name string) (*unstructured.Unstructured, error) {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(opstasktest.GroupVersionKind)
+		err := mgr.GetAPIReader().Get(ctx, client.ObjectKey{Namespace: env.Namespace, Name: name}, u)
+		return u, err
+	}
+	const hour = 3600
+	for _, name := range []string{"done-0", "done-1", "done-2"} {
+		create(name, hour, true)
+	}
+	cfg := opstask.Config{Clock: clk, Handlers: []opstask.Handler{{Name: "snapshot", AllowDuplicates: true,
+		Executor: opstask.ExecutorFunc(func(context.Context, *opstask.Run) error { return nil })}}}
+	ctl := &tasks.Controller{Object: &opstasktest.TestTask{}, Config: cfg,
+		Options: &tasks.Options{TargetField: opstasktest.TargetField, Namespace: env.Namespace}}
+	if err := ctl.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	testenv.StartManager(t, mgr)
+	// A task run to the end: the controller has listed the finished ones.
+	create("probe", 2*hour, false)
+	waitFor := func(what string, done func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(2 * time.Minute)
+		for !done() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not after 2 minutes", what)
+			}
+			clk.Step(time.Second) // the controller's timers: Settle, then the TTLs
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitFor("probe Succeeded", func() bool {
+		u, err := get("probe")
+		state, _, _ := unstructured.NestedString(u.Object, "status", "state")
+		return err == nil && state == string(opstask.TaskStateSucceeded)
+	})
+	old, err := get("done-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cli.Delete(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	// Created again, it runs: its status is the controller's.
+	again := create("done-1", 3*hour, false)
+	waitFor("done-1 created again Succeeded", func() bool {
+		u, err := get("done-1")
+		state, _, _ := unstructured.NestedString(u.Object, "status", "state")
+		return err == nil && state == string(opstask.TaskStateSucceeded)
+	})
+	clk.Step(hour * time.Second)
+	gone := func(name string) bool {
+		_, err := get(name)
+		return apierrors.IsNotFound(err)
+	}
+	waitFor("done-0 and done-2 deleted after their TTL", func() bool { return gone("done-0") && gone("done-2") })
+	u, err := get("done-1")
+	if err != nil {
+		t.Fatalf("done-1, created again with a TTL of 3 hours, was deleted after the old one's TTL: %v", err)
+	}
+	if u.GetUID() != again.GetUID() || u.GetUID() == old.GetUID() {
+		t.Errorf("done-1: UID %s, want the new task's %s", u.GetUID(), again.GetUID())
+	}
+	if gone("probe") {
+		t.Error("probe, TTL 2 hours, deleted after 1 hour")
+	}
 }

@@ -201,7 +201,7 @@ func (h *history) snapshot() (execs, cleanups []span, deletes []storeDelete) {
 }
 
 // watchStore is the store the controller gets: tasks.NewStore's, which
-// also watches (the manager's informer). Wrappers must keep Watch, or the controller would hear of
+// also watches (Watch, over the manager's informer). Wrappers must keep Watch, or the controller would hear of
 // new tasks only at its resync.
 type watchStore interface {
 	opstask.Store

@@ -15,7 +15,7 @@
 // In a cluster it runs on a controller-runtime manager (metrics, health
 // probes), without leader election: crt/tasks' Controller makes opstask's
 // Controller from the manager alone and runs it on every replica; it hears
-// of EtcdOpsTasks from the manager's informer and claims a task with a write
+// of EtcdOpsTasks from the task store's list and watch and claims a task with a write
 // guarded by the resourceVersion of a consistent read (the manager's API
 // reader), so that one replica executes it; another resumes (or fails, for
 // a kind that cannot resume) an execution whose replica stopped.

@@ -35,6 +35,7 @@ var (
 	_ opstask.Store    = (*Store)(nil)
 	_ opstask.Watcher  = (*Store)(nil)
 	_ opstask.Informer = (*Store)(nil)
+	_ opstask.Getter   = (*Store)(nil)
 )
 
 // New returns an empty Store whose Create stamps tasks with clk (the real
