@@ -12,6 +12,7 @@ import (
 	"github.com/go-logr/logr"
 	"gocloud.dev/blob"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -431,7 +432,7 @@ func (s *Share[E, B]) ReconcileBucket(ctx context.Context, b B) (time.Duration, 
 			s.cfg.Recorder.Event(b, corev1.EventTypeWarning, ReasonBucketInUse, "deletion waits: "+inUse.Message)
 		}
 	}
-	if !changed && equalJSON(before, b) {
+	if !changed && equality.Semantic.DeepEqual(before, b) {
 		return 0, nil
 	}
 	if err := s.cfg.Buckets.UpdateStatus(ctx, b); err != nil {
@@ -478,12 +479,6 @@ func (s *Share[E, B]) Waiting(ctx context.Context, b B) ([]E, error) {
 
 // BucketOf names the bucket that entry e names (Config.Bucket).
 func (s *Share[E, B]) BucketOf(e E) (namespace, name string) { return s.cfg.Bucket(e) }
-
-func equalJSON(a, b any) bool {
-	x, _ := json.Marshal(a)
-	y, _ := json.Marshal(b)
-	return string(x) == string(y)
-}
 
 // Reconciler is what crt/backups.Sharing runs: a Share, or a pool.Pool
 // over one (and a migrate.Controller over either).

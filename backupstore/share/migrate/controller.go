@@ -3,7 +3,6 @@ package migrate
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,6 +10,7 @@ import (
 
 	"gocloud.dev/blob"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -276,7 +276,7 @@ func (m *Controller[E, B]) ReconcileEntry(ctx context.Context, e E) (time.Durati
 		st.Source = src.Where()
 	}
 	done, wait, err := mig.Next(ctx, st)
-	if equalJSON(before, *st) {
+	if equality.Semantic.DeepEqual(before, *st) {
 		if err == nil {
 			// Waiting for the grace period: nothing to record but a
 			// condition that a refusal (SourceIsShared) left.
@@ -573,10 +573,4 @@ func (m *Controller[E, B]) migration(e E, src collect.Location) *Migration {
 		return legacy, shared, func() { _, _ = releaseLegacy(), releaseShared() }, nil
 	}
 	return &mig
-}
-
-func equalJSON(a, b any) bool {
-	x, _ := json.Marshal(a)
-	y, _ := json.Marshal(b)
-	return string(x) == string(y)
 }
