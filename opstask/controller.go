@@ -376,6 +376,35 @@ func (c *Controller) Running() int {
 	return len(c.running) + c.reserved
 }
 
+// Claimed reports when the last write that confirmed this controller's
+// claim on the task with key (namespace/name) started, while it runs the
+// task's execution; false when it runs none, or has given its claim up.
+// The claim's watchdog counts from that instant.
+//
+// A write through a claim lands in the store a moment before the
+// controller counts it. A test that steps a fake clock past a renewal must
+// first wait until Claimed reports the renewal's time, the task's
+// status.lastOperation.lastUpdateTime: stepped earlier, the clock may
+// reach the claim's deadline before the renewal is counted, and the
+// controller then gives the claim up as if the renewal had never been
+// written. On a real clock the renewal is counted a third of the lease
+// before its deadline.
+func (c *Controller) Claimed(key string) (time.Time, bool) {
+	c.mu.Lock()
+	r := c.running[key]
+	c.mu.Unlock()
+	if r == nil {
+		return time.Time{}, false
+	}
+	l := r.lease
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lost {
+		return time.Time{}, false
+	}
+	return l.confirmedAt, true
+}
+
 // forgetObservations drops lease observations, and the record of returned
 // executions, of tasks no longer claimed (InProgress, or in a cleanup).
 func (c *Controller) forgetObservations(tasks []*Task) {

@@ -318,10 +318,10 @@ func TestStepsWithoutController(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 10s")
+			t.Fatal("condition not met in a minute")
 		}
 		time.Sleep(time.Millisecond)
 	}

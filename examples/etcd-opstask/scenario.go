@@ -277,7 +277,8 @@ func (s *sim) flush() {
 
 // settle waits (in real time) until every InProgress task is in a simulated
 // wait that ends later than now, before its timeout, and its claim was
-// renewed at the latest renewal due, and until c runs no execution of a
+// renewed at the latest renewal due and counted by c (Controller.Claimed),
+// and until c runs no execution of a
 // task that is no longer InProgress (one whose final status is written but
 // whose slot is not yet free): until then a goroutine still has work to do
 // at the current simulated time, or a Sync would not yet start the next
@@ -319,6 +320,14 @@ func (s *sim) settle(c *opstask.Controller, kinds []opstask.Handler) error {
 			// clock moves on, as it would be in real time.
 			if op := t.Status.LastOperation; op == nil || !op.LastUpdateTime.Add(opstask.DefaultLeaseDuration/3).After(now) {
 				settled = false
+			}
+			// The controller counts a renewal a moment after the store has
+			// it: stepped before, the clock could reach the claim's
+			// deadline first, and the claim would be given up.
+			if op := t.Status.LastOperation; op != nil {
+				if at, ok := c.Claimed(t.Key()); !ok || at.Before(op.LastUpdateTime.Time) {
+					settled = false
+				}
 			}
 		}
 		s.mu.Lock()
