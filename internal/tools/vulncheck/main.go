@@ -22,6 +22,10 @@
 // Usage, from the repository root:
 //
 //	go run ./internal/tools/vulncheck -C ../.. -db .cache/vulndb -allow hack/vulncheck.allow . examples:package
+//
+// With -cache DIR, each scan's result is kept in DIR under a hash of all
+// it reads (see resultCache), and a scan of the same inputs is not run
+// again; the allowlist is applied to it afresh.
 package main
 
 import (
@@ -48,12 +52,13 @@ func main() {
 	root := flag.String("C", ".", "the repository root; the other paths are relative to it")
 	db := flag.String("db", ".cache/vulndb", "the vulnerability database, a directory in the layout of vuln.go.dev")
 	allow := flag.String("allow", "hack/vulncheck.allow", "the findings allowed to stay, with their reasons")
+	cache := flag.String("cache", "", "a directory that keeps each scan's result under a hash of its inputs (empty: none)")
 	flag.Parse()
 	if flag.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "vulncheck: name the module directories to scan")
 		os.Exit(2)
 	}
-	if err := run(context.Background(), *root, *db, *allow, flag.Args()); err != nil {
+	if err := run(context.Background(), *root, *db, *allow, *cache, flag.Args()); err != nil {
 		fmt.Fprintln(os.Stderr, "vulncheck:", err)
 		os.Exit(1)
 	}
@@ -70,7 +75,7 @@ type finding struct {
 	version, fixed, summary, trace string
 }
 
-func run(ctx context.Context, root, db, allowPath string, dirs []string) error {
+func run(ctx context.Context, root, db, allowPath, cacheDir string, dirs []string) error {
 	root, err := filepath.Abs(root)
 	if err != nil {
 		return err
@@ -86,6 +91,10 @@ func run(ctx context.Context, root, db, allowPath string, dirs []string) error {
 	if err != nil {
 		return err
 	}
+	cache, err := newResultCache(cacheDir, dbDir)
+	if err != nil {
+		return err
+	}
 	var problems []string
 	matched := map[int]bool{}
 	for _, arg := range dirs {
@@ -97,20 +106,31 @@ func run(ctx context.Context, root, db, allowPath string, dirs []string) error {
 		default:
 			return fmt.Errorf("%s: scan level %q: want DIR (the calls) or DIR:package (the imports)", arg, level)
 		}
-		var out bytes.Buffer
-		cmd := scan.Command(ctx, "-C", filepath.Join(root, dir), "-db", "file://"+dbDir, "-format", "json", "-scan", level, "./...")
-		cmd.Stdout = &out
-		cmd.Env = append(os.Environ(), "GOWORK=off")
-		if err := cmd.Start(); err != nil {
+		key, err := cache.key(filepath.Join(root, dir), level)
+		if err != nil {
 			return err
 		}
-		if err := cmd.Wait(); err != nil {
-			return fmt.Errorf("govulncheck in %s: %w", dir, err)
+		out := cache.get(key)
+		if out != nil {
+			fmt.Printf("vulncheck: %s: the result of an earlier scan of the same inputs (%s)\n", dir, filepath.Join(cacheDir, key[:16]+"….json"))
+		} else {
+			var buf bytes.Buffer
+			cmd := scan.Command(ctx, "-C", filepath.Join(root, dir), "-db", "file://"+dbDir, "-format", "json", "-scan", level, "./...")
+			cmd.Stdout = &buf
+			cmd.Env = append(os.Environ(), "GOWORK=off")
+			if err := cmd.Start(); err != nil {
+				return err
+			}
+			if err := cmd.Wait(); err != nil {
+				return fmt.Errorf("govulncheck in %s: %w", dir, err)
+			}
+			out = buf.Bytes()
 		}
-		cfg, found, err := parse(dir, level == "package", out.Bytes())
+		cfg, found, err := parse(dir, level == "package", out)
 		if err != nil {
 			return fmt.Errorf("govulncheck in %s: %w", dir, err)
 		}
+		cache.put(key, out)
 		notAllowed := 0
 		var allowedIDs []string // "module@version: ID ID ...", grouped
 		group := map[string]int{}
@@ -137,7 +157,7 @@ func run(ctx context.Context, root, db, allowPath string, dirs []string) error {
 		if notAllowed > 0 {
 			// The whole report, with every trace, as govulncheck prints it.
 			text := scan.Command(ctx, "-mode", "convert")
-			text.Stdin = bytes.NewReader(out.Bytes())
+			text.Stdin = bytes.NewReader(out)
 			text.Stdout = os.Stderr
 			if err := text.Start(); err == nil {
 				_ = text.Wait() // exits non-zero when it reports vulnerabilities
