@@ -383,7 +383,7 @@ func (c *Controller) Running() int {
 //
 // A write through a claim lands in the store a moment before the
 // controller counts it. A test that steps a fake clock past a renewal must
-// first wait until Claimed reports the renewal's time, the task's
+// first wait until Claimed reports a time no earlier than the task's
 // status.lastOperation.lastUpdateTime: stepped earlier, the clock may
 // reach the claim's deadline before the renewal is counted, and the
 // controller then gives the claim up as if the renewal had never been

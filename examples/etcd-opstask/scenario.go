@@ -277,12 +277,12 @@ func (s *sim) flush() {
 
 // settle waits (in real time) until every InProgress task is in a simulated
 // wait that ends later than now, before its timeout, and its claim was
-// renewed at the latest renewal due and counted by c (Controller.Claimed),
-// and until c runs no execution of a
-// task that is no longer InProgress (one whose final status is written but
-// whose slot is not yet free): until then a goroutine still has work to do
-// at the current simulated time, or a Sync would not yet start the next
-// task of that execution's etcd.
+// renewed at the latest renewal due and that renewal counted by c
+// (Controller.Claimed), and until c runs no execution of a task that is no
+// longer InProgress (one whose final status is written but whose slot is
+// not yet free): until then a goroutine still has work to do at the current
+// simulated time, or a Sync would not yet start the next task of that
+// execution's etcd.
 func (s *sim) settle(c *opstask.Controller, kinds []opstask.Handler) error {
 	timeouts := map[string]func(*opstask.Task) (time.Duration, error){}
 	for _, k := range kinds {
