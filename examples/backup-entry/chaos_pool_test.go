@@ -217,9 +217,11 @@ const (
 // spec.migrateFrom, and what it read of the migration.
 type migrationTruth struct {
 	kind string
-	// first is the workload's first migration: always from a legacy
-	// prefix, and never deleted before it is done, so that even a short
-	// run on a slow machine sees one migration through.
+	// first marks the workload's first two migrations (from a legacy
+	// prefix, then from a shared bucket), never deleted before the first is
+	// done and the second refused, so that even a short run on a slow
+	// machine sees one of each through (ci18 saw no refusal: the second
+	// could be deleted first).
 	first  bool
 	source string // spec.migrateFrom.url
 	// The legacy prefix (migrateLegacy): its keys, written before the
@@ -276,7 +278,7 @@ func (g *beWorkload) newMigration(rng *rand.Rand, ops *chaos.Ops) (*migrationTru
 	}
 	from := &api.LegacyBucket{Writer: api.WriterReference{Namespace: g.w.ns, Name: "nobody"}}
 	g.truth.mu.Lock()
-	first := g.legacySeq == 0
+	first := g.legacySeq < 2
 	switch g.legacySeq {
 	case 0:
 		kind = migrateLegacy
