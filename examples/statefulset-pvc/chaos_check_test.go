@@ -245,13 +245,21 @@ func (g *spWorkload) check(ctx context.Context) []chaos.Violation {
 	// without a UID precondition (a real kubelet sends one), so a stale
 	// delete of it can remove the pod recreated under the name. The system
 	// under test did not ask for that deletion; liveness judges the pod's
-	// return.
+	// return. And the pods the node-lifecycle controller evicted (their
+	// node did not renew its lease: a fault, or a KWOK starved of CPU), with
+	// at most the fake kubelet's delete after it: the cluster's decision,
+	// as a deletion by hand is.
 	fakeKubeletOnly := map[types.UID]bool{}
+	evicted := map[types.UID]bool{}
 	for _, r := range reqs {
 		if r.Resource == "pods" && r.APIGroup == "" && r.Namespace == g.w.ns {
 			fakeKubelet := strings.HasPrefix(r.UserAgent, "kwok/")
+			eviction := strings.HasSuffix(r.UserAgent, "/node-controller") || strings.HasSuffix(r.UserAgent, "/taint-eviction-controller")
 			if prev, ok := fakeKubeletOnly[r.UID]; !ok || prev {
 				fakeKubeletOnly[r.UID] = fakeKubelet
+			}
+			if prev, ok := evicted[r.UID]; !ok || prev {
+				evicted[r.UID] = eviction || fakeKubelet
 			}
 		}
 	}
@@ -276,6 +284,10 @@ func (g *spWorkload) check(ctx context.Context) []chaos.Violation {
 		}
 		if fakeKubeletOnly[d.UID] {
 			g.leniency["checker: pods deleted by the fake kubelet alone (KWOK deletes by name: a stale delete of a pod recreated under the name)"]++
+			continue
+		}
+		if evicted[d.UID] {
+			g.leniency["checker: pods evicted by the node-lifecycle controller (their node NotReady)"]++
 			continue
 		}
 		switch {
