@@ -112,10 +112,7 @@ func TestFinishedTaskKeptByReferenceIsReadBeforeItsCleanup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- c.Run(runCtx) }()
-	defer func() { cancel(); <-done }()
+	runUntilEnd(t, ctx, c)
 	// A task run to the end: the controller's copy holds the finished ones.
 	w.create("probe", "other", map[string]any{"onDemandSnapshot": map[string]any{"type": "full"}})
 	w.waitState("probe", opstask.TaskStateSucceeded)

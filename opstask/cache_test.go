@@ -58,10 +58,7 @@ func TestRunOnAnInformerListsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- c.Run(runCtx) }()
-	defer func() { cancel(); <-done }()
+	runUntilEnd(t, ctx, c)
 	for i := range 5 {
 		w.waitState(fmt.Sprintf("new-%d", i), opstask.TaskStateSucceeded)
 	}

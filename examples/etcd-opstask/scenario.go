@@ -317,17 +317,15 @@ func (s *sim) settle(c *opstask.Controller, kinds []opstask.Handler) error {
 			// The controller renews its claim every third of the lease and
 			// gives the execution up two thirds after its last write: a
 			// renewal due at this simulated time must be written before the
-			// clock moves on, as it would be in real time.
-			if op := t.Status.LastOperation; op == nil || !op.LastUpdateTime.Add(opstask.DefaultLeaseDuration/3).After(now) {
-				settled = false
-			}
-			// The controller counts a renewal a moment after the store has
+			// clock moves on, as it would be in real time, and counted by
+			// the controller, which counts it a moment after the store has
 			// it: stepped before, the clock could reach the claim's
 			// deadline first, and the claim would be given up.
-			if op := t.Status.LastOperation; op != nil {
-				if at, ok := c.Claimed(t.Key()); !ok || at.Before(op.LastUpdateTime.Time) {
-					settled = false
-				}
+			op := t.Status.LastOperation
+			if op == nil || !op.LastUpdateTime.Add(opstask.DefaultLeaseDuration/3).After(now) {
+				settled = false
+			} else if at, ok := c.Claimed(t.Key()); !ok || at.Before(op.LastUpdateTime.Time) {
+				settled = false
 			}
 		}
 		s.mu.Lock()
